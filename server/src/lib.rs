@@ -1,0 +1,23 @@
+//! The Outboard server as a library: `main.rs` parses flags and calls [`launch`]; tests and the
+//! CLI's embedded mode call [`launch`] with a listener on `127.0.0.1:0`.
+//!
+//! Module map (one room each, see `docs/ARCHITECTURE.md`): [`gateway`] (WebSocket, handshake,
+//! per-connection tasks), [`hub`] (the session map), [`session`] (one actor per session),
+//! [`agent`] (the harness loop), [`llm`] (providers), [`tools`] (the model's tools), [`vfs`] (path
+//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`auth`].
+
+pub mod agent;
+pub mod auth;
+pub mod config;
+pub mod gateway;
+pub mod hub;
+pub mod llm;
+pub mod sandbox;
+pub mod session;
+pub mod store;
+pub mod tools;
+pub mod util;
+pub mod vfs;
+
+pub use config::{Limits, Secret, ServerConfig};
+pub use gateway::{launch, ServerHandle};

@@ -1,0 +1,62 @@
+//! The JSONL schema of `outboard run --json`: one JSON object per line.
+//!
+//! The first line is a [`RunStarted`] (`"type": "run_started"`) carrying [`SCHEMA_VERSION`]; every
+//! following line is a [`crate::SessionEvent`] exactly as attached clients receive it (its `type`
+//! is the event kind: `assistant_delta`, `tool_result`, `assistant_message`, …); the last line is a
+//! [`RunFinished`] with the exit status the process is about to return.
+
+use serde::{Deserialize, Serialize};
+
+use crate::SessionId;
+
+/// Version of the headless schema. Bumped only for a change that breaks a script reading it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The first line of a `--json` run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStarted {
+    /// Always `"run_started"`.
+    #[serde(rename = "type")]
+    pub kind: RunStartedTag,
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The session the run uses (new, or the one given with `--session`).
+    pub session_id: SessionId,
+    /// The server's URL (`ws://…`); `embedded` is true when the CLI started it in-process.
+    pub server: String,
+    /// Whether the server runs inside the CLI process.
+    pub embedded: bool,
+}
+
+/// The last line of a `--json` run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFinished {
+    /// Always `"run_finished"`.
+    #[serde(rename = "type")]
+    pub kind: RunFinishedTag,
+    /// The session.
+    pub session_id: SessionId,
+    /// The process exit status: 0 completed, 1 failed, 2 usage, 3 connection/authorisation.
+    pub exit_code: i32,
+    /// The failure, when `exit_code` is not 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The literal tag `"run_started"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunStartedTag {
+    /// `run_started`
+    #[default]
+    #[serde(rename = "run_started")]
+    RunStarted,
+}
+
+/// The literal tag `"run_finished"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunFinishedTag {
+    /// `run_finished`
+    #[default]
+    #[serde(rename = "run_finished")]
+    RunFinished,
+}

@@ -1,0 +1,670 @@
+//! Outboard's wire protocol, and nothing else: no IO, no runtime.
+//!
+//! Everything a client and the server say to each other over the WebSocket is defined here, as
+//! serde types that are the single source of truth for `docs/PROTOCOL.md`. The rules (see that
+//! document): JSON text frames, internally tagged enums with a `"type"` field, snake_case, additive
+//! evolution only (new fields are `#[serde(default)]`, unknown event kinds decode as
+//! [`EventKind::Unknown`] so an old client survives a new server).
+//!
+//! The headless JSONL schema of `outboard run --json` lives in [`headless`]; it reuses
+//! [`SessionEvent`] so a script sees exactly what an attached client sees.
+
+pub mod headless;
+mod ids;
+
+pub use ids::{OrgId, RequestId, SessionId, TurnId, UserId};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The protocol version a client announces in [`Hello`]; the server refuses a different one.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest text frame either side accepts, in bytes. A larger frame is refused with
+/// [`ErrorCode::TooLarge`] and the connection is closed: it is either a bug or an attack, and a
+/// prompt of 4 MiB is better sent as a file in the workspace.
+pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Client → server
+// ---------------------------------------------------------------------------------------------
+
+/// A frame sent by a client. The first one on a connection must be [`ClientFrame::Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// Opens the connection: protocol version and bearer token.
+    Hello(Hello),
+    /// A request; the server answers with a [`ServerFrame::Response`] carrying the same `id`.
+    Request(Request),
+}
+
+/// The handshake's first frame.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Must equal [`PROTOCOL_VERSION`].
+    pub protocol_version: u32,
+    /// The user's bearer token (from `outboard-server admin user add`).
+    pub token: String,
+    /// Free-form client name and version, for logs and presence (`outboard-cli/0.1.0`).
+    #[serde(default)]
+    pub client: String,
+}
+
+impl std::fmt::Debug for Hello {
+    // The token is a credential: never print it, not even in a debug log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hello")
+            .field("protocol_version", &self.protocol_version)
+            .field("token", &"<redacted>")
+            .field("client", &self.client)
+            .finish()
+    }
+}
+
+/// A request: an id chosen by the client and a method with its parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// Echoed in the response; unique among the client's requests in flight.
+    pub id: RequestId,
+    /// The method and its parameters.
+    #[serde(flatten)]
+    pub method: Method,
+}
+
+/// Every request method, tagged by `"method"` with its parameters under `"params"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", content = "params")]
+pub enum Method {
+    /// Create a session owned by the caller. Answered with [`SessionCreateResponse`].
+    #[serde(rename = "session/create")]
+    SessionCreate(SessionCreateParams),
+    /// List the sessions of the caller's org. Answered with [`SessionListResponse`].
+    #[serde(rename = "session/list")]
+    SessionList(SessionListParams),
+    /// Attach to a session's events. Answered with [`SessionAttachResponse`] (a snapshot), then
+    /// live [`ServerFrame::Event`]s with a higher `seq`.
+    #[serde(rename = "session/attach")]
+    SessionAttach(SessionAttachParams),
+    /// Stop receiving a session's events. Answered with [`Empty`].
+    #[serde(rename = "session/detach")]
+    SessionDetach(SessionRef),
+    /// Start a turn with a user message. Answered with [`TurnSendResponse`] once the message is
+    /// durable; the turn's progress arrives as events.
+    #[serde(rename = "turn/send")]
+    TurnSend(TurnSendParams),
+    /// Interrupt the turn in flight, if any. Answered with [`TurnInterruptResponse`].
+    #[serde(rename = "turn/interrupt")]
+    TurnInterrupt(SessionRef),
+    /// Liveness check. Answered with [`Empty`].
+    #[serde(rename = "ping")]
+    Ping(Empty),
+}
+
+impl Method {
+    /// The wire name of the method, for logs and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Method::SessionCreate(_) => "session/create",
+            Method::SessionList(_) => "session/list",
+            Method::SessionAttach(_) => "session/attach",
+            Method::SessionDetach(_) => "session/detach",
+            Method::TurnSend(_) => "turn/send",
+            Method::TurnInterrupt(_) => "turn/interrupt",
+            Method::Ping(_) => "ping",
+        }
+    }
+}
+
+/// No parameters, or no result.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Empty {}
+
+/// Parameters of `session/create`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCreateParams {
+    /// A human title; the server derives one from the first message when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// Parameters of `session/list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionListParams {
+    /// At most this many sessions, newest activity first (server default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// A request that names one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRef {
+    /// The session.
+    pub session_id: SessionId,
+}
+
+/// How a client takes part in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Receives events; cannot send turns.
+    Watcher,
+    /// Receives events and sends turns. Only the session's owner may drive in protocol v1.
+    Driver,
+}
+
+/// Parameters of `session/attach`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionAttachParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The role asked for.
+    pub role: Role,
+    /// Resume after this durable `seq` (the last one the client saw); absent = from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<u64>,
+}
+
+/// Parameters of `turn/send`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnSendParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The user's message.
+    pub text: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server → client
+// ---------------------------------------------------------------------------------------------
+
+/// A frame sent by the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// The handshake succeeded.
+    Welcome(Welcome),
+    /// The answer to a [`Request`].
+    Response(Response),
+    /// A session event for a session this connection is attached to.
+    Event(EventFrame),
+    /// A connection-level error not tied to a request (bad handshake, malformed frame). When
+    /// `fatal`, the server closes the connection after sending it.
+    Error(ConnectionError),
+}
+
+/// The server's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The server's protocol version (equal to the client's, or the handshake fails).
+    pub protocol_version: u32,
+    /// Server name and version.
+    pub server: String,
+    /// Who the token belongs to.
+    pub user: UserInfo,
+}
+
+/// A user as clients see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserInfo {
+    /// The user's id.
+    pub id: UserId,
+    /// The user's name, unique within the org.
+    pub name: String,
+    /// The org's id.
+    pub org_id: OrgId,
+    /// The org's name.
+    pub org: String,
+}
+
+/// The answer to a request: exactly one of `result` and `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// The request's id.
+    pub id: RequestId,
+    /// The method's result object on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// What went wrong otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+impl Response {
+    /// A successful response carrying `result`.
+    pub fn ok<T: Serialize>(id: RequestId, result: &T) -> Self {
+        match serde_json::to_value(result) {
+            Ok(v) => Response { id, result: Some(v), error: None },
+            Err(e) => Response::err(id, ErrorBody::new(ErrorCode::Internal, e.to_string())),
+        }
+    }
+
+    /// A failed response.
+    pub fn err(id: RequestId, error: ErrorBody) -> Self {
+        Response { id, result: None, error: Some(error) }
+    }
+}
+
+/// A machine-readable error code and a message that tells a person what to do next.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The kind of error.
+    pub code: ErrorCode,
+    /// One line for a person.
+    pub message: String,
+}
+
+impl ErrorBody {
+    /// An error with a code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody { code, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code.as_str())
+    }
+}
+
+/// Error codes. New codes may be added; clients treat an unknown code like `internal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The frame or parameters are malformed.
+    BadRequest,
+    /// The first frame was not `hello`, or a request came before the handshake finished.
+    HandshakeRequired,
+    /// The client speaks another protocol version.
+    ProtocolVersion,
+    /// The token is missing or wrong.
+    Unauthorized,
+    /// The caller may not do this (another org's session, a watcher sending a turn).
+    Forbidden,
+    /// No such session (or not visible to the caller's org).
+    NotFound,
+    /// The request conflicts with the current state (a turn is already running).
+    Conflict,
+    /// The frame exceeds [`MAX_FRAME_BYTES`].
+    TooLarge,
+    /// The method is not known to this server.
+    UnknownMethod,
+    /// The client fell too far behind the event stream; re-attach with the last `seq`.
+    Lagged,
+    /// The server is shutting down or restarting.
+    ShuttingDown,
+    /// A bug or an unexpected failure on the server.
+    Internal,
+    /// A code this client does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ErrorCode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::HandshakeRequired => "handshake_required",
+            ErrorCode::ProtocolVersion => "protocol_version",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::UnknownMethod => "unknown_method",
+            ErrorCode::Lagged => "lagged",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::Internal => "internal",
+            ErrorCode::Unknown => "unknown",
+        }
+    }
+}
+
+/// A connection-level error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionError {
+    /// What went wrong.
+    #[serde(flatten)]
+    pub error: ErrorBody,
+    /// The server closes the connection after this frame.
+    #[serde(default)]
+    pub fatal: bool,
+}
+
+/// A session event delivered to an attached connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventFrame {
+    /// The event.
+    pub event: SessionEvent,
+}
+
+/// The status of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// No turn in flight.
+    Idle,
+    /// A turn is in flight.
+    Running,
+    /// The session cannot continue (see its last `turn_failed`).
+    Failed,
+    /// A status this client does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A session as listed and attached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// The session's id.
+    pub id: SessionId,
+    /// Its title.
+    pub title: String,
+    /// The owning user's id.
+    pub owner_id: UserId,
+    /// The owning user's name.
+    pub owner: String,
+    /// Whether a turn is in flight.
+    pub status: SessionStatus,
+    /// The provider and model this session talks to, as `provider/model`.
+    pub model: String,
+    /// The last durable `seq` of its log (0 when empty).
+    pub last_seq: u64,
+    /// Creation time, RFC 3339 UTC.
+    pub created_at: String,
+    /// Time of the last durable event, RFC 3339 UTC.
+    pub updated_at: String,
+}
+
+/// Result of `session/create`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCreateResponse {
+    /// The new session.
+    pub session: SessionInfo,
+}
+
+/// Result of `session/list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionListResponse {
+    /// The org's sessions, newest activity first.
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// Result of `session/attach`: everything needed to draw the session, with no gap before the live
+/// events that follow it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionAttachResponse {
+    /// The session.
+    pub session: SessionInfo,
+    /// The role granted.
+    pub role: Role,
+    /// Durable events with `seq > after_seq`, in order.
+    pub events: Vec<SessionEvent>,
+    /// The turn in flight, if any: what has streamed so far and is not yet durable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<InFlight>,
+}
+
+/// The not-yet-durable part of a turn in flight, so a client joining mid-stream can draw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    /// Assistant text streamed since the last durable event.
+    #[serde(default)]
+    pub assistant_text: String,
+    /// Output streamed so far by tools that are running, by call id.
+    #[serde(default)]
+    pub tool_output: Vec<ToolOutputSoFar>,
+}
+
+/// Output streamed so far by one running tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolOutputSoFar {
+    /// The tool call's id.
+    pub call_id: String,
+    /// The output so far (stdout and stderr interleaved as they came).
+    pub text: String,
+}
+
+/// Result of `turn/send`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnSendResponse {
+    /// The turn started by this message.
+    pub turn_id: TurnId,
+    /// The durable `seq` of the `user_message` event.
+    pub seq: u64,
+}
+
+/// Result of `turn/interrupt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnInterruptResponse {
+    /// Whether a turn was in flight and is now being interrupted.
+    pub interrupted: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session events
+// ---------------------------------------------------------------------------------------------
+
+/// One event of a session. Durable kinds (see [`EventKind::is_durable`]) are the session's log,
+/// each with a new `seq` one greater than the last. Transient kinds carry the `seq` of the last
+/// durable event before them: a client that resumes with `after_seq` misses no durable event and
+/// gets the transient state again through [`SessionAttachResponse::in_flight`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// The session.
+    pub session_id: SessionId,
+    /// Position in the session's log (see above for transient events).
+    pub seq: u64,
+    /// Server time of the event, RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened in a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A turn began (durable).
+    TurnStarted {
+        /// The turn.
+        turn_id: TurnId,
+        /// Who sent the message that started it.
+        by: String,
+    },
+    /// The user's message (durable).
+    UserMessage {
+        /// The message.
+        text: String,
+    },
+    /// A chunk of assistant text as it streams (transient).
+    AssistantDelta {
+        /// The chunk.
+        text: String,
+    },
+    /// A complete assistant message with the tool calls it makes (durable).
+    AssistantMessage {
+        /// The message's text (may be empty when it only calls tools).
+        text: String,
+        /// The tool calls, in order.
+        #[serde(default)]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The harness started running a tool call (durable: recovery needs to know it began).
+    ToolCall {
+        /// The call.
+        #[serde(flatten)]
+        call: ToolCall,
+    },
+    /// Output of a running tool as it comes (transient).
+    ToolOutputDelta {
+        /// The tool call's id.
+        call_id: String,
+        /// `stdout` or `stderr`.
+        stream: OutputStream,
+        /// The chunk.
+        text: String,
+    },
+    /// A tool call's result, as the model will see it (durable).
+    ToolResult {
+        /// The tool call's id.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The result text.
+        output: String,
+        /// The call failed; `output` says why.
+        #[serde(default)]
+        is_error: bool,
+        /// Wall time of the call.
+        #[serde(default)]
+        duration_ms: u64,
+    },
+    /// The model call failed and is retried after a delay (transient).
+    ModelRetry {
+        /// Attempt number that failed, from 1.
+        attempt: u32,
+        /// Delay before the next attempt.
+        delay_ms: u64,
+        /// What failed (HTTP status and provider message, or a cut stream).
+        reason: String,
+    },
+    /// The turn ended normally (durable).
+    TurnCompleted {
+        /// The turn.
+        turn_id: TurnId,
+        /// Why the model stopped.
+        stop_reason: StopReason,
+        /// Tokens used by the turn, summed over its model calls.
+        usage: Usage,
+    },
+    /// The turn ended in failure (durable).
+    TurnFailed {
+        /// The turn.
+        turn_id: TurnId,
+        /// One line for a person.
+        error: String,
+    },
+    /// The sandbox changed state (durable).
+    Sandbox {
+        /// The new state.
+        state: SandboxState,
+        /// How long the transition took.
+        ms: f64,
+    },
+    /// An event kind this client does not know; skip it.
+    #[serde(other)]
+    Unknown,
+}
+
+impl EventKind {
+    /// Durable events are written to the session's log before anyone sees them and get a new `seq`.
+    pub fn is_durable(&self) -> bool {
+        !matches!(
+            self,
+            EventKind::AssistantDelta { .. }
+                | EventKind::ToolOutputDelta { .. }
+                | EventKind::ModelRetry { .. }
+                | EventKind::Unknown
+        )
+    }
+
+    /// The wire name of the kind.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::TurnStarted { .. } => "turn_started",
+            EventKind::UserMessage { .. } => "user_message",
+            EventKind::AssistantDelta { .. } => "assistant_delta",
+            EventKind::AssistantMessage { .. } => "assistant_message",
+            EventKind::ToolCall { .. } => "tool_call",
+            EventKind::ToolOutputDelta { .. } => "tool_output_delta",
+            EventKind::ToolResult { .. } => "tool_result",
+            EventKind::ModelRetry { .. } => "model_retry",
+            EventKind::TurnCompleted { .. } => "turn_completed",
+            EventKind::TurnFailed { .. } => "turn_failed",
+            EventKind::Sandbox { .. } => "sandbox",
+            EventKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// A tool call made by the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call.
+    pub call_id: String,
+    /// The tool's name (`Read`, `Bash`, …).
+    pub name: String,
+    /// The arguments as the model sent them. Invalid JSON from the model is kept as a JSON string
+    /// so the log shows exactly what arrived.
+    pub input: Value,
+}
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model hit its output token limit.
+    MaxTokens,
+    /// The harness hit the turn's step limit.
+    StepLimit,
+    /// A user interrupted the turn.
+    Interrupted,
+    /// A reason this client does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Token usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens (including cached).
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another call's usage to this one.
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// The sandbox lifecycle states (the state machine of DESIGN.md, "Sandbox").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxState {
+    /// No sandbox exists.
+    None,
+    /// A sandbox is being started.
+    Provisioning,
+    /// The sandbox is running.
+    Running,
+    /// The sandbox is frozen.
+    Suspended,
+    /// The sandbox died.
+    Dead,
+    /// The sandbox was stopped.
+    Stopped,
+    /// A state this client does not know.
+    #[serde(other)]
+    Unknown,
+}
