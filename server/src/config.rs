@@ -115,7 +115,9 @@ pub fn llm_config(
         None => ProviderKind::Anthropic,
     };
     let (default_base, default_model, key_var) = match kind {
-        ProviderKind::Anthropic => ("https://api.anthropic.com", "claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ProviderKind::Anthropic => {
+            ("https://api.anthropic.com", "claude-sonnet-4-5", "ANTHROPIC_API_KEY")
+        }
         ProviderKind::OpenAi => ("https://api.openai.com/v1", "gpt-4.1", "OPENAI_API_KEY"),
     };
     Ok(LlmConfig {

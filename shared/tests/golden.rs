@@ -1,0 +1,261 @@
+//! Golden JSON for every message of protocol v1. A change to the wire changes a snapshot in
+//! `tests/snapshots/` and fails here with a diff; accept it only with a matching
+//! `docs/PROTOCOL.md` change. Each example also round-trips, so the snapshot is decodable.
+
+use outboard_shared::headless::{RunFinished, RunStarted, SCHEMA_VERSION};
+use outboard_shared::*;
+use pretty_assertions::assert_eq;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
+
+fn roundtrip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(
+    value: &T,
+) -> serde_json::Value {
+    let text = serde_json::to_string(value).unwrap();
+    let back: T = serde_json::from_str(&text).unwrap();
+    assert_eq!(&back, value);
+    serde_json::from_str(&text).unwrap()
+}
+
+fn sid() -> SessionId {
+    SessionId("s_0123456789abcdef0123456789abcdef".into())
+}
+
+fn event(seq: u64, kind: EventKind) -> SessionEvent {
+    SessionEvent { session_id: sid(), seq, ts: "2026-11-29T07:18:16.123Z".into(), kind }
+}
+
+fn info() -> SessionInfo {
+    SessionInfo {
+        id: sid(),
+        title: "Fix the flaky test".into(),
+        owner_id: UserId("u_1".into()),
+        owner: "alice".into(),
+        status: SessionStatus::Running,
+        model: "anthropic/claude-sonnet-4-5".into(),
+        last_seq: 7,
+        created_at: "2026-11-29T07:00:00.000Z".into(),
+        updated_at: "2026-11-29T07:18:16.123Z".into(),
+    }
+}
+
+fn request(id: u64, method: Method) -> ClientFrame {
+    ClientFrame::Request(Request { id: RequestId(id), method })
+}
+
+#[test]
+fn client_frames() {
+    insta::assert_json_snapshot!(
+        "hello",
+        roundtrip(&ClientFrame::Hello(Hello {
+            protocol_version: PROTOCOL_VERSION,
+            token: "ob_token".into(),
+            client: "outboard-cli/0.1.0".into(),
+        }))
+    );
+    insta::assert_json_snapshot!(
+        "session_create",
+        roundtrip(&request(
+            1,
+            Method::SessionCreate(SessionCreateParams { title: Some("t".into()) })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "session_list",
+        roundtrip(&request(2, Method::SessionList(SessionListParams { limit: Some(20) })))
+    );
+    insta::assert_json_snapshot!(
+        "session_attach",
+        roundtrip(&request(
+            3,
+            Method::SessionAttach(SessionAttachParams {
+                session_id: sid(),
+                role: Role::Driver,
+                after_seq: Some(4)
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "session_detach",
+        roundtrip(&request(4, Method::SessionDetach(SessionRef { session_id: sid() })))
+    );
+    insta::assert_json_snapshot!(
+        "turn_send",
+        roundtrip(&request(
+            5,
+            Method::TurnSend(TurnSendParams { session_id: sid(), text: "hello".into() })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "turn_interrupt",
+        roundtrip(&request(6, Method::TurnInterrupt(SessionRef { session_id: sid() })))
+    );
+    insta::assert_json_snapshot!("ping", roundtrip(&request(7, Method::Ping(Empty {}))));
+}
+
+#[test]
+fn server_frames() {
+    insta::assert_json_snapshot!(
+        "welcome",
+        roundtrip(&ServerFrame::Welcome(Welcome {
+            protocol_version: 1,
+            server: "outboard-server/0.1.0".into(),
+            user: UserInfo {
+                id: UserId("u_1".into()),
+                name: "alice".into(),
+                org_id: OrgId("o_1".into()),
+                org: "acme".into(),
+            },
+        }))
+    );
+    insta::assert_json_snapshot!(
+        "response_ok",
+        roundtrip(&ServerFrame::Response(Response::ok(
+            RequestId(1),
+            &SessionCreateResponse { session: info() }
+        )))
+    );
+    insta::assert_json_snapshot!(
+        "response_error",
+        roundtrip(&ServerFrame::Response(Response::err(
+            RequestId(5),
+            ErrorBody::new(ErrorCode::Forbidden, "you are watching this session")
+        )))
+    );
+    insta::assert_json_snapshot!(
+        "connection_error",
+        roundtrip(&ServerFrame::Error(ConnectionError {
+            error: ErrorBody::new(ErrorCode::Unauthorized, "the token is not valid"),
+            fatal: true,
+        }))
+    );
+    insta::assert_json_snapshot!(
+        "event_frame",
+        roundtrip(&ServerFrame::Event(EventFrame {
+            event: event(3, EventKind::AssistantDelta { text: "Hel".into() })
+        }))
+    );
+}
+
+#[test]
+fn responses() {
+    insta::assert_json_snapshot!(
+        "session_list_response",
+        roundtrip(&SessionListResponse { sessions: vec![info()] })
+    );
+    insta::assert_json_snapshot!(
+        "session_attach_response",
+        roundtrip(&SessionAttachResponse {
+            session: info(),
+            role: Role::Watcher,
+            events: vec![event(1, EventKind::UserMessage { text: "hi".into() })],
+            in_flight: Some(InFlight {
+                assistant_text: "Let me".into(),
+                tool_output: vec![ToolOutputSoFar {
+                    call_id: "c1".into(),
+                    text: "building…\n".into()
+                }],
+            }),
+        })
+    );
+    insta::assert_json_snapshot!(
+        "turn_send_response",
+        roundtrip(&TurnSendResponse { turn_id: TurnId("t_1".into()), seq: 2 })
+    );
+    insta::assert_json_snapshot!(
+        "turn_interrupt_response",
+        roundtrip(&TurnInterruptResponse { interrupted: true })
+    );
+}
+
+#[test]
+fn session_events() {
+    let call = ToolCall {
+        call_id: "toolu_1".into(),
+        name: "Bash".into(),
+        input: json!({"command": "cat notes.txt"}),
+    };
+    let events = vec![
+        EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() },
+        EventKind::UserMessage { text: "Read notes.txt".into() },
+        EventKind::AssistantDelta { text: "I'll".into() },
+        EventKind::AssistantMessage {
+            text: "I'll read it.".into(),
+            tool_calls: vec![call.clone()],
+        },
+        EventKind::ToolCall { call },
+        EventKind::ToolOutputDelta {
+            call_id: "toolu_1".into(),
+            stream: OutputStream::Stdout,
+            text: "hello\n".into(),
+        },
+        EventKind::ToolResult {
+            call_id: "toolu_1".into(),
+            name: "Bash".into(),
+            output: "hello\n".into(),
+            is_error: false,
+            duration_ms: 12,
+        },
+        EventKind::ModelRetry { attempt: 1, delay_ms: 1000, reason: "429: rate limited".into() },
+        EventKind::TurnCompleted {
+            turn_id: TurnId("t_1".into()),
+            stop_reason: StopReason::EndTurn,
+            usage: Usage { input_tokens: 1200, output_tokens: 80 },
+        },
+        EventKind::TurnFailed {
+            turn_id: TurnId("t_2".into()),
+            error: "the model provider answered 401".into(),
+        },
+        EventKind::Sandbox { state: SandboxState::Running, ms: 6.5 },
+    ];
+    for (i, kind) in events.into_iter().enumerate() {
+        let name = format!("event_{}", kind.type_name());
+        insta::assert_json_snapshot!(name, roundtrip(&event(i as u64 + 1, kind)));
+    }
+}
+
+#[test]
+fn unknown_event_kinds_and_codes_are_tolerated() {
+    let e: SessionEvent = serde_json::from_value(json!({
+        "session_id": "s_1", "seq": 9, "ts": "2026-11-29T07:18:16.123Z",
+        "type": "presence", "users": [{"name": "bob", "role": "watcher"}]
+    }))
+    .unwrap();
+    assert_eq!(e.kind, EventKind::Unknown);
+    assert_eq!(e.seq, 9);
+    let b: ErrorBody =
+        serde_json::from_value(json!({"code": "quota_exceeded", "message": "m"})).unwrap();
+    assert_eq!(b.code, ErrorCode::Unknown);
+    let s: SessionStatus = serde_json::from_value(json!("archived")).unwrap();
+    assert_eq!(s, SessionStatus::Unknown);
+}
+
+#[test]
+fn headless_lines() {
+    insta::assert_json_snapshot!(
+        "headless_run_started",
+        roundtrip(&RunStarted {
+            kind: Default::default(),
+            schema_version: SCHEMA_VERSION,
+            session_id: sid(),
+            server: "ws://127.0.0.1:7700".into(),
+            embedded: true,
+        })
+    );
+    insta::assert_json_snapshot!(
+        "headless_run_finished",
+        roundtrip(&RunFinished {
+            kind: Default::default(),
+            session_id: sid(),
+            exit_code: 1,
+            error: Some("the model provider answered 401".into()),
+        })
+    );
+}
+
+#[test]
+fn hello_debug_redacts_the_token() {
+    let h = Hello { protocol_version: 1, token: "ob_secret".into(), client: String::new() };
+    assert!(!format!("{h:?}").contains("ob_secret"));
+}
