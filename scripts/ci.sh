@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# What CI runs, and what developers run before pushing: format, lints, the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  echo "ci.sh: bubblewrap (bwrap) is missing: install it (apt-get install bubblewrap); the sandbox tests need it" >&2
+  exit 1
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== tests (the README's test command)"
+cargo test --workspace

@@ -1,0 +1,232 @@
+//! Helpers for end-to-end tests over real processes: build and locate the workspace's binaries,
+//! start `outboard-server` on `127.0.0.1:0` with a temporary data dir, create users, run the
+//! `outboard` CLI, and wait on conditions with a deadline.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+/// A fake API key given to servers under test: tests assert it never shows up anywhere.
+pub const TEST_API_KEY: &str = "sk-test-SECRET-do-not-leak-4242";
+
+/// Builds the `outboard-server` and `outboard` binaries once per test process (a no-op when they
+/// are fresh), so a test never runs a stale binary, and returns the directory holding them.
+pub fn bin_dir() -> anyhow::Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "-p", "outboard-server", "-p", "outboard-cli", "--bins"])
+                .status()
+                .map_err(|e| format!("cannot run cargo build: {e}"))?;
+            if !status.success() {
+                return Err("cargo build of the binaries failed".into());
+            }
+            // target/debug/deps/<test> → target/debug
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .ok_or_else(|| "cannot locate the target dir".to_owned())?;
+            Ok(dir.to_path_buf())
+        })
+        .clone()
+        .map_err(|e| anyhow::anyhow!(e))
+}
+
+/// The path of a workspace binary (`outboard`, `outboard-server`).
+pub fn bin(name: &str) -> anyhow::Result<PathBuf> {
+    let path = bin_dir()?.join(name);
+    if !path.exists() {
+        bail!("{} is missing", path.display());
+    }
+    Ok(path)
+}
+
+/// Which provider protocol a test server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Chat Completions.
+    OpenAi,
+}
+
+impl Api {
+    /// The `--provider` value.
+    pub fn provider(self) -> &'static str {
+        match self {
+            Api::Anthropic => "anthropic",
+            Api::OpenAi => "openai",
+        }
+    }
+
+    /// The environment variable holding this provider's key.
+    pub fn key_var(self) -> &'static str {
+        match self {
+            Api::Anthropic => "ANTHROPIC_API_KEY",
+            Api::OpenAi => "OPENAI_API_KEY",
+        }
+    }
+}
+
+/// A real `outboard-server` process on a loopback port with its own data dir.
+pub struct TestServer {
+    child: Child,
+    /// `ws://127.0.0.1:PORT`.
+    pub url: String,
+    /// The data dir (removed on drop unless taken by [`TestServer::kill`]).
+    data: Option<tempfile::TempDir>,
+    stderr_path: PathBuf,
+}
+
+impl TestServer {
+    /// Starts a server talking to the mock LLM at `base_url` with the `api` protocol.
+    pub fn start(api: Api, base_url: &str) -> anyhow::Result<TestServer> {
+        let data = tempfile::tempdir()?;
+        Self::start_in(data, api, base_url, &[])
+    }
+
+    /// Starts a server on an existing data dir (for restart tests), with extra flags.
+    pub fn start_in(
+        data: tempfile::TempDir,
+        api: Api,
+        base_url: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<TestServer> {
+        use std::io::BufRead as _;
+        let stderr_path = data.path().join("server.stderr");
+        let stderr = std::fs::File::create(&stderr_path)?;
+        let mut child = Command::new(bin("outboard-server")?)
+            .args(["serve", "--listen", "127.0.0.1:0", "--provider", api.provider()])
+            .arg("--data")
+            .arg(data.path())
+            .args(["--base-url", base_url, "--model", "mock-model"])
+            .args(extra)
+            .env(api.key_var(), TEST_API_KEY)
+            .env("OUTBOARD_LOG", "debug")
+            .env_remove("OUTBOARD_LISTEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .context("cannot start outboard-server")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let Some(url) = line.trim().strip_prefix("outboard-server listening on ") else {
+            let _ = child.kill();
+            let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            bail!("the server did not start: {line:?}\n{log}");
+        };
+        Ok(TestServer { url: url.to_owned(), child, data: Some(data), stderr_path })
+    }
+
+    /// Adds a user and returns their token (`outboard-server admin user add`).
+    pub fn add_user(&self, name: &str, org: &str) -> anyhow::Result<String> {
+        let out = Command::new(bin("outboard-server")?)
+            .args(["admin", "user", "add", name, "--org", org])
+            .arg("--data")
+            .arg(self.data_dir())
+            .output()?;
+        if !out.status.success() {
+            bail!("admin user add failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let token = String::from_utf8(out.stdout)?.trim().to_owned();
+        Ok(token)
+    }
+
+    /// The host directory of a session's workspace.
+    pub fn workspace(&self, session_id: &str) -> PathBuf {
+        self.data_dir().join("workspaces").join(session_id)
+    }
+
+    /// Everything the server logged so far (at debug level).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// The data dir.
+    pub fn data_dir(&self) -> &Path {
+        self.data.as_ref().map_or(Path::new("/nonexistent"), |d| d.path())
+    }
+
+    /// Kills the server (SIGKILL) and hands back its data dir, for a restart.
+    pub fn kill(mut self) -> Option<tempfile::TempDir> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.data.take()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The result of one `outboard` invocation.
+#[derive(Debug)]
+pub struct CliRun {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Stdout.
+    pub stdout: String,
+    /// Stderr.
+    pub stderr: String,
+}
+
+impl CliRun {
+    /// Stdout parsed as JSON lines.
+    pub fn json_lines(&self) -> anyhow::Result<Vec<serde_json::Value>> {
+        self.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).with_context(|| format!("not JSON: {l}")))
+            .collect()
+    }
+}
+
+/// Runs `outboard ARGS` with a clean environment (no `OUTBOARD_*` from the developer's shell).
+pub fn outboard(args: &[&str], stdin: Option<&str>) -> anyhow::Result<CliRun> {
+    use std::io::Write as _;
+    let mut cmd = Command::new(bin("outboard")?);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = cmd.spawn()?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())?;
+    }
+    let Output { status, stdout, stderr } = child.wait_with_output()?;
+    Ok(CliRun {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    })
+}
+
+/// Polls `cond` until it holds or `timeout` passes; the error names `what`.
+pub fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    bail!("timed out after {timeout:?} waiting for {what}")
+}
