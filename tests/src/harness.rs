@@ -230,3 +230,97 @@ pub fn wait_until(
     }
     bail!("timed out after {timeout:?} waiting for {what}")
 }
+
+/// A minimal protocol client for tests that need to act mid-turn (interrupt, attach).
+pub struct WsClient {
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    next_id: u64,
+    /// Events received while waiting for a response, in order.
+    pub backlog: std::collections::VecDeque<outboard_shared::SessionEvent>,
+}
+
+impl WsClient {
+    /// Connects and says hello; fails unless welcomed.
+    pub async fn connect(url: &str, token: &str) -> anyhow::Result<WsClient> {
+        use futures_util::SinkExt as _;
+        let (ws, _) = tokio_tungstenite::connect_async(url).await?;
+        let mut client = WsClient { ws, next_id: 1, backlog: Default::default() };
+        let hello = serde_json::json!({
+            "type": "hello", "protocol_version": outboard_shared::PROTOCOL_VERSION,
+            "token": token, "client": "outboard-tests"
+        });
+        client.ws.send(tokio_tungstenite::tungstenite::Message::Text(hello.to_string().into())).await?;
+        match client.frame().await? {
+            outboard_shared::ServerFrame::Welcome(_) => Ok(client),
+            other => bail!("not welcomed: {other:?}"),
+        }
+    }
+
+    async fn frame(&mut self) -> anyhow::Result<outboard_shared::ServerFrame> {
+        use futures_util::StreamExt as _;
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(30), self.ws.next())
+                .await
+                .context("no frame within 30 s")?
+                .context("connection closed")??;
+            if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+                return Ok(serde_json::from_str(&t)?);
+            }
+        }
+    }
+
+    /// Sends a request and returns its result (events that arrive meanwhile go to `backlog`).
+    pub async fn request(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> anyhow::Result<Result<serde_json::Value, outboard_shared::ErrorBody>> {
+        use futures_util::SinkExt as _;
+        let id = self.next_id;
+        self.next_id += 1;
+        let frame = serde_json::json!({"type": "request", "id": id, "method": method, "params": params});
+        self.ws.send(tokio_tungstenite::tungstenite::Message::Text(frame.to_string().into())).await?;
+        loop {
+            match self.frame().await? {
+                outboard_shared::ServerFrame::Response(r) if r.id.0 == id => {
+                    return Ok(match (r.result, r.error) {
+                        (_, Some(e)) => Err(e),
+                        (Some(v), None) => Ok(v),
+                        (None, None) => Ok(serde_json::Value::Null),
+                    })
+                }
+                outboard_shared::ServerFrame::Event(e) => self.backlog.push_back(e.event),
+                other => bail!("unexpected frame {other:?}"),
+            }
+        }
+    }
+
+    /// The next session event.
+    pub async fn event(&mut self) -> anyhow::Result<outboard_shared::SessionEvent> {
+        if let Some(e) = self.backlog.pop_front() {
+            return Ok(e);
+        }
+        match self.frame().await? {
+            outboard_shared::ServerFrame::Event(e) => Ok(e.event),
+            other => bail!("expected an event, got {other:?}"),
+        }
+    }
+
+    /// Events until (and including) the first one for which `stop` holds.
+    pub async fn events_until(
+        &mut self,
+        mut stop: impl FnMut(&outboard_shared::SessionEvent) -> bool,
+    ) -> anyhow::Result<Vec<outboard_shared::SessionEvent>> {
+        let mut out = Vec::new();
+        loop {
+            let e = self.event().await?;
+            let done = stop(&e);
+            out.push(e);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+}
