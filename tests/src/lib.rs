@@ -1,1 +1,6 @@
+//! Outboard's test support: the mock LLM server ([`mock_llm`]) shared by the end-to-end suites
+//! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
+//! runs the real CLI.
+
 pub mod harness;
+pub mod mock_llm;

@@ -1,0 +1,803 @@
+//! The mock LLM server: a real axum HTTP server on loopback that speaks the Anthropic Messages
+//! and OpenAI Chat Completions *streaming* wire formats, answering from a script.
+//!
+//! Why a real server rather than a fake provider: the provider code under test is mostly wire
+//! handling (SSE framing, chunk assembly, status codes, cut connections), and only real HTTP
+//! exercises it. The end-to-end suites and the `mock-llm` binary use the same script.
+//!
+//! A script is a queue of [`MockStep`]s consumed in request order, shared by both endpoints. When
+//! it runs out the server answers 500 with a body saying `mock script exhausted`, so a test that
+//! makes one call too many fails loudly. Every request is recorded ([`RecordedRequest`]).
+//!
+//! # Script JSON (the `mock-llm --script FILE` format)
+//!
+//! The file is either an array of steps or `{"steps": [...], "openai": {dialect}}` where the
+//! dialect applies to every step (a step's own `openai` flags are OR-ed with it). A step is an
+//! object; every field is optional:
+//!
+//! ```json
+//! {
+//!   "text": "Hello there",                 // reply text, streamed in several deltas (by word)
+//!   "deltas": ["Hel", "lo"],               // or: the exact deltas (overrides the split of text)
+//!   "tool_calls": [
+//!     {"id": "toolu_1", "name": "Write", "input": {"path": "a.txt", "content": "x"}},
+//!     {"name": "Read", "raw_input": "{\"path\": "}   // raw arguments text, e.g. invalid JSON
+//!   ],
+//!   "stop": "end_turn",                    // Anthropic stop_reason; default tool_use when there
+//!                                          // are tool calls, else end_turn (mapped for OpenAI)
+//!   "usage": {"input_tokens": 10, "output_tokens": 5},
+//!   "status": 429,                         // a fault instead of a reply: this HTTP status…
+//!   "retry_after": 1,                      // …with `retry-after: 1` (seconds)
+//!   "retry_after_ms": 50,                  // …and/or `retry-after-ms: 50`
+//!   "body": "{\"error\":…}",               // …and this body (default: the dialect's error JSON)
+//!   "error_event": "overloaded_error",     // a 200 stream that sends an in-stream error event
+//!   "cut_after": 3,                        // send this many SSE events, then drop the connection
+//!   "latency_ms": 0,                       // delay before the response starts
+//!   "chunk_delay_ms": 0,                   // delay between SSE events
+//!   "openai": {                            // OpenAI dialect knobs (see MockOpenAiDialect)
+//!     "omit_usage": false, "omit_done": false, "args_in_one_chunk": false,
+//!     "omit_tool_index": false, "empty_deltas": false, "reasoning": null,
+//!     "finish_reason": null
+//!   }
+//! }
+//! ```
+//!
+//! `GET /_mock/requests` returns the recorded requests as JSON.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream;
+use outboard_shared::Usage;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+/// The OpenAI-compatible dialect knobs, to imitate the servers that differ from OpenAI.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MockOpenAiDialect {
+    /// Send no usage chunk (servers that ignore `stream_options`).
+    pub omit_usage: bool,
+    /// End the stream without `data: [DONE]`.
+    pub omit_done: bool,
+    /// Send each tool call whole (id, name and all arguments) in one chunk.
+    pub args_in_one_chunk: bool,
+    /// Leave `index` out of tool-call pieces.
+    pub omit_tool_index: bool,
+    /// Add chunks whose `content` is `null` or `""`.
+    pub empty_deltas: bool,
+    /// Stream this text as `reasoning_content` before the answer.
+    pub reasoning: Option<String>,
+    /// Send this `finish_reason` instead of the one mapped from the step's stop.
+    pub finish_reason: Option<String>,
+}
+
+impl MockOpenAiDialect {
+    /// This step's flags OR-ed with the global ones.
+    fn merged(&self, global: &MockOpenAiDialect) -> MockOpenAiDialect {
+        MockOpenAiDialect {
+            omit_usage: self.omit_usage || global.omit_usage,
+            omit_done: self.omit_done || global.omit_done,
+            args_in_one_chunk: self.args_in_one_chunk || global.args_in_one_chunk,
+            omit_tool_index: self.omit_tool_index || global.omit_tool_index,
+            empty_deltas: self.empty_deltas || global.empty_deltas,
+            reasoning: self.reasoning.clone().or_else(|| global.reasoning.clone()),
+            finish_reason: self.finish_reason.clone().or_else(|| global.finish_reason.clone()),
+        }
+    }
+}
+
+/// One tool call of a scripted reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockToolCall {
+    /// The call id; generated (`toolu_mock_N` / `call_mock_N`) when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The tool name.
+    pub name: String,
+    /// The arguments as JSON.
+    #[serde(default)]
+    pub input: Value,
+    /// The arguments as raw text instead of `input`, e.g. invalid JSON.
+    #[serde(default)]
+    pub raw_input: Option<String>,
+}
+
+impl MockToolCall {
+    /// A call of `name` with JSON arguments.
+    pub fn new(name: &str, input: Value) -> Self {
+        MockToolCall { id: None, name: name.to_owned(), input, raw_input: None }
+    }
+
+    /// A call of `name` whose arguments text is `raw` verbatim (may be invalid JSON).
+    pub fn raw(name: &str, raw: &str) -> Self {
+        MockToolCall {
+            id: None,
+            name: name.to_owned(),
+            input: Value::Null,
+            raw_input: Some(raw.into()),
+        }
+    }
+
+    /// Sets the call id.
+    pub fn with_id(mut self, id: &str) -> Self {
+        self.id = Some(id.to_owned());
+        self
+    }
+
+    fn arguments(&self) -> String {
+        match (&self.raw_input, &self.input) {
+            (Some(raw), _) => raw.clone(),
+            (None, Value::Null) => "{}".to_owned(),
+            (None, input) => input.to_string(),
+        }
+    }
+}
+
+/// One scripted answer: a reply (text, tool calls) or a fault. See the module docs for the JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MockStep {
+    /// Reply text, streamed split by word.
+    pub text: String,
+    /// The exact text deltas, overriding the split of `text`.
+    pub deltas: Option<Vec<String>>,
+    /// Tool calls after the text.
+    pub tool_calls: Vec<MockToolCall>,
+    /// Anthropic `stop_reason`; default `tool_use` with tool calls, else `end_turn`.
+    pub stop: Option<String>,
+    /// Reported usage; default 10 in, 5 out.
+    pub usage: Option<Usage>,
+    /// Answer this HTTP status instead of a reply.
+    pub status: Option<u16>,
+    /// `retry-after` seconds of the status answer.
+    pub retry_after: Option<u64>,
+    /// `retry-after-ms` of the status answer.
+    pub retry_after_ms: Option<u64>,
+    /// Body of the status answer; default the dialect's error JSON.
+    pub body: Option<String>,
+    /// Send an in-stream error of this type (Anthropic `error` event, OpenAI `{"error":…}`).
+    pub error_event: Option<String>,
+    /// Drop the connection after this many SSE events.
+    pub cut_after: Option<usize>,
+    /// Milliseconds before the response starts.
+    pub latency_ms: u64,
+    /// Milliseconds between SSE events.
+    pub chunk_delay_ms: u64,
+    /// OpenAI dialect knobs for this step.
+    pub openai: MockOpenAiDialect,
+}
+
+impl MockStep {
+    /// A text reply that ends the turn.
+    pub fn text(text: &str) -> Self {
+        MockStep { text: text.to_owned(), ..MockStep::default() }
+    }
+
+    /// A reply with one tool call of `name` with JSON `input`.
+    pub fn tool_call(name: &str, input: Value) -> Self {
+        MockStep::tool_calls(vec![MockToolCall::new(name, input)])
+    }
+
+    /// A reply with these tool calls.
+    pub fn tool_calls(calls: Vec<MockToolCall>) -> Self {
+        MockStep { tool_calls: calls, ..MockStep::default() }
+    }
+
+    /// An HTTP error answer with this status.
+    pub fn status(status: u16) -> Self {
+        MockStep { status: Some(status), ..MockStep::default() }
+    }
+
+    /// A text reply whose connection drops after `events` SSE events.
+    pub fn cut_after(events: usize) -> Self {
+        MockStep {
+            text: "This answer is cut off before it completes.".into(),
+            cut_after: Some(events),
+            ..MockStep::default()
+        }
+    }
+
+    /// A 200 stream that fails with an in-stream error of this type (`overloaded_error`…).
+    pub fn error_event(kind: &str) -> Self {
+        MockStep { error_event: Some(kind.to_owned()), ..MockStep::default() }
+    }
+
+    /// Sets the reply text (e.g. text before tool calls).
+    pub fn with_text(mut self, text: &str) -> Self {
+        self.text = text.to_owned();
+        self
+    }
+
+    /// Sets the exact text deltas.
+    pub fn with_deltas(mut self, deltas: &[&str]) -> Self {
+        self.deltas = Some(deltas.iter().map(|d| (*d).to_owned()).collect());
+        self
+    }
+
+    /// Drops the connection after `events` SSE events.
+    pub fn cut(mut self, events: usize) -> Self {
+        self.cut_after = Some(events);
+        self
+    }
+
+    /// Sets the Anthropic stop reason (`end_turn`, `tool_use`, `max_tokens`…).
+    pub fn stop(mut self, stop: &str) -> Self {
+        self.stop = Some(stop.to_owned());
+        self
+    }
+
+    /// Sets the reported usage.
+    pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
+        self.usage = Some(Usage { input_tokens, output_tokens });
+        self
+    }
+
+    /// Adds `retry-after: secs` to a status answer.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
+    }
+
+    /// Adds `retry-after-ms: ms` to a status answer.
+    pub fn retry_after_ms(mut self, ms: u64) -> Self {
+        self.retry_after_ms = Some(ms);
+        self
+    }
+
+    /// Sets the body of a status answer.
+    pub fn body(mut self, body: &str) -> Self {
+        self.body = Some(body.to_owned());
+        self
+    }
+
+    /// Waits `ms` milliseconds before answering.
+    pub fn latency(mut self, ms: u64) -> Self {
+        self.latency_ms = ms;
+        self
+    }
+
+    /// Waits `ms` milliseconds between SSE events.
+    pub fn chunk_delay(mut self, ms: u64) -> Self {
+        self.chunk_delay_ms = ms;
+        self
+    }
+
+    /// Sets the OpenAI dialect knobs of this step.
+    pub fn openai(mut self, dialect: MockOpenAiDialect) -> Self {
+        self.openai = dialect;
+        self
+    }
+
+    fn text_deltas(&self) -> Vec<String> {
+        if let Some(deltas) = &self.deltas {
+            return deltas.clone();
+        }
+        split_words(&self.text)
+    }
+
+    fn stop_reason(&self) -> String {
+        match &self.stop {
+            Some(stop) => stop.clone(),
+            None if self.tool_calls.is_empty() => "end_turn".into(),
+            None => "tool_use".into(),
+        }
+    }
+
+    fn usage_or_default(&self) -> Usage {
+        self.usage.unwrap_or(Usage { input_tokens: 10, output_tokens: 5 })
+    }
+}
+
+/// A whole script: steps plus dialect knobs for every OpenAI answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MockScript {
+    /// The steps, consumed in request order.
+    pub steps: Vec<MockStep>,
+    /// Knobs OR-ed into every step's.
+    pub openai: MockOpenAiDialect,
+}
+
+impl MockScript {
+    /// Parses a script file's text: an array of steps or a [`MockScript`] object.
+    pub fn from_json(text: &str) -> anyhow::Result<MockScript> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum File {
+            Steps(Vec<MockStep>),
+            Script(MockScript),
+        }
+        // Parse as a value first so a typo is reported against the form the file is in.
+        let value: Value = serde_json::from_str(text).context("the script is not JSON")?;
+        let file = if value.is_array() {
+            File::Steps(serde_json::from_value(value).context("invalid step in the script")?)
+        } else {
+            File::Script(serde_json::from_value(value).context("invalid script object")?)
+        };
+        Ok(match file {
+            File::Steps(steps) => MockScript { steps, openai: MockOpenAiDialect::default() },
+            File::Script(script) => script,
+        })
+    }
+}
+
+/// A request the mock received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedRequest {
+    /// `POST`, `GET`…
+    pub method: String,
+    /// The path, e.g. `/v1/messages`.
+    pub path: String,
+    /// The `x-api-key` header, when present.
+    pub x_api_key: Option<String>,
+    /// The `authorization` header, when present.
+    pub authorization: Option<String>,
+    /// The `anthropic-version` header, when present.
+    pub anthropic_version: Option<String>,
+    /// The `content-type` header, when present.
+    pub content_type: Option<String>,
+    /// The body as JSON (a JSON string holding the text when it was not JSON).
+    pub body: Value,
+}
+
+/// Script and records, shared by the handlers. A mutex is fine here: test traffic only, never
+/// held across an await.
+#[derive(Debug, Default)]
+struct Shared {
+    steps: VecDeque<MockStep>,
+    openai: MockOpenAiDialect,
+    requests: Vec<RecordedRequest>,
+    served: u64,
+}
+
+type SharedState = Arc<Mutex<Shared>>;
+
+fn lock(state: &SharedState) -> MutexGuard<'_, Shared> {
+    // A panicking handler cannot leave `Shared` half-updated in a way that matters to a test.
+    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A running mock LLM server; it stops when dropped.
+#[derive(Debug)]
+pub struct MockLlm {
+    addr: SocketAddr,
+    state: SharedState,
+    task: JoinHandle<()>,
+}
+
+impl MockLlm {
+    /// Starts a server on `127.0.0.1:0` answering with `steps`.
+    pub async fn start(steps: Vec<MockStep>) -> anyhow::Result<MockLlm> {
+        MockLlm::start_script(MockScript { steps, ..MockScript::default() }, "127.0.0.1:0").await
+    }
+
+    /// Starts a server on `listen` answering with `script`.
+    pub async fn start_script(script: MockScript, listen: &str) -> anyhow::Result<MockLlm> {
+        let listener =
+            TcpListener::bind(listen).await.with_context(|| format!("while binding {listen}"))?;
+        let addr = listener.local_addr().context("while reading the bound address")?;
+        let state: SharedState = Arc::new(Mutex::new(Shared {
+            steps: script.steps.into(),
+            openai: script.openai,
+            ..Shared::default()
+        }));
+        let app = Router::new()
+            .route("/v1/messages", post(anthropic))
+            .route("/v1/chat/completions", post(openai))
+            .route("/_mock/requests", get(requests))
+            .with_state(state.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!("mock LLM server stopped: {e}");
+            }
+        });
+        Ok(MockLlm { addr, state, task })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The Anthropic base URL (`http://ADDR`, no `/v1`, as the Anthropic SDKs expect).
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The OpenAI base URL (`http://ADDR/v1`, as the OpenAI SDKs expect).
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.state).requests.clone()
+    }
+
+    /// Appends a step to the script.
+    pub fn push(&self, step: MockStep) {
+        lock(&self.state).steps.push_back(step);
+    }
+
+    /// How many steps are left.
+    pub fn remaining(&self) -> usize {
+        lock(&self.state).steps.len()
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Anthropic,
+    OpenAi,
+}
+
+async fn anthropic(
+    State(state): State<SharedState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(state, Dialect::Anthropic, method, uri, headers, body).await
+}
+
+async fn openai(
+    State(state): State<SharedState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(state, Dialect::OpenAi, method, uri, headers, body).await
+}
+
+async fn requests(State(state): State<SharedState>) -> Json<Vec<RecordedRequest>> {
+    Json(lock(&state).requests.clone())
+}
+
+async fn answer(
+    state: SharedState,
+    dialect: Dialect,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let json_body = serde_json::from_slice(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    let model = json_body.get("model").and_then(Value::as_str).unwrap_or("mock-model").to_owned();
+    let record = RecordedRequest {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        x_api_key: header("x-api-key"),
+        authorization: header("authorization"),
+        anthropic_version: header("anthropic-version"),
+        content_type: header("content-type"),
+        body: json_body,
+    };
+    let (step, global, n) = {
+        let mut shared = lock(&state);
+        shared.requests.push(record);
+        shared.served += 1;
+        (shared.steps.pop_front(), shared.openai.clone(), shared.served)
+    };
+    let Some(step) = step else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error_body(
+                dialect,
+                "api_error",
+                "mock script exhausted: the test made more model calls than it scripted",
+            ),
+        )
+            .into_response();
+    };
+    if step.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(step.latency_ms)).await;
+    }
+    if let Some(status) = step.status {
+        return status_response(dialect, &step, status);
+    }
+    let events = match dialect {
+        Dialect::Anthropic => anthropic_events(&step, &model, n),
+        Dialect::OpenAi => openai_events(&step, &step.openai.merged(&global), &model, n),
+    };
+    sse_response(events, step.cut_after, Duration::from_millis(step.chunk_delay_ms))
+}
+
+fn error_body(dialect: Dialect, kind: &str, message: &str) -> String {
+    match dialect {
+        Dialect::Anthropic => {
+            json!({"type": "error", "error": {"type": kind, "message": message}}).to_string()
+        }
+        Dialect::OpenAi => {
+            json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
+                .to_string()
+        }
+    }
+}
+
+fn status_response(dialect: Dialect, step: &MockStep, status: u16) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = step.body.clone().unwrap_or_else(|| {
+        let kind = match status {
+            400 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        };
+        error_body(dialect, kind, &format!("mock {status}: scripted {kind}"))
+    });
+    let mut response = Response::builder().status(code).header("content-type", "application/json");
+    if let Some(secs) = step.retry_after {
+        response = response.header("retry-after", secs.to_string());
+    }
+    if let Some(ms) = step.retry_after_ms {
+        response = response.header("retry-after-ms", ms.to_string());
+    }
+    response.body(Body::from(body)).unwrap_or_else(|e| {
+        (StatusCode::INTERNAL_SERVER_ERROR, format!("mock cannot build the response: {e}"))
+            .into_response()
+    })
+}
+
+/// How long a cut stream waits after its last event before dropping the connection.
+const CUT_FLUSH_PAUSE: Duration = Duration::from_millis(50);
+
+/// Streams SSE frames, pausing `delay` between them; with `cut_after`, sends that many and then
+/// fails the body, which makes hyper drop the connection mid-response.
+fn sse_response(frames: Vec<String>, cut_after: Option<usize>, delay: Duration) -> Response {
+    let cut = cut_after.map(|n| n.min(frames.len()));
+    let total = cut.unwrap_or(frames.len());
+    let frames: VecDeque<String> = frames.into_iter().take(total).collect();
+    let body =
+        stream::unfold((frames, 0usize, false), move |(mut frames, sent, failed)| async move {
+            if failed {
+                return None;
+            }
+            if sent > 0 && !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            match frames.pop_front() {
+                Some(frame) => Some((Ok(Bytes::from(frame)), (frames, sent + 1, false))),
+                None if cut.is_some() => {
+                    // hyper buffers frames; without a pause the error would abort the connection
+                    // before the head and the events are flushed, which is no mid-stream cut.
+                    tokio::time::sleep(CUT_FLUSH_PAUSE).await;
+                    Some((
+                        Err(std::io::Error::other("mock: scripted stream cut")),
+                        (frames, sent, true),
+                    ))
+                }
+                None => None,
+            }
+        });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|e| {
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("mock cannot build the response: {e}"))
+                .into_response()
+        })
+}
+
+fn frame(event: Option<&str>, data: &Value) -> String {
+    match event {
+        Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+/// Splits text into word deltas ("Hello, ", "world!") whose concatenation is the text.
+fn split_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut in_space = false;
+    for c in text.chars() {
+        if in_space && !c.is_whitespace() {
+            out.push(std::mem::take(&mut current));
+        }
+        in_space = c.is_whitespace();
+        current.push(c);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Splits a string into about three pieces on character boundaries.
+fn split_pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() < 3 {
+        return vec![text.to_owned()];
+    }
+    let size = chars.len().div_ceil(3);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+fn anthropic_events(step: &MockStep, model: &str, n: u64) -> Vec<String> {
+    let usage = step.usage_or_default();
+    let mut out = vec![
+        frame(
+            Some("message_start"),
+            &json!({"type": "message_start", "message": {
+                "id": format!("msg_mock_{n}"), "type": "message", "role": "assistant",
+                "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": usage.input_tokens, "output_tokens": 1},
+            }}),
+        ),
+        frame(Some("ping"), &json!({"type": "ping"})),
+    ];
+    if let Some(kind) = &step.error_event {
+        out.push(frame(
+            Some("error"),
+            &json!({"type": "error", "error": {"type": kind, "message": format!("mock {kind}")}}),
+        ));
+        return out;
+    }
+    let mut index = 0;
+    let deltas = step.text_deltas();
+    if !deltas.is_empty() {
+        out.push(frame(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "text", "text": ""}}),
+        ));
+        for delta in deltas {
+            out.push(frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": delta}}),
+            ));
+        }
+        out.push(frame(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    for (i, call) in step.tool_calls.iter().enumerate() {
+        let id = call.id.clone().unwrap_or_else(|| format!("toolu_mock_{n}_{i}"));
+        out.push(frame(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "tool_use", "id": id, "name": call.name, "input": {}}}),
+        ));
+        // The real API opens with an empty partial_json.
+        let mut pieces = vec![String::new()];
+        pieces.extend(split_pieces(&call.arguments()));
+        for piece in pieces {
+            out.push(frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece}}),
+            ));
+        }
+        out.push(frame(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    out.push(frame(
+        Some("message_delta"),
+        &json!({"type": "message_delta",
+                "delta": {"stop_reason": step.stop_reason(), "stop_sequence": null},
+                "usage": {"output_tokens": usage.output_tokens}}),
+    ));
+    out.push(frame(Some("message_stop"), &json!({"type": "message_stop"})));
+    out
+}
+
+fn openai_events(step: &MockStep, d: &MockOpenAiDialect, model: &str, n: u64) -> Vec<String> {
+    let id = format!("chatcmpl-mock-{n}");
+    let chunk = |delta: Value, finish: Value| {
+        frame(
+            None,
+            &json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000,
+                    "model": model, "system_fingerprint": "fp_mock",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": null,
+                                 "finish_reason": finish}],
+                    "usage": null}),
+        )
+    };
+    let mut out =
+        vec![chunk(json!({"role": "assistant", "content": "", "refusal": null}), Value::Null)];
+    if let Some(kind) = &step.error_event {
+        out.push(frame(
+            None,
+            &json!({"error": {"message": format!("mock {kind}"), "type": kind, "code": null}}),
+        ));
+        return out;
+    }
+    if let Some(reasoning) = &d.reasoning {
+        for piece in split_words(reasoning) {
+            out.push(chunk(json!({"reasoning_content": piece, "content": null}), Value::Null));
+        }
+    }
+    for (i, delta) in step.text_deltas().into_iter().enumerate() {
+        out.push(chunk(json!({"content": delta}), Value::Null));
+        if d.empty_deltas && i == 0 {
+            out.push(chunk(json!({"content": ""}), Value::Null));
+            out.push(chunk(json!({"content": null}), Value::Null));
+            out.push(chunk(json!({}), Value::Null));
+        }
+    }
+    for (i, call) in step.tool_calls.iter().enumerate() {
+        let call_id = call.id.clone().unwrap_or_else(|| format!("call_mock_{n}_{i}"));
+        let with_index = |mut piece: Value| {
+            if !d.omit_tool_index {
+                piece["index"] = json!(i);
+            }
+            json!({"tool_calls": [piece]})
+        };
+        let arguments = call.arguments();
+        if d.args_in_one_chunk {
+            out.push(chunk(
+                with_index(json!({"id": call_id, "type": "function",
+                                  "function": {"name": call.name, "arguments": arguments}})),
+                Value::Null,
+            ));
+            continue;
+        }
+        out.push(chunk(
+            with_index(json!({"id": call_id, "type": "function",
+                              "function": {"name": call.name, "arguments": ""}})),
+            Value::Null,
+        ));
+        for piece in split_pieces(&arguments) {
+            out.push(chunk(with_index(json!({"function": {"arguments": piece}})), Value::Null));
+        }
+    }
+    let finish = d.finish_reason.clone().unwrap_or_else(|| {
+        match step.stop_reason().as_str() {
+            "end_turn" | "stop_sequence" => "stop",
+            "tool_use" => "tool_calls",
+            "max_tokens" => "length",
+            other => other,
+        }
+        .to_owned()
+    });
+    out.push(chunk(json!({}), json!(finish)));
+    if !d.omit_usage {
+        let usage = step.usage_or_default();
+        out.push(frame(
+            None,
+            &json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000,
+                    "model": model, "choices": [],
+                    "usage": {"prompt_tokens": usage.input_tokens,
+                              "completion_tokens": usage.output_tokens,
+                              "total_tokens": usage.input_tokens + usage.output_tokens}}),
+        ));
+    }
+    if !d.omit_done {
+        out.push("data: [DONE]\n\n".to_owned());
+    }
+    out
+}
