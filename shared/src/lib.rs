@@ -524,7 +524,7 @@ pub enum EventKind {
     },
     /// The model call failed and is retried after a delay (transient).
     ModelRetry {
-        /// Attempt number that failed, from 1.
+        /// The attempt about to be made (2 for the first retry).
         attempt: u32,
         /// Delay before the next attempt.
         delay_ms: u64,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use outboard_tests::harness::{outboard, wait_until, Api, CliRun, TestServer, TEST_API_KEY};
-use outboard_tests::mock_llm::{MockLlm, MockStep};
+use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall, RecordedRequest};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
@@ -51,11 +51,11 @@ fn session_id(lines: &[Value]) -> String {
 /// Write a file, Bash to read it back, Edit it, Read it, final answer.
 fn scripted_task() -> Vec<MockStep> {
     vec![
-        MockStep::text_then_tool(
-            "I'll create the file.",
+        MockStep::tool_call(
             "Write",
             json!({"file_path": "/workspace/notes.txt", "content": "alpha\nbeta\n"}),
-        ),
+        )
+        .with_text("I'll create the file."),
         MockStep::tool_call("Bash", json!({"command": "cat notes.txt && echo done-reading"})),
         MockStep::tool_call(
             "Edit",
@@ -64,6 +64,13 @@ fn scripted_task() -> Vec<MockStep> {
         MockStep::tool_call("Read", json!({"file_path": "/workspace/notes.txt"})),
         MockStep::text("The file now reads alpha and gamma."),
     ]
+}
+
+fn sent_key(r: &RecordedRequest, api: Api) -> bool {
+    match api {
+        Api::Anthropic => r.x_api_key.as_deref() == Some(TEST_API_KEY),
+        Api::OpenAi => r.authorization.as_deref() == Some(&format!("Bearer {TEST_API_KEY}")),
+    }
 }
 
 async fn scripted_task_end_to_end(api: Api) {
@@ -135,7 +142,7 @@ async fn scripted_task_end_to_end(api: Api) {
     assert_eq!(requests.len(), 5);
     let last_body = requests[4].body.to_string();
     assert!(last_body.contains("done-reading"), "tool results reach the model");
-    assert!(requests.iter().all(|r| r.api_key().as_deref() == Some(TEST_API_KEY)));
+    assert!(requests.iter().all(|r| sent_key(r, api)));
     // The key never leaves the server toward the client or the log.
     assert!(!out.stdout.contains(TEST_API_KEY) && !out.stderr.contains(TEST_API_KEY));
     assert!(!server.log().contains(TEST_API_KEY));
@@ -200,7 +207,7 @@ async fn model_faults_429_retry_and_cut_stream() {
         Api::Anthropic,
         vec![
             MockStep::status(429).retry_after(1),
-            MockStep::text("partial answer that will be cut off").cut_after(4),
+            MockStep::text("partial answer that will be cut off").cut(4),
             MockStep::text("Recovered."),
         ],
     )
@@ -237,7 +244,10 @@ async fn invalid_tool_json_and_escaping_paths_are_error_results() {
     let (_mock, server, token) = start(
         Api::OpenAi,
         vec![
-            MockStep::raw_tool_call("Write", r#"{"file_path": "x.txt", "content": "unterminated"#),
+            MockStep::tool_calls(vec![MockToolCall::raw(
+                "Write",
+                r#"{"file_path": "x.txt", "content": "unterminated"#,
+            )]),
             MockStep::tool_call("Read", json!({"file_path": "../../etc/passwd"})),
             MockStep::tool_call("Read", json!({"file_path": "/etc/passwd"})),
             MockStep::tool_call("Write", json!({"file_path": "/workspace/../escape.txt", "content": "x"})),

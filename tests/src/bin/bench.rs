@@ -1,1 +1,208 @@
-fn main() {}
+//! Benchmarks that print tables (run with `scripts/bench.sh [harness|durable|all]`).
+//!
+//! - `harness`: the harness's own overhead per step. One long turn against the mock LLM with zero
+//!   latency, each step a cheap tool call, through the real server (in-process `launch`) and a
+//!   real WebSocket client. Overhead per step = (turn wall time − tool time) / steps; the mock's
+//!   HTTP round trip is measured alone and shown beside it, since it is model time, not ours.
+//! - `durable`: the cost of one checkpoint (a durable event appended and committed) under each
+//!   SQLite durability setting, p50/p99 over many appends.
+//!
+//! Nothing here asserts: the numbers are for people (and closing notes).
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use outboard_server::llm::{ContentBlock, Message, ModelRequest, Provider, Role};
+use outboard_server::store::{Durability, Store};
+use outboard_server::{Limits, ServerConfig};
+use outboard_shared::{EventKind, SessionEvent};
+use outboard_tests::harness::WsClient;
+use outboard_tests::mock_llm::{MockLlm, MockStep};
+use serde_json::json;
+
+const STEPS: usize = 200;
+const RUNS: usize = 3;
+const CHECKPOINTS: usize = 2000;
+
+fn main() -> anyhow::Result<()> {
+    let what = std::env::args().nth(1).unwrap_or_else(|| "all".into());
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match what.as_str() {
+        "harness" => rt.block_on(harness()),
+        "durable" => rt.block_on(durable()),
+        "all" => {
+            rt.block_on(harness())?;
+            rt.block_on(durable())
+        }
+        other => anyhow::bail!("unknown benchmark {other:?}: use harness, durable or all"),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+async fn harness() -> anyhow::Result<()> {
+    println!("## Harness overhead per step ({STEPS} steps per turn, {RUNS} turns, mock LLM with zero latency)");
+    println!();
+    println!("| provider | turn wall (ms) | tool time (ms) | mock HTTP call alone (µs/step) | overhead per step incl. model call (µs) | harness overhead per step (µs) |");
+    println!("|---|---|---|---|---|---|");
+    for api in ["anthropic", "openai"] {
+        let mut per_step = Vec::new();
+        let mut walls = Vec::new();
+        let mut tools = Vec::new();
+        let model_call = mock_call_cost(api).await?;
+        for _ in 0..RUNS {
+            let (wall, tool) = one_long_turn(api).await?;
+            walls.push(wall);
+            tools.push(tool);
+            per_step.push((wall.saturating_sub(tool)) / STEPS as u32);
+        }
+        per_step.sort();
+        let median = per_step[per_step.len() / 2];
+        let wall = walls.iter().sum::<Duration>() / RUNS as u32;
+        let tool = tools.iter().sum::<Duration>() / RUNS as u32;
+        println!(
+            "| {api} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |",
+            wall.as_secs_f64() * 1e3,
+            tool.as_secs_f64() * 1e3,
+            us(model_call),
+            us(median),
+            us(median.saturating_sub(model_call)),
+        );
+    }
+    println!();
+    Ok(())
+}
+
+fn steps() -> Vec<MockStep> {
+    let mut steps: Vec<MockStep> =
+        (0..STEPS - 1).map(|_| MockStep::tool_call("Glob", json!({"pattern": "*.txt"}))).collect();
+    steps.push(MockStep::text("done"));
+    steps
+}
+
+/// One turn of `STEPS` steps through the real server; returns (wall time, summed tool time).
+async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
+    let mock = MockLlm::start(steps()).await?;
+    let data = tempfile::tempdir_in(std::env::temp_dir())?;
+    let base = if api == "anthropic" { mock.anthropic_base_url() } else { mock.openai_base_url() };
+    let mut llm = outboard_server::config::llm_config(Some(api), Some(&base), Some("bench"))?;
+    llm.api_key = Some(outboard_server::Secret::new("bench-key"));
+    let config = ServerConfig {
+        data_dir: data.path().to_path_buf(),
+        llm,
+        sandbox: outboard_server::sandbox::SandboxConfig::Bwrap,
+        limits: Limits { max_steps: STEPS as u32 + 1, ..Limits::default() },
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let server = outboard_server::launch(listener, config).await?;
+    let token = server.mint_token("bench", "bench").await?;
+    let mut client = WsClient::connect(&server.url(), &token).await?;
+    let created = client.request("session/create", json!({})).await?.map_err(anyhow::Error::msg)?;
+    let sid = created["session"]["id"].as_str().context("no id")?.to_owned();
+    client
+        .request("session/attach", json!({"session_id": sid, "role": "driver"}))
+        .await?
+        .map_err(anyhow::Error::msg)?;
+    let started = Instant::now();
+    client
+        .request("turn/send", json!({"session_id": sid, "text": "go"}))
+        .await?
+        .map_err(anyhow::Error::msg)?;
+    let events = client
+        .events_until(|e| {
+            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+        })
+        .await?;
+    let wall = started.elapsed();
+    if let Some(EventKind::TurnFailed { error, .. }) = events.last().map(|e| &e.kind) {
+        anyhow::bail!("the benchmark turn failed: {error}");
+    }
+    let tool_ms: u64 = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { duration_ms, .. } => Some(*duration_ms),
+            _ => None,
+        })
+        .sum();
+    server.shutdown().await;
+    Ok((wall, Duration::from_millis(tool_ms)))
+}
+
+/// The mock's HTTP round trip for one step-sized model call, measured without the harness.
+async fn mock_call_cost(api: &str) -> anyhow::Result<Duration> {
+    let n = 200;
+    let mock =
+        MockLlm::start((0..n).map(|_| MockStep::tool_call("Glob", json!({"pattern": "*.txt"}))).collect())
+            .await?;
+    let base = if api == "anthropic" { mock.anthropic_base_url() } else { mock.openai_base_url() };
+    let mut llm = outboard_server::config::llm_config(Some(api), Some(&base), Some("bench"))?;
+    llm.api_key = Some(outboard_server::Secret::new("bench-key"));
+    let provider = Provider::new(llm)?;
+    let request = ModelRequest {
+        system: outboard_server::agent::system_prompt(),
+        messages: vec![Message { role: Role::User, content: vec![ContentBlock::Text("go".into())] }],
+        tools: outboard_server::tools::specs(),
+    };
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        provider.complete(&request, &mut |_| {}).await?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    Ok(percentile(&times, 0.5))
+}
+
+async fn durable() -> anyhow::Result<()> {
+    println!("## Checkpoint cost: one durable event appended and committed ({CHECKPOINTS} appends)");
+    println!();
+    println!("| durability | guarantee | p50 (µs) | p99 (µs) | max (µs) |");
+    println!("|---|---|---|---|---|");
+    for (durability, label, guarantee) in [
+        (Durability::Normal, "WAL, synchronous=NORMAL (default)", "survives a process crash"),
+        (Durability::Full, "WAL, synchronous=FULL", "survives power loss"),
+    ] {
+        // On the real disk (not a tmpfs), where fsync costs what it costs.
+        let dir = tempfile::tempdir_in(".")?;
+        let store = Store::open(&dir.path().join("outboard.db"), durability)?;
+        let (user, _) = store.add_user("bench", "bench").await?;
+        let session = store.create_session(&user, "bench", "mock/bench").await?;
+        let mut times = Vec::with_capacity(CHECKPOINTS);
+        for seq in 1..=CHECKPOINTS as u64 {
+            let event = SessionEvent {
+                session_id: session.id.clone(),
+                seq,
+                ts: "2026-11-29T00:00:00.000Z".into(),
+                kind: EventKind::ToolResult {
+                    call_id: format!("call_{seq}"),
+                    name: "Bash".into(),
+                    output: "x".repeat(400),
+                    is_error: false,
+                    duration_ms: 3,
+                },
+            };
+            let t = Instant::now();
+            store.append_event(event).await?;
+            times.push(t.elapsed());
+        }
+        times.sort();
+        println!(
+            "| {label} | {guarantee} | {:.0} | {:.0} | {:.0} |",
+            us(percentile(&times, 0.5)),
+            us(percentile(&times, 0.99)),
+            us(*times.last().unwrap_or(&Duration::ZERO)),
+        );
+    }
+    println!();
+    Ok(())
+}
