@@ -136,15 +136,17 @@ async fn timeout_kills_the_whole_tree_quickly() {
     let ws = tempfile::tempdir().unwrap();
     let mut sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
     let start = Instant::now();
+    let mut were_running = false;
     let r = sandbox
         .exec(
-            "echo started; setsid sleep 31.4159 & sleep 30.2718",
-            Duration::from_millis(300),
-            &mut |_, _| {},
+            "setsid sleep 31.4159 & sleep 0.1; echo started; sleep 30.2718",
+            Duration::from_millis(500),
+            &mut |_, _| were_running = host_process_with("31.4159"),
             CancellationToken::new(),
         )
         .await
         .unwrap();
+    assert!(were_running, "the daemonised sleep should have been running");
     assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
     assert_eq!(r, ExecResult { exit_code: None, output: "started\n".to_string(), timed_out: true });
     wait_until_gone("30.2718").await;

@@ -9,6 +9,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::search::MAX_GREP_OUTPUT_BYTES;
 use super::*;
 use crate::sandbox::{Sandbox, SandboxConfig};
 
@@ -508,4 +509,17 @@ async fn bash_cancel_is_interrupted_by_the_user() {
     let r = f.call("Bash", json!({"command": "sleep 30"})).await;
     assert_eq!(r, err("Interrupted by the user"));
     assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn grep_caps_its_answer() {
+    let mut f = Fixture::new();
+    let body: String =
+        (0..3000).map(|i| format!("match line number {i:05} with some padding\n")).collect();
+    f.put("big.txt", &body);
+    let r = f.call("Grep", json!({"pattern": "match", "output_mode": "content"})).await;
+    assert!(!r.is_error);
+    assert!(r.output.len() <= MAX_GREP_OUTPUT_BYTES + 200, "{}", r.output.len());
+    assert!(r.output.starts_with("/workspace/big.txt:1:match line number 00000"));
+    assert!(r.output.ends_with("entries: narrow the search with path, glob, type or head_limit.)"));
 }
