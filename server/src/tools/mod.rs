@@ -2,13 +2,29 @@
 //! `Grep` act on the session's workspace through [`crate::vfs`]; `Bash` runs in the session's
 //! [`crate::sandbox::Sandbox`].
 //!
-//! CONTRACT (used by `agent`): [`specs`], [`run`], [`ToolCtx`], [`ToolOutcome`]. A tool never
-//! panics and never returns a Rust error: every failure, including invalid input from the model,
-//! is a [`ToolOutcome`] with `is_error` set and a message that tells the model what to do.
+//! CONTRACT (used by `agent`): [`specs`], [`run`], [`ToolCtx`], [`ToolOutcome`], [`ReadLedger`].
+//! A tool never panics and never returns a Rust error: every failure, including invalid input
+//! from the model, is a [`ToolOutcome`] with `is_error` set and a message that tells the model
+//! what to do.
+//!
+//! Design choice: the surface copies Claude Code's (names, parameters, output formats such as
+//! `cat -n` lines and the read-before-write rule) because that is what models are trained on;
+//! a model that calls these tools as it would in Claude Code gets the answers it expects. Each
+//! tool deserialises its input into a typed struct, so a malformed call is answered with the
+//! exact field at fault and the expected parameters rather than with a guess.
+
+mod bash;
+mod file;
+mod ledger;
+mod search;
+
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
 use outboard_shared::OutputStream;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -16,20 +32,23 @@ use crate::llm::ToolSpec;
 use crate::sandbox::Sandbox;
 use crate::vfs::Workspace;
 
+pub use ledger::{ReadLedger, ReadStamp};
+
 /// What a tool call may use.
 pub struct ToolCtx<'a> {
     /// The session's workspace (`/workspace`).
     pub workspace: &'a Workspace,
     /// The session's sandbox, for `Bash`.
     pub sandbox: &'a mut Sandbox,
-    /// Reads by this session.
-    pub reads: &'a mut ReadLedger,
     /// Receives output as it is produced (Bash's stdout/stderr).
     pub on_output: &'a mut (dyn FnMut(OutputStream, &str) + Send),
     /// Cancelled when the turn is interrupted; a running command is killed.
     pub cancel: CancellationToken,
     /// Bash timeout when the model gives none.
     pub default_timeout: Duration,
+    /// The files this session has Read and their state then; `Write` and `Edit` of an existing
+    /// file require an entry that still matches. One ledger per session, kept across turns.
+    pub reads: &'a mut ReadLedger,
 }
 
 /// The result of a tool call, as the model will see it.
@@ -41,9 +60,31 @@ pub struct ToolOutcome {
     pub is_error: bool,
 }
 
+impl ToolOutcome {
+    /// A successful result.
+    pub fn ok(output: impl Into<String>) -> Self {
+        ToolOutcome { output: output.into(), is_error: false }
+    }
+
+    /// A failed result whose text tells the model what to do.
+    pub fn error(output: impl Into<String>) -> Self {
+        ToolOutcome { output: output.into(), is_error: true }
+    }
+}
+
+/// The names of the tools [`run`] knows, in the order [`specs`] lists them.
+pub const TOOL_NAMES: &[&str] = &["Bash", "Glob", "Grep", "Read", "Edit", "Write"];
+
 /// The tools offered to the model.
 pub fn specs() -> Vec<ToolSpec> {
-    Vec::new()
+    vec![
+        bash::spec(),
+        search::glob_spec(),
+        search::grep_spec(),
+        file::read_spec(),
+        file::edit_spec(),
+        file::write_spec(),
+    ]
 }
 
 /// Whether a tool only reads (safe to re-run after a restart).
@@ -52,10 +93,106 @@ pub fn is_read_only(name: &str) -> bool {
 }
 
 /// Runs one tool call.
-pub async fn run(name: &str, _input: &Value, _ctx: ToolCtx<'_>) -> ToolOutcome {
-    ToolOutcome { output: format!("tool {name} is not built yet"), is_error: true }
+pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
+    match name {
+        "Read" => match parse(name, input, file::READ_PARAMS) {
+            Ok(params) => file::read(params, ctx.workspace, ctx.reads),
+            Err(e) => e,
+        },
+        "Write" => match parse(name, input, file::WRITE_PARAMS) {
+            Ok(params) => file::write(params, ctx.workspace, ctx.reads),
+            Err(e) => e,
+        },
+        "Edit" => match parse(name, input, file::EDIT_PARAMS) {
+            Ok(params) => file::edit(params, ctx.workspace, ctx.reads),
+            Err(e) => e,
+        },
+        "Glob" => match parse(name, input, search::GLOB_PARAMS) {
+            Ok(params) => search::glob(params, ctx.workspace).await,
+            Err(e) => e,
+        },
+        "Grep" => match parse(name, input, search::GREP_PARAMS) {
+            Ok(params) => search::grep(params, ctx.workspace).await,
+            Err(e) => e,
+        },
+        "Bash" => match parse(name, input, bash::PARAMS) {
+            Ok(params) => bash::run(params, ctx).await,
+            Err(e) => e,
+        },
+        _ => ToolOutcome::error(format!(
+            "Unknown tool \"{name}\". Available tools: {}",
+            TOOL_NAMES.join(", ")
+        )),
+    }
 }
 
-/// Placeholder until the tools land: which files the session has read.
-#[derive(Debug, Default)]
-pub struct ReadLedger;
+/// Deserialises a tool's input, or answers with what is wrong and what `expected` looks like.
+fn parse<T: DeserializeOwned>(tool: &str, input: &Value, expected: &str) -> Result<T, ToolOutcome> {
+    match input {
+        Value::String(raw) => {
+            let head: String = raw.chars().take(200).collect();
+            let more = if raw.chars().count() > 200 { "…" } else { "" };
+            Err(ToolOutcome::error(format!(
+                "The tool arguments were not valid JSON: {head}{more}; send a JSON object"
+            )))
+        }
+        Value::Object(_) => T::deserialize(input).map_err(|e| {
+            ToolOutcome::error(format!(
+                "Invalid input for {tool}: {e}. Expected parameters: {expected}"
+            ))
+        }),
+        other => Err(ToolOutcome::error(format!(
+            "Invalid input for {tool}: expected a JSON object, got {}. Expected parameters: \
+             {expected}",
+            json_kind(other)
+        ))),
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Serde helpers for lenient numbers: models send `10`, `10.0` or `"10"` for a count.
+mod lenient {
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    fn to_count(value: &Value) -> Option<u64> {
+        match value {
+            Value::Number(n) => n.as_u64().or_else(|| {
+                n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1e15).map(|f| f as u64)
+            }),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// An optional non-negative integer.
+    pub fn opt_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        match Option::<Value>::deserialize(d)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => to_count(&v).map(Some).ok_or_else(|| {
+                serde::de::Error::custom(format!("expected a non-negative integer, got {v}"))
+            }),
+        }
+    }
+
+    /// An optional boolean, also accepting `"true"`/`"false"`.
+    pub fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        match Option::<Value>::deserialize(d)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(b)),
+            Some(Value::String(s)) if s == "true" => Ok(Some(true)),
+            Some(Value::String(s)) if s == "false" => Ok(Some(false)),
+            Some(v) => Err(serde::de::Error::custom(format!("expected true or false, got {v}"))),
+        }
+    }
+}

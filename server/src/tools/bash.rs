@@ -1,0 +1,109 @@
+//! `Bash`: runs a command in the session's sandbox and turns its result into the model's answer.
+//!
+//! Design choice: output capping, streaming and killing live in the sandbox, which sees the
+//! bytes as they come; this tool only picks the timeout and phrases the outcome (exit code,
+//! timeout, interruption) the way Claude Code does, so the model reacts as it was trained to.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{lenient, ToolCtx, ToolOutcome};
+use crate::llm::ToolSpec;
+
+/// The longest timeout the model may ask for, in milliseconds.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+
+pub(super) const PARAMS: &str =
+    "{\"command\": string (required), \"timeout\": integer (optional, milliseconds, max 600000), \
+     \"description\": string (optional, 5-10 words)}";
+
+/// `description` is for the people watching; the tool ignores it (serde skips unknown fields).
+#[derive(Debug, Deserialize)]
+pub(super) struct BashParams {
+    command: String,
+    #[serde(default, deserialize_with = "lenient::opt_count")]
+    timeout: Option<u64>,
+}
+
+pub(super) fn spec() -> ToolSpec {
+    ToolSpec {
+        name: "Bash".into(),
+        description: "Executes a given bash command in a sandbox with optional timeout.\n\n\
+The command runs with `bash -c` in /workspace (the project), as an unprivileged user, with no \
+network access, a private /tmp, and read-only system directories. Each command runs in a fresh \
+shell: environment variables, `cd` and background processes do not carry over to the next \
+command; files written under /workspace do.\n\n\
+Usage notes:\n\
+- The command argument is required.\n\
+- You can specify an optional timeout in milliseconds (up to 600000ms / 10 minutes). If not \
+specified, commands will time out after the session's default.\n\
+- It is very helpful if you write a clear, concise description of what this command does in 5-10 \
+words.\n\
+- If the output exceeds 30000 characters, output will be truncated (the beginning and the end \
+are kept) before being returned to you.\n\
+- Avoid using search commands like `find` and `grep`: use Grep and Glob instead. Avoid `cat`, \
+`head`, `tail` to read files: use Read instead.\n\
+- When issuing multiple commands, use the ';' or '&&' operator to separate them. DO NOT use \
+newlines (newlines are ok in quoted strings).\n\
+- Prefer absolute paths under /workspace."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command to execute"},
+                "timeout": {"type": "number", "description": "Optional timeout in milliseconds (max 600000)"},
+                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words. Examples:\nInput: ls\nOutput: Lists files in current directory\n\nInput: git status\nOutput: Shows working tree status\n\nInput: npm install\nOutput: Installs package dependencies"}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
+    if params.command.trim().is_empty() {
+        return ToolOutcome::error("The command is empty: give the shell command to run.");
+    }
+    let timeout = match params.timeout.filter(|&ms| ms > 0) {
+        Some(ms) => Duration::from_millis(ms.min(MAX_TIMEOUT_MS)),
+        None => ctx.default_timeout,
+    };
+    let result =
+        match ctx.sandbox.exec(&params.command, timeout, ctx.on_output, ctx.cancel.clone()).await {
+            Ok(result) => result,
+            Err(e) => return ToolOutcome::error(format!("{e}. The command did not run.")),
+        };
+    let mut text = result.output;
+    let mut note = |line: String| {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&line);
+    };
+    if result.timed_out {
+        note(format!("Command timed out after {} ms", timeout.as_millis()));
+        return ToolOutcome::error(text);
+    }
+    if ctx.cancel.is_cancelled() && result.exit_code.is_none() {
+        note("Interrupted by the user".to_string());
+        return ToolOutcome::error(text);
+    }
+    match result.exit_code {
+        Some(0) => {
+            if text.is_empty() {
+                text.push_str("(no output)");
+            }
+            ToolOutcome::ok(text)
+        }
+        Some(code) => {
+            note(format!("Exit code {code}"));
+            ToolOutcome::error(text)
+        }
+        None => {
+            note("The command was killed by a signal".to_string());
+            ToolOutcome::error(text)
+        }
+    }
+}

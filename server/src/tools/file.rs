@@ -1,0 +1,398 @@
+//! `Read`, `Write` and `Edit` on workspace files.
+//!
+//! Design choices: paths go through [`Workspace::resolve`] (confinement, symlinks) and are
+//! shown back as `/workspace/…`. Writes are atomic — a temp file in the same directory, then a
+//! rename — so a crash or a concurrent reader never sees half a file, and the file's permissions
+//! are kept. `Write`/`Edit` of an existing file obey the [`ReadLedger`] rule. The work is plain
+//! blocking `std::fs` on files capped at [`MAX_FILE_BYTES`], short enough not to matter to the
+//! runtime.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{lenient, ReadLedger, ToolOutcome};
+use crate::llm::ToolSpec;
+use crate::vfs::Workspace;
+
+/// Lines `Read` returns when the model gives no limit.
+pub const DEFAULT_READ_LINES: usize = 2000;
+/// Characters kept of one line; the rest is cut.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Bytes of text one `Read` returns at most; past it the answer says which offset to continue at.
+pub const MAX_READ_OUTPUT_BYTES: usize = 256 * 1024;
+/// Largest file `Read`/`Edit` load.
+pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
+/// Lines of context around an edit in `Edit`'s answer.
+const SNIPPET_CONTEXT: usize = 4;
+
+pub(super) const READ_PARAMS: &str =
+    "{\"file_path\": string (required), \"offset\": integer (optional, 1-based line), \
+     \"limit\": integer (optional, number of lines)}";
+pub(super) const WRITE_PARAMS: &str =
+    "{\"file_path\": string (required), \"content\": string (required)}";
+pub(super) const EDIT_PARAMS: &str =
+    "{\"file_path\": string (required), \"old_string\": string (required), \"new_string\": \
+     string (required), \"replace_all\": boolean (optional, default false)}";
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ReadParams {
+    file_path: String,
+    #[serde(default, deserialize_with = "lenient::opt_count")]
+    offset: Option<u64>,
+    #[serde(default, deserialize_with = "lenient::opt_count")]
+    limit: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct WriteParams {
+    file_path: String,
+    content: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct EditParams {
+    file_path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    replace_all: Option<bool>,
+}
+
+pub(super) fn read_spec() -> ToolSpec {
+    ToolSpec {
+        name: "Read".into(),
+        description: "Reads a file from the local filesystem. You can access any file in the \
+workspace directly by using this tool.\n\
+Assume this tool is able to read all files in the workspace. If the User provides a path to a \
+file assume that path is valid. It is okay to read a file that does not exist; an error will be \
+returned.\n\n\
+Usage:\n\
+- The file_path parameter must be an absolute path under /workspace (e.g. /workspace/src/main.rs) \
+or a path relative to /workspace\n\
+- By default, it reads up to 2000 lines starting from the beginning of the file\n\
+- You can optionally specify a line offset and limit (especially handy for long files), but it's \
+recommended to read the whole file by not providing these parameters\n\
+- Any lines longer than 2000 characters will be truncated\n\
+- Results are returned using cat -n format, with line numbers starting at 1\n\
+- This tool can only read files, not directories. To list a directory, use Glob or `ls` via \
+the Bash tool.\n\
+- You have the capability to call multiple tools in a single response. It is always better to \
+speculatively read multiple files as a batch that are potentially useful.\n\
+- If you read a file that exists but has empty contents you will receive a warning in place of \
+file contents."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The absolute path to the file to read (under /workspace)"},
+                "offset": {"type": "number", "description": "The line number to start reading from. Only provide if the file is too large to read at once"},
+                "limit": {"type": "number", "description": "The number of lines to read. Only provide if the file is too large to read at once."}
+            },
+            "required": ["file_path"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+pub(super) fn write_spec() -> ToolSpec {
+    ToolSpec {
+        name: "Write".into(),
+        description: "Writes a file to the local filesystem.\n\n\
+Usage:\n\
+- This tool will overwrite the existing file if there is one at the provided path.\n\
+- If this is an existing file, you MUST use the Read tool first to read the file's contents. \
+This tool will fail if you did not read the file first.\n\
+- ALWAYS prefer editing existing files in the codebase. NEVER write new files unless explicitly \
+required.\n\
+- NEVER proactively create documentation files (*.md) or README files. Only create \
+documentation files if explicitly requested by the User.\n\
+- Parent directories are created as needed."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The absolute path to the file to write (under /workspace; must be absolute, not relative)"},
+                "content": {"type": "string", "description": "The content to write to the file"}
+            },
+            "required": ["file_path", "content"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+pub(super) fn edit_spec() -> ToolSpec {
+    ToolSpec {
+        name: "Edit".into(),
+        description: "Performs exact string replacements in files.\n\n\
+Usage:\n\
+- You must use your `Read` tool at least once in the conversation before editing. This tool \
+will error if you attempt an edit without reading the file.\n\
+- When editing text from Read tool output, ensure you preserve the exact indentation (tabs/spaces) \
+as it appears AFTER the line number prefix. The line number prefix format is: spaces + line \
+number + tab. Everything after that tab is the actual file content to match. Never include any \
+part of the line number prefix in the old_string or new_string.\n\
+- ALWAYS prefer editing existing files in the codebase. NEVER write new files unless explicitly \
+required.\n\
+- The edit will FAIL if `old_string` is not unique in the file. Either provide a larger string \
+with more surrounding context to make it unique or use `replace_all` to change every instance of \
+`old_string`.\n\
+- Use `replace_all` for replacing and renaming strings across the file. This parameter is \
+useful if you want to rename a variable for instance."
+            .into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The absolute path to the file to modify (under /workspace)"},
+                "old_string": {"type": "string", "description": "The text to replace"},
+                "new_string": {"type": "string", "description": "The text to replace it with (must be different from old_string)"},
+                "replace_all": {"type": "boolean", "default": false, "description": "Replace all occurences of old_string (default false)"}
+            },
+            "required": ["file_path", "old_string", "new_string"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// Resolves and loads an existing regular file, or explains why not.
+fn load(workspace: &Workspace, file_path: &str) -> Result<(PathBuf, Option<Vec<u8>>), String> {
+    let path = workspace.resolve(file_path).map_err(|e| e.to_string())?;
+    let shown = workspace.model_path(&path);
+    let meta = match std::fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((path, None)),
+        Err(e) => return Err(format!("Cannot access {shown}: {e}")),
+    };
+    if meta.is_dir() {
+        return Err(format!(
+            "{shown} is a directory, not a file. To list it, use Glob (e.g. pattern \"*\" with \
+             path \"{shown}\") or `ls {shown}` via Bash."
+        ));
+    }
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file; inspect it with Bash."));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(format!(
+            "{shown} is too large ({} bytes; the limit is {MAX_FILE_BYTES}). Use Grep to find \
+             the part you need, or Bash (`head`, `sed -n 'A,Bp'`).",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| format!("Cannot read {shown}: {e}"))?;
+    Ok((path, Some(bytes)))
+}
+
+/// `{:>6}\t{line}` with the line cut at [`MAX_LINE_CHARS`].
+fn numbered(out: &mut String, number: usize, line: &str) {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let cut = match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((i, _)) => &line[..i],
+        None => line,
+    };
+    out.push_str(&format!("{number:>6}\t{cut}\n"));
+}
+
+pub(super) fn read(
+    params: ReadParams,
+    workspace: &Workspace,
+    reads: &mut ReadLedger,
+) -> ToolOutcome {
+    let (path, bytes) = match load(workspace, &params.file_path) {
+        Ok(loaded) => loaded,
+        Err(msg) => return ToolOutcome::error(msg),
+    };
+    let shown = workspace.model_path(&path);
+    let Some(bytes) = bytes else {
+        return ToolOutcome::error(format!(
+            "File does not exist: {shown}. Use Glob to find files, or Write to create it."
+        ));
+    };
+    if bytes.contains(&0) {
+        return ToolOutcome::error(format!(
+            "{shown} is a binary file (it contains NUL bytes) and cannot be shown as text. \
+             Inspect it with Bash (e.g. `file`, `xxd | head`)."
+        ));
+    }
+    reads.record(&path, &bytes);
+    if bytes.is_empty() {
+        return ToolOutcome::ok(
+            "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
+        );
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    let lines: Vec<&str> = body.split('\n').collect();
+    let start = params.offset.map_or(1, |o| o.max(1) as usize);
+    let limit = params.limit.map_or(DEFAULT_READ_LINES, |l| l as usize);
+    if start > lines.len() {
+        return ToolOutcome::ok(format!(
+            "<system-reminder>Warning: the file exists but is shorter than the provided offset \
+             ({start}). The file has {} lines.</system-reminder>",
+            lines.len()
+        ));
+    }
+    let mut out = String::new();
+    let mut next = start;
+    for (i, line) in lines.iter().enumerate().skip(start - 1).take(limit) {
+        if out.len() > MAX_READ_OUTPUT_BYTES {
+            break;
+        }
+        numbered(&mut out, i + 1, line);
+        next = i + 2;
+    }
+    if next <= lines.len() {
+        out.push_str(&format!(
+            "\n(Showing lines {start}-{} of {}. Read with offset {next} to continue.)\n",
+            next - 1,
+            lines.len()
+        ));
+    }
+    ToolOutcome::ok(out)
+}
+
+/// Writes `content` to `path` atomically: a temp file in the same directory, then a rename.
+fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().ok_or_else(|| std::io::Error::other("the path has no parent"))?;
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.outboard-{}-{n}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.write_all(content)?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+pub(super) fn write(
+    params: WriteParams,
+    workspace: &Workspace,
+    reads: &mut ReadLedger,
+) -> ToolOutcome {
+    let (path, existing) = match load(workspace, &params.file_path) {
+        Ok(loaded) => loaded,
+        Err(msg) => return ToolOutcome::error(msg),
+    };
+    let shown = workspace.model_path(&path);
+    if let Some(current) = &existing {
+        if let Err(msg) = reads.check_unchanged(&path, current) {
+            return ToolOutcome::error(format!("{msg} ({shown})"));
+        }
+    }
+    if let Err(e) = write_atomic(&path, params.content.as_bytes()) {
+        return ToolOutcome::error(format!("Could not write {shown}: {e}"));
+    }
+    reads.record(&path, params.content.as_bytes());
+    if existing.is_some() {
+        ToolOutcome::ok(format!("The file {shown} has been updated."))
+    } else {
+        ToolOutcome::ok(format!("File created successfully at: {shown}"))
+    }
+}
+
+pub(super) fn edit(
+    params: EditParams,
+    workspace: &Workspace,
+    reads: &mut ReadLedger,
+) -> ToolOutcome {
+    let (path, existing) = match load(workspace, &params.file_path) {
+        Ok(loaded) => loaded,
+        Err(msg) => return ToolOutcome::error(msg),
+    };
+    let shown = workspace.model_path(&path);
+    let Some(bytes) = existing else {
+        if params.old_string.is_empty() {
+            // Claude Code's convention: an empty old_string creates a new file.
+            if let Err(e) = write_atomic(&path, params.new_string.as_bytes()) {
+                return ToolOutcome::error(format!("Could not write {shown}: {e}"));
+            }
+            reads.record(&path, params.new_string.as_bytes());
+            return ToolOutcome::ok(format!("File created successfully at: {shown}"));
+        }
+        return ToolOutcome::error(format!(
+            "File does not exist: {shown}. Use Write to create it, or Glob to find the right path."
+        ));
+    };
+    if let Err(msg) = reads.check_unchanged(&path, &bytes) {
+        return ToolOutcome::error(format!("{msg} ({shown})"));
+    }
+    let Ok(content) = String::from_utf8(bytes) else {
+        return ToolOutcome::error(format!(
+            "{shown} is not valid UTF-8 text; Edit only changes text files. Use Bash for it."
+        ));
+    };
+    if params.old_string == params.new_string {
+        return ToolOutcome::error(
+            "No changes to make: old_string and new_string are exactly the same.",
+        );
+    }
+    if params.old_string.is_empty() {
+        return ToolOutcome::error(format!(
+            "old_string is empty but {shown} already exists. Give the exact text to replace, \
+             or use Write to replace the whole file."
+        ));
+    }
+    let matches = content.matches(&params.old_string).count();
+    let replace_all = params.replace_all.unwrap_or(false);
+    if matches == 0 {
+        return ToolOutcome::error(format!(
+            "String to replace not found in file {shown}. Check whitespace and indentation \
+             (copy the text exactly as it appears after the line-number tab in Read's output), \
+             or Read the file again.\nString: {}",
+            params.old_string
+        ));
+    }
+    if matches > 1 && !replace_all {
+        return ToolOutcome::error(format!(
+            "Found {matches} matches of the string to replace, but replace_all is false. To \
+             replace all occurrences, set replace_all to true. To replace only one occurrence, \
+             please provide more context to uniquely identify the instance.\nString: {}",
+            params.old_string
+        ));
+    }
+    let Some(first) = content.find(&params.old_string) else {
+        return ToolOutcome::error("String to replace not found in file.");
+    };
+    let updated = if replace_all {
+        content.replace(&params.old_string, &params.new_string)
+    } else {
+        content.replacen(&params.old_string, &params.new_string, 1)
+    };
+    if let Err(e) = write_atomic(&path, updated.as_bytes()) {
+        return ToolOutcome::error(format!("Could not write {shown}: {e}"));
+    }
+    reads.record(&path, updated.as_bytes());
+
+    let first_line = content[..first].matches('\n').count();
+    let new_text = params.new_string.strip_suffix('\n').unwrap_or(&params.new_string);
+    let new_lines = new_text.matches('\n').count();
+    let from = first_line.saturating_sub(SNIPPET_CONTEXT);
+    let to = first_line + new_lines + SNIPPET_CONTEXT;
+    let mut snippet = String::new();
+    let body = updated.strip_suffix('\n').unwrap_or(&updated);
+    for (i, line) in body.split('\n').enumerate().skip(from).take(to + 1 - from) {
+        numbered(&mut snippet, i + 1, line);
+    }
+    let what = if replace_all {
+        format!(" All {matches} occurrences of old_string were replaced.")
+    } else {
+        String::new()
+    };
+    ToolOutcome::ok(format!(
+        "The file {shown} has been updated.{what} Here's the result of running `cat -n` on a \
+         snippet of the edited file:\n{snippet}"
+    ))
+}

@@ -1,0 +1,90 @@
+//! The read ledger: which files a session has `Read`, and what they held at that time.
+//!
+//! It enforces Claude Code's rule: `Write`/`Edit` of an existing file fails unless the session
+//! has read it and it has not changed since, so the model never overwrites what it has not seen
+//! (a command's output, a teammate's edit). A new file needs no prior read.
+//!
+//! Design choice: the state is a SHA-256 of the content plus its length, not the mtime. A
+//! command that rewrites a file within the same mtime tick, or `touch` with no change, would
+//! fool or needlessly trip an mtime check; hashing costs one read of a file the tool is about
+//! to read anyway.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// What a file held when the session read or wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadStamp {
+    /// Length in bytes.
+    pub len: u64,
+    /// SHA-256 of the content.
+    pub sha256: [u8; 32],
+}
+
+impl ReadStamp {
+    /// The stamp of `content`.
+    pub fn of(content: &[u8]) -> Self {
+        ReadStamp { len: content.len() as u64, sha256: Sha256::digest(content).into() }
+    }
+}
+
+/// The files a session has read (keyed by resolved host path) and their state at that time.
+#[derive(Debug, Clone, Default)]
+pub struct ReadLedger {
+    files: HashMap<PathBuf, ReadStamp>,
+}
+
+impl ReadLedger {
+    /// An empty ledger (a new session has read nothing).
+    pub fn new() -> Self {
+        ReadLedger::default()
+    }
+
+    /// Records that the session has seen `content` at `path` (after a Read, Write or Edit).
+    pub fn record(&mut self, path: &Path, content: &[u8]) {
+        self.files.insert(path.to_path_buf(), ReadStamp::of(content));
+    }
+
+    /// The recorded state of `path`, if the session has read it.
+    pub fn stamp(&self, path: &Path) -> Option<&ReadStamp> {
+        self.files.get(path)
+    }
+
+    /// Forgets `path` (e.g. the file was deleted).
+    pub fn forget(&mut self, path: &Path) {
+        self.files.remove(path);
+    }
+
+    /// Whether an existing file holding `current` may be overwritten: the session must have read
+    /// it and it must not have changed since. The error is the message for the model.
+    pub fn check_unchanged(&self, path: &Path, current: &[u8]) -> Result<(), String> {
+        match self.files.get(path) {
+            None => Err("File has not been read yet. Read it first before writing to it.".into()),
+            Some(stamp) if *stamp == ReadStamp::of(current) => Ok(()),
+            Some(_) => Err("File has been modified since read, either by the user or by a \
+                            command (e.g. a linter or Bash). Read it again before attempting to \
+                            write it."
+                .into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unread_changed_and_unchanged() {
+        let mut ledger = ReadLedger::new();
+        let p = Path::new("/w/a.txt");
+        assert!(ledger.check_unchanged(p, b"x").unwrap_err().starts_with("File has not been read"));
+        ledger.record(p, b"x");
+        assert_eq!(ledger.check_unchanged(p, b"x"), Ok(()));
+        assert!(ledger.check_unchanged(p, b"y").unwrap_err().starts_with("File has been modified"));
+        assert_eq!(ledger.stamp(p).map(|s| s.len), Some(1));
+        ledger.forget(p);
+        assert!(ledger.stamp(p).is_none());
+    }
+}
