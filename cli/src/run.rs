@@ -237,6 +237,9 @@ enum Ending {
     Abandoned,
 }
 
+/// What the first Ctrl-C prints.
+const INTERRUPTING: &str = "interrupting… (press Ctrl-C again to quit now)";
+
 type InterruptCall =
     Pin<Box<dyn Future<Output = Result<TurnInterruptResponse, ClientError>> + Send>>;
 
@@ -247,13 +250,25 @@ async fn stream_turn<O: Write, E: Write>(
     interrupts: &mut mpsc::Receiver<()>,
     printer: &mut Printer<O, E>,
 ) -> Result<Ending, RunError> {
-    let sent = tokio::select! {
-        sent = client.send_turn(session_id.clone(), prompt) => sent?,
-        Some(()) = interrupts.recv() => return Ok(Ending::Abandoned),
+    // A Ctrl-C while `turn/send` is in flight is remembered and acted on once the turn exists.
+    let mut interrupting = false;
+    let send = client.send_turn(session_id.clone(), prompt);
+    tokio::pin!(send);
+    let sent = loop {
+        tokio::select! {
+            sent = &mut send => break sent?,
+            Some(()) = interrupts.recv() => {
+                if interrupting {
+                    return Ok(Ending::Abandoned);
+                }
+                interrupting = true;
+                printer.note(INTERRUPTING)?;
+            }
+        }
     };
     let turn_id = sent.turn_id;
-    let mut interrupting = false;
-    let mut interrupt_call: Option<InterruptCall> = None;
+    let mut interrupt_call: Option<InterruptCall> =
+        interrupting.then(|| Box::pin(client.interrupt(session_id.clone())) as InterruptCall);
     loop {
         tokio::select! {
             event = client.next_event() => {
@@ -274,7 +289,7 @@ async fn stream_turn<O: Write, E: Write>(
                     return Ok(Ending::Abandoned);
                 }
                 interrupting = true;
-                printer.note("interrupting… (press Ctrl-C again to quit now)")?;
+                printer.note(INTERRUPTING)?;
                 interrupt_call = Some(Box::pin(client.interrupt(session_id.clone())));
             }
             answer = async {
@@ -316,4 +331,412 @@ fn on_event<O: Write, E: Write>(
         }
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Mode;
+    use futures_util::{SinkExt, StreamExt};
+    use outboard_shared::{
+        ClientFrame, ConnectionError, ErrorBody, ErrorCode, EventFrame, Method, OrgId, Response,
+        ServerFrame, SessionAttachResponse, SessionCreateResponse, SessionInfo,
+        SessionListResponse, SessionStatus, TurnSendResponse, Usage, UserId, UserInfo, Welcome,
+        PROTOCOL_VERSION,
+    };
+    use pretty_assertions::assert_eq;
+    use serde_json::{json, Value};
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::WebSocketStream;
+
+    /// What the fake server does after `turn/send` and `turn/interrupt`.
+    #[derive(Clone, Default)]
+    struct Script {
+        /// Events pushed after answering `turn/send`.
+        turn: Vec<EventKind>,
+        /// Events pushed after answering `turn/interrupt`.
+        interrupt: Vec<EventKind>,
+        /// Close the connection after pushing `turn`.
+        close_after_turn: bool,
+    }
+
+    fn session(id: &str, last_seq: u64) -> SessionInfo {
+        SessionInfo {
+            id: SessionId::from(id),
+            title: "t".into(),
+            owner_id: UserId::from("u_1"),
+            owner: "ada".into(),
+            status: SessionStatus::Idle,
+            model: "mock/m".into(),
+            last_seq,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            updated_at: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    fn ev(session: &str, seq: u64, kind: EventKind) -> SessionEvent {
+        SessionEvent {
+            session_id: SessionId::from(session),
+            seq,
+            ts: "2026-01-01T00:00:00.000Z".into(),
+            kind,
+        }
+    }
+
+    async fn send(ws: &mut WebSocketStream<TcpStream>, frame: &ServerFrame) {
+        ws.send(Message::text(serde_json::to_string(frame).unwrap())).await.unwrap();
+    }
+
+    /// A one-connection fake of the server; the methods it received come back on the channel.
+    async fn fake_server(script: Script) -> (String, mpsc::UnboundedReceiver<Method>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (seen_tx, seen) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+            let mut attached = String::from("s_new");
+            while let Some(Ok(message)) = ws.next().await {
+                let Message::Text(text) = message else { continue };
+                let request = match serde_json::from_str::<ClientFrame>(&text).unwrap() {
+                    ClientFrame::Hello(hello) if hello.token == "tok" => {
+                        let welcome = Welcome {
+                            protocol_version: PROTOCOL_VERSION,
+                            server: "fake".into(),
+                            user: UserInfo {
+                                id: UserId::from("u_1"),
+                                name: "ada".into(),
+                                org_id: OrgId::from("o_1"),
+                                org: "acme".into(),
+                            },
+                        };
+                        send(&mut ws, &ServerFrame::Welcome(welcome)).await;
+                        continue;
+                    }
+                    ClientFrame::Hello(_) => {
+                        let error = ErrorBody::new(ErrorCode::Unauthorized, "unknown token");
+                        send(&mut ws, &ServerFrame::Error(ConnectionError { error, fatal: true }))
+                            .await;
+                        return;
+                    }
+                    ClientFrame::Request(request) => request,
+                };
+                let _ = seen_tx.send(request.method.clone());
+                let id = request.id;
+                let (response, push) = match request.method {
+                    Method::SessionCreate(_) => {
+                        let created = SessionCreateResponse { session: session("s_new", 0) };
+                        (Response::ok(id, &created), vec![])
+                    }
+                    Method::SessionList(_) => {
+                        let list = SessionListResponse { sessions: vec![session("s_old", 7)] };
+                        (Response::ok(id, &list), vec![])
+                    }
+                    Method::SessionAttach(params) => {
+                        attached = params.session_id.to_string();
+                        let snapshot = SessionAttachResponse {
+                            session: session(&attached, 7),
+                            role: Role::Driver,
+                            // Stale history that a run must not print.
+                            events: vec![ev(
+                                &attached,
+                                7,
+                                EventKind::UserMessage { text: "old".into() },
+                            )],
+                            in_flight: None,
+                        };
+                        (Response::ok(id, &snapshot), vec![])
+                    }
+                    Method::TurnSend(_) => {
+                        let sent = TurnSendResponse { turn_id: TurnId::from("t_1"), seq: 8 };
+                        (Response::ok(id, &sent), script.turn.clone())
+                    }
+                    Method::TurnInterrupt(_) => {
+                        let answer = TurnInterruptResponse { interrupted: true };
+                        (Response::ok(id, &answer), script.interrupt.clone())
+                    }
+                    _ => (Response::ok(id, &json!({})), vec![]),
+                };
+                let was_send = push.len() == script.turn.len() && !script.turn.is_empty();
+                send(&mut ws, &ServerFrame::Response(response)).await;
+                for (i, kind) in push.into_iter().enumerate() {
+                    let event = ev(&attached, 8 + i as u64, kind);
+                    send(&mut ws, &ServerFrame::Event(EventFrame { event })).await;
+                }
+                if was_send && script.close_after_turn {
+                    let _ = ws.close(None).await;
+                    return;
+                }
+            }
+        });
+        (url, seen)
+    }
+
+    fn args(url: &str, token: Option<&str>, json: bool, session: Option<&str>) -> RunArgs {
+        RunArgs {
+            connect: ConnectArgs {
+                server: Some(url.to_owned()),
+                token: token.map(str::to_owned),
+                ..ConnectArgs::default()
+            },
+            json,
+            session: session.map(str::to_owned),
+            prompt: "list the files\nand more".into(),
+        }
+    }
+
+    struct Ran {
+        code: i32,
+        out: String,
+        err: String,
+    }
+
+    async fn run_with(args: &RunArgs, interrupts: &mut mpsc::Receiver<()>) -> Ran {
+        let mode = if args.json { Mode::Json } else { Mode::Plain };
+        let mut printer = Printer::new(mode, Vec::new(), Vec::new());
+        let code = run(args, args.prompt.clone(), interrupts, &mut printer).await;
+        let (out, err) = printer.into_inner();
+        Ran { code, out: String::from_utf8(out).unwrap(), err: String::from_utf8(err).unwrap() }
+    }
+
+    fn no_interrupts() -> mpsc::Receiver<()> {
+        mpsc::channel(1).1
+    }
+
+    fn completed() -> EventKind {
+        EventKind::TurnCompleted {
+            turn_id: TurnId::from("t_1"),
+            stop_reason: StopReason::EndTurn,
+            usage: Usage { input_tokens: 10, output_tokens: 2 },
+        }
+    }
+
+    fn happy_turn() -> Vec<EventKind> {
+        vec![
+            EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
+            EventKind::AssistantDelta { text: "Two ".into() },
+            EventKind::AssistantDelta { text: "files.".into() },
+            EventKind::AssistantMessage { text: "Two files.".into(), tool_calls: vec![] },
+            completed(),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_json_run_creates_a_session_and_prints_the_turn() {
+        let (url, mut seen) = fake_server(Script { turn: happy_turn(), ..Script::default() }).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        let lines: Vec<Value> = ran.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "run_started",
+                "turn_started",
+                "assistant_delta",
+                "assistant_delta",
+                "assistant_message",
+                "turn_completed",
+                "run_finished"
+            ]
+        );
+        assert_eq!(
+            lines[0],
+            json!({"type": "run_started", "schema_version": 1, "session_id": "s_new",
+                   "server": url, "embedded": false})
+        );
+        assert_eq!(
+            lines[6],
+            json!({"type": "run_finished", "session_id": "s_new", "exit_code": 0})
+        );
+        assert_eq!(ran.err, "");
+
+        let methods: Vec<Method> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(
+            methods,
+            [
+                Method::SessionCreate(outboard_shared::SessionCreateParams {
+                    title: Some("list the files".into())
+                }),
+                Method::SessionAttach(outboard_shared::SessionAttachParams {
+                    session_id: SessionId::from("s_new"),
+                    role: Role::Driver,
+                    after_seq: Some(0)
+                }),
+                Method::TurnSend(outboard_shared::TurnSendParams {
+                    session_id: SessionId::from("s_new"),
+                    text: "list the files\nand more".into()
+                }),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn continuing_a_session_attaches_after_its_last_seq_and_skips_history() {
+        let (url, mut seen) = fake_server(Script { turn: happy_turn(), ..Script::default() }).await;
+        let ran =
+            run_with(&args(&url, Some("tok"), false, Some("s_old")), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        assert_eq!(ran.out, "Two files.\n");
+        let methods: Vec<Method> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(
+            methods[1],
+            Method::SessionAttach(outboard_shared::SessionAttachParams {
+                session_id: SessionId::from("s_old"),
+                role: Role::Driver,
+                after_seq: Some(7)
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_turn_exits_1_with_one_error_line() {
+        let turn = vec![EventKind::TurnFailed {
+            turn_id: TurnId::from("t_1"),
+            error: "the model refused".into(),
+        }];
+        let (url, _) = fake_server(Script { turn, ..Script::default() }).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 1);
+        assert_eq!(ran.err, "error: the model refused\n");
+        let last: Value = serde_json::from_str(ran.out.lines().last().unwrap()).unwrap();
+        assert_eq!(
+            last,
+            json!({"type": "run_finished", "session_id": "s_new", "exit_code": 1,
+                   "error": "the model refused"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wrong_token_exits_3() {
+        let (url, _) = fake_server(Script::default()).await;
+        let ran = run_with(&args(&url, Some("nope"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 3);
+        assert_eq!(ran.out, "", "no JSON before a session exists");
+        assert_eq!(
+            ran.err,
+            "outboard: the server refused the token — create one with: outboard-server admin user add NAME --org ORG\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_without_a_token_exits_2() {
+        let ran =
+            run_with(&args("ws://127.0.0.1:9", None, false, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 2);
+        assert_eq!(ran.err.lines().count(), 1);
+        assert!(
+            ran.err.starts_with("outboard: --server ws://127.0.0.1:9 needs a token"),
+            "{}",
+            ran.err
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_mid_turn_exits_3() {
+        let turn = vec![EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() }];
+        let (url, _) =
+            fake_server(Script { turn, close_after_turn: true, ..Script::default() }).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 3);
+        assert!(
+            ran.err.starts_with("outboard: the connection ended before the turn did"),
+            "{}",
+            ran.err
+        );
+        let last: Value = serde_json::from_str(ran.out.lines().last().unwrap()).unwrap();
+        assert_eq!(last["exit_code"], 3);
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_interrupts_the_turn_then_a_second_one_quits() {
+        let turn = vec![
+            EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
+            EventKind::AssistantDelta { text: "Working".into() },
+        ];
+        let interrupt = vec![EventKind::TurnCompleted {
+            turn_id: TurnId::from("t_1"),
+            stop_reason: StopReason::Interrupted,
+            usage: Usage::default(),
+        }];
+        let (url, mut seen) =
+            fake_server(Script { turn: turn.clone(), interrupt, ..Script::default() }).await;
+        let (tx, mut rx) = mpsc::channel(INTERRUPT_CHANNEL_CAPACITY);
+        let args = args(&url, Some("tok"), false, None);
+        let running = tokio::spawn(async move { run_with(&args, &mut rx).await });
+        // Press Ctrl-C once the turn is under way.
+        while !matches!(seen.recv().await, Some(Method::TurnSend(_))) {}
+        tx.send(()).await.unwrap();
+        let ran = running.await.unwrap();
+        assert_eq!(ran.code, exit::INTERRUPTED);
+        assert_eq!(ran.out, "Working\n");
+        assert_eq!(ran.err, "interrupting… (press Ctrl-C again to quit now)\n(interrupted)\n");
+        assert!(matches!(seen.recv().await, Some(Method::TurnInterrupt(_))));
+
+        // A server that never ends the turn: the second Ctrl-C leaves at once.
+        let (url, mut seen) = fake_server(Script { turn, ..Script::default() }).await;
+        let (tx, mut rx) = mpsc::channel(INTERRUPT_CHANNEL_CAPACITY);
+        let args = super::tests::args(&url, Some("tok"), true, None);
+        let running = tokio::spawn(async move { run_with(&args, &mut rx).await });
+        while !matches!(seen.recv().await, Some(Method::TurnSend(_))) {}
+        tx.send(()).await.unwrap();
+        tx.send(()).await.unwrap();
+        let ran = running.await.unwrap();
+        assert_eq!(ran.code, exit::INTERRUPTED);
+        let last: Value = serde_json::from_str(ran.out.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "run_finished");
+        assert_eq!(last["exit_code"], 130);
+    }
+
+    #[test]
+    fn prompts_come_from_the_argument_or_stdin() {
+        assert_eq!(read_prompt("hi", std::io::empty()).unwrap(), "hi");
+        assert_eq!(read_prompt("-", "from stdin\n".as_bytes()).unwrap(), "from stdin\n");
+        let empty = read_prompt("-", "  \n".as_bytes()).unwrap_err();
+        assert!(matches!(empty, RunError::EmptyPrompt));
+        assert_eq!(empty.exit_code(), exit::USAGE);
+    }
+
+    #[test]
+    fn titles_are_the_first_line_truncated() {
+        assert_eq!(session_title("\n  fix the build \nthen test"), "fix the build");
+        assert_eq!(session_title(&"x".repeat(100)).chars().count(), TITLE_CHARS);
+    }
+
+    #[test]
+    fn exit_codes() {
+        let server = |code| {
+            RunError::Client(ClientError::Server {
+                method: "turn/send",
+                error: ErrorBody::new(code, "m"),
+            })
+        };
+        let cases = [
+            (RunError::MissingToken("ws://x".into()), exit::USAGE),
+            (RunError::Stdin("closed".into()), exit::USAGE),
+            (
+                RunError::Embedded(EmbeddedError::MissingKey {
+                    provider: "Anthropic",
+                    var: "ANTHROPIC_API_KEY",
+                }),
+                exit::USAGE,
+            ),
+            (RunError::Embedded(EmbeddedError::Launch("port".into())), exit::CONNECT),
+            (
+                RunError::Client(ClientError::Connect { url: "ws://x".into(), reason: "r".into() }),
+                exit::CONNECT,
+            ),
+            (RunError::Client(ClientError::Unauthorized { message: "m".into() }), exit::CONNECT),
+            (RunError::Client(ClientError::ProtocolVersion { message: "m".into() }), exit::CONNECT),
+            (RunError::Lost(ClientError::Closed { reason: None }), exit::CONNECT),
+            (server(ErrorCode::NotFound), exit::USAGE),
+            (server(ErrorCode::Conflict), exit::FAILED),
+            (server(ErrorCode::Internal), exit::FAILED),
+            (RunError::Output(std::io::ErrorKind::BrokenPipe.into()), exit::FAILED),
+        ];
+        for (err, code) in cases {
+            assert_eq!(err.exit_code(), code, "{err}");
+        }
+    }
 }
