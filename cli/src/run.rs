@@ -14,7 +14,8 @@ use outboard_shared::headless::{
     RunFinished, RunFinishedTag, RunStarted, RunStartedTag, SCHEMA_VERSION,
 };
 use outboard_shared::{
-    EventKind, Role, SessionEvent, SessionId, StopReason, TurnId, TurnInterruptResponse,
+    ErrorCode, EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, StopReason, TurnId,
+    TurnInterruptResponse,
 };
 use tokio::sync::mpsc;
 
@@ -169,8 +170,8 @@ async fn drive<O: Write, E: Write>(
         setup = open_session(client, args, &prompt) => setup,
         Some(()) = interrupts.recv() => return exit::INTERRUPTED,
     };
-    let session_id = match setup {
-        Ok(id) => id,
+    let (session_id, last_seq) = match setup {
+        Ok(opened) => opened,
         Err(err) => {
             let _ = printer.note(&format!("outboard: {err}"));
             return err.exit_code();
@@ -184,7 +185,7 @@ async fn drive<O: Write, E: Write>(
         embedded: conn.embedded.is_some(),
     };
     let result = match printer.run_started(&started) {
-        Ok(()) => stream_turn(client, &session_id, prompt, interrupts, printer).await,
+        Ok(()) => stream_turn(client, &session_id, last_seq, prompt, interrupts, printer).await,
         Err(e) => Err(RunError::Output(e)),
     };
     let (code, error) = match result {
@@ -206,16 +207,17 @@ async fn drive<O: Write, E: Write>(
 }
 
 /// Creates the session, or finds the one given with `--session`, and attaches as its driver so
-/// that only events after this point arrive.
+/// that only events after this point arrive. Returns the session and its last durable `seq`.
 async fn open_session(
     client: &Client,
     args: &RunArgs,
     prompt: &str,
-) -> Result<SessionId, RunError> {
+) -> Result<(SessionId, u64), RunError> {
     let Some(id) = &args.session else {
         let session = client.create_session(Some(session_title(prompt))).await?;
-        client.attach(session.id.clone(), Role::Driver, Some(session.last_seq)).await?;
-        return Ok(session.id);
+        let attached =
+            client.attach(session.id.clone(), Role::Driver, Some(session.last_seq)).await?;
+        return Ok((session.id, attached.session.last_seq));
     };
     let id = SessionId(id.clone());
     // Attach after the session's last seq, so the snapshot carries nothing old. A session beyond
@@ -223,7 +225,7 @@ async fn open_session(
     let sessions = client.list_sessions(None).await?;
     let after_seq = sessions.iter().find(|s| s.id == id).map(|s| s.last_seq);
     let attached = client.attach(id, Role::Driver, after_seq).await?;
-    Ok(attached.session.id)
+    Ok((attached.session.id, attached.session.last_seq))
 }
 
 /// How the turn ended.
@@ -240,12 +242,18 @@ enum Ending {
 /// What the first Ctrl-C prints.
 const INTERRUPTING: &str = "interrupting… (press Ctrl-C again to quit now)";
 
+type AttachCall = Pin<Box<dyn Future<Output = Result<SessionAttachResponse, ClientError>> + Send>>;
+
 type InterruptCall =
     Pin<Box<dyn Future<Output = Result<TurnInterruptResponse, ClientError>> + Send>>;
 
+/// Sends the turn and prints its events until it ends. `last_seq` is the last durable `seq` before
+/// the turn: a durable event at or below the last one seen is a duplicate (after a re-attach) and
+/// is skipped.
 async fn stream_turn<O: Write, E: Write>(
     client: &mut Client,
     session_id: &SessionId,
+    mut last_seq: u64,
     prompt: String,
     interrupts: &mut mpsc::Receiver<()>,
     printer: &mut Printer<O, E>,
@@ -269,14 +277,26 @@ async fn stream_turn<O: Write, E: Write>(
     let turn_id = sent.turn_id;
     let mut interrupt_call: Option<InterruptCall> =
         interrupting.then(|| Box::pin(client.interrupt(session_id.clone())) as InterruptCall);
+    let mut reattach: Option<AttachCall> = None;
     loop {
         tokio::select! {
             event = client.next_event() => {
                 match event {
                     Ok(event) => {
-                        if let Some(ending) = on_event(&event, session_id, &turn_id, printer)? {
+                        if let Some(ending) =
+                            on_event(&event, session_id, &turn_id, &mut last_seq, printer)?
+                        {
                             return Ok(ending);
                         }
+                    }
+                    Err(err) if err.code() == Some(ErrorCode::Lagged) && !err.is_fatal() => {
+                        // The server dropped events for us: fetch the durable ones we missed.
+                        tracing::debug!(last_seq, "lagged; re-attaching");
+                        reattach = Some(Box::pin(client.attach(
+                            session_id.clone(),
+                            Role::Driver,
+                            Some(last_seq),
+                        )));
                     }
                     Err(err) if !err.is_fatal() => {
                         printer.note(&format!("outboard: warning: {err}"))?;
@@ -307,6 +327,21 @@ async fn stream_turn<O: Write, E: Write>(
                     Err(err) => printer.note(&format!("outboard: cannot interrupt: {err}"))?,
                 }
             }
+            snapshot = async {
+                match reattach.as_mut() {
+                    Some(call) => call.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                reattach = None;
+                for event in snapshot.map_err(RunError::Lost)?.events {
+                    if let Some(ending) =
+                        on_event(&event, session_id, &turn_id, &mut last_seq, printer)?
+                    {
+                        return Ok(ending);
+                    }
+                }
+            }
         }
     }
 }
@@ -316,10 +351,17 @@ fn on_event<O: Write, E: Write>(
     event: &SessionEvent,
     session_id: &SessionId,
     turn_id: &TurnId,
+    last_seq: &mut u64,
     printer: &mut Printer<O, E>,
 ) -> Result<Option<Ending>, RunError> {
     if &event.session_id != session_id {
         return Ok(None);
+    }
+    if event.kind.is_durable() {
+        if event.seq <= *last_seq {
+            return Ok(None);
+        }
+        *last_seq = event.seq;
     }
     printer.event(event)?;
     Ok(match &event.kind {
@@ -359,6 +401,8 @@ mod tests {
         interrupt: Vec<EventKind>,
         /// Close the connection after pushing `turn`.
         close_after_turn: bool,
+        /// After pushing `turn`, report that the client lagged; a second attach gets these events.
+        lag_then_snapshot: Option<Vec<SessionEvent>>,
     }
 
     fn session(id: &str, last_seq: u64) -> SessionInfo {
@@ -397,6 +441,8 @@ mod tests {
             let (tcp, _) = listener.accept().await.unwrap();
             let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
             let mut attached = String::from("s_new");
+            // The log holds 7 events; turn/send's user message is the 8th.
+            let mut seq = 8;
             while let Some(Ok(message)) = ws.next().await {
                 let Message::Text(text) = message else { continue };
                 let request = match serde_json::from_str::<ClientFrame>(&text).unwrap() {
@@ -435,15 +481,16 @@ mod tests {
                     }
                     Method::SessionAttach(params) => {
                         attached = params.session_id.to_string();
+                        // Stale history that a run must not print, or what a lagging run missed.
+                        let stale = EventKind::UserMessage { text: "old".into() };
+                        let events = match (&script.lag_then_snapshot, params.after_seq) {
+                            (Some(missed), Some(after)) if after > 7 => missed.clone(),
+                            _ => vec![ev(&attached, 7, stale)],
+                        };
                         let snapshot = SessionAttachResponse {
                             session: session(&attached, 7),
                             role: Role::Driver,
-                            // Stale history that a run must not print.
-                            events: vec![ev(
-                                &attached,
-                                7,
-                                EventKind::UserMessage { text: "old".into() },
-                            )],
+                            events,
                             in_flight: None,
                         };
                         (Response::ok(id, &snapshot), vec![])
@@ -460,9 +507,18 @@ mod tests {
                 };
                 let was_send = push.len() == script.turn.len() && !script.turn.is_empty();
                 send(&mut ws, &ServerFrame::Response(response)).await;
-                for (i, kind) in push.into_iter().enumerate() {
-                    let event = ev(&attached, 8 + i as u64, kind);
+                for kind in push {
+                    // Durable events get the next seq; transient ones carry the last.
+                    if kind.is_durable() {
+                        seq += 1;
+                    }
+                    let event = ev(&attached, seq, kind);
                     send(&mut ws, &ServerFrame::Event(EventFrame { event })).await;
+                }
+                if was_send && script.lag_then_snapshot.is_some() {
+                    let error = ErrorBody::new(ErrorCode::Lagged, "re-attach");
+                    send(&mut ws, &ServerFrame::Error(ConnectionError { error, fatal: false }))
+                        .await;
                 }
                 if was_send && script.close_after_turn {
                     let _ = ws.close(None).await;
@@ -495,7 +551,11 @@ mod tests {
     async fn run_with(args: &RunArgs, interrupts: &mut mpsc::Receiver<()>) -> Ran {
         let mode = if args.json { Mode::Json } else { Mode::Plain };
         let mut printer = Printer::new(mode, Vec::new(), Vec::new());
-        let code = run(args, args.prompt.clone(), interrupts, &mut printer).await;
+        // A deadline, so a run that never sees its turn end fails the test instead of hanging it.
+        let running = run(args, args.prompt.clone(), interrupts, &mut printer);
+        let code = tokio::time::timeout(std::time::Duration::from_secs(10), running)
+            .await
+            .expect("the run did not end within 10 s (is the turn's end event missing?)");
         let (out, err) = printer.into_inner();
         Ran { code, out: String::from_utf8(out).unwrap(), err: String::from_utf8(err).unwrap() }
     }
@@ -647,6 +707,53 @@ mod tests {
         );
         let last: Value = serde_json::from_str(ran.out.lines().last().unwrap()).unwrap();
         assert_eq!(last["exit_code"], 3);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_run_re_attaches_after_the_last_seq_it_saw() {
+        let turn = vec![
+            EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
+            EventKind::UserMessage { text: "list the files".into() },
+        ];
+        let missed = vec![
+            // Already seen: skipped.
+            ev("s_new", 10, EventKind::UserMessage { text: "list the files".into() }),
+            ev(
+                "s_new",
+                11,
+                EventKind::AssistantMessage { text: "Done.".into(), tool_calls: vec![] },
+            ),
+            ev("s_new", 12, completed()),
+        ];
+        let script = Script { turn, lag_then_snapshot: Some(missed), ..Script::default() };
+        let (url, mut seen) = fake_server(script).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        let types: Vec<String> = ran
+            .out
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "run_started",
+                "turn_started",
+                "user_message",
+                "assistant_message",
+                "turn_completed",
+                "run_finished"
+            ]
+        );
+        let methods: Vec<Method> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(
+            methods.last(),
+            Some(&Method::SessionAttach(outboard_shared::SessionAttachParams {
+                session_id: SessionId::from("s_new"),
+                role: Role::Driver,
+                after_seq: Some(10)
+            }))
+        );
     }
 
     #[tokio::test]
