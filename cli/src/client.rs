@@ -120,6 +120,14 @@ pub enum ClientError {
         /// The close reason or transport error, when known.
         reason: Option<String>,
     },
+    /// A request too large for one frame (a huge prompt).
+    #[error("the request is {bytes} bytes, over the {limit} byte frame limit — put large text in a file and refer to it")]
+    TooLarge {
+        /// The encoded size.
+        bytes: usize,
+        /// [`MAX_FRAME_BYTES`].
+        limit: usize,
+    },
     /// The server sent something this client cannot read.
     #[error(
         "unexpected data from the server: {0} — are outboard and outboard-server the same version?"
@@ -132,7 +140,7 @@ impl ClientError {
     /// `fatal: false` and [`ClientError::Server`] leave it usable).
     pub fn is_fatal(&self) -> bool {
         match self {
-            ClientError::Server { .. } => false,
+            ClientError::Server { .. } | ClientError::TooLarge { .. } => false,
             ClientError::Connection { fatal, .. } => *fatal,
             _ => true,
         }
@@ -155,7 +163,7 @@ impl ClientError {
     pub fn exit_code(&self) -> i32 {
         use crate::exit;
         match self {
-            ClientError::InvalidUrl { .. } => exit::USAGE,
+            ClientError::InvalidUrl { .. } | ClientError::TooLarge { .. } => exit::USAGE,
             ClientError::Connect { .. }
             | ClientError::Unauthorized { .. }
             | ClientError::ProtocolVersion { .. }
@@ -471,11 +479,7 @@ async fn send_frame(socket: &mut Socket, frame: &ClientFrame) -> Result<(), Clie
     let text = serde_json::to_string(frame)
         .map_err(|e| ClientError::Protocol(format!("cannot encode a frame: {e}")))?;
     if text.len() > MAX_FRAME_BYTES {
-        return Err(ClientError::Protocol(format!(
-            "a frame of {} bytes exceeds the {} byte limit; put large text in a workspace file",
-            text.len(),
-            MAX_FRAME_BYTES
-        )));
+        return Err(ClientError::TooLarge { bytes: text.len(), limit: MAX_FRAME_BYTES });
     }
     socket
         .send(Message::text(text))
@@ -503,7 +507,7 @@ async fn connection_task(
                     Ok(()) => {
                         pending.insert(id, (name, reply));
                     }
-                    Err(err @ ClientError::Protocol(_)) => {
+                    Err(err @ (ClientError::Protocol(_) | ClientError::TooLarge { .. })) => {
                         let _ = reply.send(Err(err));
                     }
                     Err(err) => {
@@ -733,6 +737,25 @@ mod tests {
         );
         assert!(!err.is_fatal());
         assert_eq!(err.exit_code(), crate::exit::USAGE);
+    }
+
+    #[tokio::test]
+    async fn an_oversize_request_fails_alone_and_the_connection_goes_on() {
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            send(&mut ws, &ServerFrame::Welcome(welcome())).await;
+            let ClientFrame::Request(ping) = recv(&mut ws).await else { panic!() };
+            assert_eq!(ping.method, Method::Ping(Empty {}));
+            send(&mut ws, &ServerFrame::Response(Response::ok(ping.id, &Empty {}))).await;
+            while ws.next().await.is_some() {}
+        })
+        .await;
+        let client = Client::connect(&url, "tok").await.unwrap();
+        let huge = "x".repeat(MAX_FRAME_BYTES);
+        let err = client.send_turn(SessionId::from("s_1"), huge).await.unwrap_err();
+        assert!(matches!(err, ClientError::TooLarge { .. }), "{err:?}");
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+        client.ping().await.unwrap();
     }
 
     #[tokio::test]

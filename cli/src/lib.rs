@@ -12,6 +12,8 @@ pub mod embedded;
 pub mod output;
 pub mod run;
 pub mod sessions;
+#[cfg(test)]
+mod testing;
 
 pub use client::{Client, ClientError};
 

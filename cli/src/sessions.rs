@@ -86,8 +86,22 @@ fn status(status: SessionStatus) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::ConnectArgs;
+    use crate::testing::{fake_server, session, Script};
     use outboard_shared::{SessionId, UserId};
     use pretty_assertions::assert_eq;
+
+    #[tokio::test]
+    async fn sessions_json_is_the_list_response() {
+        let (url, _) = fake_server(Script::default()).await;
+        let connect =
+            ConnectArgs { server: Some(url), token: Some("tok".into()), ..ConnectArgs::default() };
+        let mut out = Vec::new();
+        let code = sessions(&SessionsArgs { connect, json: true }, &mut out).await;
+        assert_eq!(code, 0);
+        let listed: SessionListResponse = serde_json::from_slice(&out).unwrap();
+        assert_eq!(listed, SessionListResponse { sessions: vec![session("s_old", 7)] });
+    }
 
     #[test]
     fn a_table_aligns_columns() {
