@@ -1,0 +1,32 @@
+//! The `outboard` command as a library: `main.rs` only parses the command line, reads the prompt
+//! and calls in here, so tests drive the same code the binary runs.
+//!
+//! Module map: [`args`] (the command line), [`client`] (the WebSocket client of the protocol,
+//! reused by the TUI), [`run`] (headless `outboard run`), [`sessions`] (`outboard sessions`),
+//! [`output`] (plain and `--json` rendering), [`embedded`] (the in-process server; the only module
+//! that depends on `outboard-server`).
+
+pub mod args;
+pub mod client;
+pub mod embedded;
+pub mod output;
+pub mod run;
+pub mod sessions;
+#[cfg(test)]
+mod testing;
+
+pub use client::{Client, ClientError};
+
+/// The process exit statuses of `outboard`; scripts depend on them.
+pub mod exit {
+    /// The turn completed.
+    pub const OK: i32 = 0;
+    /// The turn failed (or the run failed after it started).
+    pub const FAILED: i32 = 1;
+    /// Bad usage or configuration (clap's usage errors use 2 as well).
+    pub const USAGE: i32 = 2;
+    /// Cannot connect, or not authorised (refused, wrong token, other protocol version).
+    pub const CONNECT: i32 = 3;
+    /// Interrupted with Ctrl-C (128 + SIGINT, as shells report it).
+    pub const INTERRUPTED: i32 = 130;
+}

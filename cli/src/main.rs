@@ -1,1 +1,80 @@
-fn main() {}
+//! The `outboard` binary: parses the command line, reads the prompt, starts the runtime and hands
+//! over to the library. Exit statuses are those of [`outboard_cli::exit`].
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use outboard_cli::args::{Cli, Command};
+use outboard_cli::output::{Mode, Printer};
+use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
+use outboard_cli::{exit, run, sessions};
+use tokio::sync::mpsc;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let code = match dispatch(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("outboard: {err:#}");
+            exit::FAILED
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    let Some(command) = cli.command else {
+        eprintln!(
+            "outboard: the TUI is not built yet — use `outboard run PROMPT` (see outboard --help)"
+        );
+        return Ok(exit::USAGE);
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("while starting the async runtime")?;
+    match command {
+        Command::Run(args) => {
+            let prompt = match read_prompt(&args.prompt, std::io::stdin().lock()) {
+                Ok(prompt) => prompt,
+                Err(err) => {
+                    eprintln!("outboard: {err}");
+                    return Ok(err.exit_code());
+                }
+            };
+            let mode = if args.json { Mode::Json } else { Mode::Plain };
+            let mut printer = Printer::new(mode, std::io::stdout(), std::io::stderr());
+            Ok(runtime.block_on(async {
+                let mut interrupts = forward_ctrl_c();
+                run::run(&args, prompt, &mut interrupts, &mut printer).await
+            }))
+        }
+        Command::Sessions(args) => {
+            Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout())))
+        }
+    }
+}
+
+/// One message per Ctrl-C. Installing the handler replaces the default "die on SIGINT", so the
+/// run decides: the first interrupts the turn, the second exits 130.
+fn forward_ctrl_c() -> mpsc::Receiver<()> {
+    let (tx, rx) = mpsc::channel(INTERRUPT_CHANNEL_CAPACITY);
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if tx.try_send(()).is_err() && tx.is_closed() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Logs go to stderr, off unless `RUST_LOG` asks for them: stdout belongs to the run's output.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

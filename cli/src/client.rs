@@ -1,0 +1,785 @@
+//! The WebSocket client of the Outboard protocol: handshake, requests matched to responses by id,
+//! and the stream of session events. `outboard run`, `outboard sessions` and (later) the TUI all
+//! talk to the server through [`Client`], whether the server is remote or embedded in-process.
+//!
+//! One task owns the socket (the connection actor): it writes the requests it is handed, routes each
+//! `response` to the oneshot of the request with the same id and pushes `event`s into a bounded
+//! queue the caller drains with [`Client::next_event`]. Nothing else touches the socket, so there is
+//! no lock. Request methods return `'static` futures that do not borrow the client: a caller can
+//! keep one (an interrupt) in flight inside a `select!` while it goes on draining events, which is
+//! what keeps a full event queue from holding a response hostage.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use outboard_shared::{
+    ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, Hello, Method, Request, RequestId,
+    Response, Role, ServerFrame, SessionAttachParams, SessionAttachResponse, SessionCreateParams,
+    SessionCreateResponse, SessionEvent, SessionId, SessionInfo, SessionListParams,
+    SessionListResponse, SessionRef, TurnInterruptResponse, TurnSendParams, TurnSendResponse,
+    Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long connecting, upgrading to WebSocket and the hello/welcome exchange may take together.
+/// A loopback or LAN server answers in milliseconds; ten seconds covers a slow VPN without leaving
+/// a script hanging on a black-holed address.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Capacity of the queue of pushed events between the connection task and the caller. Events
+/// come in bursts (a model streams a delta every few milliseconds, a command's output in chunks);
+/// 1024 absorbs several seconds of a slow terminal without back-pressure. When it is full the
+/// connection task waits, which stops reading the socket and lets the server's own per-connection
+/// bound decide (it re-snapshots a lagging client rather than stalling the session).
+pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+
+/// Capacity of the queue of outgoing requests. A client has few requests in flight (a run has at
+/// most two: the turn and an interrupt); 32 only bounds a runaway caller.
+pub const REQUEST_CHANNEL_CAPACITY: usize = 32;
+
+/// The client name announced in `hello`.
+pub fn client_name() -> String {
+    format!("outboard-cli/{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Why talking to the server failed. The messages are one line and say what to do next; the CLI
+/// prints them after `outboard: `.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    /// The URL is not a usable `ws://` address.
+    #[error("invalid server URL {url:?}: {reason} — use ws://HOST:PORT")]
+    InvalidUrl {
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No connection could be made (refused, unreachable, timed out).
+    #[error(
+        "cannot connect to {url}: {reason} — is outboard-server running? Set --server/OUTBOARD_SERVER"
+    )]
+    Connect {
+        /// The URL tried.
+        url: String,
+        /// What the operating system or the HTTP upgrade said.
+        reason: String,
+    },
+    /// The server refused the token.
+    #[error(
+        "the server refused the token — create one with: outboard-server admin user add NAME --org ORG"
+    )]
+    Unauthorized {
+        /// The server's message.
+        message: String,
+    },
+    /// The server speaks another protocol version.
+    #[error(
+        "the server speaks another protocol version ({message}) — install matching versions of outboard and outboard-server"
+    )]
+    ProtocolVersion {
+        /// The server's message.
+        message: String,
+    },
+    /// The handshake failed for another reason (not an Outboard server, timed out, refused).
+    #[error("the handshake with {url} failed: {message} — is this an outboard-server address?")]
+    Handshake {
+        /// The URL.
+        url: String,
+        /// What happened.
+        message: String,
+    },
+    /// The server answered a request with an error.
+    #[error("{method} failed: {}", .error)]
+    Server {
+        /// The method of the request.
+        method: &'static str,
+        /// The server's error.
+        error: ErrorBody,
+    },
+    /// A connection-level error frame from the server. When `fatal`, the connection is over.
+    #[error("the server reported: {}", .error)]
+    Connection {
+        /// The error.
+        error: ErrorBody,
+        /// Whether the server closed the connection after it.
+        fatal: bool,
+    },
+    /// The connection is closed.
+    #[error("the server closed the connection{} — check that outboard-server is still running and try again", .reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    Closed {
+        /// The close reason or transport error, when known.
+        reason: Option<String>,
+    },
+    /// A request too large for one frame (a huge prompt).
+    #[error("the request is {bytes} bytes, over the {limit} byte frame limit — put large text in a file and refer to it")]
+    TooLarge {
+        /// The encoded size.
+        bytes: usize,
+        /// [`MAX_FRAME_BYTES`].
+        limit: usize,
+    },
+    /// The server sent something this client cannot read.
+    #[error(
+        "unexpected data from the server: {0} — are outboard and outboard-server the same version?"
+    )]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// Whether the connection is over after this error ([`ClientError::Connection`] with
+    /// `fatal: false` and [`ClientError::Server`] leave it usable).
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            ClientError::Server { .. } | ClientError::TooLarge { .. } => false,
+            ClientError::Connection { fatal, .. } => *fatal,
+            _ => true,
+        }
+    }
+
+    /// The error code from the server, when the server sent one.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Server { error, .. } | ClientError::Connection { error, .. } => {
+                Some(error.code)
+            }
+            ClientError::Unauthorized { .. } => Some(ErrorCode::Unauthorized),
+            ClientError::ProtocolVersion { .. } => Some(ErrorCode::ProtocolVersion),
+            _ => None,
+        }
+    }
+
+    /// The process exit status this error maps to (see [`crate::exit`]): configuration mistakes
+    /// are 2, connection and authorisation failures 3, anything else about the run 1.
+    pub fn exit_code(&self) -> i32 {
+        use crate::exit;
+        match self {
+            ClientError::InvalidUrl { .. } | ClientError::TooLarge { .. } => exit::USAGE,
+            ClientError::Connect { .. }
+            | ClientError::Unauthorized { .. }
+            | ClientError::ProtocolVersion { .. }
+            | ClientError::Handshake { .. }
+            | ClientError::Closed { .. } => exit::CONNECT,
+            ClientError::Server { error, .. } | ClientError::Connection { error, .. } => {
+                match error.code {
+                    ErrorCode::Unauthorized
+                    | ErrorCode::ProtocolVersion
+                    | ErrorCode::HandshakeRequired
+                    | ErrorCode::ShuttingDown => exit::CONNECT,
+                    ErrorCode::NotFound | ErrorCode::Forbidden | ErrorCode::BadRequest => {
+                        exit::USAGE
+                    }
+                    _ => exit::FAILED,
+                }
+            }
+            ClientError::Protocol(_) => exit::FAILED,
+        }
+    }
+
+    /// The error for an error frame; `handshake_url` is set while waiting for `welcome`.
+    fn from_connection_error(handshake_url: Option<&str>, err: ConnectionError) -> Self {
+        match (err.error.code, handshake_url) {
+            (ErrorCode::Unauthorized, _) => {
+                ClientError::Unauthorized { message: err.error.message }
+            }
+            (ErrorCode::ProtocolVersion, _) => {
+                ClientError::ProtocolVersion { message: err.error.message }
+            }
+            (_, Some(url)) => {
+                ClientError::Handshake { url: url.to_owned(), message: err.error.to_string() }
+            }
+            (_, None) => ClientError::Connection { error: err.error, fatal: err.fatal },
+        }
+    }
+}
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Reply = oneshot::Sender<Result<Value, ClientError>>;
+
+/// A request handed to the connection task.
+struct Outgoing {
+    request: Request,
+    reply: Reply,
+}
+
+/// A connected, authenticated client. Dropping it closes the connection.
+pub struct Client {
+    url: String,
+    welcome: Welcome,
+    requests: mpsc::Sender<Outgoing>,
+    events: mpsc::Receiver<Result<SessionEvent, ClientError>>,
+    next_id: Arc<AtomicU64>,
+    /// The error that ended the connection, once [`Client::next_event`] has seen it.
+    ended: Option<ClientError>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("url", &self.url).field("welcome", &self.welcome).finish()
+    }
+}
+
+impl Client {
+    /// Connects to `url` (`ws://HOST:PORT`), sends `hello` with `token` and waits for `welcome`,
+    /// all within [`HANDSHAKE_TIMEOUT`].
+    pub async fn connect(url: &str, token: &str) -> Result<Client, ClientError> {
+        validate_url(url)?;
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token)).await {
+            Ok(result) => result,
+            Err(_) => Err(ClientError::Connect {
+                url: url.to_owned(),
+                reason: format!("no answer within {} s", HANDSHAKE_TIMEOUT.as_secs()),
+            }),
+        }
+    }
+
+    /// The server's `welcome`: its version and who the token belongs to.
+    pub fn welcome(&self) -> &Welcome {
+        &self.welcome
+    }
+
+    /// The URL connected to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The next event pushed by the server, in order. A non-fatal connection error frame comes
+    /// back as `Err` with [`ClientError::is_fatal`] false and the stream goes on; any other `Err`
+    /// means the connection is over, and every later call returns the same error.
+    pub async fn next_event(&mut self) -> Result<SessionEvent, ClientError> {
+        if let Some(err) = &self.ended {
+            return Err(err.clone());
+        }
+        let item = self.events.recv().await.unwrap_or(Err(ClientError::Closed { reason: None }));
+        if let Err(err) = &item {
+            if err.is_fatal() {
+                self.ended = Some(err.clone());
+            }
+        }
+        item
+    }
+
+    /// Sends a request and resolves to its `result`, or to [`ClientError::Server`] with the
+    /// server's error. The future does not borrow the client (see the module header).
+    pub fn request(
+        &self,
+        method: Method,
+    ) -> impl Future<Output = Result<Value, ClientError>> + Send + 'static {
+        let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let requests = self.requests.clone();
+        async move {
+            let (reply, answer) = oneshot::channel();
+            let request = Request { id, method };
+            if requests.send(Outgoing { request, reply }).await.is_err() {
+                return Err(ClientError::Closed { reason: None });
+            }
+            answer.await.unwrap_or(Err(ClientError::Closed { reason: None }))
+        }
+    }
+
+    /// `session/create`: a new session owned by the caller.
+    pub fn create_session(
+        &self,
+        title: Option<String>,
+    ) -> impl Future<Output = Result<SessionInfo, ClientError>> + Send + 'static {
+        let call = self
+            .typed::<SessionCreateResponse>(Method::SessionCreate(SessionCreateParams { title }));
+        async move { Ok(call.await?.session) }
+    }
+
+    /// `session/list`: the org's sessions, newest activity first.
+    pub fn list_sessions(
+        &self,
+        limit: Option<u32>,
+    ) -> impl Future<Output = Result<Vec<SessionInfo>, ClientError>> + Send + 'static {
+        let call =
+            self.typed::<SessionListResponse>(Method::SessionList(SessionListParams { limit }));
+        async move { Ok(call.await?.sessions) }
+    }
+
+    /// `session/attach`: a snapshot of the session after `after_seq`, then live events through
+    /// [`Client::next_event`].
+    pub fn attach(
+        &self,
+        session_id: SessionId,
+        role: Role,
+        after_seq: Option<u64>,
+    ) -> impl Future<Output = Result<SessionAttachResponse, ClientError>> + Send + 'static {
+        self.typed(Method::SessionAttach(SessionAttachParams { session_id, role, after_seq }))
+    }
+
+    /// `turn/send`: starts a turn; resolves once the user message is durable.
+    pub fn send_turn(
+        &self,
+        session_id: SessionId,
+        text: String,
+    ) -> impl Future<Output = Result<TurnSendResponse, ClientError>> + Send + 'static {
+        self.typed(Method::TurnSend(TurnSendParams { session_id, text }))
+    }
+
+    /// `turn/interrupt`: interrupts the session's turn in flight, if any.
+    pub fn interrupt(
+        &self,
+        session_id: SessionId,
+    ) -> impl Future<Output = Result<TurnInterruptResponse, ClientError>> + Send + 'static {
+        self.typed(Method::TurnInterrupt(SessionRef { session_id }))
+    }
+
+    /// `ping`.
+    pub fn ping(&self) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
+        let call = self.typed::<Empty>(Method::Ping(Empty {}));
+        async move { call.await.map(|_| ()) }
+    }
+
+    fn typed<T: DeserializeOwned>(
+        &self,
+        method: Method,
+    ) -> impl Future<Output = Result<T, ClientError>> + Send + 'static {
+        let name = method.name();
+        let call = self.request(method);
+        async move {
+            let value = call.await?;
+            serde_json::from_value(value)
+                .map_err(|e| ClientError::Protocol(format!("the {name} result: {e}")))
+        }
+    }
+}
+
+/// Refuses URLs that cannot be an Outboard server before any network traffic.
+fn validate_url(url: &str) -> Result<(), ClientError> {
+    let invalid =
+        |reason: &str| ClientError::InvalidUrl { url: url.to_owned(), reason: reason.into() };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(invalid("no scheme"));
+    };
+    if scheme != "ws" && scheme != "wss" {
+        return Err(invalid("the scheme must be ws:// (or wss://)"));
+    }
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(invalid("no host"));
+    }
+    Ok(())
+}
+
+/// The connection, the upgrade and the hello/welcome exchange.
+async fn handshake(url: &str, token: &str) -> Result<Client, ClientError> {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
+        .await
+        .map_err(|e| connect_error(url, e))?;
+
+    let hello = ClientFrame::Hello(Hello {
+        protocol_version: PROTOCOL_VERSION,
+        token: token.to_owned(),
+        client: client_name(),
+    });
+    send_frame(&mut socket, &hello).await?;
+
+    let welcome = loop {
+        let Some(message) = socket.next().await else {
+            return Err(ClientError::Handshake {
+                url: url.to_owned(),
+                message: "the server closed the connection before answering hello".into(),
+            });
+        };
+        let message = message
+            .map_err(|e| ClientError::Handshake { url: url.to_owned(), message: e.to_string() })?;
+        let text = match message {
+            Message::Text(text) => text,
+            Message::Close(frame) => {
+                return Err(ClientError::Handshake {
+                    url: url.to_owned(),
+                    message: format!(
+                        "the server closed the connection{}",
+                        frame.map(|f| format!(": {}", f.reason)).unwrap_or_default()
+                    ),
+                })
+            }
+            _ => continue,
+        };
+        match serde_json::from_str::<ServerFrame>(&text) {
+            Ok(ServerFrame::Welcome(welcome)) => break welcome,
+            Ok(ServerFrame::Error(err)) => {
+                return Err(ClientError::from_connection_error(Some(url), err));
+            }
+            Ok(other) => {
+                return Err(ClientError::Handshake {
+                    url: url.to_owned(),
+                    message: format!("expected welcome, got {}", frame_kind(&other)),
+                })
+            }
+            Err(e) => {
+                return Err(ClientError::Handshake {
+                    url: url.to_owned(),
+                    message: format!("the answer to hello is not an outboard frame: {e}"),
+                })
+            }
+        }
+    };
+    if welcome.protocol_version != PROTOCOL_VERSION {
+        return Err(ClientError::ProtocolVersion {
+            message: format!("server {}, client {}", welcome.protocol_version, PROTOCOL_VERSION),
+        });
+    }
+
+    let (requests_tx, requests_rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
+    let (events_tx, events_rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+    tokio::spawn(connection_task(socket, requests_rx, events_tx));
+    Ok(Client {
+        url: url.to_owned(),
+        welcome,
+        requests: requests_tx,
+        events: events_rx,
+        next_id: Arc::new(AtomicU64::new(1)),
+        ended: None,
+    })
+}
+
+fn frame_kind(frame: &ServerFrame) -> &'static str {
+    match frame {
+        ServerFrame::Welcome(_) => "welcome",
+        ServerFrame::Response(_) => "response",
+        ServerFrame::Event(_) => "event",
+        ServerFrame::Error(_) => "error",
+    }
+}
+
+fn connect_error(url: &str, err: tungstenite::Error) -> ClientError {
+    let reason = match err {
+        tungstenite::Error::Io(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+            _ => io.to_string(),
+        },
+        tungstenite::Error::Url(e) => {
+            return ClientError::InvalidUrl { url: url.to_owned(), reason: e.to_string() }
+        }
+        tungstenite::Error::Http(response) => {
+            return ClientError::Handshake {
+                url: url.to_owned(),
+                message: format!("the server answered HTTP {} to the upgrade", response.status()),
+            }
+        }
+        other => other.to_string(),
+    };
+    ClientError::Connect { url: url.to_owned(), reason }
+}
+
+async fn send_frame(socket: &mut Socket, frame: &ClientFrame) -> Result<(), ClientError> {
+    let text = serde_json::to_string(frame)
+        .map_err(|e| ClientError::Protocol(format!("cannot encode a frame: {e}")))?;
+    if text.len() > MAX_FRAME_BYTES {
+        return Err(ClientError::TooLarge { bytes: text.len(), limit: MAX_FRAME_BYTES });
+    }
+    socket
+        .send(Message::text(text))
+        .await
+        .map_err(|e| ClientError::Closed { reason: Some(e.to_string()) })
+}
+
+/// The connection actor: the only owner of the socket after the handshake.
+async fn connection_task(
+    mut socket: Socket,
+    mut requests: mpsc::Receiver<Outgoing>,
+    events: mpsc::Sender<Result<SessionEvent, ClientError>>,
+) {
+    let mut pending: HashMap<RequestId, (&'static str, Reply)> = HashMap::new();
+    let end = loop {
+        tokio::select! {
+            outgoing = requests.recv() => {
+                let Some(Outgoing { request, reply }) = outgoing else {
+                    // The client was dropped: say goodbye and stop.
+                    let _ = socket.close(None).await;
+                    break ClientError::Closed { reason: Some("the client closed it".into()) };
+                };
+                let (id, name) = (request.id, request.method.name());
+                match send_frame(&mut socket, &ClientFrame::Request(request)).await {
+                    Ok(()) => {
+                        pending.insert(id, (name, reply));
+                    }
+                    Err(err @ (ClientError::Protocol(_) | ClientError::TooLarge { .. })) => {
+                        let _ = reply.send(Err(err));
+                    }
+                    Err(err) => {
+                        let _ = reply.send(Err(err.clone()));
+                        break err;
+                    }
+                }
+            }
+            message = socket.next() => {
+                let text = match message {
+                    Some(Ok(Message::Text(text))) => text,
+                    Some(Ok(Message::Close(frame))) => {
+                        break ClientError::Closed { reason: frame.map(|f| f.reason.to_string()).filter(|r| !r.is_empty()) };
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => break ClientError::Closed { reason: Some(e.to_string()) },
+                    None => break ClientError::Closed { reason: None },
+                };
+                match serde_json::from_str::<ServerFrame>(&text) {
+                    Ok(ServerFrame::Response(Response { id, result, error })) => {
+                        let Some((method, reply)) = pending.remove(&id) else {
+                            tracing::warn!(%id, "response to no request in flight");
+                            continue;
+                        };
+                        let answer = match (error, result) {
+                            (Some(error), _) => Err(ClientError::Server { method, error }),
+                            (None, result) => Ok(result.unwrap_or(Value::Null)),
+                        };
+                        let _ = reply.send(answer);
+                    }
+                    Ok(ServerFrame::Event(frame)) => {
+                        // Waits when the caller is behind: see EVENT_CHANNEL_CAPACITY.
+                        if events.send(Ok(frame.event)).await.is_err() {
+                            tracing::debug!("event dropped: nobody reads events");
+                        }
+                    }
+                    Ok(ServerFrame::Error(err)) => {
+                        let fatal = err.fatal;
+                        let err = ClientError::from_connection_error(None, err);
+                        if fatal {
+                            break err;
+                        }
+                        let _ = events.send(Err(err)).await;
+                    }
+                    Ok(ServerFrame::Welcome(_)) => tracing::warn!("a second welcome; ignored"),
+                    Err(e) => tracing::warn!(error = %e, "unreadable frame from the server; skipped"),
+                }
+            }
+        }
+    };
+    for (_, (_, reply)) in pending.drain() {
+        let _ = reply.send(Err(end.clone()));
+    }
+    let _ = events.send(Err(end)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use outboard_shared::{EventFrame, EventKind, OrgId, UserId, UserInfo};
+    use pretty_assertions::assert_eq;
+    use tokio::net::TcpListener;
+
+    pub(crate) fn welcome() -> Welcome {
+        Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            server: "outboard-server/test".into(),
+            user: UserInfo {
+                id: UserId::from("u_1"),
+                name: "ada".into(),
+                org_id: OrgId::from("o_1"),
+                org: "acme".into(),
+            },
+        }
+    }
+
+    type ServerSocket = WebSocketStream<TcpStream>;
+
+    async fn send(ws: &mut ServerSocket, frame: &ServerFrame) {
+        ws.send(Message::text(serde_json::to_string(frame).unwrap())).await.unwrap();
+    }
+
+    async fn recv(ws: &mut ServerSocket) -> ClientFrame {
+        loop {
+            match ws.next().await.unwrap().unwrap() {
+                Message::Text(t) => return serde_json::from_str(&t).unwrap(),
+                _ => continue,
+            }
+        }
+    }
+
+    /// A one-connection server on 127.0.0.1:0 running `script` on the accepted socket.
+    async fn serve<F, Fut>(script: F) -> String
+    where
+        F: FnOnce(ServerSocket) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+            script(ws).await;
+        });
+        url
+    }
+
+    fn event(seq: u64, kind: EventKind) -> SessionEvent {
+        SessionEvent {
+            session_id: SessionId::from("s_1"),
+            seq,
+            ts: "2026-01-01T00:00:00.000Z".into(),
+            kind,
+        }
+    }
+
+    #[tokio::test]
+    async fn hello_is_answered_with_welcome() {
+        let url = serve(|mut ws| async move {
+            let ClientFrame::Hello(hello) = recv(&mut ws).await else { panic!("no hello") };
+            assert_eq!(hello.protocol_version, PROTOCOL_VERSION);
+            assert_eq!(hello.token, "tok");
+            assert_eq!(hello.client, client_name());
+            send(&mut ws, &ServerFrame::Welcome(welcome())).await;
+            // Keep the socket open until the client goes away.
+            while ws.next().await.is_some() {}
+        })
+        .await;
+        let client = Client::connect(&url, "tok").await.unwrap();
+        assert_eq!(client.welcome(), &welcome());
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_is_unauthorized_and_exits_3() {
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            let err = ConnectionError {
+                error: ErrorBody::new(ErrorCode::Unauthorized, "unknown token"),
+                fatal: true,
+            };
+            send(&mut ws, &ServerFrame::Error(err)).await;
+            let _ = ws.close(None).await;
+        })
+        .await;
+        let err = Client::connect(&url, "wrong").await.unwrap_err();
+        assert_eq!(err, ClientError::Unauthorized { message: "unknown token".into() });
+        assert_eq!(err.exit_code(), crate::exit::CONNECT);
+        assert_eq!(
+            err.to_string(),
+            "the server refused the token — create one with: outboard-server admin user add NAME --org ORG"
+        );
+    }
+
+    #[tokio::test]
+    async fn another_protocol_version_is_refused() {
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            let err = ConnectionError {
+                error: ErrorBody::new(ErrorCode::ProtocolVersion, "server speaks 2"),
+                fatal: true,
+            };
+            send(&mut ws, &ServerFrame::Error(err)).await;
+        })
+        .await;
+        let err = Client::connect(&url, "tok").await.unwrap_err();
+        assert_eq!(err, ClientError::ProtocolVersion { message: "server speaks 2".into() });
+        assert_eq!(err.exit_code(), crate::exit::CONNECT);
+    }
+
+    #[tokio::test]
+    async fn connection_refused_exits_3_with_a_hint() {
+        // Bind then drop to get a port nobody listens on.
+        let port = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
+        let url = format!("ws://127.0.0.1:{port}");
+        let err = Client::connect(&url, "tok").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("cannot connect to {url}: connection refused — is outboard-server running? Set --server/OUTBOARD_SERVER")
+        );
+        assert_eq!(err.exit_code(), crate::exit::CONNECT);
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_is_a_usage_error() {
+        let err = Client::connect("http://localhost:1", "tok").await.unwrap_err();
+        assert!(matches!(err, ClientError::InvalidUrl { .. }), "{err:?}");
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+    }
+
+    #[tokio::test]
+    async fn responses_are_matched_by_id_with_events_interleaved() {
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            send(&mut ws, &ServerFrame::Welcome(welcome())).await;
+            let ClientFrame::Request(first) = recv(&mut ws).await else { panic!() };
+            let ClientFrame::Request(second) = recv(&mut ws).await else { panic!() };
+            assert_eq!(first.method, Method::Ping(Empty {}));
+            // An event before any response, then the responses in reverse order.
+            let ev = event(1, EventKind::UserMessage { text: "hi".into() });
+            send(&mut ws, &ServerFrame::Event(EventFrame { event: ev })).await;
+            let list = SessionListResponse { sessions: vec![] };
+            send(&mut ws, &ServerFrame::Response(Response::ok(second.id, &list))).await;
+            send(&mut ws, &ServerFrame::Response(Response::ok(first.id, &Empty {}))).await;
+            let ClientFrame::Request(third) = recv(&mut ws).await else { panic!() };
+            let err = ErrorBody::new(ErrorCode::NotFound, "no session s_9");
+            send(&mut ws, &ServerFrame::Response(Response::err(third.id, err))).await;
+            while ws.next().await.is_some() {}
+        })
+        .await;
+        let mut client = Client::connect(&url, "tok").await.unwrap();
+        let ping = client.ping();
+        let list = client.list_sessions(None);
+        // Send both before awaiting either, so they are in flight together.
+        let (ping, list) = tokio::join!(ping, list);
+        ping.unwrap();
+        assert_eq!(list.unwrap(), vec![]);
+        let ev = client.next_event().await.unwrap();
+        assert_eq!(ev, event(1, EventKind::UserMessage { text: "hi".into() }));
+
+        let err = client.attach(SessionId::from("s_9"), Role::Driver, None).await.unwrap_err();
+        assert_eq!(
+            err,
+            ClientError::Server {
+                method: "session/attach",
+                error: ErrorBody::new(ErrorCode::NotFound, "no session s_9")
+            }
+        );
+        assert!(!err.is_fatal());
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+    }
+
+    #[tokio::test]
+    async fn an_oversize_request_fails_alone_and_the_connection_goes_on() {
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            send(&mut ws, &ServerFrame::Welcome(welcome())).await;
+            let ClientFrame::Request(ping) = recv(&mut ws).await else { panic!() };
+            assert_eq!(ping.method, Method::Ping(Empty {}));
+            send(&mut ws, &ServerFrame::Response(Response::ok(ping.id, &Empty {}))).await;
+            while ws.next().await.is_some() {}
+        })
+        .await;
+        let client = Client::connect(&url, "tok").await.unwrap();
+        let huge = "x".repeat(MAX_FRAME_BYTES);
+        let err = client.send_turn(SessionId::from("s_1"), huge).await.unwrap_err();
+        assert!(matches!(err, ClientError::TooLarge { .. }), "{err:?}");
+        assert_eq!(err.exit_code(), crate::exit::USAGE);
+        client.ping().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_close_ends_events_and_fails_requests_in_flight() {
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            send(&mut ws, &ServerFrame::Welcome(welcome())).await;
+            recv(&mut ws).await;
+            let err = ConnectionError {
+                error: ErrorBody::new(ErrorCode::ShuttingDown, "server restarting"),
+                fatal: true,
+            };
+            send(&mut ws, &ServerFrame::Error(err)).await;
+            let _ = ws.close(None).await;
+        })
+        .await;
+        let mut client = Client::connect(&url, "tok").await.unwrap();
+        let err = client.ping().await.unwrap_err();
+        assert!(err.is_fatal(), "{err:?}");
+        assert_eq!(err.code(), Some(ErrorCode::ShuttingDown));
+        assert_eq!(err.exit_code(), crate::exit::CONNECT);
+        let first = client.next_event().await.unwrap_err();
+        assert_eq!(first, err);
+        // And it stays over.
+        assert_eq!(client.next_event().await.unwrap_err(), err);
+    }
+}

@@ -1,0 +1,144 @@
+//! Embedded mode: with no `--server`, `outboard` starts the server library in its own process on a
+//! loopback port, mints a token for the local user and then talks to it over a real WebSocket,
+//! exactly as it would to a remote server. One code path for both modes means the embedded mode
+//! tests the real protocol every time someone uses it.
+//!
+//! This is the only module of the CLI that depends on `outboard-server`.
+
+use std::path::PathBuf;
+
+use outboard_server::config::{default_data_dir, llm_config, ConfigError};
+use outboard_server::sandbox::SandboxConfig;
+use outboard_server::{Limits, ServerConfig, ServerHandle};
+
+use crate::args::ConnectArgs;
+
+/// The org the local user belongs to in embedded mode.
+pub const LOCAL_ORG: &str = "local";
+
+/// Why the embedded server could not start. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbeddedError {
+    /// The provider flags or data directory are unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// No API key for a hosted provider.
+    #[error(
+        "no API key for {provider}: set {var}, or point --base-url/OUTBOARD_BASE_URL at a local model server, or --server at a running outboard-server"
+    )]
+    MissingKey {
+        /// The provider.
+        provider: &'static str,
+        /// The environment variable to set.
+        var: &'static str,
+    },
+    /// The data directory cannot be created.
+    #[error("cannot create the data directory {dir}: {reason} — set --data/OUTBOARD_DATA_DIR to a writable directory")]
+    DataDir {
+        /// The directory.
+        dir: String,
+        /// The OS error.
+        reason: String,
+    },
+    /// The server library failed to start or to mint the token.
+    #[error("cannot start the embedded server: {0} — check --data/OUTBOARD_DATA_DIR, or use --server with a running outboard-server")]
+    Launch(String),
+}
+
+impl EmbeddedError {
+    /// The process exit status (see [`crate::exit`]): configuration is 2, a failed start is 3.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            EmbeddedError::Config(_)
+            | EmbeddedError::MissingKey { .. }
+            | EmbeddedError::DataDir { .. } => crate::exit::USAGE,
+            EmbeddedError::Launch(_) => crate::exit::CONNECT,
+        }
+    }
+}
+
+/// A server running inside this process.
+pub struct EmbeddedServer {
+    handle: ServerHandle,
+    token: String,
+}
+
+impl std::fmt::Debug for EmbeddedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedServer")
+            .field("url", &self.handle.url())
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+impl EmbeddedServer {
+    /// Starts the server on `127.0.0.1:0` with the provider and data directory of `args`, and
+    /// mints a token for the local user (`$USER`, else `local`, in org `local`).
+    pub async fn start(args: &ConnectArgs) -> Result<EmbeddedServer, EmbeddedError> {
+        let llm =
+            llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?;
+        if llm.api_key.is_none() && args.base_url.is_none() {
+            // A hosted provider with no key fails on the first model call; say so before the run.
+            let (provider, var) = if llm.base_url.contains("openai.com") {
+                ("OpenAI", "OPENAI_API_KEY")
+            } else {
+                ("Anthropic", "ANTHROPIC_API_KEY")
+            };
+            return Err(EmbeddedError::MissingKey { provider, var });
+        }
+        let data_dir = match &args.data_dir {
+            Some(dir) => dir.clone(),
+            None => default_data_dir()?,
+        };
+        create_dir(&data_dir)?;
+        let config = ServerConfig {
+            data_dir,
+            llm,
+            sandbox: SandboxConfig::Bwrap,
+            limits: Limits::default(),
+        };
+
+        let launch_error = |e: &dyn std::fmt::Display| EmbeddedError::Launch(e.to_string());
+        let listener =
+            tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| launch_error(&e))?;
+        let handle =
+            outboard_server::launch(listener, config).await.map_err(|e| launch_error(&e))?;
+        let token = match handle.mint_token(LOCAL_ORG, &local_user()).await {
+            Ok(token) => token,
+            Err(e) => {
+                handle.shutdown().await;
+                return Err(launch_error(&e));
+            }
+        };
+        tracing::debug!(url = %handle.url(), "embedded server started");
+        Ok(EmbeddedServer { handle, token })
+    }
+
+    /// `ws://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        self.handle.url()
+    }
+
+    /// The local user's token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Stops the server and waits for its sessions to reach a checkpoint.
+    pub async fn shutdown(self) {
+        self.handle.shutdown().await;
+    }
+}
+
+/// The local user's name: `$USER`, else `local`.
+pub fn local_user() -> String {
+    std::env::var("USER").ok().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| "local".into())
+}
+
+fn create_dir(dir: &PathBuf) -> Result<(), EmbeddedError> {
+    std::fs::create_dir_all(dir).map_err(|e| EmbeddedError::DataDir {
+        dir: dir.display().to_string(),
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,704 @@
+//! `outboard run`: one turn, headless. Connects (to `--server`, or to an embedded server it starts),
+//! creates or continues a session, sends the prompt and streams that turn's events until it ends,
+//! then exits with the turn's status. Every failure ends in one line on stderr saying what to do,
+//! and, once `run_started` is out, in a `run_finished` line for `--json` readers.
+//!
+//! Ctrl-C arrives as a message on a channel (main forwards the signal) so the flow is testable:
+//! the first sends `turn/interrupt` and keeps streaming until the turn ends, the second exits 130.
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::pin::Pin;
+
+use outboard_shared::headless::{
+    RunFinished, RunFinishedTag, RunStarted, RunStartedTag, SCHEMA_VERSION,
+};
+use outboard_shared::{
+    ErrorCode, EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, StopReason, TurnId,
+    TurnInterruptResponse,
+};
+use tokio::sync::mpsc;
+
+use crate::args::{ConnectArgs, RunArgs};
+use crate::client::{Client, ClientError};
+use crate::embedded::{EmbeddedError, EmbeddedServer};
+use crate::exit;
+use crate::output::{truncate, Printer};
+
+/// How many characters of the prompt's first line become a new session's title.
+pub const TITLE_CHARS: usize = 60;
+
+/// Capacity of the Ctrl-C channel: a person presses it once or twice; more are dropped, which is
+/// harmless because the second one already exits.
+pub const INTERRUPT_CHANNEL_CAPACITY: usize = 4;
+
+/// Why a run could not do its job. The messages are one line and say what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `--server` without a token.
+    #[error("--server {0} needs a token: pass --token or set OUTBOARD_TOKEN (create one with: outboard-server admin user add NAME --org ORG)")]
+    MissingToken(String),
+    /// The prompt is empty.
+    #[error("the prompt is empty — pass it as an argument, or `-` to read it from stdin")]
+    EmptyPrompt,
+    /// Stdin could not be read.
+    #[error("cannot read the prompt from stdin: {0}")]
+    Stdin(String),
+    /// The embedded server did not start.
+    #[error(transparent)]
+    Embedded(#[from] EmbeddedError),
+    /// Talking to the server failed.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The connection ended before the turn did.
+    #[error("the connection ended before the turn did ({0}) — the turn may still be running; see `outboard sessions`")]
+    Lost(ClientError),
+    /// Stdout or stderr could not be written (a closed pipe).
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl RunError {
+    /// The process exit status (see [`crate::exit`]).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::MissingToken(_) | RunError::EmptyPrompt | RunError::Stdin(_) => exit::USAGE,
+            RunError::Embedded(e) => e.exit_code(),
+            RunError::Client(e) | RunError::Lost(e) => e.exit_code(),
+            RunError::Output(_) => exit::FAILED,
+        }
+    }
+}
+
+/// The prompt: the argument itself, or all of `stdin` when it is `-`. Never empty.
+pub fn read_prompt(arg: &str, stdin: impl Read) -> Result<String, RunError> {
+    let prompt = if arg == "-" {
+        let mut text = String::new();
+        let mut stdin = stdin;
+        stdin.read_to_string(&mut text).map_err(|e| RunError::Stdin(e.to_string()))?;
+        text
+    } else {
+        arg.to_owned()
+    };
+    if prompt.trim().is_empty() {
+        return Err(RunError::EmptyPrompt);
+    }
+    Ok(prompt)
+}
+
+/// A new session's title: the prompt's first non-empty line, truncated.
+pub fn session_title(prompt: &str) -> String {
+    let first = prompt.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    truncate(first, TITLE_CHARS)
+}
+
+/// A connected client and, in embedded mode, the server it talks to.
+pub struct Connection {
+    /// The client.
+    pub client: Client,
+    /// The in-process server, when there is no `--server`.
+    pub embedded: Option<EmbeddedServer>,
+}
+
+impl Connection {
+    /// Connects as the flags say: to `--server` with `--token`, or to a new embedded server.
+    pub async fn open(args: &ConnectArgs) -> Result<Connection, RunError> {
+        if let Some(url) = &args.server {
+            let Some(token) = args.token.as_deref().filter(|t| !t.trim().is_empty()) else {
+                return Err(RunError::MissingToken(url.clone()));
+            };
+            let client = Client::connect(url, token).await?;
+            return Ok(Connection { client, embedded: None });
+        }
+        let server = EmbeddedServer::start(args).await?;
+        match Client::connect(&server.url(), server.token()).await {
+            Ok(client) => Ok(Connection { client, embedded: Some(server) }),
+            Err(e) => {
+                server.shutdown().await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Closes the connection and stops the embedded server, if any.
+    pub async fn close(self) {
+        drop(self.client);
+        if let Some(server) = self.embedded {
+            server.shutdown().await;
+        }
+    }
+}
+
+/// Runs `outboard run` with an already read `prompt`; returns the exit status. `interrupts`
+/// yields one `()` per Ctrl-C.
+pub async fn run<O: Write, E: Write>(
+    args: &RunArgs,
+    prompt: String,
+    interrupts: &mut mpsc::Receiver<()>,
+    printer: &mut Printer<O, E>,
+) -> i32 {
+    let opened = tokio::select! {
+        opened = Connection::open(&args.connect) => opened,
+        Some(()) = interrupts.recv() => return exit::INTERRUPTED,
+    };
+    let mut conn = match opened {
+        Ok(conn) => conn,
+        Err(err) => {
+            let _ = printer.note(&format!("outboard: {err}"));
+            return err.exit_code();
+        }
+    };
+    let code = drive(&mut conn, args, prompt, interrupts, printer).await;
+    if code == exit::INTERRUPTED {
+        // A second Ctrl-C: leave at once; the server resumes the session from its log.
+        return code;
+    }
+    conn.close().await;
+    code
+}
+
+/// Session, turn and stream, on an open connection.
+async fn drive<O: Write, E: Write>(
+    conn: &mut Connection,
+    args: &RunArgs,
+    prompt: String,
+    interrupts: &mut mpsc::Receiver<()>,
+    printer: &mut Printer<O, E>,
+) -> i32 {
+    let client = &mut conn.client;
+    let setup = tokio::select! {
+        setup = open_session(client, args, &prompt) => setup,
+        Some(()) = interrupts.recv() => return exit::INTERRUPTED,
+    };
+    let (session_id, last_seq) = match setup {
+        Ok(opened) => opened,
+        Err(err) => {
+            let _ = printer.note(&format!("outboard: {err}"));
+            return err.exit_code();
+        }
+    };
+    let started = RunStarted {
+        kind: RunStartedTag::RunStarted,
+        schema_version: SCHEMA_VERSION,
+        session_id: session_id.clone(),
+        server: client.url().to_owned(),
+        embedded: conn.embedded.is_some(),
+    };
+    let result = match printer.run_started(&started) {
+        Ok(()) => stream_turn(client, &session_id, last_seq, prompt, interrupts, printer).await,
+        Err(e) => Err(RunError::Output(e)),
+    };
+    let (code, error) = match result {
+        Ok(Ending::Completed { interrupted: true }) => (exit::INTERRUPTED, None),
+        Ok(Ending::Completed { interrupted: false }) => (exit::OK, None),
+        Ok(Ending::Failed(error)) => (exit::FAILED, Some(error)),
+        Ok(Ending::Abandoned) => (exit::INTERRUPTED, Some("interrupted".to_owned())),
+        Err(err) => {
+            let _ = printer.note(&format!("outboard: {err}"));
+            (err.exit_code(), Some(err.to_string()))
+        }
+    };
+    let finished =
+        RunFinished { kind: RunFinishedTag::RunFinished, session_id, exit_code: code, error };
+    if printer.run_finished(&finished).is_err() && code == exit::OK {
+        return exit::FAILED;
+    }
+    code
+}
+
+/// Creates the session, or finds the one given with `--session`, and attaches as its driver so
+/// that only events after this point arrive. Returns the session and its last durable `seq`.
+async fn open_session(
+    client: &Client,
+    args: &RunArgs,
+    prompt: &str,
+) -> Result<(SessionId, u64), RunError> {
+    let Some(id) = &args.session else {
+        let session = client.create_session(Some(session_title(prompt))).await?;
+        let attached =
+            client.attach(session.id.clone(), Role::Driver, Some(session.last_seq)).await?;
+        return Ok((session.id, attached.session.last_seq));
+    };
+    let id = SessionId(id.clone());
+    // Attach after the session's last seq, so the snapshot carries nothing old. A session beyond
+    // the list's first page is attached from the start instead; its snapshot is ignored either way.
+    let sessions = client.list_sessions(None).await?;
+    let after_seq = sessions.iter().find(|s| s.id == id).map(|s| s.last_seq);
+    let attached = client.attach(id, Role::Driver, after_seq).await?;
+    Ok((attached.session.id, attached.session.last_seq))
+}
+
+/// How the turn ended.
+#[derive(Debug, PartialEq)]
+enum Ending {
+    /// `turn_completed`; `interrupted` when its stop reason is an interrupt (exit 130).
+    Completed { interrupted: bool },
+    /// `turn_failed`, with its error.
+    Failed(String),
+    /// A second Ctrl-C: leave without waiting.
+    Abandoned,
+}
+
+/// What the first Ctrl-C prints.
+const INTERRUPTING: &str = "interrupting… (press Ctrl-C again to quit now)";
+
+type AttachCall = Pin<Box<dyn Future<Output = Result<SessionAttachResponse, ClientError>> + Send>>;
+
+type InterruptCall =
+    Pin<Box<dyn Future<Output = Result<TurnInterruptResponse, ClientError>> + Send>>;
+
+/// Sends the turn and prints its events until it ends. `last_seq` is the last durable `seq` before
+/// the turn: a durable event at or below the last one seen is a duplicate (after a re-attach) and
+/// is skipped.
+async fn stream_turn<O: Write, E: Write>(
+    client: &mut Client,
+    session_id: &SessionId,
+    mut last_seq: u64,
+    prompt: String,
+    interrupts: &mut mpsc::Receiver<()>,
+    printer: &mut Printer<O, E>,
+) -> Result<Ending, RunError> {
+    // A Ctrl-C while `turn/send` is in flight is remembered and acted on once the turn exists.
+    let mut interrupting = false;
+    let send = client.send_turn(session_id.clone(), prompt);
+    tokio::pin!(send);
+    let sent = loop {
+        tokio::select! {
+            sent = &mut send => break sent?,
+            Some(()) = interrupts.recv() => {
+                if interrupting {
+                    return Ok(Ending::Abandoned);
+                }
+                interrupting = true;
+                printer.note(INTERRUPTING)?;
+            }
+        }
+    };
+    let turn_id = sent.turn_id;
+    let mut interrupt_call: Option<InterruptCall> =
+        interrupting.then(|| Box::pin(client.interrupt(session_id.clone())) as InterruptCall);
+    let mut reattach: Option<AttachCall> = None;
+    loop {
+        tokio::select! {
+            event = client.next_event() => {
+                match event {
+                    Ok(event) => {
+                        if let Some(ending) =
+                            on_event(&event, session_id, &turn_id, &mut last_seq, printer)?
+                        {
+                            return Ok(ending);
+                        }
+                    }
+                    Err(err) if err.code() == Some(ErrorCode::Lagged) && !err.is_fatal() => {
+                        // The server dropped events for us: fetch the durable ones we missed.
+                        tracing::debug!(last_seq, "lagged; re-attaching");
+                        reattach = Some(Box::pin(client.attach(
+                            session_id.clone(),
+                            Role::Driver,
+                            Some(last_seq),
+                        )));
+                    }
+                    Err(err) if !err.is_fatal() => {
+                        printer.note(&format!("outboard: warning: {err}"))?;
+                    }
+                    Err(err) => return Err(RunError::Lost(err)),
+                }
+            }
+            Some(()) = interrupts.recv() => {
+                if interrupting {
+                    return Ok(Ending::Abandoned);
+                }
+                interrupting = true;
+                printer.note(INTERRUPTING)?;
+                interrupt_call = Some(Box::pin(client.interrupt(session_id.clone())));
+            }
+            answer = async {
+                match interrupt_call.as_mut() {
+                    Some(call) => call.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                interrupt_call = None;
+                match answer {
+                    Ok(TurnInterruptResponse { interrupted: true }) => {}
+                    Ok(TurnInterruptResponse { interrupted: false }) => {
+                        tracing::debug!("interrupt: no turn in flight (it is ending)");
+                    }
+                    Err(err) => printer.note(&format!("outboard: cannot interrupt: {err}"))?,
+                }
+            }
+            snapshot = async {
+                match reattach.as_mut() {
+                    Some(call) => call.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                reattach = None;
+                for event in snapshot.map_err(RunError::Lost)?.events {
+                    if let Some(ending) =
+                        on_event(&event, session_id, &turn_id, &mut last_seq, printer)?
+                    {
+                        return Ok(ending);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Prints one event; returns how the turn ended when this event ends our turn.
+fn on_event<O: Write, E: Write>(
+    event: &SessionEvent,
+    session_id: &SessionId,
+    turn_id: &TurnId,
+    last_seq: &mut u64,
+    printer: &mut Printer<O, E>,
+) -> Result<Option<Ending>, RunError> {
+    if &event.session_id != session_id {
+        return Ok(None);
+    }
+    if event.kind.is_durable() {
+        if event.seq <= *last_seq {
+            return Ok(None);
+        }
+        *last_seq = event.seq;
+    }
+    printer.event(event)?;
+    Ok(match &event.kind {
+        EventKind::TurnCompleted { turn_id: id, stop_reason, .. } if id == turn_id => {
+            Some(Ending::Completed { interrupted: *stop_reason == StopReason::Interrupted })
+        }
+        EventKind::TurnFailed { turn_id: id, error } if id == turn_id => {
+            Some(Ending::Failed(error.clone()))
+        }
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Mode;
+    use crate::testing::{ev, fake_server, Script};
+    use outboard_shared::{ErrorBody, Method, Usage};
+    use pretty_assertions::assert_eq;
+    use serde_json::{json, Value};
+
+    fn args(url: &str, token: Option<&str>, json: bool, session: Option<&str>) -> RunArgs {
+        RunArgs {
+            connect: ConnectArgs {
+                server: Some(url.to_owned()),
+                token: token.map(str::to_owned),
+                ..ConnectArgs::default()
+            },
+            json,
+            session: session.map(str::to_owned),
+            prompt: "list the files\nand more".into(),
+        }
+    }
+
+    struct Ran {
+        code: i32,
+        out: String,
+        err: String,
+    }
+
+    async fn run_with(args: &RunArgs, interrupts: &mut mpsc::Receiver<()>) -> Ran {
+        let mode = if args.json { Mode::Json } else { Mode::Plain };
+        let mut printer = Printer::new(mode, Vec::new(), Vec::new());
+        // A deadline, so a run that never sees its turn end fails the test instead of hanging it.
+        let running = run(args, args.prompt.clone(), interrupts, &mut printer);
+        let code = tokio::time::timeout(std::time::Duration::from_secs(10), running)
+            .await
+            .expect("the run did not end within 10 s (is the turn's end event missing?)");
+        let (out, err) = printer.into_inner();
+        Ran { code, out: String::from_utf8(out).unwrap(), err: String::from_utf8(err).unwrap() }
+    }
+
+    fn no_interrupts() -> mpsc::Receiver<()> {
+        mpsc::channel(1).1
+    }
+
+    fn completed() -> EventKind {
+        EventKind::TurnCompleted {
+            turn_id: TurnId::from("t_1"),
+            stop_reason: StopReason::EndTurn,
+            usage: Usage { input_tokens: 10, output_tokens: 2 },
+        }
+    }
+
+    fn happy_turn() -> Vec<EventKind> {
+        vec![
+            EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
+            EventKind::AssistantDelta { text: "Two ".into() },
+            EventKind::AssistantDelta { text: "files.".into() },
+            EventKind::AssistantMessage { text: "Two files.".into(), tool_calls: vec![] },
+            completed(),
+        ]
+    }
+
+    #[tokio::test]
+    async fn a_json_run_creates_a_session_and_prints_the_turn() {
+        let (url, mut seen) = fake_server(Script { turn: happy_turn(), ..Script::default() }).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        let lines: Vec<Value> = ran.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "run_started",
+                "turn_started",
+                "assistant_delta",
+                "assistant_delta",
+                "assistant_message",
+                "turn_completed",
+                "run_finished"
+            ]
+        );
+        assert_eq!(
+            lines[0],
+            json!({"type": "run_started", "schema_version": 1, "session_id": "s_new",
+                   "server": url, "embedded": false})
+        );
+        assert_eq!(
+            lines[6],
+            json!({"type": "run_finished", "session_id": "s_new", "exit_code": 0})
+        );
+        assert_eq!(ran.err, "");
+
+        let methods: Vec<Method> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(
+            methods,
+            [
+                Method::SessionCreate(outboard_shared::SessionCreateParams {
+                    title: Some("list the files".into())
+                }),
+                Method::SessionAttach(outboard_shared::SessionAttachParams {
+                    session_id: SessionId::from("s_new"),
+                    role: Role::Driver,
+                    after_seq: Some(0)
+                }),
+                Method::TurnSend(outboard_shared::TurnSendParams {
+                    session_id: SessionId::from("s_new"),
+                    text: "list the files\nand more".into()
+                }),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn continuing_a_session_attaches_after_its_last_seq_and_skips_history() {
+        let (url, mut seen) = fake_server(Script { turn: happy_turn(), ..Script::default() }).await;
+        let ran =
+            run_with(&args(&url, Some("tok"), false, Some("s_old")), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        assert_eq!(ran.out, "Two files.\n");
+        let methods: Vec<Method> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(
+            methods[1],
+            Method::SessionAttach(outboard_shared::SessionAttachParams {
+                session_id: SessionId::from("s_old"),
+                role: Role::Driver,
+                after_seq: Some(7)
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_turn_exits_1_with_one_error_line() {
+        let turn = vec![EventKind::TurnFailed {
+            turn_id: TurnId::from("t_1"),
+            error: "the model refused".into(),
+        }];
+        let (url, _) = fake_server(Script { turn, ..Script::default() }).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 1);
+        assert_eq!(ran.err, "error: the model refused\n");
+        let last: Value = serde_json::from_str(ran.out.lines().last().unwrap()).unwrap();
+        assert_eq!(
+            last,
+            json!({"type": "run_finished", "session_id": "s_new", "exit_code": 1,
+                   "error": "the model refused"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_wrong_token_exits_3() {
+        let (url, _) = fake_server(Script::default()).await;
+        let ran = run_with(&args(&url, Some("nope"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 3);
+        assert_eq!(ran.out, "", "no JSON before a session exists");
+        assert_eq!(
+            ran.err,
+            "outboard: the server refused the token — create one with: outboard-server admin user add NAME --org ORG\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_without_a_token_exits_2() {
+        let ran =
+            run_with(&args("ws://127.0.0.1:9", None, false, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 2);
+        assert_eq!(ran.err.lines().count(), 1);
+        assert!(
+            ran.err.starts_with("outboard: --server ws://127.0.0.1:9 needs a token"),
+            "{}",
+            ran.err
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_mid_turn_exits_3() {
+        let turn = vec![EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() }];
+        let (url, _) =
+            fake_server(Script { turn, close_after_turn: true, ..Script::default() }).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 3);
+        assert!(
+            ran.err.starts_with("outboard: the connection ended before the turn did"),
+            "{}",
+            ran.err
+        );
+        let last: Value = serde_json::from_str(ran.out.lines().last().unwrap()).unwrap();
+        assert_eq!(last["exit_code"], 3);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_run_re_attaches_after_the_last_seq_it_saw() {
+        let turn = vec![
+            EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
+            EventKind::UserMessage { text: "list the files".into() },
+        ];
+        let missed = vec![
+            // Already seen: skipped.
+            ev("s_new", 10, EventKind::UserMessage { text: "list the files".into() }),
+            ev(
+                "s_new",
+                11,
+                EventKind::AssistantMessage { text: "Done.".into(), tool_calls: vec![] },
+            ),
+            ev("s_new", 12, completed()),
+        ];
+        let script = Script { turn, lag_then_snapshot: Some(missed), ..Script::default() };
+        let (url, mut seen) = fake_server(script).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        let types: Vec<String> = ran
+            .out
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "run_started",
+                "turn_started",
+                "user_message",
+                "assistant_message",
+                "turn_completed",
+                "run_finished"
+            ]
+        );
+        let methods: Vec<Method> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(
+            methods.last(),
+            Some(&Method::SessionAttach(outboard_shared::SessionAttachParams {
+                session_id: SessionId::from("s_new"),
+                role: Role::Driver,
+                after_seq: Some(10)
+            }))
+        );
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_interrupts_the_turn_then_a_second_one_quits() {
+        let turn = vec![
+            EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
+            EventKind::AssistantDelta { text: "Working".into() },
+        ];
+        let interrupt = vec![EventKind::TurnCompleted {
+            turn_id: TurnId::from("t_1"),
+            stop_reason: StopReason::Interrupted,
+            usage: Usage::default(),
+        }];
+        let (url, mut seen) =
+            fake_server(Script { turn: turn.clone(), interrupt, ..Script::default() }).await;
+        let (tx, mut rx) = mpsc::channel(INTERRUPT_CHANNEL_CAPACITY);
+        let args = args(&url, Some("tok"), false, None);
+        let running = tokio::spawn(async move { run_with(&args, &mut rx).await });
+        // Press Ctrl-C once the turn is under way.
+        while !matches!(seen.recv().await, Some(Method::TurnSend(_))) {}
+        tx.send(()).await.unwrap();
+        let ran = running.await.unwrap();
+        assert_eq!(ran.code, exit::INTERRUPTED);
+        assert_eq!(ran.out, "Working\n");
+        assert_eq!(ran.err, "interrupting… (press Ctrl-C again to quit now)\n(interrupted)\n");
+        assert!(matches!(seen.recv().await, Some(Method::TurnInterrupt(_))));
+
+        // A server that never ends the turn: the second Ctrl-C leaves at once.
+        let (url, mut seen) = fake_server(Script { turn, ..Script::default() }).await;
+        let (tx, mut rx) = mpsc::channel(INTERRUPT_CHANNEL_CAPACITY);
+        let args = super::tests::args(&url, Some("tok"), true, None);
+        let running = tokio::spawn(async move { run_with(&args, &mut rx).await });
+        while !matches!(seen.recv().await, Some(Method::TurnSend(_))) {}
+        tx.send(()).await.unwrap();
+        tx.send(()).await.unwrap();
+        let ran = running.await.unwrap();
+        assert_eq!(ran.code, exit::INTERRUPTED);
+        let last: Value = serde_json::from_str(ran.out.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "run_finished");
+        assert_eq!(last["exit_code"], 130);
+    }
+
+    #[test]
+    fn prompts_come_from_the_argument_or_stdin() {
+        assert_eq!(read_prompt("hi", std::io::empty()).unwrap(), "hi");
+        assert_eq!(read_prompt("-", "from stdin\n".as_bytes()).unwrap(), "from stdin\n");
+        let empty = read_prompt("-", "  \n".as_bytes()).unwrap_err();
+        assert!(matches!(empty, RunError::EmptyPrompt));
+        assert_eq!(empty.exit_code(), exit::USAGE);
+    }
+
+    #[test]
+    fn titles_are_the_first_line_truncated() {
+        assert_eq!(session_title("\n  fix the build \nthen test"), "fix the build");
+        assert_eq!(session_title(&"x".repeat(100)).chars().count(), TITLE_CHARS);
+    }
+
+    #[test]
+    fn exit_codes() {
+        let server = |code| {
+            RunError::Client(ClientError::Server {
+                method: "turn/send",
+                error: ErrorBody::new(code, "m"),
+            })
+        };
+        let cases = [
+            (RunError::MissingToken("ws://x".into()), exit::USAGE),
+            (RunError::Stdin("closed".into()), exit::USAGE),
+            (
+                RunError::Embedded(EmbeddedError::MissingKey {
+                    provider: "Anthropic",
+                    var: "ANTHROPIC_API_KEY",
+                }),
+                exit::USAGE,
+            ),
+            (RunError::Embedded(EmbeddedError::Launch("port".into())), exit::CONNECT),
+            (
+                RunError::Client(ClientError::Connect { url: "ws://x".into(), reason: "r".into() }),
+                exit::CONNECT,
+            ),
+            (RunError::Client(ClientError::Unauthorized { message: "m".into() }), exit::CONNECT),
+            (RunError::Client(ClientError::ProtocolVersion { message: "m".into() }), exit::CONNECT),
+            (RunError::Lost(ClientError::Closed { reason: None }), exit::CONNECT),
+            (server(ErrorCode::NotFound), exit::USAGE),
+            (server(ErrorCode::Conflict), exit::FAILED),
+            (server(ErrorCode::Internal), exit::FAILED),
+            (RunError::Output(std::io::ErrorKind::BrokenPipe.into()), exit::FAILED),
+        ];
+        for (err, code) in cases {
+            assert_eq!(err.exit_code(), code, "{err}");
+        }
+    }
+}

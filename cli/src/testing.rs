@@ -1,0 +1,152 @@
+//! Test support: a scripted one-connection fake of `outboard-server`, speaking the real protocol
+//! over a real WebSocket on `127.0.0.1:0`. The real server is tested against the real CLI in the
+//! `tests` crate; this fake lets the CLI's own unit tests pin the client side of every exchange.
+
+use futures_util::{SinkExt, StreamExt};
+use outboard_shared::{
+    ClientFrame, ConnectionError, ErrorBody, ErrorCode, EventFrame, EventKind, Method, OrgId,
+    Response, Role, ServerFrame, SessionAttachResponse, SessionCreateResponse, SessionEvent,
+    SessionId, SessionInfo, SessionListResponse, SessionStatus, TurnId, TurnInterruptResponse,
+    TurnSendResponse, UserId, UserInfo, Welcome, PROTOCOL_VERSION,
+};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
+
+/// What the fake server does after `turn/send` and `turn/interrupt`.
+#[derive(Clone, Default)]
+pub(crate) struct Script {
+    /// Events pushed after answering `turn/send`.
+    pub(crate) turn: Vec<EventKind>,
+    /// Events pushed after answering `turn/interrupt`.
+    pub(crate) interrupt: Vec<EventKind>,
+    /// Close the connection after pushing `turn`.
+    pub(crate) close_after_turn: bool,
+    /// After pushing `turn`, report that the client lagged; a second attach gets these events.
+    pub(crate) lag_then_snapshot: Option<Vec<SessionEvent>>,
+}
+
+pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
+    SessionInfo {
+        id: SessionId::from(id),
+        title: "t".into(),
+        owner_id: UserId::from("u_1"),
+        owner: "ada".into(),
+        status: SessionStatus::Idle,
+        model: "mock/m".into(),
+        last_seq,
+        created_at: "2026-01-01T00:00:00Z".into(),
+        updated_at: "2026-01-01T00:00:00Z".into(),
+    }
+}
+
+pub(crate) fn ev(session: &str, seq: u64, kind: EventKind) -> SessionEvent {
+    SessionEvent {
+        session_id: SessionId::from(session),
+        seq,
+        ts: "2026-01-01T00:00:00.000Z".into(),
+        kind,
+    }
+}
+
+pub(crate) async fn send(ws: &mut WebSocketStream<TcpStream>, frame: &ServerFrame) {
+    ws.send(Message::text(serde_json::to_string(frame).unwrap())).await.unwrap();
+}
+
+/// A one-connection fake of the server; the methods it received come back on the channel.
+pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedReceiver<Method>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let (seen_tx, seen) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        let mut attached = String::from("s_new");
+        // The log holds 7 events; turn/send's user message is the 8th.
+        let mut seq = 8;
+        while let Some(Ok(message)) = ws.next().await {
+            let Message::Text(text) = message else { continue };
+            let request = match serde_json::from_str::<ClientFrame>(&text).unwrap() {
+                ClientFrame::Hello(hello) if hello.token == "tok" => {
+                    let welcome = Welcome {
+                        protocol_version: PROTOCOL_VERSION,
+                        server: "fake".into(),
+                        user: UserInfo {
+                            id: UserId::from("u_1"),
+                            name: "ada".into(),
+                            org_id: OrgId::from("o_1"),
+                            org: "acme".into(),
+                        },
+                    };
+                    send(&mut ws, &ServerFrame::Welcome(welcome)).await;
+                    continue;
+                }
+                ClientFrame::Hello(_) => {
+                    let error = ErrorBody::new(ErrorCode::Unauthorized, "unknown token");
+                    send(&mut ws, &ServerFrame::Error(ConnectionError { error, fatal: true }))
+                        .await;
+                    return;
+                }
+                ClientFrame::Request(request) => request,
+            };
+            let _ = seen_tx.send(request.method.clone());
+            let id = request.id;
+            let (response, push) = match request.method {
+                Method::SessionCreate(_) => {
+                    let created = SessionCreateResponse { session: session("s_new", 0) };
+                    (Response::ok(id, &created), vec![])
+                }
+                Method::SessionList(_) => {
+                    let list = SessionListResponse { sessions: vec![session("s_old", 7)] };
+                    (Response::ok(id, &list), vec![])
+                }
+                Method::SessionAttach(params) => {
+                    attached = params.session_id.to_string();
+                    // Stale history that a run must not print, or what a lagging run missed.
+                    let stale = EventKind::UserMessage { text: "old".into() };
+                    let events = match (&script.lag_then_snapshot, params.after_seq) {
+                        (Some(missed), Some(after)) if after > 7 => missed.clone(),
+                        _ => vec![ev(&attached, 7, stale)],
+                    };
+                    let snapshot = SessionAttachResponse {
+                        session: session(&attached, 7),
+                        role: Role::Driver,
+                        events,
+                        in_flight: None,
+                    };
+                    (Response::ok(id, &snapshot), vec![])
+                }
+                Method::TurnSend(_) => {
+                    let sent = TurnSendResponse { turn_id: TurnId::from("t_1"), seq: 8 };
+                    (Response::ok(id, &sent), script.turn.clone())
+                }
+                Method::TurnInterrupt(_) => {
+                    let answer = TurnInterruptResponse { interrupted: true };
+                    (Response::ok(id, &answer), script.interrupt.clone())
+                }
+                _ => (Response::ok(id, &json!({})), vec![]),
+            };
+            let was_send = push.len() == script.turn.len() && !script.turn.is_empty();
+            send(&mut ws, &ServerFrame::Response(response)).await;
+            for kind in push {
+                // Durable events get the next seq; transient ones carry the last.
+                if kind.is_durable() {
+                    seq += 1;
+                }
+                let event = ev(&attached, seq, kind);
+                send(&mut ws, &ServerFrame::Event(EventFrame { event })).await;
+            }
+            if was_send && script.lag_then_snapshot.is_some() {
+                let error = ErrorBody::new(ErrorCode::Lagged, "re-attach");
+                send(&mut ws, &ServerFrame::Error(ConnectionError { error, fatal: false })).await;
+            }
+            if was_send && script.close_after_turn {
+                let _ = ws.close(None).await;
+                return;
+            }
+        }
+    });
+    (url, seen)
+}
