@@ -75,7 +75,8 @@ fn sent_key(r: &RecordedRequest, api: Api) -> bool {
 
 async fn scripted_task_end_to_end(api: Api) {
     let (mock, server, token) = start(api, scripted_task()).await;
-    let out = run(&server, &token, &["--json"], "Make notes.txt, check it, change beta to gamma").await;
+    let out =
+        run(&server, &token, &["--json"], "Make notes.txt, check it, change beta to gamma").await;
     assert_eq!(out.code, 0, "stderr: {}\nstdout: {}", out.stderr, out.stdout);
     let lines = out.json_lines().unwrap();
     assert_eq!(lines[0]["type"], "run_started");
@@ -177,11 +178,9 @@ async fn plain_output_streams_text_and_summarises_tools() {
 
 #[tokio::test]
 async fn a_session_continues_across_runs() {
-    let (mock, server, token) = start(
-        Api::OpenAi,
-        vec![MockStep::text("First answer."), MockStep::text("Second answer.")],
-    )
-    .await;
+    let (mock, server, token) =
+        start(Api::OpenAi, vec![MockStep::text("First answer."), MockStep::text("Second answer.")])
+            .await;
     let first = run(&server, &token, &["--json"], "first").await;
     assert_eq!(first.code, 0, "{}", first.stderr);
     let sid = session_id(&first.json_lines().unwrap());
@@ -227,9 +226,11 @@ async fn model_faults_429_retry_and_cut_stream() {
 
 #[tokio::test]
 async fn a_model_that_keeps_failing_fails_the_turn_with_exit_1() {
-    let (_mock, server, token) =
-        start(Api::OpenAi, vec![MockStep::status(400).body(r#"{"error":{"message":"bad model name"}}"#)])
-            .await;
+    let (_mock, server, token) = start(
+        Api::OpenAi,
+        vec![MockStep::status(400).body(r#"{"error":{"message":"bad model name"}}"#)],
+    )
+    .await;
     let out = run(&server, &token, &["--json"], "hello").await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     let lines = out.json_lines().unwrap();
@@ -250,7 +251,10 @@ async fn invalid_tool_json_and_escaping_paths_are_error_results() {
             )]),
             MockStep::tool_call("Read", json!({"file_path": "../../etc/passwd"})),
             MockStep::tool_call("Read", json!({"file_path": "/etc/passwd"})),
-            MockStep::tool_call("Write", json!({"file_path": "/workspace/../escape.txt", "content": "x"})),
+            MockStep::tool_call(
+                "Write",
+                json!({"file_path": "/workspace/../escape.txt", "content": "x"}),
+            ),
             MockStep::tool_call("Bash", json!({"command": "ln -s /etc link && echo linked"})),
             MockStep::tool_call("Read", json!({"file_path": "link/passwd"})),
             MockStep::tool_call("Frobnicate", json!({})),
@@ -269,7 +273,10 @@ async fn invalid_tool_json_and_escaping_paths_are_error_results() {
     for (i, r) in results.iter().enumerate() {
         let output = r["output"].as_str().unwrap();
         assert!(!output.contains("root:x:0:0"), "result {i} leaked /etc/passwd: {output}");
-        assert!(!output.contains(server.data_dir().to_str().unwrap()), "host path leaked: {output}");
+        assert!(
+            !output.contains(server.data_dir().to_str().unwrap()),
+            "host path leaked: {output}"
+        );
     }
     assert!(results[0]["output"].as_str().unwrap().contains("JSON"));
     let sid = session_id(&lines);
@@ -314,7 +321,10 @@ async fn the_sandbox_sees_no_secrets_no_host_files_no_server_ports() {
     assert!(!env.contains(TEST_API_KEY) && !env.contains("API_KEY"), "{env}");
     assert!(!env.contains("OUTBOARD"), "{env}");
     let environ = &results[1];
-    assert!(environ.trim_start().starts_with("environ-end"), "/proc/1/environ must be empty: {environ}");
+    assert!(
+        environ.trim_start().starts_with("environ-end"),
+        "/proc/1/environ must be empty: {environ}"
+    );
     assert!(!results[2].contains("TOP-SECRET-CONTENT"), "{}", results[2]);
     assert!(!results[3].contains("outboard.db"), "{}", results[3]);
     assert!(!results[4].contains("CONNECTED"), "{}", results[4]);
@@ -325,14 +335,16 @@ async fn the_sandbox_sees_no_secrets_no_host_files_no_server_ports() {
 #[tokio::test]
 async fn connection_and_usage_errors_have_their_exit_codes() {
     // Nothing listens on port 9: exit 3 with one clear line.
-    let out = outboard(&["run", "--server", "ws://127.0.0.1:9", "--token", "x", "hi"], None).unwrap();
+    let out =
+        outboard(&["run", "--server", "ws://127.0.0.1:9", "--token", "x", "hi"], None).unwrap();
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert!(out.stderr.contains("127.0.0.1:9"), "{}", out.stderr);
 
     let mock = MockLlm::start(vec![]).await.unwrap();
     let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
     // A wrong token: exit 3.
-    let out = outboard(&["run", "--server", &server.url, "--token", "ob_wrong", "hi"], None).unwrap();
+    let out =
+        outboard(&["run", "--server", &server.url, "--token", "ob_wrong", "hi"], None).unwrap();
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert!(out.stderr.to_lowercase().contains("token"), "{}", out.stderr);
     // A server without a token: exit 2.
@@ -340,9 +352,11 @@ async fn connection_and_usage_errors_have_their_exit_codes() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     // An unknown session: exit 1 or 2 with the id named.
     let token = server.add_user("alice", "acme").unwrap();
-    let out =
-        outboard(&["run", "--server", &server.url, "--token", &token, "--session", "s_nope", "hi"], None)
-            .unwrap();
+    let out = outboard(
+        &["run", "--server", &server.url, "--token", &token, "--session", "s_nope", "hi"],
+        None,
+    )
+    .unwrap();
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("s_nope"), "{}", out.stderr);
     assert_eq!(mock.requests().len(), 0);
@@ -362,8 +376,17 @@ async fn embedded_mode_runs_without_a_server() {
     let out = tokio::task::spawn_blocking(move || {
         outboard(
             &[
-                "run", "--json", "--provider", "openai", "--base-url", &base, "--model", "m",
-                "--data", &data_path, "-",
+                "run",
+                "--json",
+                "--provider",
+                "openai",
+                "--base-url",
+                &base,
+                "--model",
+                "m",
+                "--data",
+                &data_path,
+                "-",
             ],
             Some("write hello.txt\n"),
         )

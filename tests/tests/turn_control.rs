@@ -38,9 +38,11 @@ async fn interrupt_kills_the_running_command() {
     let sid = session(&mut c).await;
     c.request("turn/send", json!({"session_id": sid, "text": "sleep"})).await.unwrap().unwrap();
     // Wait until the command is running and has printed.
-    c.events_until(|e| matches!(&e.kind, EventKind::ToolOutputDelta { text, .. } if text.contains("started")))
-        .await
-        .unwrap();
+    c.events_until(
+        |e| matches!(&e.kind, EventKind::ToolOutputDelta { text, .. } if text.contains("started")),
+    )
+    .await
+    .unwrap();
     let t0 = Instant::now();
     let r = c.request("turn/interrupt", json!({"session_id": sid})).await.unwrap().unwrap();
     assert_eq!(r, json!({"interrupted": true}));
@@ -56,7 +58,9 @@ async fn interrupt_kills_the_running_command() {
     assert!(result.1);
     assert!(!result.0.contains("finished"), "{}", result.0);
     match &events.last().unwrap().kind {
-        EventKind::TurnCompleted { stop_reason, .. } => assert_eq!(*stop_reason, StopReason::Interrupted),
+        EventKind::TurnCompleted { stop_reason, .. } => {
+            assert_eq!(*stop_reason, StopReason::Interrupted)
+        }
         other => panic!("{other:?}"),
     }
     // Interrupting an idle session says so.
@@ -65,7 +69,10 @@ async fn interrupt_kills_the_running_command() {
 
     // The conversation continues coherently: the next request carries the interrupted call's result.
     mock.push(MockStep::text("OK, stopped."));
-    c.request("turn/send", json!({"session_id": sid, "text": "what happened?"})).await.unwrap().unwrap();
+    c.request("turn/send", json!({"session_id": sid, "text": "what happened?"}))
+        .await
+        .unwrap()
+        .unwrap();
     let events = c.events_until(is_turn_end).await.unwrap();
     assert!(matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }));
     let body = mock.requests()[1].body.to_string();
@@ -74,23 +81,30 @@ async fn interrupt_kills_the_running_command() {
 
 #[tokio::test]
 async fn the_step_limit_ends_a_runaway_turn() {
-    let steps = (0..5).map(|i| MockStep::tool_call("Bash", json!({"command": format!("echo {i}")}))).collect();
+    // The first model call is slow, so the second `turn/send` surely arrives mid-turn.
+    let steps = (0..5)
+        .map(|i| {
+            MockStep::tool_call("Bash", json!({"command": format!("echo {i}")}))
+                .latency(if i == 0 { 500 } else { 0 })
+        })
+        .collect();
     let mock = MockLlm::start(steps).await.unwrap();
     let data = tempfile::tempdir().unwrap();
     let server =
-        TestServer::start_in(data, Api::OpenAi, &mock.openai_base_url(), &["--max-steps", "3"]).unwrap();
+        TestServer::start_in(data, Api::OpenAi, &mock.openai_base_url(), &["--max-steps", "3"])
+            .unwrap();
     let token = server.add_user("alice", "acme").unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = session(&mut c).await;
     c.request("turn/send", json!({"session_id": sid, "text": "loop"})).await.unwrap().unwrap();
     // A second turn while this one runs is refused.
     let busy = c.request("turn/send", json!({"session_id": sid, "text": "again"})).await.unwrap();
-    if let Err(e) = busy {
-        assert_eq!(e.code, outboard_shared::ErrorCode::Conflict);
-    }
+    assert_eq!(busy.unwrap_err().code, outboard_shared::ErrorCode::Conflict);
     let events = c.events_until(is_turn_end).await.unwrap();
     match &events.last().unwrap().kind {
-        EventKind::TurnCompleted { stop_reason, .. } => assert_eq!(*stop_reason, StopReason::StepLimit),
+        EventKind::TurnCompleted { stop_reason, .. } => {
+            assert_eq!(*stop_reason, StopReason::StepLimit)
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(mock.requests().len(), 3);
@@ -110,9 +124,11 @@ async fn a_late_watcher_gets_the_log_then_live_events_without_gap() {
     let mut a = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = session(&mut a).await;
     a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    a.events_until(|e| matches!(&e.kind, EventKind::ToolOutputDelta { text, .. } if text.contains("one")))
-        .await
-        .unwrap();
+    a.events_until(
+        |e| matches!(&e.kind, EventKind::ToolOutputDelta { text, .. } if text.contains("one")),
+    )
+    .await
+    .unwrap();
 
     // Bob attaches mid-command: the snapshot has the log so far and the partial output.
     let mut b = WsClient::connect(&server.url, &bob).await.unwrap();
@@ -150,7 +166,8 @@ async fn a_server_killed_mid_turn_leaves_a_usable_session() {
     c.events_until(|e| matches!(e.kind, EventKind::ToolCall { .. })).await.unwrap();
     let data = server.kill().unwrap();
 
-    let server = TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let snap = c
         .request("session/attach", json!({"session_id": sid, "role": "driver"}))
@@ -161,7 +178,14 @@ async fn a_server_killed_mid_turn_leaves_a_usable_session() {
     let kinds: Vec<&str> = snap.events.iter().map(|e| e.kind.type_name()).collect();
     assert_eq!(
         kinds,
-        ["turn_started", "user_message", "assistant_message", "tool_call", "tool_result", "turn_failed"]
+        [
+            "turn_started",
+            "user_message",
+            "assistant_message",
+            "tool_call",
+            "tool_result",
+            "turn_failed"
+        ]
     );
     match &snap.events[4].kind {
         EventKind::ToolResult { output, is_error, .. } => {
@@ -172,7 +196,10 @@ async fn a_server_killed_mid_turn_leaves_a_usable_session() {
     }
     // And the session goes on.
     mock.push(MockStep::text("Back."));
-    c.request("turn/send", json!({"session_id": sid, "text": "still there?"})).await.unwrap().unwrap();
+    c.request("turn/send", json!({"session_id": sid, "text": "still there?"}))
+        .await
+        .unwrap()
+        .unwrap();
     let events = c.events_until(is_turn_end).await.unwrap();
     assert!(matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }));
 }
