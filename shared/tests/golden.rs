@@ -2,6 +2,8 @@
 //! `tests/snapshots/` and fails here with a diff; accept it only with a matching
 //! `docs/PROTOCOL.md` change. Each example also round-trips, so the snapshot is decodable.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use outboard_shared::headless::{RunFinished, RunStarted, SCHEMA_VERSION};
 use outboard_shared::*;
 use pretty_assertions::assert_eq;

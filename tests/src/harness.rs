@@ -251,7 +251,10 @@ impl WsClient {
             "type": "hello", "protocol_version": outboard_shared::PROTOCOL_VERSION,
             "token": token, "client": "outboard-tests"
         });
-        client.ws.send(tokio_tungstenite::tungstenite::Message::Text(hello.to_string().into())).await?;
+        client
+            .ws
+            .send(tokio_tungstenite::tungstenite::Message::Text(hello.to_string().into()))
+            .await?;
         match client.frame().await? {
             outboard_shared::ServerFrame::Welcome(_) => Ok(client),
             other => bail!("not welcomed: {other:?}"),
@@ -280,8 +283,11 @@ impl WsClient {
         use futures_util::SinkExt as _;
         let id = self.next_id;
         self.next_id += 1;
-        let frame = serde_json::json!({"type": "request", "id": id, "method": method, "params": params});
-        self.ws.send(tokio_tungstenite::tungstenite::Message::Text(frame.to_string().into())).await?;
+        let frame =
+            serde_json::json!({"type": "request", "id": id, "method": method, "params": params});
+        self.ws
+            .send(tokio_tungstenite::tungstenite::Message::Text(frame.to_string().into()))
+            .await?;
         loop {
             match self.frame().await? {
                 outboard_shared::ServerFrame::Response(r) if r.id.0 == id => {

@@ -1,6 +1,8 @@
 //! The walking skeleton end to end: the real `outboard` binary, a real `outboard-server` process,
 //! the mock LLM over real HTTP/SSE, the real bubblewrap sandbox and the real SQLite file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::time::Duration;
 
 use outboard_tests::harness::{outboard, wait_until, Api, CliRun, TestServer, TEST_API_KEY};

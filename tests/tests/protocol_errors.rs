@@ -1,6 +1,8 @@
 //! Bad input at the gateway, over a real WebSocket to a real `outboard-server` process: each gets
 //! a clear error and nothing breaks — the same connection (or a new one) still works afterwards.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};

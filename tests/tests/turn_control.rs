@@ -1,6 +1,8 @@
 //! Turn control over the protocol: interrupt mid-command, the step limit, a second turn while
 //! one runs, attaching mid-turn, and a server killed mid-turn coming back usable.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::time::{Duration, Instant};
 
 use outboard_shared::{EventKind, SessionEvent, StopReason};

@@ -141,16 +141,20 @@ async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
 /// The mock's HTTP round trip for one step-sized model call, measured without the harness.
 async fn mock_call_cost(api: &str) -> anyhow::Result<Duration> {
     let n = 200;
-    let mock =
-        MockLlm::start((0..n).map(|_| MockStep::tool_call("Glob", json!({"pattern": "*.txt"}))).collect())
-            .await?;
+    let mock = MockLlm::start(
+        (0..n).map(|_| MockStep::tool_call("Glob", json!({"pattern": "*.txt"}))).collect(),
+    )
+    .await?;
     let base = if api == "anthropic" { mock.anthropic_base_url() } else { mock.openai_base_url() };
     let mut llm = outboard_server::config::llm_config(Some(api), Some(&base), Some("bench"))?;
     llm.api_key = Some(outboard_server::Secret::new("bench-key"));
     let provider = Provider::new(llm)?;
     let request = ModelRequest {
         system: outboard_server::agent::system_prompt(),
-        messages: vec![Message { role: Role::User, content: vec![ContentBlock::Text("go".into())] }],
+        messages: vec![Message {
+            role: Role::User,
+            content: vec![ContentBlock::Text("go".into())],
+        }],
         tools: outboard_server::tools::specs(),
     };
     let mut times = Vec::with_capacity(n);
@@ -164,7 +168,9 @@ async fn mock_call_cost(api: &str) -> anyhow::Result<Duration> {
 }
 
 async fn durable() -> anyhow::Result<()> {
-    println!("## Checkpoint cost: one durable event appended and committed ({CHECKPOINTS} appends)");
+    println!(
+        "## Checkpoint cost: one durable event appended and committed ({CHECKPOINTS} appends)"
+    );
     println!();
     println!("| durability | guarantee | p50 (µs) | p99 (µs) | max (µs) |");
     println!("|---|---|---|---|---|");
