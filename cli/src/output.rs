@@ -127,7 +127,7 @@ impl<O: Write, E: Write> Printer<O, E> {
                 self.streamed = false;
                 Ok(())
             }
-            EventKind::ToolCall { call } => {
+            EventKind::ToolCall { call, .. } => {
                 self.end_line()?;
                 writeln!(self.err, "● {}", tool_call_summary(call))?;
                 self.err.flush()
@@ -352,7 +352,13 @@ mod tests {
     fn json_lines_start_with_run_started_and_events_round_trip() {
         let mut p = Printer::new(Mode::Json, Vec::new(), Vec::new());
         p.run_started(&started()).unwrap();
-        let event = ev(3, EventKind::ToolCall { call: call("Bash", json!({"command": "ls"})) });
+        let event = ev(
+            3,
+            EventKind::ToolCall {
+                call: call("Bash", json!({"command": "ls"})),
+                target_before: None,
+            },
+        );
         p.event(&event).unwrap();
         p.run_finished(&RunFinished {
             kind: RunFinishedTag::RunFinished,
@@ -394,7 +400,10 @@ mod tests {
                 text: "Let me look.".into(),
                 tool_calls: vec![call("Bash", json!({"command": "ls"}))],
             },
-            EventKind::ToolCall { call: call("Bash", json!({"command": "ls"})) },
+            EventKind::ToolCall {
+                call: call("Bash", json!({"command": "ls"})),
+                target_before: None,
+            },
             EventKind::ToolOutputDelta {
                 call_id: "c1".into(),
                 stream: outboard_shared::OutputStream::Stdout,

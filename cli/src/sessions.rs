@@ -115,6 +115,7 @@ mod tests {
             last_seq: 9,
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-02T00:00:00Z".into(),
+            failure: None,
         };
         assert_eq!(
             table(&[s]),

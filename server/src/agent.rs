@@ -51,8 +51,33 @@ pub struct Turn {
     pub emitter: Emitter,
     /// Cancelled by `turn/interrupt`.
     pub cancel: CancellationToken,
+    /// Cancelled when the server shuts down: the turn stops at its next checkpoint and stays open
+    /// in the log, to be resumed when the server starts again.
+    pub shutdown: CancellationToken,
     /// Step budget and timeouts.
     pub limits: Limits,
+    /// When resuming after a restart: the tool calls of the last assistant message that have no
+    /// result yet, and the model calls this turn already made.
+    pub resume: Resume,
+}
+
+/// Where a resumed turn picks up.
+#[derive(Debug, Default)]
+pub struct Resume {
+    /// Tool calls without a result, in order.
+    pub pending: Vec<PendingCall>,
+    /// Model calls already made in this turn (they count against the step limit).
+    pub steps_used: u32,
+}
+
+/// A tool call found without a result in the log.
+#[derive(Debug, Clone)]
+pub struct PendingCall {
+    /// The call.
+    pub call: ToolCall,
+    /// Whether its `tool_call` event was written, i.e. it may have started running; with the
+    /// target file's digest at that moment for writes.
+    pub started: Option<Option<String>>,
 }
 
 /// What a turn hands back to its session.
@@ -67,6 +92,8 @@ pub struct TurnEnd {
 enum Ending {
     Completed(StopReason),
     Failed(String),
+    /// Stopped at a checkpoint for a server shutdown: nothing is written, the turn stays open.
+    Suspended,
 }
 
 /// Runs one turn to its end and records how it ended.
@@ -82,6 +109,10 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
             EventKind::TurnCompleted { turn_id: turn.turn_id.clone(), stop_reason, usage }
         }
         Ending::Failed(error) => EventKind::TurnFailed { turn_id: turn.turn_id.clone(), error },
+        Ending::Suspended => {
+            tracing::info!(session = %turn.session_id, turn = %turn.turn_id, "turn suspended for shutdown");
+            return TurnEnd { conversation: turn.conversation, env: turn.env };
+        }
     };
     if let Err(e) = turn.emitter.durable(kind).await {
         tracing::error!(session = %turn.session_id, "cannot record the end of the turn: {e}");
@@ -91,7 +122,30 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
 
 async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> {
     let specs = tools::specs();
-    for _step in 0..turn.limits.max_steps {
+    let pending = std::mem::take(&mut turn.resume.pending);
+    if !pending.is_empty() {
+        for p in pending {
+            let outcome = if turn.cancel.is_cancelled() {
+                let outcome = not_run();
+                record_result(turn, &p.call, &outcome, Instant::now()).await?;
+                outcome
+            } else {
+                recover_call(turn, p.clone()).await?
+            };
+            push_user(
+                &mut turn.conversation,
+                ContentBlock::ToolResult {
+                    tool_use_id: p.call.call_id.clone(),
+                    content: outcome.output,
+                    is_error: outcome.is_error,
+                },
+            );
+        }
+    }
+    for _step in turn.resume.steps_used..turn.limits.max_steps {
+        if turn.shutdown.is_cancelled() {
+            return Ok(Ending::Suspended);
+        }
         let request = ModelRequest {
             system: system_prompt(),
             messages: turn.conversation.clone(),
@@ -100,6 +154,9 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
         let response = tokio::select! {
             r = call_model(&turn.provider, &request, &turn.emitter) => r?,
             _ = turn.cancel.cancelled() => return Ok(Ending::Completed(StopReason::Interrupted)),
+            // The streamed answer is not durable yet: dropping it loses nothing, and the model
+            // call is re-issued when the server starts again.
+            _ = turn.shutdown.cancelled() => return Ok(Ending::Suspended),
         };
         let response = match response {
             Ok(r) => r,
@@ -133,26 +190,29 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
             return Ok(Ending::Completed(stop));
         }
 
-        let mut results = Vec::with_capacity(calls.len());
         for call in calls {
+            if turn.shutdown.is_cancelled() {
+                // The calls not started yet run when the turn resumes.
+                return Ok(Ending::Suspended);
+            }
             let outcome = if turn.cancel.is_cancelled() {
                 // Every tool call gets exactly one result, so the conversation stays valid for
                 // the next message; calls after an interrupt are answered without running.
-                ToolOutcome {
-                    output: "Not run: the user interrupted the turn.".into(),
-                    is_error: true,
-                }
+                let outcome = not_run();
+                record_result(turn, &call, &outcome, Instant::now()).await?;
+                outcome
             } else {
-                turn.emitter.durable(EventKind::ToolCall { call: call.clone() }).await?;
-                run_tool(turn, &call).await?
+                start_and_run(turn, &call).await?
             };
-            results.push(ContentBlock::ToolResult {
-                tool_use_id: call.call_id.clone(),
-                content: outcome.output,
-                is_error: outcome.is_error,
-            });
+            push_user(
+                &mut turn.conversation,
+                ContentBlock::ToolResult {
+                    tool_use_id: call.call_id.clone(),
+                    content: outcome.output,
+                    is_error: outcome.is_error,
+                },
+            );
         }
-        turn.conversation.push(Message { role: Role::User, content: results });
         if turn.cancel.is_cancelled() {
             return Ok(Ending::Completed(StopReason::Interrupted));
         }
@@ -194,6 +254,83 @@ async fn call_model(
     Ok(result)
 }
 
+fn not_run() -> ToolOutcome {
+    ToolOutcome { output: "Not run: the user interrupted the turn.".into(), is_error: true }
+}
+
+/// Records that a call starts (with the digest of a write's target), runs it, records the result.
+async fn start_and_run(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, EmitError> {
+    let target_before = write_target_digest(&turn.env.workspace, call);
+    turn.emitter.durable(EventKind::ToolCall { call: call.clone(), target_before }).await?;
+    run_tool(turn, call).await
+}
+
+/// Settles a tool call left without a result by a restart, following DESIGN.md: a call that never
+/// started runs now; read-only tools run again; a file write runs again only if its target still
+/// holds the content it had before the write; a command is never run twice — the model is told
+/// its outcome is unknown and decides.
+async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<ToolOutcome, EmitError> {
+    let call = &p.call;
+    let Some(before) = p.started else {
+        return start_and_run(turn, call).await;
+    };
+    if tools::is_read_only(&call.name) {
+        return run_tool(turn, call).await;
+    }
+    let outcome = match call.name.as_str() {
+        "Write" | "Edit" => {
+            let now = write_target_digest(&turn.env.workspace, call);
+            if before.is_none() || now == before {
+                return run_tool(turn, call).await;
+            }
+            ToolOutcome {
+                output: "The harness restarted while this write ran. The file no longer holds                          its previous content, so the write most likely completed; Read the file                          to confirm before relying on it."
+                    .into(),
+                is_error: false,
+            }
+        }
+        _ => ToolOutcome {
+            output: "The harness restarted while this command ran; its outcome is unknown. Check                      its effects (files, processes) before running it again."
+                .into(),
+            is_error: true,
+        },
+    };
+    record_result(turn, call, &outcome, Instant::now()).await?;
+    Ok(outcome)
+}
+
+/// For `Write` and `Edit`: the SHA-256 of the target's current content, or `absent`.
+fn write_target_digest(workspace: &Workspace, call: &ToolCall) -> Option<String> {
+    if !matches!(call.name.as_str(), "Write" | "Edit") {
+        return None;
+    }
+    let path = call.input.get("file_path")?.as_str()?;
+    let host = workspace.resolve(path).ok()?;
+    match std::fs::read(&host) {
+        Ok(bytes) => Some(crate::auth::hex_sha256(&bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("absent".into()),
+        Err(_) => None,
+    }
+}
+
+async fn record_result(
+    turn: &Turn,
+    call: &ToolCall,
+    outcome: &ToolOutcome,
+    started: Instant,
+) -> Result<(), EmitError> {
+    turn.emitter
+        .durable(EventKind::ToolResult {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            output: outcome.output.clone(),
+            is_error: outcome.is_error,
+            duration_ms: started.elapsed().as_millis() as u64,
+        })
+        .await?;
+    Ok(())
+}
+
 /// Runs one tool call and records its result.
 async fn run_tool(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, EmitError> {
     let started = Instant::now();
@@ -225,15 +362,7 @@ async fn run_tool(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, EmitE
     };
     let (outcome, forwarded) = tokio::join!(run, forward);
     forwarded?;
-    turn.emitter
-        .durable(EventKind::ToolResult {
-            call_id: call.call_id.clone(),
-            name: call.name.clone(),
-            output: outcome.output.clone(),
-            is_error: outcome.is_error,
-            duration_ms: started.elapsed().as_millis() as u64,
-        })
-        .await?;
+    record_result(turn, call, &outcome, started).await?;
     Ok(outcome)
 }
 
@@ -300,4 +429,45 @@ pub fn push_user(conversation: &mut Vec<Message>, block: ContentBlock) {
         Some(last) if last.role == Role::User => last.content.push(block),
         _ => conversation.push(Message { role: Role::User, content: vec![block] }),
     }
+}
+
+/// What to do with a log that ends inside a turn: the open turn and where it resumes — the tool
+/// calls of its last assistant message that have no result (with whether each had started), and
+/// the model calls it already made. `None` when the last turn ended.
+///
+/// Whatever the last durable item is, the resumed turn does the right next thing: after a user
+/// message or the last tool result it calls the model again; after an assistant message it
+/// settles the calls without a result first (see `recover_call`).
+pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Resume)> {
+    let mut open: Option<TurnId> = None;
+    let mut steps = 0u32;
+    let mut pending: Vec<PendingCall> = Vec::new();
+    for event in log {
+        match &event.kind {
+            EventKind::TurnStarted { turn_id, .. } => {
+                open = Some(turn_id.clone());
+                steps = 0;
+                pending.clear();
+            }
+            EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => {
+                open = None;
+                pending.clear();
+            }
+            EventKind::AssistantMessage { tool_calls, .. } => {
+                steps += 1;
+                pending = tool_calls
+                    .iter()
+                    .map(|c| PendingCall { call: c.clone(), started: None })
+                    .collect();
+            }
+            EventKind::ToolCall { call, target_before } => {
+                if let Some(p) = pending.iter_mut().find(|p| p.call.call_id == call.call_id) {
+                    p.started = Some(target_before.clone());
+                }
+            }
+            EventKind::ToolResult { call_id, .. } => pending.retain(|p| &p.call.call_id != call_id),
+            _ => {}
+        }
+    }
+    open.map(|turn_id| (turn_id, Resume { pending, steps_used: steps }))
 }

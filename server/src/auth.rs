@@ -6,7 +6,12 @@ use sha2::{Digest, Sha256};
 
 /// The hex SHA-256 of a token, as stored.
 pub fn hash_token(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
+    hex_sha256(token.as_bytes())
+}
+
+/// The hex SHA-256 of some bytes.
+pub fn hex_sha256(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
     let mut s = String::with_capacity(64);
     for b in digest {
         s.push_str(&format!("{b:02x}"));

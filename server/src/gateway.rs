@@ -39,6 +39,10 @@ use crate::store::{Durability, Store, UserRow};
 /// socket drains; when full, only this connection's forwarders wait (and eventually lag).
 const OUTBOUND_QUEUE: usize = 512;
 
+/// How long a graceful shutdown waits for running turns to reach a checkpoint (a running command
+/// is allowed to finish within it).
+pub const DRAIN_DEADLINE: Duration = Duration::from_secs(20);
+
 /// How long a new connection has to send `hello`.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -75,9 +79,13 @@ impl ServerHandle {
         Ok(token)
     }
 
-    /// Stops accepting connections, tells connected clients the server is shutting down, and
-    /// waits (bounded) for the connections to close.
+    /// Graceful shutdown: turns stop at their next checkpoint (bounded by [`DRAIN_DEADLINE`]),
+    /// then connected clients are told the server is restarting and the listener closes. Turns
+    /// left open in the log resume when the server starts again.
     pub async fn shutdown(self) {
+        if !self.state.hub.drain(DRAIN_DEADLINE).await {
+            tracing::warn!("some turns did not reach a checkpoint in time; they resume at start");
+        }
         self.state.shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
     }
@@ -100,6 +108,10 @@ pub async fn launch(
         hub: Hub::new(store, provider, config),
         shutdown: CancellationToken::new(),
     });
+    let resumed = state.hub.resume_all().await?;
+    if resumed > 0 {
+        tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
+    }
     let app = Router::new()
         .route("/", get(upgrade))
         .route("/healthz", get(|| async { "ok" }))

@@ -7,7 +7,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use outboard_shared::{ErrorBody, ErrorCode, SessionId};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::llm::Provider;
@@ -20,12 +23,20 @@ pub struct Hub {
     provider: Arc<Provider>,
     config: ServerConfig,
     sessions: Mutex<HashMap<SessionId, SessionHandle>>,
+    /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
+    shutdown: CancellationToken,
 }
 
 impl Hub {
     /// A hub over `store`.
     pub fn new(store: Store, provider: Arc<Provider>, config: ServerConfig) -> Self {
-        Hub { store, provider, config, sessions: Mutex::new(HashMap::new()) }
+        Hub {
+            store,
+            provider,
+            config,
+            sessions: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        }
     }
 
     /// The store.
@@ -68,8 +79,33 @@ impl Hub {
                     self.store.clone(),
                     self.provider.clone(),
                     &self.config,
+                    self.shutdown.clone(),
                 )
             })
             .clone()
+    }
+
+    /// Starts the actor of every session whose log ends inside a turn; each resumes its turn
+    /// without anyone attached. Returns how many there were.
+    pub async fn resume_all(&self) -> Result<usize, crate::store::StoreError> {
+        let rows = self.store.sessions_with_open_turns().await?;
+        for row in &rows {
+            self.handle(row);
+        }
+        Ok(rows.len())
+    }
+
+    /// Shuts the sessions down: running turns stop at their next checkpoint (an answer streaming
+    /// from the model is dropped and re-requested on restart; a running tool finishes), new turns
+    /// are refused, and this returns once every turn has stopped or `deadline` passed. Whatever
+    /// is still running then is cut off by the exit and recovered at the next start.
+    pub async fn drain(&self, deadline: Duration) -> bool {
+        self.shutdown.cancel();
+        let handles: Vec<SessionHandle> = match self.sessions.lock() {
+            Ok(map) => map.values().cloned().collect(),
+            Err(poisoned) => poisoned.into_inner().values().cloned().collect(),
+        };
+        let all = futures_util::future::join_all(handles.iter().map(|h| h.wait_idle()));
+        tokio::time::timeout(deadline, all).await.is_ok()
     }
 }

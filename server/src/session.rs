@@ -87,10 +87,26 @@ pub struct Attached {
 }
 
 enum Command {
-    Emit { kind: EventKind, ack: Option<oneshot::Sender<Result<u64, EmitError>>> },
-    Attach { after_seq: u64, reply: oneshot::Sender<Result<Attached, ErrorBody>> },
-    Send { text: String, by: String, reply: oneshot::Sender<Result<TurnSendResponse, ErrorBody>> },
-    Interrupt { reply: oneshot::Sender<bool> },
+    Emit {
+        kind: EventKind,
+        ack: Option<oneshot::Sender<Result<u64, EmitError>>>,
+    },
+    Attach {
+        after_seq: u64,
+        reply: oneshot::Sender<Result<Attached, ErrorBody>>,
+    },
+    Send {
+        text: String,
+        by: String,
+        reply: oneshot::Sender<Result<TurnSendResponse, ErrorBody>>,
+    },
+    Interrupt {
+        reply: oneshot::Sender<bool>,
+    },
+    /// Answered once no turn is running (at once when idle).
+    WaitIdle {
+        reply: oneshot::Sender<()>,
+    },
     TurnEnded(Option<TurnEnd>),
 }
 
@@ -101,13 +117,14 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
-    /// Starts the actor for `row`. It loads the log, repairs a turn cut short by a restart, and
+    /// Starts the actor for `row`. It loads the log, resumes a turn cut short by a restart, and
     /// then serves commands until every handle is dropped.
     pub fn spawn(
         row: SessionRow,
         store: Store,
         provider: Arc<Provider>,
         config: &ServerConfig,
+        shutdown: CancellationToken,
     ) -> Self {
         let (tx, rx) = mpsc::channel(SESSION_QUEUE);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
@@ -125,6 +142,8 @@ impl SessionHandle {
             in_flight: InFlight::default(),
             events,
             tx: tx.downgrade(),
+            shutdown,
+            idle_waiters: Vec::new(),
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx }
@@ -142,6 +161,15 @@ impl SessionHandle {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Send { text, by, reply }).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
+    }
+
+    /// Resolves once the session has no turn running (used by shutdown, after the shutdown
+    /// token made running turns stop at their next checkpoint).
+    pub async fn wait_idle(&self) {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Command::WaitIdle { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
     }
 
     /// Interrupts the turn in flight; false when there is none.
@@ -177,6 +205,10 @@ struct Actor {
     events: broadcast::Sender<SessionEvent>,
     /// Weak, so the actor's own sender does not keep its channel open forever.
     tx: mpsc::WeakSender<Command>,
+    /// The server's shutdown signal, handed to every turn.
+    shutdown: CancellationToken,
+    /// `wait_idle` callers waiting for the running turn to end.
+    idle_waiters: Vec<oneshot::Sender<()>>,
 }
 
 impl Actor {
@@ -209,79 +241,47 @@ impl Actor {
                     };
                     let _ = reply.send(interrupted);
                 }
+                Command::WaitIdle { reply } => {
+                    if self.running.is_some() {
+                        self.idle_waiters.push(reply);
+                    } else {
+                        let _ = reply.send(());
+                    }
+                }
                 Command::TurnEnded(end) => self.turn_ended(end).await,
             }
         }
     }
 
-    /// Rebuilds the conversation from the log. A log that ends inside a turn (the server died
-    /// mid-turn) is closed here so the session is usable again: each tool call without a result
-    /// gets one saying its outcome is unknown, and the turn is recorded as failed. Resuming such a
-    /// turn instead is the durable-loop work of a later issue.
+    /// Rebuilds the conversation from the log, and resumes a turn the log shows unfinished (the
+    /// server stopped or crashed mid-turn): see [`agent::recover_plan`] for what is re-run. A log
+    /// that cannot be read marks the session failed, with the reason, instead of leaving it stuck.
     async fn load(&mut self) -> Result<(), StoreError> {
-        let log = self.store.events_after(&self.row.id, 0).await?;
+        let log = match self.store.events_after(&self.row.id, 0).await {
+            Ok(log) => log,
+            Err(e @ StoreError::Corrupt(_)) => {
+                let reason = format!("the session's log cannot be read ({e}); start a new session");
+                tracing::error!(session = %self.row.id, "{reason}");
+                self.store.fail_session(&self.row.id, &reason).await?;
+                self.row.status = SessionStatus::Failed;
+                self.row.failure = Some(reason);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
-        let mut open_turn: Option<TurnId> = None;
-        let mut pending_calls: Vec<(String, String)> = Vec::new();
-        for event in &log {
-            match &event.kind {
-                EventKind::TurnStarted { turn_id, .. } => open_turn = Some(turn_id.clone()),
-                EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => {
-                    open_turn = None;
-                    pending_calls.clear();
-                }
-                EventKind::AssistantMessage { tool_calls, .. } => {
-                    pending_calls =
-                        tool_calls.iter().map(|c| (c.call_id.clone(), c.name.clone())).collect();
-                }
-                EventKind::ToolResult { call_id, .. } => {
-                    pending_calls.retain(|(id, _)| id != call_id);
-                }
-                _ => {}
-            }
-        }
         self.conversation = agent::conversation_from_log(&log);
-        if let Some(turn_id) = open_turn {
-            tracing::warn!(session = %self.row.id, turn = %turn_id, "closing a turn cut short by a restart");
-            for (call_id, name) in pending_calls {
-                let output = "The harness restarted while this tool call ran; its outcome is \
-                              unknown. Check the workspace before repeating it."
-                    .to_owned();
-                self.emit(
-                    EventKind::ToolResult {
-                        call_id: call_id.clone(),
-                        name,
-                        output: output.clone(),
-                        is_error: true,
-                        duration_ms: 0,
-                    },
-                    true,
-                )
-                .await
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                agent::push_user(
-                    &mut self.conversation,
-                    ContentBlock::ToolResult {
-                        tool_use_id: call_id,
-                        content: output,
-                        is_error: true,
-                    },
-                );
-            }
-            self.emit(
-                EventKind::TurnFailed {
-                    turn_id,
-                    error: "the server restarted during this turn; send a message to continue"
-                        .into(),
-                },
-                true,
-            )
-            .await
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        if self.row.status == SessionStatus::Failed {
+            return Ok(());
         }
-        if self.row.status != SessionStatus::Idle {
-            self.store.set_session_status(&self.row.id, SessionStatus::Idle).await?;
-            self.row.status = SessionStatus::Idle;
+        if let Some((turn_id, resume)) = agent::recover_plan(&log) {
+            tracing::info!(
+                session = %self.row.id, turn = %turn_id, pending = resume.pending.len(),
+                "resuming a turn cut short by a restart"
+            );
+            if let Err(e) = self.spawn_turn(turn_id, resume) {
+                tracing::error!(session = %self.row.id, "cannot resume: {}", e.message);
+            }
         }
         Ok(())
     }
@@ -346,6 +346,18 @@ impl Actor {
         text: String,
         by: String,
     ) -> Result<TurnSendResponse, ErrorBody> {
+        if let Some(reason) = &self.row.failure {
+            return Err(ErrorBody::new(
+                ErrorCode::Conflict,
+                format!("this session failed: {reason}"),
+            ));
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(ErrorBody::new(
+                ErrorCode::ShuttingDown,
+                "the server is restarting; send the message again in a moment",
+            ));
+        }
         if self.running.is_some() {
             return Err(ErrorBody::new(
                 ErrorCode::Conflict,
@@ -355,6 +367,21 @@ impl Actor {
         if text.trim().is_empty() {
             return Err(ErrorBody::new(ErrorCode::BadRequest, "the message is empty"));
         }
+        let turn_id = TurnId(new_id("t"));
+        let started = async {
+            self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
+            self.emit(EventKind::UserMessage { text: text.clone() }, true).await
+        };
+        let seq = started.await.map_err(|e| {
+            ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
+        })?;
+        agent::push_user(&mut self.conversation, ContentBlock::Text(text));
+        self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
+        Ok(TurnSendResponse { turn_id, seq })
+    }
+
+    /// Hands the conversation and tools to a new turn task (a new turn, or one being resumed).
+    fn spawn_turn(&mut self, turn_id: TurnId, resume: agent::Resume) -> Result<(), ErrorBody> {
         let Some(tx) = self.tx.upgrade() else {
             return Err(gone());
         };
@@ -368,27 +395,7 @@ impl Actor {
                 reads: ReadLedger::default(),
             },
         };
-        let turn_id = TurnId(new_id("t"));
-        let started = async {
-            self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
-            self.emit(EventKind::UserMessage { text: text.clone() }, true).await
-        };
-        let seq = match started.await {
-            Ok(seq) => seq,
-            Err(e) => {
-                self.env = Some(env);
-                return Err(ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("cannot record the message: {e}"),
-                ));
-            }
-        };
-        if let Err(e) = self.store.set_session_status(&self.row.id, SessionStatus::Running).await {
-            tracing::warn!(session = %self.row.id, "cannot record the status: {e}");
-        }
         self.row.status = SessionStatus::Running;
-        agent::push_user(&mut self.conversation, ContentBlock::Text(text));
-
         let cancel = CancellationToken::new();
         let turn = Turn {
             session_id: self.row.id.clone(),
@@ -398,7 +405,9 @@ impl Actor {
             env,
             emitter: Emitter { tx: tx.clone() },
             cancel: cancel.clone(),
+            shutdown: self.shutdown.clone(),
             limits: self.limits.clone(),
+            resume,
         };
         let task = tokio::spawn(agent::run_turn(turn));
         // A panic in the turn must not wedge the session: the watcher reports the end either way.
@@ -406,8 +415,8 @@ impl Actor {
             let end = task.await.ok();
             let _ = tx.send(Command::TurnEnded(end)).await;
         });
-        self.running = Some(Running { turn_id: turn_id.clone(), cancel });
-        Ok(TurnSendResponse { turn_id, seq })
+        self.running = Some(Running { turn_id, cancel });
+        Ok(())
     }
 
     async fn turn_ended(&mut self, end: Option<TurnEnd>) {
@@ -438,10 +447,10 @@ impl Actor {
                 }
             }
         }
-        if let Err(e) = self.store.set_session_status(&self.row.id, SessionStatus::Idle).await {
-            tracing::warn!(session = %self.row.id, "cannot record the status: {e}");
-        }
         self.row.status = SessionStatus::Idle;
+        for waiter in self.idle_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
     }
 }
 

@@ -35,7 +35,8 @@ use crate::util::{new_id, now_rfc3339, random_token};
 const STORE_QUEUE: usize = 1024;
 
 /// Append-only migrations: index + 1 is the schema version.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE orgs (
     id          TEXT PRIMARY KEY,
     name        TEXT NOT NULL UNIQUE,
@@ -75,7 +76,22 @@ CREATE TABLE events (
     ts          TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
-"#];
+"#,
+    r#"
+-- The turn in flight, kept in the same transaction as the events that open and close it, so
+-- recovery finds unfinished turns with one indexed query and `status` can never disagree with the
+-- log.
+ALTER TABLE sessions ADD COLUMN open_turn TEXT;
+ALTER TABLE sessions ADD COLUMN failure TEXT;
+UPDATE sessions SET open_turn = (
+    SELECT e.turn_id FROM events e
+    WHERE e.session_id = sessions.id AND e.kind = 'turn_started'
+      AND NOT EXISTS (SELECT 1 FROM events f WHERE f.session_id = e.session_id
+                      AND f.turn_id = e.turn_id AND f.kind IN ('turn_completed', 'turn_failed'))
+    ORDER BY e.seq DESC LIMIT 1);
+CREATE INDEX sessions_open_turn ON sessions(open_turn) WHERE open_turn IS NOT NULL;
+"#,
+];
 
 /// How hard a commit is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +177,8 @@ pub struct SessionRow {
     pub created_at: String,
     /// Last event, RFC 3339.
     pub updated_at: String,
+    /// Why the session failed for good, when `status` is `failed`.
+    pub failure: Option<String>,
 }
 
 impl SessionRow {
@@ -176,6 +194,7 @@ impl SessionRow {
             last_seq: self.last_seq,
             created_at: self.created_at.clone(),
             updated_at: self.updated_at.clone(),
+            failure: self.failure.clone(),
         }
     }
 }
@@ -311,6 +330,7 @@ impl Store {
             last_seq: 0,
             created_at: now.clone(),
             updated_at: now,
+            failure: None,
         };
         let r = row.clone();
         self.call(move |c| {
@@ -362,19 +382,28 @@ impl Store {
         .await
     }
 
-    /// Sets a session's status (and title, when given).
-    pub async fn set_session_status(
-        &self,
-        id: &SessionId,
-        status: SessionStatus,
-    ) -> Result<(), StoreError> {
-        let id = id.0.clone();
+    /// Marks a session as failed for good, with the reason (a corrupt log, say). Its turns are
+    /// refused from then on; the reason is what `turn/send` answers.
+    pub async fn fail_session(&self, id: &SessionId, reason: &str) -> Result<(), StoreError> {
+        let (id, reason) = (id.0.clone(), reason.to_owned());
         self.call(move |c| {
             c.execute(
-                "UPDATE sessions SET status = ?2 WHERE id = ?1",
-                params![id, status_str(status)],
+                "UPDATE sessions SET status = 'failed', failure = ?2 WHERE id = ?1",
+                params![id, reason],
             )?;
             Ok(())
+        })
+        .await
+    }
+
+    /// Sessions whose log ends inside a turn: the ones to resume at start.
+    pub async fn sessions_with_open_turns(&self) -> Result<Vec<SessionRow>, StoreError> {
+        self.call(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "{SESSION_SELECT} WHERE s.open_turn IS NOT NULL AND s.status != 'failed'"
+            ))?;
+            let rows = stmt.query_map([], session_from_row)?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
         .await
     }
@@ -443,16 +472,29 @@ pub fn append_event(c: &mut Connection, event: &SessionEvent) -> Result<(), Stor
             event.ts
         ],
     )?;
-    tx.execute(
-        "UPDATE sessions SET last_seq = ?2, updated_at = ?3 WHERE id = ?1",
-        params![event.session_id.0, event.seq as i64, event.ts],
-    )?;
+    match &event.kind {
+        EventKind::TurnStarted { turn_id, .. } => tx.execute(
+            "UPDATE sessions SET last_seq = ?2, updated_at = ?3, open_turn = ?4,
+                                 status = 'running' WHERE id = ?1",
+            params![event.session_id.0, event.seq as i64, event.ts, turn_id.0],
+        )?,
+        EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => tx.execute(
+            "UPDATE sessions SET last_seq = ?2, updated_at = ?3, open_turn = NULL,
+                 status = CASE WHEN status = 'failed' THEN 'failed' ELSE 'idle' END WHERE id = ?1",
+            params![event.session_id.0, event.seq as i64, event.ts],
+        )?,
+        _ => tx.execute(
+            "UPDATE sessions SET last_seq = ?2, updated_at = ?3 WHERE id = ?1",
+            params![event.session_id.0, event.seq as i64, event.ts],
+        )?,
+    };
     tx.commit()?;
     Ok(())
 }
 
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
-    s.model, s.last_seq, s.created_at, s.updated_at FROM sessions s JOIN users u ON u.id = s.owner_id";
+    s.model, s.last_seq, s.created_at, s.updated_at, s.failure
+    FROM sessions s JOIN users u ON u.id = s.owner_id";
 
 fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -466,6 +508,7 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         last_seq: r.get::<_, i64>(7)? as u64,
         created_at: r.get(8)?,
         updated_at: r.get(9)?,
+        failure: r.get(10)?,
     })
 }
 

@@ -375,6 +375,9 @@ pub struct SessionInfo {
     pub created_at: String,
     /// Time of the last durable event, RFC 3339 UTC.
     pub updated_at: String,
+    /// Why the session failed for good (status `failed`), e.g. an unreadable log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// Result of `session/create`.
@@ -497,6 +500,11 @@ pub enum EventKind {
         /// The call.
         #[serde(flatten)]
         call: ToolCall,
+        /// For a file write (`Write`, `Edit`): the SHA-256 (hex) of the target file's content just
+        /// before the write, or `"absent"` when it did not exist. After a crash, the write is
+        /// re-run only if the file still holds exactly that content.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_before: Option<String>,
     },
     /// Output of a running tool as it comes (transient).
     ToolOutputDelta {

@@ -39,6 +39,7 @@ fn info() -> SessionInfo {
         last_seq: 7,
         created_at: "2026-11-29T07:00:00.000Z".into(),
         updated_at: "2026-11-29T07:18:16.123Z".into(),
+        failure: None,
     }
 }
 
@@ -186,7 +187,7 @@ fn session_events() {
             text: "I'll read it.".into(),
             tool_calls: vec![call.clone()],
         },
-        EventKind::ToolCall { call },
+        EventKind::ToolCall { call, target_before: None },
         EventKind::ToolOutputDelta {
             call_id: "toolu_1".into(),
             stream: OutputStream::Stdout,

@@ -358,12 +358,25 @@ pub struct RecordedRequest {
 #[derive(Debug, Default)]
 struct Shared {
     steps: VecDeque<MockStep>,
+    responder: Option<Responder>,
     openai: MockOpenAiDialect,
     requests: Vec<RecordedRequest>,
     served: u64,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
+
+/// Answers a request from its body when the scripted queue is empty: for tests where the reply
+/// depends on the conversation (many sessions at once, calls re-issued after a crash), so a
+/// global queue cannot say which step comes next. `None` falls back to "script exhausted".
+#[derive(Clone)]
+pub struct Responder(pub Arc<dyn Fn(&Value) -> Option<MockStep> + Send + Sync>);
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Responder")
+    }
+}
 
 fn lock(state: &SharedState) -> MutexGuard<'_, Shared> {
     // A panicking handler cannot leave `Shared` half-updated in a way that matters to a test.
@@ -405,6 +418,15 @@ impl MockLlm {
             }
         });
         Ok(MockLlm { addr, state, task })
+    }
+
+    /// Starts a server on `127.0.0.1:0` that answers every request with `respond(body)`.
+    pub async fn start_responder(
+        respond: impl Fn(&Value) -> Option<MockStep> + Send + Sync + 'static,
+    ) -> anyhow::Result<MockLlm> {
+        let mock = MockLlm::start(Vec::new()).await?;
+        lock(&mock.state).responder = Some(Responder(Arc::new(respond)));
+        Ok(mock)
     }
 
     /// The address it listens on.
@@ -499,7 +521,14 @@ async fn answer(
         let mut shared = lock(&state);
         shared.requests.push(record);
         shared.served += 1;
-        (shared.steps.pop_front(), shared.openai.clone(), shared.served)
+        let step = match shared.steps.pop_front() {
+            Some(step) => Some(step),
+            None => shared
+                .responder
+                .clone()
+                .and_then(|r| shared.requests.last().and_then(|req| (r.0)(&req.body))),
+        };
+        (step, shared.openai.clone(), shared.served)
     };
     let Some(step) = step else {
         return (

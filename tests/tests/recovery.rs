@@ -1,0 +1,284 @@
+//! Recovery at start, one rule at a time (DESIGN.md, "The harness loop and durability"): a log
+//! that ends inside a turn is resumed by the server on its own, with nobody attached. Most cases
+//! write the log with the store API (so the cut point is exact), then start a real server on it;
+//! one kills a real server in the middle of a command.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
+use std::path::Path;
+use std::time::Duration;
+
+use outboard_server::store::{Durability, Store};
+use outboard_shared::{EventKind, SessionEvent, ToolCall, TurnId};
+use outboard_tests::harness::{Api, TestServer, WsClient};
+use outboard_tests::mock_llm::{MockLlm, MockStep};
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+
+fn call(id: &str, name: &str, input: Value) -> ToolCall {
+    ToolCall { call_id: id.into(), name: name.into(), input }
+}
+
+fn turn() -> TurnId {
+    TurnId("t_crafted".into())
+}
+
+fn opening() -> Vec<EventKind> {
+    vec![
+        EventKind::TurnStarted { turn_id: turn(), by: "alice".into() },
+        EventKind::UserMessage { text: "do the thing".into() },
+    ]
+}
+
+/// Writes a session log cut at an exact point; returns (data dir, session id, token).
+async fn craft(events: Vec<EventKind>) -> (tempfile::TempDir, String, String) {
+    let data = tempfile::tempdir().unwrap();
+    let store = Store::open(&data.path().join("outboard.db"), Durability::Full).unwrap();
+    let (user, token) = store.add_user("acme", "alice").await.unwrap();
+    let session = store.create_session(&user, "crafted", "anthropic/mock-model").await.unwrap();
+    for (i, kind) in events.into_iter().enumerate() {
+        let event = SessionEvent {
+            session_id: session.id.clone(),
+            seq: i as u64 + 1,
+            ts: "2026-11-29T00:00:00.000Z".into(),
+            kind,
+        };
+        store.append_event(event).await.unwrap();
+    }
+    (data, session.id.0, token)
+}
+
+fn workspace(data: &Path, sid: &str) -> std::path::PathBuf {
+    let dir = data.join("workspaces").join(sid);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Attaches and collects the session's durable events until its turn has ended.
+async fn settled_log(server: &TestServer, token: &str, sid: &str) -> Vec<SessionEvent> {
+    let mut c = WsClient::connect(&server.url, token).await.unwrap();
+    let snap = c
+        .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let snap: outboard_shared::SessionAttachResponse = serde_json::from_value(snap).unwrap();
+    let mut log = snap.events;
+    let ended = |e: &SessionEvent| {
+        matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+    };
+    if !log.last().is_some_and(ended) {
+        let live = tokio::time::timeout(Duration::from_secs(30), c.events_until(ended))
+            .await
+            .expect("the resumed turn ends")
+            .unwrap();
+        log.extend(live.into_iter().filter(|e| e.kind.is_durable()));
+    }
+    let seqs: Vec<u64> = log.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>(), "no gap, no duplicate");
+    log
+}
+
+fn kinds(log: &[SessionEvent]) -> Vec<&'static str> {
+    log.iter().map(|e| e.kind.type_name()).collect()
+}
+
+fn results(log: &[SessionEvent]) -> Vec<(String, String, bool)> {
+    log.iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { call_id, output, is_error, .. } => {
+                Some((call_id.clone(), output.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn after_a_user_message_the_model_is_called_again() {
+    let mock = MockLlm::start(vec![MockStep::text("Resumed answer.")]).await.unwrap();
+    let (data, sid, token) = craft(opening()).await;
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let log = settled_log(&server, &token, &sid).await;
+    assert_eq!(
+        kinds(&log),
+        ["turn_started", "user_message", "assistant_message", "turn_completed"]
+    );
+    assert_eq!(mock.requests().len(), 1);
+    assert!(mock.requests()[0].body.to_string().contains("do the thing"));
+}
+
+#[tokio::test]
+async fn after_a_tool_result_the_model_is_called_again() {
+    let mock = MockLlm::start(vec![MockStep::text("Saw the result.")]).await.unwrap();
+    let glob = call("c1", "Glob", json!({"pattern": "*"}));
+    let mut events = opening();
+    events.extend([
+        EventKind::AssistantMessage { text: String::new(), tool_calls: vec![glob.clone()] },
+        EventKind::ToolCall { call: glob, target_before: None },
+        EventKind::ToolResult {
+            call_id: "c1".into(),
+            name: "Glob".into(),
+            output: "RESULT-MARKER".into(),
+            is_error: false,
+            duration_ms: 1,
+        },
+    ]);
+    let (data, sid, token) = craft(events).await;
+    let server = TestServer::start_in(data, Api::OpenAi, &mock.openai_base_url(), &[]).unwrap();
+    let log = settled_log(&server, &token, &sid).await;
+    assert_eq!(kinds(&log)[5..], ["assistant_message", "turn_completed"]);
+    let body = mock.requests()[0].body.to_string();
+    assert!(body.contains("RESULT-MARKER"), "the model sees the recorded result: {body}");
+}
+
+#[tokio::test]
+async fn read_only_tools_run_again_and_unstarted_calls_run() {
+    let mock = MockLlm::start(vec![MockStep::text("Done.")]).await.unwrap();
+    let read = call("c1", "Read", json!({"file_path": "notes.txt"}));
+    let write = call("c2", "Write", json!({"file_path": "new.txt", "content": "fresh\n"}));
+    let mut events = opening();
+    events.extend([
+        EventKind::AssistantMessage { text: String::new(), tool_calls: vec![read.clone(), write] },
+        // The Read had started; the Write never did.
+        EventKind::ToolCall { call: read, target_before: None },
+    ]);
+    let (data, sid, token) = craft(events).await;
+    std::fs::write(workspace(data.path(), &sid).join("notes.txt"), "line one\n").unwrap();
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let log = settled_log(&server, &token, &sid).await;
+    let r = results(&log);
+    assert_eq!(r.len(), 2);
+    assert_eq!((r[0].0.as_str(), r[0].2), ("c1", false));
+    assert!(r[0].1.contains("line one"), "{}", r[0].1);
+    assert_eq!((r[1].0.as_str(), r[1].2), ("c2", false));
+    assert_eq!(std::fs::read_to_string(server.workspace(&sid).join("new.txt")).unwrap(), "fresh\n");
+    assert_eq!(*kinds(&log).last().unwrap(), "turn_completed");
+}
+
+#[tokio::test]
+async fn a_write_runs_again_only_if_its_target_is_unchanged() {
+    let mock = MockLlm::start(vec![MockStep::text("Done.")]).await.unwrap();
+    let untouched = call("c1", "Write", json!({"file_path": "a.txt", "content": "new a\n"}));
+    let applied = call("c2", "Write", json!({"file_path": "b.txt", "content": "new b\n"}));
+    let mut events = opening();
+    events.extend([
+        EventKind::AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![untouched.clone(), applied.clone()],
+        },
+        // a.txt did not exist when the write started, and still does not: run it again.
+        EventKind::ToolCall { call: untouched, target_before: Some("absent".into()) },
+        // b.txt held "old b" when its write started, and now holds something else: the write
+        // happened (or someone else wrote); it must not run again.
+        EventKind::ToolCall {
+            call: applied,
+            target_before: Some(outboard_server::auth::hex_sha256(b"old b\n")),
+        },
+    ]);
+    let (data, sid, token) = craft(events).await;
+    std::fs::write(workspace(data.path(), &sid).join("b.txt"), "written before the crash\n")
+        .unwrap();
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let log = settled_log(&server, &token, &sid).await;
+    let ws = server.workspace(&sid);
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "new a\n");
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "written before the crash\n");
+    let r = results(&log);
+    assert_eq!(r.len(), 2);
+    assert!(r[1].1.contains("restarted"), "{}", r[1].1);
+}
+
+#[tokio::test]
+async fn a_command_in_flight_is_never_run_twice() {
+    let mock = MockLlm::start(vec![
+        MockStep::tool_call("Bash", json!({"command": "echo ran >> ran.log; sleep 30"})),
+        MockStep::text("I will check ran.log before going on."),
+    ])
+    .await
+    .unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let token = server.add_user("alice", "acme").unwrap();
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let created = c.request("session/create", json!({})).await.unwrap().unwrap();
+    let sid = created["session"]["id"].as_str().unwrap().to_owned();
+    c.request("session/attach", json!({"session_id": sid, "role": "driver"}))
+        .await
+        .unwrap()
+        .unwrap();
+    c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
+    let ran_log = server.workspace(&sid).join("ran.log");
+    outboard_tests::harness::wait_until("the command to start", Duration::from_secs(10), || {
+        ran_log.exists()
+    })
+    .unwrap();
+    let data = server.kill().unwrap();
+
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let log = settled_log(&server, &token, &sid).await;
+    assert_eq!(
+        kinds(&log),
+        [
+            "turn_started",
+            "user_message",
+            "assistant_message",
+            "tool_call",
+            "tool_result",
+            "assistant_message",
+            "turn_completed"
+        ]
+    );
+    let r = results(&log);
+    assert!(r[0].2 && r[0].1.contains("outcome is unknown"), "{:?}", r[0]);
+    assert_eq!(std::fs::read_to_string(server.workspace(&sid).join("ran.log")).unwrap(), "ran\n");
+    assert!(mock.requests()[1].body.to_string().contains("outcome is unknown"));
+    // And the session goes on.
+    mock.push(MockStep::text("Still here."));
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    c.request("session/attach", json!({"session_id": sid, "role": "driver", "after_seq": 7}))
+        .await
+        .unwrap()
+        .unwrap();
+    c.request("turn/send", json!({"session_id": sid, "text": "ok?"})).await.unwrap().unwrap();
+    let events = c
+        .events_until(|e| {
+            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+        })
+        .await
+        .unwrap();
+    assert!(matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }));
+}
+
+#[tokio::test]
+async fn an_unreadable_log_fails_the_session_visibly() {
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let (data, sid, token) = craft(opening()).await;
+    let store = Store::open(&data.path().join("outboard.db"), Durability::Normal).unwrap();
+    let sql =
+        format!("UPDATE events SET payload = '{{not json' WHERE session_id = '{sid}' AND seq = 2");
+    store.call(move |c| Ok(c.execute_batch(&sql)?)).await.unwrap();
+    drop(store);
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let sessions = c.request("session/list", json!({})).await.unwrap().unwrap();
+    // The list shows the session; once its actor has loaded, it is failed with the reason.
+    assert_eq!(sessions["sessions"][0]["id"], sid);
+    let mut failure = Value::Null;
+    for _ in 0..200 {
+        let s = c.request("session/list", json!({})).await.unwrap().unwrap();
+        if s["sessions"][0]["status"] == "failed" {
+            failure = s["sessions"][0]["failure"].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(failure.as_str().unwrap_or("").contains("cannot be read"), "{failure}");
+    let refused = c.request("turn/send", json!({"session_id": sid, "text": "hi"})).await.unwrap();
+    assert!(refused.unwrap_err().message.contains("failed"));
+    assert_eq!(mock.requests().len(), 0);
+}
