@@ -370,7 +370,10 @@ type SharedState = Arc<Mutex<Shared>>;
 /// depends on the conversation (many sessions at once, calls re-issued after a crash), so a
 /// global queue cannot say which step comes next. `None` falls back to "script exhausted".
 #[derive(Clone)]
-pub struct Responder(pub Arc<dyn Fn(&Value) -> Option<MockStep> + Send + Sync>);
+pub struct Responder(pub Arc<RespondFn>);
+
+/// The function behind a [`Responder`].
+pub type RespondFn = dyn Fn(&Value) -> Option<MockStep> + Send + Sync;
 
 impl std::fmt::Debug for Responder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
