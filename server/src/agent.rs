@@ -471,3 +471,49 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
     }
     open.map(|turn_id| (turn_id, Resume { pending, steps_used: steps }))
 }
+
+/// The workspace files this session read or wrote successfully, from its log: after a restart
+/// the read ledger (in memory) is rebuilt from them with their current content, so a resumed turn
+/// can go on editing the files it was working on. A change made by someone else while the server
+/// was down is therefore not detected — the price of not storing every file's digest per read.
+pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
+    let mut inputs: std::collections::HashMap<&str, &ToolCall> = std::collections::HashMap::new();
+    let mut files: Vec<String> = Vec::new();
+    for event in log {
+        match &event.kind {
+            EventKind::AssistantMessage { tool_calls, .. } => {
+                for c in tool_calls {
+                    inputs.insert(c.call_id.as_str(), c);
+                }
+            }
+            EventKind::ToolResult { call_id, name, is_error: false, .. }
+                if matches!(name.as_str(), "Read" | "Write" | "Edit") =>
+            {
+                let path = inputs
+                    .get(call_id.as_str())
+                    .and_then(|c| c.input.get("file_path"))
+                    .and_then(|p| p.as_str());
+                if let Some(path) = path {
+                    if !files.iter().any(|f| f == path) {
+                        files.push(path.to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    files
+}
+
+/// A read ledger holding the current content of `files` (see [`files_touched`]).
+pub fn rebuilt_ledger(workspace: &Workspace, files: &[String]) -> ReadLedger {
+    let mut ledger = ReadLedger::default();
+    for file in files {
+        if let Ok(host) = workspace.resolve(file) {
+            if let Ok(content) = std::fs::read(&host) {
+                ledger.record(&host, &content);
+            }
+        }
+    }
+    ledger
+}

@@ -26,7 +26,6 @@ use crate::config::ServerConfig;
 use crate::llm::{ContentBlock, Provider};
 use crate::sandbox::Sandbox;
 use crate::store::{SessionRow, Store, StoreError};
-use crate::tools::ReadLedger;
 use crate::util::{new_id, now_rfc3339};
 use crate::vfs::Workspace;
 
@@ -144,6 +143,7 @@ impl SessionHandle {
             tx: tx.downgrade(),
             shutdown,
             idle_waiters: Vec::new(),
+            files_touched: Vec::new(),
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx }
@@ -209,6 +209,8 @@ struct Actor {
     shutdown: CancellationToken,
     /// `wait_idle` callers waiting for the running turn to end.
     idle_waiters: Vec<oneshot::Sender<()>>,
+    /// Files the log shows this session read or wrote, to rebuild the read ledger after a restart.
+    files_touched: Vec<String>,
 }
 
 impl Actor {
@@ -271,6 +273,7 @@ impl Actor {
         };
         self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
         self.conversation = agent::conversation_from_log(&log);
+        self.files_touched = agent::files_touched(&log);
         if self.row.status == SessionStatus::Failed {
             return Ok(());
         }
@@ -387,13 +390,18 @@ impl Actor {
         };
         let env = match self.env.take() {
             Some(env) => env,
-            None => ToolEnv {
-                workspace: Workspace::new(self.workspace_dir.clone()).map_err(|e| {
+            None => {
+                let workspace = Workspace::new(self.workspace_dir.clone()).map_err(|e| {
                     ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
-                })?,
-                sandbox: Sandbox::new(self.sandbox_config.clone(), self.workspace_dir.clone()),
-                reads: ReadLedger::default(),
-            },
+                })?;
+                let reads =
+                    agent::rebuilt_ledger(&workspace, &std::mem::take(&mut self.files_touched));
+                ToolEnv {
+                    workspace,
+                    sandbox: Sandbox::new(self.sandbox_config.clone(), self.workspace_dir.clone()),
+                    reads,
+                }
+            }
         };
         self.row.status = SessionStatus::Running;
         let cancel = CancellationToken::new();

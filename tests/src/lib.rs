@@ -1,6 +1,7 @@
 //! Outboard's test support: the mock LLM server ([`mock_llm`]) shared by the end-to-end suites
 //! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
-//! runs the real CLI.
+//! runs the real CLI, and the crash harness ([`crash`]).
 
+pub mod crash;
 pub mod harness;
 pub mod mock_llm;
