@@ -177,7 +177,7 @@ async fn connection(socket: WebSocket, state: Arc<AppState>) {
             let _ = out
                 .send(Outbound::Last(connection_error(
                     ErrorCode::ShuttingDown,
-                    "the server is shutting down; reconnect in a moment",
+                    "the server is shutting down for a restart; reconnect in a moment",
                     true,
                 )))
                 .await;

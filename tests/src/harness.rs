@@ -155,6 +155,24 @@ impl TestServer {
         self.data.as_ref().map_or(Path::new("/nonexistent"), |d| d.path())
     }
 
+    /// Stops the server with SIGTERM (a graceful shutdown), waits for it to exit (at most
+    /// `timeout`, then SIGKILL), and hands back its data dir and whether it exited cleanly.
+    pub fn terminate(mut self, timeout: Duration) -> (Option<tempfile::TempDir>, bool) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + timeout;
+        let mut clean = false;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                clean = status.success();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (self.data.take(), clean)
+    }
+
     /// Kills the server (SIGKILL) and hands back its data dir, for a restart.
     pub fn kill(mut self) -> Option<tempfile::TempDir> {
         let _ = self.child.kill();

@@ -282,3 +282,52 @@ async fn an_unreadable_log_fails_the_session_visibly() {
     assert!(refused.unwrap_err().message.contains("failed"));
     assert_eq!(mock.requests().len(), 0);
 }
+
+#[tokio::test]
+async fn sigterm_stops_at_a_checkpoint_and_the_turn_resumes_on_start() {
+    // A slow answer is streaming when the server is told to stop.
+    let mock = MockLlm::start(vec![
+        MockStep::text("one two three four five six seven eight nine ten").chunk_delay(300),
+        MockStep::text("The resumed answer."),
+    ])
+    .await
+    .unwrap();
+    let server = TestServer::start(Api::OpenAi, &mock.openai_base_url()).unwrap();
+    let token = server.add_user("alice", "acme").unwrap();
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let created = c.request("session/create", json!({})).await.unwrap().unwrap();
+    let sid = created["session"]["id"].as_str().unwrap().to_owned();
+    c.request("session/attach", json!({"session_id": sid, "role": "driver"}))
+        .await
+        .unwrap()
+        .unwrap();
+    c.request("turn/send", json!({"session_id": sid, "text": "talk"})).await.unwrap().unwrap();
+    c.events_until(|e| matches!(e.kind, EventKind::AssistantDelta { .. })).await.unwrap();
+
+    let started = std::time::Instant::now();
+    let stopper = tokio::task::spawn_blocking(move || server.terminate(Duration::from_secs(30)));
+    // The attached client is told the server is going away.
+    let told = loop {
+        match c.event().await {
+            Ok(_) => continue,
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(told.contains("shutting_down") || told.contains("restart"), "{told}");
+    let (data, clean) = stopper.await.unwrap();
+    assert!(clean, "the server exits 0 after a graceful shutdown");
+    assert!(started.elapsed() < Duration::from_secs(10), "it did not wait for the slow stream");
+
+    let server =
+        TestServer::start_in(data.unwrap(), Api::OpenAi, &mock.openai_base_url(), &[]).unwrap();
+    let log = settled_log(&server, &token, &sid).await;
+    assert_eq!(
+        kinds(&log),
+        ["turn_started", "user_message", "assistant_message", "turn_completed"]
+    );
+    match &log[2].kind {
+        EventKind::AssistantMessage { text, .. } => assert_eq!(text, "The resumed answer."),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(mock.requests().len(), 2, "the cut-off call was re-issued once");
+}

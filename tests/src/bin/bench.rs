@@ -210,5 +210,78 @@ async fn durable() -> anyhow::Result<()> {
         );
     }
     println!();
+    resume_at_start(RESUME_SESSIONS).await
+}
+
+const RESUME_SESSIONS: usize = 1000;
+
+/// Start-up with `n` sessions whose log ends mid-turn (after the user message): the time until
+/// the server accepts connections with every turn resumed, and until every turn has completed
+/// against the mock (zero latency).
+async fn resume_at_start(n: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir_in(".")?;
+    let db = dir.path().join("outboard.db");
+    {
+        let store = Store::open(&db, Durability::Normal)?;
+        let (user, _) = store.add_user("bench", "bench").await?;
+        for _ in 0..n {
+            let s = store.create_session(&user, "bench", "mock/bench").await?;
+            for (seq, kind) in [
+                EventKind::TurnStarted {
+                    turn_id: outboard_shared::TurnId("t_b".into()),
+                    by: "bench".into(),
+                },
+                EventKind::UserMessage { text: "resume me".into() },
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let ts = "2026-11-29T00:00:00.000Z".into();
+                store
+                    .append_event(SessionEvent {
+                        session_id: s.id.clone(),
+                        seq: seq as u64 + 1,
+                        ts,
+                        kind,
+                    })
+                    .await?;
+            }
+        }
+    }
+    let mock = MockLlm::start_responder(|_| Some(MockStep::text("resumed"))).await?;
+    let mut llm = outboard_server::config::llm_config(
+        Some("anthropic"),
+        Some(&mock.anthropic_base_url()),
+        Some("bench"),
+    )?;
+    llm.api_key = Some(outboard_server::Secret::new("bench-key"));
+    let config = ServerConfig {
+        data_dir: dir.path().to_path_buf(),
+        llm,
+        sandbox: outboard_server::sandbox::SandboxConfig::Bwrap,
+        limits: Limits::default(),
+    };
+    let watcher = Store::open(&db, Durability::Normal)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let t0 = Instant::now();
+    let server = outboard_server::launch(listener, config).await?;
+    let serving = t0.elapsed();
+    loop {
+        if watcher.sessions_with_open_turns().await?.is_empty() {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(300) {
+            anyhow::bail!("sessions still open after 300 s");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let done = t0.elapsed();
+    server.shutdown().await;
+    println!("## Start-up with {n} sessions cut mid-turn");
+    println!();
+    println!("| sessions | accepting connections, every actor started (ms) | every resumed turn completed (ms) |");
+    println!("|---|---|---|");
+    println!("| {n} | {:.1} | {:.1} |", serving.as_secs_f64() * 1e3, done.as_secs_f64() * 1e3);
+    println!();
     Ok(())
 }
