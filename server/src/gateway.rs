@@ -355,7 +355,8 @@ impl Connection {
                 }
                 let handle = hub.handle(&row);
                 let attached = handle.attach(p.after_seq.unwrap_or(0)).await?;
-                let last_seq = attached.events.last().map_or(p.after_seq.unwrap_or(0), |e| e.seq);
+                // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
+                let last_seq = attached.session.last_seq;
                 let response = Response::ok(
                     id,
                     &SessionAttachResponse {

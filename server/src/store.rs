@@ -425,7 +425,7 @@ impl Store {
             let mut stmt = c.prepare_cached(
                 "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
             )?;
-            let rows = stmt.query_map(params![sid.0, after as i64], |r| {
+            let rows = stmt.query_map(params![sid.0, after.min(i64::MAX as u64) as i64], |r| {
                 Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
             })?;
             let mut out = Vec::new();
