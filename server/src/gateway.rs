@@ -28,6 +28,7 @@ use outboard_shared::{
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::hub::Hub;
@@ -53,6 +54,9 @@ const WS_HARD_LIMIT: usize = 4 * MAX_FRAME_BYTES;
 struct AppState {
     hub: Hub,
     shutdown: CancellationToken,
+    /// Upgraded WebSocket connections live outside axum's graceful shutdown; this tracks them so
+    /// shutdown can wait for each to send its "restarting" frame and close.
+    connections: TaskTracker,
 }
 
 /// A running server.
@@ -87,7 +91,12 @@ impl ServerHandle {
             tracing::warn!("some turns did not reach a checkpoint in time; they resume at start");
         }
         self.state.shutdown.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+        self.state.connections.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = self.task.await;
+            self.state.connections.wait().await;
+        })
+        .await;
     }
 }
 
@@ -107,6 +116,7 @@ pub async fn launch(
     let state = Arc::new(AppState {
         hub: Hub::new(store, provider, config),
         shutdown: CancellationToken::new(),
+        connections: TaskTracker::new(),
     });
     let resumed = state.hub.resume_all().await?;
     if resumed > 0 {
@@ -132,7 +142,13 @@ pub async fn launch(
 async fn upgrade(ws: WebSocketUpgrade, State(state): State<Arc<AppState>>) -> impl IntoResponse {
     ws.max_message_size(WS_HARD_LIMIT)
         .max_frame_size(WS_HARD_LIMIT)
-        .on_upgrade(move |socket| connection(socket, state))
+        .on_upgrade(move |socket| {
+            let token = state.connections.token();
+            async move {
+                connection(socket, state).await;
+                drop(token);
+            }
+        })
 }
 
 /// What the writer task sends.
