@@ -70,11 +70,23 @@ pub fn main_if_agent() -> Option<ExitCode> {
     if args.next().as_deref() != Some(OsStr::new(AGENT_ARG)) {
         return None;
     }
-    let config = args.next().and_then(|a| serde_json::from_str::<AgentConfig>(&a.to_string_lossy()).ok());
+    let config =
+        args.next().and_then(|a| serde_json::from_str::<AgentConfig>(&a.to_string_lossy()).ok());
     let Some(config) = config else {
         eprintln!("outboard sandbox agent: expected a JSON configuration after {AGENT_ARG}");
         return Some(ExitCode::from(2));
     };
+    if std::env::vars_os().next().is_some() {
+        // bwrap sets `PWD` for its child, which would show in `/proc/1/environ`; re-exec with
+        // an empty environment (same pid) so PID 1's environment is empty.
+        use std::os::unix::process::CommandExt as _;
+        let err = std::process::Command::new("/proc/self/exe")
+            .args(std::env::args_os().skip(1))
+            .env_clear()
+            .exec();
+        eprintln!("outboard sandbox agent: cannot re-exec with an empty environment: {err}");
+        return Some(ExitCode::from(1));
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -264,8 +276,10 @@ fn start(
         .process_group(0)
         .spawn()?;
     let pid = Pid::from_child(&child);
-    let stdout = child.stdout.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
-    let stderr = child.stderr.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
+    let stdout =
+        child.stdout.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
+    let stderr =
+        child.stderr.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
     // `child` is dropped without waiting: std never reaps, [`reap`] does.
     Ok(Running {
         id,
@@ -300,7 +314,8 @@ fn reap(watch: Option<Pid>) -> Option<rustix::process::WaitStatus> {
 /// reads and discards (background processes may write for as long as they live).
 async fn finish(run: &mut Running, out: &mut pipe::Sender) -> std::io::Result<()> {
     let mut buf = vec![0u8; READ_CHUNK];
-    for (slot, stream) in [(&mut run.stdout, OutputStream::Stdout), (&mut run.stderr, OutputStream::Stderr)]
+    for (slot, stream) in
+        [(&mut run.stdout, OutputStream::Stdout), (&mut run.stderr, OutputStream::Stderr)]
     {
         let dec = match stream {
             OutputStream::Stdout => &mut run.out_dec,

@@ -77,7 +77,8 @@ fn own_path(name: &str) -> Option<String> {
     text.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let hit = if name.is_empty() { ctrls.is_empty() } else { ctrls.split(',').any(|c| c == name) };
+        let hit =
+            if name.is_empty() { ctrls.is_empty() } else { ctrls.split(',').any(|c| c == name) };
         hit.then(|| path.trim_start_matches('/').to_string())
     })
 }
@@ -150,17 +151,16 @@ pub struct Hits {
 }
 
 fn write(path: &Path, value: &str) -> std::io::Result<()> {
-    std::fs::write(path, value)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("writing {value:?} to {}: {e}", path.display())))
+    std::fs::write(path, value).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("writing {value:?} to {}: {e}", path.display()))
+    })
 }
 
 /// `key N` from a flat-keyed cgroup file.
 fn keyed(path: &Path, key: &str) -> u64 {
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-        })
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix(key)?.trim().parse().ok()))
         .unwrap_or(0)
 }
 
@@ -176,7 +176,9 @@ impl Cgroup {
             match std::fs::create_dir(&dir) {
                 Ok(()) => Ok(Some(dir)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some(dir)),
-                Err(e) => Err(std::io::Error::new(e.kind(), format!("creating {}: {e}", dir.display()))),
+                Err(e) => {
+                    Err(std::io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))
+                }
             }
         };
         let mut cg = Cgroup { dirs: Vec::new(), v2: None, freezer: None, memory: None, pids: None };
@@ -229,22 +231,23 @@ impl Cgroup {
 
     /// Freezes every process and waits until the kernel says frozen.
     pub async fn freeze(&self) -> std::io::Result<()> {
-        let (file, value, done): (PathBuf, &str, Box<dyn Fn() -> bool + Send>) =
-            if let Some(dir) = &self.v2 {
-                let events = dir.join("cgroup.events");
-                (dir.join("cgroup.freeze"), "1", Box::new(move || keyed(&events, "frozen ") == 1))
-            } else if let Some(dir) = &self.freezer {
-                let state = dir.join("freezer.state");
-                (
-                    state.clone(),
-                    "FROZEN",
-                    Box::new(move || {
-                        std::fs::read_to_string(&state).map(|s| s.trim() == "FROZEN").unwrap_or(false)
-                    }),
-                )
-            } else {
-                return Err(std::io::Error::other("no cgroup freezer"));
-            };
+        let (file, value, done): (PathBuf, &str, Box<dyn Fn() -> bool + Send>) = if let Some(dir) =
+            &self.v2
+        {
+            let events = dir.join("cgroup.events");
+            (dir.join("cgroup.freeze"), "1", Box::new(move || keyed(&events, "frozen ") == 1))
+        } else if let Some(dir) = &self.freezer {
+            let state = dir.join("freezer.state");
+            (
+                state.clone(),
+                "FROZEN",
+                Box::new(move || {
+                    std::fs::read_to_string(&state).map(|s| s.trim() == "FROZEN").unwrap_or(false)
+                }),
+            )
+        } else {
+            return Err(std::io::Error::other("no cgroup freezer"));
+        };
         write(&file, value)?;
         for _ in 0..2000 {
             if done() {

@@ -61,7 +61,12 @@ pub(super) enum ExecFailure {
     Lost(String),
 }
 
-fn agent_config(config: &SandboxConfig, workspace: &Path, cwd_file: &Path, rlimits: bool) -> AgentConfig {
+fn agent_config(
+    config: &SandboxConfig,
+    workspace: &Path,
+    cwd_file: &Path,
+    rlimits: bool,
+) -> AgentConfig {
     let home = workspace.to_string_lossy().into_owned();
     let ulimit_prefix = if rlimits {
         // Without cgroups: address space and processes per command (soft and hard).
@@ -102,15 +107,22 @@ impl Instance {
         let rlimits = !controls.has_limits();
         let mut cmd = match config.backend {
             Backend::Bwrap => {
-                let ac = agent_config(config, Path::new("/workspace"), Path::new(bwrap::CWD_FILE), rlimits);
-                let json = serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
+                let ac = agent_config(
+                    config,
+                    Path::new("/workspace"),
+                    Path::new(bwrap::CWD_FILE),
+                    rlimits,
+                );
+                let json =
+                    serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
                 let mut cmd = Command::new("bwrap");
                 cmd.args(bwrap::bwrap_args(etc, workspace, agent_exe, &json));
                 cmd
             }
             Backend::UnsafeHost => {
                 let ac = agent_config(config, workspace, host_cwd_file, rlimits);
-                let json = serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
+                let json =
+                    serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
                 let mut cmd = Command::new(agent_exe);
                 cmd.args([AGENT_ARG, &json]).current_dir(workspace);
                 cmd
@@ -328,7 +340,8 @@ impl Instance {
     /// Kills the sandbox (every process in it) and removes its cgroup.
     pub(super) async fn kill(mut self) {
         let _ = self.child.start_kill();
-        if let Some(pid) = self.init_pid.and_then(|p| i32::try_from(p).ok()).and_then(Pid::from_raw) {
+        if let Some(pid) = self.init_pid.and_then(|p| i32::try_from(p).ok()).and_then(Pid::from_raw)
+        {
             let _ = rustix::process::kill_process(pid, Signal::KILL);
         }
         if let Some(cg) = self.cgroup.take() {

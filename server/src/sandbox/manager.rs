@@ -184,8 +184,10 @@ impl Manager {
         if let Some(instance) = self.instance.take() {
             instance.kill().await;
         }
-        if matches!(self.state, SandboxState::Running | SandboxState::Suspended | SandboxState::Provisioning)
-        {
+        if matches!(
+            self.state,
+            SandboxState::Running | SandboxState::Suspended | SandboxState::Provisioning
+        ) {
             self.enter(SandboxState::Dead, Duration::ZERO);
         }
     }
@@ -196,7 +198,10 @@ impl Manager {
         if let Some(instance) = self.instance.take() {
             instance.kill().await;
         }
-        if matches!(self.state, SandboxState::Running | SandboxState::Suspended | SandboxState::Dead) {
+        if matches!(
+            self.state,
+            SandboxState::Running | SandboxState::Suspended | SandboxState::Dead
+        ) {
             self.enter(SandboxState::Stopped, started.elapsed());
         }
     }
@@ -263,7 +268,9 @@ impl Manager {
                     }
                     Err(e) => {
                         // It died while frozen: replace it; the command has not run yet.
-                        tracing::warn!("the suspended sandbox did not come back ({e:?}); replacing it");
+                        tracing::warn!(
+                            "the suspended sandbox did not come back ({e:?}); replacing it"
+                        );
                         self.bury().await;
                         self.provision().await
                     }
@@ -292,6 +299,17 @@ impl Manager {
             Err(ExecFailure::Refused(message)) => return Err(SandboxError::Refused(message)),
             Err(ExecFailure::Lost(why)) => {
                 self.bury().await;
+                if hits.pids > self.hits.pids {
+                    // The agent drowned in a fork bomb: that is the command's failure.
+                    self.hits = Hits::default();
+                    return Ok(ExecResult {
+                        exit_code: None,
+                        output: String::new(),
+                        timed_out: false,
+                        signal: None,
+                        failure: Some(pids_failure(self.config.limits.max_processes)),
+                    });
+                }
                 return Err(SandboxError::Died(why));
             }
         };
@@ -305,22 +323,29 @@ impl Manager {
             ));
         }
         if hits.pids > self.hits.pids {
-            failure = Some(format!(
-                "The command hit the sandbox's limit of {} processes (a fork bomb?). The sandbox \
-                 was restarted: background processes are gone, /workspace is intact.",
-                limits.max_processes
-            ));
+            failure = Some(pids_failure(limits.max_processes));
             self.bury().await;
         }
         self.hits = hits;
         Ok(ExecResult {
-            exit_code: if finished.cancelled || finished.timed_out { None } else { finished.exit_code },
+            exit_code: if finished.cancelled || finished.timed_out {
+                None
+            } else {
+                finished.exit_code
+            },
             output: finished.output.into_string(),
             timed_out: finished.timed_out,
             signal: finished.signal,
             failure,
         })
     }
+}
+
+fn pids_failure(max: u32) -> String {
+    format!(
+        "The command hit the sandbox's limit of {max} processes (a fork bomb?). The sandbox was \
+         restarted: background processes are gone, /workspace is intact."
+    )
 }
 
 async fn sleep_opt(at: Option<Instant>) {

@@ -317,14 +317,18 @@ async fn freezes_when_idle_and_a_background_server_survives_thaw() {
     .await
     .unwrap();
     assert_eq!(r.exit_code, Some(0), "{}", r.output);
-    wait_for("the sandbox to freeze", || async { sandbox.state().await == SandboxState::Suspended })
-        .await;
-    let get = "exec 3<>/dev/tcp/127.0.0.1/8765 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3";
+    wait_for("the sandbox to freeze", || async {
+        sandbox.state().await == SandboxState::Suspended
+    })
+    .await;
+    let get =
+        "exec 3<>/dev/tcp/127.0.0.1/8765 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3";
     for _ in 0..2 {
         let r = exec(&sandbox, get).await.unwrap();
         assert_eq!(r.output.trim_end(), "HTTP/1.0 200 OK", "{r:?}");
     }
-    wait_for("a second freeze", || async { sandbox.state().await == SandboxState::Suspended }).await;
+    wait_for("a second freeze", || async { sandbox.state().await == SandboxState::Suspended })
+        .await;
     let r = exec(&sandbox, get).await.unwrap();
     assert_eq!(r.output.trim_end(), "HTTP/1.0 200 OK", "{r:?}");
     assert_eq!(
@@ -460,6 +464,9 @@ async fn a_secret_in_the_servers_home_is_invisible() {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let ws = tempfile::tempdir().unwrap();
     let r = run(ws.path(), &format!("ls -a {home} 2>&1; echo $HOME")).await;
-    assert!(r.output.contains("No such file") || r.output.trim_end().ends_with("/workspace"), "{r:?}");
+    assert!(
+        r.output.contains("No such file") || r.output.trim_end().ends_with("/workspace"),
+        "{r:?}"
+    );
     assert!(!r.output.contains(".cargo"), "{r:?}");
 }
