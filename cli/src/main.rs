@@ -12,6 +12,9 @@ use outboard_cli::{exit, run, sessions};
 use tokio::sync::mpsc;
 
 fn main() -> ExitCode {
+    if let Some(code) = outboard_server::sandbox::agent::main_if_agent() {
+        return code;
+    }
     let cli = Cli::parse();
     init_tracing();
     let code = match dispatch(cli) {

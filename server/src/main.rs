@@ -3,6 +3,7 @@
 //! ```text
 //! outboard-server serve [--listen 127.0.0.1:7700] [--data DIR]
 //!                       [--provider anthropic|openai] [--base-url URL] [--model NAME]
+//!                       [--sandbox bwrap|unsafe-host]
 //! outboard-server admin user add NAME --org ORG      # prints the new user's token
 //! ```
 //! `serve` prints `outboard-server listening on ws://ADDR` as its first line on stdout (tests
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use outboard_server::config::{default_data_dir, default_listen, llm_config};
-use outboard_server::sandbox::SandboxConfig;
+use outboard_server::sandbox::{Backend, SandboxConfig};
 use outboard_server::store::{Durability, Store};
 use outboard_server::{Limits, ServerConfig};
 
@@ -60,6 +61,16 @@ struct ServeArgs {
     /// Model name.
     #[arg(long, env = "OUTBOARD_MODEL")]
     model: Option<String>,
+    /// Where Bash commands run: `bwrap` (bubblewrap; fails at start if unavailable) or
+    /// `unsafe-host` (on the host, unisolated; only where namespaces are unavailable).
+    #[arg(long, env = "OUTBOARD_SANDBOX", default_value = "bwrap", value_parser = parse_backend)]
+    sandbox: Backend,
+    /// Seconds of idle before a session's sandbox is frozen.
+    #[arg(long, env = "OUTBOARD_SANDBOX_FREEZE_AFTER", default_value_t = SandboxConfig::Bwrap.idle_freeze.as_secs())]
+    sandbox_freeze_after: u64,
+    /// Seconds of idle before a session's sandbox is stopped (its workspace stays).
+    #[arg(long, env = "OUTBOARD_SANDBOX_STOP_AFTER", default_value_t = SandboxConfig::Bwrap.idle_stop.as_secs())]
+    sandbox_stop_after: u64,
     /// Model calls per turn before it stops.
     #[arg(long, default_value_t = Limits::default().max_steps)]
     max_steps: u32,
@@ -89,6 +100,9 @@ enum UserCommand {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = outboard_server::sandbox::agent::main_if_agent() {
+        return code;
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -111,6 +125,10 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    s.parse()
 }
 
 fn data_dir(arg: DataArg) -> anyhow::Result<PathBuf> {
@@ -141,7 +159,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig {
         data_dir: data_dir(args.data)?,
         llm,
-        sandbox: SandboxConfig::Bwrap,
+        sandbox: SandboxConfig {
+            backend: args.sandbox,
+            idle_freeze: std::time::Duration::from_secs(args.sandbox_freeze_after),
+            idle_stop: std::time::Duration::from_secs(args.sandbox_stop_after),
+            ..SandboxConfig::Bwrap
+        },
         limits: Limits { max_steps: args.max_steps, ..Limits::default() },
     };
     tracing::info!(

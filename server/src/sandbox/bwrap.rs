@@ -1,15 +1,16 @@
-//! The bubblewrap backend: each command runs in a fresh `bwrap` over the session's workspace.
+//! The bubblewrap backend: the arguments that start one persistent sandbox over a session's
+//! workspace, with the in-sandbox agent ([`super::agent`]) as PID 1 of its pid namespace.
 //!
-//! This per-command spawn is the first version. A persistent sandbox with an in-sandbox agent
-//! (PID 1 of the namespace, keeping background processes alive between commands, freeze/thaw)
-//! is a later step; until then a background process dies with the command that started it.
-//!
-//! What the command sees, and why:
+//! What the sandbox sees, and why:
 //! - `--unshare-all`: new user, mount, pid, net, ipc, uts and cgroup namespaces. The net
 //!   namespace has only its own loopback, so the server's `127.0.0.1` ports are unreachable.
-//! - The process environment is cleared before `bwrap` runs (`env_clear`): `bwrap` is PID 1 of
-//!   the pid namespace and its `/proc/1/environ` would otherwise show the server's environment,
-//!   API keys included. Only `PATH`, `HOME=/workspace`, `LANG=C.UTF-8` and `TERM=dumb` are set.
+//!   (Network for a session through slirp4netns is left for a later issue.)
+//! - The process environment is cleared before `bwrap` runs (`env_clear`) and no `--setenv` is
+//!   given: the agent is PID 1 and `/proc/1/environ` is empty. The commands' environment
+//!   (`PATH`, `HOME=/workspace`, `LANG=C.UTF-8`, `TERM=dumb`) is set by the agent per command.
+//! - `--as-pid-1`: the agent itself is PID 1 (no bwrap init in between): it reaps orphans and
+//!   keeps background processes between commands; when it exits, the kernel kills everything
+//!   in the namespace.
 //! - `--uid 1000 --gid 1000` rather than root-in-the-namespace: a non-zero uid gets no
 //!   capabilities inside the user namespace, which closes most of the kernel surface that user
 //!   namespaces expose (mounting, raw sockets, …). Workspace files, owned by the server's uid on
@@ -18,35 +19,30 @@
 //!   or binds for `/bin`, `/lib`, …) read-only, a generated minimal `/etc` (passwd, group,
 //!   hostname, hosts, nsswitch.conf) plus read-only binds of `/etc/alternatives`,
 //!   `/etc/ld.so.cache`, `/etc/ssl` and `/etc/localtime`, a private `/proc`, `/dev`, a tmpfs
-//!   `/tmp` and the workspace at `/workspace`. The root itself is remounted read-only. Nothing of
-//!   the server's data dir, config or home is visible.
-//! - The generated `/etc` files are written once per [`Sandbox`](super::Sandbox) into a private
+//!   `/tmp`, the agent binary read-only at [`AGENT_PATH`] and the workspace at `/workspace`. The
+//!   root itself is remounted read-only. Nothing of the server's data dir, config or home is
+//!   visible.
+//! - The generated `/etc` files are written once per session's sandbox manager into a private
 //!   temp dir and bound read-only. `--ro-bind-data FD` would avoid the dir but needs file
 //!   descriptors inherited across `exec`, which requires `unsafe` `pre_exec` (forbidden here).
 //! - `bwrap` is spawned in its own process group (terminal signals aimed at the server do not
-//!   reach it) with `--die-with-parent` and `kill_on_drop`. Killing it on timeout or cancel kills
-//!   the whole command tree: its namespace's PID 1 gets `SIGKILL` as its parent dies, and the
-//!   kernel then kills every process of the pid namespace, daemonised ones included — stronger
-//!   than `killpg`, which a `setsid` escapes.
+//!   reach it) with `--die-with-parent` and `kill_on_drop`: killing `bwrap` kills the agent,
+//!   and with it every process of the namespace, daemonised ones included.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-use outboard_shared::OutputStream;
-use tokio::io::AsyncReadExt;
-use tokio::process::Command;
-use tokio_util::sync::CancellationToken;
-
-use super::output::{CappedOutput, Utf8Stream};
-use super::{ExecResult, SandboxError};
+use super::SandboxError;
 
 /// The `PATH` inside the sandbox.
-const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+pub(super) const SANDBOX_PATH: &str =
+    "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
-/// Read size of each pipe read; small enough to stream promptly.
-const READ_CHUNK: usize = 8192;
+/// Where the agent binary is bound inside the sandbox.
+pub(super) const AGENT_PATH: &str = "/run/outboard/agent";
+
+/// Where the agent's `EXIT` trap records the working directory (the private `/tmp`).
+pub(super) const CWD_FILE: &str = "/tmp/.outboard-cwd";
 
 /// Top-level system paths that merged-`/usr` systems make symlinks and others make directories.
 const SYSTEM_ROOTS: &[&str] = &["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
@@ -95,6 +91,11 @@ impl EtcDir {
         }
         Ok(EtcDir { dir })
     }
+
+    /// The directory (also holds the unsafe host mode's working-directory file).
+    pub(super) fn path(&self) -> &Path {
+        &self.dir
+    }
 }
 
 impl Drop for EtcDir {
@@ -103,12 +104,19 @@ impl Drop for EtcDir {
     }
 }
 
-/// The `bwrap` arguments that run `command` over `workspace`.
-pub(super) fn bwrap_args(etc: &EtcDir, workspace: &Path, command: &str) -> Vec<String> {
+/// The `bwrap` arguments that run the agent (`agent_exe`, with its JSON `agent_config`) over
+/// `workspace`.
+pub(super) fn bwrap_args(
+    etc: &EtcDir,
+    workspace: &Path,
+    agent_exe: &Path,
+    agent_config: &str,
+) -> Vec<String> {
     let mut args: Vec<String> = Vec::with_capacity(96);
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| s.to_string()));
     push(&[
         "--unshare-all",
+        "--as-pid-1",
         "--die-with-parent",
         "--new-session",
         "--cap-drop",
@@ -143,111 +151,13 @@ pub(super) fn bwrap_args(etc: &EtcDir, workspace: &Path, command: &str) -> Vec<S
         push(&["--ro-bind-try", path, path]);
     }
     push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    push(&["--ro-bind", &agent_exe.to_string_lossy(), AGENT_PATH]);
     push(&["--bind", &workspace.to_string_lossy(), "/workspace"]);
     // After every mount point in the root exists: the root tmpfs becomes read-only, so only
     // /workspace and /tmp are writable.
     push(&["--remount-ro", "/", "--chdir", "/workspace"]);
-    push(&["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/workspace"]);
-    push(&["--setenv", "LANG", "C.UTF-8", "--setenv", "TERM", "dumb"]);
-    push(&["/bin/bash", "--noprofile", "--norc", "-c", command]);
+    push(&[AGENT_PATH, super::agent::AGENT_ARG, agent_config]);
     args
-}
-
-/// How a run ended when it did not end by itself.
-enum Stop {
-    TimedOut,
-    Cancelled,
-}
-
-/// Runs `command` in a fresh bubblewrap sandbox, streaming output to `on_output`.
-pub(super) async fn exec(
-    etc: &EtcDir,
-    workspace: &Path,
-    command: &str,
-    timeout: Duration,
-    on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
-    cancel: CancellationToken,
-) -> Result<ExecResult, SandboxError> {
-    let mut child = Command::new("bwrap")
-        .args(bwrap_args(etc, workspace, command))
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => SandboxError::Start(NOT_FOUND.to_string()),
-            _ => SandboxError::Start(format!("could not spawn bwrap: {e}")),
-        })?;
-    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(SandboxError::Start("bwrap's output pipes were not set up".to_string()));
-    };
-
-    let mut kept = CappedOutput::default();
-    let (mut out_dec, mut err_dec) = (Utf8Stream::default(), Utf8Stream::default());
-    let (mut out_buf, mut err_buf) = (vec![0u8; READ_CHUNK], vec![0u8; READ_CHUNK]);
-    let (mut out_open, mut err_open) = (true, true);
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-
-    let mut emit = |stream: OutputStream, text: String, kept: &mut CappedOutput| {
-        if !text.is_empty() {
-            on_output(stream, &text);
-            kept.push(&text);
-        }
-    };
-
-    let mut stop = None;
-    while out_open || err_open {
-        tokio::select! {
-            read = stdout.read(&mut out_buf), if out_open => match read {
-                Ok(n) if n > 0 => emit(OutputStream::Stdout, out_dec.push(&out_buf[..n]), &mut kept),
-                _ => {
-                    out_open = false;
-                    emit(OutputStream::Stdout, out_dec.finish(), &mut kept);
-                }
-            },
-            read = stderr.read(&mut err_buf), if err_open => match read {
-                Ok(n) if n > 0 => emit(OutputStream::Stderr, err_dec.push(&err_buf[..n]), &mut kept),
-                _ => {
-                    err_open = false;
-                    emit(OutputStream::Stderr, err_dec.finish(), &mut kept);
-                }
-            },
-            _ = &mut deadline => { stop = Some(Stop::TimedOut); break; }
-            _ = cancel.cancelled() => { stop = Some(Stop::Cancelled); break; }
-        }
-    }
-
-    // Both pipes closed: the command tree is gone, wait for bwrap's status (bounded anyway).
-    let status = if stop.is_none() {
-        tokio::select! {
-            status = child.wait() => Some(status),
-            _ = &mut deadline => { stop = Some(Stop::TimedOut); None }
-            _ = cancel.cancelled() => { stop = Some(Stop::Cancelled); None }
-        }
-    } else {
-        None
-    };
-    let exit_code = match (status, &stop) {
-        (Some(Ok(status)), None) => status.code(),
-        (Some(Err(e)), None) => {
-            return Err(SandboxError::Start(format!("could not wait for bwrap: {e}")));
-        }
-        _ => {
-            // Kills bwrap; its namespace and every process in it die with it.
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-            None
-        }
-    };
-    Ok(ExecResult {
-        exit_code,
-        output: kept.into_string(),
-        timed_out: matches!(stop, Some(Stop::TimedOut)),
-    })
 }
 
 /// The message when `bwrap` is not installed.

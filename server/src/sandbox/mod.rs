@@ -1,37 +1,145 @@
-//! Where Bash commands run.
+//! Where Bash commands run: one sandbox per session, started when a command first needs it,
+//! frozen when idle, thawed on the next command, replaced when it dies.
 //!
-//! CONTRACT (used by `tools` and `session`): [`SandboxConfig`], [`Sandbox::new`], [`Sandbox::exec`],
-//! [`Sandbox::check`].
+//! CONTRACT (used by `tools` and `session`): [`SandboxConfig`], [`Sandbox::new`],
+//! [`Sandbox::with_transitions`], [`Sandbox::exec`], [`Sandbox::check`], [`SandboxTransition`].
 //!
-//! The only backend so far is bubblewrap ([`bwrap`]), spawned per command. The sandbox's
-//! generated `/etc` is prepared on the first command, not in [`Sandbox::new`], so a session that
-//! never runs a command costs nothing (the design's "the sandbox runs only when needed").
+//! Rooms: [`manager`] (the per-session task: lifecycle state machine and idle timers; a
+//! [`Sandbox`] is its cheap cloneable handle), [`instance`] (one live sandbox process and its
+//! pipes), [`agent`] (the in-sandbox PID 1, shipped inside our own binaries), [`protocol`] (the
+//! framed, versioned agent protocol), [`bwrap`] (what the sandbox sees), [`cgroup`] (freezing
+//! and limits), [`output`] (streaming and the output cap).
+//!
+//! Design choice: a persistent sandbox with an agent, rather than one `bwrap` per command, so
+//! background processes and the working directory survive between commands and a frozen
+//! sandbox resumes in well under a millisecond instead of paying a start per command.
 
+pub mod agent;
 pub mod bwrap;
+pub mod cgroup;
+mod instance;
+mod manager;
 pub mod output;
+pub mod protocol;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use outboard_shared::OutputStream;
+use outboard_shared::{OutputStream, SandboxState};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-/// Which sandbox backend runs commands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SandboxConfig {
-    /// bubblewrap: namespaces, empty environment, no network.
+/// Which backend runs commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// bubblewrap: namespaces, empty environment, no network, cgroup limits.
     Bwrap,
+    /// Commands run on the host as the server's user, with only the agent's rlimits/cgroups.
+    /// Never chosen unless named (`--sandbox unsafe-host`).
+    UnsafeHost,
+}
+
+impl Backend {
+    /// The name used by `--sandbox`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Bwrap => "bwrap",
+            Backend::UnsafeHost => "unsafe-host",
+        }
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bwrap" => Ok(Backend::Bwrap),
+            "unsafe-host" => Ok(Backend::UnsafeHost),
+            other => Err(format!(
+                "unknown sandbox {other:?}: use `bwrap` (the default) or, only where namespaces \
+                 are unavailable and you accept commands running on the host, `unsafe-host`"
+            )),
+        }
+    }
+}
+
+/// Resource limits of one sandbox (cgroups; rlimits where cgroups are missing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Memory, bytes.
+    pub memory_bytes: u64,
+    /// Processes (and threads) at once.
+    pub max_processes: u32,
+    /// CPU weight relative to the server's 1024 (cgroup v1 `cpu.shares`).
+    pub cpu_shares: u32,
+}
+
+impl SandboxLimits {
+    /// 1 GiB, 512 processes, half the server's CPU weight.
+    pub const DEFAULT: SandboxLimits =
+        SandboxLimits { memory_bytes: 1 << 30, max_processes: 512, cpu_shares: 512 };
+}
+
+/// How sandboxes are made and when they sleep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Which backend.
+    pub backend: Backend,
+    /// Idle time after the last command before the sandbox is frozen.
+    pub idle_freeze: Duration,
+    /// Idle time after the last command before the sandbox is stopped (the workspace stays).
+    pub idle_stop: Duration,
+    /// Per-sandbox limits.
+    pub limits: SandboxLimits,
+    /// The executable holding the agent (`outboard-server` or `outboard`); `None` means this
+    /// process's own executable, which only works inside those two binaries. Tests, benchmarks
+    /// and other embedders set it.
+    pub agent_exe: Option<PathBuf>,
+}
+
+impl SandboxConfig {
+    /// The default bubblewrap configuration (30 s to freeze, 30 min to stop). Named like the
+    /// variant of the first version so `SandboxConfig::Bwrap` call sites keep compiling.
+    #[allow(non_upper_case_globals)]
+    pub const Bwrap: SandboxConfig = SandboxConfig {
+        backend: Backend::Bwrap,
+        idle_freeze: Duration::from_secs(30),
+        idle_stop: Duration::from_secs(30 * 60),
+        limits: SandboxLimits::DEFAULT,
+        agent_exe: None,
+    };
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig::Bwrap
+    }
+}
+
+/// A state change of a session's sandbox, for the session's durable `sandbox` event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SandboxTransition {
+    /// The state entered.
+    pub state: SandboxState,
+    /// How long entering it took, in milliseconds (see [`manager`]).
+    pub ms: f64,
 }
 
 /// The result of one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecResult {
-    /// Exit code (`None` when killed by a signal).
+    /// Exit code (`None` when killed by a signal, timed out or cancelled).
     pub exit_code: Option<i32>,
     /// Combined output as kept (capped).
     pub output: String,
     /// The command exceeded its timeout and was killed.
     pub timed_out: bool,
+    /// The signal that killed `bash`, if one did.
+    pub signal: Option<i32>,
+    /// The sandbox stopped the command for hitting a limit (memory, processes): a sentence for
+    /// the model. The command counts as failed whatever its exit code.
+    pub failure: Option<String>,
 }
 
 /// Why a command could not run.
@@ -44,56 +152,136 @@ pub enum SandboxError {
     /// what to install or configure.
     #[error("the sandbox is unavailable on this host: {0}")]
     Unavailable(String),
+    /// The sandbox died while the command ran; the next command gets a fresh sandbox.
+    #[error(
+        "the sandbox died while the command ran ({0}); background processes are gone, \
+         /workspace is intact, and the next command starts a fresh sandbox"
+    )]
+    Died(String),
+    /// The sandbox's agent could not start the command (e.g. no process slot left).
+    #[error("the sandbox could not start the command: {0}")]
+    Refused(String),
+    /// The session's sandbox manager is gone (the session is shutting down).
+    #[error("the sandbox manager has stopped (the session is closing); retry in a new session")]
+    Gone,
 }
 
-/// A session's sandbox over its workspace.
-#[derive(Debug)]
+/// Output chunks queued between the manager and the caller of [`Sandbox::exec`]: enough to
+/// absorb a burst; when full the agent's pipe fills and the command waits, never the server.
+const OUTPUT_CHANNEL_CAPACITY: usize = 64;
+
+/// Requests queued to the manager: one command at a time plus a few state queries.
+const REQUEST_CHANNEL_CAPACITY: usize = 8;
+
+/// Handle to a session's sandbox manager (cheap to clone). The manager task ends, and the
+/// sandbox is stopped, when the last handle is dropped.
+#[derive(Debug, Clone)]
 pub struct Sandbox {
-    config: SandboxConfig,
-    workspace: PathBuf,
-    /// The generated `/etc`, made on the first command and kept for the sandbox's life.
-    etc: Option<bwrap::EtcDir>,
+    tx: Option<mpsc::Sender<manager::Request>>,
 }
 
 /// How long [`Sandbox::check`] waits for its trivial command.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Sandbox {
-    /// A sandbox for the workspace at `workspace`; nothing starts until a command runs.
+    /// A sandbox for the workspace at `workspace` that reports no transitions; nothing starts
+    /// until a command runs. Call within a tokio runtime (the manager is a task).
     pub fn new(config: SandboxConfig, workspace: PathBuf) -> Self {
-        Sandbox { config, workspace, etc: None }
+        Self::spawn(config, workspace, None)
     }
 
-    /// Runs `command` with `bash -c` in `/workspace`, streaming its output to `on_output` as it
-    /// comes. On timeout or cancel the whole command tree is killed and the output so far is
-    /// returned (`timed_out` set on timeout; `exit_code` is `None` in both cases).
+    /// Like [`Sandbox::new`], reporting every state change on `transitions` (`try_send`: give
+    /// it room for a few, e.g. 16).
+    pub fn with_transitions(
+        config: SandboxConfig,
+        workspace: PathBuf,
+        transitions: mpsc::Sender<SandboxTransition>,
+    ) -> Self {
+        Self::spawn(config, workspace, Some(transitions))
+    }
+
+    fn spawn(
+        config: SandboxConfig,
+        workspace: PathBuf,
+        transitions: Option<mpsc::Sender<SandboxTransition>>,
+    ) -> Self {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!("Sandbox created outside a tokio runtime: it will refuse commands");
+            return Sandbox { tx: None };
+        };
+        let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
+        runtime.spawn(manager::Manager::new(config, workspace, transitions).run(rx));
+        Sandbox { tx: Some(tx) }
+    }
+
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> manager::Request) -> Option<T> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.as_ref()?.send(make(reply)).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// Runs `command` with `bash -c` in the sandbox's working directory (`/workspace` at
+    /// first; a `cd` carries over), streaming output to `on_output` as it comes. Starts or
+    /// thaws the sandbox as needed. On timeout or cancel the command's processes are killed and
+    /// the output so far is returned (`timed_out` set on timeout; `exit_code` `None` in both).
     pub async fn exec(
-        &mut self,
+        &self,
         command: &str,
         timeout: Duration,
         on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
         cancel: CancellationToken,
     ) -> Result<ExecResult, SandboxError> {
-        match self.config {
-            SandboxConfig::Bwrap => {
-                let etc = match &mut self.etc {
-                    Some(etc) => etc,
-                    slot => slot.insert(bwrap::EtcDir::create()?),
-                };
-                let workspace = std::fs::canonicalize(&self.workspace).map_err(|e| {
-                    SandboxError::Start(format!(
-                        "the workspace {} is not accessible: {e}",
-                        self.workspace.display()
-                    ))
-                })?;
-                bwrap::exec(etc, &workspace, command, timeout, on_output, cancel).await
+        let tx = self.tx.as_ref().ok_or(SandboxError::Gone)?;
+        let (out_tx, mut out_rx) = mpsc::channel(OUTPUT_CHANNEL_CAPACITY);
+        let (reply, mut answer) = oneshot::channel();
+        let request = manager::Request::Exec {
+            command: command.to_string(),
+            timeout,
+            cancel,
+            output: out_tx,
+            reply,
+        };
+        tx.send(request).await.map_err(|_| SandboxError::Gone)?;
+        loop {
+            tokio::select! {
+                biased;
+                Some((stream, text)) = out_rx.recv() => on_output(stream, &text),
+                result = &mut answer => {
+                    // Everything was queued before the answer.
+                    while let Ok((stream, text)) = out_rx.try_recv() {
+                        on_output(stream, &text);
+                    }
+                    return result.map_err(|_| SandboxError::Gone)?;
+                }
             }
         }
     }
 
-    /// Runs a trivial command through the configured backend once (call it at server start):
-    /// fails with [`SandboxError::Unavailable`] saying what to install or which sysctl to check.
+    /// The lifecycle state now (does not wake the sandbox).
+    pub async fn state(&self) -> SandboxState {
+        self.ask(manager::Request::State).await.unwrap_or(SandboxState::Stopped)
+    }
+
+    /// Host pid of the sandbox's PID 1 (the agent), when one is up.
+    pub async fn pid(&self) -> Option<u32> {
+        self.ask(manager::Request::Pid).await.flatten()
+    }
+
+    /// Stops the sandbox now (the workspace stays); the next command starts a fresh one.
+    pub async fn stop(&self) {
+        self.ask(manager::Request::Stop).await;
+    }
+
+    /// Starts a sandbox with `config` and runs a trivial command once (call it at server
+    /// start): fails with [`SandboxError::Unavailable`] saying what to install or which sysctl
+    /// to check. The unsafe host mode passes with a loud warning.
     pub async fn check(config: &SandboxConfig) -> Result<(), SandboxError> {
+        if config.backend == Backend::UnsafeHost {
+            tracing::warn!(
+                "--sandbox unsafe-host: Bash commands run ON THE HOST as the server's user, with \
+                 its files and network; use only where namespaces are unavailable"
+            );
+        }
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir =
@@ -101,15 +289,16 @@ impl Sandbox {
         std::fs::create_dir_all(&dir).map_err(|e| {
             SandboxError::Unavailable(format!("could not create {}: {e}", dir.display()))
         })?;
-        let mut sandbox = Sandbox::new(config.clone(), dir.clone());
+        let sandbox = Sandbox::new(config.clone(), dir.clone());
         let result =
             sandbox.exec("echo ok", CHECK_TIMEOUT, &mut |_, _| {}, CancellationToken::new()).await;
+        sandbox.stop().await;
         drop(sandbox);
         let _ = std::fs::remove_dir_all(&dir);
         match result {
             Ok(r) if r.exit_code == Some(0) && r.output.trim() == "ok" => Ok(()),
             Ok(r) if r.timed_out => Err(SandboxError::Unavailable(format!(
-                "a trivial command did not finish within {} s in the bubblewrap sandbox",
+                "a trivial command did not finish within {} s in the sandbox",
                 CHECK_TIMEOUT.as_secs()
             ))),
             Ok(r) => {
@@ -118,8 +307,47 @@ impl Sandbox {
             Err(SandboxError::Start(msg)) if msg == bwrap::NOT_FOUND => {
                 Err(SandboxError::Unavailable(msg))
             }
+            Err(SandboxError::Start(msg)) => {
+                Err(SandboxError::Unavailable(bwrap::explain_check_failure(None, &msg)))
+            }
             Err(e) => Err(SandboxError::Unavailable(e.to_string())),
         }
+    }
+}
+
+/// The agent executable: the configured one, else this process's own when it is one of our
+/// binaries, else an `outboard-server` next to it (or one directory up: `target/debug/deps`).
+pub(crate) fn resolve_agent_exe(config: &SandboxConfig) -> Result<PathBuf, SandboxError> {
+    if let Some(exe) = &config.agent_exe {
+        return Ok(exe.clone());
+    }
+    #[cfg(test)]
+    {
+        tests::agent_exe_for_unit_tests()
+    }
+    #[cfg(not(test))]
+    {
+        /// Names of our binaries that carry the agent.
+        const AGENT_BINARIES: &[&str] = &["outboard-server", "outboard"];
+        let exe = std::env::current_exe().map_err(|e| {
+            SandboxError::Start(format!("cannot find this executable for the sandbox agent: {e}"))
+        })?;
+        let own = exe.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if AGENT_BINARIES.contains(&own) {
+            return Ok(exe);
+        }
+        let near = exe.parent().into_iter().flat_map(|d| [Some(d), d.parent()]).flatten();
+        for dir in near {
+            let candidate = dir.join("outboard-server");
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+        Err(SandboxError::Start(format!(
+            "{} does not carry the sandbox agent: set SandboxConfig::agent_exe to an \
+             `outboard-server` or `outboard` binary",
+            exe.display()
+        )))
     }
 }
 

@@ -1,18 +1,55 @@
-//! The bubblewrap sandbox against the real `bwrap`: isolation (environment, files, network) and
-//! process control (timeout, cancel, streaming, output cap).
+//! The bubblewrap sandbox against the real `bwrap` and the real cgroups: isolation
+//! (environment, files, network), process control (timeout, cancel, streaming, output cap) and
+//! the lifecycle (lazy start, freeze/thaw, death and replacement, limits).
 
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use outboard_shared::OutputStream;
+use outboard_shared::{OutputStream, SandboxState};
+use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
 
 const T: Duration = Duration::from_secs(20);
 
+/// `outboard-server`, built once for the unit tests (the test binary itself cannot be the
+/// agent: libtest owns its `main`).
+pub(super) fn agent_exe_for_unit_tests() -> Result<PathBuf, SandboxError> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .args(["build", "--quiet", "-p", "outboard-server", "--bin", "outboard-server"])
+                .status()
+                .map_err(|e| format!("cannot run cargo build: {e}"))?;
+            if !status.success() {
+                return Err("cargo build of outboard-server failed".into());
+            }
+            // target/debug/deps/<test> → target/debug
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let dir = exe.parent().and_then(Path::parent).ok_or("no target dir")?;
+            Ok(dir.join("outboard-server"))
+        })
+        .clone()
+        .map_err(SandboxError::Start)
+}
+
 async fn run(dir: &std::path::Path, command: &str) -> ExecResult {
-    let mut sandbox = Sandbox::new(SandboxConfig::Bwrap, dir.to_path_buf());
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, dir.to_path_buf());
     sandbox.exec(command, T, &mut |_, _| {}, CancellationToken::new()).await.unwrap()
+}
+
+fn ok(output: &str) -> ExecResult {
+    ExecResult {
+        exit_code: Some(0),
+        output: output.to_string(),
+        timed_out: false,
+        signal: None,
+        failure: None,
+    }
 }
 
 #[tokio::test]
@@ -25,14 +62,7 @@ async fn echo_runs_in_workspace_and_sees_its_files() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("hello.txt"), "from host\n").unwrap();
     let r = run(ws.path(), "pwd; cat hello.txt; echo made > new.txt; id -un; hostname").await;
-    assert_eq!(
-        r,
-        ExecResult {
-            exit_code: Some(0),
-            output: "/workspace\nfrom host\noutboard\noutboard\n".to_string(),
-            timed_out: false
-        }
-    );
+    assert_eq!(r, ok("/workspace\nfrom host\noutboard\noutboard\n"));
     assert_eq!(std::fs::read_to_string(ws.path().join("new.txt")).unwrap(), "made\n");
 }
 
@@ -134,7 +164,7 @@ async fn wait_until_gone(marker: &str) {
 #[tokio::test]
 async fn timeout_kills_the_whole_tree_quickly() {
     let ws = tempfile::tempdir().unwrap();
-    let mut sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
     let start = Instant::now();
     let mut were_running = false;
     let r = sandbox
@@ -148,7 +178,16 @@ async fn timeout_kills_the_whole_tree_quickly() {
         .unwrap();
     assert!(were_running, "the daemonised sleep should have been running");
     assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
-    assert_eq!(r, ExecResult { exit_code: None, output: "started\n".to_string(), timed_out: true });
+    assert_eq!(
+        r,
+        ExecResult {
+            exit_code: None,
+            output: "started\n".to_string(),
+            timed_out: true,
+            signal: Some(9),
+            failure: None
+        }
+    );
     wait_until_gone("30.2718").await;
     wait_until_gone("31.4159").await;
 }
@@ -156,7 +195,7 @@ async fn timeout_kills_the_whole_tree_quickly() {
 #[tokio::test]
 async fn cancel_kills() {
     let ws = tempfile::tempdir().unwrap();
-    let mut sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
     tokio::spawn(async move {
@@ -174,7 +213,7 @@ async fn cancel_kills() {
 #[tokio::test]
 async fn output_streams_in_order_as_it_comes() {
     let ws = tempfile::tempdir().unwrap();
-    let mut sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
     let start = Instant::now();
     let mut seen: Vec<(OutputStream, String, Duration)> = Vec::new();
     let r = sandbox
@@ -209,4 +248,225 @@ async fn output_cap_keeps_head_and_tail() {
     assert!(r.output.ends_with("line19999\nline20000\n"));
     assert!(r.output.contains("bytes of output cut from the middle"));
     assert!(r.output.len() < 31_000, "{}", r.output.len());
+}
+
+/// Waits for `cond` with a deadline, saying what was awaited.
+async fn wait_for<F: std::future::Future<Output = bool>>(what: &str, mut cond: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn drain(rx: &mut mpsc::Receiver<SandboxTransition>) -> Vec<SandboxState> {
+    let mut states = Vec::new();
+    while let Ok(t) = rx.try_recv() {
+        assert!(t.ms >= 0.0, "{t:?}");
+        states.push(t.state);
+    }
+    states
+}
+
+fn config(freeze_ms: u64) -> SandboxConfig {
+    SandboxConfig { idle_freeze: Duration::from_millis(freeze_ms), ..SandboxConfig::Bwrap }
+}
+
+async fn exec(sandbox: &Sandbox, command: &str) -> Result<ExecResult, SandboxError> {
+    sandbox.exec(command, T, &mut |_, _| {}, CancellationToken::new()).await
+}
+
+#[tokio::test]
+async fn nothing_starts_before_the_first_command() {
+    let ws = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = mpsc::channel(16);
+    let sandbox = Sandbox::with_transitions(config(60_000), ws.path().to_path_buf(), tx);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(sandbox.state().await, SandboxState::None);
+    assert_eq!(sandbox.pid().await, None);
+    assert_eq!(drain(&mut rx), []);
+    assert_eq!(exec(&sandbox, "echo hi").await.unwrap(), ok("hi\n"));
+    assert_eq!(sandbox.state().await, SandboxState::Running);
+    assert_eq!(drain(&mut rx), [SandboxState::Provisioning, SandboxState::Running]);
+    sandbox.stop().await;
+    assert_eq!(drain(&mut rx), [SandboxState::Stopped]);
+}
+
+#[tokio::test]
+async fn working_directory_carries_over_between_commands() {
+    let ws = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    exec(&sandbox, "mkdir -p 'a b/c' && cd 'a b/c' && touch here").await.unwrap();
+    assert_eq!(exec(&sandbox, "pwd; ls").await.unwrap(), ok("/workspace/a b/c\nhere\n"));
+    assert_eq!(exec(&sandbox, "cd /tmp; exit 3").await.unwrap().exit_code, Some(3));
+    assert_eq!(exec(&sandbox, "pwd").await.unwrap(), ok("/tmp\n"));
+}
+
+#[tokio::test]
+async fn freezes_when_idle_and_a_background_server_survives_thaw() {
+    let ws = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = mpsc::channel(16);
+    let sandbox = Sandbox::with_transitions(config(300), ws.path().to_path_buf(), tx);
+    // The server logs to the command's stderr: it must keep working after the command ends.
+    let r = exec(
+        &sandbox,
+        "python3 -m http.server 8765 --bind 127.0.0.1 & \
+         for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/8765) 2>/dev/null && break; sleep 0.05; done; \
+         echo up",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.exit_code, Some(0), "{}", r.output);
+    wait_for("the sandbox to freeze", || async {
+        sandbox.state().await == SandboxState::Suspended
+    })
+    .await;
+    let get =
+        "exec 3<>/dev/tcp/127.0.0.1/8765 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && head -1 <&3";
+    for _ in 0..2 {
+        let r = exec(&sandbox, get).await.unwrap();
+        assert_eq!(r.output.trim_end(), "HTTP/1.0 200 OK", "{r:?}");
+    }
+    wait_for("a second freeze", || async { sandbox.state().await == SandboxState::Suspended })
+        .await;
+    let r = exec(&sandbox, get).await.unwrap();
+    assert_eq!(r.output.trim_end(), "HTTP/1.0 200 OK", "{r:?}");
+    assert_eq!(
+        drain(&mut rx),
+        [
+            SandboxState::Provisioning,
+            SandboxState::Running,
+            SandboxState::Suspended,
+            SandboxState::Running,
+            SandboxState::Suspended,
+            SandboxState::Running,
+        ]
+    );
+}
+
+#[tokio::test]
+async fn stops_after_the_long_idle_and_starts_again_over_the_same_workspace() {
+    let ws = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = mpsc::channel(16);
+    let config = SandboxConfig {
+        idle_freeze: Duration::from_millis(100),
+        idle_stop: Duration::from_millis(400),
+        ..SandboxConfig::Bwrap
+    };
+    let sandbox = Sandbox::with_transitions(config, ws.path().to_path_buf(), tx);
+    exec(&sandbox, "echo kept > f").await.unwrap();
+    wait_for("the stop", || async { sandbox.state().await == SandboxState::Stopped }).await;
+    assert_eq!(exec(&sandbox, "cat f").await.unwrap(), ok("kept\n"));
+    assert_eq!(
+        drain(&mut rx),
+        [
+            SandboxState::Provisioning,
+            SandboxState::Running,
+            SandboxState::Suspended,
+            SandboxState::Stopped,
+            SandboxState::Provisioning,
+            SandboxState::Running,
+        ]
+    );
+}
+
+fn kill9(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+}
+
+#[tokio::test]
+async fn a_killed_sandbox_is_replaced_with_the_workspace_intact() {
+    let ws = tempfile::tempdir().unwrap();
+    let (tx, mut rx) = mpsc::channel(16);
+    let sandbox = Sandbox::with_transitions(config(60_000), ws.path().to_path_buf(), tx);
+    exec(&sandbox, "echo data > f; sleep 1000 &").await.unwrap();
+    let first = sandbox.pid().await.unwrap();
+    kill9(first);
+    wait_for("the death to be noticed", || async { sandbox.state().await == SandboxState::Dead })
+        .await;
+    assert_eq!(exec(&sandbox, "cat f; pgrep -c sleep || true").await.unwrap(), ok("data\n0\n"));
+    assert_ne!(sandbox.pid().await, Some(first));
+    assert_eq!(
+        drain(&mut rx),
+        [
+            SandboxState::Provisioning,
+            SandboxState::Running,
+            SandboxState::Dead,
+            SandboxState::Provisioning,
+            SandboxState::Running,
+        ]
+    );
+}
+
+#[tokio::test]
+async fn death_during_a_command_is_a_clear_error_and_the_next_command_runs() {
+    let ws = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    exec(&sandbox, "true").await.unwrap();
+    let pid = sandbox.pid().await.unwrap();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        kill9(pid);
+    });
+    let err = exec(&sandbox, "sleep 30").await.unwrap_err();
+    killer.await.unwrap();
+    assert!(matches!(err, SandboxError::Died(_)), "{err}");
+    assert!(err.to_string().contains("next command starts a fresh sandbox"), "{err}");
+    assert_eq!(exec(&sandbox, "echo again").await.unwrap(), ok("again\n"));
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_contained_and_reported() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = SandboxConfig {
+        limits: SandboxLimits { max_processes: 64, ..SandboxLimits::DEFAULT },
+        ..SandboxConfig::Bwrap
+    };
+    let sandbox = Sandbox::new(config, ws.path().to_path_buf());
+    exec(&sandbox, "echo safe > f").await.unwrap();
+    let r = sandbox
+        .exec(
+            ":(){ :|:& };:; sleep 2",
+            Duration::from_secs(3),
+            &mut |_, _| {},
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let failure = r.failure.unwrap_or_default();
+    assert!(failure.contains("limit of 64 processes"), "{failure}");
+    assert_eq!(exec(&sandbox, "cat f").await.unwrap(), ok("safe\n"));
+    // The classic form returns at once; the bomb goes on in the background and the next
+    // command finds a fresh sandbox.
+    exec(&sandbox, ":(){ :|:& };:").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(exec(&sandbox, "cat f").await.unwrap(), ok("safe\n"));
+}
+
+#[tokio::test]
+async fn a_memory_hog_is_contained_and_reported() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = SandboxConfig {
+        limits: SandboxLimits { memory_bytes: 64 << 20, ..SandboxLimits::DEFAULT },
+        ..SandboxConfig::Bwrap
+    };
+    let sandbox = Sandbox::new(config, ws.path().to_path_buf());
+    let r = exec(&sandbox, "python3 -c 'b = bytearray(512 << 20); print(len(b))'").await.unwrap();
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    let failure = r.failure.unwrap_or_default();
+    assert!(failure.contains("ran out of memory"), "{failure}");
+    assert_eq!(exec(&sandbox, "echo fine").await.unwrap(), ok("fine\n"));
+}
+
+#[tokio::test]
+async fn a_secret_in_the_servers_home_is_invisible() {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let ws = tempfile::tempdir().unwrap();
+    let r = run(ws.path(), &format!("ls -a {home} 2>&1; echo $HOME")).await;
+    assert!(
+        r.output.contains("No such file") || r.output.trim_end().ends_with("/workspace"),
+        "{r:?}"
+    );
+    assert!(!r.output.contains(".cargo"), "{r:?}");
 }

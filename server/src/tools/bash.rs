@@ -33,8 +33,9 @@ pub(super) fn spec() -> ToolSpec {
         description: "Executes a given bash command in a sandbox with optional timeout.\n\n\
 The command runs with `bash -c` in /workspace (the project), as an unprivileged user, with no \
 network access, a private /tmp, and read-only system directories. Each command runs in a fresh \
-shell: environment variables, `cd` and background processes do not carry over to the next \
-command; files written under /workspace do.\n\n\
+shell, but the working directory (`cd`) and background processes (`server &`) carry over to the \
+next command, as do files; environment variables do not. The sandbox may be restarted (after a \
+long idle period or when a limit is hit): files under /workspace always survive.\n\n\
 Usage notes:\n\
 - The command argument is required.\n\
 - You can specify an optional timeout in milliseconds (up to 600000ms / 10 minutes). If not \
@@ -82,6 +83,10 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         }
         text.push_str(&line);
     };
+    if let Some(failure) = result.failure {
+        note(failure);
+        return ToolOutcome::error(text);
+    }
     if result.timed_out {
         note(format!("Command timed out after {} ms", timeout.as_millis()));
         return ToolOutcome::error(text);

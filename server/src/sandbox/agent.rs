@@ -1,0 +1,374 @@
+//! The in-sandbox agent: PID 1 of the sandbox's pid namespace, speaking [`super::protocol`] on
+//! its stdin/stdout.
+//!
+//! It ships inside our own binaries (`outboard-server __sandbox-agent CONFIG` and
+//! `outboard __sandbox-agent CONFIG`, dispatched by [`main_if_agent`] at the top of each `main`)
+//! and is bound read-only into the sandbox, so there is no second artefact to install or version.
+//!
+//! What it does, and why this way:
+//! - Runs each command as `bash -c` in its own process group, stdin `/dev/null`, stdout and
+//!   stderr on fresh pipes streamed back as [`FromAgent::Output`] frames.
+//! - The working directory persists: the script starts with an `EXIT` trap that writes `pwd`
+//!   into a private file, read after the command. (Passing an extra fd would need `pre_exec`,
+//!   which is `unsafe`.)
+//! - A command is done when its `bash` exits, not when its pipes close: a background process
+//!   (`server &`) keeps the pipes open for as long as it lives. On exit the pipes are drained of
+//!   what is already buffered (non-blocking reads), then handed to a task that keeps reading and
+//!   discards, so a background process that logs never meets `EPIPE`.
+//! - It is PID 1 (bwrap `--as-pid-1`): orphans are reparented to it, and it reaps every child
+//!   with `waitpid(-1)` on `SIGCHLD`. That is why commands are spawned with `std::process` (which
+//!   never reaps) rather than `tokio::process` (whose own reaping would race ours). Chosen over
+//!   bwrap's own init + the agent as its child: one process less per sandbox, and the agent sees
+//!   every exit status directly.
+//! - Timeout and cancel kill the command's process group and, when the agent is PID 1, every
+//!   process that appeared in the namespace since the command started (a `setsid` daemon of a
+//!   timed-out command goes too); background processes of earlier commands stay.
+//! - When its stdin closes (the server went away), it exits, and the kernel kills everything
+//!   in the namespace with it.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use outboard_shared::OutputStream;
+use rustix::process::{Pid, Signal, WaitOptions};
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::time::Instant;
+
+use super::output::Utf8Stream;
+use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
+
+/// The hidden first argument that turns our binaries into the agent.
+pub const AGENT_ARG: &str = "__sandbox-agent";
+
+/// Read size of each pipe read; small enough to stream promptly.
+const READ_CHUNK: usize = 8192;
+
+/// How the server configures the agent (JSON, the argument after [`AGENT_ARG`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    /// The first working directory, and the fallback when the tracked one disappears.
+    pub workspace: PathBuf,
+    /// Where the `EXIT` trap writes the working directory (a private, writable place).
+    pub cwd_file: PathBuf,
+    /// The commands' whole environment.
+    pub env: Vec<(String, String)>,
+    /// Shell prefix setting rlimits (`ulimit …;`) where cgroups are missing; empty otherwise.
+    pub ulimit_prefix: String,
+}
+
+/// Runs the agent when the process was started as `<binary> __sandbox-agent CONFIG`; returns
+/// `None` otherwise so `main` goes on normally. Call it first thing in `main`.
+pub fn main_if_agent() -> Option<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() != Some(OsStr::new(AGENT_ARG)) {
+        return None;
+    }
+    let config =
+        args.next().and_then(|a| serde_json::from_str::<AgentConfig>(&a.to_string_lossy()).ok());
+    let Some(config) = config else {
+        eprintln!("outboard sandbox agent: expected a JSON configuration after {AGENT_ARG}");
+        return Some(ExitCode::from(2));
+    };
+    if std::env::vars_os().next().is_some() {
+        // bwrap sets `PWD` for its child, which would show in `/proc/1/environ`; re-exec with
+        // an empty environment (same pid) so PID 1's environment is empty.
+        use std::os::unix::process::CommandExt as _;
+        let err = std::process::Command::new("/proc/self/exe")
+            .args(std::env::args_os().skip(1))
+            .env_clear()
+            .exec();
+        eprintln!("outboard sandbox agent: cannot re-exec with an empty environment: {err}");
+        return Some(ExitCode::from(1));
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("outboard sandbox agent: cannot start the runtime: {e}");
+            return Some(ExitCode::from(1));
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => Some(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("outboard sandbox agent: {e}");
+            Some(ExitCode::from(1))
+        }
+    }
+}
+
+/// The command being run.
+struct Running {
+    id: u64,
+    pid: Pid,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
+    out_dec: Utf8Stream,
+    err_dec: Utf8Stream,
+    deadline: Instant,
+    timed_out: bool,
+    killed: bool,
+    /// Pids alive in the namespace when the command started (only when the agent is PID 1).
+    before: Option<HashSet<i32>>,
+}
+
+async fn serve(config: AgentConfig) -> std::io::Result<()> {
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned()?;
+    let mut frames = FrameReader::new(pipe::Receiver::from_owned_fd(stdin)?);
+    let mut out = pipe::Sender::from_owned_fd(stdout)?;
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
+    let is_init = rustix::process::getpid().as_raw_nonzero().get() == 1;
+    if !is_init {
+        // Outside a pid namespace (the unsafe host mode): still adopt orphans, so they are
+        // reaped here rather than by the host's init.
+        let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    }
+    write_frame(&mut out, &FromAgent::Hello { version: PROTOCOL_VERSION }).await?;
+
+    let mut cwd = config.workspace.clone();
+    let mut current: Option<Running> = None;
+    let (mut out_buf, mut err_buf) = (vec![0u8; READ_CHUNK], vec![0u8; READ_CHUNK]);
+    loop {
+        let deadline = current.as_ref().filter(|r| !r.killed).map(|r| r.deadline);
+        let (cur_out, cur_err) = match current.as_mut() {
+            Some(r) => (r.stdout.as_mut(), r.stderr.as_mut()),
+            None => (None, None),
+        };
+        tokio::select! {
+            frame = frames.next::<ToAgent>() => match frame {
+                Ok(Some(ToAgent::Ping { id })) => write_frame(&mut out, &FromAgent::Pong { id }).await?,
+                Ok(Some(ToAgent::Exec { id, command, timeout_ms })) => {
+                    if current.is_some() {
+                        let message = "a command is already running".to_string();
+                        write_frame(&mut out, &FromAgent::Error { id: Some(id), message }).await?;
+                    } else {
+                        if !cwd.is_dir() {
+                            cwd = config.workspace.clone();
+                        }
+                        match start(&config, &cwd, id, &command, timeout_ms, is_init) {
+                            Ok(run) => current = Some(run),
+                            Err(e) => {
+                                let message = format!("could not start bash: {e}");
+                                write_frame(&mut out, &FromAgent::Error { id: Some(id), message }).await?;
+                            }
+                        }
+                    }
+                }
+                Ok(Some(ToAgent::Cancel { id })) => {
+                    if let Some(run) = current.as_mut().filter(|r| r.id == id) {
+                        kill_command(run);
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    if let Some(run) = current.as_mut() {
+                        kill_command(run);
+                    }
+                    return Ok(());
+                }
+            },
+            _ = sigchld.recv() => {
+                let finished = reap(current.as_ref().map(|r| r.pid));
+                if let (Some(status), Some(mut run)) = (finished, current.take()) {
+                    finish(&mut run, &mut out).await?;
+                    if let Ok(dir) = std::fs::read_to_string(&config.cwd_file) {
+                        let dir = PathBuf::from(dir.trim_end_matches('\n'));
+                        if dir.is_absolute() {
+                            cwd = dir;
+                        }
+                    }
+                    let done = FromAgent::Done {
+                        id: run.id,
+                        exit_code: status.exit_status(),
+                        signal: status.terminating_signal(),
+                        timed_out: run.timed_out,
+                    };
+                    write_frame(&mut out, &done).await?;
+                }
+            }
+            read = read_opt(cur_out, &mut out_buf) => {
+                if let Some(run) = current.as_mut() {
+                    match read {
+                        Ok(n) if n > 0 => {
+                            let text = run.out_dec.push(&out_buf[..n]);
+                            send_output(&mut out, run.id, OutputStream::Stdout, text).await?;
+                        }
+                        _ => run.stdout = None,
+                    }
+                }
+            }
+            read = read_opt(cur_err, &mut err_buf) => {
+                if let Some(run) = current.as_mut() {
+                    match read {
+                        Ok(n) if n > 0 => {
+                            let text = run.err_dec.push(&err_buf[..n]);
+                            send_output(&mut out, run.id, OutputStream::Stderr, text).await?;
+                        }
+                        _ => run.stderr = None,
+                    }
+                }
+            }
+            _ = sleep_opt(deadline) => {
+                if let Some(run) = current.as_mut() {
+                    run.timed_out = true;
+                    kill_command(run);
+                }
+            }
+        }
+    }
+}
+
+async fn read_opt(r: Option<&mut pipe::Receiver>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match r {
+        Some(r) => r.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn send_output(
+    out: &mut pipe::Sender,
+    id: u64,
+    stream: OutputStream,
+    text: String,
+) -> std::io::Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    write_frame(out, &FromAgent::Output { id, stream, text }).await
+}
+
+fn start(
+    config: &AgentConfig,
+    cwd: &Path,
+    id: u64,
+    command: &str,
+    timeout_ms: u64,
+    is_init: bool,
+) -> std::io::Result<Running> {
+    let before = is_init.then(live_pids);
+    // `>|` so a user's `set -o noclobber` cannot stop the write.
+    let script = format!(
+        "{}trap 'builtin pwd >|{} 2>/dev/null' EXIT\n{command}",
+        config.ulimit_prefix,
+        shell_quote(&config.cwd_file.to_string_lossy()),
+    );
+    let mut child = std::process::Command::new("/bin/bash")
+        .args(["--noprofile", "--norc", "-c", &script])
+        .env_clear()
+        .envs(config.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()?;
+    let pid = Pid::from_child(&child);
+    let stdout =
+        child.stdout.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
+    let stderr =
+        child.stderr.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
+    // `child` is dropped without waiting: std never reaps, [`reap`] does.
+    Ok(Running {
+        id,
+        pid,
+        stdout,
+        stderr,
+        out_dec: Utf8Stream::default(),
+        err_dec: Utf8Stream::default(),
+        deadline: Instant::now() + Duration::from_millis(timeout_ms),
+        timed_out: false,
+        killed: false,
+        before,
+    })
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Reaps every exited child; returns the status of `watch` if it was among them.
+fn reap(watch: Option<Pid>) -> Option<rustix::process::WaitStatus> {
+    let mut found = None;
+    while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+        if Some(pid) == watch && (status.exited() || status.signaled()) {
+            found = Some(status);
+        }
+    }
+    found
+}
+
+/// After `bash` exited: takes what its pipes already hold, then leaves them to a task that
+/// reads and discards (background processes may write for as long as they live).
+async fn finish(run: &mut Running, out: &mut pipe::Sender) -> std::io::Result<()> {
+    let mut buf = vec![0u8; READ_CHUNK];
+    for (slot, stream) in
+        [(&mut run.stdout, OutputStream::Stdout), (&mut run.stderr, OutputStream::Stderr)]
+    {
+        let dec = match stream {
+            OutputStream::Stdout => &mut run.out_dec,
+            OutputStream::Stderr => &mut run.err_dec,
+        };
+        if let Some(pipe) = slot.take() {
+            let mut open = true;
+            loop {
+                match pipe.try_read(&mut buf) {
+                    Ok(0) => {
+                        open = false;
+                        break;
+                    }
+                    Ok(n) => send_output(out, run.id, stream, dec.push(&buf[..n])).await?,
+                    Err(_) => break,
+                }
+            }
+            if open {
+                tokio::spawn(discard(pipe));
+            }
+        }
+        send_output(out, run.id, stream, dec.finish()).await?;
+    }
+    Ok(())
+}
+
+async fn discard(mut pipe: pipe::Receiver) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    while matches!(pipe.read(&mut buf).await, Ok(n) if n > 0) {}
+}
+
+/// Kills the command's process group and, as PID 1, every process newer than the command.
+fn kill_command(run: &mut Running) {
+    run.killed = true;
+    let _ = rustix::process::kill_process_group(run.pid, Signal::KILL);
+    if let Some(before) = &run.before {
+        // Twice: a process may fork between the scan and the kill.
+        for _ in 0..2 {
+            for pid in live_pids() {
+                if pid != 1 && !before.contains(&pid) {
+                    if let Some(pid) = Pid::from_raw(pid) {
+                        let _ = rustix::process::kill_process(pid, Signal::KILL);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Pids visible in `/proc` (the namespace's own when the agent is PID 1).
+fn live_pids() -> HashSet<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return HashSet::new();
+    };
+    dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect()
+}

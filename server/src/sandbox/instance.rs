@@ -1,0 +1,405 @@
+//! One live sandbox: the `bwrap` process with the agent inside, the framed pipes to it, and
+//! its cgroup. Starting, running a command, pinging, freezing, thawing and killing; the
+//! lifecycle decisions are the manager's ([`super::manager`]).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use outboard_shared::OutputStream;
+use rustix::process::{Pid, Signal};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::agent::{AgentConfig, AGENT_ARG};
+use super::bwrap::{self, EtcDir};
+use super::cgroup::{Cgroup, Controls};
+use super::output::CappedOutput;
+use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
+use super::{Backend, SandboxConfig, SandboxError};
+
+/// How long a new sandbox has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long past its timeout (or a cancel) the agent has to report a command's end before the
+/// sandbox is declared hung and killed.
+const AGENT_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a thawed agent has to answer a ping.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running sandbox.
+#[derive(Debug)]
+pub(super) struct Instance {
+    child: Child,
+    stdin: ChildStdin,
+    frames: FrameReader<ChildStdout>,
+    /// Host pid of the sandbox's PID 1 (the agent).
+    init_pid: Option<u32>,
+    cgroup: Option<Cgroup>,
+    next_id: u64,
+}
+
+/// How a command ended, as the agent reported it.
+#[derive(Debug)]
+pub(super) struct Finished {
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub cancelled: bool,
+    pub output: CappedOutput,
+}
+
+/// Why a command did not finish normally.
+#[derive(Debug)]
+pub(super) enum ExecFailure {
+    /// The agent refused or could not start it; the sandbox is fine.
+    Refused(String),
+    /// The sandbox is gone or hung; it must be replaced.
+    Lost(String),
+}
+
+fn agent_config(
+    config: &SandboxConfig,
+    workspace: &Path,
+    cwd_file: &Path,
+    rlimits: bool,
+) -> AgentConfig {
+    let home = workspace.to_string_lossy().into_owned();
+    let ulimit_prefix = if rlimits {
+        // Without cgroups: address space and processes per command (soft and hard).
+        format!(
+            "ulimit -v {} -u {} 2>/dev/null; ",
+            config.limits.memory_bytes / 1024,
+            config.limits.max_processes
+        )
+    } else {
+        String::new()
+    };
+    AgentConfig {
+        workspace: workspace.to_path_buf(),
+        cwd_file: cwd_file.to_path_buf(),
+        env: vec![
+            ("PATH".into(), bwrap::SANDBOX_PATH.into()),
+            ("HOME".into(), home),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("TERM".into(), "dumb".into()),
+        ],
+        ulimit_prefix,
+    }
+}
+
+impl Instance {
+    /// Starts a sandbox over `workspace` and waits for the agent's hello.
+    pub(super) async fn start(
+        config: &SandboxConfig,
+        agent_exe: &Path,
+        etc: &EtcDir,
+        workspace: &Path,
+        host_cwd_file: &Path,
+    ) -> Result<Instance, SandboxError> {
+        let controls = Controls::get();
+        let cgroup = Cgroup::create(controls, &config.limits).map_err(|e| {
+            SandboxError::Start(format!("could not create the sandbox's cgroup: {e}"))
+        })?;
+        let rlimits = !controls.has_limits();
+        let mut cmd = match config.backend {
+            Backend::Bwrap => {
+                let ac = agent_config(
+                    config,
+                    Path::new("/workspace"),
+                    Path::new(bwrap::CWD_FILE),
+                    rlimits,
+                );
+                let json =
+                    serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
+                let mut cmd = Command::new("bwrap");
+                cmd.args(bwrap::bwrap_args(etc, workspace, agent_exe, &json));
+                cmd
+            }
+            Backend::UnsafeHost => {
+                let ac = agent_config(config, workspace, host_cwd_file, rlimits);
+                let json =
+                    serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
+                let mut cmd = Command::new(agent_exe);
+                cmd.args([AGENT_ARG, &json]).current_dir(workspace);
+                cmd
+            }
+        };
+        let spawned = cmd
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn();
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    cg.remove();
+                }
+                return Err(match (e.kind(), config.backend) {
+                    (std::io::ErrorKind::NotFound, Backend::Bwrap) => {
+                        SandboxError::Start(bwrap::NOT_FOUND.to_string())
+                    }
+                    _ => SandboxError::Start(format!("could not spawn the sandbox: {e}")),
+                });
+            }
+        };
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(SandboxError::Start("the sandbox's pipes were not set up".into()));
+        };
+        let mut instance = Instance {
+            init_pid: None,
+            child,
+            stdin,
+            frames: FrameReader::new(stdout),
+            cgroup,
+            next_id: 0,
+        };
+        let hello = tokio::time::timeout(HELLO_TIMEOUT, instance.frames.next::<FromAgent>()).await;
+        match hello {
+            Ok(Ok(Some(FromAgent::Hello { version }))) if version == PROTOCOL_VERSION => {}
+            Ok(Ok(Some(FromAgent::Hello { version }))) => {
+                instance.kill().await;
+                return Err(SandboxError::Start(format!(
+                    "the sandbox agent {} speaks protocol {version}, this server {PROTOCOL_VERSION}: \
+                     rebuild it with the server (a stale binary?)",
+                    agent_exe.display()
+                )));
+            }
+            Ok(other) => {
+                let said = drain_stderr(stderr).await;
+                instance.kill().await;
+                let what = match other {
+                    Ok(Some(msg)) => format!("an unexpected first message {msg:?}"),
+                    Ok(None) => "nothing".into(),
+                    Err(e) => format!("a broken frame ({e})"),
+                };
+                return Err(SandboxError::Start(format!(
+                    "the sandbox agent sent {what} instead of its hello; it said: {}",
+                    said.trim()
+                )));
+            }
+            Err(_) => {
+                instance.kill().await;
+                return Err(SandboxError::Start(format!(
+                    "the sandbox agent did not say hello within {} s",
+                    HELLO_TIMEOUT.as_secs()
+                )));
+            }
+        }
+        // The agent's stderr is not read again; it writes there only when it fails.
+        drop(stderr);
+        let outer = instance.child.id();
+        instance.init_pid = match config.backend {
+            Backend::Bwrap => outer.and_then(first_child),
+            Backend::UnsafeHost => outer,
+        };
+        if let Some(cg) = &instance.cgroup {
+            // bwrap spawned before its group existed for it: move it and its child (the agent,
+            // which has not forked yet — it forks only on a command) in now.
+            for pid in [outer, instance.init_pid].into_iter().flatten() {
+                if let Err(e) = cg.add(pid) {
+                    instance.kill().await;
+                    return Err(SandboxError::Start(format!(
+                        "could not move the sandbox into its cgroup: {e}"
+                    )));
+                }
+            }
+        }
+        Ok(instance)
+    }
+
+    /// Host pid of the sandbox's PID 1.
+    pub(super) fn init_pid(&self) -> Option<u32> {
+        self.init_pid
+    }
+
+    /// The sandbox's cgroup, when it has one.
+    pub(super) fn cgroup(&self) -> Option<&Cgroup> {
+        self.cgroup.as_ref()
+    }
+
+    /// Runs one command, sending output chunks to `output` and keeping a capped copy.
+    pub(super) async fn exec(
+        &mut self,
+        command: &str,
+        timeout: Duration,
+        output: &mpsc::Sender<(OutputStream, String)>,
+        cancel: &CancellationToken,
+    ) -> Result<Finished, ExecFailure> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let exec = ToAgent::Exec { id, command: command.to_string(), timeout_ms };
+        write_frame(&mut self.stdin, &exec).await.map_err(|e| lost("taking the command", &e))?;
+        let mut kept = CappedOutput::default();
+        let mut cancelled = false;
+        let backstop = tokio::time::sleep(timeout.saturating_add(AGENT_GRACE));
+        tokio::pin!(backstop);
+        loop {
+            tokio::select! {
+                frame = self.frames.next::<FromAgent>() => match frame {
+                    Ok(Some(FromAgent::Output { id: got, stream, text })) if got == id => {
+                        kept.push(&text);
+                        if output.send((stream, text)).await.is_err() && !cancelled {
+                            // Nobody waits for this command any more.
+                            cancelled = true;
+                            let _ = write_frame(&mut self.stdin, &ToAgent::Cancel { id }).await;
+                        }
+                    }
+                    Ok(Some(FromAgent::Done { id: got, exit_code, signal, timed_out })) if got == id => {
+                        return Ok(Finished { exit_code, signal, timed_out, cancelled, output: kept });
+                    }
+                    Ok(Some(FromAgent::Error { id: Some(got), message })) if got == id => {
+                        return Err(ExecFailure::Refused(message));
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => return Err(ExecFailure::Lost("the sandbox exited".into())),
+                    Err(e) => return Err(lost("reading from the agent", &e)),
+                },
+                _ = cancel.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    write_frame(&mut self.stdin, &ToAgent::Cancel { id })
+                        .await
+                        .map_err(|e| lost("cancelling", &e))?;
+                    backstop.as_mut().reset(tokio::time::Instant::now() + AGENT_GRACE);
+                }
+                _ = &mut backstop => {
+                    return Err(ExecFailure::Lost(format!(
+                        "the sandbox did not report the command's end within {} s of its timeout",
+                        AGENT_GRACE.as_secs()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Round trip to the agent: proves it is live (after a thaw).
+    pub(super) async fn ping(&mut self) -> Result<(), ExecFailure> {
+        self.next_id += 1;
+        let id = self.next_id;
+        write_frame(&mut self.stdin, &ToAgent::Ping { id }).await.map_err(|e| lost("ping", &e))?;
+        let wait = async {
+            loop {
+                match self.frames.next::<FromAgent>().await {
+                    Ok(Some(FromAgent::Pong { id: got })) if got == id => return Ok(()),
+                    Ok(Some(_)) => {}
+                    Ok(None) => return Err(ExecFailure::Lost("the sandbox exited".into())),
+                    Err(e) => return Err(lost("waiting for the ping's answer", &e)),
+                }
+            }
+        };
+        tokio::time::timeout(PING_TIMEOUT, wait)
+            .await
+            .map_err(|_| ExecFailure::Lost("the sandbox did not answer a ping".into()))?
+    }
+
+    /// Freezes every process of the sandbox.
+    pub(super) async fn freeze(&mut self) -> std::io::Result<()> {
+        match &self.cgroup {
+            Some(cg) if cg.can_freeze() => cg.freeze().await,
+            _ => self.signal_all(Signal::STOP),
+        }
+    }
+
+    /// Thaws every process of the sandbox.
+    pub(super) fn thaw(&mut self) -> std::io::Result<()> {
+        match &self.cgroup {
+            Some(cg) if cg.can_freeze() => cg.thaw(),
+            _ => self.signal_all(Signal::CONT),
+        }
+    }
+
+    /// `SIGSTOP`/`SIGCONT` of the sandbox's whole process tree (no cgroup freezer here).
+    fn signal_all(&self, signal: Signal) -> std::io::Result<()> {
+        let Some(root) = self.child.id() else { return Ok(()) };
+        for pid in descendants(root) {
+            if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves when the sandbox process exits.
+    pub(super) async fn exited(&mut self) -> String {
+        match self.child.wait().await {
+            Ok(status) => format!("the sandbox exited ({status})"),
+            Err(e) => format!("the sandbox could not be waited for: {e}"),
+        }
+    }
+
+    /// Kills the sandbox (every process in it) and removes its cgroup.
+    pub(super) async fn kill(mut self) {
+        let _ = self.child.start_kill();
+        if let Some(pid) = self.init_pid.and_then(|p| i32::try_from(p).ok()).and_then(Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+        }
+        if let Some(cg) = self.cgroup.take() {
+            // Frozen tasks act on SIGKILL only once thawed.
+            let _ = cg.thaw();
+            cg.remove();
+        } else {
+            let _ = self.signal_all(Signal::CONT);
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+fn lost(doing: &str, e: &std::io::Error) -> ExecFailure {
+    ExecFailure::Lost(format!("the connection to the sandbox broke while {doing}: {e}"))
+}
+
+async fn drain_stderr(mut stderr: ChildStderr) -> String {
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), stderr.read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The first child of `pid` (bwrap's: the sandbox's PID 1).
+fn first_child(pid: u32) -> Option<u32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    if let Ok(text) = std::fs::read_to_string(path) {
+        if let Some(first) = text.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            return Some(first);
+        }
+    }
+    parents().into_iter().find(|&(_, ppid)| ppid == pid).map(|(p, _)| p)
+}
+
+/// Every process's `(pid, ppid)`.
+fn parents() -> Vec<(u32, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+/// `root` and all its descendants.
+fn descendants(root: u32) -> Vec<u32> {
+    let all = parents();
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(all.iter().filter(|&&(_, ppid)| ppid == p).map(|&(c, _)| c));
+        i += 1;
+    }
+    out
+}

@@ -1,0 +1,363 @@
+//! The per-session sandbox manager: a task owning the lifecycle state machine
+//! (`none → provisioning → running ⇄ suspended`, `running → dead → provisioning`, `→ stopped`),
+//! the live [`Instance`] and the idle timers. [`super::Sandbox`] is its handle.
+//!
+//! Why a task: the idle timers must fire between turns, when nobody calls the sandbox. Every
+//! state change goes through [`Manager::enter`], which checks the transition is one of the
+//! machine's and reports it (with its latency) on the session's transition channel.
+//!
+//! `ms` of a transition is how long getting into that state took: `running` after a cold start
+//! is the provision time (spawn to the agent's hello), after a thaw the thaw-to-pong time;
+//! `suspended` the freeze; `stopped` the kill; `provisioning` and `dead` are 0 (they begin or are
+//! noticed).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use outboard_shared::{OutputStream, SandboxState};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::bwrap::EtcDir;
+use super::cgroup::Hits;
+use super::instance::{ExecFailure, Instance};
+use super::{resolve_agent_exe, ExecResult, SandboxConfig, SandboxError, SandboxTransition};
+
+/// A command for the manager.
+pub(super) enum Request {
+    Exec {
+        command: String,
+        timeout: Duration,
+        cancel: CancellationToken,
+        output: mpsc::Sender<(OutputStream, String)>,
+        reply: oneshot::Sender<Result<ExecResult, SandboxError>>,
+    },
+    State(oneshot::Sender<SandboxState>),
+    Pid(oneshot::Sender<Option<u32>>),
+    Stop(oneshot::Sender<()>),
+}
+
+pub(super) struct Manager {
+    config: SandboxConfig,
+    workspace: PathBuf,
+    etc: Option<EtcDir>,
+    state: SandboxState,
+    instance: Option<Instance>,
+    /// When the last command ended (or the sandbox started).
+    idle_since: Instant,
+    /// Limit hits seen after the last command (a background fork bomb shows up later).
+    hits: Hits,
+    transitions: Option<mpsc::Sender<SandboxTransition>>,
+}
+
+/// Whether the state machine has the edge `from → to`.
+fn allowed(from: SandboxState, to: SandboxState) -> bool {
+    use SandboxState::*;
+    matches!(
+        (from, to),
+        (None | Dead | Stopped, Provisioning)
+            | (Provisioning, Running | Dead)
+            | (Running, Suspended | Dead | Stopped)
+            | (Suspended, Running | Dead | Stopped)
+            | (Dead, Stopped)
+    )
+}
+
+enum Wake {
+    Request(Option<Request>),
+    Idle,
+    Died(String),
+}
+
+impl Manager {
+    pub(super) fn new(
+        config: SandboxConfig,
+        workspace: PathBuf,
+        transitions: Option<mpsc::Sender<SandboxTransition>>,
+    ) -> Self {
+        Manager {
+            config,
+            workspace,
+            etc: None,
+            state: SandboxState::None,
+            instance: None,
+            idle_since: Instant::now(),
+            hits: Hits::default(),
+            transitions,
+        }
+    }
+
+    /// The one place the state changes.
+    fn enter(&mut self, to: SandboxState, took: Duration) {
+        let from = self.state;
+        if !allowed(from, to) {
+            tracing::error!(?from, ?to, "sandbox transition outside the state machine");
+        }
+        self.state = to;
+        let ms = took.as_secs_f64() * 1000.0;
+        tracing::debug!(?from, ?to, ms, workspace = %self.workspace.display(), "sandbox transition");
+        if let Some(tx) = &self.transitions {
+            // Transitions are rare; a full channel means the session is stuck, and a lost
+            // report is better than a stuck sandbox.
+            if tx.try_send(SandboxTransition { state: to, ms }).is_err() && !tx.is_closed() {
+                tracing::warn!(?to, "sandbox transition dropped: the channel is full");
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let c = &self.config;
+        match self.state {
+            SandboxState::Running => Some(self.idle_since + c.idle_freeze.min(c.idle_stop)),
+            SandboxState::Suspended => Some(self.idle_since + c.idle_stop),
+            _ => None,
+        }
+    }
+
+    pub(super) async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
+        loop {
+            let wake = self.next_wake();
+            let event = tokio::select! {
+                req = rx.recv() => Wake::Request(req),
+                _ = sleep_opt(wake) => Wake::Idle,
+                why = exited(self.instance.as_mut()) => Wake::Died(why),
+            };
+            match event {
+                Wake::Request(None) => {
+                    self.stop().await;
+                    return;
+                }
+                Wake::Request(Some(req)) => self.handle(req).await,
+                Wake::Idle => self.on_idle().await,
+                Wake::Died(why) => {
+                    tracing::warn!(workspace = %self.workspace.display(), "{why}");
+                    self.bury().await;
+                }
+            }
+        }
+    }
+
+    async fn handle(&mut self, req: Request) {
+        match req {
+            Request::Exec { command, timeout, cancel, output, reply } => {
+                let result = self.exec(&command, timeout, &output, &cancel).await;
+                let _ = reply.send(result);
+            }
+            Request::State(reply) => {
+                let _ = reply.send(self.state);
+            }
+            Request::Pid(reply) => {
+                let _ = reply.send(self.instance.as_ref().and_then(Instance::init_pid));
+            }
+            Request::Stop(reply) => {
+                self.stop().await;
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    async fn on_idle(&mut self) {
+        let idle = self.idle_since.elapsed();
+        match self.state {
+            SandboxState::Running if idle >= self.config.idle_stop => self.stop().await,
+            SandboxState::Running => {
+                let started = Instant::now();
+                let Some(instance) = self.instance.as_mut() else { return };
+                match instance.freeze().await {
+                    Ok(()) => self.enter(SandboxState::Suspended, started.elapsed()),
+                    Err(e) => {
+                        // Could not freeze: keep it running, and try again after another
+                        // idle period rather than spinning.
+                        tracing::warn!("could not freeze the sandbox: {e}");
+                        self.idle_since = Instant::now();
+                    }
+                }
+            }
+            SandboxState::Suspended => self.stop().await,
+            _ => {}
+        }
+    }
+
+    /// The sandbox died: clean up what is left and enter `dead`.
+    async fn bury(&mut self) {
+        if let Some(instance) = self.instance.take() {
+            instance.kill().await;
+        }
+        if matches!(
+            self.state,
+            SandboxState::Running | SandboxState::Suspended | SandboxState::Provisioning
+        ) {
+            self.enter(SandboxState::Dead, Duration::ZERO);
+        }
+    }
+
+    /// Kills the sandbox (if any) and enters `stopped`; the workspace stays.
+    async fn stop(&mut self) {
+        let started = Instant::now();
+        if let Some(instance) = self.instance.take() {
+            instance.kill().await;
+        }
+        if matches!(
+            self.state,
+            SandboxState::Running | SandboxState::Suspended | SandboxState::Dead
+        ) {
+            self.enter(SandboxState::Stopped, started.elapsed());
+        }
+    }
+
+    async fn provision(&mut self) -> Result<(), SandboxError> {
+        let started = Instant::now();
+        self.enter(SandboxState::Provisioning, Duration::ZERO);
+        let result = self.start_instance().await;
+        match result {
+            Ok(instance) => {
+                self.hits = instance.cgroup().map(|c| c.hits()).unwrap_or_default();
+                self.instance = Some(instance);
+                self.idle_since = Instant::now();
+                self.enter(SandboxState::Running, started.elapsed());
+                Ok(())
+            }
+            Err(e) => {
+                self.enter(SandboxState::Dead, Duration::ZERO);
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_instance(&mut self) -> Result<Instance, SandboxError> {
+        let agent_exe = resolve_agent_exe(&self.config)?;
+        let workspace = std::fs::canonicalize(&self.workspace).map_err(|e| {
+            SandboxError::Start(format!(
+                "the workspace {} is not accessible: {e}",
+                self.workspace.display()
+            ))
+        })?;
+        let etc = match &mut self.etc {
+            Some(etc) => etc,
+            slot => slot.insert(EtcDir::create()?),
+        };
+        let cwd_file = etc.path().join("cwd");
+        Instance::start(&self.config, &agent_exe, etc, &workspace, &cwd_file).await
+    }
+
+    /// Brings the sandbox to `running`: provisions, or thaws and pings.
+    async fn ensure_running(&mut self) -> Result<(), SandboxError> {
+        if let Some(cg) = self.instance.as_ref().and_then(Instance::cgroup) {
+            if cg.hits().pids > self.hits.pids {
+                // A background fork bomb filled the process table after its command ended.
+                tracing::warn!("the sandbox hit its process limit in the background; replacing it");
+                self.bury().await;
+            }
+        }
+        match self.state {
+            SandboxState::Running if self.instance.is_some() => Ok(()),
+            SandboxState::Suspended => {
+                let started = Instant::now();
+                let thawed = match self.instance.as_mut() {
+                    Some(instance) => match instance.thaw() {
+                        Ok(()) => instance.ping().await,
+                        Err(e) => Err(ExecFailure::Lost(format!("could not thaw: {e}"))),
+                    },
+                    None => Err(ExecFailure::Lost("no instance".into())),
+                };
+                match thawed {
+                    Ok(()) => {
+                        self.enter(SandboxState::Running, started.elapsed());
+                        Ok(())
+                    }
+                    Err(e) => {
+                        // It died while frozen: replace it; the command has not run yet.
+                        tracing::warn!(
+                            "the suspended sandbox did not come back ({e:?}); replacing it"
+                        );
+                        self.bury().await;
+                        self.provision().await
+                    }
+                }
+            }
+            _ => self.provision().await,
+        }
+    }
+
+    async fn exec(
+        &mut self,
+        command: &str,
+        timeout: Duration,
+        output: &mpsc::Sender<(OutputStream, String)>,
+        cancel: &CancellationToken,
+    ) -> Result<ExecResult, SandboxError> {
+        self.ensure_running().await?;
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(SandboxError::Start("the sandbox is not running".into()));
+        };
+        let result = instance.exec(command, timeout, output, cancel).await;
+        let hits = instance.cgroup().map(|c| c.hits()).unwrap_or_default();
+        self.idle_since = Instant::now();
+        let finished = match result {
+            Ok(finished) => finished,
+            Err(ExecFailure::Refused(message)) => return Err(SandboxError::Refused(message)),
+            Err(ExecFailure::Lost(why)) => {
+                self.bury().await;
+                if hits.pids > self.hits.pids {
+                    // The agent drowned in a fork bomb: that is the command's failure.
+                    self.hits = Hits::default();
+                    return Ok(ExecResult {
+                        exit_code: None,
+                        output: String::new(),
+                        timed_out: false,
+                        signal: None,
+                        failure: Some(pids_failure(self.config.limits.max_processes)),
+                    });
+                }
+                return Err(SandboxError::Died(why));
+            }
+        };
+        let limits = &self.config.limits;
+        let mut failure = None;
+        if hits.oom > self.hits.oom {
+            failure = Some(format!(
+                "The sandbox ran out of memory (its limit is {} MiB): the kernel killed the \
+                 largest process.",
+                limits.memory_bytes >> 20
+            ));
+        }
+        if hits.pids > self.hits.pids {
+            failure = Some(pids_failure(limits.max_processes));
+            self.bury().await;
+        }
+        self.hits = hits;
+        Ok(ExecResult {
+            exit_code: if finished.cancelled || finished.timed_out {
+                None
+            } else {
+                finished.exit_code
+            },
+            output: finished.output.into_string(),
+            timed_out: finished.timed_out,
+            signal: finished.signal,
+            failure,
+        })
+    }
+}
+
+fn pids_failure(max: u32) -> String {
+    format!(
+        "The command hit the sandbox's limit of {max} processes (a fork bomb?). The sandbox was \
+         restarted: background processes are gone, /workspace is intact."
+    )
+}
+
+async fn sleep_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn exited(instance: Option<&mut Instance>) -> String {
+    match instance {
+        Some(instance) => instance.exited().await,
+        None => std::future::pending().await,
+    }
+}
