@@ -140,15 +140,13 @@ pub async fn launch(
 }
 
 async fn upgrade(ws: WebSocketUpgrade, State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    ws.max_message_size(WS_HARD_LIMIT)
-        .max_frame_size(WS_HARD_LIMIT)
-        .on_upgrade(move |socket| {
-            let token = state.connections.token();
-            async move {
-                connection(socket, state).await;
-                drop(token);
-            }
-        })
+    ws.max_message_size(WS_HARD_LIMIT).max_frame_size(WS_HARD_LIMIT).on_upgrade(move |socket| {
+        let token = state.connections.token();
+        async move {
+            connection(socket, state).await;
+            drop(token);
+        }
+    })
 }
 
 /// What the writer task sends.

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
 use crate::llm::{ContentBlock, Provider};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, SandboxTransition};
 use crate::store::{SessionRow, Store, StoreError};
 use crate::util::{new_id, now_rfc3339};
 use crate::vfs::Workspace;
@@ -38,6 +38,10 @@ const SESSION_QUEUE: usize = 256;
 /// gets `Lagged` and is resynchronised from the durable log (see `gateway`); a model streaming
 /// fast produces at most a few hundred deltas a second.
 pub const BROADCAST_CAPACITY: usize = 1024;
+
+/// Sandbox state changes waiting to be logged: a few per command at most (thaw, run), and the
+/// manager drops one rather than block if the session is this far behind.
+const SANDBOX_TRANSITIONS: usize = 16;
 
 /// Why an event could not be emitted.
 #[derive(Debug, thiserror::Error)]
@@ -383,6 +387,25 @@ impl Actor {
         Ok(TurnSendResponse { turn_id, seq })
     }
 
+    /// The session's sandbox handle. Its state changes (including a freeze between turns) become
+    /// durable `sandbox` events: a forwarder task turns each transition into an event through
+    /// the actor, holding only a weak sender so it never keeps the actor alive.
+    fn new_sandbox(&self) -> Sandbox {
+        let (tx, mut rx) = mpsc::channel::<SandboxTransition>(SANDBOX_TRANSITIONS);
+        let actor = self.tx.clone();
+        tokio::spawn(async move {
+            while let Some(t) = rx.recv().await {
+                let Some(tx) = actor.upgrade() else { return };
+                let kind = EventKind::Sandbox { state: t.state, ms: t.ms };
+                let emitter = Emitter { tx };
+                if emitter.durable(kind).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Sandbox::with_transitions(self.sandbox_config.clone(), self.workspace_dir.clone(), tx)
+    }
+
     /// Hands the conversation and tools to a new turn task (a new turn, or one being resumed).
     fn spawn_turn(&mut self, turn_id: TurnId, resume: agent::Resume) -> Result<(), ErrorBody> {
         let Some(tx) = self.tx.upgrade() else {
@@ -396,11 +419,7 @@ impl Actor {
                 })?;
                 let reads =
                     agent::rebuilt_ledger(&workspace, &std::mem::take(&mut self.files_touched));
-                ToolEnv {
-                    workspace,
-                    sandbox: Sandbox::new(self.sandbox_config.clone(), self.workspace_dir.clone()),
-                    reads,
-                }
+                ToolEnv { workspace, sandbox: self.new_sandbox(), reads }
             }
         };
         self.row.status = SessionStatus::Running;

@@ -42,7 +42,7 @@ fn types(lines: &[Value]) -> Vec<String> {
     lines
         .iter()
         .map(|l| l["type"].as_str().unwrap_or("?").to_owned())
-        .filter(|t| t != "assistant_delta" && t != "tool_output_delta")
+        .filter(|t| !matches!(t.as_str(), "assistant_delta" | "tool_output_delta" | "sandbox"))
         .collect()
 }
 
@@ -106,6 +106,13 @@ async fn scripted_task_end_to_end(api: Api) {
             "run_finished"
         ]
     );
+    // The sandbox started for the Bash step (and only then), reported with its latency.
+    let sandbox: Vec<&Value> = lines.iter().filter(|l| l["type"] == "sandbox").collect();
+    assert!(sandbox.iter().any(|l| l["state"] == "running" && l["ms"].is_number()), "{sandbox:?}");
+    let first_sandbox = lines.iter().position(|l| l["type"] == "sandbox").unwrap();
+    let first_bash =
+        lines.iter().position(|l| l["type"] == "tool_call" && l["name"] == "Bash").unwrap();
+    assert!(first_sandbox > first_bash, "no sandbox before the first Bash");
     // Streaming happened: the first assistant text arrived as deltas before its message.
     assert!(lines.iter().any(|l| l["type"] == "assistant_delta"));
     let results: Vec<&Value> = lines.iter().filter(|l| l["type"] == "tool_result").collect();
