@@ -378,8 +378,9 @@ did.
 Your environment:
 - /workspace is this session's working directory and persists between turns. Relative paths in \
 file tools are relative to /workspace. Read, Write, Edit, Glob and Grep act on /workspace only.
-- Bash runs each command in an isolated Linux sandbox whose working directory is /workspace. The \
-sandbox has no network access and an empty environment; files outside /workspace are not kept.
+- Bash runs commands in this session's isolated Linux sandbox, starting in /workspace. A `cd` \
+and background processes (`server &`) carry over to the next command. The sandbox has no network \
+access and an empty environment; files outside /workspace may not survive a sandbox restart.
 - Read a file before you Edit or overwrite it. Prefer Edit for small changes to existing files.
 - Tool errors are returned to you as results: read them and correct your next call.";
 
