@@ -150,6 +150,11 @@ impl TestServer {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The data dir.
     pub fn data_dir(&self) -> &Path {
         self.data.as_ref().map_or(Path::new("/nonexistent"), |d| d.path())
