@@ -297,14 +297,7 @@ impl Store {
                  JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
                  WHERE t.token_hash = ?1",
                 [hash],
-                |r| {
-                    Ok(UserRow {
-                        id: UserId(r.get(0)?),
-                        name: r.get(1)?,
-                        org_id: OrgId(r.get(2)?),
-                        org: r.get(3)?,
-                    })
-                },
+                user_from_row,
             )
             .optional()?)
         })
@@ -549,16 +542,14 @@ fn find_user(c: &Connection, org_id: &OrgId, name: &str) -> Result<Option<UserRo
         "SELECT u.id, u.name, o.id, o.name FROM users u JOIN orgs o ON o.id = u.org_id
          WHERE u.org_id = ?1 AND u.name = ?2",
         params![org_id.0, name],
-        |r| {
-            Ok(UserRow {
-                id: UserId(r.get(0)?),
-                name: r.get(1)?,
-                org_id: OrgId(r.get(2)?),
-                org: r.get(3)?,
-            })
-        },
+        user_from_row,
     )
     .optional()?)
+}
+
+/// A `UserRow` from `SELECT u.id, u.name, o.id, o.name`.
+fn user_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UserRow> {
+    Ok(UserRow { id: UserId(r.get(0)?), name: r.get(1)?, org_id: OrgId(r.get(2)?), org: r.get(3)? })
 }
 
 fn insert_user(
