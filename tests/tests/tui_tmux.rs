@@ -48,13 +48,17 @@ impl Tmux {
         self.cmd(&args);
     }
 
-    fn wait_for(&self, name: &str, text: &str) {
+    fn wait_for(&self, name: &str, text: &str, server: &TestServer) {
         let mut last = String::new();
-        let found = wait_until(&format!("{text:?} on {name}"), Duration::from_secs(30), || {
+        let found = wait_until(&format!("{text:?} on {name}"), Duration::from_secs(60), || {
             last = self.screen(name);
             last.contains(text)
         });
-        assert!(found.is_ok(), "{text:?} never appeared on {name}; the screen:\n{last}");
+        assert!(
+            found.is_ok(),
+            "{text:?} never appeared on {name}; the screen:\n{last}\nthe server's log:\n{}",
+            server.log()
+        );
     }
 }
 
@@ -64,7 +68,9 @@ impl Drop for Tmux {
     }
 }
 
-#[tokio::test]
+// Multi-threaded: the test thread blocks while polling tmux, and the mock model must go on
+// serving from another worker meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_streams_its_answer_and_a_watcher_sees_the_same_transcript() {
     let Some(tmux) = Tmux::new("stream") else {
         eprintln!("tmux is not installed; skipping");
@@ -80,32 +86,34 @@ async fn a_prompt_streams_its_answer_and_a_watcher_sees_the_same_transcript() {
 
     let env = [("TERM", "xterm-256color"), ("NO_COLOR", "1")];
     tmux.spawn("a", &env, &[exe, "--server", &server.url, "--token", &alice]);
-    tmux.wait_for("a", "connected");
-    tmux.wait_for("a", "Type a message");
+    tmux.wait_for("a", "connected", &server);
+    tmux.wait_for("a", "Type a message", &server);
     tmux.keys("a", &["-l", "What is the answer?"]);
     tmux.keys("a", &["Enter"]);
-    tmux.wait_for("a", "What is the answer?");
+    tmux.wait_for("a", "What is the answer?", &server);
     // Mid-stream the partial answer is already on screen; then the whole of it.
-    tmux.wait_for("a", "The answer is");
-    tmux.wait_for("a", "forty-two, streamed slowly.");
+    tmux.wait_for("a", "The answer is", &server);
+    tmux.wait_for("a", "forty-two, streamed slowly.", &server);
 
     // A second TUI, attached as a watcher, shows the same transcript.
     let listed =
         outboard(&["sessions", "--json", "--server", &server.url, "--token", &bob], None).unwrap();
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     let sessions: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
-    let sid = sessions[0]["id"].as_str().unwrap().to_owned();
+    // A bare array (the format) or wrapped in {"sessions": …} (today's).
+    let list = sessions.get("sessions").unwrap_or(&sessions);
+    let sid = list[0]["id"].as_str().unwrap().to_owned();
     tmux.spawn("b", &env, &[exe, "attach", &sid, "--server", &server.url, "--token", &bob]);
-    tmux.wait_for("b", "watching (read-only)");
-    tmux.wait_for("b", "What is the answer?");
-    tmux.wait_for("b", "The answer is forty-two, streamed slowly.");
+    tmux.wait_for("b", "watching (read-only)", &server);
+    tmux.wait_for("b", "What is the answer?", &server);
+    tmux.wait_for("b", "The answer is forty-two, streamed slowly.", &server);
     // Both see both in the presence bar.
-    tmux.wait_for("a", "bob (watching)");
-    tmux.wait_for("b", "alice (driving)");
+    tmux.wait_for("a", "bob (watching)", &server);
+    tmux.wait_for("b", "alice (driving)", &server);
 
     // Ctrl-C twice quits and gives the terminal back.
     tmux.keys("a", &["C-c"]);
-    tmux.wait_for("a", "press Ctrl-C again");
+    tmux.wait_for("a", "press Ctrl-C again", &server);
     tmux.keys("a", &["C-c"]);
     let gone = wait_until("the TUI to exit", Duration::from_secs(10), || {
         !tmux.cmd(&["list-sessions"]).contains("a:")
