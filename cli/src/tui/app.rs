@@ -366,11 +366,9 @@ impl App {
             return Vec::new();
         }
         match key.code {
-            KeyCode::Esc => {
-                if self.running && self.driving() {
-                    self.notice = Some("interrupting…".into());
-                    return vec![Effect::Interrupt];
-                }
+            KeyCode::Esc if self.running && self.driving() => {
+                self.notice = Some("interrupting…".into());
+                return vec![Effect::Interrupt];
             }
             KeyCode::PageUp => self.scroll_by(self.page()),
             KeyCode::PageDown => self.scroll_by(-self.page()),

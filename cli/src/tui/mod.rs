@@ -145,11 +145,8 @@ async fn event_loop(
         let Some(event) = event else { break Ok(()) };
         let mut quit = false;
         for effect in app.handle(event) {
-            if effect == Effect::Quit {
-                quit = true;
-            } else if effects_tx.send(effect).await.is_err() {
-                quit = true;
-            }
+            // Quit, or the connection task is gone (it only ends when we do).
+            quit |= effect == Effect::Quit || effects_tx.send(effect).await.is_err();
         }
         if quit {
             break Ok(());
