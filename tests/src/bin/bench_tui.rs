@@ -15,7 +15,7 @@ use outboard_shared::{
     EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, SessionInfo, SessionStatus,
     UserId,
 };
-use outboard_tests::harness::{bin, Api, TestServer};
+use outboard_tests::harness::Api;
 use outboard_tests::mock_llm::MockLlm;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -36,7 +36,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
     let events: Vec<SessionEvent> = (0..1000u64)
         .map(|i| {
             let text = format!(
-                "## Step {i}\n\nSome *prose* with `code` and a list:\n\n- one\n- two\n\n```rust\nlet x = {i};\n```"
+                "## Step {i}\n\nSome *prose* with `code` and a list:\n\n- one\n- two\n\n```rust\nlet x = {i};\nlet y = x + 1;\n```"
             );
             ev(i + 1, EventKind::AssistantMessage { text, tool_calls: vec![] })
         })
@@ -83,10 +83,14 @@ fn cpu_ticks(pid: &str) -> anyhow::Result<u64> {
 
 async fn idle_cpu() -> anyhow::Result<f64> {
     let mock = MockLlm::start(vec![]).await?;
-    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url())?;
-    let token = server.add_user("alice", "acme")?;
-    let exe = bin("outboard")?;
+    // The `outboard` next to this binary, in embedded mode (its own server in-process), so the
+    // figure is the whole client with nothing happening.
+    let exe = std::env::current_exe()?.parent().context("exe dir")?.join("outboard");
+    anyhow::ensure!(exe.exists(), "{} is missing: build outboard-cli first", exe.display());
+    let data = tempfile::tempdir()?;
     let socket = format!("outboard-bench-{}", std::process::id());
+    let base_url = mock.anthropic_base_url();
+    let key = format!("{}=bench", Api::Anthropic.key_var());
     tmux(
         &socket,
         &[
@@ -98,11 +102,17 @@ async fn idle_cpu() -> anyhow::Result<f64> {
             "120",
             "-y",
             "40",
+            "-e",
+            &key,
             exe.to_str().context("path")?,
-            "--server",
-            &server.url,
-            "--token",
-            &token,
+            "--provider",
+            "anthropic",
+            "--base-url",
+            &base_url,
+            "--model",
+            "mock",
+            "--data",
+            data.path().to_str().context("path")?,
         ],
     )?;
     let deadline = Instant::now() + Duration::from_secs(30);
