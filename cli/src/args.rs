@@ -9,9 +9,12 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Clone, PartialEq, Parser)]
 #[command(name = "outboard", version, about, propagate_version = true)]
 pub struct Cli {
-    /// What to do; with none, the TUI opens (not built yet).
+    /// What to do; with none, the TUI opens on a new session.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Connection flags of the TUI (when no subcommand is given).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
 }
 
 /// The subcommands.
@@ -22,6 +25,23 @@ pub enum Command {
     Run(RunArgs),
     /// List the sessions of your org.
     Sessions(SessionsArgs),
+    /// Open the TUI on an existing session (yours or a teammate's) as a watcher, or as the
+    /// driver with --drive (the owner drives at once; anyone else asks the driver).
+    Attach(AttachArgs),
+}
+
+/// `outboard attach`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct AttachArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Ask to drive the session.
+    #[arg(long)]
+    pub drive: bool,
+    /// The session's id (see `outboard sessions`).
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
 }
 
 /// Where the server is and how to reach it; with no `--server`, one is started in-process.
@@ -145,7 +165,24 @@ mod tests {
 
     #[test]
     fn no_subcommand_is_allowed() {
-        assert_eq!(Cli::try_parse_from(["outboard"]).unwrap(), Cli { command: None });
+        assert_eq!(
+            Cli::try_parse_from(["outboard"]).unwrap(),
+            Cli { command: None, connect: ConnectArgs::default() }
+        );
+        let cli =
+            Cli::try_parse_from(["outboard", "--server", "ws://h:1", "--token", "t"]).unwrap();
+        assert_eq!(cli.connect.server.as_deref(), Some("ws://h:1"));
+        assert_eq!(cli.connect.token.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn attach_flags() {
+        let cli =
+            Cli::try_parse_from(["outboard", "attach", "s_1", "--drive", "--token", "t"]).unwrap();
+        let Some(Command::Attach(args)) = cli.command else { panic!() };
+        assert_eq!(args.session_id, "s_1");
+        assert!(args.drive);
+        assert_eq!(args.connect.token.as_deref(), Some("t"));
     }
 
     #[test]

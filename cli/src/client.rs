@@ -8,6 +8,11 @@
 //! no lock. Request methods return `'static` futures that do not borrow the client: a caller can
 //! keep one (an interrupt) in flight inside a `select!` while it goes on draining events, which is
 //! what keeps a full event queue from holding a response hostage.
+//!
+//! Room events (`presence`, `drive_requested`) are delivered only to clients that ask for them
+//! ([`Client::connect_with_room_events`], the TUI): headless `outboard run` prints every event it
+//! gets, and who is watching is not part of a turn. [`Backoff`] paces reconnects; the TUI's
+//! connection loop uses it with [`Client::attach`]'s `after_seq` to resume without a gap.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -17,11 +22,11 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, Hello, Method, Request, RequestId,
-    Response, Role, ServerFrame, SessionAttachParams, SessionAttachResponse, SessionCreateParams,
-    SessionCreateResponse, SessionEvent, SessionId, SessionInfo, SessionListParams,
-    SessionListResponse, SessionRef, TurnInterruptResponse, TurnSendParams, TurnSendResponse,
-    Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    ClientFrame, ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode, EventKind, Hello,
+    Method, Request, RequestId, Response, Role, ServerFrame, SessionAttachParams,
+    SessionAttachResponse, SessionCreateParams, SessionCreateResponse, SessionEvent, SessionId,
+    SessionInfo, SessionListParams, SessionListResponse, SessionRef, TurnInterruptResponse,
+    TurnSendParams, TurnSendResponse, Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -46,6 +51,55 @@ pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 /// Capacity of the queue of outgoing requests. A client has few requests in flight (a run has at
 /// most two: the turn and an interrupt); 32 only bounds a runaway caller.
 pub const REQUEST_CHANNEL_CAPACITY: usize = 32;
+
+/// Reconnect pacing: exponential from [`Backoff::BASE`] to [`Backoff::MAX`], with a little
+/// jitter so that clients cut off together by a server restart do not come back in lockstep.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    attempt: u32,
+}
+
+impl Backoff {
+    /// The first delay. A restarting server on the same host is usually back within a second.
+    pub const BASE: Duration = Duration::from_millis(200);
+    /// The longest delay: a user staring at "reconnecting" should not wait longer than this.
+    pub const MAX: Duration = Duration::from_secs(5);
+
+    /// A fresh backoff (the next delay is [`Backoff::BASE`]).
+    pub fn new() -> Self {
+        Backoff { attempt: 0 }
+    }
+
+    /// The number of delays handed out since the last reset.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The delay before the next attempt; each call doubles it up to the cap.
+    pub fn next_delay(&mut self) -> Duration {
+        let exp = self.attempt.min(16);
+        self.attempt = self.attempt.saturating_add(1);
+        let base = Self::BASE.saturating_mul(1u32 << exp).min(Self::MAX);
+        // Up to 10 % jitter from the clock's low bits: no RNG dependency for a few milliseconds.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let jitter = base.as_millis() as u64 / 10;
+        let extra = if jitter == 0 { 0 } else { u64::from(nanos) % jitter };
+        (base + Duration::from_millis(extra)).min(Self::MAX)
+    }
+
+    /// Back to the first delay (after a successful connection).
+    pub fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// The client name announced in `hello`.
 pub fn client_name() -> String {
@@ -232,8 +286,17 @@ impl Client {
     /// Connects to `url` (`ws://HOST:PORT`), sends `hello` with `token` and waits for `welcome`,
     /// all within [`HANDSHAKE_TIMEOUT`].
     pub async fn connect(url: &str, token: &str) -> Result<Client, ClientError> {
+        Self::connect_inner(url, token, false).await
+    }
+
+    /// Like [`Client::connect`], and also delivers room events (`presence`, `drive_requested`).
+    pub async fn connect_with_room_events(url: &str, token: &str) -> Result<Client, ClientError> {
+        Self::connect_inner(url, token, true).await
+    }
+
+    async fn connect_inner(url: &str, token: &str, room: bool) -> Result<Client, ClientError> {
         validate_url(url)?;
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token)).await {
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token, room)).await {
             Ok(result) => result,
             Err(_) => Err(ClientError::Connect {
                 url: url.to_owned(),
@@ -334,6 +397,44 @@ impl Client {
         self.typed(Method::TurnInterrupt(SessionRef { session_id }))
     }
 
+    /// `session/detach`: stop receiving a session's events.
+    pub fn detach(
+        &self,
+        session_id: SessionId,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
+        let call = self.typed::<Empty>(Method::SessionDetach(SessionRef { session_id }));
+        async move { call.await.map(|_| ()) }
+    }
+
+    /// `session/drive_request`: ask the driver to hand driving over.
+    pub fn drive_request(
+        &self,
+        session_id: SessionId,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
+        let call = self.typed::<Empty>(Method::SessionDriveRequest(SessionRef { session_id }));
+        async move { call.await.map(|_| ()) }
+    }
+
+    /// `session/drive_grant`: hand driving to the attached watcher `user`.
+    pub fn drive_grant(
+        &self,
+        session_id: SessionId,
+        user: String,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
+        let call =
+            self.typed::<Empty>(Method::SessionDriveGrant(DriveGrantParams { session_id, user }));
+        async move { call.await.map(|_| ()) }
+    }
+
+    /// `session/drive_take`: the owner takes driving back.
+    pub fn drive_take(
+        &self,
+        session_id: SessionId,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
+        let call = self.typed::<Empty>(Method::SessionDriveTake(SessionRef { session_id }));
+        async move { call.await.map(|_| ()) }
+    }
+
     /// `ping`.
     pub fn ping(&self) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
         let call = self.typed::<Empty>(Method::Ping(Empty {}));
@@ -371,7 +472,7 @@ fn validate_url(url: &str) -> Result<(), ClientError> {
 }
 
 /// The connection, the upgrade and the hello/welcome exchange.
-async fn handshake(url: &str, token: &str) -> Result<Client, ClientError> {
+async fn handshake(url: &str, token: &str, room: bool) -> Result<Client, ClientError> {
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
@@ -435,7 +536,7 @@ async fn handshake(url: &str, token: &str) -> Result<Client, ClientError> {
 
     let (requests_tx, requests_rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
     let (events_tx, events_rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
-    tokio::spawn(connection_task(socket, requests_rx, events_tx));
+    tokio::spawn(connection_task(socket, requests_rx, events_tx, room));
     Ok(Client {
         url: url.to_owned(),
         welcome,
@@ -492,6 +593,7 @@ async fn connection_task(
     mut socket: Socket,
     mut requests: mpsc::Receiver<Outgoing>,
     events: mpsc::Sender<Result<SessionEvent, ClientError>>,
+    room_events: bool,
 ) {
     let mut pending: HashMap<RequestId, (&'static str, Reply)> = HashMap::new();
     let end = loop {
@@ -538,6 +640,12 @@ async fn connection_task(
                         };
                         let _ = reply.send(answer);
                     }
+                    Ok(ServerFrame::Event(frame))
+                        if !room_events
+                            && matches!(
+                                frame.event.kind,
+                                EventKind::Presence { .. } | EventKind::DriveRequested { .. }
+                            ) => {}
                     Ok(ServerFrame::Event(frame)) => {
                         // Waits when the caller is behind: see EVENT_CHANNEL_CAPACITY.
                         if events.send(Ok(frame.event)).await.is_err() {
@@ -622,6 +730,19 @@ mod tests {
             ts: "2026-01-01T00:00:00.000Z".into(),
             kind,
         }
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_and_resets() {
+        let mut b = Backoff::new();
+        let delays: Vec<Duration> = (0..8).map(|_| b.next_delay()).collect();
+        assert!(delays[0] >= Backoff::BASE && delays[0] < Backoff::BASE * 2, "{delays:?}");
+        assert!(delays[1] >= Backoff::BASE * 2, "{delays:?}");
+        assert_eq!(delays[7], Backoff::MAX);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]), "{delays:?}");
+        assert_eq!(b.attempt(), 8);
+        b.reset();
+        assert!(b.next_delay() < Backoff::BASE * 2);
     }
 
     #[tokio::test]

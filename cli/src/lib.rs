@@ -3,8 +3,8 @@
 //!
 //! Module map: [`args`] (the command line), [`client`] (the WebSocket client of the protocol,
 //! reused by the TUI), [`run`] (headless `outboard run`), [`sessions`] (`outboard sessions`),
-//! [`output`] (plain and `--json` rendering), [`embedded`] (the in-process server; the only module
-//! that depends on `outboard-server`).
+//! [`output`] (plain and `--json` rendering), [`tui`] (the terminal client), [`embedded`] (the
+//! in-process server; the only module that depends on `outboard-server`).
 
 pub mod args;
 pub mod client;
@@ -14,6 +14,7 @@ pub mod run;
 pub mod sessions;
 #[cfg(test)]
 mod testing;
+pub mod tui;
 
 pub use client::{Client, ClientError};
 

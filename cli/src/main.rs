@@ -8,7 +8,9 @@ use clap::Parser as _;
 use outboard_cli::args::{Cli, Command};
 use outboard_cli::output::{Mode, Printer};
 use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
+use outboard_cli::tui::{self, TuiArgs};
 use outboard_cli::{exit, run, sessions};
+use outboard_shared::SessionId;
 use tokio::sync::mpsc;
 
 fn main() -> ExitCode {
@@ -28,16 +30,14 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
-    let Some(command) = cli.command else {
-        eprintln!(
-            "outboard: the TUI is not built yet — use `outboard run PROMPT` (see outboard --help)"
-        );
-        return Ok(exit::USAGE);
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("while starting the async runtime")?;
+    let Some(command) = cli.command else {
+        let args = TuiArgs { connect: cli.connect, attach: None, drive: false };
+        return Ok(runtime.block_on(tui::run(args)));
+    };
     match command {
         Command::Run(args) => {
             let prompt = match read_prompt(&args.prompt, std::io::stdin().lock()) {
@@ -56,6 +56,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Sessions(args) => {
             Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout())))
+        }
+        Command::Attach(args) => {
+            let args = TuiArgs {
+                connect: args.connect,
+                attach: Some(SessionId(args.session_id)),
+                drive: args.drive,
+            };
+            Ok(runtime.block_on(tui::run(args)))
         }
     }
 }

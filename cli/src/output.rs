@@ -160,6 +160,8 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::ToolOutputDelta { .. }
             | EventKind::TurnFailed { .. }
             | EventKind::Sandbox { .. }
+            | EventKind::Presence { .. }
+            | EventKind::DriveRequested { .. }
             | EventKind::Unknown => Ok(()),
         }
     }

@@ -5,11 +5,20 @@
 //! joined by a bounded queue of outbound frames. Each attached session adds a forwarder task that
 //! moves events from the session's broadcast channel into that queue. A client that stops reading
 //! fills its own queue and blocks only its own forwarders; the session's broadcast never waits
-//! for anyone, and a forwarder that falls behind it resynchronises from the durable log (the
-//! events it missed are sent in order, so the client still sees no gap).
+//! for anyone.
+//!
+//! A forwarder that falls behind the broadcast is detached with a non-fatal `lagged` error that
+//! names the session and the last `seq` it delivered; the client attaches again with that
+//! `after_seq` and gets a fresh snapshot (durable events *and* the in-flight partial text). An
+//! earlier version re-read only the missed durable events from the log, which silently lost
+//! the deltas of that window and left a lagging screen half-drawn.
+//!
+//! Attach roles (who drives) live in the hub; this module checks them on every `turn/send` and
+//! `turn/interrupt` and broadcasts a `presence` event whenever they change.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,10 +29,10 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, Method, Request,
-    RequestId, Response, Role, ServerFrame, SessionAttachResponse, SessionCreateResponse,
-    SessionId, SessionListResponse, TurnInterruptResponse, UserInfo, Welcome, MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
+    ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, EventKind, Method,
+    PresenceEntry, Request, RequestId, Response, Role, ServerFrame, SessionAttachResponse,
+    SessionCreateResponse, SessionId, SessionListResponse, TurnInterruptResponse, UserInfo,
+    Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -31,9 +40,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
-use crate::hub::Hub;
+use crate::hub::{ConnId, Hub, Member};
 use crate::llm::Provider;
 use crate::sandbox::Sandbox;
+use crate::session::SessionHandle;
 use crate::store::{Durability, Store, UserRow};
 
 /// Frames queued for one connection's writer. Large enough to absorb a burst of deltas while the
@@ -50,6 +60,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The WebSocket layer refuses messages above this size outright; between [`MAX_FRAME_BYTES`]
 /// and this we still read the frame, so we can answer with a clear `too_large` error.
 const WS_HARD_LIMIT: usize = 4 * MAX_FRAME_BYTES;
+
+/// Connection ids, unique for the life of the process.
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
 struct AppState {
     hub: Hub,
@@ -182,8 +195,14 @@ async fn connection(socket: WebSocket, state: Arc<AppState>) {
         }
     });
 
-    let mut conn =
-        Connection { state: state.clone(), out: out.clone(), user: None, attached: HashMap::new() };
+    let mut conn = Connection {
+        id: ConnId(NEXT_CONN.fetch_add(1, Ordering::Relaxed)),
+        state: state.clone(),
+        out: out.clone(),
+        user: None,
+        client: String::new(),
+        attached: HashMap::new(),
+    };
     let shutdown = state.shutdown.clone();
     tokio::select! {
         _ = conn.serve(&mut stream) => {}
@@ -197,8 +216,10 @@ async fn connection(socket: WebSocket, state: Arc<AppState>) {
                 .await;
         }
     }
-    for (_, a) in conn.attached.drain() {
+    let attached: Vec<_> = conn.attached.drain().collect();
+    for (session_id, a) in attached {
         a.forwarder.abort();
+        conn.left(&session_id, &a.handle).await;
     }
     drop(conn);
     drop(out);
@@ -206,20 +227,30 @@ async fn connection(socket: WebSocket, state: Arc<AppState>) {
 }
 
 struct Attachment {
-    role: Role,
+    handle: SessionHandle,
     forwarder: JoinHandle<()>,
 }
 
 struct Connection {
+    id: ConnId,
     state: Arc<AppState>,
     out: mpsc::Sender<Outbound>,
     user: Option<UserRow>,
+    /// The client name from `hello`, shown in presence.
+    client: String,
     attached: HashMap<SessionId, Attachment>,
 }
 
 type WsStream = futures_util::stream::SplitStream<WebSocket>;
 
 impl Connection {
+    /// Forgets this connection in `session`'s room and tells the others.
+    async fn left(&self, session: &SessionId, handle: &SessionHandle) {
+        if let Some(attached) = self.state.hub.leave(session, self.id) {
+            broadcast_presence(handle, attached).await;
+        }
+    }
+
     async fn send(&self, frame: ServerFrame) {
         let _ = self.out.send(Outbound::Frame(frame)).await;
     }
@@ -294,6 +325,7 @@ impl Connection {
         }))
         .await;
         self.user = Some(user);
+        self.client = hello.client.chars().take(64).collect();
 
         while let Some(frame) = next_text(stream).await {
             let text = match frame {
@@ -355,7 +387,11 @@ impl Connection {
             }
             Method::SessionAttach(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
-                if p.role == Role::Driver && row.owner_id != user.id {
+                let current = hub.role(&p.session_id, self.id);
+                if p.role == Role::Driver
+                    && row.owner_id != user.id
+                    && current != Some(Role::Driver)
+                {
                     return Err(ErrorBody::new(
                         ErrorCode::Forbidden,
                         format!(
@@ -368,6 +404,11 @@ impl Connection {
                     old.forwarder.abort();
                 }
                 let handle = hub.handle(&row);
+                // A re-attach (after a lag or a reconnect) keeps the role this connection has.
+                let role = match (p.role, current) {
+                    (Role::Watcher, Some(Role::Driver)) => Role::Driver,
+                    (asked, _) => asked,
+                };
                 let attached = handle.attach(p.after_seq.unwrap_or(0)).await?;
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
@@ -375,7 +416,7 @@ impl Connection {
                     id,
                     &SessionAttachResponse {
                         session: attached.session.info(),
-                        role: p.role,
+                        role,
                         events: attached.events,
                         in_flight: attached.in_flight,
                     },
@@ -383,50 +424,87 @@ impl Connection {
                 // The snapshot goes into the queue before the forwarder starts, so it precedes
                 // every live event; events broadcast meanwhile wait in `live`.
                 self.send(ServerFrame::Response(response)).await;
-                let forwarder =
-                    tokio::spawn(forward(handle, attached.live, self.out.clone(), last_seq));
-                self.attached.insert(p.session_id, Attachment { role: p.role, forwarder });
+                let forwarder = tokio::spawn(forward(
+                    p.session_id.clone(),
+                    attached.live,
+                    self.out.clone(),
+                    last_seq,
+                ));
+                let member = Member {
+                    conn: self.id,
+                    user_id: user.id.clone(),
+                    user: user.name.clone(),
+                    client: self.client.clone(),
+                };
+                let presence = hub.join(&p.session_id, member, role);
+                broadcast_presence(&handle, presence).await;
+                self.attached.insert(p.session_id, Attachment { handle, forwarder });
                 Ok(None)
             }
             Method::SessionDetach(p) => {
                 if let Some(old) = self.attached.remove(&p.session_id) {
                     old.forwarder.abort();
+                    self.left(&p.session_id, &old.handle).await;
                 }
                 Ok(Some(Response::ok(id, &Empty {})))
             }
             Method::TurnSend(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
-                if row.owner_id != user.id
-                    || self.attached.get(&p.session_id).is_some_and(|a| a.role == Role::Watcher)
-                {
-                    return Err(ErrorBody::new(
-                        ErrorCode::Forbidden,
-                        "you are watching this session; only its driver can send messages",
-                    ));
-                }
+                hub.may_drive(&row, &user, self.id)?;
                 let sent = hub.handle(&row).send(p.text, user.name.clone()).await?;
                 Ok(Some(Response::ok(id, &sent)))
             }
             Method::TurnInterrupt(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
-                if row.owner_id != user.id {
-                    return Err(ErrorBody::new(
-                        ErrorCode::Forbidden,
-                        "only the session's driver can interrupt it",
-                    ));
-                }
+                hub.may_drive(&row, &user, self.id)?;
                 let interrupted = hub.handle(&row).interrupt().await?;
                 Ok(Some(Response::ok(id, &TurnInterruptResponse { interrupted })))
+            }
+            Method::SessionDriveRequest(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                match hub.role(&p.session_id, self.id) {
+                    None => {
+                        return Err(ErrorBody::new(
+                            ErrorCode::BadRequest,
+                            "attach to the session before asking to drive it",
+                        ))
+                    }
+                    Some(Role::Driver) => {
+                        return Err(ErrorBody::new(ErrorCode::Conflict, "you already drive it"))
+                    }
+                    Some(Role::Watcher) => {}
+                }
+                hub.handle(&row).transient(EventKind::DriveRequested { user: user.name }).await?;
+                Ok(Some(Response::ok(id, &Empty {})))
+            }
+            Method::SessionDriveGrant(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                let presence = hub.grant(&p.session_id, self.id, &p.user)?;
+                broadcast_presence(&hub.handle(&row), presence).await;
+                Ok(Some(Response::ok(id, &Empty {})))
+            }
+            Method::SessionDriveTake(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                let presence = hub.take(&row, &user, self.id)?;
+                broadcast_presence(&hub.handle(&row), presence).await;
+                Ok(Some(Response::ok(id, &Empty {})))
             }
         }
     }
 }
 
+/// Tells everyone attached to a session who is attached now.
+async fn broadcast_presence(handle: &SessionHandle, attached: Vec<PresenceEntry>) {
+    if let Err(e) = handle.transient(EventKind::Presence { attached }).await {
+        tracing::debug!("cannot broadcast presence: {e}");
+    }
+}
+
 /// Moves a session's live events into a connection's queue. When the connection falls so far
-/// behind that the broadcast drops events for it, it re-reads the durable events it missed from
-/// the log and goes on: transient deltas in that window are lost, durable events never are.
+/// behind that the broadcast drops events for it, it stops with a `lagged` error naming the last
+/// durable `seq` delivered (see the module header): the client re-attaches for a fresh snapshot.
 async fn forward(
-    handle: crate::session::SessionHandle,
+    session_id: SessionId,
     mut live: broadcast::Receiver<outboard_shared::SessionEvent>,
     out: mpsc::Sender<Outbound>,
     mut last_durable: u64,
@@ -449,19 +527,16 @@ async fn forward(
                 }
             }
             Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(skipped = n, "a client lagged; resynchronising from the log");
-                let Ok(again) = handle.attach(last_durable).await else { return };
-                live = again.live;
-                for event in again.events {
-                    last_durable = event.seq;
-                    if out
-                        .send(Outbound::Frame(ServerFrame::Event(EventFrame { event })))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
+                tracing::warn!(session = %session_id, skipped = n, "a client lagged; detaching it");
+                let message = format!(
+                    "session {session_id}: this connection fell more than {} events behind and \
+                     was detached; attach again with after_seq {last_durable}",
+                    crate::session::BROADCAST_CAPACITY
+                );
+                let _ = out
+                    .send(Outbound::Frame(connection_error(ErrorCode::Lagged, &message, false)))
+                    .await;
+                return;
             }
             Err(broadcast::error::RecvError::Closed) => return,
         }
@@ -547,6 +622,9 @@ const KNOWN_METHODS: &[&str] = &[
     "turn/send",
     "turn/interrupt",
     "ping",
+    "session/drive_request",
+    "session/drive_grant",
+    "session/drive_take",
 ];
 
 fn connection_error(code: ErrorCode, message: &str, fatal: bool) -> ServerFrame {

@@ -1,15 +1,24 @@
-//! The hub: the map from session id to its running actor, spawning actors on first use.
+//! The hub: the map from session id to its running actor, spawning actors on first use, and the
+//! attach roles of each session (its "room": who is attached, which connection drives).
 //!
-//! The map is behind one `std::sync::Mutex` held only to look up or insert a handle (never across
-//! an `.await`), which is simpler than a hub actor and cannot deadlock. Access checks (org,
-//! ownership) happen here so every caller gets them.
+//! Both maps are behind `std::sync::Mutex`es held only for a lookup or a small update (never
+//! across an `.await`), which is simpler than a hub actor and cannot deadlock. Roles live here
+//! rather than in the session actor because they belong to connections, not to the
+//! conversation: the actor's log does not change when someone starts watching. Access checks
+//! (org, ownership, who drives) happen here so every caller gets them.
+//!
+//! The role rules: one connection drives a session at a time. The owner becomes the driver by
+//! attaching as `driver` (taking it from whoever had it: the owner can always take it back);
+//! the driver may grant it to an attached watcher; when the driver detaches nobody drives until
+//! the owner attaches or someone is granted. An owner's connection that is not attached at all
+//! may still send turns while nobody drives (headless scripts).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
-use outboard_shared::{ErrorBody, ErrorCode, SessionId};
+use outboard_shared::{ErrorBody, ErrorCode, PresenceEntry, Role, SessionId, UserId};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
@@ -25,6 +34,48 @@ pub struct Hub {
     sessions: Mutex<HashMap<SessionId, SessionHandle>>,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
+    rooms: Mutex<HashMap<SessionId, Room>>,
+}
+
+/// Identifies one WebSocket connection for the life of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId(pub u64);
+
+/// One attached connection.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// The connection.
+    pub conn: ConnId,
+    /// Its user.
+    pub user_id: UserId,
+    /// The user's name.
+    pub user: String,
+    /// The client name from `hello`.
+    pub client: String,
+}
+
+/// Who is attached to one session and which connection drives it.
+#[derive(Debug, Default)]
+struct Room {
+    /// In attach order.
+    members: Vec<Member>,
+    driver: Option<ConnId>,
+}
+
+impl Room {
+    fn presence(&self) -> Vec<PresenceEntry> {
+        let entry = |m: &Member, role| PresenceEntry {
+            user: m.user.clone(),
+            role,
+            client: m.client.clone(),
+        };
+        let driver = self.members.iter().filter(|m| Some(m.conn) == self.driver);
+        let watchers = self.members.iter().filter(|m| Some(m.conn) != self.driver);
+        driver
+            .map(|m| entry(m, Role::Driver))
+            .chain(watchers.map(|m| entry(m, Role::Watcher)))
+            .collect()
+    }
 }
 
 impl Hub {
@@ -36,6 +87,7 @@ impl Hub {
             config,
             sessions: Mutex::new(HashMap::new()),
             shutdown: CancellationToken::new(),
+            rooms: Mutex::new(HashMap::new()),
         }
     }
 
@@ -107,5 +159,143 @@ impl Hub {
         };
         let all = futures_util::future::join_all(handles.iter().map(|h| h.wait_idle()));
         tokio::time::timeout(deadline, all).await.is_ok()
+    }
+
+    fn rooms(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Room>> {
+        match self.rooms.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Records `member` as attached to `session` in `role` (a driver takes driving from whoever
+    /// had it; the caller has checked it is the owner). Returns the new presence list.
+    pub fn join(&self, session: &SessionId, member: Member, role: Role) -> Vec<PresenceEntry> {
+        let mut rooms = self.rooms();
+        let room = rooms.entry(session.clone()).or_default();
+        let conn = member.conn;
+        room.members.retain(|m| m.conn != conn);
+        room.members.push(member);
+        if role == Role::Driver {
+            room.driver = Some(conn);
+        } else if room.driver == Some(conn) {
+            room.driver = None;
+        }
+        room.presence()
+    }
+
+    /// Forgets `conn` in `session`; `None` when it was not attached, else the new presence.
+    pub fn leave(&self, session: &SessionId, conn: ConnId) -> Option<Vec<PresenceEntry>> {
+        let mut rooms = self.rooms();
+        let room = rooms.get_mut(session)?;
+        let before = room.members.len();
+        room.members.retain(|m| m.conn != conn);
+        if room.driver == Some(conn) {
+            room.driver = None;
+        }
+        if room.members.len() == before {
+            return None;
+        }
+        let presence = room.presence();
+        if room.members.is_empty() {
+            rooms.remove(session);
+        }
+        Some(presence)
+    }
+
+    /// The role of `conn` in `session`, when attached.
+    pub fn role(&self, session: &SessionId, conn: ConnId) -> Option<Role> {
+        let rooms = self.rooms();
+        let room = rooms.get(session)?;
+        room.members.iter().any(|m| m.conn == conn).then(|| {
+            if room.driver == Some(conn) {
+                Role::Driver
+            } else {
+                Role::Watcher
+            }
+        })
+    }
+
+    /// Whether `conn` (of `user`) may send turns and interrupts to `row`: it drives, or it is
+    /// the owner's unattached connection and nobody drives.
+    pub fn may_drive(
+        &self,
+        row: &SessionRow,
+        user: &UserRow,
+        conn: ConnId,
+    ) -> Result<(), ErrorBody> {
+        let rooms = self.rooms();
+        let room = rooms.get(&row.id);
+        let driver = room.and_then(|r| r.driver);
+        if driver == Some(conn) {
+            return Ok(());
+        }
+        let attached = room.is_some_and(|r| r.members.iter().any(|m| m.conn == conn));
+        if !attached && driver.is_none() && row.owner_id == user.id {
+            return Ok(());
+        }
+        let who = room
+            .and_then(|r| r.members.iter().find(|m| Some(m.conn) == driver))
+            .map_or_else(|| "nobody".to_owned(), |m| m.user.clone());
+        Err(ErrorBody::new(
+            ErrorCode::Forbidden,
+            format!(
+                "you are watching this session; only its driver ({who}) can send messages or \
+                 interrupt — ask with /drive"
+            ),
+        ))
+    }
+
+    /// The driver of `session` hands driving to the attached watcher named `to`. Fails unless
+    /// `conn` drives and `to` is attached; a user attached twice gets it on the connection
+    /// attached last.
+    pub fn grant(
+        &self,
+        session: &SessionId,
+        conn: ConnId,
+        to: &str,
+    ) -> Result<Vec<PresenceEntry>, ErrorBody> {
+        let mut rooms = self.rooms();
+        let Some(room) = rooms.get_mut(session).filter(|r| r.driver == Some(conn)) else {
+            return Err(ErrorBody::new(
+                ErrorCode::Forbidden,
+                "only the session's current driver can hand driving over",
+            ));
+        };
+        let Some(target) = room.members.iter().rev().find(|m| m.user == to && m.conn != conn)
+        else {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!("{to} is not attached to this session; they must attach first"),
+            ));
+        };
+        room.driver = Some(target.conn);
+        Ok(room.presence())
+    }
+
+    /// The owner's attached connection `conn` takes driving (always allowed to the owner).
+    pub fn take(
+        &self,
+        row: &SessionRow,
+        user: &UserRow,
+        conn: ConnId,
+    ) -> Result<Vec<PresenceEntry>, ErrorBody> {
+        if row.owner_id != user.id {
+            return Err(ErrorBody::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "only the session's owner ({}) can take driving; ask with /drive",
+                    row.owner
+                ),
+            ));
+        }
+        let mut rooms = self.rooms();
+        let Some(room) =
+            rooms.get_mut(&row.id).filter(|r| r.members.iter().any(|m| m.conn == conn))
+        else {
+            return Err(ErrorBody::new(ErrorCode::BadRequest, "attach to the session first"));
+        };
+        room.driver = Some(conn);
+        Ok(room.presence())
     }
 }

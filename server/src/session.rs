@@ -176,6 +176,12 @@ impl SessionHandle {
         }
     }
 
+    /// Broadcasts a transient event (presence, a drive request) to everyone attached, in order
+    /// with the session's other events; it gets the last durable `seq` and is not logged.
+    pub async fn transient(&self, kind: EventKind) -> Result<(), ErrorBody> {
+        self.tx.send(Command::Emit { kind, ack: None }).await.map_err(|_| gone())
+    }
+
     /// Interrupts the turn in flight; false when there is none.
     pub async fn interrupt(&self) -> Result<bool, ErrorBody> {
         let (reply, rx) = oneshot::channel();

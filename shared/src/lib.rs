@@ -99,6 +99,18 @@ pub enum Method {
     /// Liveness check. Answered with [`Empty`].
     #[serde(rename = "ping")]
     Ping(Empty),
+    /// A watcher asks the current driver to hand driving over. Answered with [`Empty`]; the
+    /// attached clients get a transient [`EventKind::DriveRequested`].
+    #[serde(rename = "session/drive_request")]
+    SessionDriveRequest(SessionRef),
+    /// The current driver hands driving to an attached watcher. Answered with [`Empty`]; a
+    /// [`EventKind::Presence`] follows with the new roles.
+    #[serde(rename = "session/drive_grant")]
+    SessionDriveGrant(DriveGrantParams),
+    /// The session's owner takes driving back (always allowed to the owner). Answered with
+    /// [`Empty`]; a [`EventKind::Presence`] follows.
+    #[serde(rename = "session/drive_take")]
+    SessionDriveTake(SessionRef),
 }
 
 impl Method {
@@ -112,6 +124,9 @@ impl Method {
             Method::TurnSend(_) => "turn/send",
             Method::TurnInterrupt(_) => "turn/interrupt",
             Method::Ping(_) => "ping",
+            Method::SessionDriveRequest(_) => "session/drive_request",
+            Method::SessionDriveGrant(_) => "session/drive_grant",
+            Method::SessionDriveTake(_) => "session/drive_take",
         }
     }
 }
@@ -149,7 +164,8 @@ pub struct SessionRef {
 pub enum Role {
     /// Receives events; cannot send turns.
     Watcher,
-    /// Receives events and sends turns. Only the session's owner may drive in protocol v1.
+    /// Receives events, sends turns and interrupts. One connection drives a session at a time:
+    /// the owner by attaching as driver, anyone else when the driver grants it.
     Driver,
 }
 
@@ -163,6 +179,15 @@ pub struct SessionAttachParams {
     /// Resume after this durable `seq` (the last one the client saw); absent = from the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
+}
+
+/// Parameters of `session/drive_grant`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriveGrantParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The name of the attached watcher who gets driving.
+    pub user: String,
 }
 
 /// Parameters of `turn/send`.
@@ -562,9 +587,33 @@ pub enum EventKind {
         /// How long the transition took.
         ms: f64,
     },
+    /// Who is attached to the session and in which role; sent whenever that changes
+    /// (transient).
+    Presence {
+        /// Every attached connection, the driver first.
+        attached: Vec<PresenceEntry>,
+    },
+    /// A watcher asks the driver to hand driving over (transient); the driver answers with
+    /// `session/drive_grant`.
+    DriveRequested {
+        /// The watcher's user name.
+        user: String,
+    },
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
+}
+
+/// One attached connection, as listed by [`EventKind::Presence`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresenceEntry {
+    /// The user's name.
+    pub user: String,
+    /// Its role on this connection.
+    pub role: Role,
+    /// The client name from its `hello` (`outboard-cli/0.1.0`).
+    #[serde(default)]
+    pub client: String,
 }
 
 impl EventKind {
@@ -575,6 +624,8 @@ impl EventKind {
             EventKind::AssistantDelta { .. }
                 | EventKind::ToolOutputDelta { .. }
                 | EventKind::ModelRetry { .. }
+                | EventKind::Presence { .. }
+                | EventKind::DriveRequested { .. }
                 | EventKind::Unknown
         )
     }
@@ -593,6 +644,8 @@ impl EventKind {
             EventKind::TurnCompleted { .. } => "turn_completed",
             EventKind::TurnFailed { .. } => "turn_failed",
             EventKind::Sandbox { .. } => "sandbox",
+            EventKind::Presence { .. } => "presence",
+            EventKind::DriveRequested { .. } => "drive_requested",
             EventKind::Unknown => "unknown",
         }
     }

@@ -95,6 +95,21 @@ fn client_frames() {
         roundtrip(&request(6, Method::TurnInterrupt(SessionRef { session_id: sid() })))
     );
     insta::assert_json_snapshot!("ping", roundtrip(&request(7, Method::Ping(Empty {}))));
+    insta::assert_json_snapshot!(
+        "session_drive_request",
+        roundtrip(&request(8, Method::SessionDriveRequest(SessionRef { session_id: sid() })))
+    );
+    insta::assert_json_snapshot!(
+        "session_drive_grant",
+        roundtrip(&request(
+            9,
+            Method::SessionDriveGrant(DriveGrantParams { session_id: sid(), user: "bob".into() })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "session_drive_take",
+        roundtrip(&request(10, Method::SessionDriveTake(SessionRef { session_id: sid() })))
+    );
 }
 
 #[test]
@@ -211,6 +226,21 @@ fn session_events() {
             error: "the model provider answered 401".into(),
         },
         EventKind::Sandbox { state: SandboxState::Running, ms: 6.5 },
+        EventKind::Presence {
+            attached: vec![
+                PresenceEntry {
+                    user: "alice".into(),
+                    role: Role::Driver,
+                    client: "outboard-cli/0.1.0".into(),
+                },
+                PresenceEntry {
+                    user: "bob".into(),
+                    role: Role::Watcher,
+                    client: "outboard-cli/0.1.0".into(),
+                },
+            ],
+        },
+        EventKind::DriveRequested { user: "bob".into() },
     ];
     for (i, kind) in events.into_iter().enumerate() {
         let name = format!("event_{}", kind.type_name());
@@ -222,7 +252,7 @@ fn session_events() {
 fn unknown_event_kinds_and_codes_are_tolerated() {
     let e: SessionEvent = serde_json::from_value(json!({
         "session_id": "s_1", "seq": 9, "ts": "2026-11-29T07:18:16.123Z",
-        "type": "presence", "users": [{"name": "bob", "role": "watcher"}]
+        "type": "memory_changed", "path": "/memory/MEMORY.md", "version": 3, "by": "bob"
     }))
     .unwrap();
     assert_eq!(e.kind, EventKind::Unknown);

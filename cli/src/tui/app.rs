@@ -1,0 +1,803 @@
+//! The TUI's state and its update function, Elm style: [`App::handle`] takes one [`AppEvent`]
+//! (a key, a paste, a server event, a connection change) and returns the [`Effect`]s for the
+//! runtime to perform (requests to the server, quitting). Nothing here does IO, so every screen
+//! is reachable from a test by feeding events.
+//!
+//! The transcript's lines are rendered (markdown, diffs, wrapping) here, when a cell changes or
+//! the width does, and stored in the cell; drawing ([`super::render`]) only picks the visible
+//! lines. That keeps a frame proportional to the screen, not to the transcript.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use outboard_shared::{
+    EventKind, PresenceEntry, Role, SandboxState, SessionAttachResponse, SessionEvent, SessionId,
+    SessionInfo, StopReason, Usage,
+};
+use ratatui::text::{Line, Span};
+use serde_json::Value;
+
+use super::composer::Composer;
+use super::theme::Theme;
+use super::{diff, markdown, wrap};
+
+/// Tool output lines shown in a cell (the tail); the full output is in the log.
+pub const TOOL_OUTPUT_LINES: usize = 8;
+
+/// Lines scrolled per mouse-wheel step.
+pub const WHEEL_LINES: usize = 3;
+
+/// The slash commands, with a one-line help each (shown by `/help` and completion).
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("/help", "this list"),
+    ("/new", "start a new session"),
+    ("/sessions", "pick a session of your org to attach to"),
+    ("/attach", "ID — attach to a session"),
+    ("/drive", "take driving (owner) or ask the driver for it"),
+    ("/handover", "USER — hand driving to a watcher"),
+    ("/memory", "browse the org's memory"),
+    ("/skills", "browse the org's skills"),
+    ("/interrupt", "interrupt the running turn (also Esc)"),
+    ("/quit", "leave (also Ctrl-C twice)"),
+];
+
+/// The state of the connection to the server, as shown in the status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnState {
+    /// The first connection is being made.
+    Connecting,
+    /// Connected and attached.
+    Connected,
+    /// The connection dropped; retrying.
+    Reconnecting {
+        /// Attempts so far.
+        attempt: u32,
+        /// The last error, one line.
+        reason: String,
+    },
+    /// Gave up (refused token, the server says no): the reason.
+    Gone(String),
+}
+
+/// Everything that can happen to the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppEvent {
+    /// A key press.
+    Key(KeyEvent),
+    /// Bracketed paste.
+    Paste(String),
+    /// Mouse wheel: positive = up (older).
+    Scroll(i32),
+    /// The terminal's new size.
+    Resize(u16, u16),
+    /// Connection state changed; `user` is who the server says we are once connected.
+    Connection(ConnState, Option<String>),
+    /// An attach succeeded: a fresh snapshot (`resumed`: after a reconnect or lag, with the
+    /// events after our last `seq` only).
+    Attached(Box<SessionAttachResponse>, bool),
+    /// A live session event.
+    Server(Box<SessionEvent>),
+    /// The org's sessions, for the picker.
+    Sessions(Vec<SessionInfo>),
+    /// Something to tell the user (a refused request, a warning).
+    Notice(String),
+}
+
+/// What the runtime must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Send a user message to the attached session.
+    Send(String),
+    /// Interrupt the turn.
+    Interrupt,
+    /// Create a session and attach to it as driver.
+    NewSession,
+    /// Fetch the session list.
+    ListSessions,
+    /// Attach to a session (as driver when we own it, else watcher).
+    Attach(SessionId),
+    /// Ask the driver for the wheel.
+    DriveRequest,
+    /// The owner takes the wheel.
+    DriveTake,
+    /// Hand the wheel to this user.
+    DriveGrant(String),
+    /// Leave.
+    Quit,
+}
+
+/// A running or finished tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCell {
+    /// The call id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Its input.
+    pub input: Value,
+    /// Output streamed so far.
+    pub output: String,
+    /// Once finished: error flag, result text, duration.
+    pub result: Option<(bool, String, u64)>,
+}
+
+/// What a transcript cell holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellKind {
+    /// A user's message.
+    User {
+        /// Who sent it.
+        by: String,
+        /// The text.
+        text: String,
+    },
+    /// A complete assistant message.
+    Assistant(String),
+    /// A tool call.
+    Tool(ToolCell),
+    /// A line from the harness or the client (turn ended, failed, retry, drive request).
+    Notice {
+        /// The text.
+        text: String,
+        /// Drawn as an error.
+        error: bool,
+    },
+}
+
+/// One transcript cell and its rendered lines at the current width.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// The content.
+    pub kind: CellKind,
+    /// The content rendered and wrapped at [`App::width`].
+    pub lines: Vec<Line<'static>>,
+}
+
+/// The session picker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Picker {
+    /// The sessions listed.
+    pub sessions: Vec<SessionInfo>,
+    /// The highlighted row.
+    pub selected: usize,
+}
+
+/// The whole state of the TUI.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Colours.
+    pub theme: Theme,
+    /// Terminal size.
+    pub width: u16,
+    /// Terminal height.
+    pub height: u16,
+    /// Our user name, once connected.
+    pub me: Option<String>,
+    /// The attached session.
+    pub session: Option<SessionInfo>,
+    /// Our role in it.
+    pub role: Role,
+    /// The connection.
+    pub conn: ConnState,
+    /// The transcript.
+    pub cells: Vec<Cell>,
+    /// Assistant text streaming now (not yet a complete message).
+    pub streaming: String,
+    /// `streaming` rendered.
+    pub streaming_lines: Vec<Line<'static>>,
+    /// Who sent the turn in flight (for the next user message cell).
+    pub turn_by: Option<String>,
+    /// A turn is in flight.
+    pub running: bool,
+    /// Tokens used in this session (turns seen completing).
+    pub usage: Usage,
+    /// The sandbox's last state and transition time.
+    pub sandbox: Option<(SandboxState, f64)>,
+    /// Who is attached.
+    pub presence: Vec<PresenceEntry>,
+    /// The composer.
+    pub composer: Composer,
+    /// Lines scrolled up from the bottom (0 follows the stream).
+    pub scroll: usize,
+    /// The session picker, when open.
+    pub picker: Option<Picker>,
+    /// A one-line message in the status area (cleared by the next key).
+    pub notice: Option<String>,
+    /// Ctrl-C was pressed once; the next one quits.
+    pub quit_armed: bool,
+    /// The last durable `seq` applied (duplicates at or below it are skipped).
+    pub last_seq: u64,
+}
+
+impl App {
+    /// A fresh app for a terminal of `width`×`height`.
+    pub fn new(theme: Theme, width: u16, height: u16) -> Self {
+        App {
+            theme,
+            width,
+            height,
+            me: None,
+            session: None,
+            role: Role::Watcher,
+            conn: ConnState::Connecting,
+            cells: Vec::new(),
+            streaming: String::new(),
+            streaming_lines: Vec::new(),
+            turn_by: None,
+            running: false,
+            usage: Usage::default(),
+            sandbox: None,
+            presence: Vec::new(),
+            composer: Composer::default(),
+            scroll: 0,
+            picker: None,
+            notice: None,
+            quit_armed: false,
+            last_seq: 0,
+        }
+    }
+
+    /// The width the transcript wraps at.
+    pub fn text_width(&self) -> usize {
+        usize::from(self.width).saturating_sub(1).max(10)
+    }
+
+    /// Total transcript lines (cells, separators, the streaming tail).
+    pub fn transcript_len(&self) -> usize {
+        let cells: usize = self.cells.iter().map(|c| c.lines.len() + 1).sum();
+        cells + self.streaming_lines.len()
+    }
+
+    /// Whether this client may send messages.
+    pub fn driving(&self) -> bool {
+        self.role == Role::Driver
+    }
+
+    /// Whether we own the attached session.
+    pub fn owner(&self) -> bool {
+        matches!((&self.session, &self.me), (Some(s), Some(me)) if &s.owner == me)
+    }
+
+    /// Slash commands matching what is typed (for the completion line).
+    pub fn completions(&self) -> Vec<&'static str> {
+        let text = self.composer.text();
+        if !text.starts_with('/') || text.contains(char::is_whitespace) {
+            return Vec::new();
+        }
+        COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(text)).collect()
+    }
+
+    /// Applies one event; returns what the runtime must do.
+    pub fn handle(&mut self, event: AppEvent) -> Vec<Effect> {
+        let before = self.transcript_len();
+        let effects = match event {
+            AppEvent::Key(key) => self.key(key),
+            AppEvent::Paste(text) => {
+                self.composer.insert(&text);
+                Vec::new()
+            }
+            AppEvent::Scroll(lines) => {
+                self.scroll_by(lines);
+                Vec::new()
+            }
+            AppEvent::Resize(w, h) => {
+                let rewrap = w != self.width;
+                self.width = w;
+                self.height = h;
+                if rewrap {
+                    self.rerender_all();
+                }
+                Vec::new()
+            }
+            AppEvent::Connection(state, user) => {
+                if user.is_some() {
+                    self.me = user;
+                }
+                self.conn = state;
+                Vec::new()
+            }
+            AppEvent::Attached(snapshot, resumed) => {
+                self.attached(*snapshot, resumed);
+                Vec::new()
+            }
+            AppEvent::Server(event) => {
+                self.apply(*event);
+                Vec::new()
+            }
+            AppEvent::Sessions(sessions) => {
+                self.picker = Some(Picker { sessions, selected: 0 });
+                Vec::new()
+            }
+            AppEvent::Notice(text) => {
+                self.notice = Some(text);
+                Vec::new()
+            }
+        };
+        // Scrolled up: stay on the same lines while new ones arrive below.
+        let after = self.transcript_len();
+        if self.scroll > 0 && after > before {
+            self.scroll += after - before;
+        }
+        effects
+    }
+
+    fn scroll_by(&mut self, lines: i32) {
+        let max = self.transcript_len();
+        let by = lines.unsigned_abs() as usize;
+        self.scroll =
+            if lines > 0 { (self.scroll + by).min(max) } else { self.scroll.saturating_sub(by) };
+    }
+
+    fn page(&self) -> i32 {
+        i32::from(self.height.saturating_sub(6).max(1))
+    }
+
+    fn key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && key.code == KeyCode::Char('c') {
+            if self.quit_armed {
+                return vec![Effect::Quit];
+            }
+            self.quit_armed = true;
+            self.composer.clear();
+            self.notice = Some("press Ctrl-C again to quit".into());
+            return Vec::new();
+        }
+        self.quit_armed = false;
+        self.notice = None;
+        if let Some(picker) = &mut self.picker {
+            match key.code {
+                KeyCode::Esc => self.picker = None,
+                KeyCode::Up => picker.selected = picker.selected.saturating_sub(1),
+                KeyCode::Down => {
+                    picker.selected =
+                        (picker.selected + 1).min(picker.sessions.len().saturating_sub(1))
+                }
+                KeyCode::Enter => {
+                    let chosen = picker.sessions.get(picker.selected).map(|s| s.id.clone());
+                    self.picker = None;
+                    if let Some(id) = chosen {
+                        return vec![Effect::Attach(id)];
+                    }
+                }
+                _ => {}
+            }
+            return Vec::new();
+        }
+        match key.code {
+            KeyCode::Esc if self.running && self.driving() => {
+                self.notice = Some("interrupting…".into());
+                return vec![Effect::Interrupt];
+            }
+            KeyCode::PageUp => self.scroll_by(self.page()),
+            KeyCode::PageDown => self.scroll_by(-self.page()),
+            KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::SHIFT) => {
+                self.composer.insert("\n")
+            }
+            KeyCode::Char('j') if ctrl => self.composer.insert("\n"),
+            KeyCode::Enter => return self.submit(),
+            KeyCode::Tab => {
+                if let [only] = self.completions()[..] {
+                    self.composer.set(format!("{only} "));
+                }
+            }
+            KeyCode::Backspace => self.composer.backspace(),
+            KeyCode::Delete => self.composer.delete(),
+            KeyCode::Left => self.composer.left(),
+            KeyCode::Right => self.composer.right(),
+            KeyCode::Home => self.composer.home(),
+            KeyCode::End => self.composer.end(),
+            KeyCode::Up => self.composer.up(),
+            KeyCode::Down => self.composer.down(),
+            KeyCode::Char('u') if ctrl => self.composer.clear(),
+            KeyCode::Char(c) if !ctrl => self.composer.insert(c.encode_utf8(&mut [0; 4])),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn submit(&mut self) -> Vec<Effect> {
+        let text = self.composer.text().trim().to_owned();
+        if text.is_empty() {
+            return Vec::new();
+        }
+        if text.starts_with('/') {
+            self.composer.take();
+            return self.command(&text);
+        }
+        if !self.driving() {
+            self.notice = Some("you are watching: /drive asks for the wheel".into());
+            return Vec::new();
+        }
+        if self.running {
+            self.notice = Some("a turn is running: wait, or Esc to interrupt".into());
+            return Vec::new();
+        }
+        if self.conn != ConnState::Connected {
+            self.notice = Some("not connected; the message is kept".into());
+            return Vec::new();
+        }
+        self.scroll = 0;
+        vec![Effect::Send(self.composer.take())]
+    }
+
+    fn command(&mut self, line: &str) -> Vec<Effect> {
+        let mut words = line.split_whitespace();
+        let name = words.next().unwrap_or("");
+        let arg = words.next().map(str::to_owned);
+        match (name, arg) {
+            ("/help", _) => {
+                let text =
+                    COMMANDS.iter().map(|(c, h)| format!("{c} {h}")).collect::<Vec<_>>().join("\n");
+                self.push_notice(format!("{text}\nPgUp/PgDn or the wheel scroll; Esc interrupts; Alt-Enter or Ctrl-J for a newline"), false);
+                Vec::new()
+            }
+            ("/new", _) => vec![Effect::NewSession],
+            ("/sessions", _) => vec![Effect::ListSessions],
+            ("/attach", Some(id)) => vec![Effect::Attach(SessionId(id))],
+            ("/drive", _) => {
+                if self.driving() {
+                    self.notice = Some("you are driving already".into());
+                    Vec::new()
+                } else if self.owner() {
+                    vec![Effect::DriveTake]
+                } else {
+                    self.notice = Some("asked the driver for the wheel".into());
+                    vec![Effect::DriveRequest]
+                }
+            }
+            ("/handover", Some(user)) => vec![Effect::DriveGrant(user)],
+            ("/memory" | "/skills", _) => {
+                self.notice = Some(format!("{name} is not available yet"));
+                Vec::new()
+            }
+            ("/interrupt", _) => vec![Effect::Interrupt],
+            ("/quit", _) => vec![Effect::Quit],
+            ("/attach" | "/handover", None) => {
+                self.notice = Some(format!("{name} needs an argument (see /help)"));
+                Vec::new()
+            }
+            _ => {
+                self.notice = Some(format!("unknown command {name}; /help lists them"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn attached(&mut self, snapshot: SessionAttachResponse, resumed: bool) {
+        let same = self.session.as_ref().is_some_and(|s| s.id == snapshot.session.id);
+        if !(resumed && same) {
+            self.cells.clear();
+            self.last_seq = 0;
+            self.usage = Usage::default();
+            self.sandbox = None;
+            self.presence.clear();
+            self.scroll = 0;
+        }
+        self.running = false;
+        self.role = snapshot.role;
+        self.session = Some(snapshot.session);
+        self.streaming.clear();
+        for event in snapshot.events {
+            self.apply(event);
+        }
+        if let Some(in_flight) = snapshot.in_flight {
+            self.running = true;
+            self.streaming = in_flight.assistant_text;
+            for partial in in_flight.tool_output {
+                if let Some(cell) = self.tool_mut(&partial.call_id) {
+                    cell.output = partial.text;
+                }
+            }
+            self.rerender_all();
+        }
+        self.rerender_streaming();
+    }
+
+    /// Applies one session event to the transcript.
+    pub fn apply(&mut self, event: SessionEvent) {
+        if self.session.as_ref().is_some_and(|s| s.id != event.session_id) {
+            return;
+        }
+        if event.kind.is_durable() {
+            if event.seq <= self.last_seq {
+                return;
+            }
+            self.last_seq = event.seq;
+            if let Some(s) = &mut self.session {
+                s.last_seq = event.seq;
+            }
+        }
+        match event.kind {
+            EventKind::TurnStarted { by, .. } => {
+                self.running = true;
+                self.turn_by = Some(by);
+            }
+            EventKind::UserMessage { text } => {
+                let by = self.turn_by.clone().unwrap_or_default();
+                self.push(CellKind::User { by, text });
+            }
+            EventKind::AssistantDelta { text } => {
+                self.streaming.push_str(&text);
+                self.rerender_streaming();
+            }
+            EventKind::AssistantMessage { text, .. } => {
+                self.streaming.clear();
+                self.rerender_streaming();
+                if !text.trim().is_empty() {
+                    self.push(CellKind::Assistant(text));
+                }
+            }
+            EventKind::ToolCall { call, .. } => {
+                if self.tool_mut(&call.call_id).is_none() {
+                    self.push(CellKind::Tool(ToolCell {
+                        call_id: call.call_id,
+                        name: call.name,
+                        input: call.input,
+                        output: String::new(),
+                        result: None,
+                    }));
+                }
+            }
+            EventKind::ToolOutputDelta { call_id, text, .. } => {
+                if let Some(i) = self.tool_index(&call_id) {
+                    if let CellKind::Tool(t) = &mut self.cells[i].kind {
+                        t.output.push_str(&text);
+                    }
+                    self.rerender(i);
+                }
+            }
+            EventKind::ToolResult { call_id, name, output, is_error, duration_ms } => {
+                let i = match self.tool_index(&call_id) {
+                    Some(i) => i,
+                    None => {
+                        self.push(CellKind::Tool(ToolCell {
+                            call_id: call_id.clone(),
+                            name,
+                            input: Value::Null,
+                            output: String::new(),
+                            result: None,
+                        }));
+                        self.cells.len() - 1
+                    }
+                };
+                if let CellKind::Tool(t) = &mut self.cells[i].kind {
+                    t.result = Some((is_error, output, duration_ms));
+                }
+                self.rerender(i);
+            }
+            EventKind::ModelRetry { attempt, delay_ms, reason } => {
+                self.streaming.clear();
+                self.rerender_streaming();
+                self.push_notice(
+                    format!("model call failed ({reason}); attempt {attempt} in {delay_ms} ms"),
+                    true,
+                );
+            }
+            EventKind::TurnCompleted { stop_reason, usage, .. } => {
+                self.running = false;
+                self.usage.add(usage);
+                self.flush_streaming();
+                match stop_reason {
+                    StopReason::Interrupted => self.push_notice("interrupted".into(), true),
+                    StopReason::StepLimit => {
+                        self.push_notice("stopped at the step limit".into(), true)
+                    }
+                    StopReason::MaxTokens => {
+                        self.push_notice("the model hit its output limit".into(), true)
+                    }
+                    _ => {}
+                }
+            }
+            EventKind::TurnFailed { error, .. } => {
+                self.running = false;
+                self.flush_streaming();
+                self.push_notice(format!("turn failed: {error}"), true);
+            }
+            EventKind::Sandbox { state, ms } => self.sandbox = Some((state, ms)),
+            EventKind::Presence { attached } => {
+                let me = self.me.clone().unwrap_or_default();
+                let driving =
+                    attached.first().is_some_and(|p| p.role == Role::Driver && p.user == me);
+                self.role = if driving { Role::Driver } else { Role::Watcher };
+                self.presence = attached;
+            }
+            EventKind::DriveRequested { user } => {
+                if self.driving() {
+                    self.push_notice(
+                        format!("{user} asks to drive — /handover {user} to give them the wheel"),
+                        false,
+                    );
+                }
+            }
+            EventKind::Unknown => {}
+        }
+    }
+
+    fn flush_streaming(&mut self) {
+        if !self.streaming.trim().is_empty() {
+            let text = std::mem::take(&mut self.streaming);
+            self.push(CellKind::Assistant(text));
+        }
+        self.streaming.clear();
+        self.rerender_streaming();
+    }
+
+    fn tool_index(&self, call_id: &str) -> Option<usize> {
+        self.cells
+            .iter()
+            .rposition(|c| matches!(&c.kind, CellKind::Tool(t) if t.call_id == call_id))
+    }
+
+    fn tool_mut(&mut self, call_id: &str) -> Option<&mut ToolCell> {
+        let i = self.tool_index(call_id)?;
+        match &mut self.cells[i].kind {
+            CellKind::Tool(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn push(&mut self, kind: CellKind) {
+        let lines = render_cell(&kind, self.text_width(), &self.theme);
+        self.cells.push(Cell { kind, lines });
+    }
+
+    /// Adds a notice cell.
+    pub fn push_notice(&mut self, text: String, error: bool) {
+        self.push(CellKind::Notice { text, error });
+    }
+
+    fn rerender(&mut self, i: usize) {
+        let width = self.text_width();
+        let cell = &mut self.cells[i];
+        cell.lines = render_cell(&cell.kind, width, &self.theme);
+    }
+
+    fn rerender_all(&mut self) {
+        for i in 0..self.cells.len() {
+            self.rerender(i);
+        }
+        self.rerender_streaming();
+    }
+
+    fn rerender_streaming(&mut self) {
+        self.streaming_lines = if self.streaming.is_empty() {
+            Vec::new()
+        } else {
+            markdown::render(&self.streaming, self.text_width(), &self.theme)
+        };
+    }
+}
+
+/// A tool call's one-line summary: the command, the path or the pattern.
+pub fn tool_summary(name: &str, input: &Value) -> String {
+    let field = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
+    let summary = match name {
+        "Bash" => field("command"),
+        "Read" | "Write" | "Edit" => field("file_path"),
+        "Glob" | "Grep" => field("pattern"),
+        _ => None,
+    };
+    summary.unwrap_or_else(|| match input {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+}
+
+fn render_cell(kind: &CellKind, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+    let indent = [Span::raw("  ")];
+    match kind {
+        CellKind::User { by, text } => {
+            let mut out = Vec::new();
+            for (i, l) in text.lines().enumerate() {
+                let mut spans =
+                    vec![Span::styled(if i == 0 { "› " } else { "  " }, theme.accent())];
+                spans.push(Span::styled(l.to_owned(), theme.bold()));
+                out.extend(wrap::wrap_line(&Line::from(spans), width, &indent));
+            }
+            if !by.is_empty() {
+                if let Some(first) = out.first_mut() {
+                    first.spans.push(Span::styled(format!("  — {by}"), theme.dim()));
+                }
+            }
+            out
+        }
+        CellKind::Assistant(text) => markdown::render(text, width, theme),
+        CellKind::Notice { text, error } => {
+            let style = if *error { theme.warn() } else { theme.dim() };
+            text.lines()
+                .flat_map(|l| {
+                    wrap::wrap_line(
+                        &Line::from(Span::styled(format!("· {l}"), style)),
+                        width,
+                        &indent,
+                    )
+                })
+                .collect()
+        }
+        CellKind::Tool(t) => tool_lines(t, width, theme),
+    }
+}
+
+fn tool_lines(t: &ToolCell, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+    let (mark, mark_style) = match &t.result {
+        None => ("⋯", theme.warn()),
+        Some((false, _, _)) => ("✓", theme.ok()),
+        Some((true, _, _)) => ("✗", theme.error()),
+    };
+    let header = Line::from(vec![
+        Span::styled(format!("{mark} "), mark_style),
+        Span::styled(t.name.clone(), theme.bold()),
+        Span::raw(" "),
+        Span::styled(tool_summary(&t.name, &t.input), theme.code()),
+    ]);
+    let gutter = [Span::styled("  │ ", theme.dim())];
+    let mut out = wrap::wrap_line(&header, width, &gutter);
+    let diff = if t.result.as_ref().is_none_or(|r| !r.0) {
+        diff::diff_lines(&t.name, &t.input, theme)
+    } else {
+        None
+    };
+    let body: String = match (&t.result, &diff) {
+        (_, Some(_)) => String::new(),
+        (None, None) => t.output.clone(),
+        (Some((_, result, _)), None) => {
+            if t.name == "Bash" || *result != "(no output)" {
+                result.clone()
+            } else {
+                String::new()
+            }
+        }
+    };
+    let mut body_lines: Vec<Line<'static>> = diff.unwrap_or_default();
+    if !body.is_empty() && !matches!(t.name.as_str(), "Read") {
+        let all: Vec<&str> = body.trim_end_matches('\n').lines().collect();
+        let skip = all.len().saturating_sub(TOOL_OUTPUT_LINES);
+        if skip > 0 {
+            body_lines.push(Line::from(Span::styled(format!("… {skip} lines above"), theme.dim())));
+        }
+        body_lines.extend(all[skip..].iter().map(|l| Line::from((*l).to_owned())));
+    }
+    for l in body_lines {
+        let mut spans = gutter.to_vec();
+        spans.extend(l.spans);
+        out.extend(wrap::wrap_line(&Line::from(spans), width, &gutter));
+    }
+    let footer = match &t.result {
+        None => Span::styled("  └ running…", theme.warn()),
+        Some((is_error, output, ms)) => {
+            let status = if t.name == "Bash" {
+                if *is_error {
+                    output
+                        .lines()
+                        .rev()
+                        .find_map(|l| {
+                            l.trim().strip_prefix("Exit code ").map(|c| format!("exit {c}"))
+                        })
+                        .unwrap_or_else(|| "failed".into())
+                } else {
+                    "exit 0".into()
+                }
+            } else if *is_error {
+                "error".into()
+            } else {
+                "done".into()
+            };
+            let style = if *is_error { theme.error() } else { theme.dim() };
+            Span::styled(format!("  └ {status} · {}", format_ms(*ms)), style)
+        }
+    };
+    out.push(Line::from(footer));
+    out
+}
+
+/// `850 ms`, `1.2 s`, `2 m 05 s`.
+pub fn format_ms(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms} ms"),
+        1000..=59_999 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} m {:02} s", ms / 60_000, (ms / 1000) % 60),
+    }
+}

@@ -1,0 +1,188 @@
+//! The terminal client: `outboard` with no subcommand, and `outboard attach ID [--drive]`.
+//!
+//! Elm-style, as STYLE.md asks: [`app::App`] is the state, [`app::App::handle`] the update,
+//! [`render::draw`] a pure view. This module is the runtime around them: one channel merges
+//! terminal input and connection events ([`net`]); effects go to the connection task; the screen
+//! is redrawn only when something changed, at most once per [`FRAME`] (bursts of deltas are
+//! coalesced into one frame), inside a synchronized update so no terminal shows a half-drawn
+//! frame. ratatui diffs each frame against the last, so streaming never clears the screen. There
+//! is no timer: an idle TUI sleeps in `recv`. The terminal is restored on every exit path,
+//! including a panic (ratatui's hook, extended to mouse capture and bracketed paste).
+
+pub mod app;
+pub mod composer;
+pub mod diff;
+pub mod highlight;
+pub mod markdown;
+pub mod net;
+pub mod render;
+pub mod theme;
+pub mod wrap;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::{Duration, Instant};
+
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
+    EventStream, MouseEventKind,
+};
+use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+use futures_util::StreamExt;
+use outboard_shared::SessionId;
+use tokio::sync::mpsc;
+
+use crate::args::ConnectArgs;
+use crate::embedded::EmbeddedServer;
+use crate::exit;
+use app::{App, AppEvent, Effect};
+
+/// The shortest time between two frames (~60 fps): deltas arriving faster are drawn together.
+pub const FRAME: Duration = Duration::from_millis(16);
+
+/// Events queued for the app. Input and the connection task wait when it is full, which only
+/// happens if drawing stalls; 1024 covers seconds of streaming.
+pub const APP_QUEUE: usize = 1024;
+
+/// Effects queued for the connection task: a person types a few per second.
+pub const EFFECT_QUEUE: usize = 64;
+
+/// What the TUI opens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuiArgs {
+    /// Where the server is.
+    pub connect: ConnectArgs,
+    /// Attach to this session instead of creating one.
+    pub attach: Option<SessionId>,
+    /// Ask to drive it.
+    pub drive: bool,
+}
+
+/// Runs the TUI until the user quits; returns the exit status.
+pub async fn run(args: TuiArgs) -> i32 {
+    let (url, token, embedded) = match &args.connect.server {
+        Some(url) => {
+            match args.connect.token.as_deref().filter(|t| !t.trim().is_empty()) {
+                Some(token) => (url.clone(), token.to_owned(), None),
+                None => {
+                    eprintln!("outboard: --server {url} needs a token: pass --token or set OUTBOARD_TOKEN");
+                    return exit::USAGE;
+                }
+            }
+        }
+        None => match EmbeddedServer::start(&args.connect).await {
+            Ok(server) => (server.url(), server.token().to_owned(), Some(server)),
+            Err(e) => {
+                eprintln!("outboard: {e}");
+                return e.exit_code();
+            }
+        },
+    };
+    let initial = match args.attach {
+        Some(id) => net::Initial::Attach(id, args.drive),
+        None => net::Initial::New,
+    };
+    let code = match ui(url, token, initial).await {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("outboard: {e:#}");
+            exit::FAILED
+        }
+    };
+    if let Some(server) = embedded {
+        server.shutdown().await;
+    }
+    code
+}
+
+fn restore() {
+    let _ = crossterm::execute!(std::io::stdout(), DisableMouseCapture, DisableBracketedPaste);
+    ratatui::restore();
+}
+
+async fn ui(url: String, token: String, initial: net::Initial) -> anyhow::Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        hook(info);
+    }));
+    let _ = crossterm::execute!(std::io::stdout(), EnableMouseCapture, EnableBracketedPaste);
+    let result = event_loop(&mut terminal, url, token, initial).await;
+    restore();
+    result
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    url: String,
+    token: String,
+    initial: net::Initial,
+) -> anyhow::Result<()> {
+    let size = terminal.size()?;
+    let mut app = App::new(theme::Theme::from_env(), size.width, size.height);
+    let (tx, mut rx) = mpsc::channel::<AppEvent>(APP_QUEUE);
+    let (effects_tx, effects_rx) = mpsc::channel::<Effect>(EFFECT_QUEUE);
+    let net = tokio::spawn(net::run(url, token, initial, effects_rx, tx.clone()));
+    let input = tokio::spawn(read_input(tx));
+
+    let mut last_frame = Instant::now() - FRAME;
+    let mut dirty = true;
+    let result = loop {
+        if dirty && last_frame.elapsed() >= FRAME {
+            if let Err(e) = draw(terminal, &app) {
+                break Err(e);
+            }
+            last_frame = Instant::now();
+            dirty = false;
+        }
+        let deadline = tokio::time::Instant::from_std(last_frame + FRAME);
+        let event = tokio::select! {
+            event = rx.recv() => event,
+            _ = tokio::time::sleep_until(deadline), if dirty => continue,
+        };
+        let Some(event) = event else { break Ok(()) };
+        let mut quit = false;
+        for effect in app.handle(event) {
+            // Quit, or the connection task is gone (it only ends when we do).
+            quit |= effect == Effect::Quit || effects_tx.send(effect).await.is_err();
+        }
+        if quit {
+            break Ok(());
+        }
+        dirty = true;
+    };
+    input.abort();
+    drop(effects_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(2), net).await;
+    result
+}
+
+/// One frame inside a synchronized update: the terminal shows it whole or not at all.
+fn draw(terminal: &mut ratatui::DefaultTerminal, app: &App) -> anyhow::Result<()> {
+    crossterm::queue!(terminal.backend_mut(), BeginSynchronizedUpdate)?;
+    terminal.draw(|frame| render::draw(app, frame))?;
+    crossterm::execute!(terminal.backend_mut(), EndSynchronizedUpdate)?;
+    Ok(())
+}
+
+async fn read_input(tx: mpsc::Sender<AppEvent>) {
+    let mut stream = EventStream::new();
+    while let Some(Ok(event)) = stream.next().await {
+        let event = match event {
+            Event::Key(key) => AppEvent::Key(key),
+            Event::Paste(text) => AppEvent::Paste(text),
+            Event::Resize(w, h) => AppEvent::Resize(w, h),
+            Event::Mouse(m) => match m.kind {
+                MouseEventKind::ScrollUp => AppEvent::Scroll(app::WHEEL_LINES as i32),
+                MouseEventKind::ScrollDown => AppEvent::Scroll(-(app::WHEEL_LINES as i32)),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        if tx.send(event).await.is_err() {
+            return;
+        }
+    }
+}

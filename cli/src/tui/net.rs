@@ -1,0 +1,357 @@
+//! The TUI's connection task: owns the [`Client`], turns [`Effect`]s into requests and server
+//! frames into [`AppEvent`]s, and reconnects. When the connection drops it retries with
+//! [`Backoff`], reporting each attempt (the status line shows it instead of freezing), and on
+//! success re-attaches the session with the last durable `seq` it delivered, so the transcript
+//! resumes with no gap and no duplicate. A `lagged` notice from the server (this client fell
+//! behind) is handled the same way without reconnecting.
+//!
+//! Requests whose answer only becomes a message (send, interrupt, list, drive) run as their own
+//! tasks; attach and create are awaited inside the loop's `select!` next to the event stream,
+//! never blocking it (see `client.rs` on why a full event queue must keep being drained).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use outboard_shared::{ErrorCode, EventKind, Role, SessionAttachResponse, SessionId, SessionInfo};
+use tokio::sync::mpsc;
+
+use super::app::{AppEvent, ConnState, Effect};
+use crate::client::{Backoff, Client, ClientError};
+
+/// What to open first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Initial {
+    /// Create a new session and drive it.
+    New,
+    /// Attach to this session, asking to drive when `drive`.
+    Attach(SessionId, bool),
+}
+
+enum Step {
+    Created(Result<SessionInfo, ClientError>),
+    Attached { result: Result<SessionAttachResponse, ClientError>, resumed: bool, role: Role },
+}
+
+type Pending = Pin<Box<dyn Future<Output = Step> + Send>>;
+
+struct State {
+    me: String,
+    /// The attached session (or the one being attached) and our role in it.
+    current: Option<(SessionId, Role)>,
+    last_seq: u64,
+    /// Ask for the wheel once attached (`outboard attach --drive` by a non-owner).
+    want_drive: bool,
+}
+
+/// Runs until `effects` closes (the app quit). Every state change goes to `app`.
+pub async fn run(
+    url: String,
+    token: String,
+    initial: Initial,
+    mut effects: mpsc::Receiver<Effect>,
+    app: mpsc::Sender<AppEvent>,
+) {
+    let mut backoff = Backoff::new();
+    let mut state = State { me: String::new(), current: None, last_seq: 0, want_drive: false };
+    let mut initial = Some(initial);
+    let mut reason: Option<String> = None;
+    loop {
+        let conn_state = match &reason {
+            None => ConnState::Connecting,
+            Some(r) => ConnState::Reconnecting { attempt: backoff.attempt(), reason: r.clone() },
+        };
+        let _ = app.send(AppEvent::Connection(conn_state, None)).await;
+        let mut client = match Client::connect_with_room_events(&url, &token).await {
+            Ok(client) => client,
+            Err(
+                e @ (ClientError::Unauthorized { .. }
+                | ClientError::ProtocolVersion { .. }
+                | ClientError::InvalidUrl { .. }),
+            ) => {
+                let _ = app.send(AppEvent::Connection(ConnState::Gone(e.to_string()), None)).await;
+                // Nothing more to do; wait for the app to quit.
+                while effects.recv().await.is_some() {}
+                return;
+            }
+            Err(e) => {
+                reason = Some(short(&e));
+                let delay = backoff.next_delay();
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => continue,
+                    closed = drain_while_down(&mut effects, &app) => if closed { return } else { continue },
+                }
+            }
+        };
+        backoff.reset();
+        state.me = client.welcome().user.name.clone();
+        let _ = app.send(AppEvent::Connection(ConnState::Connected, Some(state.me.clone()))).await;
+
+        let mut pending: Option<Pending> = match (initial.take(), &state.current) {
+            (_, Some((id, role))) => {
+                Some(attach(&client, id.clone(), *role, Some(state.last_seq), true))
+            }
+            (Some(Initial::New), None) => Some(create(&client)),
+            (Some(Initial::Attach(id, drive)), None) => {
+                state.want_drive = drive;
+                let role = if drive { Role::Driver } else { Role::Watcher };
+                state.current = Some((id.clone(), role));
+                Some(attach(&client, id, role, None, false))
+            }
+            (None, None) => None,
+        };
+
+        let lost = loop {
+            tokio::select! {
+                event = client.next_event() => match event {
+                    Ok(event) => {
+                        let ours = state.current.as_ref().is_some_and(|(id, _)| *id == event.session_id);
+                        if !ours {
+                            continue;
+                        }
+                        if event.kind.is_durable() {
+                            if event.seq <= state.last_seq {
+                                continue;
+                            }
+                            state.last_seq = event.seq;
+                        }
+                        if let EventKind::Presence { attached } = &event.kind {
+                            let driving = attached.first().is_some_and(|p| p.role == Role::Driver && p.user == state.me);
+                            if let Some((_, role)) = &mut state.current {
+                                *role = if driving { Role::Driver } else { Role::Watcher };
+                            }
+                        }
+                        let _ = app.send(AppEvent::Server(Box::new(event))).await;
+                    }
+                    Err(err) if err.code() == Some(ErrorCode::Lagged) && !err.is_fatal() => {
+                        if let Some((id, role)) = &state.current {
+                            pending = Some(attach(&client, id.clone(), *role, Some(state.last_seq), true));
+                        }
+                    }
+                    Err(err) if !err.is_fatal() => {
+                        let _ = app.send(AppEvent::Notice(short(&err))).await;
+                    }
+                    Err(err) => break short(&err),
+                },
+                step = next_step(&mut pending) => {
+                    pending = on_step(step, &client, &mut state, &app).await;
+                }
+                effect = effects.recv() => {
+                    let Some(effect) = effect else { return };
+                    if let Some(p) = on_effect(effect, &client, &mut state, &app) {
+                        pending = Some(p);
+                    }
+                }
+            }
+        };
+        reason = Some(lost);
+        // The first retry comes at once: a dropped connection is often a restarted server.
+    }
+}
+
+/// While disconnected, answer effects with a notice; true when the app has quit.
+async fn drain_while_down(
+    effects: &mut mpsc::Receiver<Effect>,
+    app: &mpsc::Sender<AppEvent>,
+) -> bool {
+    loop {
+        match effects.recv().await {
+            None => return true,
+            Some(_) => {
+                let _ =
+                    app.send(AppEvent::Notice("not connected; try again in a moment".into())).await;
+            }
+        }
+    }
+}
+
+fn short(e: &ClientError) -> String {
+    match e {
+        ClientError::Connect { reason, .. } => reason.clone(),
+        ClientError::Closed { reason } => {
+            reason.clone().unwrap_or_else(|| "connection closed".into())
+        }
+        ClientError::Connection { error, .. } | ClientError::Server { error, .. } => {
+            error.message.clone()
+        }
+        other => other.to_string(),
+    }
+}
+
+fn create(client: &Client) -> Pending {
+    let call = client.create_session(None);
+    Box::pin(async move { Step::Created(call.await) })
+}
+
+fn attach(
+    client: &Client,
+    id: SessionId,
+    role: Role,
+    after_seq: Option<u64>,
+    resumed: bool,
+) -> Pending {
+    let call = client.attach(id, role, after_seq);
+    Box::pin(async move { Step::Attached { result: call.await, resumed, role } })
+}
+
+async fn on_step(
+    step: Step,
+    client: &Client,
+    state: &mut State,
+    app: &mpsc::Sender<AppEvent>,
+) -> Option<Pending> {
+    match step {
+        Step::Created(Ok(session)) => {
+            state.current = Some((session.id.clone(), Role::Driver));
+            state.last_seq = 0;
+            Some(attach(client, session.id, Role::Driver, None, false))
+        }
+        Step::Created(Err(e)) => {
+            let _ =
+                app.send(AppEvent::Notice(format!("cannot create a session: {}", short(&e)))).await;
+            None
+        }
+        Step::Attached { result: Ok(snapshot), resumed, .. } => {
+            if let Some(last) = snapshot.events.last() {
+                state.last_seq = state.last_seq.max(last.seq);
+            }
+            state.current = Some((snapshot.session.id.clone(), snapshot.role));
+            let ask = state.want_drive && snapshot.role == Role::Watcher;
+            state.want_drive = false;
+            let id = snapshot.session.id.clone();
+            let _ = app.send(AppEvent::Attached(Box::new(snapshot), resumed)).await;
+            if ask {
+                spawn_request(client.drive_request(id), app, "asked the driver for the wheel");
+            }
+            None
+        }
+        Step::Attached { result: Err(e), role: Role::Driver, resumed }
+            if e.code() == Some(ErrorCode::Forbidden) =>
+        {
+            // Not the owner: watch instead, and ask for the wheel if that was the point.
+            let (id, _) = state.current.clone()?;
+            state.current = Some((id.clone(), Role::Watcher));
+            let after = resumed.then_some(state.last_seq);
+            Some(attach(client, id, Role::Watcher, after, resumed))
+        }
+        Step::Attached { result: Err(e), .. } => {
+            // A lost connection keeps the session: the reconnect re-attaches it.
+            if !e.is_fatal() {
+                state.current = None;
+            }
+            let _ = app.send(AppEvent::Notice(format!("cannot attach: {}", short(&e)))).await;
+            None
+        }
+    }
+}
+
+/// The pending attach/create, or never.
+async fn next_step(pending: &mut Option<Pending>) -> Step {
+    match pending {
+        Some(p) => {
+            let step = p.as_mut().await;
+            *pending = None;
+            step
+        }
+        None => std::future::pending().await,
+    }
+}
+
+fn on_effect(
+    effect: Effect,
+    client: &Client,
+    state: &mut State,
+    app: &mpsc::Sender<AppEvent>,
+) -> Option<Pending> {
+    let current = state.current.as_ref().map(|(id, _)| id.clone());
+    let need_session = || {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let _ = app.send(AppEvent::Notice("not attached to a session".into())).await;
+        });
+    };
+    match effect {
+        Effect::Quit => None,
+        Effect::NewSession => {
+            if let Some(id) = current {
+                spawn_request(client.detach(id), app, "");
+            }
+            state.current = None;
+            Some(create(client))
+        }
+        Effect::Attach(id) => {
+            if let Some(old) = current {
+                spawn_request(client.detach(old), app, "");
+            }
+            state.current = Some((id.clone(), Role::Driver));
+            state.last_seq = 0;
+            // As driver when we own it; the server refuses otherwise and we fall back to watching.
+            Some(attach(client, id, Role::Driver, None, false))
+        }
+        Effect::ListSessions => {
+            let call = client.list_sessions(Some(50));
+            let app = app.clone();
+            tokio::spawn(async move {
+                let event = match call.await {
+                    Ok(list) => AppEvent::Sessions(list),
+                    Err(e) => AppEvent::Notice(format!("cannot list sessions: {}", short(&e))),
+                };
+                let _ = app.send(event).await;
+            });
+            None
+        }
+        other => {
+            let Some(id) = current else {
+                need_session();
+                return None;
+            };
+            match other {
+                Effect::Send(text) => {
+                    let call = client.send_turn(id, text);
+                    let app = app.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = call.await {
+                            let _ = app
+                                .send(AppEvent::Notice(format!("not sent: {}", short(&e))))
+                                .await;
+                        }
+                    });
+                }
+                Effect::Interrupt => spawn_request(
+                    {
+                        let call = client.interrupt(id);
+                        async move { call.await.map(|_| ()) }
+                    },
+                    app,
+                    "",
+                ),
+                Effect::DriveRequest => spawn_request(client.drive_request(id), app, ""),
+                Effect::DriveTake => spawn_request(client.drive_take(id), app, ""),
+                Effect::DriveGrant(user) => spawn_request(
+                    client.drive_grant(id, user.clone()),
+                    app,
+                    &format!("handed the wheel to {user}"),
+                ),
+                _ => {}
+            }
+            None
+        }
+    }
+}
+
+/// Runs a request in its own task; reports its error, or `ok` when not empty.
+fn spawn_request(
+    call: impl Future<Output = Result<(), ClientError>> + Send + 'static,
+    app: &mpsc::Sender<AppEvent>,
+    ok: &str,
+) {
+    let app = app.clone();
+    let ok = ok.to_owned();
+    tokio::spawn(async move {
+        let event = match call.await {
+            Ok(()) if ok.is_empty() => return,
+            Ok(()) => AppEvent::Notice(ok),
+            Err(e) => AppEvent::Notice(short(&e)),
+        };
+        let _ = app.send(event).await;
+    });
+}

@@ -1,0 +1,321 @@
+//! Snapshot tests of whole screens: ratatui's `TestBackend` draws [`render::draw`] of an [`App`]
+//! brought into a state by feeding it events, exactly as the runtime does; `insta` keeps the
+//! expected screens in `snapshots/`. Colours are off (the snapshots are text).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use outboard_shared::{
+    EventKind, InFlight, OutputStream, PresenceEntry, Role, SandboxState, SessionAttachResponse,
+    SessionEvent, SessionId, SessionInfo, SessionStatus, StopReason, ToolCall, ToolOutputSoFar,
+    TurnId, Usage, UserId,
+};
+use pretty_assertions::assert_eq;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use serde_json::json;
+
+use super::app::{App, AppEvent, ConnState, Effect};
+use super::render;
+use super::theme::Theme;
+
+fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
+    SessionInfo {
+        id: SessionId(id.into()),
+        title: title.into(),
+        owner_id: UserId(format!("u_{owner}")),
+        owner: owner.into(),
+        status: SessionStatus::Idle,
+        model: "anthropic/claude-sonnet-4-5".into(),
+        last_seq: 0,
+        created_at: "2026-11-29T07:00:00.000Z".into(),
+        updated_at: "2026-11-29T07:18:16.123Z".into(),
+        failure: None,
+    }
+}
+
+fn ev(seq: u64, kind: EventKind) -> SessionEvent {
+    SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind }
+}
+
+fn presence(entries: &[(&str, Role)]) -> EventKind {
+    EventKind::Presence {
+        attached: entries
+            .iter()
+            .map(|(u, r)| PresenceEntry {
+                user: (*u).into(),
+                role: *r,
+                client: "outboard-cli".into(),
+            })
+            .collect(),
+    }
+}
+
+/// An app connected as `me`, attached to s_1 (owned by alice) with `events`.
+fn app(me: &str, role: Role, events: Vec<SessionEvent>, in_flight: Option<InFlight>) -> App {
+    let mut app = App::new(Theme { color: false }, 80, 24);
+    app.handle(AppEvent::Connection(ConnState::Connected, Some(me.into())));
+    let snapshot = SessionAttachResponse {
+        session: info("s_1", "alice", "Fix the flaky test"),
+        role,
+        events,
+        in_flight,
+    };
+    app.handle(AppEvent::Attached(Box::new(snapshot), false));
+    let last = app.last_seq;
+    let others: Vec<(&str, Role)> = match role {
+        Role::Driver => vec![(me, Role::Driver), ("bob", Role::Watcher)],
+        Role::Watcher => vec![("alice", Role::Driver), (me, Role::Watcher)],
+    };
+    app.handle(AppEvent::Server(Box::new(ev(last, presence(&others)))));
+    app
+}
+
+fn screen(app: &App, w: u16, h: u16) -> String {
+    let mut app = app.clone();
+    app.handle(AppEvent::Resize(w, h));
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| render::draw(&app, f)).unwrap();
+    terminal.backend().to_string()
+}
+
+fn turn_start() -> Vec<SessionEvent> {
+    vec![
+        ev(1, EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() }),
+        ev(2, EventKind::UserMessage { text: "Why does the test flake?".into() }),
+    ]
+}
+
+fn bash_call(seq: u64) -> SessionEvent {
+    ev(
+        seq,
+        EventKind::ToolCall {
+            call: ToolCall {
+                call_id: "c1".into(),
+                name: "Bash".into(),
+                input: json!({"command": "cargo test -p store"}),
+            },
+            target_before: None,
+        },
+    )
+}
+
+#[test]
+fn empty_session() {
+    let app = app("alice", Role::Driver, vec![], None);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn streaming_answer_mid_way() {
+    let mut events = turn_start();
+    events.push(ev(
+        2,
+        EventKind::AssistantDelta { text: "## The cause\n\nThe test *races* the ".into() },
+    ));
+    let mut app = app("alice", Role::Driver, events, None);
+    for chunk in [
+        "writer:\n\n1. it spawns",
+        " a task\n2. it reads `last_seq`\n\n```rust\nlet seq = store",
+        ".last_seq();",
+    ] {
+        app.handle(AppEvent::Server(Box::new(ev(
+            2,
+            EventKind::AssistantDelta { text: chunk.into() },
+        ))));
+    }
+    assert!(app.running);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn tool_cell_running_then_finished() {
+    let mut events = turn_start();
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage { text: "Let me run the tests.".into(), tool_calls: vec![] },
+    ));
+    events.push(bash_call(4));
+    let mut app = app("alice", Role::Driver, events, None);
+    app.handle(AppEvent::Server(Box::new(ev(
+        4,
+        EventKind::ToolOutputDelta {
+            call_id: "c1".into(),
+            stream: OutputStream::Stdout,
+            text: "running 12 tests\ntest a ... ok\n".into(),
+        },
+    ))));
+    insta::assert_snapshot!("tool_running", screen(&app, 80, 24));
+    app.handle(AppEvent::Server(Box::new(ev(
+        5,
+        EventKind::ToolResult {
+            call_id: "c1".into(),
+            name: "Bash".into(),
+            output: "running 12 tests\ntest a ... ok\ntest b ... FAILED\n\nExit code 101".into(),
+            is_error: true,
+            duration_ms: 2340,
+        },
+    ))));
+    app.handle(AppEvent::Server(Box::new(ev(
+        6,
+        EventKind::Sandbox { state: SandboxState::Running, ms: 3.0 },
+    ))));
+    app.handle(AppEvent::Server(Box::new(ev(
+        7,
+        EventKind::TurnCompleted {
+            turn_id: TurnId("t_1".into()),
+            stop_reason: StopReason::EndTurn,
+            usage: Usage { input_tokens: 1200, output_tokens: 80 },
+        },
+    ))));
+    insta::assert_snapshot!("tool_finished", screen(&app, 80, 24));
+}
+
+#[test]
+fn edit_as_a_diff() {
+    let mut events = turn_start();
+    events.push(ev(
+        3,
+        EventKind::ToolCall {
+            call: ToolCall {
+                call_id: "c2".into(),
+                name: "Edit".into(),
+                input: json!({
+                    "file_path": "/workspace/src/store.rs",
+                    "old_string": "fn last_seq(&self) -> u64 {\n    self.seq\n}",
+                    "new_string": "fn last_seq(&self) -> u64 {\n    self.seq.load(Ordering::Acquire)\n}",
+                }),
+            },
+            target_before: None,
+        },
+    ));
+    events.push(ev(
+        4,
+        EventKind::ToolResult {
+            call_id: "c2".into(),
+            name: "Edit".into(),
+            output: "ok".into(),
+            is_error: false,
+            duration_ms: 4,
+        },
+    ));
+    let app = app("alice", Role::Driver, events, None);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn watcher_view_with_disabled_composer() {
+    let mut events = turn_start();
+    events.push(ev(3, EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![] }));
+    events.push(bash_call(4));
+    let in_flight = InFlight {
+        assistant_text: String::new(),
+        tool_output: vec![ToolOutputSoFar { call_id: "c1".into(), text: "compiling…\n".into() }],
+    };
+    let mut app = app("bob", Role::Watcher, events, Some(in_flight));
+    // A watcher's message is not sent.
+    for c in "hello".chars() {
+        app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)));
+    }
+    assert_eq!(
+        app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE))),
+        vec![]
+    );
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn reconnecting_state() {
+    let mut app = app("alice", Role::Driver, turn_start(), None);
+    app.handle(AppEvent::Connection(
+        ConnState::Reconnecting { attempt: 3, reason: "connection refused".into() },
+        None,
+    ));
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn session_picker() {
+    let mut app = app("alice", Role::Driver, vec![], None);
+    let mut t = |c| app.handle(AppEvent::Key(KeyEvent::new(c, KeyModifiers::NONE)));
+    for c in "/sess".chars() {
+        t(KeyCode::Char(c));
+    }
+    t(KeyCode::Tab);
+    assert_eq!(t(KeyCode::Enter), vec![Effect::ListSessions]);
+    app.handle(AppEvent::Sessions(vec![
+        info("s_1", "alice", "Fix the flaky test"),
+        info("s_2", "bob", "Upgrade tokio"),
+    ]));
+    app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE)));
+    insta::assert_snapshot!(screen(&app, 80, 24));
+    let chosen = app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    assert_eq!(chosen, vec![Effect::Attach(SessionId("s_2".into()))]);
+}
+
+#[test]
+fn small_terminal_40x12() {
+    let mut events = turn_start();
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage {
+            text: "The writer races the reader; see `store.rs`.".into(),
+            tool_calls: vec![],
+        },
+    ));
+    events.push(bash_call(4));
+    let app = app("alice", Role::Driver, events, None);
+    insta::assert_snapshot!(screen(&app, 40, 12));
+}
+
+#[test]
+fn keys_interrupt_quit_and_scroll() {
+    let mut events = turn_start();
+    for i in 0..40 {
+        events.push(ev(
+            3 + i,
+            EventKind::AssistantMessage { text: format!("line {i}"), tool_calls: vec![] },
+        ));
+    }
+    let mut app = app("alice", Role::Driver, events, None);
+    let key = |c| AppEvent::Key(KeyEvent::new(c, KeyModifiers::NONE));
+    assert_eq!(app.handle(key(KeyCode::Esc)), vec![Effect::Interrupt]);
+    app.handle(key(KeyCode::PageUp));
+    assert_eq!(app.scroll, 18);
+    app.handle(AppEvent::Scroll(-3));
+    assert_eq!(app.scroll, 15);
+    app.handle(key(KeyCode::PageDown));
+    assert_eq!(app.scroll, 0);
+    let ctrl_c = AppEvent::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert_eq!(app.handle(ctrl_c.clone()), vec![]);
+    assert_eq!(app.handle(ctrl_c), vec![Effect::Quit]);
+}
+
+#[test]
+fn duplicates_after_a_resume_are_skipped() {
+    let mut app = app("alice", Role::Driver, turn_start(), None);
+    let n = app.cells.len();
+    let snapshot = SessionAttachResponse {
+        session: info("s_1", "alice", "Fix the flaky test"),
+        role: Role::Driver,
+        events: turn_start(),
+        in_flight: None,
+    };
+    app.handle(AppEvent::Attached(Box::new(snapshot), true));
+    assert_eq!(app.cells.len(), n);
+}
+
+#[test]
+fn slash_commands() {
+    let mut app = app("bob", Role::Watcher, vec![], None);
+    let mut run = |line: &str| {
+        app.composer.set(line);
+        app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)))
+    };
+    assert_eq!(run("/drive"), vec![Effect::DriveRequest]);
+    assert_eq!(run("/handover carol"), vec![Effect::DriveGrant("carol".into())]);
+    assert_eq!(run("/attach s_9"), vec![Effect::Attach(SessionId("s_9".into()))]);
+    assert_eq!(run("/new"), vec![Effect::NewSession]);
+    assert_eq!(run("/memory"), vec![]);
+    assert_eq!(app.notice.as_deref(), Some("/memory is not available yet"));
+    app.composer.set("/qu");
+    assert_eq!(app.completions(), vec!["/quit"]);
+}

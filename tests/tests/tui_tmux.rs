@@ -1,0 +1,122 @@
+//! The real `outboard` TUI binary in tmux: a prompt typed into it streams its answer from the
+//! mock model onto the screen, and a second TUI attached as a watcher shows the same transcript.
+//! Skipped (with a message) where tmux is missing; `.ci/run` installs it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
+use std::process::Command;
+use std::time::Duration;
+
+use outboard_tests::harness::{bin, outboard, wait_until, Api, TestServer};
+use outboard_tests::mock_llm::{MockLlm, MockStep};
+
+/// A tmux server of its own (`-L`), so tests never touch a developer's sessions.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new(name: &str) -> Option<Tmux> {
+        Command::new("tmux").arg("-V").output().ok()?;
+        Some(Tmux { socket: format!("outboard-test-{name}-{}", std::process::id()) })
+    }
+
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").args(["-L", &self.socket]).args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts `argv` in a new 100×30 window named `name`.
+    fn spawn(&self, name: &str, env: &[(&str, &str)], argv: &[&str]) {
+        let mut args = vec!["new-session", "-d", "-s", name, "-x", "100", "-y", "30"];
+        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        for e in &env {
+            args.push("-e");
+            args.push(e);
+        }
+        args.extend_from_slice(argv);
+        self.cmd(&args);
+    }
+
+    fn screen(&self, name: &str) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", name])
+    }
+
+    fn keys(&self, name: &str, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", name];
+        args.extend_from_slice(keys);
+        self.cmd(&args);
+    }
+
+    fn wait_for(&self, name: &str, text: &str, server: &TestServer) {
+        let mut last = String::new();
+        let found = wait_until(&format!("{text:?} on {name}"), Duration::from_secs(60), || {
+            last = self.screen(name);
+            last.contains(text)
+        });
+        assert!(
+            found.is_ok(),
+            "{text:?} never appeared on {name}; the screen:\n{last}\nthe server's log:\n{}",
+            server.log()
+        );
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.cmd(&["kill-server"]);
+    }
+}
+
+// Multi-threaded: the test thread blocks while polling tmux, and the mock model must go on
+// serving from another worker meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_streams_its_answer_and_a_watcher_sees_the_same_transcript() {
+    let Some(tmux) = Tmux::new("stream") else {
+        eprintln!("tmux is not installed; skipping");
+        return;
+    };
+    let answer = "The **answer** is forty-two, streamed slowly.";
+    let mock = MockLlm::start(vec![MockStep::text(answer).chunk_delay(30)]).await.unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let alice = server.add_user("alice", "acme").unwrap();
+    let bob = server.add_user("bob", "acme").unwrap();
+    let exe = bin("outboard").unwrap();
+    let exe = exe.to_str().unwrap();
+
+    let env = [("TERM", "xterm-256color"), ("NO_COLOR", "1")];
+    tmux.spawn("a", &env, &[exe, "--server", &server.url, "--token", &alice]);
+    tmux.wait_for("a", "connected", &server);
+    tmux.wait_for("a", "Type a message", &server);
+    tmux.keys("a", &["-l", "What is the answer?"]);
+    tmux.keys("a", &["Enter"]);
+    tmux.wait_for("a", "What is the answer?", &server);
+    // Mid-stream the partial answer is already on screen; then the whole of it.
+    tmux.wait_for("a", "The answer is", &server);
+    tmux.wait_for("a", "forty-two, streamed slowly.", &server);
+
+    // A second TUI, attached as a watcher, shows the same transcript.
+    let listed =
+        outboard(&["sessions", "--json", "--server", &server.url, "--token", &bob], None).unwrap();
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let sessions: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    // A bare array (the format) or wrapped in {"sessions": …} (today's).
+    let list = sessions.get("sessions").unwrap_or(&sessions);
+    let sid = list[0]["id"].as_str().unwrap().to_owned();
+    tmux.spawn("b", &env, &[exe, "attach", &sid, "--server", &server.url, "--token", &bob]);
+    tmux.wait_for("b", "watching (read-only)", &server);
+    tmux.wait_for("b", "What is the answer?", &server);
+    tmux.wait_for("b", "The answer is forty-two, streamed slowly.", &server);
+    // Both see both in the presence bar.
+    tmux.wait_for("a", "bob (watching)", &server);
+    tmux.wait_for("b", "alice (driving)", &server);
+
+    // Ctrl-C twice quits and gives the terminal back.
+    tmux.keys("a", &["C-c"]);
+    tmux.wait_for("a", "press Ctrl-C again", &server);
+    tmux.keys("a", &["C-c"]);
+    let gone = wait_until("the TUI to exit", Duration::from_secs(10), || {
+        !tmux.cmd(&["list-sessions"]).contains("a:")
+    });
+    assert!(gone.is_ok(), "still running:\n{}", tmux.screen("a"));
+}
