@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use outboard_shared::{SessionInfo, SessionListResponse, SessionStatus};
+use outboard_shared::{SessionInfo, SessionStatus};
 
 use crate::args::SessionsArgs;
 use crate::output::truncate;
@@ -29,8 +29,8 @@ async fn list(args: &SessionsArgs, out: &mut impl Write) -> Result<(), RunError>
     conn.close().await;
     let sessions = listed?;
     if args.json {
-        serde_json::to_writer(&mut *out, &SessionListResponse { sessions })
-            .map_err(std::io::Error::from)?;
+        // A bare array of session objects, each with its `id` (what scripts index into).
+        serde_json::to_writer(&mut *out, &sessions).map_err(std::io::Error::from)?;
         writeln!(out)?;
     } else {
         out.write_all(table(&sessions).as_bytes())?;
@@ -44,8 +44,9 @@ pub fn table(sessions: &[SessionInfo]) -> String {
     if sessions.is_empty() {
         return "no sessions yet — start one with: outboard run PROMPT\n".to_owned();
     }
-    let header = ["ID", "TITLE", "OWNER", "STATUS", "MODEL", "UPDATED"].map(str::to_owned);
-    let rows: Vec<[String; 6]> = sessions
+    let header =
+        ["ID", "TITLE", "OWNER", "STATUS", "ATTACHED", "MODEL", "UPDATED"].map(str::to_owned);
+    let rows: Vec<[String; 7]> = sessions
         .iter()
         .map(|s| {
             [
@@ -53,6 +54,7 @@ pub fn table(sessions: &[SessionInfo]) -> String {
                 truncate(&s.title, TITLE_COLUMN),
                 s.owner.clone(),
                 status(s.status).to_owned(),
+                attached(s),
                 s.model.clone(),
                 s.updated_at.clone(),
             ]
@@ -74,6 +76,22 @@ pub fn table(sessions: &[SessionInfo]) -> String {
     text
 }
 
+/// `alice (driver), bob` — who is attached, or `-`.
+fn attached(s: &SessionInfo) -> String {
+    if s.attached.is_empty() {
+        return "-".to_owned();
+    }
+    let names: Vec<String> = s
+        .attached
+        .iter()
+        .map(|p| match p.role {
+            outboard_shared::Role::Driver => format!("{} (driver)", p.user),
+            _ => p.user.clone(),
+        })
+        .collect();
+    names.join(", ")
+}
+
 fn status(status: SessionStatus) -> &'static str {
     match status {
         SessionStatus::Idle => "idle",
@@ -92,15 +110,15 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[tokio::test]
-    async fn sessions_json_is_the_list_response() {
+    async fn sessions_json_is_an_array_of_sessions() {
         let (url, _) = fake_server(Script::default()).await;
         let connect =
             ConnectArgs { server: Some(url), token: Some("tok".into()), ..ConnectArgs::default() };
         let mut out = Vec::new();
         let code = sessions(&SessionsArgs { connect, json: true }, &mut out).await;
         assert_eq!(code, 0);
-        let listed: SessionListResponse = serde_json::from_slice(&out).unwrap();
-        assert_eq!(listed, SessionListResponse { sessions: vec![session("s_old", 7)] });
+        let listed: Vec<SessionInfo> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(listed, vec![session("s_old", 7)]);
     }
 
     #[test]
@@ -116,11 +134,23 @@ mod tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-02T00:00:00Z".into(),
             failure: None,
+            attached: vec![
+                outboard_shared::PresenceEntry {
+                    user: "ada".into(),
+                    role: outboard_shared::Role::Driver,
+                    client: "outboard-cli/0.1.0".into(),
+                },
+                outboard_shared::PresenceEntry {
+                    user: "bob".into(),
+                    role: outboard_shared::Role::Watcher,
+                    client: "outboard-cli/0.1.0".into(),
+                },
+            ],
         };
         assert_eq!(
             table(&[s]),
-            "ID   TITLE          OWNER  STATUS   MODEL             UPDATED\n\
-             s_1  fix the build  ada    running  anthropic/claude  2026-01-02T00:00:00Z\n"
+            "ID   TITLE          OWNER  STATUS   ATTACHED           MODEL             UPDATED\n\
+             s_1  fix the build  ada    running  ada (driver), bob  anthropic/claude  2026-01-02T00:00:00Z\n"
         );
         assert!(table(&[]).starts_with("no sessions yet"));
     }

@@ -382,7 +382,13 @@ impl Connection {
                 let limit = p.limit.unwrap_or(100).clamp(1, 1000);
                 let rows =
                     hub.store().list_sessions(&user.org_id, limit).await.map_err(internal)?;
-                let sessions = rows.iter().map(|r| r.info()).collect();
+                let sessions = rows
+                    .iter()
+                    .map(|r| outboard_shared::SessionInfo {
+                        attached: hub.presence(&r.id),
+                        ..r.info()
+                    })
+                    .collect();
                 Ok(Some(Response::ok(id, &SessionListResponse { sessions })))
             }
             Method::SessionAttach(p) => {

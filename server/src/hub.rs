@@ -168,6 +168,11 @@ impl Hub {
         }
     }
 
+    /// Who is attached to `session` now, the driver first.
+    pub fn presence(&self, session: &SessionId) -> Vec<PresenceEntry> {
+        self.rooms().get(session).map(Room::presence).unwrap_or_default()
+    }
+
     /// Records `member` as attached to `session` in `role` (a driver takes driving from whoever
     /// had it; the caller has checked it is the owner). Returns the new presence list.
     pub fn join(&self, session: &SessionId, member: Member, role: Role) -> Vec<PresenceEntry> {

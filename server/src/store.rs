@@ -195,6 +195,7 @@ impl SessionRow {
             created_at: self.created_at.clone(),
             updated_at: self.updated_at.clone(),
             failure: self.failure.clone(),
+            attached: Vec::new(),
         }
     }
 }

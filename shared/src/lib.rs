@@ -403,6 +403,9 @@ pub struct SessionInfo {
     /// Why the session failed for good (status `failed`), e.g. an unreadable log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Who is attached right now and in which role (in `session/list`; empty elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached: Vec<PresenceEntry>,
 }
 
 /// Result of `session/create`.

@@ -40,6 +40,7 @@ fn info() -> SessionInfo {
         created_at: "2026-11-29T07:00:00.000Z".into(),
         updated_at: "2026-11-29T07:18:16.123Z".into(),
         failure: None,
+        attached: Vec::new(),
     }
 }
 

@@ -207,6 +207,30 @@ async fn a_session_continues_across_runs() {
     // The model saw the whole conversation.
     let body = mock.requests()[1].body.to_string();
     assert!(body.contains("first") && body.contains("First answer.") && body.contains("second"));
+
+    // `outboard sessions --json` lists it, as an array of objects with their ids; a watcher
+    // attached right now shows in `attached`.
+    let mut watcher =
+        outboard_tests::harness::WsClient::connect(&server.url, &token).await.unwrap();
+    watcher
+        .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let (url, tok) = (server.url.clone(), token.clone());
+    let listed = tokio::task::spawn_blocking(move || {
+        outboard(&["sessions", "--json", "--server", &url, "--token", &tok], None)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let listed: Value = serde_json::from_str(listed.stdout.trim()).unwrap();
+    let entry = &listed.as_array().unwrap()[0];
+    assert_eq!(entry["id"], sid.as_str());
+    assert_eq!(entry["status"], "idle");
+    assert_eq!(entry["attached"][0]["user"], "alice");
+    assert_eq!(entry["attached"][0]["role"], "watcher");
 }
 
 #[tokio::test]

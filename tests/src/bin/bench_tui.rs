@@ -3,7 +3,9 @@
 //! - frame: render time of one frame of a 10,000-line transcript at 120×40 (ratatui's
 //!   `TestBackend`, so the figure is our layout and ratatui's buffer work, without terminal IO),
 //!   while an answer streams into it (one delta applied per frame), p50/p99;
-//! - idle CPU: the real `outboard` binary in tmux, connected and doing nothing, over 5 s.
+//! - idle CPU: the real `outboard` binary in tmux, connected and doing nothing, over 5 s;
+//! - fan-out: the latency the server adds between a model delta and its delivery to each attached
+//!   client, at 1, 10 and 50 clients, each with and without a stalled client (see [`fanout`]).
 
 use std::time::{Duration, Instant};
 
@@ -11,14 +13,16 @@ use anyhow::Context as _;
 use outboard_cli::tui::app::{App, AppEvent, ConnState};
 use outboard_cli::tui::render;
 use outboard_cli::tui::theme::Theme;
+use outboard_server::{Limits, ServerConfig};
 use outboard_shared::{
     EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, SessionInfo, SessionStatus,
     UserId,
 };
 use outboard_tests::harness::Api;
-use outboard_tests::mock_llm::MockLlm;
+use outboard_tests::mock_llm::{MockLlm, MockStep};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
+use serde_json::json;
 
 fn ev(seq: u64, kind: EventKind) -> SessionEvent {
     SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind }
@@ -52,6 +56,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         created_at: String::new(),
         updated_at: String::new(),
         failure: None,
+        attached: Vec::new(),
     };
     let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
@@ -132,6 +137,397 @@ async fn idle_cpu() -> anyhow::Result<f64> {
     Ok(used as f64 / 100.0 / window.as_secs_f64() * 100.0)
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fan-out latency.
+//
+// What the figure is: for every (client, delta) pair, the instant the client's WebSocket read
+// returned the `assistant_delta` frame minus the instant a timestamping TCP proxy between the
+// server and the mock LLM finished handing the SSE chunk carrying that delta to the server's
+// socket. So it is everything the server does from "model bytes arrived" to "frame on a client's
+// socket" (SSE parse, provider, agent loop, session actor, broadcast, per-connection forwarder and
+// queue, JSON encode, WebSocket write) plus loopback TCP and the client's WebSocket frame decode.
+// The mock's pacing is outside it (the clock starts when the bytes leave the proxy). Everything
+// runs in one process on one tokio runtime, so the clients' reads compete with the server for the
+// same cores: at 50 clients part of the figure is client-side scheduling.
+//
+// The clients are raw WebSocket connections that timestamp a frame as soon as it is read and find
+// the delta's number by substring (no JSON parse), so their own cost stays small. The driver is
+// one of the clients.
+//
+// The stalled client attaches as a watcher with a 4 KiB receive buffer and never reads again. A
+// warm-up turn of big deltas (before the other watchers attach, in every run alike) fills its
+// socket buffers and its server-side outbound queue, so during the measured turn it is a
+// connection whose forwarder is blocked on a full queue; the footnote shows the bytes stuck.
+
+const FANOUT_CLIENTS: [usize; 3] = [1, 10, 50];
+const FANOUT_DELTAS: usize = 400;
+const FANOUT_DELTA_MS: u64 = 5;
+const WARMUP_DELTAS: usize = 1500;
+const WARMUP_DELTA_BYTES: usize = 1000;
+
+type RawWs = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+type Marks = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<u32, Instant>>>;
+
+/// The number `N` of the first `"text":"dN<non-digit>` in `hay`, and where it ended.
+fn delta_marks(hay: &[u8]) -> Vec<(u32, usize)> {
+    const PAT: &[u8] = b"\"text\":\"d";
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + PAT.len() <= hay.len() {
+        if &hay[i..i + PAT.len()] != PAT {
+            i += 1;
+            continue;
+        }
+        let start = i + PAT.len();
+        let digits = hay[start..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let end = start + digits;
+        // Only a complete number (followed by a non-digit) counts; a chunk may cut it.
+        if digits > 0 && end < hay.len() {
+            if let Some(n) = std::str::from_utf8(&hay[start..end]).ok().and_then(|s| s.parse().ok())
+            {
+                out.push((n, end));
+            }
+        }
+        i = end.max(i + 1);
+    }
+    out
+}
+
+/// A TCP proxy to `upstream` that records, per delta number, when the response bytes carrying it
+/// were written to the downstream (the server's) socket.
+async fn timestamping_proxy(
+    upstream: std::net::SocketAddr,
+    marks: Marks,
+) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let marks = marks.clone();
+            tokio::spawn(async move {
+                if let Err(e) = proxy_conn(inbound, upstream, marks).await {
+                    eprintln!("proxy connection: {e:#}");
+                }
+            });
+        }
+    });
+    Ok(url)
+}
+
+async fn proxy_conn(
+    inbound: tokio::net::TcpStream,
+    upstream: std::net::SocketAddr,
+    marks: Marks,
+) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let outbound = tokio::net::TcpStream::connect(upstream).await?;
+    inbound.set_nodelay(true)?;
+    outbound.set_nodelay(true)?;
+    let (mut in_r, mut in_w) = inbound.into_split();
+    let (mut out_r, mut out_w) = outbound.into_split();
+    let up = tokio::spawn(async move { tokio::io::copy(&mut in_r, &mut out_w).await });
+    let mut buf = vec![0u8; 64 * 1024];
+    // The tail of the previous read, so a marker cut between two reads is still found.
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let n = out_r.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        in_w.write_all(&buf[..n]).await?;
+        let now = Instant::now();
+        carry.extend_from_slice(&buf[..n]);
+        let found = delta_marks(&carry);
+        if !found.is_empty() {
+            let mut map = marks.lock().unwrap_or_else(|p| p.into_inner());
+            for (n, _) in found {
+                map.entry(n).or_insert(now);
+            }
+        }
+        let keep = carry.len().min(32);
+        carry.drain(..carry.len() - keep);
+    }
+    up.abort();
+    Ok(())
+}
+
+/// A raw WebSocket client that has said hello; `rcvbuf` shrinks its socket's receive buffer.
+async fn raw_connect(
+    addr: std::net::SocketAddr,
+    token: &str,
+    rcvbuf: Option<u32>,
+) -> anyhow::Result<RawWs> {
+    use futures_util::SinkExt as _;
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    if let Some(size) = rcvbuf {
+        socket.set_recv_buffer_size(size)?;
+    }
+    let stream = socket.connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut ws, _) = tokio_tungstenite::client_async(format!("ws://{addr}"), stream).await?;
+    let hello = serde_json::json!({
+        "type": "hello", "protocol_version": outboard_shared::PROTOCOL_VERSION,
+        "token": token, "client": "bench-fanout"
+    });
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(hello.to_string().into())).await?;
+    let welcome = raw_json(&mut ws).await?;
+    anyhow::ensure!(welcome["type"] == "welcome", "not welcomed: {welcome}");
+    Ok(ws)
+}
+
+/// The next text frame, as text.
+async fn raw_text(ws: &mut RawWs) -> anyhow::Result<String> {
+    use futures_util::StreamExt as _;
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .context("no frame within 30 s")?
+            .context("connection closed")??;
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+            return Ok(t.as_str().to_owned());
+        }
+    }
+}
+
+async fn raw_json(ws: &mut RawWs) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::from_str(&raw_text(ws).await?)?)
+}
+
+async fn raw_send(
+    ws: &mut RawWs,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> anyhow::Result<()> {
+    use futures_util::SinkExt as _;
+    let frame =
+        serde_json::json!({"type": "request", "id": id, "method": method, "params": params});
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(frame.to_string().into())).await?;
+    Ok(())
+}
+
+/// Sends a request and returns its result, skipping the events that arrive meanwhile.
+async fn raw_request(
+    ws: &mut RawWs,
+    id: u64,
+    method: &str,
+    params: serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    raw_send(ws, id, method, params).await?;
+    loop {
+        let frame = raw_json(ws).await?;
+        if frame["type"] == "response" && frame["id"] == id {
+            anyhow::ensure!(frame["error"].is_null(), "{method} failed: {}", frame["error"]);
+            return Ok(frame["result"].clone());
+        }
+    }
+}
+
+/// Reads until the turn ends; returns (delta number, receive instant) for the measured deltas.
+async fn collect_deltas(mut ws: RawWs) -> anyhow::Result<Vec<(u32, Instant)>> {
+    let mut out = Vec::with_capacity(FANOUT_DELTAS);
+    loop {
+        let text = raw_text(&mut ws).await?;
+        let now = Instant::now();
+        if text.contains("\"assistant_delta\"") {
+            if let Some((n, _)) = delta_marks(text.as_bytes()).first() {
+                out.push((*n, now));
+            }
+        } else if text.contains("\"turn_completed\"") {
+            return Ok(out);
+        } else if text.contains("\"turn_failed\"") || text.contains("\"lagged\"") {
+            anyhow::bail!("the measured turn went wrong for a client: {text}");
+        } else if text.contains("\"type\":\"response\"") && !text.contains("\"error\":null") {
+            let frame: serde_json::Value = serde_json::from_str(&text)?;
+            anyhow::ensure!(frame["error"].is_null(), "a request failed: {}", frame["error"]);
+        }
+    }
+}
+
+/// Bytes queued in the kernel for the loopback TCP connection of local port `port`:
+/// (unread by the client, unsent by the server).
+fn stuck_bytes(port: u16) -> Option<(u64, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let (mut unread, mut unsent) = (None, None);
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(remote), Some(queues)) = (f.get(1), f.get(2), f.get(4)) else {
+            continue;
+        };
+        let port_of =
+            |a: &str| a.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+        let (tx, rx) = queues.split_once(':')?;
+        let (tx, rx) = (u64::from_str_radix(tx, 16).ok()?, u64::from_str_radix(rx, 16).ok()?);
+        if port_of(local) == Some(port) {
+            unread = Some(rx);
+        } else if port_of(remote) == Some(port) {
+            unsent = Some(tx);
+        }
+    }
+    Some((unread?, unsent?))
+}
+
+struct FanoutRun {
+    latencies: Vec<Duration>,
+    missing: usize,
+    stuck: Option<(u64, u64)>,
+}
+
+/// One server, `clients` attached clients (the driver included), optionally a stalled client;
+/// a warm-up turn, then a measured turn of [`FANOUT_DELTAS`] deltas.
+async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> {
+    let padding = "x".repeat(WARMUP_DELTA_BYTES);
+    let warm: Vec<String> = (0..WARMUP_DELTAS).map(|i| format!("w{i} {padding} ")).collect();
+    let warm: Vec<&str> = warm.iter().map(String::as_str).collect();
+    let measured: Vec<String> = (0..FANOUT_DELTAS).map(|i| format!("d{i} ")).collect();
+    let measured: Vec<&str> = measured.iter().map(String::as_str).collect();
+    let mock = MockLlm::start(vec![
+        MockStep::text("").with_deltas(&warm).chunk_delay(1),
+        MockStep::text("").with_deltas(&measured).latency(50).chunk_delay(FANOUT_DELTA_MS),
+    ])
+    .await?;
+    let marks: Marks = Default::default();
+    let proxy = timestamping_proxy(mock.addr(), marks.clone()).await?;
+
+    let data = tempfile::tempdir_in(std::env::temp_dir())?;
+    let mut llm =
+        outboard_server::config::llm_config(Some("anthropic"), Some(&proxy), Some("bench"))?;
+    llm.api_key = Some(outboard_server::Secret::new("bench-key"));
+    let config = ServerConfig {
+        data_dir: data.path().to_path_buf(),
+        llm,
+        sandbox: outboard_server::sandbox::SandboxConfig::Bwrap,
+        limits: Limits::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let server = outboard_server::launch(listener, config).await?;
+    let addr = server.local_addr();
+    let token = server.mint_token("bench", "bench").await?;
+
+    let mut driver = raw_connect(addr, &token, None).await?;
+    let created = raw_request(&mut driver, 1, "session/create", json!({})).await?;
+    let sid = created["session"]["id"].as_str().context("no session id")?.to_owned();
+    raw_request(&mut driver, 2, "session/attach", json!({"session_id": sid, "role": "driver"}))
+        .await?;
+
+    let mut stalled_ws = None;
+    if stalled {
+        let mut ws = raw_connect(addr, &token, Some(4096)).await?;
+        raw_request(&mut ws, 1, "session/attach", json!({"session_id": sid, "role": "watcher"}))
+            .await?;
+        // From here on it never reads.
+        stalled_ws = Some(ws);
+    }
+
+    // Warm-up turn: big deltas, only the driver (and the stalled client) attached.
+    raw_request(&mut driver, 3, "turn/send", json!({"session_id": sid, "text": "warm up"})).await?;
+    let last_seq = loop {
+        let frame = raw_json(&mut driver).await?;
+        match frame["event"]["kind"]["type"].as_str() {
+            Some("turn_completed") => break frame["event"]["seq"].as_u64().context("no seq")?,
+            Some("turn_failed") => anyhow::bail!("the warm-up turn failed: {frame}"),
+            _ => {}
+        }
+    };
+
+    let mut watchers = Vec::new();
+    for _ in 1..clients {
+        let mut ws = raw_connect(addr, &token, None).await?;
+        raw_request(
+            &mut ws,
+            1,
+            "session/attach",
+            json!({"session_id": sid, "role": "watcher", "after_seq": last_seq}),
+        )
+        .await?;
+        watchers.push(ws);
+    }
+    // Let the presence events of those attaches drain.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    marks.lock().unwrap_or_else(|p| p.into_inner()).clear();
+
+    let mut tasks: Vec<_> =
+        watchers.into_iter().map(|ws| tokio::spawn(collect_deltas(ws))).collect();
+    raw_send(&mut driver, 4, "turn/send", json!({"session_id": sid, "text": "measure"})).await?;
+    tasks.push(tokio::spawn(collect_deltas(driver)));
+    let mut received = Vec::new();
+    for task in tasks {
+        received.push(task.await??);
+    }
+
+    let stuck = match &stalled_ws {
+        Some(ws) => stuck_bytes(ws.get_ref().local_addr()?.port()),
+        None => None,
+    };
+    let sent = marks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut latencies = Vec::with_capacity(clients * FANOUT_DELTAS);
+    let mut missing = 0;
+    for client in &received {
+        missing += FANOUT_DELTAS.saturating_sub(client.len());
+        for (n, at) in client {
+            match sent.get(n) {
+                Some(t) => latencies.push(at.saturating_duration_since(*t)),
+                None => missing += 1,
+            }
+        }
+    }
+    drop(stalled_ws);
+    server.shutdown().await;
+    latencies.sort();
+    Ok(FanoutRun { latencies, missing, stuck })
+}
+
+async fn fanout() -> anyhow::Result<()> {
+    println!();
+    println!(
+        "## Fan-out latency added by the server, model delta → client ({FANOUT_DELTAS} deltas \
+         {FANOUT_DELTA_MS} ms apart, release, one process)"
+    );
+    println!();
+    println!("| clients | stalled client | deltas | p50 (µs) | p99 (µs) |");
+    println!("|---|---|---|---|---|");
+    let mut notes = Vec::new();
+    for stalled in [false, true] {
+        for clients in FANOUT_CLIENTS {
+            let run = fanout_run(clients, stalled).await?;
+            let us = |d: Duration| d.as_secs_f64() * 1e6;
+            println!(
+                "| {clients} | {} | {} | {:.0} | {:.0} |",
+                if stalled { "yes" } else { "no" },
+                run.latencies.len(),
+                us(percentile(&run.latencies, 0.5)),
+                us(percentile(&run.latencies, 0.99)),
+            );
+            if run.missing > 0 {
+                notes.push(format!(
+                    "{clients} clients, stalled={stalled}: {} deltas not measured",
+                    run.missing
+                ));
+            }
+            if let Some((unread, unsent)) = run.stuck {
+                notes.push(format!(
+                    "{clients} clients: the stalled client had {} KiB unread in its socket and \
+                     {} KiB unsent in the server's (its outbound queue of 512 frames beyond that)",
+                    unread / 1024,
+                    unsent / 1024
+                ));
+            }
+        }
+    }
+    println!();
+    println!(
+        "Latency = a client's WebSocket read of the `assistant_delta` frame − the moment a \
+         timestamping proxy between server and mock LLM wrote the SSE chunk holding that delta to \
+         the server; p50/p99 over every (client, delta) pair (`deltas` = samples). Clients and \
+         server share one tokio runtime on {} cores.",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    for note in notes {
+        println!("- {note}");
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let (lines, p50, p99) = frame_bench()?;
@@ -149,5 +545,6 @@ async fn main() -> anyhow::Result<()> {
         }
         Err(e) => println!("idle CPU: not measured ({e:#}; needs tmux)"),
     }
+    fanout().await?;
     Ok(())
 }
