@@ -14,6 +14,8 @@ case "${1:-all}" in
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   harness|durable)
+    # In-process servers use the sandbox agent of the release outboard-server beside the bench.
+    cargo build --quiet --release -p outboard-server --bin outboard-server
     exec cargo run --quiet --release -p outboard-tests --bin bench -- "$1"
     ;;
   all)

@@ -53,7 +53,7 @@ fn us(d: Duration) -> f64 {
 async fn harness() -> anyhow::Result<()> {
     println!("## Harness overhead per step ({STEPS} steps per turn, {RUNS} turns, mock LLM with zero latency)");
     println!();
-    println!("| provider | turn wall (ms) | tool time (ms) | mock HTTP call alone (µs/step) | overhead per step incl. model call (µs) | harness overhead per step (µs) |");
+    println!("| provider | turn wall (ms) | tool time (ms) | mock HTTP call of average size alone (µs) | per step, all but tool time (µs) | harness overhead per step (µs) |");
     println!("|---|---|---|---|---|---|");
     for api in ["anthropic", "openai"] {
         let mut per_step = Vec::new();
@@ -83,6 +83,18 @@ async fn harness() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The sandbox of in-process servers: this benchmark binary does not carry the sandbox agent,
+/// so point at the `outboard-server` built beside it (`scripts/bench.sh` builds it).
+fn sandbox_config() -> outboard_server::sandbox::SandboxConfig {
+    let agent_exe = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("outboard-server")));
+    outboard_server::sandbox::SandboxConfig {
+        agent_exe,
+        ..outboard_server::sandbox::SandboxConfig::default()
+    }
+}
+
 fn steps() -> Vec<MockStep> {
     let mut steps: Vec<MockStep> =
         (0..STEPS - 1).map(|_| MockStep::tool_call("Glob", json!({"pattern": "*.txt"}))).collect();
@@ -100,7 +112,7 @@ async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
     let config = ServerConfig {
         data_dir: data.path().to_path_buf(),
         llm,
-        sandbox: outboard_server::sandbox::SandboxConfig::Bwrap,
+        sandbox: sandbox_config(),
         limits: Limits { max_steps: STEPS as u32 + 1, ..Limits::default() },
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -138,7 +150,10 @@ async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
     Ok((wall, Duration::from_millis(tool_ms)))
 }
 
-/// The mock's HTTP round trip for one step-sized model call, measured without the harness.
+/// The mock's HTTP round trip for one model call of the turn's average size, measured without the
+/// harness: the conversation grows by a tool call and its result per step, so a step's request
+/// carries on average `STEPS / 2` of them (serialised, sent, parsed by the mock). That is model
+/// time, not harness time.
 async fn mock_call_cost(api: &str) -> anyhow::Result<Duration> {
     let n = 200;
     let mock = MockLlm::start(
@@ -149,12 +164,30 @@ async fn mock_call_cost(api: &str) -> anyhow::Result<Duration> {
     let mut llm = outboard_server::config::llm_config(Some(api), Some(&base), Some("bench"))?;
     llm.api_key = Some(outboard_server::Secret::new("bench-key"));
     let provider = Provider::new(llm)?;
+    let mut messages =
+        vec![Message { role: Role::User, content: vec![ContentBlock::Text("go".into())] }];
+    for i in 0..STEPS / 2 {
+        let id = format!("toolu_{i}");
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: id.clone(),
+                name: "Glob".into(),
+                input: json!({"pattern": "*.txt"}),
+            }],
+        });
+        messages.push(Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: id,
+                content: "No files found".into(),
+                is_error: false,
+            }],
+        });
+    }
     let request = ModelRequest {
         system: outboard_server::agent::system_prompt(),
-        messages: vec![Message {
-            role: Role::User,
-            content: vec![ContentBlock::Text("go".into())],
-        }],
+        messages,
         tools: outboard_server::tools::specs(),
     };
     let mut times = Vec::with_capacity(n);
@@ -258,7 +291,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
     let config = ServerConfig {
         data_dir: dir.path().to_path_buf(),
         llm,
-        sandbox: outboard_server::sandbox::SandboxConfig::Bwrap,
+        sandbox: sandbox_config(),
         limits: Limits::default(),
     };
     let watcher = Store::open(&db, Durability::Normal)?;
