@@ -154,14 +154,17 @@ async fn idle_cpu() -> anyhow::Result<f64> {
 // the delta's number by substring (no JSON parse), so their own cost stays small. The driver is
 // one of the clients.
 //
-// The stalled client attaches as a watcher with a 4 KiB receive buffer and never reads again. A
-// warm-up turn of big deltas (before the other watchers attach, in every run alike) fills its
-// socket buffers and its server-side outbound queue, so during the measured turn it is a
-// connection whose forwarder is blocked on a full queue; the footnote shows the bytes stuck.
+// The stalled client attaches as a watcher with a 4 KiB receive buffer and never reads again.
+// Two warm-up turns of big deltas in a second session it also watches (before the other watchers
+// attach; in every run alike) send it ~6 MiB, more than the kernel buffers of a loopback
+// connection hold (up to tcp_wmem's 4 MiB), so during the measured turn its server-side writer is
+// blocked and its 512-frame outbound queue full; the footnote shows the bytes stuck in the kernel
+// against the bytes sent.
 
 const FANOUT_CLIENTS: [usize; 3] = [1, 10, 50];
 const FANOUT_DELTAS: usize = 400;
 const FANOUT_DELTA_MS: u64 = 5;
+const WARMUP_TURNS: usize = 2;
 const WARMUP_DELTAS: usize = 1500;
 const WARMUP_DELTA_BYTES: usize = 1000;
 
@@ -344,9 +347,9 @@ async fn collect_deltas(mut ws: RawWs) -> anyhow::Result<Vec<(u32, Instant)>> {
     }
 }
 
-/// Bytes queued in the kernel for the loopback TCP connection of local port `port`:
-/// (unread by the client, unsent by the server).
-fn stuck_bytes(port: u16) -> Option<(u64, u64)> {
+/// Bytes queued in the kernel for the loopback TCP connection between the client's port `port`
+/// and the server's `server`: (unread by the client, unsent by the server).
+fn stuck_bytes(port: u16, server: u16) -> Option<(u64, u64)> {
     let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
     let (mut unread, mut unsent) = (None, None);
     for line in table.lines().skip(1) {
@@ -358,10 +361,10 @@ fn stuck_bytes(port: u16) -> Option<(u64, u64)> {
             |a: &str| a.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
         let (tx, rx) = queues.split_once(':')?;
         let (tx, rx) = (u64::from_str_radix(tx, 16).ok()?, u64::from_str_radix(rx, 16).ok()?);
-        if port_of(local) == Some(port) {
-            unread = Some(rx);
-        } else if port_of(remote) == Some(port) {
-            unsent = Some(tx);
+        match (port_of(local), port_of(remote)) {
+            (Some(l), Some(r)) if l == port && r == server => unread = Some(rx),
+            (Some(l), Some(r)) if l == server && r == port => unsent = Some(tx),
+            _ => {}
         }
     }
     Some((unread?, unsent?))
@@ -370,22 +373,25 @@ fn stuck_bytes(port: u16) -> Option<(u64, u64)> {
 struct FanoutRun {
     latencies: Vec<Duration>,
     missing: usize,
-    stuck: Option<(u64, u64)>,
+    /// For the stalled client: bytes unread in its socket, unsent in the server's, and the
+    /// bytes of the warm-up frames it was sent.
+    stuck: Option<(u64, u64, u64)>,
 }
 
 /// One server, `clients` attached clients (the driver included), optionally a stalled client;
 /// a warm-up turn, then a measured turn of [`FANOUT_DELTAS`] deltas.
 async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> {
+    let agent_exe = std::env::current_exe()?.parent().context("exe dir")?.join("outboard-server");
+    anyhow::ensure!(agent_exe.exists(), "{} is missing: build it first", agent_exe.display());
     let padding = "x".repeat(WARMUP_DELTA_BYTES);
     let warm: Vec<String> = (0..WARMUP_DELTAS).map(|i| format!("w{i} {padding} ")).collect();
     let warm: Vec<&str> = warm.iter().map(String::as_str).collect();
     let measured: Vec<String> = (0..FANOUT_DELTAS).map(|i| format!("d{i} ")).collect();
     let measured: Vec<&str> = measured.iter().map(String::as_str).collect();
-    let mock = MockLlm::start(vec![
-        MockStep::text("").with_deltas(&warm).chunk_delay(1),
-        MockStep::text("").with_deltas(&measured).latency(50).chunk_delay(FANOUT_DELTA_MS),
-    ])
-    .await?;
+    let mut steps: Vec<MockStep> =
+        (0..WARMUP_TURNS).map(|_| MockStep::text("").with_deltas(&warm).chunk_delay(1)).collect();
+    steps.push(MockStep::text("").with_deltas(&measured).latency(50).chunk_delay(FANOUT_DELTA_MS));
+    let mock = MockLlm::start(steps).await?;
     let marks: Marks = Default::default();
     let proxy = timestamping_proxy(mock.addr(), marks.clone()).await?;
 
@@ -396,7 +402,11 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
     let config = ServerConfig {
         data_dir: data.path().to_path_buf(),
         llm,
-        sandbox: outboard_server::sandbox::SandboxConfig::Bwrap,
+        // The server probes its sandbox at launch; the agent lives in `outboard-server`.
+        sandbox: outboard_server::sandbox::SandboxConfig {
+            agent_exe: Some(agent_exe),
+            ..outboard_server::sandbox::SandboxConfig::Bwrap
+        },
         limits: Limits::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -410,36 +420,48 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
     raw_request(&mut driver, 2, "session/attach", json!({"session_id": sid, "role": "driver"}))
         .await?;
 
+    // The warm-up runs in a second session (so the measured one has no big history: the mock
+    // refuses request bodies above 2 MiB) that the stalled client watches too: its frames go to
+    // the same per-connection queue.
+    let created = raw_request(&mut driver, 20, "session/create", json!({})).await?;
+    let filler = created["session"]["id"].as_str().context("no session id")?.to_owned();
+    raw_request(&mut driver, 21, "session/attach", json!({"session_id": filler, "role": "driver"}))
+        .await?;
     let mut stalled_ws = None;
     if stalled {
         let mut ws = raw_connect(addr, &token, Some(4096)).await?;
-        raw_request(&mut ws, 1, "session/attach", json!({"session_id": sid, "role": "watcher"}))
-            .await?;
+        for (id, session) in [(1, &sid), (2, &filler)] {
+            let params = json!({"session_id": session, "role": "watcher"});
+            raw_request(&mut ws, id, "session/attach", params).await?;
+        }
         // From here on it never reads.
         stalled_ws = Some(ws);
     }
 
-    // Warm-up turn: big deltas, only the driver (and the stalled client) attached.
-    raw_request(&mut driver, 3, "turn/send", json!({"session_id": sid, "text": "warm up"})).await?;
-    let last_seq = loop {
-        let frame = raw_json(&mut driver).await?;
-        match frame["event"]["kind"]["type"].as_str() {
-            Some("turn_completed") => break frame["event"]["seq"].as_u64().context("no seq")?,
-            Some("turn_failed") => anyhow::bail!("the warm-up turn failed: {frame}"),
-            _ => {}
+    // Warm-up turns: big deltas, only the driver (and the stalled client) attached. `warm_bytes`
+    // counts the frames the driver got, which the stalled client was sent too.
+    let mut warm_bytes = 0u64;
+    for turn in 0..WARMUP_TURNS {
+        let id = 3 + turn as u64;
+        let params = json!({"session_id": filler, "text": "warm up"});
+        raw_request(&mut driver, id, "turn/send", params).await?;
+        loop {
+            let text = raw_text(&mut driver).await?;
+            warm_bytes += text.len() as u64;
+            let frame: serde_json::Value = serde_json::from_str(&text)?;
+            match frame["event"]["type"].as_str() {
+                Some("turn_completed") => break,
+                Some("turn_failed") => anyhow::bail!("a warm-up turn failed: {frame}"),
+                _ => {}
+            }
         }
-    };
+    }
 
     let mut watchers = Vec::new();
     for _ in 1..clients {
         let mut ws = raw_connect(addr, &token, None).await?;
-        raw_request(
-            &mut ws,
-            1,
-            "session/attach",
-            json!({"session_id": sid, "role": "watcher", "after_seq": last_seq}),
-        )
-        .await?;
+        raw_request(&mut ws, 1, "session/attach", json!({"session_id": sid, "role": "watcher"}))
+            .await?;
         watchers.push(ws);
     }
     // Let the presence events of those attaches drain.
@@ -448,7 +470,7 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
 
     let mut tasks: Vec<_> =
         watchers.into_iter().map(|ws| tokio::spawn(collect_deltas(ws))).collect();
-    raw_send(&mut driver, 4, "turn/send", json!({"session_id": sid, "text": "measure"})).await?;
+    raw_send(&mut driver, 10, "turn/send", json!({"session_id": sid, "text": "measure"})).await?;
     tasks.push(tokio::spawn(collect_deltas(driver)));
     let mut received = Vec::new();
     for task in tasks {
@@ -456,7 +478,8 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
     }
 
     let stuck = match &stalled_ws {
-        Some(ws) => stuck_bytes(ws.get_ref().local_addr()?.port()),
+        Some(ws) => stuck_bytes(ws.get_ref().local_addr()?.port(), addr.port())
+            .map(|(unread, unsent)| (unread, unsent, warm_bytes)),
         None => None,
     };
     let sent = marks.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -481,7 +504,8 @@ async fn fanout() -> anyhow::Result<()> {
     println!();
     println!(
         "## Fan-out latency added by the server, model delta → client ({FANOUT_DELTAS} deltas \
-         {FANOUT_DELTA_MS} ms apart, release, one process)"
+         {FANOUT_DELTA_MS} ms apart, {} build, one process)",
+        if cfg!(debug_assertions) { "debug" } else { "release" }
     );
     println!();
     println!("| clients | stalled client | deltas | p50 (µs) | p99 (µs) |");
@@ -504,10 +528,13 @@ async fn fanout() -> anyhow::Result<()> {
                     run.missing
                 ));
             }
-            if let Some((unread, unsent)) = run.stuck {
+            if let Some((unread, unsent, warm)) = run.stuck {
                 notes.push(format!(
-                    "{clients} clients: the stalled client had {} KiB unread in its socket and \
-                     {} KiB unsent in the server's (its outbound queue of 512 frames beyond that)",
+                    "{clients} clients + stalled: of the {} KiB of warm-up frames sent to the \
+                     stalled client, {} KiB sat unread in its socket and {} KiB unsent in the \
+                     server's after the measured turn; the rest was still inside the server \
+                     (writer, 512-frame outbound queue, broadcast)",
+                    warm / 1024,
                     unread / 1024,
                     unsent / 1024
                 ));
