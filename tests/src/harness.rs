@@ -26,12 +26,13 @@ pub fn bin_dir() -> anyhow::Result<PathBuf> {
             if !status.success() {
                 return Err("cargo build of the binaries failed".into());
             }
-            // target/debug/deps/<test> → target/debug
+            // A test runs from target/debug/deps/<test>, a binary (crash, bench) from
+            // target/debug/<bin>: both want target/debug.
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .ok_or_else(|| "cannot locate the target dir".to_owned())?;
+            let mut dir = exe.parent().ok_or_else(|| "cannot locate the target dir".to_owned())?;
+            if dir.file_name().is_some_and(|n| n == "deps") {
+                dir = dir.parent().ok_or_else(|| "cannot locate the target dir".to_owned())?;
+            }
             Ok(dir.to_path_buf())
         })
         .clone()
