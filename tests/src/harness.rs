@@ -327,6 +327,17 @@ impl WsClient {
         }
     }
 
+    /// Creates a session and attaches to it as its driver; returns its id.
+    pub async fn new_session(&mut self) -> anyhow::Result<String> {
+        let created = self.request("session/create", serde_json::json!({})).await?;
+        let created = created.map_err(|e| anyhow::anyhow!("session/create: {e}"))?;
+        let sid = created["session"]["id"].as_str().context("no session id")?.to_owned();
+        self.request("session/attach", serde_json::json!({"session_id": sid, "role": "driver"}))
+            .await?
+            .map_err(|e| anyhow::anyhow!("session/attach: {e}"))?;
+        Ok(sid)
+    }
+
     /// The next session event.
     pub async fn event(&mut self) -> anyhow::Result<outboard_shared::SessionEvent> {
         if let Some(e) = self.backlog.pop_front() {

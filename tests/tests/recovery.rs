@@ -203,12 +203,7 @@ async fn a_command_in_flight_is_never_run_twice() {
     let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
     let token = server.add_user("alice", "acme").unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
-    let created = c.request("session/create", json!({})).await.unwrap().unwrap();
-    let sid = created["session"]["id"].as_str().unwrap().to_owned();
-    c.request("session/attach", json!({"session_id": sid, "role": "driver"}))
-        .await
-        .unwrap()
-        .unwrap();
+    let sid = c.new_session().await.unwrap();
     c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
     let ran_log = server.workspace(&sid).join("ran.log");
     outboard_tests::harness::wait_until("the command to start", Duration::from_secs(10), || {
@@ -295,12 +290,7 @@ async fn sigterm_stops_at_a_checkpoint_and_the_turn_resumes_on_start() {
     let server = TestServer::start(Api::OpenAi, &mock.openai_base_url()).unwrap();
     let token = server.add_user("alice", "acme").unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
-    let created = c.request("session/create", json!({})).await.unwrap().unwrap();
-    let sid = created["session"]["id"].as_str().unwrap().to_owned();
-    c.request("session/attach", json!({"session_id": sid, "role": "driver"}))
-        .await
-        .unwrap()
-        .unwrap();
+    let sid = c.new_session().await.unwrap();
     c.request("turn/send", json!({"session_id": sid, "text": "talk"})).await.unwrap().unwrap();
     c.events_until(|e| matches!(e.kind, EventKind::AssistantDelta { .. })).await.unwrap();
 

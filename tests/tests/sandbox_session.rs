@@ -74,12 +74,7 @@ async fn lazy_start_freeze_with_a_surviving_background_process_and_replacement()
     .unwrap();
     let token = server.add_user("alice", "acme").unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
-    let created = c.request("session/create", json!({})).await.unwrap().unwrap();
-    let sid = created["session"]["id"].as_str().unwrap().to_owned();
-    c.request("session/attach", json!({"session_id": sid, "role": "driver"}))
-        .await
-        .unwrap()
-        .unwrap();
+    let sid = c.new_session().await.unwrap();
 
     let events = turn(&mut c, &sid, "write a file").await;
     assert_eq!(sandbox_states(&events), [], "no sandbox before the first Bash");

@@ -11,17 +11,6 @@ use outboard_tests::mock_llm::{MockLlm, MockStep};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-async fn session(client: &mut WsClient) -> String {
-    let created = client.request("session/create", json!({})).await.unwrap().unwrap();
-    let sid = created["session"]["id"].as_str().unwrap().to_owned();
-    client
-        .request("session/attach", json!({"session_id": sid, "role": "driver"}))
-        .await
-        .unwrap()
-        .unwrap();
-    sid
-}
-
 fn is_turn_end(e: &SessionEvent) -> bool {
     matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
 }
@@ -37,7 +26,7 @@ async fn interrupt_kills_the_running_command() {
     let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
     let token = server.add_user("alice", "acme").unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
-    let sid = session(&mut c).await;
+    let sid = c.new_session().await.unwrap();
     c.request("turn/send", json!({"session_id": sid, "text": "sleep"})).await.unwrap().unwrap();
     // Wait until the command is running and has printed.
     c.events_until(
@@ -97,7 +86,7 @@ async fn the_step_limit_ends_a_runaway_turn() {
             .unwrap();
     let token = server.add_user("alice", "acme").unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
-    let sid = session(&mut c).await;
+    let sid = c.new_session().await.unwrap();
     c.request("turn/send", json!({"session_id": sid, "text": "loop"})).await.unwrap().unwrap();
     // A second turn while this one runs is refused.
     let busy = c.request("turn/send", json!({"session_id": sid, "text": "again"})).await.unwrap();
@@ -124,7 +113,7 @@ async fn a_late_watcher_gets_the_log_then_live_events_without_gap() {
     let token = server.add_user("alice", "acme").unwrap();
     let bob = server.add_user("bob", "acme").unwrap();
     let mut a = WsClient::connect(&server.url, &token).await.unwrap();
-    let sid = session(&mut a).await;
+    let sid = a.new_session().await.unwrap();
     a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
     a.events_until(
         |e| matches!(&e.kind, EventKind::ToolOutputDelta { text, .. } if text.contains("one")),
