@@ -162,6 +162,7 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::Sandbox { .. }
             | EventKind::Presence { .. }
             | EventKind::DriveRequested { .. }
+            | EventKind::MemoryChanged { .. }
             | EventKind::Unknown => Ok(()),
         }
     }

@@ -495,6 +495,10 @@ impl Connection {
                 broadcast_presence(&hub.handle(&row), presence).await;
                 Ok(Some(Response::ok(id, &Empty {})))
             }
+            other => Err(ErrorBody::new(
+                ErrorCode::UnknownMethod,
+                format!("{} is not implemented yet", other.name()),
+            )),
         }
     }
 }

@@ -9,9 +9,16 @@
 //! The headless JSONL schema of `outboard run --json` lives in [`headless`]; it reuses
 //! [`SessionEvent`] so a script sees exactly what an attached client sees.
 
+pub mod files;
 pub mod headless;
 mod ids;
 
+pub use files::{
+    FileOp, FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams,
+    FilesHistoryResponse, FilesListParams, FilesListResponse, FilesReadParams, FilesReadResponse,
+    FilesRestoreParams, FilesWriteParams, ImportFile, SkillInfo, SkillsImportParams,
+    SkillsImportResponse, SkillsListResponse,
+};
 pub use ids::{OrgId, RequestId, SessionId, TurnId, UserId};
 
 use serde::{Deserialize, Serialize};
@@ -111,6 +118,30 @@ pub enum Method {
     /// [`Empty`]; a [`EventKind::Presence`] follows.
     #[serde(rename = "session/drive_take")]
     SessionDriveTake(SessionRef),
+    /// List the org's live files under a path. Answered with [`FilesListResponse`].
+    #[serde(rename = "files/list")]
+    FilesList(FilesListParams),
+    /// Read an org file (any version). Answered with [`FilesReadResponse`].
+    #[serde(rename = "files/read")]
+    FilesRead(FilesReadParams),
+    /// Every version of an org file. Answered with [`FilesHistoryResponse`].
+    #[serde(rename = "files/history")]
+    FilesHistory(FilesHistoryParams),
+    /// Write an org file as a person. Answered with [`FilesChangeResponse`].
+    #[serde(rename = "files/write")]
+    FilesWrite(FilesWriteParams),
+    /// Delete an org file (a tombstone version). Answered with [`FilesChangeResponse`].
+    #[serde(rename = "files/delete")]
+    FilesDelete(FilesDeleteParams),
+    /// Make an earlier version current again. Answered with [`FilesChangeResponse`].
+    #[serde(rename = "files/restore")]
+    FilesRestore(FilesRestoreParams),
+    /// The org's skills. Answered with [`SkillsListResponse`].
+    #[serde(rename = "skills/list")]
+    SkillsList(Empty),
+    /// Write a directory of skills under `/skills`. Answered with [`SkillsImportResponse`].
+    #[serde(rename = "skills/import")]
+    SkillsImport(SkillsImportParams),
 }
 
 impl Method {
@@ -127,6 +158,14 @@ impl Method {
             Method::SessionDriveRequest(_) => "session/drive_request",
             Method::SessionDriveGrant(_) => "session/drive_grant",
             Method::SessionDriveTake(_) => "session/drive_take",
+            Method::FilesList(_) => "files/list",
+            Method::FilesRead(_) => "files/read",
+            Method::FilesHistory(_) => "files/history",
+            Method::FilesWrite(_) => "files/write",
+            Method::FilesDelete(_) => "files/delete",
+            Method::FilesRestore(_) => "files/restore",
+            Method::SkillsList(_) => "skills/list",
+            Method::SkillsImport(_) => "skills/import",
         }
     }
 }
@@ -602,6 +641,21 @@ pub enum EventKind {
         /// The watcher's user name.
         user: String,
     },
+    /// An org file (`/memory/**`, `/skills/**`) changed, by any session or person of the org
+    /// (transient; sent to every live session of the org).
+    MemoryChanged {
+        /// The file.
+        path: String,
+        /// Its new current version.
+        version: u64,
+        /// What changed it.
+        op: FileOp,
+        /// Who.
+        author: String,
+        /// From which session (`None` for a person's command).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<SessionId>,
+    },
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
@@ -629,6 +683,7 @@ impl EventKind {
                 | EventKind::ModelRetry { .. }
                 | EventKind::Presence { .. }
                 | EventKind::DriveRequested { .. }
+                | EventKind::MemoryChanged { .. }
                 | EventKind::Unknown
         )
     }
@@ -649,6 +704,7 @@ impl EventKind {
             EventKind::Sandbox { .. } => "sandbox",
             EventKind::Presence { .. } => "presence",
             EventKind::DriveRequested { .. } => "drive_requested",
+            EventKind::MemoryChanged { .. } => "memory_changed",
             EventKind::Unknown => "unknown",
         }
     }

@@ -596,6 +596,15 @@ impl App {
                 self.push_notice(format!("turn failed: {error}"), true);
             }
             EventKind::Sandbox { state, ms } => self.sandbox = Some((state, ms)),
+            EventKind::MemoryChanged { path, version, op, author, .. } => {
+                let what = match op {
+                    outboard_shared::FileOp::Delete => "deleted",
+                    outboard_shared::FileOp::Restore => "restored",
+                    outboard_shared::FileOp::Import => "imported",
+                    _ => "updated",
+                };
+                self.push_notice(format!("{author} {what} {path} (v{version})"), false);
+            }
             EventKind::Presence { attached } => {
                 let me = self.me.clone().unwrap_or_default();
                 let driving =
