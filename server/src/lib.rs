@@ -12,6 +12,7 @@ pub mod config;
 pub mod gateway;
 pub mod hub;
 pub mod llm;
+pub mod orgfs;
 pub mod sandbox;
 pub mod session;
 pub mod store;

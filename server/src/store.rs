@@ -13,6 +13,9 @@
 //!   checks in the same transaction that `seq` is exactly `last_seq + 1`, so a gap is impossible
 //!   too. Each row holds the whole [`EventKind`] as JSON plus its `kind` and `turn_id` in columns,
 //!   so recovery can find unfinished turns with an index instead of parsing every payload.
+//! - `org_files`, `org_heads`, `org_file_changes`: the org's shared `/memory` and `/skills`
+//!   files, every version kept; the queries live in [`crate::orgfs`], which runs them here
+//!   through [`Store::call`].
 //!
 //! Durability: WAL with `synchronous = NORMAL` by default: a commit survives a crash of the
 //! process (the WAL is written before `COMMIT` returns) but the last commits may be lost on power
@@ -90,6 +93,43 @@ UPDATE sessions SET open_turn = (
                       AND f.turn_id = e.turn_id AND f.kind IN ('turn_completed', 'turn_failed'))
     ORDER BY e.seq DESC LIMIT 1);
 CREATE INDEX sessions_open_turn ON sessions(open_turn) WHERE open_turn IS NOT NULL;
+"#,
+    r#"
+-- The org's shared files (/memory, /skills): every version ever written, a delete being a
+-- version with no content. `change` is the org-wide change counter at the time of the version,
+-- so a projection can fetch what changed since it last looked.
+CREATE TABLE org_files (
+    id             INTEGER PRIMARY KEY,
+    org_id         TEXT NOT NULL REFERENCES orgs(id),
+    path           TEXT NOT NULL,
+    version        INTEGER NOT NULL,
+    op             TEXT NOT NULL,
+    content        TEXT,
+    size           INTEGER NOT NULL,
+    sha256         TEXT NOT NULL,
+    author         TEXT NOT NULL,
+    session_id     TEXT,
+    restored_from  INTEGER,
+    at             TEXT NOT NULL,
+    at_ms          INTEGER NOT NULL,
+    change         INTEGER NOT NULL,
+    UNIQUE (org_id, path, version)
+);
+-- The current version of each path, maintained in the same transaction as the version.
+CREATE TABLE org_heads (
+    org_id   TEXT NOT NULL,
+    path     TEXT NOT NULL,
+    file_id  INTEGER NOT NULL REFERENCES org_files(id),
+    version  INTEGER NOT NULL,
+    deleted  INTEGER NOT NULL,
+    change   INTEGER NOT NULL,
+    PRIMARY KEY (org_id, path)
+) WITHOUT ROWID;
+CREATE INDEX org_heads_by_change ON org_heads(org_id, change);
+CREATE TABLE org_file_changes (
+    org_id  TEXT PRIMARY KEY,
+    change  INTEGER NOT NULL
+) WITHOUT ROWID;
 "#,
 ];
 

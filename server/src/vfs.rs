@@ -1,19 +1,31 @@
-//! Path routing and confinement. Every path the model gives a file tool is resolved here to a
-//! host path beneath the session's workspace root, or refused.
+//! Path routing and confinement: every path the model gives a file tool goes through
+//! [`route`], which decides where the file lives, or refuses it.
 //!
-//! CONTRACT: [`Workspace::new`], [`Workspace::root`], [`Workspace::resolve`],
-//! [`Workspace::model_path`].
+//! CONTRACT: [`route`], [`Route`], [`OrgPath`], [`Workspace::new`], [`Workspace::mount`],
+//! [`Workspace::root`], [`Workspace::resolve`], [`Workspace::model_path`].
 //!
-//! Resolution is two steps. First a lexical one: the model writes `/workspace`, `/workspace/…`
-//! or a path relative to the workspace; `.`, `..`, repeated and trailing slashes are normalised
-//! without touching the disk, and `..` above the root is refused. Then a physical one, because a
-//! command run through Bash can plant symlinks: the deepest part of the path that exists is
-//! canonicalised and must still lie beneath the canonical root; the rest does not exist yet and
-//! consists of plain names, so it cannot hide a link. Symlinks that stay inside are followed;
-//! dangling ones are refused (writing through one would create its target wherever it points).
+//! The three kinds of path (DESIGN.md, "Virtual filesystem"):
+//! - `/memory/**` and `/skills/**`: the org's shared files, in the store ([`crate::orgfs`]);
+//!   routed as an [`OrgPath`].
+//! - `/workspace/**` and relative paths: the session's workspace on the host.
+//! - anything else: refused, naming the valid roots (Bash reaches the rest of the sandbox).
 //!
-//! Paths shown to the model are always `/workspace/…`, never the host path, which would leak
-//! the server's data dir.
+//! Normalisation comes first and is purely lexical: repeated slashes, `.` and trailing slashes
+//! go; `..` climbs within the path's own namespace, and a `..` that would climb out of it
+//! (`/memory/../workspace/x`, `/workspace/..`) is refused rather than re-routed, because a
+//! model that writes it is confused about where the file is, and a silent re-route would put
+//! a shared file in a private place or the reverse.
+//!
+//! Workspace resolution then has a physical step, because a command run through Bash can plant
+//! symlinks: the deepest part of the path that exists is canonicalised and must still lie
+//! beneath the canonical root; the rest does not exist yet and consists of plain names, so it
+//! cannot hide a link. Symlinks that stay inside are followed; dangling ones are refused (writing
+//! through one would create its target wherever it points). The same [`Workspace`] type also
+//! serves the read-only projection of the org files ([`Workspace::mount`] with prefix `/memory`
+//! or `/skills`), so `Glob` and `Grep` search them with the same code.
+//!
+//! Paths shown to the model are always `/workspace/…` (or `/memory/…`, `/skills/…`), never the
+//! host path, which would leak the server's data dir.
 //!
 //! Known limit: the check and the later open are separate system calls, so a command running
 //! concurrently could swap a directory for a symlink in between. Tools and commands of a session
@@ -24,12 +36,197 @@ use std::path::{Component, Path, PathBuf};
 
 /// How the model names the workspace root.
 pub const WORKSPACE_PREFIX: &str = "/workspace";
+/// The org's shared memory.
+pub const MEMORY_PREFIX: &str = "/memory";
+/// The org's shared skills.
+pub const SKILLS_PREFIX: &str = "/skills";
+/// The longest path accepted, in bytes.
+pub const MAX_PATH_BYTES: usize = 1024;
+/// The longest file or directory name accepted, in bytes (the host filesystem's limit).
+pub const MAX_NAME_BYTES: usize = 255;
 
-/// A session's workspace directory, seen by the model as `/workspace`.
+/// The valid roots, for error messages.
+const ROOTS_HINT: &str = "file tools work on /workspace/... (this session's files; relative \
+                          paths too), /memory/... (your org's shared memory) and /skills/... \
+                          (your org's shared skills)";
+
+/// Where a path lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The session's workspace: the path as given, for [`Workspace::resolve`].
+    Workspace(String),
+    /// An org file (or directory) in the store.
+    Org(OrgPath),
+}
+
+/// Routes a path given to a file tool (see the module header).
+pub fn route(path: &str) -> Result<Route, VfsError> {
+    check_basic(path)?;
+    if !path.starts_with('/') {
+        return Ok(Route::Workspace(path.to_owned()));
+    }
+    let first = path.split('/').find(|c| !c.is_empty() && *c != "." && *c != "..");
+    match first {
+        Some("memory") | Some("skills") => OrgPath::parse(path).map(Route::Org),
+        Some("workspace") => Ok(Route::Workspace(path.to_owned())),
+        None => Err(VfsError::Escapes(format!(
+            "{path} is the filesystem root; {ROOTS_HINT}. Use Bash for other files"
+        ))),
+        Some(_) => Err(VfsError::Escapes(format!(
+            "{} is outside the file tools' roots: {ROOTS_HINT}. Use Bash for other files",
+            shorten(path)
+        ))),
+    }
+}
+
+/// Refuses what no route accepts: empty, NUL, control characters, overlong.
+fn check_basic(path: &str) -> Result<(), VfsError> {
+    if path.trim().is_empty() {
+        return Err(VfsError::Invalid(format!("the path is empty: {ROOTS_HINT}")));
+    }
+    if path.contains('\0') {
+        return Err(VfsError::Invalid("the path contains a NUL byte".to_string()));
+    }
+    if path.chars().any(|c| c.is_control()) {
+        return Err(VfsError::Invalid(format!(
+            "the path {:?} contains a control character",
+            shorten(path)
+        )));
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return Err(VfsError::Invalid(format!(
+            "the path is {} bytes long; the limit is {MAX_PATH_BYTES}",
+            path.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The first 120 characters of a path, for a message.
+fn shorten(path: &str) -> String {
+    match path.char_indices().nth(120) {
+        Some((i, _)) => format!("{}…", &path[..i]),
+        None => path.to_owned(),
+    }
+}
+
+/// A normalised org path: `/memory`, `/memory/deploys.md`, `/skills/deploy/SKILL.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OrgPath(String);
+
+impl OrgPath {
+    /// Parses and normalises an absolute path under `/memory` or `/skills` (see the module
+    /// header for the rules).
+    pub fn parse(path: &str) -> Result<OrgPath, VfsError> {
+        check_basic(path)?;
+        if !path.starts_with('/') {
+            return Err(VfsError::Invalid(format!(
+                "{} is relative; org files are named /memory/... or /skills/...",
+                shorten(path)
+            )));
+        }
+        let mut parts: Vec<&str> = Vec::new();
+        let mut root: Option<&str> = None;
+        for component in path.split('/') {
+            match component {
+                "" | "." => {}
+                ".." => {
+                    if parts.pop().is_none() {
+                        if let Some(root) = root {
+                            return Err(VfsError::Escapes(format!(
+                                "{} climbs out of /{root} with `..`; {ROOTS_HINT}",
+                                shorten(path)
+                            )));
+                        }
+                    }
+                }
+                name if root.is_none() => match name {
+                    "memory" | "skills" => root = Some(name),
+                    _ => {
+                        return Err(VfsError::Escapes(format!(
+                            "{} is not under /memory or /skills; {ROOTS_HINT}",
+                            shorten(path)
+                        )))
+                    }
+                },
+                name => {
+                    if name.len() > MAX_NAME_BYTES {
+                        return Err(VfsError::Invalid(format!(
+                            "a name in {} is {} bytes long; the limit is {MAX_NAME_BYTES}",
+                            shorten(path),
+                            name.len()
+                        )));
+                    }
+                    parts.push(name);
+                }
+            }
+        }
+        let Some(root) = root else {
+            return Err(VfsError::Escapes(format!(
+                "{} is not under /memory or /skills; {ROOTS_HINT}",
+                shorten(path)
+            )));
+        };
+        let mut out = format!("/{root}");
+        for part in parts {
+            out.push('/');
+            out.push_str(part);
+        }
+        Ok(OrgPath(out))
+    }
+
+    /// The normalised path.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `/memory` or `/skills`.
+    pub fn root(&self) -> &'static str {
+        if self.0.starts_with(SKILLS_PREFIX) {
+            SKILLS_PREFIX
+        } else {
+            MEMORY_PREFIX
+        }
+    }
+
+    /// Whether this is `/memory` or `/skills` itself.
+    pub fn is_root(&self) -> bool {
+        self.0 == MEMORY_PREFIX || self.0 == SKILLS_PREFIX
+    }
+
+    /// The path below the root (`deploys.md`, `deploy/SKILL.md`; empty for the root).
+    pub fn relative(&self) -> &str {
+        self.0[self.root().len()..].trim_start_matches('/')
+    }
+
+    /// The ancestors strictly between the root and this path (`/memory/a`, `/memory/a/b` for
+    /// `/memory/a/b/c`).
+    pub fn ancestors(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut at = self.root().to_owned();
+        let names: Vec<&str> = self.relative().split('/').filter(|n| !n.is_empty()).collect();
+        for name in names.iter().take(names.len().saturating_sub(1)) {
+            at.push('/');
+            at.push_str(name);
+            out.push(at.clone());
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for OrgPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A session's workspace directory, seen by the model as `/workspace` (or another directory
+/// mounted at a prefix, see [`Workspace::mount`]).
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
     canonical_root: PathBuf,
+    prefix: &'static str,
 }
 
 /// A path the tools refuse.
@@ -46,9 +243,19 @@ pub enum VfsError {
 impl Workspace {
     /// The workspace rooted at `root` (created if missing).
     pub fn new(root: PathBuf) -> std::io::Result<Self> {
+        Self::mount(root, WORKSPACE_PREFIX)
+    }
+
+    /// The directory `root` (created if missing) seen by the model as `prefix`.
+    pub fn mount(root: PathBuf, prefix: &'static str) -> std::io::Result<Self> {
         std::fs::create_dir_all(&root)?;
         let canonical_root = std::fs::canonicalize(&root)?;
-        Ok(Workspace { root, canonical_root })
+        Ok(Workspace { root, canonical_root, prefix })
+    }
+
+    /// How the model names the root (`/workspace`).
+    pub fn prefix(&self) -> &'static str {
+        self.prefix
     }
 
     /// The host directory.
@@ -84,7 +291,7 @@ impl Workspace {
                 Err(e) => {
                     return Err(VfsError::Invalid(format!(
                         "{}: cannot be accessed: {e}",
-                        display_relative(&relative)
+                        self.display_relative(&relative)
                     )))
                 }
             }
@@ -94,12 +301,12 @@ impl Workspace {
                 VfsError::Escapes(format!(
                     "{} is a symbolic link whose target does not exist; file tools do not follow \
                      it. Inspect it with `ls -l` in Bash",
-                    display_relative(&relative)
+                    self.display_relative(&relative)
                 ))
             } else {
                 VfsError::Invalid(format!(
                     "{}: cannot be resolved: {e}",
-                    display_relative(&relative)
+                    self.display_relative(&relative)
                 ))
             }
         })?;
@@ -107,7 +314,7 @@ impl Workspace {
             return Err(VfsError::Escapes(format!(
                 "{} is a symbolic link (or lies under one) that leads outside the workspace; file \
                  tools only work inside /workspace. Use Bash for files elsewhere",
-                display_relative(&relative)
+                self.display_relative(&relative)
             )));
         }
         let mut resolved = canonical;
@@ -120,30 +327,23 @@ impl Workspace {
     /// so the host layout never leaks.
     pub fn model_path(&self, host: &Path) -> String {
         match host.strip_prefix(&self.canonical_root).or_else(|_| host.strip_prefix(&self.root)) {
-            Ok(relative) => display_relative(relative),
-            Err(_) => "<outside the workspace>".to_string(),
+            Ok(relative) => self.display_relative(relative),
+            Err(_) => format!("<outside {}>", self.prefix),
         }
     }
 
     /// Normalises `path` lexically to a path relative to the root.
     fn lexical(&self, path: &str) -> Result<PathBuf, VfsError> {
-        if path.trim().is_empty() {
-            return Err(VfsError::Invalid(
-                "the path is empty: give a path such as /workspace/src/main.rs or src/main.rs"
-                    .to_string(),
-            ));
-        }
-        if path.contains('\0') {
-            return Err(VfsError::Invalid("the path contains a NUL byte".to_string()));
-        }
+        check_basic(path)?;
         let outside = || {
             VfsError::Escapes(format!(
-                "{path} is outside the workspace: file tools work on /workspace/... or relative \
-                 paths; use Bash for other files"
+                "{} is outside {}: {ROOTS_HINT}. Use Bash for other files",
+                shorten(path),
+                self.prefix
             ))
         };
         let rest = if path.starts_with('/') {
-            let rest = path.strip_prefix(WORKSPACE_PREFIX).ok_or_else(outside)?;
+            let rest = path.strip_prefix(self.prefix).ok_or_else(outside)?;
             if !(rest.is_empty() || rest.starts_with('/')) {
                 return Err(outside());
             }
@@ -168,12 +368,14 @@ impl Workspace {
     }
 }
 
-/// `/workspace/<relative>` (or `/workspace` for the root).
-fn display_relative(relative: &Path) -> String {
-    if relative.as_os_str().is_empty() {
-        WORKSPACE_PREFIX.to_string()
-    } else {
-        format!("{WORKSPACE_PREFIX}/{}", relative.display())
+impl Workspace {
+    /// `/workspace/<relative>` (or `/workspace` for the root).
+    fn display_relative(&self, relative: &Path) -> String {
+        if relative.as_os_str().is_empty() {
+            self.prefix.to_string()
+        } else {
+            format!("{}/{}", self.prefix, relative.display())
+        }
     }
 }
 
@@ -225,11 +427,8 @@ mod tests {
     fn escapes_are_refused_with_the_valid_root_named() {
         let (_d, ws) = setup();
         let msg = escapes(&ws, "/etc/passwd");
-        assert_eq!(
-            msg,
-            "/etc/passwd is outside the workspace: file tools work on /workspace/... or relative \
-             paths; use Bash for other files"
-        );
+        assert!(msg.starts_with("/etc/passwd is outside /workspace: file tools work on"), "{msg}");
+        assert!(msg.contains("/memory/...") && msg.contains("/skills/..."), "{msg}");
         escapes(&ws, "../x");
         escapes(&ws, "src/../../x");
         escapes(&ws, "/workspace/../../etc/passwd");
@@ -278,6 +477,78 @@ mod tests {
         let p = ws.resolve("src/main.rs").unwrap();
         assert_eq!(ws.model_path(&p), "/workspace/src/main.rs");
         assert_eq!(ws.model_path(ws.canonical_root()), "/workspace");
-        assert_eq!(ws.model_path(Path::new("/etc/passwd")), "<outside the workspace>");
+        assert_eq!(ws.model_path(Path::new("/etc/passwd")), "<outside /workspace>");
+    }
+
+    fn org(path: &str) -> String {
+        match route(path) {
+            Ok(Route::Org(p)) => p.as_str().to_owned(),
+            other => panic!("{path:?} should route to the org store, got {other:?}"),
+        }
+    }
+
+    fn refused(path: &str) -> String {
+        match route(path) {
+            Err(e) => e.to_string(),
+            Ok(r) => panic!("{path:?} should be refused, got {r:?}"),
+        }
+    }
+
+    #[test]
+    fn org_paths_are_normalised_and_routed() {
+        assert_eq!(org("/memory/deploys.md"), "/memory/deploys.md");
+        assert_eq!(org("//memory//a"), "/memory/a");
+        assert_eq!(org("/memory/./a/"), "/memory/a");
+        assert_eq!(org("/memory/a/b/../c"), "/memory/a/c");
+        assert_eq!(org("/skills"), "/skills");
+        assert_eq!(org("/skills/"), "/skills");
+        assert_eq!(org("/./skills/x/SKILL.md"), "/skills/x/SKILL.md");
+        assert_eq!(org("/../memory/a"), "/memory/a");
+        let p = OrgPath::parse("/skills/deploy/scripts/run.sh").unwrap();
+        assert_eq!(p.root(), "/skills");
+        assert_eq!(p.relative(), "deploy/scripts/run.sh");
+        assert_eq!(p.ancestors(), vec!["/skills/deploy", "/skills/deploy/scripts"]);
+        assert!(OrgPath::parse("/memory").unwrap().is_root());
+        assert!(OrgPath::parse("/memory").unwrap().ancestors().is_empty());
+    }
+
+    #[test]
+    fn workspace_paths_route_to_the_workspace() {
+        for path in ["/workspace/x", "x", "./memory/a", "memory/a", "/workspace", "../x"] {
+            assert_eq!(route(path).unwrap(), Route::Workspace(path.to_owned()), "{path}");
+        }
+    }
+
+    #[test]
+    fn escapes_and_bad_paths_are_refused_naming_the_roots() {
+        let msg = refused("/memory/../workspace/x");
+        assert!(msg.contains("climbs out of /memory"), "{msg}");
+        assert!(msg.contains("/workspace/...") && msg.contains("/skills/..."), "{msg}");
+        refused("/memory/./a/../../etc/passwd");
+        refused("/skills/..");
+        let msg = refused("/memoryx/a");
+        assert!(msg.contains("outside the file tools' roots"), "{msg}");
+        refused("/etc/passwd");
+        refused("/");
+        refused("");
+        refused("   ");
+        assert!(refused("/memory/a\0b").contains("NUL"));
+        assert!(refused("/memory/a\nb").contains("control character"));
+        let long = format!("/memory/{}", "a/".repeat(600));
+        assert!(refused(&long).contains("limit is 1024"));
+        let long_name = format!("/memory/{}", "n".repeat(300));
+        assert!(refused(&long_name).contains("limit is 255"));
+        // Non-ASCII names are fine; non-UTF-8 cannot reach here (tool input is JSON text).
+        assert_eq!(org("/memory/café/日本.md"), "/memory/café/日本.md");
+    }
+
+    #[test]
+    fn a_mount_shows_its_own_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let mem = Workspace::mount(dir.path().join("memory"), MEMORY_PREFIX).unwrap();
+        std::fs::write(mem.root().join("a.md"), "x").unwrap();
+        let host = mem.resolve("/memory/a.md").unwrap();
+        assert_eq!(mem.model_path(&host), "/memory/a.md");
+        assert!(mem.resolve("/memory/../x").is_err());
     }
 }

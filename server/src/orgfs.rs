@@ -1,0 +1,1043 @@
+//! The org's shared files, `/memory/**` and `/skills/**`: versioned text in the store, read and
+//! written by every session and person of the org, projected read-only onto the host for Bash,
+//! `Glob` and `Grep`.
+//!
+//! CONTRACT (used by `tools`, `agent`, `session`, `gateway`): [`OrgFs`] and its methods,
+//! [`Author`], [`Precondition`], [`FsError`], [`OrgChange`], [`describe`].
+//!
+//! Design choices:
+//! - **Every change is a version** (`org_files`), a delete is a version without content (a
+//!   tombstone), and a restore copies an old version into a new one: nothing a user or a model
+//!   wrote is ever lost, and history is one indexed query. `org_heads` holds each path's current
+//!   version, updated in the same transaction.
+//! - **Consistency is decided inside one transaction on the store thread.** A write carries a
+//!   [`Precondition`] (the version the writer last saw), checked against the head in the same
+//!   transaction that inserts the new version, so a stale write is refused instead of silently
+//!   overwriting. An edit is a compare-and-replace: the caller's closure computes the new text
+//!   from the *current* text inside the transaction, so two sessions editing different parts of
+//!   a file both land, and an `old_string` that is gone fails naming who changed the file.
+//!   The store has a single writer thread, so "inside the transaction" also means "serialised
+//!   with every other write": there is no lost update.
+//! - **A path is a file or a directory, never both**: a write is refused when an ancestor is a
+//!   live file or the path has live descendants, so the projection onto the host always exists.
+//! - **Changes are pushed**: each committed change goes on a broadcast channel ([`OrgChange`]);
+//!   the gateway forwards it to every live session of that org as `memory_changed`.
+//! - **The projection** (`<data dir>/orgs/<org>/{memory,skills}`) is a plain directory tree
+//!   kept in step with the store lazily: [`OrgFs::project`] compares the org's change counter
+//!   with the one it last applied (one indexed read when nothing changed) and applies only the
+//!   paths whose head moved since, atomically (temp file + rename) with each version's time as
+//!   mtime. Sandboxes bind it read-only at `/memory` and `/skills`, so `grep -r` works and a
+//!   write fails with EROFS; `Glob` and `Grep` walk it too, so they see exactly what Bash sees.
+//!   The first projection of an org in a process is a full one that also removes strays.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use outboard_shared::{FileOp, FileVersion, OrgId, SessionId, SkillInfo};
+use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
+use tokio::sync::broadcast;
+
+use crate::auth::hex_sha256;
+use crate::store::{Store, StoreError};
+use crate::util::now_rfc3339;
+use crate::vfs::{OrgPath, VfsError, MEMORY_PREFIX, SKILLS_PREFIX};
+
+/// The largest org file, in bytes: memory and skills are prose and small scripts, and every
+/// version is kept.
+pub const MAX_ORG_FILE_BYTES: usize = 1024 * 1024;
+/// Changes queued for slow subscribers before they lag.
+const CHANGE_CHANNEL: usize = 1024;
+/// Files `skills/import` accepts in one request.
+pub const MAX_IMPORT_FILES: usize = 5000;
+
+/// Who makes a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Author {
+    /// The user's name.
+    pub user: String,
+    /// The session it comes from (`None` for a person's command).
+    pub session: Option<SessionId>,
+}
+
+/// What a write expects of the file's current state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    /// Whatever it is (a person's write without a base version).
+    Any,
+    /// The current version is exactly this (0: the file does not exist or is deleted).
+    Version(u64),
+}
+
+/// Why an org file operation failed; each message is written for whoever asked (a model or a
+/// person) and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// No such file or version.
+    #[error("{0}")]
+    NotFound(String),
+    /// The file changed since the caller saw it (the message names the version and its author).
+    #[error("{0}")]
+    Conflict(String),
+    /// The request itself is wrong (path, size, encoding, a directory where a file is needed).
+    #[error("{0}")]
+    Invalid(String),
+    /// An edit's function refused the current content (e.g. `old_string` not found).
+    #[error("{message}")]
+    Rejected {
+        /// Why, for the model.
+        message: String,
+        /// The version it looked at.
+        current: Box<FileVersion>,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<VfsError> for FsError {
+    fn from(e: VfsError) -> Self {
+        FsError::Invalid(e.to_string())
+    }
+}
+
+/// A committed change, as broadcast to the org's live sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrgChange {
+    /// Whose files.
+    pub org_id: OrgId,
+    /// The new current version.
+    pub file: FileVersion,
+}
+
+/// A change's result: the new (or unchanged) current version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The current version after the call.
+    pub file: FileVersion,
+    /// False when the content was already identical and nothing was written.
+    pub changed: bool,
+}
+
+/// One line of "who has this file now", for messages: `v3, written by bob (session s_…) at …`.
+pub fn describe(file: &FileVersion) -> String {
+    let what = if file.deleted { "deleted" } else { "written" };
+    let from = match &file.session {
+        Some(s) => format!(" in session {s}"),
+        None => String::new(),
+    };
+    format!("v{}, {what} by {}{from} at {}", file.version, file.author, file.at)
+}
+
+/// The org files of every org: a cheap cloneable handle over the store.
+#[derive(Clone)]
+pub struct OrgFs {
+    store: Store,
+    changes: broadcast::Sender<OrgChange>,
+    projection: Arc<Projection>,
+}
+
+impl std::fmt::Debug for OrgFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OrgFs")
+    }
+}
+
+/// Host directories holding each org's projection, and what each has applied.
+struct Projection {
+    dir: PathBuf,
+    applied: Mutex<HashMap<OrgId, Arc<tokio::sync::Mutex<Option<u64>>>>>,
+}
+
+/// The two projected roots of one org, on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectionDirs {
+    /// Seen as `/memory`.
+    pub memory: PathBuf,
+    /// Seen as `/skills`.
+    pub skills: PathBuf,
+}
+
+impl OrgFs {
+    /// The org files in `store`, projected under `projection_dir/<org id>/`.
+    pub fn new(store: Store, projection_dir: PathBuf) -> Self {
+        let (changes, _) = broadcast::channel(CHANGE_CHANNEL);
+        OrgFs {
+            store,
+            changes,
+            projection: Arc::new(Projection { dir: projection_dir, applied: Mutex::default() }),
+        }
+    }
+
+    /// Every committed change, of every org (filter by `org_id`).
+    pub fn subscribe(&self) -> broadcast::Receiver<OrgChange> {
+        self.changes.subscribe()
+    }
+
+    fn announce(&self, org: &OrgId, file: &FileVersion) {
+        // No subscriber is fine (no live session).
+        let _ = self.changes.send(OrgChange { org_id: org.clone(), file: file.clone() });
+    }
+
+    /// The current version of `path` (a tombstone when deleted), if it was ever written.
+    pub async fn head(&self, org: &OrgId, path: &OrgPath) -> Result<Option<FileVersion>, FsError> {
+        let (org, path) = (org.clone(), path.as_str().to_owned());
+        Ok(self.store.call(move |c| Ok(head(c, &org, &path)?.map(|(v, _)| v))).await?)
+    }
+
+    /// A version of `path` with its content: the current one, or `version`. A deleted file (as
+    /// current version) is not found, with a message saying who deleted it.
+    pub async fn read(
+        &self,
+        org: &OrgId,
+        path: &OrgPath,
+        version: Option<u64>,
+    ) -> Result<(FileVersion, String), FsError> {
+        let (org, p) = (org.clone(), path.clone());
+        self.store
+            .call(move |c| {
+                let found = match version {
+                    None => head(c, &org, p.as_str())?,
+                    Some(v) => version_row(c, &org, p.as_str(), v)?,
+                };
+                Ok(found)
+            })
+            .await?
+            .map_or_else(
+                || Err(not_found(path, version)),
+                |(file, content)| match (version, file.deleted) {
+                    (None, true) => Err(FsError::NotFound(format!(
+                        "{path} does not exist: it was deleted ({}). Its history keeps every \
+                         earlier version",
+                        describe(&file)
+                    ))),
+                    _ => Ok((file, content.unwrap_or_default())),
+                },
+            )
+    }
+
+    /// The current versions of the files at or beneath `under` (`/` for both roots), by path.
+    pub async fn list(
+        &self,
+        org: &OrgId,
+        under: Option<&OrgPath>,
+        include_deleted: bool,
+    ) -> Result<Vec<FileVersion>, FsError> {
+        let org = org.clone();
+        let under = under.map(|p| p.as_str().to_owned());
+        Ok(self
+            .store
+            .call(move |c| {
+                let (lo, hi, exact) = match &under {
+                    Some(p) => (format!("{p}/"), format!("{p}0"), p.clone()),
+                    None => ("/".to_owned(), "0".to_owned(), String::new()),
+                };
+                let mut stmt = c.prepare_cached(&format!(
+                    "SELECT {FILE_COLUMNS} FROM org_heads h JOIN org_files f ON f.id = h.file_id
+                     WHERE h.org_id = ?1 AND ((h.path >= ?2 AND h.path < ?3) OR h.path = ?4)
+                       AND (?5 OR h.deleted = 0)
+                     ORDER BY h.path"
+                ))?;
+                let rows = stmt.query_map(params![org.0, lo, hi, exact, include_deleted], |r| {
+                    file_version(r)
+                })?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await?)
+    }
+
+    /// Every version of `path`, oldest first.
+    pub async fn history(&self, org: &OrgId, path: &OrgPath) -> Result<Vec<FileVersion>, FsError> {
+        let (org, p) = (org.clone(), path.as_str().to_owned());
+        let versions = self
+            .store
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(&format!(
+                    "SELECT {FILE_COLUMNS} FROM org_files f
+                     WHERE f.org_id = ?1 AND f.path = ?2 ORDER BY f.version"
+                ))?;
+                let rows = stmt.query_map(params![org.0, p], file_version)?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await?;
+        if versions.is_empty() {
+            return Err(not_found(path, None));
+        }
+        Ok(versions)
+    }
+
+    /// The current versions of `paths` (those ever written), for change notices.
+    pub async fn heads(
+        &self,
+        org: &OrgId,
+        paths: Vec<String>,
+    ) -> Result<Vec<FileVersion>, FsError> {
+        let org = org.clone();
+        Ok(self
+            .store
+            .call(move |c| {
+                let mut out = Vec::with_capacity(paths.len());
+                for p in paths {
+                    if let Some((v, _)) = head(c, &org, &p)? {
+                        out.push(v);
+                    }
+                }
+                Ok(out)
+            })
+            .await?)
+    }
+
+    /// Writes `content` as the new current version of `path`, if `pre` holds. Identical content
+    /// makes no version (`changed: false`).
+    pub async fn write(
+        &self,
+        org: &OrgId,
+        path: &OrgPath,
+        content: String,
+        author: &Author,
+        op: FileOp,
+        pre: Precondition,
+    ) -> Result<Written, FsError> {
+        check_content(path, &content)?;
+        self.change(org, path, author, move |current, _| {
+            check_precondition(current, pre)?;
+            Ok(Change::Content { text: content, op, restored_from: None })
+        })
+        .await
+    }
+
+    /// Compare-and-replace: `f` computes the new text from the current one inside the
+    /// transaction (see the module header). The file must exist.
+    pub async fn edit<F>(
+        &self,
+        org: &OrgId,
+        path: &OrgPath,
+        author: &Author,
+        f: F,
+    ) -> Result<(Written, String), FsError>
+    where
+        F: FnOnce(&str) -> Result<String, String> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let p = path.clone();
+        let written = self
+            .change(org, path, author, move |current, text| {
+                let Some(current) = current.filter(|c| !c.deleted) else {
+                    return Err(not_found(&p, None));
+                };
+                let old = text.unwrap_or_default();
+                let new = f(&old).map_err(|message| FsError::Rejected {
+                    message,
+                    current: Box::new(current.clone()),
+                })?;
+                check_content(&p, &new)?;
+                let _ = tx.send(old);
+                Ok(Change::Content { text: new, op: FileOp::Edit, restored_from: None })
+            })
+            .await?;
+        Ok((written, rx.try_recv().unwrap_or_default()))
+    }
+
+    /// Deletes `path` (a tombstone version), if `pre` holds.
+    pub async fn delete(
+        &self,
+        org: &OrgId,
+        path: &OrgPath,
+        author: &Author,
+        pre: Precondition,
+    ) -> Result<Written, FsError> {
+        let p = path.clone();
+        self.change(org, path, author, move |current, _| {
+            check_precondition(current, pre)?;
+            match current {
+                Some(c) if !c.deleted => Ok(Change::Delete),
+                _ => Err(not_found(&p, None)),
+            }
+        })
+        .await
+    }
+
+    /// Makes `version`'s content current again, as a new version (restoring a tombstone deletes).
+    pub async fn restore(
+        &self,
+        org: &OrgId,
+        path: &OrgPath,
+        version: u64,
+        author: &Author,
+    ) -> Result<Written, FsError> {
+        let p = path.clone();
+        let (o, s) = (org.clone(), path.as_str().to_owned());
+        let old = self.store.call(move |c| version_row(c, &o, &s, version)).await?;
+        let Some((old, content)) = old else { return Err(not_found(&p, Some(version))) };
+        self.change(org, path, author, move |current, _| match content {
+            Some(text) => {
+                Ok(Change::Content { text, op: FileOp::Restore, restored_from: Some(version) })
+            }
+            None if current.is_some_and(|c| !c.deleted) => Ok(Change::Delete),
+            None => Err(FsError::Conflict(format!(
+                "{p} v{} is a delete and the file is already deleted",
+                old.version
+            ))),
+        })
+        .await
+    }
+
+    /// Writes many files under `/skills` in one transaction; files already current are skipped.
+    pub async fn import(
+        &self,
+        org: &OrgId,
+        files: Vec<(OrgPath, String)>,
+        author: &Author,
+    ) -> Result<(Vec<FileVersion>, u64), FsError> {
+        if files.len() > MAX_IMPORT_FILES {
+            return Err(FsError::Invalid(format!(
+                "{} files in one import; the limit is {MAX_IMPORT_FILES}: import in batches",
+                files.len()
+            )));
+        }
+        for (path, content) in &files {
+            check_content(path, content)?;
+            if path.is_root() {
+                return Err(FsError::Invalid(format!("{path} is a directory, not a file")));
+            }
+        }
+        let (o, a) = (org.clone(), author.clone());
+        let (written, unchanged) = self
+            .store
+            .call(move |c| {
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let mut written = Vec::new();
+                let mut unchanged = 0u64;
+                for (path, content) in files {
+                    let current = head(&tx, &o, path.as_str())?;
+                    if current.as_ref().is_some_and(|(v, _)| {
+                        !v.deleted && v.sha256 == hex_sha256(content.as_bytes())
+                    }) {
+                        unchanged += 1;
+                        continue;
+                    }
+                    let change =
+                        Change::Content { text: content, op: FileOp::Import, restored_from: None };
+                    match apply(&tx, &o, &path, &a, current.map(|(v, _)| v), change) {
+                        Ok(v) => written.push(v),
+                        Err(e) => return Ok(Err(e)),
+                    }
+                }
+                tx.commit()?;
+                Ok(Ok((written, unchanged)))
+            })
+            .await??;
+        for v in &written {
+            self.announce(org, v);
+        }
+        Ok((written, unchanged))
+    }
+
+    /// Runs `decide` on the current version of `path` (and its text) inside one write
+    /// transaction, and commits what it decides as a new version.
+    async fn change<F>(
+        &self,
+        org: &OrgId,
+        path: &OrgPath,
+        author: &Author,
+        decide: F,
+    ) -> Result<Written, FsError>
+    where
+        F: FnOnce(Option<&FileVersion>, Option<String>) -> Result<Change, FsError> + Send + 'static,
+    {
+        if path.is_root() {
+            return Err(FsError::Invalid(format!(
+                "{path} is a directory, not a file: name a file beneath it, e.g. {path}/notes.md"
+            )));
+        }
+        let (o, p, a) = (org.clone(), path.clone(), author.clone());
+        let written = self
+            .store
+            .call(move |c| {
+                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let current = head(&tx, &o, p.as_str())?;
+                let (version, text) = match current {
+                    Some((v, t)) => (Some(v), t),
+                    None => (None, None),
+                };
+                let change = match decide(version.as_ref(), text.clone()) {
+                    Ok(change) => change,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let same = match (&change, &version) {
+                    (Change::Content { text: new, .. }, Some(v)) => {
+                        !v.deleted && text.as_deref() == Some(new.as_str())
+                    }
+                    _ => false,
+                };
+                if let (true, Some(v)) = (same, &version) {
+                    return Ok(Ok(Written { file: v.clone(), changed: false }));
+                }
+                match apply(&tx, &o, &p, &a, version, change) {
+                    Ok(file) => {
+                        tx.commit()?;
+                        Ok(Ok(Written { file, changed: true }))
+                    }
+                    Err(e) => Ok(Err(e)),
+                }
+            })
+            .await??;
+        if written.changed {
+            self.announce(org, &written.file);
+        }
+        Ok(written)
+    }
+
+    /// `/memory/MEMORY.md`'s current content, if it exists.
+    pub async fn memory_md(&self, org: &OrgId) -> Result<Option<String>, FsError> {
+        let org = org.clone();
+        let found = self
+            .store
+            .call(move |c| head(c, &org, "/memory/MEMORY.md"))
+            .await?
+            .filter(|(v, _)| !v.deleted)
+            .and_then(|(_, t)| t);
+        Ok(found)
+    }
+
+    /// The org's skills: every directory under `/skills`, described by its `SKILL.md` front
+    /// matter, by name.
+    pub async fn skills(&self, org: &OrgId) -> Result<Vec<SkillInfo>, FsError> {
+        let org = org.clone();
+        let rows: Vec<(String, Option<String>, u64)> = self
+            .store
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT h.path, CASE WHEN h.path LIKE '/skills/%/SKILL.md' THEN f.content END,
+                            h.version
+                     FROM org_heads h JOIN org_files f ON f.id = h.file_id
+                     WHERE h.org_id = ?1 AND h.path >= '/skills/' AND h.path < '/skills0'
+                       AND h.deleted = 0
+                     ORDER BY h.path",
+                )?;
+                let rows = stmt.query_map([org.0], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
+                })?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await?;
+        let mut skills: Vec<SkillInfo> = Vec::new();
+        for (path, content, version) in rows {
+            let rest = path.trim_start_matches("/skills/");
+            let Some((name, file)) = rest.split_once('/') else {
+                continue; // a file directly under /skills is not a skill
+            };
+            if skills.last().is_none_or(|s| s.name != name) {
+                skills.push(SkillInfo {
+                    name: name.to_owned(),
+                    description: String::new(),
+                    files: 0,
+                    version: 0,
+                    problem: Some(format!("/skills/{name}/SKILL.md is missing")),
+                });
+            }
+            let Some(skill) = skills.last_mut() else { continue };
+            skill.files += 1;
+            if file == "SKILL.md" {
+                skill.version = version;
+                let (front, problem) = front_matter(content.as_deref().unwrap_or(""));
+                skill.description = front.get("description").cloned().unwrap_or_default();
+                skill.problem = problem.or_else(|| match front.get("name") {
+                    Some(n) if n != name => Some(format!(
+                        "SKILL.md names the skill {n:?} but its directory is {name:?}"
+                    )),
+                    _ if skill.description.is_empty() => {
+                        Some("SKILL.md's front matter has no description".to_owned())
+                    }
+                    _ => None,
+                });
+            }
+        }
+        Ok(skills)
+    }
+
+    /// The host directories of `org`'s projection (created, not synchronised).
+    pub fn projection_dirs(&self, org: &OrgId) -> std::io::Result<ProjectionDirs> {
+        let base = self.projection.dir.join(safe_dir_name(&org.0));
+        let dirs = ProjectionDirs { memory: base.join("memory"), skills: base.join("skills") };
+        for dir in [&dirs.memory, &dirs.skills] {
+            std::fs::create_dir_all(dir)?;
+            set_mode(dir, 0o755);
+        }
+        Ok(dirs)
+    }
+
+    /// Brings `org`'s projection up to date with the store and returns its directories. When
+    /// nothing changed since the last call this is one indexed read; otherwise only the paths
+    /// whose head moved are rewritten (see the module header). Returns how many paths it applied.
+    pub async fn project(&self, org: &OrgId) -> Result<(ProjectionDirs, usize), FsError> {
+        let dirs = self
+            .projection_dirs(org)
+            .map_err(|e| FsError::Invalid(format!("cannot create the org projection: {e}")))?;
+        let lock = {
+            let mut map = match self.projection.applied.lock() {
+                Ok(map) => map,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            map.entry(org.clone()).or_default().clone()
+        };
+        let mut applied = lock.lock().await;
+        let o = org.clone();
+        let since = *applied;
+        let (now, changed) = self
+            .store
+            .call(move |c| {
+                let now: u64 = c
+                    .prepare_cached("SELECT change FROM org_file_changes WHERE org_id = ?1")?
+                    .query_row([&o.0], |r| r.get::<_, i64>(0))
+                    .optional()?
+                    .unwrap_or(0) as u64;
+                if since == Some(now) {
+                    return Ok((now, Vec::new()));
+                }
+                let mut stmt = c.prepare_cached(
+                    "SELECT h.path, f.content, f.at_ms FROM org_heads h
+                     JOIN org_files f ON f.id = h.file_id
+                     WHERE h.org_id = ?1 AND h.change > ?2 ORDER BY h.path",
+                )?;
+                let rows = stmt.query_map(params![o.0, since.unwrap_or(0) as i64], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, i64>(2)?,
+                    ))
+                })?;
+                Ok((now, rows.collect::<Result<Vec<_>, _>>()?))
+            })
+            .await?;
+        if since == Some(now) {
+            return Ok((dirs, 0));
+        }
+        let count = changed.len();
+        let full = since.is_none();
+        let d = dirs.clone();
+        tokio::task::spawn_blocking(move || apply_projection(&d, changed, full))
+            .await
+            .map_err(|e| FsError::Invalid(format!("the projection task failed: {e}")))?
+            .map_err(|e| FsError::Invalid(format!("cannot update the org projection: {e}")))?;
+        *applied = Some(now);
+        Ok((dirs, count))
+    }
+}
+
+/// What a change writes.
+enum Change {
+    Content { text: String, op: FileOp, restored_from: Option<u64> },
+    Delete,
+}
+
+const FILE_COLUMNS: &str = "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
+                            f.at, f.content IS NULL, f.restored_from";
+
+fn file_version(r: &Row<'_>) -> rusqlite::Result<FileVersion> {
+    let op: String = r.get(2)?;
+    Ok(FileVersion {
+        path: r.get(0)?,
+        version: r.get::<_, i64>(1)? as u64,
+        op: serde_json::from_value(serde_json::Value::String(op)).unwrap_or(FileOp::Unknown),
+        size: r.get::<_, i64>(3)? as u64,
+        sha256: r.get(4)?,
+        author: r.get(5)?,
+        session: r.get::<_, Option<String>>(6)?.map(SessionId),
+        at: r.get(7)?,
+        deleted: r.get(8)?,
+        restored_from: r.get::<_, Option<i64>>(9)?.map(|v| v as u64),
+    })
+}
+
+/// The head of a path with its content.
+fn head(
+    c: &Connection,
+    org: &OrgId,
+    path: &str,
+) -> Result<Option<(FileVersion, Option<String>)>, StoreError> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {FILE_COLUMNS}, f.content FROM org_heads h JOIN org_files f ON f.id = h.file_id
+         WHERE h.org_id = ?1 AND h.path = ?2"
+    ))?;
+    Ok(stmt.query_row(params![org.0, path], |r| Ok((file_version(r)?, r.get(10)?))).optional()?)
+}
+
+fn version_row(
+    c: &Connection,
+    org: &OrgId,
+    path: &str,
+    version: u64,
+) -> Result<Option<(FileVersion, Option<String>)>, StoreError> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT {FILE_COLUMNS}, f.content FROM org_files f
+         WHERE f.org_id = ?1 AND f.path = ?2 AND f.version = ?3"
+    ))?;
+    Ok(stmt
+        .query_row(params![org.0, path, version as i64], |r| Ok((file_version(r)?, r.get(10)?)))
+        .optional()?)
+}
+
+/// Inserts a new version and moves the head, after checking the file/directory shape.
+fn apply(
+    tx: &Transaction<'_>,
+    org: &OrgId,
+    path: &OrgPath,
+    author: &Author,
+    current: Option<FileVersion>,
+    change: Change,
+) -> Result<FileVersion, FsError> {
+    if matches!(change, Change::Content { .. }) {
+        check_shape(tx, org, path)?;
+    }
+    let version = current.as_ref().map_or(1, |c| c.version + 1);
+    let change_no: i64 = tx
+        .prepare_cached(
+            "INSERT INTO org_file_changes (org_id, change) VALUES (?1, 1)
+             ON CONFLICT (org_id) DO UPDATE SET change = change + 1 RETURNING change",
+        )
+        .map_err(StoreError::from)?
+        .query_row([&org.0], |r| r.get(0))
+        .map_err(StoreError::from)?;
+    let (content, op, restored_from) = match change {
+        Change::Content { text, op, restored_from } => (Some(text), op, restored_from),
+        Change::Delete => (None, FileOp::Delete, None),
+    };
+    let size = content.as_ref().map_or(0, |t| t.len() as u64);
+    let sha256 = content.as_ref().map_or_else(String::new, |t| hex_sha256(t.as_bytes()));
+    let at = now_rfc3339();
+    let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    tx.prepare_cached(
+        "INSERT INTO org_files (org_id, path, version, op, content, size, sha256, author,
+                                session_id, restored_from, at, at_ms, change)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            org.0,
+            path.as_str(),
+            version as i64,
+            op.as_str(),
+            content,
+            size as i64,
+            sha256,
+            author.user,
+            author.session.as_ref().map(|s| s.0.clone()),
+            restored_from.map(|v| v as i64),
+            at,
+            at_ms,
+            change_no,
+        ])
+    })
+    .map_err(StoreError::from)?;
+    let file_id = tx.last_insert_rowid();
+    tx.prepare_cached(
+        "INSERT INTO org_heads (org_id, path, file_id, version, deleted, change)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (org_id, path) DO UPDATE SET file_id = ?3, version = ?4, deleted = ?5,
+                                                  change = ?6",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            org.0,
+            path.as_str(),
+            file_id,
+            version as i64,
+            content.is_none(),
+            change_no
+        ])
+    })
+    .map_err(StoreError::from)?;
+    Ok(FileVersion {
+        path: path.as_str().to_owned(),
+        version,
+        op,
+        size,
+        sha256,
+        author: author.user.clone(),
+        session: author.session.clone(),
+        at,
+        deleted: content.is_none(),
+        restored_from,
+    })
+}
+
+/// A path is a file or a directory, never both.
+fn check_shape(c: &Connection, org: &OrgId, path: &OrgPath) -> Result<(), FsError> {
+    let live = |p: &str| -> Result<bool, StoreError> {
+        Ok(c.prepare_cached(
+            "SELECT 1 FROM org_heads WHERE org_id = ?1 AND path = ?2 AND deleted = 0",
+        )?
+        .exists(params![org.0, p])?)
+    };
+    for ancestor in path.ancestors() {
+        if live(&ancestor)? {
+            return Err(FsError::Invalid(format!(
+                "{ancestor} is a file, so {path} cannot be created beneath it"
+            )));
+        }
+    }
+    let children = c
+        .prepare_cached(
+            "SELECT 1 FROM org_heads WHERE org_id = ?1 AND path >= ?2 AND path < ?3
+             AND deleted = 0 LIMIT 1",
+        )
+        .map_err(StoreError::from)?
+        .exists(params![org.0, format!("{path}/"), format!("{path}0")])
+        .map_err(StoreError::from)?;
+    if children {
+        return Err(FsError::Invalid(format!(
+            "{path} is a directory, not a file: name a file beneath it"
+        )));
+    }
+    Ok(())
+}
+
+fn check_precondition(current: Option<&FileVersion>, pre: Precondition) -> Result<(), FsError> {
+    let Precondition::Version(expected) = pre else { return Ok(()) };
+    let live = current.filter(|c| !c.deleted);
+    let actual = live.map_or(0, |c| c.version);
+    if actual == expected || (expected == 0 && live.is_none()) {
+        return Ok(());
+    }
+    let Some(current) = current else {
+        return Err(FsError::Conflict(format!(
+            "the file does not exist (expected v{expected}); nothing was written"
+        )));
+    };
+    let path = &current.path;
+    Err(FsError::Conflict(if expected == 0 {
+        format!("{path} already exists ({}); read it first, then write it", describe(current))
+    } else {
+        format!(
+            "{path} has changed since v{expected} was read: it is now {}. Read it again, then \
+             redo the change",
+            describe(current)
+        )
+    }))
+}
+
+fn check_content(path: &OrgPath, content: &str) -> Result<(), FsError> {
+    if content.len() > MAX_ORG_FILE_BYTES {
+        return Err(FsError::Invalid(format!(
+            "{path}: {} bytes is over the {MAX_ORG_FILE_BYTES}-byte limit for org files; keep \
+             memory and skills short, and big data in /workspace",
+            content.len()
+        )));
+    }
+    if content.contains('\0') {
+        return Err(FsError::Invalid(format!("{path}: org files are text; the content has NUL")));
+    }
+    Ok(())
+}
+
+fn not_found(path: &OrgPath, version: Option<u64>) -> FsError {
+    FsError::NotFound(match version {
+        Some(v) => format!("{path} has no version {v}; its history lists the versions"),
+        None => format!("{path} does not exist"),
+    })
+}
+
+/// The `key: value` pairs of a `---` front matter block, and what is wrong with it, if anything.
+/// Handles the YAML that skill files use: plain, quoted and folded (`>`, `|`) scalars.
+pub fn front_matter(text: &str) -> (HashMap<String, String>, Option<String>) {
+    let mut out = HashMap::new();
+    let mut lines = text.lines();
+    if lines.next().map(str::trim_end) != Some("---") {
+        return (out, Some("SKILL.md does not start with a `---` front matter block".into()));
+    }
+    let mut current: Option<(String, Vec<String>)> = None;
+    let mut closed = false;
+    for line in lines {
+        if line.trim_end() == "---" {
+            closed = true;
+            break;
+        }
+        if line.starts_with(' ') || line.starts_with('\t') {
+            if let Some((_, parts)) = &mut current {
+                parts.push(line.trim().to_owned());
+            }
+            continue;
+        }
+        if let Some((key, parts)) = current.take() {
+            out.insert(key, parts.join(" ").trim().to_owned());
+        }
+        let Some((key, value)) = line.split_once(':') else { continue };
+        let value = value.trim();
+        let value = if matches!(value, ">" | "|" | ">-" | "|-" | ">+" | "|+") { "" } else { value };
+        current = Some((key.trim().to_owned(), vec![unquote(value).to_owned()]));
+    }
+    if let Some((key, parts)) = current.take() {
+        out.insert(key, parts.join(" ").trim().to_owned());
+    }
+    let problem = (!closed).then(|| "SKILL.md's front matter has no closing `---`".to_owned());
+    (out, problem)
+}
+
+fn unquote(value: &str) -> &str {
+    for q in ['"', '\''] {
+        if let Some(inner) = value.strip_prefix(q).and_then(|v| v.strip_suffix(q)) {
+            return inner;
+        }
+    }
+    value
+}
+
+/// An org id as a directory name (ids are `o_<hex>`; anything else is made safe).
+fn safe_dir_name(id: &str) -> String {
+    id.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+}
+
+/// The host path of an org path within the projection.
+fn host_path(dirs: &ProjectionDirs, path: &str) -> Option<PathBuf> {
+    let (root, rest) = if let Some(rest) = path.strip_prefix(MEMORY_PREFIX) {
+        (&dirs.memory, rest)
+    } else if let Some(rest) = path.strip_prefix(SKILLS_PREFIX) {
+        (&dirs.skills, rest)
+    } else {
+        return None;
+    };
+    let rest = rest.trim_start_matches('/');
+    // Stored paths were normalised by `OrgPath`; refuse anything else rather than trust it.
+    if rest.is_empty() || rest.split('/').any(|n| n.is_empty() || n == "." || n == "..") {
+        return None;
+    }
+    Some(root.join(rest))
+}
+
+/// Applies changed heads to the projection: deletes first (so a file can replace a directory
+/// and the reverse), then writes. A full pass also removes files the store does not have.
+fn apply_projection(
+    dirs: &ProjectionDirs,
+    changed: Vec<(String, Option<String>, i64)>,
+    full: bool,
+) -> std::io::Result<()> {
+    let mut live: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+    let (deletes, writes): (Vec<_>, Vec<_>) =
+        changed.into_iter().partition(|(_, c, _)| c.is_none());
+    for (path, _, _) in deletes {
+        if let Some(host) = host_path(dirs, &path) {
+            remove_any(&host)?;
+            prune_empty(&host, dirs);
+        }
+    }
+    for (path, content, at_ms) in writes {
+        let (Some(host), Some(content)) = (host_path(dirs, &path), content) else { continue };
+        if full && std::fs::read(&host).is_ok_and(|b| b == content.as_bytes()) {
+            live.insert(host);
+            continue;
+        }
+        write_projected(&host, content.as_bytes(), at_ms, dirs)?;
+        live.insert(host);
+    }
+    if full {
+        for root in [&dirs.memory, &dirs.skills] {
+            remove_strays(root, &live)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_any(host: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(host) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(host),
+        Ok(_) => std::fs::remove_file(host),
+        // Gone already, or a file now stands where a parent directory was.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the empty directories above `host`, up to (not including) the projection roots.
+fn prune_empty(host: &Path, dirs: &ProjectionDirs) {
+    let mut at = host.parent();
+    while let Some(dir) = at {
+        if dir == dirs.memory || dir == dirs.skills || std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+        at = dir.parent();
+    }
+}
+
+fn write_projected(
+    host: &Path,
+    content: &[u8],
+    at_ms: i64,
+    dirs: &ProjectionDirs,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let Some(parent) = host.parent() else { return Ok(()) };
+    // A file where a directory must be (left by an earlier shape): remove it.
+    let mut at = Some(parent);
+    while let Some(dir) = at {
+        if dir == dirs.memory || dir == dirs.skills {
+            break;
+        }
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+            std::fs::remove_file(dir)?;
+        }
+        at = dir.parent();
+    }
+    std::fs::create_dir_all(parent)?;
+    if std::fs::symlink_metadata(host).is_ok_and(|m| m.is_dir()) {
+        std::fs::remove_dir_all(host)?;
+    }
+    let name = host.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = parent.join(format!(".{name}.outboard-tmp"));
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(content)?;
+        let when = UNIX_EPOCH + Duration::from_millis(at_ms.max(0) as u64);
+        file.set_modified(when)?;
+        drop(file);
+        set_mode(&tmp, 0o644);
+        std::fs::rename(&tmp, host)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    // Directories made by create_dir_all follow the umask; the sandbox user must read them.
+    let mut at = Some(parent);
+    while let Some(dir) = at {
+        set_mode(dir, 0o755);
+        if dir == dirs.memory || dir == dirs.skills {
+            break;
+        }
+        at = dir.parent();
+    }
+    result
+}
+
+/// Removes files under `root` that are not in `live`, and then empty directories.
+fn remove_strays(root: &Path, live: &std::collections::HashSet<PathBuf>) -> std::io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(root) else { return Ok(()) };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            remove_strays(&path, live)?;
+            let _ = std::fs::remove_dir(&path); // only when empty
+        } else if !live.contains(&path) {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
