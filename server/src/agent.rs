@@ -21,8 +21,8 @@ use crate::llm::{
 };
 use crate::sandbox::Sandbox;
 use crate::session::{EmitError, Emitter};
-use crate::tools::{self, ReadLedger, ToolCtx, ToolOutcome};
-use crate::vfs::Workspace;
+use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
+use crate::vfs::{Route, Workspace};
 
 /// What a session's tools act on; owned by the running turn, or by the actor between turns.
 #[derive(Debug)]
@@ -33,6 +33,11 @@ pub struct ToolEnv {
     pub sandbox: Sandbox,
     /// Which files the session has read (Claude Code's read-before-write rule).
     pub reads: ReadLedger,
+    /// The org's shared files and who the tools act as; `None` outside a real session.
+    pub org: Option<OrgCtx>,
+    /// Org files the log shows this session read or wrote, whose versions are looked up when
+    /// the next turn starts (after a restart; see [`files_touched`]).
+    pub org_touched: Vec<String>,
 }
 
 /// Everything a turn needs.
@@ -122,6 +127,7 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
 
 async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> {
     let specs = tools::specs();
+    let system = turn_system_prompt(&mut turn.env).await;
     let pending = std::mem::take(&mut turn.resume.pending);
     if !pending.is_empty() {
         for p in pending {
@@ -147,7 +153,7 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
             return Ok(Ending::Suspended);
         }
         let request = ModelRequest {
-            system: system_prompt(),
+            system: system.clone(),
             messages: turn.conversation.clone(),
             tools: specs.clone(),
         };
@@ -190,7 +196,8 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
             return Ok(Ending::Completed(stop));
         }
 
-        for call in calls {
+        let last = calls.len().saturating_sub(1);
+        for (i, call) in calls.into_iter().enumerate() {
             if turn.shutdown.is_cancelled() {
                 // The calls not started yet run when the turn resumes.
                 return Ok(Ending::Suspended);
@@ -202,7 +209,7 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
                 record_result(turn, &call, &outcome, Instant::now()).await?;
                 outcome
             } else {
-                start_and_run(turn, &call).await?
+                start_and_run(turn, &call, i == last).await?
             };
             push_user(
                 &mut turn.conversation,
@@ -259,10 +266,16 @@ fn not_run() -> ToolOutcome {
 }
 
 /// Records that a call starts (with the digest of a write's target), runs it, records the result.
-async fn start_and_run(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, EmitError> {
-    let target_before = write_target_digest(&turn.env.workspace, call);
+/// The last call of a step also carries the notice of org files changed by others since this
+/// session read them, so the model learns of them at its next step (and the log keeps it).
+async fn start_and_run(
+    turn: &mut Turn,
+    call: &ToolCall,
+    last_of_step: bool,
+) -> Result<ToolOutcome, EmitError> {
+    let target_before = write_target_digest(&turn.env, call).await;
     turn.emitter.durable(EventKind::ToolCall { call: call.clone(), target_before }).await?;
-    run_tool(turn, call).await
+    run_tool(turn, call, last_of_step).await
 }
 
 /// Settles a tool call left without a result by a restart, following DESIGN.md: a call that never
@@ -272,16 +285,16 @@ async fn start_and_run(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, 
 async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<ToolOutcome, EmitError> {
     let call = &p.call;
     let Some(before) = p.started else {
-        return start_and_run(turn, call).await;
+        return start_and_run(turn, call, false).await;
     };
     if tools::is_read_only(&call.name) {
-        return run_tool(turn, call).await;
+        return run_tool(turn, call, false).await;
     }
     let outcome = match call.name.as_str() {
         "Write" | "Edit" => {
-            let now = write_target_digest(&turn.env.workspace, call);
+            let now = write_target_digest(&turn.env, call).await;
             if before.is_none() || now == before {
-                return run_tool(turn, call).await;
+                return run_tool(turn, call, false).await;
             }
             ToolOutcome {
                 output: "The harness restarted while this write ran. The file no longer holds                          its previous content, so the write most likely completed; Read the file                          to confirm before relying on it."
@@ -300,12 +313,20 @@ async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<ToolOutcome, Em
 }
 
 /// For `Write` and `Edit`: the SHA-256 of the target's current content, or `absent`.
-fn write_target_digest(workspace: &Workspace, call: &ToolCall) -> Option<String> {
+async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
     if !matches!(call.name.as_str(), "Write" | "Edit") {
         return None;
     }
     let path = call.input.get("file_path")?.as_str()?;
-    let host = workspace.resolve(path).ok()?;
+    if let Ok(Route::Org(path)) = crate::vfs::route(path) {
+        let org = env.org.as_ref()?;
+        let head = org.fs.head(&org.org_id, &path).await.ok()?;
+        return Some(match head.filter(|h| !h.deleted) {
+            Some(h) => h.sha256,
+            None => "absent".into(),
+        });
+    }
+    let host = env.workspace.resolve(path).ok()?;
     match std::fs::read(&host) {
         Ok(bytes) => Some(crate::auth::hex_sha256(&bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("absent".into()),
@@ -332,7 +353,11 @@ async fn record_result(
 }
 
 /// Runs one tool call and records its result.
-async fn run_tool(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, EmitError> {
+async fn run_tool(
+    turn: &mut Turn,
+    call: &ToolCall,
+    last_of_step: bool,
+) -> Result<ToolOutcome, EmitError> {
     let started = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<(OutputStream, String)>();
     let emitter = turn.emitter.clone();
@@ -349,8 +374,16 @@ async fn run_tool(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, EmitE
             on_output: &mut on_output,
             cancel: turn.cancel.clone(),
             default_timeout: turn.limits.bash_timeout,
+            org: turn.env.org.as_ref(),
         };
-        tools::run(&call.name, &call.input, ctx).await
+        let mut outcome = tools::run(&call.name, &call.input, ctx).await;
+        if let (true, Some(org)) = (last_of_step, &turn.env.org) {
+            if let Some(note) = tools::changed_since_read(org, &mut turn.env.reads).await {
+                outcome.output.push_str("\n\n");
+                outcome.output.push_str(&note);
+            }
+        }
+        outcome
     };
     let forward = async {
         while let Some((stream, text)) = rx.recv().await {
@@ -366,22 +399,97 @@ async fn run_tool(turn: &mut Turn, call: &ToolCall) -> Result<ToolOutcome, EmitE
     Ok(outcome)
 }
 
-/// The system prompt of every turn.
+/// The system prompt without org context (used where there is no org).
 pub fn system_prompt() -> String {
     SYSTEM_PROMPT.to_owned()
+}
+
+/// `MEMORY.md` is cut beyond this many bytes in the prompt (the file itself is whole).
+const PROMPT_MEMORY_BYTES: usize = 32 * 1024;
+/// Skills listed in the prompt at most.
+const PROMPT_MAX_SKILLS: usize = 200;
+
+/// The system prompt of a turn, read fresh from the store when it starts: the base prompt, the
+/// org's `/memory/MEMORY.md`, the index of its skills, and the org files this session read that
+/// others changed since. It is not logged: a turn resumed after a restart rebuilds it, seeing
+/// the org files as they are then.
+async fn turn_system_prompt(env: &mut ToolEnv) -> String {
+    let mut prompt = SYSTEM_PROMPT.to_owned();
+    let Some(org) = env.org.as_ref() else { return prompt };
+    let touched = std::mem::take(&mut env.org_touched);
+    if !touched.is_empty() {
+        if let Ok(heads) = org.fs.heads(&org.org_id, touched).await {
+            for head in heads.into_iter().filter(|h| !h.deleted) {
+                env.reads.record_org(&head.path, head.version);
+            }
+        }
+    }
+    match org.fs.memory_md(&org.org_id).await {
+        Ok(Some(memory)) if !memory.trim().is_empty() => {
+            let cut = match memory.char_indices().find(|(i, _)| *i >= PROMPT_MEMORY_BYTES) {
+                Some((i, _)) => format!(
+                    "{}\n[… cut at {PROMPT_MEMORY_BYTES} bytes; Read /memory/MEMORY.md for the rest]",
+                    &memory[..i]
+                ),
+                None => memory,
+            };
+            prompt.push_str(
+                "\n\n# Org memory\nThe contents of /memory/MEMORY.md, your org's shared memory \
+                 (read fresh at the start of this turn):\n<memory>\n",
+            );
+            prompt.push_str(cut.trim_end());
+            prompt.push_str("\n</memory>");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot read /memory/MEMORY.md for the prompt: {e}"),
+    }
+    match org.fs.skills(&org.org_id).await {
+        Ok(skills) => {
+            let usable: Vec<_> = skills.iter().filter(|s| s.problem.is_none()).collect();
+            if !usable.is_empty() {
+                prompt.push_str(
+                    "\n\n# Skills\nYour org's skills. When a task matches a skill's \
+                     description, Read /skills/<name>/SKILL.md first and follow it; its other \
+                     files are next to it.\n",
+                );
+                for skill in usable.iter().take(PROMPT_MAX_SKILLS) {
+                    prompt.push_str(&format!("- {}: {}\n", skill.name, skill.description));
+                }
+                if usable.len() > PROMPT_MAX_SKILLS {
+                    prompt.push_str(&format!(
+                        "- … and {} more: Glob /skills/*/SKILL.md\n",
+                        usable.len() - PROMPT_MAX_SKILLS
+                    ));
+                }
+            }
+        }
+        Err(e) => tracing::warn!("cannot list the skills for the prompt: {e}"),
+    }
+    if let Some(note) = tools::changed_since_read(org, &mut env.reads).await {
+        prompt.push_str("\n\n");
+        prompt.push_str(&note);
+    }
+    prompt
 }
 
 const SYSTEM_PROMPT: &str = "You are Outboard, a software engineering agent. You work for the \
 user through tools, carefully and efficiently, and you finish with a short answer saying what you \
 did.
 
-Your environment:
+Your environment has three kinds of path:
 - /workspace is this session's working directory and persists between turns. Relative paths in \
-file tools are relative to /workspace. Read, Write, Edit, Glob and Grep act on /workspace only.
+file tools are relative to /workspace.
+- /memory is your org's shared memory and /skills its shared skills: files shared by every \
+session and teammate of your org, stored by the harness with every version kept. Use Read, \
+Write, Edit, Glob and Grep on them; what you write there is seen at once by everyone in your \
+org, so keep it accurate and useful. Bash sees them read-only: never write them from Bash.
+- Any other path exists only inside the sandbox: reach it with Bash.
 - Bash runs commands in this session's isolated Linux sandbox, starting in /workspace. A `cd` \
 and background processes (`server &`) carry over to the next command. The sandbox has no network \
 access and an empty environment; files outside /workspace may not survive a sandbox restart.
-- Read a file before you Edit or overwrite it. Prefer Edit for small changes to existing files.
+- Read a file before you Edit or overwrite it. Prefer Edit for small changes to existing files: \
+on shared files an Edit merges with teammates' concurrent changes, a Write of a file changed \
+since you read it is refused.
 - Tool errors are returned to you as results: read them and correct your next call.";
 
 /// Rebuilds the model's conversation from a session's durable log: user messages, assistant
@@ -510,6 +618,9 @@ pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
 pub fn rebuilt_ledger(workspace: &Workspace, files: &[String]) -> ReadLedger {
     let mut ledger = ReadLedger::default();
     for file in files {
+        if matches!(crate::vfs::route(file), Ok(Route::Org(_))) {
+            continue; // looked up in the store when the turn starts (`org_touched`)
+        }
         if let Ok(host) = workspace.resolve(file) {
             if let Ok(content) = std::fs::read(&host) {
                 ledger.record(&host, &content);

@@ -65,7 +65,7 @@ const WS_HARD_LIMIT: usize = 4 * MAX_FRAME_BYTES;
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 
 struct AppState {
-    hub: Hub,
+    hub: Arc<Hub>,
     shutdown: CancellationToken,
     /// Upgraded WebSocket connections live outside axum's graceful shutdown; this tracks them so
     /// shutdown can wait for each to send its "restarting" frame and close.
@@ -127,10 +127,16 @@ pub async fn launch(
     let provider = Arc::new(Provider::new(config.llm.clone())?);
     let addr = listener.local_addr()?;
     let state = Arc::new(AppState {
-        hub: Hub::new(store, provider, config),
+        hub: Arc::new(Hub::new(store, provider, config)),
         shutdown: CancellationToken::new(),
         connections: TaskTracker::new(),
     });
+    let changes = state.hub.org_fs().subscribe();
+    tokio::spawn(crate::files_api::forward_changes(
+        state.hub.clone(),
+        changes,
+        state.shutdown.clone(),
+    ));
     let resumed = state.hub.resume_all().await?;
     if resumed > 0 {
         tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
@@ -495,10 +501,7 @@ impl Connection {
                 broadcast_presence(&hub.handle(&row), presence).await;
                 Ok(Some(Response::ok(id, &Empty {})))
             }
-            other => Err(ErrorBody::new(
-                ErrorCode::UnknownMethod,
-                format!("{} is not implemented yet", other.name()),
-            )),
+            other => crate::files_api::handle(hub, &user, id, other).await.map(Some),
         }
     }
 }

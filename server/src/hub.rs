@@ -23,12 +23,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::llm::Provider;
+use crate::orgfs::OrgFs;
 use crate::session::SessionHandle;
 use crate::store::{SessionRow, Store, UserRow};
 
 /// All live sessions of the server.
 pub struct Hub {
     store: Store,
+    org_fs: OrgFs,
     provider: Arc<Provider>,
     config: ServerConfig,
     sessions: Mutex<HashMap<SessionId, SessionHandle>>,
@@ -82,6 +84,7 @@ impl Hub {
     /// A hub over `store`.
     pub fn new(store: Store, provider: Arc<Provider>, config: ServerConfig) -> Self {
         Hub {
+            org_fs: OrgFs::new(store.clone(), config.data_dir.join("orgs")),
             store,
             provider,
             config,
@@ -94,6 +97,20 @@ impl Hub {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The org files of every org.
+    pub fn org_fs(&self) -> &OrgFs {
+        &self.org_fs
+    }
+
+    /// The live sessions of `org` (those with a running actor).
+    pub fn live_sessions_of(&self, org: &outboard_shared::OrgId) -> Vec<SessionHandle> {
+        let map = match self.sessions.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.values().filter(|h| h.org_id() == org).cloned().collect()
     }
 
     /// The model label new sessions get.
@@ -129,6 +146,7 @@ impl Hub {
                 SessionHandle::spawn(
                     row.clone(),
                     self.store.clone(),
+                    self.org_fs.clone(),
                     self.provider.clone(),
                     &self.config,
                     self.shutdown.clone(),

@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod auth;
 pub mod config;
+pub mod files_api;
 pub mod gateway;
 pub mod hub;
 pub mod llm;

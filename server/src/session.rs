@@ -24,8 +24,10 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
 use crate::llm::{ContentBlock, Provider};
+use crate::orgfs::{Author, OrgFs};
 use crate::sandbox::{Sandbox, SandboxTransition};
 use crate::store::{SessionRow, Store, StoreError};
+use crate::tools::OrgCtx;
 use crate::util::{new_id, now_rfc3339};
 use crate::vfs::Workspace;
 
@@ -117,6 +119,7 @@ enum Command {
 #[derive(Clone)]
 pub struct SessionHandle {
     tx: mpsc::Sender<Command>,
+    org_id: outboard_shared::OrgId,
 }
 
 impl SessionHandle {
@@ -125,19 +128,23 @@ impl SessionHandle {
     pub fn spawn(
         row: SessionRow,
         store: Store,
+        org_fs: OrgFs,
         provider: Arc<Provider>,
         config: &ServerConfig,
         shutdown: CancellationToken,
     ) -> Self {
         let (tx, rx) = mpsc::channel(SESSION_QUEUE);
+        let org_id = row.org_id.clone();
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let actor = Actor {
             workspace_dir: config.workspaces_dir().join(row.id.as_str()),
             sandbox_config: config.sandbox.clone(),
             limits: config.limits.clone(),
             last_seq: row.last_seq,
+            turn_by: row.owner.clone(),
             row,
             store,
+            org_fs,
             provider,
             conversation: Vec::new(),
             env: None,
@@ -150,7 +157,12 @@ impl SessionHandle {
             files_touched: Vec::new(),
         };
         tokio::spawn(actor.run(rx));
-        SessionHandle { tx }
+        SessionHandle { tx, org_id }
+    }
+
+    /// The session's org.
+    pub fn org_id(&self) -> &outboard_shared::OrgId {
+        &self.org_id
     }
 
     /// Attaches: a snapshot after `after_seq` and a live receiver.
@@ -202,6 +214,10 @@ struct Running {
 struct Actor {
     row: SessionRow,
     store: Store,
+    /// The org's shared files (`/memory`, `/skills`).
+    org_fs: OrgFs,
+    /// Who sent the message of the current (or last) turn: the author of its org file changes.
+    turn_by: String,
     provider: Arc<Provider>,
     workspace_dir: std::path::PathBuf,
     sandbox_config: crate::sandbox::SandboxConfig,
@@ -284,6 +300,12 @@ impl Actor {
         self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
         self.conversation = agent::conversation_from_log(&log);
         self.files_touched = agent::files_touched(&log);
+        if let Some(by) = log.iter().rev().find_map(|e| match &e.kind {
+            EventKind::TurnStarted { by, .. } => Some(by.clone()),
+            _ => None,
+        }) {
+            self.turn_by = by;
+        }
         if self.row.status == SessionStatus::Failed {
             return Ok(());
         }
@@ -381,6 +403,7 @@ impl Actor {
             return Err(ErrorBody::new(ErrorCode::BadRequest, "the message is empty"));
         }
         let turn_id = TurnId(new_id("t"));
+        self.turn_by = by.clone();
         let started = async {
             self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
             self.emit(EventKind::UserMessage { text: text.clone() }, true).await
@@ -409,7 +432,16 @@ impl Actor {
                 }
             }
         });
-        Sandbox::with_transitions(self.sandbox_config.clone(), self.workspace_dir.clone(), tx)
+        let mut config = self.sandbox_config.clone();
+        // The org's files, read-only at /memory and /skills (kept current before each command).
+        match self.org_fs.projection_dirs(&self.row.org_id) {
+            Ok(dirs) => {
+                config.ro_mounts.push((dirs.memory, crate::vfs::MEMORY_PREFIX.to_owned()));
+                config.ro_mounts.push((dirs.skills, crate::vfs::SKILLS_PREFIX.to_owned()));
+            }
+            Err(e) => tracing::warn!(session = %self.row.id, "no org files in the sandbox: {e}"),
+        }
+        Sandbox::with_transitions(config, self.workspace_dir.clone(), tx)
     }
 
     /// Hands the conversation and tools to a new turn task (a new turn, or one being resumed).
@@ -417,17 +449,35 @@ impl Actor {
         let Some(tx) = self.tx.upgrade() else {
             return Err(gone());
         };
-        let env = match self.env.take() {
+        let mut env = match self.env.take() {
             Some(env) => env,
             None => {
                 let workspace = Workspace::new(self.workspace_dir.clone()).map_err(|e| {
                     ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
                 })?;
-                let reads =
-                    agent::rebuilt_ledger(&workspace, &std::mem::take(&mut self.files_touched));
-                ToolEnv { workspace, sandbox: self.new_sandbox(), reads }
+                let touched = std::mem::take(&mut self.files_touched);
+                let reads = agent::rebuilt_ledger(&workspace, &touched);
+                let org_touched = touched
+                    .into_iter()
+                    .filter(|f| matches!(crate::vfs::route(f), Ok(crate::vfs::Route::Org(_))))
+                    .collect();
+                let org = OrgCtx {
+                    fs: self.org_fs.clone(),
+                    org_id: self.row.org_id.clone(),
+                    author: Author { user: String::new(), session: Some(self.row.id.clone()) },
+                };
+                ToolEnv {
+                    workspace,
+                    sandbox: self.new_sandbox(),
+                    reads,
+                    org: Some(org),
+                    org_touched,
+                }
             }
         };
+        if let Some(org) = &mut env.org {
+            org.author.user = self.turn_by.clone();
+        }
         self.row.status = SessionStatus::Running;
         let cancel = CancellationToken::new();
         let turn = Turn {

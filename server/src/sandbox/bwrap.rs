@@ -19,8 +19,9 @@
 //!   or binds for `/bin`, `/lib`, …) read-only, a generated minimal `/etc` (passwd, group,
 //!   hostname, hosts, nsswitch.conf) plus read-only binds of `/etc/alternatives`,
 //!   `/etc/ld.so.cache`, `/etc/ssl` and `/etc/localtime`, a private `/proc`, `/dev`, a tmpfs
-//!   `/tmp`, the agent binary read-only at [`AGENT_PATH`] and the workspace at `/workspace`. The
-//!   root itself is remounted read-only. Nothing of the server's data dir, config or home is
+//!   `/tmp`, the agent binary read-only at [`AGENT_PATH`], the workspace at `/workspace`, and the
+//!   org's projected files read-only at `/memory` and `/skills`. The root itself is remounted
+//!   read-only. Nothing of the server's data dir, config or home is
 //!   visible.
 //! - The generated `/etc` files are written once per session's sandbox manager into a private
 //!   temp dir and bound read-only. `--ro-bind-data FD` would avoid the dir but needs file
@@ -111,6 +112,7 @@ pub(super) fn bwrap_args(
     workspace: &Path,
     agent_exe: &Path,
     agent_config: &str,
+    ro_mounts: &[(PathBuf, String)],
 ) -> Vec<String> {
     let mut args: Vec<String> = Vec::with_capacity(96);
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| s.to_string()));
@@ -153,6 +155,11 @@ pub(super) fn bwrap_args(
     push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
     push(&["--ro-bind", &agent_exe.to_string_lossy(), AGENT_PATH]);
     push(&["--bind", &workspace.to_string_lossy(), "/workspace"]);
+    // The org's files: read-only binds, so a write there fails with EROFS; the host side is
+    // updated in place and the change shows through the bind at once.
+    for (host, target) in ro_mounts {
+        push(&["--ro-bind", &host.to_string_lossy(), target]);
+    }
     // After every mount point in the root exists: the root tmpfs becomes read-only, so only
     // /workspace and /tmp are writable.
     push(&["--remount-ro", "/", "--chdir", "/workspace"]);

@@ -116,7 +116,7 @@ impl Instance {
                 let json =
                     serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
                 let mut cmd = Command::new("bwrap");
-                cmd.args(bwrap::bwrap_args(etc, workspace, agent_exe, &json));
+                cmd.args(bwrap::bwrap_args(etc, workspace, agent_exe, &json, &config.ro_mounts));
                 cmd
             }
             Backend::UnsafeHost => {

@@ -96,6 +96,9 @@ pub struct SandboxConfig {
     /// process's own executable, which only works inside those two binaries. Tests, benchmarks
     /// and other embedders set it.
     pub agent_exe: Option<PathBuf>,
+    /// Host directories bound read-only into the sandbox, with where they appear (the org's
+    /// `/memory` and `/skills`). Ignored by the unsafe host mode.
+    pub ro_mounts: Vec<(PathBuf, String)>,
 }
 
 impl SandboxConfig {
@@ -108,6 +111,7 @@ impl SandboxConfig {
         idle_stop: Duration::from_secs(30 * 60),
         limits: SandboxLimits::DEFAULT,
         agent_exe: None,
+        ro_mounts: Vec::new(),
     };
 }
 

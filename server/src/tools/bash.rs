@@ -15,6 +15,10 @@ use crate::llm::ToolSpec;
 /// The longest timeout the model may ask for, in milliseconds.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
+/// Added to the output of a command that hit the read-only org files.
+const READ_ONLY_HINT: &str = "(/memory and /skills are your org's shared files: read-only in \
+Bash. Change them with the Write or Edit tool, which keeps every version.)";
+
 pub(super) const PARAMS: &str =
     "{\"command\": string (required), \"timeout\": integer (optional, milliseconds, max 600000), \
      \"description\": string (optional, 5-10 words)}";
@@ -67,6 +71,13 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     if params.command.trim().is_empty() {
         return ToolOutcome::error("The command is empty: give the shell command to run.");
     }
+    // Org files are visible read-only at /memory and /skills: bring that view up to date
+    // (only what changed since the last command) so the command sees what the store holds.
+    if let Some(org) = ctx.org {
+        if let Err(e) = org.fs.project(&org.org_id).await {
+            tracing::warn!("the org files could not be projected before a command: {e}");
+        }
+    }
     let timeout = match params.timeout.filter(|&ms| ms > 0) {
         Some(ms) => Duration::from_millis(ms.min(MAX_TIMEOUT_MS)),
         None => ctx.default_timeout,
@@ -77,12 +88,17 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
             Err(e) => return ToolOutcome::error(format!("{e}. The command did not run.")),
         };
     let mut text = result.output;
+    let read_only_hit = text.contains("Read-only file system")
+        && ["/memory", "/skills"].iter().any(|root| params.command.contains(root));
     let mut note = |line: String| {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
         text.push_str(&line);
     };
+    if read_only_hit {
+        note(READ_ONLY_HINT.to_string());
+    }
     if let Some(failure) = result.failure {
         note(failure);
         return ToolOutcome::error(text);

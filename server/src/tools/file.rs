@@ -40,26 +40,26 @@ pub(super) const EDIT_PARAMS: &str =
 
 #[derive(Debug, Deserialize)]
 pub(super) struct ReadParams {
-    file_path: String,
+    pub(super) file_path: String,
     #[serde(default, deserialize_with = "lenient::opt_count")]
-    offset: Option<u64>,
+    pub(super) offset: Option<u64>,
     #[serde(default, deserialize_with = "lenient::opt_count")]
-    limit: Option<u64>,
+    pub(super) limit: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
 pub(super) struct WriteParams {
-    file_path: String,
-    content: String,
+    pub(super) file_path: String,
+    pub(super) content: String,
 }
 
 #[derive(Debug, Deserialize)]
 pub(super) struct EditParams {
-    file_path: String,
-    old_string: String,
-    new_string: String,
+    pub(super) file_path: String,
+    pub(super) old_string: String,
+    pub(super) new_string: String,
     #[serde(default, deserialize_with = "lenient::opt_bool")]
-    replace_all: Option<bool>,
+    pub(super) replace_all: Option<bool>,
 }
 
 pub(super) fn read_spec() -> ToolSpec {
@@ -218,16 +218,21 @@ pub(super) fn read(
         ));
     }
     reads.record(&path, &bytes);
+    render(&bytes, params.offset, params.limit)
+}
+
+/// A file's text as `Read` answers it: `cat -n` lines from `offset`, at most `limit` of them.
+pub(super) fn render(bytes: &[u8], offset: Option<u64>, limit: Option<u64>) -> ToolOutcome {
     if bytes.is_empty() {
         return ToolOutcome::ok(
             "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
         );
     }
-    let text = String::from_utf8_lossy(&bytes);
+    let text = String::from_utf8_lossy(bytes);
     let body = text.strip_suffix('\n').unwrap_or(&text);
     let lines: Vec<&str> = body.split('\n').collect();
-    let start = params.offset.map_or(1, |o| o.max(1) as usize);
-    let limit = params.limit.map_or(DEFAULT_READ_LINES, |l| l as usize);
+    let start = offset.map_or(1, |o| o.max(1) as usize);
+    let limit = limit.map_or(DEFAULT_READ_LINES, |l| l as usize);
     if start > lines.len() {
         return ToolOutcome::ok(format!(
             "<system-reminder>Warning: the file exists but is shorter than the provided offset \
@@ -334,13 +339,35 @@ pub(super) fn edit(
             "{shown} is not valid UTF-8 text; Edit only changes text files. Use Bash for it."
         ));
     };
+    let replaced = match replace(&content, &params, &shown) {
+        Ok(replaced) => replaced,
+        Err(msg) => return ToolOutcome::error(msg),
+    };
+    let Replaced { updated, .. } = &replaced;
+    if let Err(e) = write_atomic(&path, updated.as_bytes()) {
+        return ToolOutcome::error(format!("Could not write {shown}: {e}"));
+    }
+    reads.record(&path, updated.as_bytes());
+    ToolOutcome::ok(edited_message(&shown, &content, &replaced, &params, ""))
+}
+
+/// An edit applied to a file's text.
+pub(super) struct Replaced {
+    /// The new text.
+    pub(super) updated: String,
+    /// Occurrences replaced.
+    pub(super) matches: usize,
+    /// Byte offset of the first occurrence in the old text.
+    pub(super) first: usize,
+}
+
+/// Applies `Edit`'s replacement to `content`, or says why it cannot (the message for the model).
+pub(super) fn replace(content: &str, params: &EditParams, shown: &str) -> Result<Replaced, String> {
     if params.old_string == params.new_string {
-        return ToolOutcome::error(
-            "No changes to make: old_string and new_string are exactly the same.",
-        );
+        return Err("No changes to make: old_string and new_string are exactly the same.".into());
     }
     if params.old_string.is_empty() {
-        return ToolOutcome::error(format!(
+        return Err(format!(
             "old_string is empty but {shown} already exists. Give the exact text to replace, \
              or use Write to replace the whole file."
         ));
@@ -348,7 +375,7 @@ pub(super) fn edit(
     let matches = content.matches(&params.old_string).count();
     let replace_all = params.replace_all.unwrap_or(false);
     if matches == 0 {
-        return ToolOutcome::error(format!(
+        return Err(format!(
             "String to replace not found in file {shown}. Check whitespace and indentation \
              (copy the text exactly as it appears after the line-number tab in Read's output), \
              or Read the file again.\nString: {}",
@@ -356,7 +383,7 @@ pub(super) fn edit(
         ));
     }
     if matches > 1 && !replace_all {
-        return ToolOutcome::error(format!(
+        return Err(format!(
             "Found {matches} matches of the string to replace, but replace_all is false. To \
              replace all occurrences, set replace_all to true. To replace only one occurrence, \
              please provide more context to uniquely identify the instance.\nString: {}",
@@ -364,35 +391,42 @@ pub(super) fn edit(
         ));
     }
     let Some(first) = content.find(&params.old_string) else {
-        return ToolOutcome::error("String to replace not found in file.");
+        return Err("String to replace not found in file.".into());
     };
     let updated = if replace_all {
         content.replace(&params.old_string, &params.new_string)
     } else {
         content.replacen(&params.old_string, &params.new_string, 1)
     };
-    if let Err(e) = write_atomic(&path, updated.as_bytes()) {
-        return ToolOutcome::error(format!("Could not write {shown}: {e}"));
-    }
-    reads.record(&path, updated.as_bytes());
+    Ok(Replaced { updated, matches, first })
+}
 
-    let first_line = content[..first].matches('\n').count();
+/// `Edit`'s answer: what changed and a `cat -n` snippet around it; `suffix` ends the first line.
+pub(super) fn edited_message(
+    shown: &str,
+    content: &str,
+    replaced: &Replaced,
+    params: &EditParams,
+    suffix: &str,
+) -> String {
+    let Replaced { updated, matches, first } = replaced;
+    let first_line = content[..*first].matches('\n').count();
     let new_text = params.new_string.strip_suffix('\n').unwrap_or(&params.new_string);
     let new_lines = new_text.matches('\n').count();
     let from = first_line.saturating_sub(SNIPPET_CONTEXT);
     let to = first_line + new_lines + SNIPPET_CONTEXT;
     let mut snippet = String::new();
-    let body = updated.strip_suffix('\n').unwrap_or(&updated);
+    let body = updated.strip_suffix('\n').unwrap_or(updated);
     for (i, line) in body.split('\n').enumerate().skip(from).take(to + 1 - from) {
         numbered(&mut snippet, i + 1, line);
     }
-    let what = if replace_all {
+    let what = if params.replace_all.unwrap_or(false) {
         format!(" All {matches} occurrences of old_string were replaced.")
     } else {
         String::new()
     };
-    ToolOutcome::ok(format!(
-        "The file {shown} has been updated.{what} Here's the result of running `cat -n` on a \
-         snippet of the edited file:\n{snippet}"
-    ))
+    format!(
+        "The file {shown} has been updated{suffix}.{what} Here's the result of running `cat -n` \
+         on a snippet of the edited file:\n{snippet}"
+    )
 }

@@ -30,10 +30,21 @@ impl ReadStamp {
     }
 }
 
-/// The files a session has read (keyed by resolved host path) and their state at that time.
+/// The files a session has read (keyed by resolved host path) and their state at that time; for
+/// org files (`/memory`, `/skills`, keyed by their path) the version read.
 #[derive(Debug, Clone, Default)]
 pub struct ReadLedger {
     files: HashMap<PathBuf, ReadStamp>,
+    org: HashMap<String, OrgStamp>,
+}
+
+/// What the session knows of an org file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrgStamp {
+    /// The version it last read or wrote.
+    pub version: u64,
+    /// The newest version it has been told about (so a change is announced once).
+    pub announced: u64,
 }
 
 impl ReadLedger {
@@ -55,6 +66,28 @@ impl ReadLedger {
     /// Forgets `path` (e.g. the file was deleted).
     pub fn forget(&mut self, path: &Path) {
         self.files.remove(path);
+    }
+
+    /// Records that the session has seen `version` of the org file `path`.
+    pub fn record_org(&mut self, path: &str, version: u64) {
+        self.org.insert(path.to_owned(), OrgStamp { version, announced: version });
+    }
+
+    /// The version of the org file `path` the session last saw, if any.
+    pub fn org_stamp(&self, path: &str) -> Option<OrgStamp> {
+        self.org.get(path).copied()
+    }
+
+    /// The org files the session has seen.
+    pub fn org_paths(&self) -> Vec<String> {
+        self.org.keys().cloned().collect()
+    }
+
+    /// Notes that the session was told `path` is now at `version`.
+    pub fn announced_org(&mut self, path: &str, version: u64) {
+        if let Some(stamp) = self.org.get_mut(path) {
+            stamp.announced = stamp.announced.max(version);
+        }
     }
 
     /// Whether an existing file holding `current` may be overwritten: the session must have read

@@ -16,6 +16,7 @@
 mod bash;
 mod file;
 mod ledger;
+mod org;
 mod search;
 
 #[cfg(test)]
@@ -30,9 +31,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::llm::ToolSpec;
 use crate::sandbox::Sandbox;
-use crate::vfs::Workspace;
+use crate::vfs::{OrgPath, Route, Workspace};
 
-pub use ledger::{ReadLedger, ReadStamp};
+pub use ledger::{OrgStamp, ReadLedger, ReadStamp};
+pub use org::{changed_since_read, OrgCtx};
 
 /// What a tool call may use.
 pub struct ToolCtx<'a> {
@@ -49,6 +51,8 @@ pub struct ToolCtx<'a> {
     /// The files this session has Read and their state then; `Write` and `Edit` of an existing
     /// file require an entry that still matches. One ledger per session, kept across turns.
     pub reads: &'a mut ReadLedger,
+    /// The org's shared files (`/memory`, `/skills`); `None` where there is no org (unit tests).
+    pub org: Option<&'a OrgCtx>,
 }
 
 /// The result of a tool call, as the model will see it.
@@ -95,24 +99,42 @@ pub fn is_read_only(name: &str) -> bool {
 /// Runs one tool call.
 pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
     match name {
-        "Read" => match parse(name, input, file::READ_PARAMS) {
-            Ok(params) => file::read(params, ctx.workspace, ctx.reads),
+        "Read" => match parse::<file::ReadParams>(name, input, file::READ_PARAMS) {
+            Ok(params) => match routed(&params.file_path, ctx.org) {
+                Err(e) => e,
+                Ok(Routed::Workspace) => file::read(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Org(path, org)) => org::read(params, path, org, ctx.reads).await,
+            },
             Err(e) => e,
         },
-        "Write" => match parse(name, input, file::WRITE_PARAMS) {
-            Ok(params) => file::write(params, ctx.workspace, ctx.reads),
+        "Write" => match parse::<file::WriteParams>(name, input, file::WRITE_PARAMS) {
+            Ok(params) => match routed(&params.file_path, ctx.org) {
+                Err(e) => e,
+                Ok(Routed::Workspace) => file::write(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Org(path, org)) => org::write(params, path, org, ctx.reads).await,
+            },
             Err(e) => e,
         },
-        "Edit" => match parse(name, input, file::EDIT_PARAMS) {
-            Ok(params) => file::edit(params, ctx.workspace, ctx.reads),
+        "Edit" => match parse::<file::EditParams>(name, input, file::EDIT_PARAMS) {
+            Ok(params) => match routed(&params.file_path, ctx.org) {
+                Err(e) => e,
+                Ok(Routed::Workspace) => file::edit(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Org(path, org)) => org::edit(params, path, org, ctx.reads).await,
+            },
             Err(e) => e,
         },
-        "Glob" => match parse(name, input, search::GLOB_PARAMS) {
-            Ok(params) => search::glob(params, ctx.workspace).await,
+        "Glob" => match parse::<search::GlobParams>(name, input, search::GLOB_PARAMS) {
+            Ok(params) => match scope(params.path.as_deref(), ctx.workspace, ctx.org).await {
+                Ok(scope) => search::glob(params, scope).await,
+                Err(e) => e,
+            },
             Err(e) => e,
         },
-        "Grep" => match parse(name, input, search::GREP_PARAMS) {
-            Ok(params) => search::grep(params, ctx.workspace).await,
+        "Grep" => match parse::<search::GrepParams>(name, input, search::GREP_PARAMS) {
+            Ok(params) => match scope(params.path.as_deref(), ctx.workspace, ctx.org).await {
+                Ok(scope) => search::grep(params, scope).await,
+                Err(e) => e,
+            },
             Err(e) => e,
         },
         "Bash" => match parse(name, input, bash::PARAMS) {
@@ -123,6 +145,63 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             "Unknown tool \"{name}\". Available tools: {}",
             TOOL_NAMES.join(", ")
         )),
+    }
+}
+
+/// Where a file tool's path leads.
+enum Routed<'a> {
+    Workspace,
+    Org(OrgPath, &'a OrgCtx),
+}
+
+fn routed<'a>(path: &str, org: Option<&'a OrgCtx>) -> Result<Routed<'a>, ToolOutcome> {
+    match crate::vfs::route(path) {
+        Ok(Route::Workspace(_)) => Ok(Routed::Workspace),
+        Ok(Route::Org(path)) => match org {
+            Some(org) => Ok(Routed::Org(path, org)),
+            None => Err(org::unavailable(&path)),
+        },
+        Err(e) => Err(ToolOutcome::error(e.to_string())),
+    }
+}
+
+/// The org's projected roots as searchable trees, brought up to date first.
+async fn org_mounts(org: &OrgCtx) -> Result<(Workspace, Workspace), ToolOutcome> {
+    let failed = |e: String| ToolOutcome::error(format!("The org files cannot be searched: {e}"));
+    let (dirs, _) = org.fs.project(&org.org_id).await.map_err(|e| failed(e.to_string()))?;
+    let memory = Workspace::mount(dirs.memory, crate::vfs::MEMORY_PREFIX)
+        .map_err(|e| failed(e.to_string()))?;
+    let skills = Workspace::mount(dirs.skills, crate::vfs::SKILLS_PREFIX)
+        .map_err(|e| failed(e.to_string()))?;
+    Ok((memory, skills))
+}
+
+/// What `Glob`/`Grep` search: the workspace by default, an org root's projection (brought up to
+/// date first) for a path under `/memory` or `/skills`, all three for `/`.
+async fn scope(
+    path: Option<&str>,
+    workspace: &Workspace,
+    org: Option<&OrgCtx>,
+) -> Result<search::Scope, ToolOutcome> {
+    let path = path.filter(|p| !p.trim().is_empty() && *p != "undefined" && *p != "null");
+    let Some(path) = path else {
+        return Ok(search::Scope::One(workspace.clone(), None));
+    };
+    if path.split('/').all(|c| c.is_empty() || c == ".") && path.starts_with('/') {
+        let mut spaces = vec![workspace.clone()];
+        if let Some(org) = org {
+            let (memory, skills) = org_mounts(org).await?;
+            spaces.extend([memory, skills]);
+        }
+        return Ok(search::Scope::All(spaces));
+    }
+    match routed(path, org)? {
+        Routed::Workspace => Ok(search::Scope::One(workspace.clone(), Some(path.to_owned()))),
+        Routed::Org(org_path, org) => {
+            let (memory, skills) = org_mounts(org).await?;
+            let space = if org_path.root() == crate::vfs::MEMORY_PREFIX { memory } else { skills };
+            Ok(search::Scope::One(space, Some(org_path.to_string())))
+        }
     }
 }
 

@@ -22,7 +22,37 @@ use serde_json::json;
 
 use super::{lenient, ToolOutcome};
 use crate::llm::ToolSpec;
-use crate::vfs::{Workspace, WORKSPACE_PREFIX};
+use crate::vfs::Workspace;
+
+/// What one `Glob`/`Grep` searches.
+pub(super) enum Scope {
+    /// One tree (the workspace, or an org root's projection) from the given path (its root when
+    /// `None`).
+    One(Workspace, Option<String>),
+    /// Every tree, from `/`: one merged answer.
+    All(Vec<Workspace>),
+}
+
+/// A tree to walk: its space (for the model's names), where to start, and what the pattern of
+/// a search from `/` sees before the path relative to the start (`memory/`).
+struct Target {
+    space: Workspace,
+    base: PathBuf,
+    prefix: String,
+}
+
+impl Scope {
+    fn all_targets(spaces: Vec<Workspace>) -> Vec<Target> {
+        spaces
+            .into_iter()
+            .map(|space| Target {
+                base: space.canonical_root().to_path_buf(),
+                prefix: format!("{}/", space.prefix().trim_start_matches('/')),
+                space,
+            })
+            .collect()
+    }
+}
 
 /// Paths `Glob` returns at most.
 pub const MAX_GLOB_RESULTS: usize = 100;
@@ -48,7 +78,7 @@ pub(super) const GREP_PARAMS: &str =
 pub(super) struct GlobParams {
     pattern: String,
     #[serde(default)]
-    path: Option<String>,
+    pub(super) path: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +94,7 @@ enum OutputMode {
 pub(super) struct GrepParams {
     pattern: String,
     #[serde(default)]
-    path: Option<String>,
+    pub(super) path: Option<String>,
     #[serde(default)]
     glob: Option<String>,
     #[serde(default, rename = "type")]
@@ -151,7 +181,7 @@ patterns like `struct \\\\{[\\\\s\\\\S]*?field`, use `multiline: true`"
 /// A directory or file to search, resolved.
 fn resolve_base(workspace: &Workspace, path: Option<&str>) -> Result<PathBuf, String> {
     let path = path.filter(|p| !p.trim().is_empty() && *p != "undefined" && *p != "null");
-    let base = workspace.resolve(path.unwrap_or(WORKSPACE_PREFIX)).map_err(|e| e.to_string())?;
+    let base = workspace.resolve(path.unwrap_or(workspace.prefix())).map_err(|e| e.to_string())?;
     if !base.exists() {
         return Err(format!(
             "Path does not exist: {}. Use Glob with a broader pattern to find it.",
@@ -178,55 +208,83 @@ fn mtime(path: &Path) -> SystemTime {
     std::fs::symlink_metadata(path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
-pub(super) async fn glob(params: GlobParams, workspace: &Workspace) -> ToolOutcome {
-    let workspace = workspace.clone();
-    tokio::task::spawn_blocking(move || glob_blocking(params, &workspace))
+pub(super) async fn glob(params: GlobParams, scope: Scope) -> ToolOutcome {
+    tokio::task::spawn_blocking(move || glob_blocking(params, scope))
         .await
         .unwrap_or_else(|e| ToolOutcome::error(format!("Glob failed unexpectedly: {e}")))
 }
 
-fn glob_blocking(params: GlobParams, workspace: &Workspace) -> ToolOutcome {
-    let base = match resolve_base(workspace, params.path.as_deref()) {
+/// The trees a `Glob` walks and the pattern relative to them.
+fn glob_targets(params: &GlobParams, scope: Scope) -> Result<(Vec<Target>, String), String> {
+    let workspace = match scope {
+        Scope::All(spaces) => {
+            let pattern = params.pattern.trim_start_matches('/').to_string();
+            return Ok((Scope::all_targets(spaces), pattern));
+        }
+        Scope::One(workspace, path) => (workspace, path),
+    };
+    let (space, path) = workspace;
+    let base = match resolve_base(&space, path.as_deref()) {
         Ok(base) if base.is_dir() => base,
         Ok(base) => {
-            return ToolOutcome::error(format!(
+            return Err(format!(
                 "{} is a file, not a directory: give Glob a directory as path",
-                workspace.model_path(&base)
+                space.model_path(&base)
             ))
         }
-        Err(msg) => return ToolOutcome::error(msg),
+        Err(msg) => return Err(msg),
     };
-    // An absolute pattern under /workspace is matched from the root.
-    let (base, pattern) = match params.pattern.strip_prefix(WORKSPACE_PREFIX) {
+    // An absolute pattern under the tree's root is matched from the root.
+    let (base, pattern) = match params.pattern.strip_prefix(space.prefix()) {
         Some(rest) if rest.starts_with('/') => {
-            (workspace.canonical_root().to_path_buf(), rest.trim_start_matches('/').to_string())
+            (space.canonical_root().to_path_buf(), rest.trim_start_matches('/').to_string())
         }
         _ if params.pattern.starts_with('/') => {
-            return ToolOutcome::error(format!(
-                "The pattern {} is outside the workspace: give a pattern relative to path \
-                 (e.g. \"**/*.rs\") or starting with /workspace/",
-                params.pattern
+            return Err(format!(
+                "The pattern {} is outside {}: give a pattern relative to path (e.g. \
+                 \"**/*.rs\") or starting with {}/, or search from path \"/\" to cover \
+                 /workspace, /memory and /skills at once",
+                params.pattern,
+                space.prefix(),
+                space.prefix()
             ))
         }
         _ => (base, params.pattern.trim_start_matches("./").to_string()),
+    };
+    Ok((vec![Target { space, base, prefix: String::new() }], pattern))
+}
+
+fn glob_blocking(params: GlobParams, scope: Scope) -> ToolOutcome {
+    let (targets, pattern) = match glob_targets(&params, scope) {
+        Ok(found) => found,
+        Err(msg) => return ToolOutcome::error(msg),
     };
     let matcher = match GlobBuilder::new(&pattern).literal_separator(true).build() {
         Ok(glob) => glob.compile_matcher(),
         Err(e) => return ToolOutcome::error(format!("Invalid glob pattern {pattern:?}: {e}")),
     };
-    let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
+    let mut found: Vec<(SystemTime, String)> = Vec::new();
     let mut capped = false;
-    for (visited, entry) in walker(&base).build().flatten().enumerate() {
-        if visited >= MAX_WALK_ENTRIES {
-            capped = true;
-            break;
-        }
-        if entry.file_type().is_none_or(|t| t.is_dir()) {
-            continue;
-        }
-        let Ok(relative) = entry.path().strip_prefix(&base) else { continue };
-        if matcher.is_match(relative) {
-            found.push((mtime(entry.path()), entry.path().to_path_buf()));
+    let mut visited = 0usize;
+    for target in &targets {
+        for entry in walker(&target.base).build().flatten() {
+            visited += 1;
+            if visited > MAX_WALK_ENTRIES {
+                capped = true;
+                break;
+            }
+            if entry.file_type().is_none_or(|t| t.is_dir()) {
+                continue;
+            }
+            let Ok(relative) = entry.path().strip_prefix(&target.base) else { continue };
+            let matched = if target.prefix.is_empty() {
+                matcher.is_match(relative)
+            } else {
+                matcher.is_match(Path::new(&target.prefix).join(relative))
+            };
+            if matched {
+                found.push((mtime(entry.path()), target.space.model_path(entry.path())));
+            }
         }
     }
     if found.is_empty() {
@@ -234,8 +292,7 @@ fn glob_blocking(params: GlobParams, workspace: &Workspace) -> ToolOutcome {
     }
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
-    let mut out: Vec<String> =
-        found.iter().take(MAX_GLOB_RESULTS).map(|(_, p)| workspace.model_path(p)).collect();
+    let mut out: Vec<String> = found.into_iter().take(MAX_GLOB_RESULTS).map(|(_, p)| p).collect();
     if total > MAX_GLOB_RESULTS {
         out.push(format!(
             "(Results are truncated: showing {MAX_GLOB_RESULTS} of {total}. Consider using a \
@@ -250,9 +307,8 @@ fn glob_blocking(params: GlobParams, workspace: &Workspace) -> ToolOutcome {
     ToolOutcome::ok(out.join("\n"))
 }
 
-pub(super) async fn grep(params: GrepParams, workspace: &Workspace) -> ToolOutcome {
-    let workspace = workspace.clone();
-    tokio::task::spawn_blocking(move || grep_blocking(params, &workspace))
+pub(super) async fn grep(params: GrepParams, scope: Scope) -> ToolOutcome {
+    tokio::task::spawn_blocking(move || grep_blocking(params, scope))
         .await
         .unwrap_or_else(|e| ToolOutcome::error(format!("Grep failed unexpectedly: {e}")))
 }
@@ -329,10 +385,13 @@ fn cut_line(line: &str) -> &str {
     }
 }
 
-fn grep_blocking(params: GrepParams, workspace: &Workspace) -> ToolOutcome {
-    let base = match resolve_base(workspace, params.path.as_deref()) {
-        Ok(base) => base,
-        Err(msg) => return ToolOutcome::error(msg),
+fn grep_blocking(params: GrepParams, scope: Scope) -> ToolOutcome {
+    let targets = match scope {
+        Scope::All(spaces) => Scope::all_targets(spaces),
+        Scope::One(space, path) => match resolve_base(&space, path.as_deref()) {
+            Ok(base) => vec![Target { space, base, prefix: String::new() }],
+            Err(msg) => return ToolOutcome::error(msg),
+        },
     };
     let multiline = params.multiline.unwrap_or(false);
     let re = match RegexBuilder::new(&params.pattern)
@@ -351,10 +410,20 @@ fn grep_blocking(params: GrepParams, workspace: &Workspace) -> ToolOutcome {
             ))
         }
     };
-    let (files, walk_capped) = match grep_files(&base, &params) {
-        Ok(found) => found,
-        Err(msg) => return ToolOutcome::error(msg),
-    };
+    let mut files: Vec<(PathBuf, String)> = Vec::new();
+    let mut walk_capped = false;
+    for target in &targets {
+        match grep_files(&target.base, &params) {
+            Ok((found, capped)) => {
+                walk_capped |= capped;
+                files.extend(found.into_iter().map(|f| {
+                    let shown = target.space.model_path(&f);
+                    (f, shown)
+                }));
+            }
+            Err(msg) => return ToolOutcome::error(msg),
+        }
+    }
     let mode = params.output_mode.unwrap_or_default();
     let numbers = params.line_numbers.unwrap_or(true);
     let before = params.before.or(params.context).unwrap_or(0) as usize;
@@ -362,8 +431,8 @@ fn grep_blocking(params: GrepParams, workspace: &Workspace) -> ToolOutcome {
     let head_limit = params.head_limit.filter(|&n| n > 0).map(|n| n as usize);
 
     // Each entry: (file, mtime, lines of output for it).
-    let mut results: Vec<(PathBuf, SystemTime, Vec<String>)> = Vec::new();
-    for file in files {
+    let mut results: Vec<(String, SystemTime, Vec<String>)> = Vec::new();
+    for (file, shown) in files {
         if std::fs::metadata(&file).map(|m| m.len() > MAX_GREP_FILE_BYTES).unwrap_or(true) {
             continue;
         }
@@ -376,9 +445,8 @@ fn grep_blocking(params: GrepParams, workspace: &Workspace) -> ToolOutcome {
         if hits.is_empty() {
             continue;
         }
-        let shown = workspace.model_path(&file);
         let out = match mode {
-            OutputMode::FilesWithMatches => vec![shown],
+            OutputMode::FilesWithMatches => vec![shown.clone()],
             OutputMode::Count => vec![format!("{shown}:{}", hits.len())],
             OutputMode::Content => {
                 let mut out = Vec::new();
@@ -411,7 +479,7 @@ fn grep_blocking(params: GrepParams, workspace: &Workspace) -> ToolOutcome {
                 out
             }
         };
-        results.push((file.clone(), mtime(&file), out));
+        results.push((shown, mtime(&file), out));
     }
     if results.is_empty() {
         return ToolOutcome::ok(match mode {

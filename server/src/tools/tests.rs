@@ -57,6 +57,7 @@ impl Fixture {
             cancel: self.cancel.clone(),
             default_timeout: Duration::from_secs(20),
             reads: &mut self.reads,
+            org: None,
         };
         run(name, &input, ctx).await
     }
