@@ -5,3 +5,4 @@
 pub mod crash;
 pub mod harness;
 pub mod mock_llm;
+pub mod scripted;

@@ -89,7 +89,9 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         };
     let mut text = result.output;
     let read_only_hit = text.contains("Read-only file system")
-        && ["/memory", "/skills"].iter().any(|root| params.command.contains(root));
+        && ["/memory", "/skills"]
+            .iter()
+            .any(|root| params.command.contains(root) || text.contains(root));
     let mut note = |line: String| {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
