@@ -39,7 +39,9 @@ The command runs with `bash -c` in /workspace (the project), as an unprivileged 
 network access, a private /tmp, and read-only system directories. Each command runs in a fresh \
 shell, but the working directory (`cd`) and background processes (`server &`) carry over to the \
 next command, as do files; environment variables do not. The sandbox may be restarted (after a \
-long idle period or when a limit is hit): files under /workspace always survive.\n\n\
+long idle period or when a limit is hit): files under /workspace always survive. Your org's \
+shared files are visible read-only at /memory and /skills (always current); change them with \
+Write or Edit, never from Bash.\n\n\
 Usage notes:\n\
 - The command argument is required.\n\
 - You can specify an optional timeout in milliseconds (up to 600000ms / 10 minutes). If not \

@@ -193,8 +193,9 @@ async fn read_errors_empty_dir_binary_missing() {
     let r = f.call("Read", json!({"file_path": "/etc/passwd"})).await;
     assert_eq!(
         r,
-        err("/etc/passwd is outside the workspace: file tools work on /workspace/... or relative \
-             paths; use Bash for other files")
+        err("/etc/passwd is outside the file tools' roots: file tools work on /workspace/... \
+             (this session's files; relative paths too), /memory/... (your org's shared memory) \
+             and /skills/... (your org's shared skills). Use Bash for other files")
     );
 }
 
