@@ -33,8 +33,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/attach", "ID — attach to a session"),
     ("/drive", "take driving (owner) or ask the driver for it"),
     ("/handover", "USER — hand driving to a watcher"),
-    ("/memory", "browse the org's memory"),
-    ("/skills", "browse the org's skills"),
+    ("/memory", "[PATH] list the org's memory, or show one file"),
+    ("/skills", "list the org's skills"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
     ("/quit", "leave (also Ctrl-C twice)"),
 ];
@@ -100,6 +100,10 @@ pub enum Effect {
     DriveTake,
     /// Hand the wheel to this user.
     DriveGrant(String),
+    /// List the org's memory (`None`) or show one org file.
+    Memory(Option<String>),
+    /// List the org's skills.
+    Skills,
     /// Leave.
     Quit,
 }
@@ -307,7 +311,12 @@ impl App {
                 Vec::new()
             }
             AppEvent::Notice(text) => {
-                self.notice = Some(text);
+                // A listing (several lines) goes into the transcript; one line to the status.
+                if text.contains('\n') {
+                    self.push_notice(text, false);
+                } else {
+                    self.notice = Some(text);
+                }
                 Vec::new()
             }
         };
@@ -448,10 +457,8 @@ impl App {
                 }
             }
             ("/handover", Some(user)) => vec![Effect::DriveGrant(user)],
-            ("/memory" | "/skills", _) => {
-                self.notice = Some(format!("{name} is not available yet"));
-                Vec::new()
-            }
+            ("/memory", path) => vec![Effect::Memory(path)],
+            ("/skills", _) => vec![Effect::Skills],
             ("/interrupt", _) => vec![Effect::Interrupt],
             ("/quit", _) => vec![Effect::Quit],
             ("/attach" | "/handover", None) => {

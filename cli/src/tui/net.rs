@@ -12,7 +12,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use outboard_shared::{ErrorCode, EventKind, Role, SessionAttachResponse, SessionId, SessionInfo};
+use outboard_shared::{
+    ErrorCode, EventKind, FilesListParams, FilesListResponse, FilesReadParams, FilesReadResponse,
+    Method, Role, SessionAttachResponse, SessionId, SessionInfo, SkillsListResponse,
+};
 use tokio::sync::mpsc;
 
 use super::app::{AppEvent, ConnState, Effect};
@@ -299,6 +302,37 @@ fn on_effect(
             });
             None
         }
+        Effect::Memory(path) => {
+            let app = app.clone();
+            let call = org_files_notice(client, path);
+            tokio::spawn(async move {
+                let _ = app.send(AppEvent::Notice(call.await)).await;
+            });
+            None
+        }
+        Effect::Skills => {
+            let app = app.clone();
+            let call = client.request(Method::SkillsList(outboard_shared::Empty {}));
+            tokio::spawn(async move {
+                let text = match call.await.map(serde_json::from_value::<SkillsListResponse>) {
+                    Ok(Ok(list)) if list.skills.is_empty() => {
+                        "no skills yet: `outboard skills import DIR` adds some".to_owned()
+                    }
+                    Ok(Ok(list)) => {
+                        let mut lines = vec![format!("{} skills:", list.skills.len())];
+                        for s in list.skills {
+                            let problem = s.problem.map(|p| format!(" ({p})")).unwrap_or_default();
+                            lines.push(format!("  {}: {}{problem}", s.name, s.description));
+                        }
+                        lines.join("\n")
+                    }
+                    Ok(Err(e)) => format!("cannot read the skills: {e}"),
+                    Err(e) => format!("cannot list the skills: {}", short(&e)),
+                };
+                let _ = app.send(AppEvent::Notice(text)).await;
+            });
+            None
+        }
         other => {
             let Some(id) = current else {
                 need_session();
@@ -354,4 +388,56 @@ fn spawn_request(
         };
         let _ = app.send(event).await;
     });
+}
+
+/// `/memory`: the org's memory files, or one file's content, as a notice.
+fn org_files_notice(
+    client: &Client,
+    path: Option<String>,
+) -> impl std::future::Future<Output = String> + Send + 'static {
+    let list = path.is_none();
+    let path = match path {
+        None => "/memory".to_owned(),
+        Some(p) if p.starts_with('/') => p,
+        Some(p) => format!("/memory/{p}"),
+    };
+    let method = if list {
+        Method::FilesList(FilesListParams { path: path.clone(), include_deleted: false })
+    } else {
+        Method::FilesRead(FilesReadParams { path: path.clone(), version: None })
+    };
+    let call = client.request(method);
+    async move {
+        let value = match call.await {
+            Ok(value) => value,
+            Err(e) => return format!("{path}: {}", short(&e)),
+        };
+        if list {
+            match serde_json::from_value::<FilesListResponse>(value) {
+                Ok(r) if r.files.is_empty() => "the org's memory is empty".to_owned(),
+                Ok(r) => {
+                    let mut lines = vec![format!("{} files in /memory:", r.files.len())];
+                    for f in r.files {
+                        lines.push(format!(
+                            "  {}  v{}  {} B  {}",
+                            f.path, f.version, f.size, f.author
+                        ));
+                    }
+                    lines.join("\n")
+                }
+                Err(e) => format!("unexpected answer: {e}"),
+            }
+        } else {
+            match serde_json::from_value::<FilesReadResponse>(value) {
+                Ok(r) => format!(
+                    "{} v{} by {}:\n{}",
+                    r.file.path,
+                    r.file.version,
+                    r.file.author,
+                    r.content.trim_end()
+                ),
+                Err(e) => format!("unexpected answer: {e}"),
+            }
+        }
+    }
 }

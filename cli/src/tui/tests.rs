@@ -315,8 +315,9 @@ fn slash_commands() {
     assert_eq!(run("/handover carol"), vec![Effect::DriveGrant("carol".into())]);
     assert_eq!(run("/attach s_9"), vec![Effect::Attach(SessionId("s_9".into()))]);
     assert_eq!(run("/new"), vec![Effect::NewSession]);
-    assert_eq!(run("/memory"), vec![]);
-    assert_eq!(app.notice.as_deref(), Some("/memory is not available yet"));
+    assert_eq!(run("/memory"), vec![Effect::Memory(None)]);
+    assert_eq!(run("/memory deploys.md"), vec![Effect::Memory(Some("deploys.md".into()))]);
+    assert_eq!(run("/skills"), vec![Effect::Skills]);
     app.composer.set("/qu");
     assert_eq!(app.completions(), vec!["/quit"]);
 }
