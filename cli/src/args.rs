@@ -28,6 +28,172 @@ pub enum Command {
     /// Open the TUI on an existing session (yours or a teammate's) as a watcher, or as the
     /// driver with --drive (the owner drives at once; anyone else asks the driver).
     Attach(AttachArgs),
+    /// Read and change the org's shared memory files (`/memory/**`), with their history.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+    /// List, read and import the org's skills (`/skills/NAME/SKILL.md` and their files).
+    #[command(subcommand)]
+    Skills(SkillsCommand),
+}
+
+/// `outboard memory …`. A PATH is relative to `/memory` (`deploys.md`), or starts with
+/// `memory/`, `/memory/` or `/skills/`.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum MemoryCommand {
+    /// List the files under PATH (default `/memory`): path, version, size, author, time.
+    Ls(MemoryLsArgs),
+    /// Print a file's content exactly, the current version or VERSION (`3` or `v3`).
+    Cat(MemoryCatArgs),
+    /// Every version of a file, oldest first: who made it, when, how, and its size.
+    History(MemoryHistoryArgs),
+    /// Make VERSION's content current again (as a new version).
+    Restore(MemoryRestoreArgs),
+    /// Delete a file (a new version marks it deleted; `restore` brings it back).
+    Rm(MemoryPathArgs),
+    /// Write a file's whole content from FILE, or from stdin with `-` or no FILE.
+    Write(MemoryWriteArgs),
+}
+
+/// `outboard memory ls`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct MemoryLsArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Also list deleted files.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the files as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    /// A directory or file (default `/memory`).
+    #[arg(value_name = "PATH")]
+    pub path: Option<String>,
+}
+
+/// `outboard memory cat`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct MemoryCatArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The file.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+    /// A past version (`3` or `v3`); the current one when absent.
+    #[arg(id = "file_version", value_name = "VERSION", value_parser = parse_version)]
+    pub version: Option<u64>,
+}
+
+/// `outboard memory history`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct MemoryHistoryArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the versions as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    /// The file.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+}
+
+/// `outboard memory restore`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct MemoryRestoreArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The file.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+    /// The version to bring back (`2` or `v2`).
+    #[arg(id = "file_version", value_name = "VERSION", value_parser = parse_version)]
+    pub version: u64,
+}
+
+/// A memory command that takes only a path (`outboard memory rm`).
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct MemoryPathArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The file.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+}
+
+/// `outboard memory write`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct MemoryWriteArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The file to write.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+    /// Where the content comes from: a local file, or `-` (or nothing) for stdin.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+/// `outboard skills …`.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum SkillsCommand {
+    /// List the org's skills: name, description, file count, and what is wrong with one.
+    Ls(SkillsLsArgs),
+    /// Print a skill's SKILL.md, or another of its files.
+    Cat(SkillsCatArgs),
+    /// Import Claude Code-style skills from DIR: a directory of skill directories (each with a
+    /// SKILL.md), or a single skill directory.
+    Import(SkillsImportArgs),
+}
+
+/// `outboard skills ls`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct SkillsLsArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the skills as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `outboard skills cat`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct SkillsCatArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The skill's name (its directory under `/skills`).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// A file of the skill, relative to its directory (default `SKILL.md`).
+    #[arg(value_name = "FILE")]
+    pub file: Option<String>,
+}
+
+/// `outboard skills import`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct SkillsImportArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// A directory of skills, or one skill's directory.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// A file version on the command line: `3` or `v3` (versions count from 1).
+pub fn parse_version(text: &str) -> Result<u64, String> {
+    let digits = text.strip_prefix(['v', 'V']).unwrap_or(text);
+    match digits.parse::<u64>() {
+        Ok(0) => Err("versions count from 1".to_owned()),
+        Ok(n) if digits.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err(format!("{text:?} is not a version: use a number such as 3 or v3")),
+    }
 }
 
 /// `outboard attach`.
@@ -194,6 +360,63 @@ mod tests {
             Cli::try_parse_from(["outboard", "run", "--provider", "llama", "hi"]).unwrap_err();
         assert_eq!(provider.kind(), ErrorKind::InvalidValue);
         assert_eq!(provider.exit_code(), 2);
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        // Clap's own checks (unique argument ids, e.g. no clash with the propagated --version).
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn versions_are_numbers_with_an_optional_v() {
+        assert_eq!(parse_version("3"), Ok(3));
+        assert_eq!(parse_version("v3"), Ok(3));
+        assert_eq!(parse_version("V12"), Ok(12));
+        assert!(parse_version("0").is_err());
+        assert!(parse_version("v0").is_err());
+        assert!(parse_version("").is_err());
+        assert!(parse_version("v").is_err());
+        assert!(parse_version("+3").is_err());
+        assert!(parse_version("-1").is_err());
+        assert!(parse_version("3a").is_err());
+        assert!(parse_version("vv3").is_err());
+    }
+
+    #[test]
+    fn memory_and_skills_commands() {
+        let cli = Cli::try_parse_from(["outboard", "memory", "cat", "deploys.md", "v2"]).unwrap();
+        let Some(Command::Memory(MemoryCommand::Cat(args))) = cli.command else { panic!() };
+        assert_eq!((args.path.as_str(), args.version), ("deploys.md", Some(2)));
+
+        let cli = Cli::try_parse_from(["outboard", "memory", "ls", "--all", "--json"]).unwrap();
+        let Some(Command::Memory(MemoryCommand::Ls(args))) = cli.command else { panic!() };
+        assert!(args.all && args.json && args.path.is_none());
+
+        let cli = Cli::try_parse_from([
+            "outboard", "memory", "restore", "x.md", "2", "--server", "ws://h:1", "--token", "t",
+        ])
+        .unwrap();
+        let Some(Command::Memory(MemoryCommand::Restore(args))) = cli.command else { panic!() };
+        assert_eq!(args.version, 2);
+        assert_eq!(args.connect.server.as_deref(), Some("ws://h:1"));
+
+        let cli = Cli::try_parse_from(["outboard", "memory", "write", "MEMORY.md"]).unwrap();
+        let Some(Command::Memory(MemoryCommand::Write(args))) = cli.command else { panic!() };
+        assert_eq!(args.file, None);
+
+        let cli = Cli::try_parse_from(["outboard", "skills", "cat", "deploy", "run.sh"]).unwrap();
+        let Some(Command::Skills(SkillsCommand::Cat(args))) = cli.command else { panic!() };
+        assert_eq!((args.name.as_str(), args.file.as_deref()), ("deploy", Some("run.sh")));
+
+        let cli = Cli::try_parse_from(["outboard", "skills", "import", "./skills"]).unwrap();
+        let Some(Command::Skills(SkillsCommand::Import(args))) = cli.command else { panic!() };
+        assert_eq!(args.dir, PathBuf::from("./skills"));
+
+        let bad = Cli::try_parse_from(["outboard", "memory", "restore", "x.md", "two"]);
+        assert_eq!(bad.unwrap_err().exit_code(), 2);
+        let missing = Cli::try_parse_from(["outboard", "memory", "cat"]).unwrap_err();
+        assert_eq!(missing.exit_code(), 2);
     }
 
     #[test]

@@ -22,10 +22,13 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    ClientFrame, ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode, EventKind, Hello,
-    Method, Request, RequestId, Response, Role, ServerFrame, SessionAttachParams,
-    SessionAttachResponse, SessionCreateParams, SessionCreateResponse, SessionEvent, SessionId,
-    SessionInfo, SessionListParams, SessionListResponse, SessionRef, TurnInterruptResponse,
+    ClientFrame, ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode, EventKind,
+    FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams, FilesHistoryResponse,
+    FilesListParams, FilesListResponse, FilesReadParams, FilesReadResponse, FilesRestoreParams,
+    FilesWriteParams, Hello, ImportFile, Method, Request, RequestId, Response, Role, ServerFrame,
+    SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionCreateResponse,
+    SessionEvent, SessionId, SessionInfo, SessionListParams, SessionListResponse, SessionRef,
+    SkillInfo, SkillsImportParams, SkillsImportResponse, SkillsListResponse, TurnInterruptResponse,
     TurnSendParams, TurnSendResponse, Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use serde::de::DeserializeOwned;
@@ -433,6 +436,85 @@ impl Client {
     ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
         let call = self.typed::<Empty>(Method::SessionDriveTake(SessionRef { session_id }));
         async move { call.await.map(|_| ()) }
+    }
+
+    /// `files/list`: the org's current files at or beneath `path` (`/memory`, `/skills/x`, `/`),
+    /// sorted by path; with `include_deleted`, deleted ones too (their tombstone is current).
+    pub fn list_files(
+        &self,
+        path: String,
+        include_deleted: bool,
+    ) -> impl Future<Output = Result<Vec<FileVersion>, ClientError>> + Send + 'static {
+        let call = self.typed::<FilesListResponse>(Method::FilesList(FilesListParams {
+            path,
+            include_deleted,
+        }));
+        async move { Ok(call.await?.files) }
+    }
+
+    /// `files/read`: an org file's current version, or the given past `version`.
+    pub fn read_file(
+        &self,
+        path: String,
+        version: Option<u64>,
+    ) -> impl Future<Output = Result<FilesReadResponse, ClientError>> + Send + 'static {
+        self.typed(Method::FilesRead(FilesReadParams { path, version }))
+    }
+
+    /// `files/history`: every version of an org file, oldest first.
+    pub fn file_history(
+        &self,
+        path: String,
+    ) -> impl Future<Output = Result<Vec<FileVersion>, ClientError>> + Send + 'static {
+        let call =
+            self.typed::<FilesHistoryResponse>(Method::FilesHistory(FilesHistoryParams { path }));
+        async move { Ok(call.await?.versions) }
+    }
+
+    /// `files/write`: replace an org file's content as a person. With `base_version`, the write
+    /// is refused with `conflict` unless that is still the current version (0: must not exist).
+    pub fn write_file(
+        &self,
+        path: String,
+        content: String,
+        base_version: Option<u64>,
+    ) -> impl Future<Output = Result<FilesChangeResponse, ClientError>> + Send + 'static {
+        self.typed(Method::FilesWrite(FilesWriteParams { path, content, base_version }))
+    }
+
+    /// `files/delete`: delete an org file (a tombstone version; its history stays).
+    pub fn delete_file(
+        &self,
+        path: String,
+        base_version: Option<u64>,
+    ) -> impl Future<Output = Result<FilesChangeResponse, ClientError>> + Send + 'static {
+        self.typed(Method::FilesDelete(FilesDeleteParams { path, base_version }))
+    }
+
+    /// `files/restore`: make `version`'s content current again, as a new version.
+    pub fn restore_file(
+        &self,
+        path: String,
+        version: u64,
+    ) -> impl Future<Output = Result<FilesChangeResponse, ClientError>> + Send + 'static {
+        self.typed(Method::FilesRestore(FilesRestoreParams { path, version }))
+    }
+
+    /// `skills/list`: the org's skills, sorted by name.
+    pub fn list_skills(
+        &self,
+    ) -> impl Future<Output = Result<Vec<SkillInfo>, ClientError>> + Send + 'static {
+        let call = self.typed::<SkillsListResponse>(Method::SkillsList(Empty {}));
+        async move { Ok(call.await?.skills) }
+    }
+
+    /// `skills/import`: write `files` (paths relative to `/skills`) in one transaction; files
+    /// whose content is already current make no version.
+    pub fn import_skills(
+        &self,
+        files: Vec<ImportFile>,
+    ) -> impl Future<Output = Result<SkillsImportResponse, ClientError>> + Send + 'static {
+        self.typed(Method::SkillsImport(SkillsImportParams { files }))
     }
 
     /// `ping`.

@@ -3,12 +3,14 @@
 //!
 //! Module map: [`args`] (the command line), [`client`] (the WebSocket client of the protocol,
 //! reused by the TUI), [`run`] (headless `outboard run`), [`sessions`] (`outboard sessions`),
-//! [`output`] (plain and `--json` rendering), [`tui`] (the terminal client), [`embedded`] (the
-//! in-process server; the only module that depends on `outboard-server`).
+//! [`files`] (`outboard memory` and `outboard skills`: the org's shared files), [`output`] (plain
+//! and `--json` rendering), [`tui`] (the terminal client), [`embedded`] (the in-process server;
+//! the only module that depends on `outboard-server`).
 
 pub mod args;
 pub mod client;
 pub mod embedded;
+pub mod files;
 pub mod output;
 pub mod run;
 pub mod sessions;

@@ -9,7 +9,7 @@ use outboard_cli::args::{Cli, Command};
 use outboard_cli::output::{Mode, Printer};
 use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
 use outboard_cli::tui::{self, TuiArgs};
-use outboard_cli::{exit, run, sessions};
+use outboard_cli::{exit, files, run, sessions};
 use outboard_shared::SessionId;
 use tokio::sync::mpsc;
 
@@ -57,6 +57,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Sessions(args) => {
             Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout())))
         }
+        Command::Memory(command) => Ok(runtime.block_on(files::memory(
+            &command,
+            std::io::stdin().lock(),
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
+        Command::Skills(command) => Ok(runtime.block_on(files::skills(
+            &command,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
         Command::Attach(args) => {
             let args = TuiArgs {
                 connect: args.connect,

@@ -4,10 +4,12 @@
 
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    ClientFrame, ConnectionError, ErrorBody, ErrorCode, EventFrame, EventKind, Method, OrgId,
+    ClientFrame, ConnectionError, ErrorBody, ErrorCode, EventFrame, EventKind, FileOp, FileVersion,
+    FilesChangeResponse, FilesHistoryResponse, FilesListResponse, FilesReadResponse, Method, OrgId,
     Response, Role, ServerFrame, SessionAttachResponse, SessionCreateResponse, SessionEvent,
-    SessionId, SessionInfo, SessionListResponse, SessionStatus, TurnId, TurnInterruptResponse,
-    TurnSendResponse, UserId, UserInfo, Welcome, PROTOCOL_VERSION,
+    SessionId, SessionInfo, SessionListResponse, SessionStatus, SkillInfo, SkillsImportResponse,
+    SkillsListResponse, TurnId, TurnInterruptResponse, TurnSendResponse, UserId, UserInfo, Welcome,
+    PROTOCOL_VERSION,
 };
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
@@ -42,6 +44,114 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         failure: None,
         attached: Vec::new(),
     }
+}
+
+/// A version of an org file as the fake server reports it: written by ada from `s_1`.
+pub(crate) fn file_version(path: &str, version: u64, op: FileOp) -> FileVersion {
+    FileVersion {
+        path: path.to_owned(),
+        version,
+        op,
+        size: 27,
+        sha256: "ab".repeat(32),
+        author: "ada".into(),
+        session: Some(SessionId::from("s_1")),
+        at: "2026-01-01T00:00:00.123Z".into(),
+        deleted: op == FileOp::Delete,
+        restored_from: None,
+    }
+}
+
+/// The content of every file the fake server reads back (no newline at the end).
+pub(crate) const FAKE_CONTENT: &str = "line one\nno newline at end";
+
+/// The fake server's answers to the org-file methods (`None` for other methods):
+/// `/memory/missing.md` is `not_found` everywhere, a write to `/memory/stale.md` a `conflict`,
+/// and imported content `same\n` is already current.
+fn files_response(id: outboard_shared::RequestId, method: &Method) -> Option<Response> {
+    let missing = "/memory/missing.md";
+    let not_found = || Response::err(id, ErrorBody::new(ErrorCode::NotFound, "no file here"));
+    Some(match method {
+        Method::FilesList(p) => Response::ok(
+            id,
+            &FilesListResponse {
+                files: vec![
+                    file_version(&format!("{}/a.md", p.path), 3, FileOp::Edit),
+                    file_version(&format!("{}/b.md", p.path), 2, FileOp::Delete),
+                ],
+            },
+        ),
+        Method::FilesRead(p) if p.path == missing => not_found(),
+        Method::FilesRead(p) => Response::ok(
+            id,
+            &FilesReadResponse {
+                file: file_version(&p.path, p.version.unwrap_or(3), FileOp::Write),
+                content: FAKE_CONTENT.into(),
+            },
+        ),
+        Method::FilesHistory(p) if p.path == missing => not_found(),
+        Method::FilesHistory(p) => Response::ok(
+            id,
+            &FilesHistoryResponse {
+                versions: vec![
+                    file_version(&p.path, 1, FileOp::Write),
+                    file_version(&p.path, 2, FileOp::Delete),
+                ],
+            },
+        ),
+        Method::FilesWrite(p) if p.path == "/memory/stale.md" => Response::err(
+            id,
+            ErrorBody::new(ErrorCode::Conflict, "/memory/stale.md is at v7 (by bob)"),
+        ),
+        Method::FilesWrite(p) => Response::ok(
+            id,
+            &FilesChangeResponse {
+                file: FileVersion {
+                    size: p.content.len() as u64,
+                    ..file_version(&p.path, 4, FileOp::Write)
+                },
+                changed: true,
+            },
+        ),
+        Method::FilesDelete(p) if p.path == missing => not_found(),
+        Method::FilesDelete(p) => Response::ok(
+            id,
+            &FilesChangeResponse { file: file_version(&p.path, 5, FileOp::Delete), changed: true },
+        ),
+        Method::FilesRestore(p) => Response::ok(
+            id,
+            &FilesChangeResponse {
+                file: FileVersion {
+                    restored_from: Some(p.version),
+                    ..file_version(&p.path, 6, FileOp::Restore)
+                },
+                changed: true,
+            },
+        ),
+        Method::SkillsList(_) => Response::ok(
+            id,
+            &SkillsListResponse {
+                skills: vec![SkillInfo {
+                    name: "deploy".into(),
+                    description: "Ship it".into(),
+                    files: 2,
+                    version: 1,
+                    problem: Some("no front matter".into()),
+                }],
+            },
+        ),
+        Method::SkillsImport(p) => {
+            let unchanged = p.files.iter().filter(|f| f.content == "same\n").count() as u64;
+            let written = p
+                .files
+                .iter()
+                .filter(|f| f.content != "same\n")
+                .map(|f| file_version(&format!("/skills/{}", f.path), 1, FileOp::Import))
+                .collect();
+            Response::ok(id, &SkillsImportResponse { written, unchanged })
+        }
+        _ => return None,
+    })
 }
 
 pub(crate) fn ev(session: &str, seq: u64, kind: EventKind) -> SessionEvent {
@@ -128,7 +238,10 @@ pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedRecei
                     let answer = TurnInterruptResponse { interrupted: true };
                     (Response::ok(id, &answer), script.interrupt.clone())
                 }
-                _ => (Response::ok(id, &json!({})), vec![]),
+                method => match files_response(id, &method) {
+                    Some(response) => (response, vec![]),
+                    None => (Response::ok(id, &json!({})), vec![]),
+                },
             };
             let was_send = push.len() == script.turn.len() && !script.turn.is_empty();
             send(&mut ws, &ServerFrame::Response(response)).await;

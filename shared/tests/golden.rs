@@ -114,6 +114,88 @@ fn client_frames() {
 }
 
 #[test]
+fn org_file_requests() {
+    insta::assert_json_snapshot!(
+        "files_list",
+        roundtrip(&request(
+            11,
+            Method::FilesList(FilesListParams { path: "/memory".into(), include_deleted: true })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "files_read",
+        roundtrip(&request(
+            12,
+            Method::FilesRead(FilesReadParams {
+                path: "/memory/deploys.md".into(),
+                version: Some(2)
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "files_history",
+        roundtrip(&request(
+            13,
+            Method::FilesHistory(FilesHistoryParams { path: "/memory/deploys.md".into() })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "files_write",
+        roundtrip(&request(
+            14,
+            Method::FilesWrite(FilesWriteParams {
+                path: "/memory/MEMORY.md".into(),
+                content: "# Memory\n- deploys: see deploys.md\n".into(),
+                base_version: Some(0),
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "files_delete",
+        roundtrip(&request(
+            15,
+            Method::FilesDelete(FilesDeleteParams {
+                path: "/memory/deploys.md".into(),
+                base_version: Some(3),
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "files_restore",
+        roundtrip(&request(
+            16,
+            Method::FilesRestore(FilesRestoreParams {
+                path: "/memory/deploys.md".into(),
+                version: 2
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "skills_list",
+        roundtrip(&request(17, Method::SkillsList(Empty {})))
+    );
+    insta::assert_json_snapshot!(
+        "skills_import",
+        roundtrip(&request(
+            18,
+            Method::SkillsImport(SkillsImportParams {
+                files: vec![
+                    ImportFile {
+                        path: "deploy/SKILL.md".into(),
+                        content: "---\nname: deploy\ndescription: Ship a release\n---\nSteps…\n"
+                            .into(),
+                    },
+                    ImportFile {
+                        path: "deploy/scripts/run.sh".into(),
+                        content: "#!/bin/sh\nmake release\n".into(),
+                    },
+                ],
+            })
+        ))
+    );
+}
+
+#[test]
 fn server_frames() {
     insta::assert_json_snapshot!(
         "welcome",
@@ -188,6 +270,114 @@ fn responses() {
     );
 }
 
+fn version(path: &str, version: u64, op: FileOp) -> FileVersion {
+    FileVersion {
+        path: path.into(),
+        version,
+        op,
+        size: 42,
+        sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+        author: "alice".into(),
+        session: Some(sid()),
+        at: "2026-11-29T07:18:16.123Z".into(),
+        deleted: false,
+        restored_from: None,
+    }
+}
+
+fn tombstone(path: &str, version: u64) -> FileVersion {
+    FileVersion {
+        path: path.into(),
+        version,
+        op: FileOp::Delete,
+        size: 0,
+        sha256: String::new(),
+        author: "bob".into(),
+        session: None,
+        at: "2026-11-29T08:00:00.000Z".into(),
+        deleted: true,
+        restored_from: None,
+    }
+}
+
+#[test]
+fn org_file_responses() {
+    insta::assert_json_snapshot!(
+        "files_list_response",
+        roundtrip(&FilesListResponse {
+            files: vec![
+                version("/memory/MEMORY.md", 1, FileOp::Write),
+                version("/memory/deploys.md", 3, FileOp::Edit),
+                tombstone("/memory/old.md", 2),
+            ]
+        })
+    );
+    insta::assert_json_snapshot!(
+        "files_read_response",
+        roundtrip(&FilesReadResponse {
+            file: version("/memory/deploys.md", 2, FileOp::Write),
+            content: "Deploys go through `make release`.\n".into(),
+        })
+    );
+    insta::assert_json_snapshot!(
+        "files_history_response",
+        roundtrip(&FilesHistoryResponse {
+            versions: vec![
+                version("/memory/deploys.md", 1, FileOp::Write),
+                version("/memory/deploys.md", 2, FileOp::Edit),
+                tombstone("/memory/deploys.md", 3),
+                FileVersion {
+                    restored_from: Some(2),
+                    session: None,
+                    ..version("/memory/deploys.md", 4, FileOp::Restore)
+                },
+            ]
+        })
+    );
+    insta::assert_json_snapshot!(
+        "files_change_response",
+        roundtrip(&FilesChangeResponse {
+            file: FileVersion {
+                restored_from: Some(2),
+                session: None,
+                ..version("/memory/deploys.md", 5, FileOp::Restore)
+            },
+            changed: true,
+        })
+    );
+    insta::assert_json_snapshot!(
+        "skills_list_response",
+        roundtrip(&SkillsListResponse {
+            skills: vec![
+                SkillInfo {
+                    name: "deploy".into(),
+                    description: "Ship a release".into(),
+                    files: 2,
+                    version: 1,
+                    problem: None,
+                },
+                SkillInfo {
+                    name: "notes".into(),
+                    description: String::new(),
+                    files: 1,
+                    version: 0,
+                    problem: Some("no SKILL.md".into()),
+                },
+            ]
+        })
+    );
+    insta::assert_json_snapshot!(
+        "skills_import_response",
+        roundtrip(&SkillsImportResponse {
+            written: vec![FileVersion {
+                session: None,
+                ..version("/skills/deploy/SKILL.md", 1, FileOp::Import)
+            }],
+            unchanged: 4,
+        })
+    );
+}
+
 #[test]
 fn session_events() {
     let call = ToolCall {
@@ -242,6 +432,13 @@ fn session_events() {
             ],
         },
         EventKind::DriveRequested { user: "bob".into() },
+        EventKind::MemoryChanged {
+            path: "/memory/deploys.md".into(),
+            version: 4,
+            op: FileOp::Edit,
+            author: "alice".into(),
+            session: Some(sid()),
+        },
     ];
     for (i, kind) in events.into_iter().enumerate() {
         let name = format!("event_{}", kind.type_name());
@@ -250,10 +447,25 @@ fn session_events() {
 }
 
 #[test]
+fn memory_changed_is_transient() {
+    let kind = EventKind::MemoryChanged {
+        path: "/memory/MEMORY.md".into(),
+        version: 1,
+        op: FileOp::Write,
+        author: "bob".into(),
+        session: None,
+    };
+    assert!(!kind.is_durable());
+    assert_eq!(kind.type_name(), "memory_changed");
+    // A person's change names no session, and the field is left out.
+    assert_eq!(roundtrip(&event(3, kind)).get("session"), None);
+}
+
+#[test]
 fn unknown_event_kinds_and_codes_are_tolerated() {
     let e: SessionEvent = serde_json::from_value(json!({
         "session_id": "s_1", "seq": 9, "ts": "2026-11-29T07:18:16.123Z",
-        "type": "memory_changed", "path": "/memory/MEMORY.md", "version": 3, "by": "bob"
+        "type": "reaction_added", "emoji": "+1", "by": "bob"
     }))
     .unwrap();
     assert_eq!(e.kind, EventKind::Unknown);
@@ -263,6 +475,16 @@ fn unknown_event_kinds_and_codes_are_tolerated() {
     assert_eq!(b.code, ErrorCode::Unknown);
     let s: SessionStatus = serde_json::from_value(json!("archived")).unwrap();
     assert_eq!(s, SessionStatus::Unknown);
+    let op: FileOp = serde_json::from_value(json!("rename")).unwrap();
+    assert_eq!(op, FileOp::Unknown);
+    // A version from a newer server with fields this client does not know still decodes.
+    let v: FileVersion = serde_json::from_value(json!({
+        "path": "/memory/a.md", "version": 1, "op": "write", "size": 1, "sha256": "ab",
+        "author": "bob", "at": "2026-11-29T07:18:16.123Z", "mode": "0644"
+    }))
+    .unwrap();
+    assert!(!v.deleted);
+    assert_eq!(v.session, None);
 }
 
 #[test]
