@@ -9,9 +9,10 @@
 //! keep one (an interrupt) in flight inside a `select!` while it goes on draining events, which is
 //! what keeps a full event queue from holding a response hostage.
 //!
-//! Room events (`presence`, `drive_requested`) are delivered only to clients that ask for them
-//! ([`Client::connect_with_room_events`], the TUI): headless `outboard run` prints every event it
-//! gets, and who is watching is not part of a turn. [`Backoff`] paces reconnects; the TUI's
+//! Room events (`presence`, `drive_requested`, `memory_changed`) are delivered only to clients
+//! that ask for them ([`Client::connect_with_room_events`], the TUI): headless `outboard run`
+//! prints every event it gets, and who is watching or what a teammate changed in the org's files
+//! is not part of a turn. [`Backoff`] paces reconnects; the TUI's
 //! connection loop uses it with [`Client::attach`]'s `after_seq` to resume without a gap.
 
 use std::collections::HashMap;
@@ -292,7 +293,8 @@ impl Client {
         Self::connect_inner(url, token, false).await
     }
 
-    /// Like [`Client::connect`], and also delivers room events (`presence`, `drive_requested`).
+    /// Like [`Client::connect`], and also delivers room events (`presence`, `drive_requested`,
+    /// `memory_changed`).
     pub async fn connect_with_room_events(url: &str, token: &str) -> Result<Client, ClientError> {
         Self::connect_inner(url, token, true).await
     }
@@ -726,7 +728,9 @@ async fn connection_task(
                         if !room_events
                             && matches!(
                                 frame.event.kind,
-                                EventKind::Presence { .. } | EventKind::DriveRequested { .. }
+                                EventKind::Presence { .. }
+                                    | EventKind::DriveRequested { .. }
+                                    | EventKind::MemoryChanged { .. }
                             ) => {}
                     Ok(ServerFrame::Event(frame)) => {
                         // Waits when the caller is behind: see EVENT_CHANNEL_CAPACITY.

@@ -74,11 +74,15 @@ impl std::fmt::Debug for EmbeddedServer {
 
 impl EmbeddedServer {
     /// Starts the server on `127.0.0.1:0` with the provider and data directory of `args`, and
-    /// mints a token for the local user (`$USER`, else `local`, in org `local`).
-    pub async fn start(args: &ConnectArgs) -> Result<EmbeddedServer, EmbeddedError> {
+    /// mints a token for the local user (`$USER`, else `local`, in org `local`). Without
+    /// `needs_model` a missing API key is not an error (nothing will call the model).
+    pub async fn start(
+        args: &ConnectArgs,
+        needs_model: bool,
+    ) -> Result<EmbeddedServer, EmbeddedError> {
         let llm =
             llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?;
-        if llm.api_key.is_none() && args.base_url.is_none() {
+        if needs_model && llm.api_key.is_none() && args.base_url.is_none() {
             // A hosted provider with no key fails on the first model call; say so before the run.
             let (provider, var) = if llm.base_url.contains("openai.com") {
                 ("OpenAI", "OPENAI_API_KEY")

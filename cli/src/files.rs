@@ -140,7 +140,7 @@ fn finish(result: Result<(), FilesError>, out: &mut impl Write, err: &mut impl W
 /// the connection (stopping an embedded server) whatever the body returned.
 macro_rules! connected {
     ($connect:expr, |$client:ident| $body:expr) => {{
-        let conn = Connection::open($connect).await?;
+        let conn = Connection::open_for($connect, false).await?;
         let result = {
             let $client: &Client = &conn.client;
             $body

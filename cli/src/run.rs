@@ -103,6 +103,12 @@ pub struct Connection {
 impl Connection {
     /// Connects as the flags say: to `--server` with `--token`, or to a new embedded server.
     pub async fn open(args: &ConnectArgs) -> Result<Connection, RunError> {
+        Self::open_for(args, true).await
+    }
+
+    /// Like [`Connection::open`]; with `needs_model` false (listing sessions, org files) an
+    /// embedded server starts even without an API key, since no model is called.
+    pub async fn open_for(args: &ConnectArgs, needs_model: bool) -> Result<Connection, RunError> {
         if let Some(url) = &args.server {
             let Some(token) = args.token.as_deref().filter(|t| !t.trim().is_empty()) else {
                 return Err(RunError::MissingToken(url.clone()));
@@ -110,7 +116,7 @@ impl Connection {
             let client = Client::connect(url, token).await?;
             return Ok(Connection { client, embedded: None });
         }
-        let server = EmbeddedServer::start(args).await?;
+        let server = EmbeddedServer::start(args, needs_model).await?;
         match Client::connect(&server.url(), server.token()).await {
             Ok(client) => Ok(Connection { client, embedded: Some(server) }),
             Err(e) => {

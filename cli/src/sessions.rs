@@ -24,7 +24,7 @@ pub async fn sessions(args: &SessionsArgs, out: &mut impl Write) -> i32 {
 }
 
 async fn list(args: &SessionsArgs, out: &mut impl Write) -> Result<(), RunError> {
-    let conn = Connection::open(&args.connect).await?;
+    let conn = Connection::open_for(&args.connect, false).await?;
     let listed = conn.client.list_sessions(None).await;
     conn.close().await;
     let sessions = listed?;

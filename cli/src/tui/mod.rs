@@ -71,7 +71,7 @@ pub async fn run(args: TuiArgs) -> i32 {
                 }
             }
         }
-        None => match EmbeddedServer::start(&args.connect).await {
+        None => match EmbeddedServer::start(&args.connect, true).await {
             Ok(server) => (server.url(), server.token().to_owned(), Some(server)),
             Err(e) => {
                 eprintln!("outboard: {e}");
