@@ -14,6 +14,7 @@
 //! exact field at fault and the expected parameters rather than with a guess.
 
 mod bash;
+pub mod bashguard;
 mod file;
 mod ledger;
 mod org;
