@@ -333,7 +333,7 @@ async fn bash_sees_org_files_read_only_and_writes_are_refused() {
         );
     }
     let n = writes.len();
-    assert_eq!(r[n + 2].2, "fresh\nMEMORY.md\nnew.md", "the projection follows a Write at once");
+    assert_eq!(r[n + 2].2, "fresh\nMEMORY.md\nnew.md\n", "the projection follows a Write at once");
     assert!(r[n + 3].1 && r[n + 3].2.contains("climbs out of /memory"), "{:?}", r[n + 3]);
     assert_eq!(r[n + 4].2, "     1\ta memory\n");
 

@@ -73,6 +73,11 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     if params.command.trim().is_empty() {
         return ToolOutcome::error("The command is empty: give the shell command to run.");
     }
+    // Writes aimed at the org's files are refused before they run, with what to do instead; the
+    // read-only mount below catches whatever the parse cannot see.
+    if let Err(refusal) = super::bashguard::check(&params.command, None) {
+        return ToolOutcome::error(refusal.message);
+    }
     // Org files are visible read-only at /memory and /skills: bring that view up to date
     // (only what changed since the last command) so the command sees what the store holds.
     if let Some(org) = ctx.org {
