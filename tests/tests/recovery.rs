@@ -158,27 +158,31 @@ async fn read_only_tools_run_again_and_unstarted_calls_run() {
     assert_eq!(*kinds(&log).last().unwrap(), "turn_completed");
 }
 
-#[tokio::test]
-async fn a_write_runs_again_only_if_its_target_is_unchanged() {
-    let mock = MockLlm::start(vec![MockStep::text("Done.")]).await.unwrap();
-    let untouched = call("c1", "Write", json!({"file_path": "a.txt", "content": "new a\n"}));
-    let applied = call("c2", "Write", json!({"file_path": "b.txt", "content": "new b\n"}));
+/// A turn cut while two writes ran: `a` did not exist when its write started (and still does not:
+/// it must run again); `b` held "old b\n" (if it holds anything else now, the write happened, or
+/// someone else wrote, and it must not run again).
+fn two_writes(a: &str, b: &str) -> Vec<EventKind> {
+    let untouched = call("c1", "Write", json!({"file_path": a, "content": "new a\n"}));
+    let applied = call("c2", "Write", json!({"file_path": b, "content": "new b\n"}));
     let mut events = opening();
     events.extend([
         EventKind::AssistantMessage {
             text: String::new(),
             tool_calls: vec![untouched.clone(), applied.clone()],
         },
-        // a.txt did not exist when the write started, and still does not: run it again.
         EventKind::ToolCall { call: untouched, target_before: Some("absent".into()) },
-        // b.txt held "old b" when its write started, and now holds something else: the write
-        // happened (or someone else wrote); it must not run again.
         EventKind::ToolCall {
             call: applied,
             target_before: Some(outboard_server::auth::hex_sha256(b"old b\n")),
         },
     ]);
-    let (data, sid, token) = craft(events).await;
+    events
+}
+
+#[tokio::test]
+async fn a_write_runs_again_only_if_its_target_is_unchanged() {
+    let mock = MockLlm::start(vec![MockStep::text("Done.")]).await.unwrap();
+    let (data, sid, token) = craft(two_writes("a.txt", "b.txt")).await;
     std::fs::write(workspace(data.path(), &sid).join("b.txt"), "written before the crash\n")
         .unwrap();
     let server =
@@ -190,6 +194,43 @@ async fn a_write_runs_again_only_if_its_target_is_unchanged() {
     let r = results(&log);
     assert_eq!(r.len(), 2);
     assert!(r[1].1.contains("restarted"), "{}", r[1].1);
+}
+
+#[tokio::test]
+async fn an_org_file_write_runs_again_only_if_its_head_is_unchanged() {
+    use outboard_server::orgfs::{Author, OrgFs, Precondition};
+    use outboard_server::vfs::OrgPath;
+    let mock = MockLlm::start(vec![MockStep::text("Done.")]).await.unwrap();
+    let (data, sid, token) = craft(two_writes("/memory/a.md", "/memory/b.md")).await;
+    {
+        // The write of b.md committed before the crash (its head is no longer "old b").
+        let store = Store::open(&data.path().join("outboard.db"), Durability::Full).unwrap();
+        let user = store.authenticate(&token).await.unwrap().unwrap();
+        let fs = OrgFs::new(store, data.path().join("orgs"));
+        let author = Author { user: "alice".into(), session: None };
+        let b = OrgPath::parse("/memory/b.md").unwrap();
+        fs.write(
+            &user.org_id,
+            &b,
+            "written before the crash\n".into(),
+            &author,
+            outboard_shared::FileOp::Write,
+            Precondition::Any,
+        )
+        .await
+        .unwrap();
+    }
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let log = settled_log(&server, &token, &sid).await;
+    let r = results(&log);
+    assert_eq!(r.len(), 2);
+    assert!(!r[0].2 && r[0].1.contains("File created successfully at: /memory/a.md"), "{r:?}");
+    assert!(r[1].1.contains("restarted"), "{}", r[1].1);
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let b = c.request("files/read", json!({"path": "/memory/b.md"})).await.unwrap().unwrap();
+    assert_eq!(b["content"], "written before the crash\n");
+    assert_eq!(b["file"]["version"], 1, "the write was not run twice");
 }
 
 #[tokio::test]
