@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|tui|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|tui|vfs|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -13,6 +13,12 @@ case "${1:-all}" in
     cargo build --quiet --release -p outboard-cli -p outboard-server
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
+  vfs)
+    # Org files: OrgFs throughput, visibility (an in-process server, which wants the release
+    # sandbox agent beside the bench), projection cost.
+    cargo build --quiet --release -p outboard-server --bin outboard-server
+    exec cargo run --quiet --release -p outboard-tests --bin bench_vfs
+    ;;
   harness|durable)
     # In-process servers use the sandbox agent of the release outboard-server beside the bench.
     cargo build --quiet --release -p outboard-server --bin outboard-server
@@ -22,10 +28,11 @@ case "${1:-all}" in
     cargo build --quiet --release -p outboard-cli -p outboard-server
     cargo run --quiet --release -p outboard-tests --bin bench -- all
     cargo run --quiet --release -p outboard-tests --bin bench_sandbox
+    cargo run --quiet --release -p outboard-tests --bin bench_vfs
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|tui|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|tui|vfs|all]" >&2
     exit 2
     ;;
 esac
