@@ -596,10 +596,13 @@ impl OrgFs {
                 if since == Some(now) {
                     return Ok((now, Vec::new()));
                 }
+                // Ordered by `change`, not by path: that lets SQLite walk `org_heads_by_change`
+                // from `since` instead of scanning every head of the org (measured: 35 µs vs
+                // 1.6 ms with 10,000 files).
                 let mut stmt = c.prepare_cached(
                     "SELECT h.path, f.content, f.at_ms FROM org_heads h
                      JOIN org_files f ON f.id = h.file_id
-                     WHERE h.org_id = ?1 AND h.change > ?2 ORDER BY h.path",
+                     WHERE h.org_id = ?1 AND h.change > ?2 ORDER BY h.change",
                 )?;
                 let rows = stmt.query_map(params![o.0, since.unwrap_or(0) as i64], |r| {
                     Ok((
