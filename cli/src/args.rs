@@ -136,6 +136,10 @@ pub struct MemoryWriteArgs {
     /// Where the content comes from: a local file, or `-` (or nothing) for stdin.
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
+    /// Write only if the file's current version is this one (0: only if it does not exist);
+    /// otherwise refuse, naming who changed it (exit 1).
+    #[arg(long, value_name = "VERSION")]
+    pub base_version: Option<u64>,
 }
 
 /// `outboard skills …`.

@@ -213,8 +213,9 @@ async fn memory_write(
 ) -> Result<(), FilesError> {
     let path = memory_path(&args.path)?;
     let content = read_content(args.file.as_deref(), stdin)?;
-    let change =
-        connected!(&args.connect, |client| client.write_file(path.clone(), content, None).await)?;
+    let change = connected!(&args.connect, |client| client
+        .write_file(path.clone(), content, args.base_version)
+        .await)?;
     let file = &change.file;
     if change.changed {
         writeln!(out, "wrote {path} v{} ({})", file.version, human_size(file.size))?;

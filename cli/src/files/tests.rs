@@ -417,7 +417,12 @@ async fn a_missing_file_exits_1_with_the_servers_message() {
 async fn write_sends_stdin_and_prints_the_new_version() {
     let ran = run_memory(
         |connect| {
-            MemoryCommand::Write(MemoryWriteArgs { connect, path: "MEMORY.md".into(), file: None })
+            MemoryCommand::Write(MemoryWriteArgs {
+                connect,
+                path: "MEMORY.md".into(),
+                file: None,
+                base_version: None,
+            })
         },
         "# Memory\n",
     )
@@ -437,7 +442,12 @@ async fn write_sends_stdin_and_prints_the_new_version() {
 async fn a_conflict_exits_1() {
     let ran = run_memory(
         |connect| {
-            MemoryCommand::Write(MemoryWriteArgs { connect, path: "stale.md".into(), file: None })
+            MemoryCommand::Write(MemoryWriteArgs {
+                connect,
+                path: "stale.md".into(),
+                file: None,
+                base_version: Some(1),
+            })
         },
         "x",
     )
