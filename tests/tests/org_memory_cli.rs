@@ -90,6 +90,14 @@ async fn people_manage_memory_and_skills_from_the_command_line() {
         history.contains("v1") && history.contains("v2") && history.contains("write"),
         "{history}"
     );
+    let stale = run(
+        &server,
+        &alice,
+        &["memory", "write", "MEMORY.md", "--base-version", "1"],
+        Some("stale\n"),
+    );
+    assert_eq!(stale.code, 1, "a stale base version is refused: {}", stale.stderr);
+    assert!(stale.stderr.contains("v2, written by alice"), "{}", stale.stderr);
     let restored = ok(&server, &alice, &["memory", "restore", "MEMORY.md", "1"], None);
     assert!(restored.contains("v3"), "{restored}");
     assert_eq!(ok(&server, &alice, &["memory", "cat", "MEMORY.md"], None), "Deploy on Tuesdays.\n");
