@@ -72,6 +72,9 @@ impl std::fmt::Debug for EmbeddedServer {
     }
 }
 
+/// The model URL of an embedded server that never calls the model (port 9 is "discard").
+const NO_MODEL_URL: &str = "http://127.0.0.1:9";
+
 impl EmbeddedServer {
     /// Starts the server on `127.0.0.1:0` with the provider and data directory of `args`, and
     /// mints a token for the local user (`$USER`, else `local`, in org `local`). Without
@@ -80,8 +83,13 @@ impl EmbeddedServer {
         args: &ConnectArgs,
         needs_model: bool,
     ) -> Result<EmbeddedServer, EmbeddedError> {
-        let llm =
+        let mut llm =
             llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?;
+        if !needs_model && llm.api_key.is_none() && args.base_url.is_none() {
+            // Nothing will call the model (no turn is sent, none is resumed): point the provider
+            // at a closed loopback port instead of requiring a key for a hosted API.
+            llm.base_url = NO_MODEL_URL.to_owned();
+        }
         if needs_model && llm.api_key.is_none() && args.base_url.is_none() {
             // A hosted provider with no key fails on the first model call; say so before the run.
             let (provider, var) = if llm.base_url.contains("openai.com") {
@@ -106,8 +114,9 @@ impl EmbeddedServer {
         let launch_error = |e: &dyn std::fmt::Display| EmbeddedError::Launch(e.to_string());
         let listener =
             tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| launch_error(&e))?;
-        let handle =
-            outboard_server::launch(listener, config).await.map_err(|e| launch_error(&e))?;
+        let handle = outboard_server::launch_with(listener, config, needs_model)
+            .await
+            .map_err(|e| launch_error(&e))?;
         let token = match handle.mint_token(LOCAL_ORG, &local_user()).await {
             Ok(token) => token,
             Err(e) => {

@@ -113,11 +113,22 @@ impl ServerHandle {
     }
 }
 
-/// Opens the store, checks the sandbox backend, and starts serving on `listener`. Returns once
-/// the server accepts connections.
+/// Opens the store, checks the sandbox backend, resumes the turns the last stop cut short, and
+/// starts serving on `listener`. Returns once the server accepts connections.
 pub async fn launch(
     listener: tokio::net::TcpListener,
     config: ServerConfig,
+) -> anyhow::Result<ServerHandle> {
+    launch_with(listener, config, true).await
+}
+
+/// Like [`launch`]; with `resume_turns` false, turns left open in the log are not resumed (a
+/// short-lived embedded server that only lists sessions or reads org files must not start model
+/// calls, nor cut those turns short again a moment later; the next full start resumes them).
+pub async fn launch_with(
+    listener: tokio::net::TcpListener,
+    config: ServerConfig,
+    resume_turns: bool,
 ) -> anyhow::Result<ServerHandle> {
     use anyhow::Context as _;
     std::fs::create_dir_all(&config.data_dir)
@@ -137,7 +148,7 @@ pub async fn launch(
         changes,
         state.shutdown.clone(),
     ));
-    let resumed = state.hub.resume_all().await?;
+    let resumed = if resume_turns { state.hub.resume_all().await? } else { 0 };
     if resumed > 0 {
         tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
     }

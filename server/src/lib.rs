@@ -22,4 +22,4 @@ pub mod util;
 pub mod vfs;
 
 pub use config::{Limits, Secret, ServerConfig};
-pub use gateway::{launch, ServerHandle};
+pub use gateway::{launch, launch_with, ServerHandle};

@@ -118,3 +118,22 @@ async fn people_manage_memory_and_skills_from_the_command_line() {
     let wrong = run(&server, "ob_wrong", &["memory", "ls"], None);
     assert_eq!(wrong.code, 3, "{}", wrong.stderr);
 }
+
+#[test]
+fn embedded_mode_needs_no_api_key_for_org_files() {
+    // `outboard()` clears every *_API_KEY: the embedded server starts anyway, since these
+    // commands never call the model.
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_str().unwrap();
+    let wrote =
+        outboard(&["memory", "write", "MEMORY.md", "--data", dir], Some("local note\n")).unwrap();
+    assert_eq!(wrote.code, 0, "{}", wrote.stderr);
+    let read = outboard(&["memory", "cat", "MEMORY.md", "--data", dir], None).unwrap();
+    assert_eq!((read.code, read.stdout.as_str()), (0, "local note\n"), "{}", read.stderr);
+    let skills = outboard(&["skills", "ls", "--data", dir], None).unwrap();
+    assert_eq!(skills.code, 0, "{}", skills.stderr);
+    // A turn still needs a model, and says how to give one.
+    let run = outboard(&["run", "hi", "--data", dir], None).unwrap();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("API key"), "{}", run.stderr);
+}
