@@ -152,11 +152,7 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
         if turn.shutdown.is_cancelled() {
             return Ok(Ending::Suspended);
         }
-        let request = ModelRequest {
-            system: system.clone(),
-            messages: turn.conversation.clone(),
-            tools: specs.clone(),
-        };
+        let request = ModelRequest { system: &system, messages: &turn.conversation, tools: &specs };
         let response = tokio::select! {
             r = call_model(&turn.provider, &request, &turn.emitter) => r?,
             _ = turn.cancel.cancelled() => return Ok(Ending::Completed(StopReason::Interrupted)),
@@ -234,7 +230,7 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
 /// and which lives only as long as the call.
 async fn call_model(
     provider: &Provider,
-    request: &ModelRequest,
+    request: &ModelRequest<'_>,
     emitter: &Emitter,
 ) -> Result<Result<crate::llm::ModelResponse, LlmError>, EmitError> {
     let (tx, mut rx) = mpsc::unbounded_channel::<StreamDelta>();

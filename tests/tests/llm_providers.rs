@@ -43,8 +43,21 @@ fn provider(kind: ProviderKind, mock: &MockLlm) -> Provider {
     Provider::new(config(kind, mock, Some(KEY))).unwrap()
 }
 
-fn simple_request() -> ModelRequest {
-    ModelRequest {
+/// The data of a [`ModelRequest`], which borrows it.
+struct Request {
+    system: String,
+    messages: Vec<Message>,
+    tools: Vec<ToolSpec>,
+}
+
+impl Request {
+    fn borrow(&self) -> ModelRequest<'_> {
+        ModelRequest { system: &self.system, messages: &self.messages, tools: &self.tools }
+    }
+}
+
+fn simple_request() -> Request {
+    Request {
         system: "You are terse.".into(),
         messages: vec![Message {
             role: Role::User,
@@ -61,11 +74,11 @@ fn simple_request() -> ModelRequest {
 /// Runs one call and returns its result and every delta seen.
 async fn call(
     provider: &Provider,
-    request: &ModelRequest,
+    request: &Request,
 ) -> (Result<ModelResponse, LlmError>, Vec<StreamDelta>) {
     let mut deltas = Vec::new();
     let mut on_delta = |d: StreamDelta| deltas.push(d);
-    let result = provider.complete(request, &mut on_delta).await;
+    let result = provider.complete(&request.borrow(), &mut on_delta).await;
     (result, deltas)
 }
 
@@ -363,8 +376,8 @@ async fn invalid_tool_json_surfaces_as_the_raw_string() {
     }
 }
 
-fn conversation() -> ModelRequest {
-    ModelRequest {
+fn conversation() -> Request {
+    Request {
         system: "You are Outboard.".into(),
         messages: vec![
             Message { role: Role::User, content: vec![ContentBlock::Text("Fix it".into())] },

@@ -9,78 +9,142 @@
 use std::collections::BTreeMap;
 
 use outboard_shared::Usage;
-use serde_json::{json, Map, Value};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::sse::SseEvent;
 use super::{
-    error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, ModelRequest,
-    ModelResponse, ModelStop, Progress, Role, StreamDelta,
+    error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message, ModelRequest,
+    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
 };
 
 /// The `anthropic-version` header value this client speaks.
 pub(crate) const API_VERSION: &str = "2023-06-01";
 
-/// The JSON body of a streaming `POST /v1/messages`.
-pub(crate) fn request_body(model: &str, max_tokens: u32, request: &ModelRequest) -> Value {
-    let messages: Vec<Value> = request
-        .messages
-        .iter()
-        .map(|m| {
-            let role = match m.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            // The API rejects empty text blocks; they carry nothing anyway.
-            let content: Vec<Value> = m
-                .content
-                .iter()
-                .filter(|b| !matches!(b, ContentBlock::Text(t) if t.is_empty()))
-                .map(block_json)
-                .collect();
-            json!({ "role": role, "content": content })
-        })
-        .collect();
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("max_tokens".into(), json!(max_tokens));
-    if !request.system.is_empty() {
-        body.insert("system".into(), json!(request.system));
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.name,
-                    "description": t.description,
-                    "input_schema": t.input_schema,
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    body.insert("stream".into(), json!(true));
-    Value::Object(body)
+/// The JSON body of a streaming `POST /v1/messages`, serialised straight from the borrowed
+/// request (no intermediate `Value` tree: the conversation is written once per call, not copied).
+pub(crate) fn request_body(
+    model: &str,
+    max_tokens: u32,
+    request: &ModelRequest<'_>,
+) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&Body {
+        model,
+        max_tokens,
+        system: request.system,
+        messages: Messages(request.messages),
+        tools: Tools(request.tools),
+        stream: true,
+    })
 }
 
-fn block_json(block: &ContentBlock) -> Value {
-    match block {
-        ContentBlock::Text(text) => json!({ "type": "text", "text": text }),
-        ContentBlock::ToolUse { id, name, input } => {
-            // The API demands an object; a non-object input is the model's own invalid JSON,
-            // which the tool result already explained to it.
-            let input = if input.is_object() { input.clone() } else { json!({}) };
-            json!({ "type": "tool_use", "id": id, "name": name, "input": input })
-        }
-        ContentBlock::ToolResult { tool_use_id, content, is_error } => json!({
-            "type": "tool_result",
-            "tool_use_id": tool_use_id,
-            "content": content,
-            "is_error": is_error,
-        }),
+/// The request body; empty `system` and `tools` are left out.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    messages: Messages<'a>,
+    #[serde(skip_serializing_if = "Tools::is_empty")]
+    tools: Tools<'a>,
+    stream: bool,
+}
+
+struct Messages<'a>(&'a [Message]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|m| WireMessage {
+            role: match m.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            },
+            content: Blocks(&m.content),
+        }))
     }
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: Blocks<'a>,
+}
+
+struct Blocks<'a>(&'a [ContentBlock]);
+
+impl Serialize for Blocks<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // The API rejects empty text blocks; they carry nothing anyway.
+        serializer.collect_seq(
+            self.0
+                .iter()
+                .filter(|b| !matches!(b, ContentBlock::Text(t) if t.is_empty()))
+                .map(WireBlock::from),
+        )
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock<'a> {
+    Text { text: &'a str },
+    ToolUse { id: &'a str, name: &'a str, input: ObjectInput<'a> },
+    ToolResult { tool_use_id: &'a str, content: &'a str, is_error: bool },
+}
+
+impl<'a> From<&'a ContentBlock> for WireBlock<'a> {
+    fn from(block: &'a ContentBlock) -> Self {
+        match block {
+            ContentBlock::Text(text) => WireBlock::Text { text },
+            ContentBlock::ToolUse { id, name, input } => {
+                WireBlock::ToolUse { id, name, input: ObjectInput(input) }
+            }
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+                WireBlock::ToolResult { tool_use_id, content, is_error: *is_error }
+            }
+        }
+    }
+}
+
+/// A tool call's input. The API demands an object; a non-object input is the model's own invalid
+/// JSON, which the tool result already explained to it, and is sent as `{}`.
+struct ObjectInput<'a>(&'a Value);
+
+impl Serialize for ObjectInput<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_object() {
+            self.0.serialize(serializer)
+        } else {
+            serializer.serialize_map(Some(0))?.end()
+        }
+    }
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Tools<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|t| WireTool {
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.input_schema,
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
 }
 
 /// A content block being streamed.
@@ -235,5 +299,47 @@ impl Decoder {
             None => ModelStop::EndTurn,
         };
         Some(ModelResponse { content, stop, usage: self.usage })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn empty_text_system_and_tools_are_left_out() {
+        let messages = [
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::Text(String::new()), ContentBlock::Text("hi".into())],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "t".into(),
+                    name: "Glob".into(),
+                    input: json!(["not", "an", "object"]),
+                }],
+            },
+        ];
+        let request = ModelRequest { system: "", messages: &messages, tools: &[] };
+        let body: Value = serde_json::from_slice(&request_body("m", 7, &request).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "max_tokens": 7,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "t", "name": "Glob", "input": {}},
+                    ]},
+                ],
+                "stream": true,
+            })
+        );
     }
 }

@@ -9,6 +9,11 @@
 //! their request body and stream decoder; `retry` decides what is retried and how long to wait;
 //! this file drives one HTTP attempt (status, idle timeout, decoding) and the retry loop.
 //!
+//! The request side is built for a harness that calls the model once per step with a growing
+//! conversation: [`ModelRequest`] borrows the conversation rather than owning a copy, and each
+//! dialect serialises its body straight to bytes through borrowing `Serialize` types (no
+//! `serde_json::Value` tree in between), once per call; retries resend the same bytes.
+//!
 //! Why the provider is one struct over a `reqwest::Client` rather than a trait object: the two
 //! dialects share everything but the body and the decoder, and the harness needs no other seam
 //! (tests speak real HTTP to the mock LLM server in `outboard-tests`).
@@ -131,15 +136,17 @@ pub struct ToolSpec {
     pub input_schema: Value,
 }
 
-/// One model call.
-#[derive(Debug, Clone)]
-pub struct ModelRequest {
+/// One model call. It borrows the conversation (and the prompt and tools) from whoever owns
+/// them: a step of the harness builds one per model call, and the conversation grows with the
+/// turn, so copying it per step would make a turn quadratic in its length.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
     /// The system prompt.
-    pub system: String,
+    pub system: &'a str,
     /// The conversation so far.
-    pub messages: Vec<Message>,
+    pub messages: &'a [Message],
     /// The tools on offer.
-    pub tools: Vec<ToolSpec>,
+    pub tools: &'a [ToolSpec],
 }
 
 /// Why the model stopped.
@@ -325,18 +332,16 @@ impl Provider {
     /// arrives and each retry.
     pub async fn complete(
         &self,
-        request: &ModelRequest,
+        request: &ModelRequest<'_>,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ModelResponse, LlmError> {
         let (model, max_tokens) = (&self.config.model, self.config.max_tokens);
         let body = match self.config.kind {
             ProviderKind::Anthropic => anthropic::request_body(model, max_tokens, request),
             ProviderKind::OpenAi => openai::request_body(model, max_tokens, request),
-        };
-        let body = Bytes::from(
-            serde_json::to_vec(&body)
-                .map_err(|e| LlmError::Decode(format!("cannot encode the request: {e}")))?,
-        );
+        }
+        .map_err(|e| LlmError::Decode(format!("cannot encode the request: {e}")))?;
+        let body = Bytes::from(body);
         let policy = &self.config.retry;
         let mut attempt = 1;
         loop {

@@ -16,103 +16,266 @@
 use std::collections::BTreeMap;
 
 use outboard_shared::Usage;
-use serde_json::{json, Map, Value};
+use serde::ser::{SerializeSeq, Serializer};
+use serde::Serialize;
+use serde_json::{json, Value};
 
 use super::sse::SseEvent;
 use super::{
-    error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, ModelRequest,
-    ModelResponse, ModelStop, Progress, Role, StreamDelta,
+    error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message, ModelRequest,
+    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
 };
 
-/// The JSON body of a streaming `POST {base}/chat/completions`.
-pub(crate) fn request_body(model: &str, max_tokens: u32, request: &ModelRequest) -> Value {
-    let mut messages = Vec::new();
-    if !request.system.is_empty() {
-        messages.push(json!({ "role": "system", "content": request.system }));
-    }
-    for message in &request.messages {
-        let text: String = message
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        match message.role {
-            Role::User => {
-                for block in &message.content {
-                    if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
-                        let content =
-                            if *is_error { format!("Error: {content}") } else { content.clone() };
-                        messages.push(json!({
-                            "role": "tool",
-                            "tool_call_id": tool_use_id,
-                            "content": content,
-                        }));
+/// The JSON body of a streaming `POST {base}/chat/completions`, serialised straight from the
+/// borrowed request (no intermediate `Value` tree: the conversation is written once per call, not
+/// copied).
+pub(crate) fn request_body(
+    model: &str,
+    max_tokens: u32,
+    request: &ModelRequest<'_>,
+) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&Body {
+        model,
+        messages: Messages { system: request.system, messages: request.messages },
+        tools: Tools(request.tools),
+        max_tokens,
+        stream: true,
+        stream_options: StreamOptions { include_usage: true },
+    })
+}
+
+/// The request body; empty `tools` are left out.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Messages<'a>,
+    #[serde(skip_serializing_if = "Tools::is_empty")]
+    tools: Tools<'a>,
+    max_tokens: u32,
+    stream: bool,
+    stream_options: StreamOptions,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// The system prompt (when there is one) and the conversation, mapped as the module header says.
+struct Messages<'a> {
+    system: &'a str,
+    messages: &'a [Message],
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        if !self.system.is_empty() {
+            seq.serialize_element(&WireMessage::System { role: "system", content: self.system })?;
+        }
+        for message in self.messages {
+            let text = Text(&message.content);
+            match message.role {
+                Role::User => {
+                    for block in &message.content {
+                        if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
+                            seq.serialize_element(&WireMessage::Tool {
+                                role: "tool",
+                                tool_call_id: tool_use_id,
+                                content: ToolContent { content, is_error: *is_error },
+                            })?;
+                        }
+                    }
+                    if !text.is_empty() {
+                        seq.serialize_element(&WireMessage::User { role: "user", content: text })?;
                     }
                 }
-                if !text.is_empty() {
-                    messages.push(json!({ "role": "user", "content": text }));
+                Role::Assistant => {
+                    let calls = Calls(&message.content);
+                    let has_calls = !calls.is_empty();
+                    let content = if text.is_empty() && has_calls { None } else { Some(text) };
+                    seq.serialize_element(&WireMessage::Assistant {
+                        role: "assistant",
+                        content,
+                        tool_calls: has_calls.then_some(calls),
+                    })?;
                 }
-            }
-            Role::Assistant => {
-                let calls: Vec<Value> = message
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::ToolUse { id, name, input } => {
-                            // Servers such as llama.cpp parse the arguments of past calls to
-                            // render their chat template, so invalid JSON the model once sent
-                            // must not be replayed.
-                            let arguments =
-                                if input.is_object() { input.to_string() } else { "{}".into() };
-                            Some(json!({
-                                "id": id,
-                                "type": "function",
-                                "function": { "name": name, "arguments": arguments },
-                            }))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let mut m = Map::new();
-                m.insert("role".into(), json!("assistant"));
-                let content =
-                    if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) };
-                m.insert("content".into(), content);
-                if !calls.is_empty() {
-                    m.insert("tool_calls".into(), Value::Array(calls));
-                }
-                messages.push(Value::Object(m));
             }
         }
+        seq.end()
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.input_schema,
-                    },
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireMessage<'a> {
+    System {
+        role: &'static str,
+        content: &'a str,
+    },
+    Tool {
+        role: &'static str,
+        tool_call_id: &'a str,
+        content: ToolContent<'a>,
+    },
+    User {
+        role: &'static str,
+        content: Text<'a>,
+    },
+    Assistant {
+        role: &'static str,
+        /// `null` when the message is only tool calls.
+        content: Option<Text<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_calls: Option<Calls<'a>>,
+    },
+}
+
+/// The text blocks of a message joined by newlines, as one string.
+#[derive(Clone, Copy)]
+struct Text<'a>(&'a [ContentBlock]);
+
+impl Text<'_> {
+    fn pieces(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
     }
-    body.insert("max_tokens".into(), json!(max_tokens));
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({ "include_usage": true }));
-    Value::Object(body)
+
+    /// Whether the joined text is empty: no text block, or a single empty one.
+    fn is_empty(&self) -> bool {
+        let mut pieces = self.pieces();
+        match (pieces.next(), pieces.next()) {
+            (None, _) => true,
+            (Some(first), None) => first.is_empty(),
+            (Some(_), Some(_)) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, piece) in self.pieces().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            f.write_str(piece)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Text<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (self.pieces().next(), self.pieces().nth(1)) {
+            (Some(only), None) => serializer.serialize_str(only),
+            _ => serializer.collect_str(self),
+        }
+    }
+}
+
+/// A tool result's content. The API has no error flag on tool results, so a failed tool's
+/// content is prefixed with `Error: `.
+struct ToolContent<'a> {
+    content: &'a str,
+    is_error: bool,
+}
+
+impl Serialize for ToolContent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.is_error {
+            serializer.collect_str(&format_args!("Error: {}", self.content))
+        } else {
+            serializer.serialize_str(self.content)
+        }
+    }
+}
+
+/// The tool calls of an assistant message.
+struct Calls<'a>(&'a [ContentBlock]);
+
+impl Calls<'_> {
+    fn is_empty(&self) -> bool {
+        !self.0.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }))
+    }
+}
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().filter_map(|b| match b {
+            ContentBlock::ToolUse { id, name, input } => Some(WireCall {
+                id,
+                kind: "function",
+                function: WireFunction { name, arguments: Arguments(input) },
+            }),
+            _ => None,
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    arguments: Arguments<'a>,
+}
+
+/// A past call's arguments as a JSON string. Servers such as llama.cpp parse the arguments of
+/// past calls to render their chat template, so invalid JSON the model once sent (a non-object
+/// input) is not replayed: it is sent as `{}`.
+struct Arguments<'a>(&'a Value);
+
+impl Serialize for Arguments<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_object() {
+            serializer.collect_str(self.0)
+        } else {
+            serializer.serialize_str("{}")
+        }
+    }
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Tools<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|t| WireTool {
+            kind: "function",
+            function: WireToolFunction {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.input_schema,
+            },
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
 }
 
 /// A tool call being streamed.
@@ -272,4 +435,70 @@ fn stream_error(error: &Value) -> LlmError {
         error_status_for_type(error.get("type").and_then(Value::as_str).unwrap_or_default())
     });
     LlmError::Status { status, message, retry_after: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    fn body(system: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
+        let request = ModelRequest { system, messages, tools };
+        serde_json::from_slice(&request_body("m", 7, &request).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn message_shapes() {
+        let text = |t: &str| ContentBlock::Text(t.into());
+        let messages = [
+            Message { role: Role::User, content: vec![text("two"), text("lines \"quoted\"")] },
+            Message { role: Role::Assistant, content: vec![text("a"), text("b")] },
+            Message { role: Role::Assistant, content: vec![] },
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "c1".into(),
+                    name: "Bash".into(),
+                    input: json!({"command": "echo \"hi\"\n"}),
+                }],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    ContentBlock::ToolResult {
+                        tool_use_id: "c1".into(),
+                        content: "bad \"thing\"\n".into(),
+                        is_error: true,
+                    },
+                    text("and then"),
+                ],
+            },
+            Message { role: Role::User, content: vec![text(""), text("")] },
+            Message { role: Role::User, content: vec![text("")] },
+        ];
+        assert_eq!(
+            body("", &messages, &[]),
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "user", "content": "two\nlines \"quoted\""},
+                    {"role": "assistant", "content": "a\nb"},
+                    {"role": "assistant", "content": ""},
+                    {"role": "assistant", "content": null, "tool_calls": [{
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "Bash", "arguments": "{\"command\":\"echo \\\"hi\\\"\\n\"}"},
+                    }]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "Error: bad \"thing\"\n"},
+                    {"role": "user", "content": "and then"},
+                    {"role": "user", "content": "\n"},
+                ],
+                "max_tokens": 7,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            })
+        );
+    }
 }

@@ -185,11 +185,9 @@ async fn mock_call_cost(api: &str) -> anyhow::Result<Duration> {
             }],
         });
     }
-    let request = ModelRequest {
-        system: outboard_server::agent::system_prompt(),
-        messages,
-        tools: outboard_server::tools::specs(),
-    };
+    let system = outboard_server::agent::system_prompt();
+    let tools = outboard_server::tools::specs();
+    let request = ModelRequest { system: &system, messages: &messages, tools: &tools };
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
