@@ -2,6 +2,7 @@
 //! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
 //! runs the real CLI, and the crash harness ([`crash`]).
 
+pub mod bench;
 pub mod crash;
 pub mod harness;
 pub mod mock_llm;

@@ -9,6 +9,7 @@
 //!
 //! Nothing here asserts: the numbers are for people (and closing notes).
 
+use outboard_tests::bench::{percentile, sandbox_config, us};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -36,18 +37,6 @@ fn main() -> anyhow::Result<()> {
         }
         other => anyhow::bail!("unknown benchmark {other:?}: use harness, durable or all"),
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 async fn harness() -> anyhow::Result<()> {
@@ -81,18 +70,6 @@ async fn harness() -> anyhow::Result<()> {
     }
     println!();
     Ok(())
-}
-
-/// The sandbox of in-process servers: this benchmark binary does not carry the sandbox agent,
-/// so point at the `outboard-server` built beside it (`scripts/bench.sh` builds it).
-fn sandbox_config() -> outboard_server::sandbox::SandboxConfig {
-    let agent_exe = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("outboard-server")));
-    outboard_server::sandbox::SandboxConfig {
-        agent_exe,
-        ..outboard_server::sandbox::SandboxConfig::default()
-    }
 }
 
 fn steps() -> Vec<MockStep> {

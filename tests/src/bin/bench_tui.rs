@@ -7,6 +7,7 @@
 //! - fan-out: the latency the server adds between a model delta and its delivery to each attached
 //!   client, at 1, 10 and 50 clients, each with and without a stalled client (see [`fanout`]).
 
+use outboard_tests::bench::percentile;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -26,11 +27,6 @@ use serde_json::json;
 
 fn ev(seq: u64, kind: EventKind) -> SessionEvent {
     SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {

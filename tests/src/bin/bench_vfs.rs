@@ -18,6 +18,7 @@
 //!   projection; then calls when nothing changed; then calls when exactly one file changed since
 //!   the previous call (the write itself not timed).
 
+use outboard_tests::bench::{percentile, sandbox_config, us};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -103,18 +104,6 @@ fn text(tag: &str, bytes: usize) -> String {
     out.truncate(bytes);
     out.push('\n');
     out
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 /// The calls of one run: wall time of the whole run, and each call's latency (sorted).
@@ -297,18 +286,6 @@ async fn visibility_in_process() -> anyhow::Result<Vec<Duration>> {
     b.await??;
     samples.sort();
     Ok(samples)
-}
-
-/// The sandbox of the in-process server: the release `outboard-server` beside this binary
-/// (`scripts/bench.sh vfs` builds it), as `bench` does.
-fn sandbox_config() -> outboard_server::sandbox::SandboxConfig {
-    let agent_exe = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("outboard-server")));
-    outboard_server::sandbox::SandboxConfig {
-        agent_exe,
-        ..outboard_server::sandbox::SandboxConfig::default()
-    }
 }
 
 fn is_change_to(e: &SessionEvent, version: u64) -> bool {
