@@ -302,41 +302,38 @@ impl OrgFs {
         check_content(path, &content)?;
         self.change(org, path, author, move |current, _| {
             check_precondition(current, pre)?;
-            Ok(Change::Content { text: content, op, restored_from: None })
+            Ok((Change::Content { text: content, op, restored_from: None }, ()))
         })
         .await
+        .map(|(written, ())| written)
     }
 
     /// Compare-and-replace: `f` computes the new text from the current one inside the
-    /// transaction (see the module header). The file must exist.
-    pub async fn edit<F>(
+    /// transaction (see the module header), with anything else the caller wants back from that
+    /// moment (e.g. where the replacement was). The file must exist.
+    pub async fn edit<F, T>(
         &self,
         org: &OrgId,
         path: &OrgPath,
         author: &Author,
         f: F,
-    ) -> Result<(Written, String), FsError>
+    ) -> Result<(Written, T), FsError>
     where
-        F: FnOnce(&str) -> Result<String, String> + Send + 'static,
+        F: FnOnce(&str) -> Result<(String, T), String> + Send + 'static,
+        T: Send + 'static,
     {
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
         let p = path.clone();
-        let written = self
-            .change(org, path, author, move |current, text| {
-                let Some(current) = current.filter(|c| !c.deleted) else {
-                    return Err(not_found(&p, None));
-                };
-                let old = text.unwrap_or_default();
-                let new = f(&old).map_err(|message| FsError::Rejected {
-                    message,
-                    current: Box::new(current.clone()),
-                })?;
-                check_content(&p, &new)?;
-                let _ = tx.send(old);
-                Ok(Change::Content { text: new, op: FileOp::Edit, restored_from: None })
-            })
-            .await?;
-        Ok((written, rx.try_recv().unwrap_or_default()))
+        self.change(org, path, author, move |current, text| {
+            let Some(current) = current.filter(|c| !c.deleted) else {
+                return Err(not_found(&p, None));
+            };
+            let (new, extra) = f(text.as_deref().unwrap_or_default()).map_err(|message| {
+                FsError::Rejected { message, current: Box::new(current.clone()) }
+            })?;
+            check_content(&p, &new)?;
+            Ok((Change::Content { text: new, op: FileOp::Edit, restored_from: None }, extra))
+        })
+        .await
     }
 
     /// Deletes `path` (a tombstone version), if `pre` holds.
@@ -351,11 +348,12 @@ impl OrgFs {
         self.change(org, path, author, move |current, _| {
             check_precondition(current, pre)?;
             match current {
-                Some(c) if !c.deleted => Ok(Change::Delete),
+                Some(c) if !c.deleted => Ok((Change::Delete, ())),
                 _ => Err(not_found(&p, None)),
             }
         })
         .await
+        .map(|(written, ())| written)
     }
 
     /// Makes `version`'s content current again, as a new version (restoring a tombstone deletes).
@@ -371,16 +369,18 @@ impl OrgFs {
         let old = self.store.call(move |c| version_row(c, &o, &s, version)).await?;
         let Some((old, content)) = old else { return Err(not_found(&p, Some(version))) };
         self.change(org, path, author, move |current, _| match content {
-            Some(text) => {
-                Ok(Change::Content { text, op: FileOp::Restore, restored_from: Some(version) })
-            }
-            None if current.is_some_and(|c| !c.deleted) => Ok(Change::Delete),
+            Some(text) => Ok((
+                Change::Content { text, op: FileOp::Restore, restored_from: Some(version) },
+                (),
+            )),
+            None if current.is_some_and(|c| !c.deleted) => Ok((Change::Delete, ())),
             None => Err(FsError::Conflict(format!(
                 "{p} v{} is a delete and the file is already deleted",
                 old.version
             ))),
         })
         .await
+        .map(|(written, ())| written)
     }
 
     /// Writes many files under `/skills` in one transaction; files already current are skipped.
@@ -435,16 +435,20 @@ impl OrgFs {
     }
 
     /// Runs `decide` on the current version of `path` (and its text) inside one write
-    /// transaction, and commits what it decides as a new version.
-    async fn change<F>(
+    /// transaction, and commits what it decides as a new version; `decide`'s second value is
+    /// handed back to the caller.
+    async fn change<F, T>(
         &self,
         org: &OrgId,
         path: &OrgPath,
         author: &Author,
         decide: F,
-    ) -> Result<Written, FsError>
+    ) -> Result<(Written, T), FsError>
     where
-        F: FnOnce(Option<&FileVersion>, Option<String>) -> Result<Change, FsError> + Send + 'static,
+        F: FnOnce(Option<&FileVersion>, Option<String>) -> Result<(Change, T), FsError>
+            + Send
+            + 'static,
+        T: Send + 'static,
     {
         if path.is_root() {
             return Err(FsError::Invalid(format!(
@@ -452,17 +456,16 @@ impl OrgFs {
             )));
         }
         let (o, p, a) = (org.clone(), path.clone(), author.clone());
-        let written = self
+        let (written, extra) = self
             .store
             .call(move |c| {
                 let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let current = head(&tx, &o, p.as_str())?;
-                let (version, text) = match current {
+                let (version, text) = match head(&tx, &o, p.as_str())? {
                     Some((v, t)) => (Some(v), t),
                     None => (None, None),
                 };
-                let change = match decide(version.as_ref(), text.clone()) {
-                    Ok(change) => change,
+                let (change, extra) = match decide(version.as_ref(), text.clone()) {
+                    Ok(decided) => decided,
                     Err(e) => return Ok(Err(e)),
                 };
                 let same = match (&change, &version) {
@@ -472,12 +475,12 @@ impl OrgFs {
                     _ => false,
                 };
                 if let (true, Some(v)) = (same, &version) {
-                    return Ok(Ok(Written { file: v.clone(), changed: false }));
+                    return Ok(Ok((Written { file: v.clone(), changed: false }, extra)));
                 }
                 match apply(&tx, &o, &p, &a, version, change) {
                     Ok(file) => {
                         tx.commit()?;
-                        Ok(Ok(Written { file, changed: true }))
+                        Ok(Ok((Written { file, changed: true }, extra)))
                     }
                     Err(e) => Ok(Err(e)),
                 }
@@ -486,7 +489,7 @@ impl OrgFs {
         if written.changed {
             self.announce(org, &written.file);
         }
-        Ok(written)
+        Ok((written, extra))
     }
 
     /// `/memory/MEMORY.md`'s current content, if it exists.

@@ -155,7 +155,7 @@ async fn concurrent_edits_of_different_lines_both_land() {
             let line = if i % 2 == 0 { "alpha" } else { "gamma" };
             let who = by(&format!("u{i}"), None);
             fs.edit(&org, &path, &who, move |text| {
-                Ok(text.replacen(line, &format!("{line} {i}"), 1))
+                Ok((text.replacen(line, &format!("{line} {i}"), 1), ()))
             })
             .await
         }
@@ -168,9 +168,11 @@ async fn concurrent_edits_of_different_lines_both_land() {
         assert!(text.contains(&format!(" {i}")), "edit {i} lost: {text}");
     }
     let refused =
-        f.fs.edit(&f.acme, &path, &by("x", None), |_| Err("String to replace not found".into()))
-            .await
-            .unwrap_err();
+        f.fs.edit(&f.acme, &path, &by("x", None), |_| {
+            Err::<(String, ()), _>("String to replace not found".into())
+        })
+        .await
+        .unwrap_err();
     match refused {
         FsError::Rejected { current, .. } => assert_eq!(current.version, 21),
         other => panic!("{other:?}"),

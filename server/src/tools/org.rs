@@ -177,21 +177,14 @@ pub(super) async fn edit(
                 new_string: new,
                 replace_all: all,
             };
-            replace(current, &p, &closure_shown).map(|r| r.updated)
+            // The text it was applied to comes back for the answer's snippet.
+            let replaced = replace(current, &p, &closure_shown)?;
+            Ok((replaced.updated.clone(), (current.to_owned(), replaced)))
         })
         .await;
     match result {
-        Ok((written, before)) => {
+        Ok((written, (before, replaced))) => {
             reads.record_org(&written.file.path, written.file.version);
-            let replaced = match replace(&before, &params, &shown) {
-                Ok(r) => r,
-                Err(_) => {
-                    return ToolOutcome::ok(format!(
-                        "The file {shown} has been updated (v{}).",
-                        written.file.version
-                    ))
-                }
-            };
             let suffix = format!(" (v{}, shared with your org)", written.file.version);
             ToolOutcome::ok(edited_message(&shown, &before, &replaced, &params, &suffix))
         }

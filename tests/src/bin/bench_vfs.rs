@@ -181,7 +181,7 @@ async fn editor(fs: OrgFs, org: OrgId, k: usize, ops: usize) -> anyhow::Result<V
     for i in 0..ops {
         let line = format!("- s{k} edit {i}\n");
         let t = Instant::now();
-        fs.edit(&org, &p, &author, move |current| Ok(format!("{current}{line}"))).await?;
+        fs.edit(&org, &p, &author, move |current| Ok((format!("{current}{line}"), ()))).await?;
         latencies.push(t.elapsed());
     }
     Ok(latencies)
