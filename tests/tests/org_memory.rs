@@ -316,6 +316,9 @@ async fn bash_sees_org_files_read_only_and_writes_are_refused() {
     steps.push(tool("Bash", json!({"command": "cat /memory/new.md && ls /memory"})));
     steps.push(tool("Read", json!({"file_path": "/memory/../workspace/x"})));
     steps.push(tool("Read", json!({"file_path": "//memory//MEMORY.md"})));
+    steps.push(tool("Read", json!({"file_path": "/skills"})));
+    steps.push(tool("Write", json!({"file_path": "/skills/", "content": "x"})));
+    steps.push(tool("Read", json!({"file_path": "/memoryx/a"})));
     steps.push(say("done"));
     let events = turn(&mut c, &sid, &steps).await;
     let r = results(&events);
@@ -336,6 +339,9 @@ async fn bash_sees_org_files_read_only_and_writes_are_refused() {
     assert_eq!(r[n + 2].2, "fresh\nMEMORY.md\nnew.md\n", "the projection follows a Write at once");
     assert!(r[n + 3].1 && r[n + 3].2.contains("climbs out of /memory"), "{:?}", r[n + 3]);
     assert_eq!(r[n + 4].2, "     1\ta memory\n");
+    assert!(r[n + 5].1 && r[n + 5].2.contains("/skills is a directory"), "{:?}", r[n + 5]);
+    assert!(r[n + 6].1 && r[n + 6].2.contains("/skills is a directory"), "{:?}", r[n + 6]);
+    assert!(r[n + 7].1 && r[n + 7].2.contains("outside the file tools' roots"), "{:?}", r[n + 7]);
 
     // The store is unchanged by every refused write.
     let listed = ok(&mut c, "files/list", json!({"path": "/", "include_deleted": true})).await;
