@@ -61,14 +61,19 @@ pub struct AgentConfig {
     pub env: Vec<(String, String)>,
     /// Shell prefix setting rlimits (`ulimit …;`) where cgroups are missing; empty otherwise.
     pub ulimit_prefix: String,
+    /// Install the seccomp filter ([`super::seccomp`]) and make the agent non-dumpable before
+    /// serving (the bubblewrap backend; the unsafe host mode changes nothing of the host's).
+    #[serde(default)]
+    pub harden: bool,
 }
 
 /// Runs the agent when the process was started as `<binary> __sandbox-agent CONFIG`; returns
 /// `None` otherwise so `main` goes on normally. Call it first thing in `main`.
 pub fn main_if_agent() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(OsStr::new(AGENT_ARG)) {
-        return None;
+    let first = args.next()?;
+    if first != OsStr::new(AGENT_ARG) {
+        return super::launch::main_if_launcher(&first);
     }
     let config =
         args.next().and_then(|a| serde_json::from_str::<AgentConfig>(&a.to_string_lossy()).ok());
@@ -87,6 +92,12 @@ pub fn main_if_agent() -> Option<ExitCode> {
         eprintln!("outboard sandbox agent: cannot re-exec with an empty environment: {err}");
         return Some(ExitCode::from(1));
     }
+    if config.harden {
+        if let Err(e) = harden() {
+            eprintln!("outboard sandbox agent: {e}");
+            return Some(ExitCode::from(1));
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -101,6 +112,15 @@ pub fn main_if_agent() -> Option<ExitCode> {
             Some(ExitCode::from(1))
         }
     }
+}
+
+/// Makes the agent non-dumpable (its `/proc/1/*`, pipes included, become inaccessible to the
+/// commands, and it cannot be ptraced even where `ptrace` is allowed) and installs the seccomp
+/// filter, while the process still has one thread.
+fn harden() -> Result<(), String> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("cannot make the agent non-dumpable: {e}"))?;
+    super::seccomp::install().map_err(|e| format!("cannot install the seccomp filter: {e}"))
 }
 
 /// The command being run.

@@ -13,27 +13,23 @@
 //!   in the namespace.
 //! - `--uid 1000 --gid 1000` rather than root-in-the-namespace: a non-zero uid gets no
 //!   capabilities inside the user namespace, which closes most of the kernel surface that user
-//!   namespaces expose (mounting, raw sockets, …). Workspace files, owned by the server's uid on
-//!   the host, appear owned by this user, so the command can still write them.
+//!   namespaces expose (mounting, raw sockets, …). Which *host* uid that is depends on the
+//!   server: an unprivileged server's own uid, or, for a root server, a per-sandbox
+//!   unprivileged uid chosen by the launcher ([`super::launch`]) — never host root.
 //! - The filesystem is built from explicit binds only: `/usr` (and the merged-`/usr` symlinks
 //!   or binds for `/bin`, `/lib`, …) read-only, a generated minimal `/etc` (passwd, group,
-//!   hostname, hosts, nsswitch.conf) plus read-only binds of `/etc/alternatives`,
-//!   `/etc/ld.so.cache`, `/etc/ssl` and `/etc/localtime`, a private `/proc`, `/dev`, a tmpfs
-//!   `/tmp`, the agent binary read-only at [`AGENT_PATH`], the workspace at `/workspace`, and the
-//!   org's projected files read-only at `/memory` and `/skills`. The root itself is remounted
-//!   read-only. Nothing of the server's data dir, config or home is
-//!   visible.
-//! - The generated `/etc` files are written once per session's sandbox manager into a private
-//!   temp dir and bound read-only. `--ro-bind-data FD` would avoid the dir but needs file
-//!   descriptors inherited across `exec`, which requires `unsafe` `pre_exec` (forbidden here).
+//!   hostname, hosts, nsswitch.conf, from memory files: `--ro-bind-data FD`) plus read-only
+//!   binds of `/etc/alternatives`, `/etc/ld.so.cache`, `/etc/ssl/certs` (only the public trust
+//!   store: `/etc/ssl/private` holds the host's keys) and `/etc/localtime`, a private `/proc`
+//!   with `/proc/sys` a read-only bind, `/dev`, a tmpfs
+//!   `/tmp`, the agent binary read-only at [`AGENT_PATH`], the workspace at `/workspace`, and
+//!   the org's projected files read-only at `/memory` and `/skills`. The root itself is
+//!   remounted read-only. Nothing of the server's data dir, config or home is visible.
 //! - `bwrap` is spawned in its own process group (terminal signals aimed at the server do not
 //!   reach it) with `--die-with-parent` and `kill_on_drop`: killing `bwrap` kills the agent,
 //!   and with it every process of the namespace, daemonised ones included.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use super::SandboxError;
+use std::path::PathBuf;
 
 /// The `PATH` inside the sandbox.
 pub(super) const SANDBOX_PATH: &str =
@@ -50,10 +46,16 @@ const SYSTEM_ROOTS: &[&str] = &["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/l
 
 /// Host `/etc` entries programs need, bound read-only when present; nothing else of the host's
 /// `/etc` is visible. `/etc/alternatives` holds Debian's `awk`, `editor`, … links.
-const HOST_ETC: &[&str] = &["/etc/alternatives", "/etc/ld.so.cache", "/etc/ssl", "/etc/localtime"];
+const HOST_ETC: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/localtime",
+];
 
 /// The generated `/etc` files.
-const ETC_FILES: &[(&str, &str)] = &[
+pub(super) const ETC_FILES: &[(&str, &str)] = &[
     (
         "passwd",
         "root:x:0:0:root:/root:/usr/sbin/nologin\n\
@@ -66,53 +68,23 @@ const ETC_FILES: &[(&str, &str)] = &[
     ("nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"),
 ];
 
-/// A private directory holding the generated `/etc` files; removed on drop.
-#[derive(Debug)]
-pub(super) struct EtcDir {
-    dir: PathBuf,
+/// The host paths a sandbox is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Sources {
+    /// Bound read-write at `/workspace`.
+    pub workspace: PathBuf,
+    /// The agent binary, bound read-only at [`AGENT_PATH`].
+    pub agent: PathBuf,
+    /// Directories bound read-only, and where they appear.
+    pub ro_mounts: Vec<(PathBuf, String)>,
 }
 
-impl EtcDir {
-    /// Writes the generated `/etc` files into a fresh temp dir.
-    pub(super) fn create() -> Result<Self, SandboxError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("outboard-etc-{}-{n}", std::process::id()));
-        let fail = |e: std::io::Error| {
-            SandboxError::Start(format!(
-                "could not write the sandbox's /etc into {}: {e}",
-                dir.display()
-            ))
-        };
-        // A leftover from a crashed process with the same pid is stale: replace it.
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(fail)?;
-        for (name, content) in ETC_FILES {
-            std::fs::write(dir.join(name), content).map_err(fail)?;
-        }
-        Ok(EtcDir { dir })
-    }
-
-    /// The directory (also holds the unsafe host mode's working-directory file).
-    pub(super) fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for EtcDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The `bwrap` arguments that run the agent (`agent_exe`, with its JSON `agent_config`) over
-/// `workspace`.
+/// The `bwrap` arguments that run the agent (with its JSON `agent_config`) over the workspace;
+/// `etc_fds` are inheritable descriptors holding the generated `/etc` files, by name.
 pub(super) fn bwrap_args(
-    etc: &EtcDir,
-    workspace: &Path,
-    agent_exe: &Path,
+    sources: &Sources,
+    etc_fds: &[(i32, &str)],
     agent_config: &str,
-    ro_mounts: &[(PathBuf, String)],
 ) -> Vec<String> {
     let mut args: Vec<String> = Vec::with_capacity(96);
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| s.to_string()));
@@ -145,19 +117,22 @@ pub(super) fn bwrap_args(
         }
     }
     push(&["--dir", "/etc"]);
-    for (name, _) in ETC_FILES {
-        let host = etc.dir.join(name);
-        push(&["--ro-bind", &host.to_string_lossy(), &format!("/etc/{name}")]);
+    for (fd, name) in etc_fds {
+        push(&["--ro-bind-data", &fd.to_string(), &format!("/etc/{name}")]);
     }
     for path in HOST_ETC {
         push(&["--ro-bind-try", path, path]);
     }
     push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
-    push(&["--ro-bind", &agent_exe.to_string_lossy(), AGENT_PATH]);
-    push(&["--bind", &workspace.to_string_lossy(), "/workspace"]);
+    // Sysctls read-only as a mount, not only by permission: a uid check is all that stood
+    // between the old root-mapped sandbox and `kernel.core_pattern`. (The source is the host's
+    // procfs; sysctl files answer for the reader's namespaces, so the view is the same.)
+    push(&["--ro-bind", "/proc/sys", "/proc/sys"]);
+    push(&["--ro-bind", &sources.agent.to_string_lossy(), AGENT_PATH]);
+    push(&["--bind", &sources.workspace.to_string_lossy(), "/workspace"]);
     // The org's files: read-only binds, so a write there fails with EROFS; the host side is
     // updated in place and the change shows through the bind at once.
-    for (host, target) in ro_mounts {
+    for (host, target) in &sources.ro_mounts {
         push(&["--ro-bind", &host.to_string_lossy(), target]);
     }
     // After every mount point in the root exists: the root tmpfs becomes read-only, so only

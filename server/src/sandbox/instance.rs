@@ -14,8 +14,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::agent::{AgentConfig, AGENT_ARG};
-use super::bwrap::{self, EtcDir};
+use super::bwrap;
 use super::cgroup::{Cgroup, Controls};
+use super::launch::{LaunchConfig, UidLease, LAUNCH_ARG};
 use super::output::CappedOutput;
 use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
 use super::{Backend, SandboxConfig, SandboxError};
@@ -40,6 +41,8 @@ pub(super) struct Instance {
     init_pid: Option<u32>,
     cgroup: Option<Cgroup>,
     next_id: u64,
+    /// The host uid this sandbox runs as, when the server is root (released on drop).
+    _uid: Option<UidLease>,
 }
 
 /// How a command ended, as the agent reported it.
@@ -88,6 +91,7 @@ fn agent_config(
             ("TERM".into(), "dumb".into()),
         ],
         ulimit_prefix,
+        harden: config.backend == Backend::Bwrap,
     }
 }
 
@@ -96,7 +100,6 @@ impl Instance {
     pub(super) async fn start(
         config: &SandboxConfig,
         agent_exe: &Path,
-        etc: &EtcDir,
         workspace: &Path,
         host_cwd_file: &Path,
     ) -> Result<Instance, SandboxError> {
@@ -105,6 +108,7 @@ impl Instance {
             SandboxError::Start(format!("could not create the sandbox's cgroup: {e}"))
         })?;
         let rlimits = !controls.has_limits();
+        let mut uid = None;
         let mut cmd = match config.backend {
             Backend::Bwrap => {
                 let ac = agent_config(
@@ -113,10 +117,28 @@ impl Instance {
                     Path::new(bwrap::CWD_FILE),
                     rlimits,
                 );
-                let json =
+                let agent_config =
                     serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
-                let mut cmd = Command::new("bwrap");
-                cmd.args(bwrap::bwrap_args(etc, workspace, agent_exe, &json, &config.ro_mounts));
+                // A root server never gives a sandbox host root: the launcher drops to a
+                // per-sandbox unprivileged uid (see `launch`).
+                let lease = if rustix::process::geteuid().is_root() {
+                    Some(UidLease::take()?)
+                } else {
+                    None
+                };
+                let launch = LaunchConfig {
+                    bwrap: super::launch::find_bwrap()?,
+                    workspace: workspace.to_path_buf(),
+                    agent_exe: agent_exe.to_path_buf(),
+                    agent_config,
+                    ro_mounts: config.ro_mounts.clone(),
+                    host_id: lease.as_ref().map(UidLease::id),
+                };
+                uid = lease;
+                let json = serde_json::to_string(&launch)
+                    .map_err(|e| SandboxError::Start(e.to_string()))?;
+                let mut cmd = Command::new(agent_exe);
+                cmd.args([LAUNCH_ARG, &json]);
                 cmd
             }
             Backend::UnsafeHost => {
@@ -162,6 +184,7 @@ impl Instance {
             frames: FrameReader::new(stdout),
             cgroup,
             next_id: 0,
+            _uid: uid,
         };
         let hello = tokio::time::timeout(HELLO_TIMEOUT, instance.frames.next::<FromAgent>()).await;
         match hello {

@@ -19,10 +19,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::bwrap::EtcDir;
 use super::cgroup::Hits;
 use super::instance::{ExecFailure, Instance};
-use super::{resolve_agent_exe, ExecResult, SandboxConfig, SandboxError, SandboxTransition};
+use super::{
+    resolve_agent_exe, Backend, ExecResult, SandboxConfig, SandboxError, SandboxTransition,
+};
 
 /// A command for the manager.
 pub(super) enum Request {
@@ -41,7 +42,8 @@ pub(super) enum Request {
 pub(super) struct Manager {
     config: SandboxConfig,
     workspace: PathBuf,
-    etc: Option<EtcDir>,
+    /// The unsafe host mode's private dir for the working-directory file.
+    scratch: Option<tempfile::TempDir>,
     state: SandboxState,
     instance: Option<Instance>,
     /// When the last command ended (or the sandbox started).
@@ -79,7 +81,7 @@ impl Manager {
         Manager {
             config,
             workspace,
-            etc: None,
+            scratch: None,
             state: SandboxState::None,
             instance: None,
             idle_since: Instant::now(),
@@ -233,12 +235,23 @@ impl Manager {
                 self.workspace.display()
             ))
         })?;
-        let etc = match &mut self.etc {
-            Some(etc) => etc,
-            slot => slot.insert(EtcDir::create()?),
+        let cwd_file = match self.config.backend {
+            Backend::Bwrap => PathBuf::from(super::bwrap::CWD_FILE),
+            Backend::UnsafeHost => {
+                let scratch = match &mut self.scratch {
+                    Some(dir) => dir,
+                    slot => slot.insert(
+                        super::scratch_dir(&self.config, "outboard-host-").map_err(|e| {
+                            SandboxError::Start(format!(
+                                "could not create a scratch directory: {e}"
+                            ))
+                        })?,
+                    ),
+                };
+                scratch.path().join("cwd")
+            }
         };
-        let cwd_file = etc.path().join("cwd");
-        Instance::start(&self.config, &agent_exe, etc, &workspace, &cwd_file).await
+        Instance::start(&self.config, &agent_exe, &workspace, &cwd_file).await
     }
 
     /// Brings the sandbox to `running`: provisions, or thaws and pings.

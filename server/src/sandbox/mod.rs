@@ -18,9 +18,11 @@ pub mod agent;
 pub mod bwrap;
 pub mod cgroup;
 mod instance;
+pub mod launch;
 mod manager;
 pub mod output;
 pub mod protocol;
+pub mod seccomp;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -99,6 +101,10 @@ pub struct SandboxConfig {
     /// Host directories bound read-only into the sandbox, with where they appear (the org's
     /// `/memory` and `/skills`). Ignored by the unsafe host mode.
     pub ro_mounts: Vec<(PathBuf, String)>,
+    /// A private directory (the server's data dir) for the few scratch files the sandbox
+    /// machinery needs (the startup check's workspace, the unsafe host mode's working-directory
+    /// file); `None` means the system temp dir. Names are random and created exclusively.
+    pub scratch_dir: Option<PathBuf>,
 }
 
 impl SandboxConfig {
@@ -112,6 +118,7 @@ impl SandboxConfig {
         limits: SandboxLimits::DEFAULT,
         agent_exe: None,
         ro_mounts: Vec::new(),
+        scratch_dir: None,
     };
 }
 
@@ -286,19 +293,16 @@ impl Sandbox {
                  its files and network; use only where namespaces are unavailable"
             );
         }
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("outboard-sandbox-check-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            SandboxError::Unavailable(format!("could not create {}: {e}", dir.display()))
+        let scratch = scratch_dir(config, "outboard-check-").map_err(|e| {
+            SandboxError::Unavailable(format!("could not create a scratch directory: {e}"))
         })?;
+        let dir = scratch.path().to_path_buf();
         let sandbox = Sandbox::new(config.clone(), dir.clone());
         let result =
             sandbox.exec("echo ok", CHECK_TIMEOUT, &mut |_, _| {}, CancellationToken::new()).await;
         sandbox.stop().await;
         drop(sandbox);
-        let _ = std::fs::remove_dir_all(&dir);
+        drop(scratch);
         match result {
             Ok(r) if r.exit_code == Some(0) && r.output.trim() == "ok" => Ok(()),
             Ok(r) if r.timed_out => Err(SandboxError::Unavailable(format!(
@@ -316,6 +320,22 @@ impl Sandbox {
             }
             Err(e) => Err(SandboxError::Unavailable(e.to_string())),
         }
+    }
+}
+
+/// A fresh private directory (mode 0700, random name) under the configured scratch dir.
+pub(crate) fn scratch_dir(
+    config: &SandboxConfig,
+    prefix: &str,
+) -> std::io::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    match &config.scratch_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            builder.tempdir_in(dir)
+        }
+        None => builder.tempdir(),
     }
 }
 
