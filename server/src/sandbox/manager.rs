@@ -51,6 +51,9 @@ pub(super) struct Manager {
     /// Limit hits seen after the last command (a background fork bomb shows up later).
     hits: Hits,
     transitions: Option<mpsc::Sender<SandboxTransition>>,
+    /// This manager's id in the live-sandbox pool, and a weak handle others use to stop it.
+    member: u64,
+    myself: mpsc::WeakSender<Request>,
 }
 
 /// Whether the state machine has the edge `from → to`.
@@ -77,8 +80,11 @@ impl Manager {
         config: SandboxConfig,
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
+        myself: mpsc::WeakSender<Request>,
     ) -> Self {
         Manager {
+            member: super::pool::PoolTicket::member_id(),
+            myself,
             config,
             workspace,
             scratch: None,
@@ -97,6 +103,9 @@ impl Manager {
             tracing::error!(?from, ?to, "sandbox transition outside the state machine");
         }
         self.state = to;
+        if let Some(pool) = &self.config.pool {
+            pool.update(self.member, to);
+        }
         let ms = took.as_secs_f64() * 1000.0;
         tracing::debug!(?from, ?to, ms, workspace = %self.workspace.display(), "sandbox transition");
         if let Some(tx) = &self.transitions {
@@ -210,6 +219,9 @@ impl Manager {
 
     async fn provision(&mut self) -> Result<(), SandboxError> {
         let started = Instant::now();
+        if let Some(pool) = &self.config.pool {
+            pool.admit(self.member, self.myself.clone()).await?;
+        }
         self.enter(SandboxState::Provisioning, Duration::ZERO);
         let result = self.start_instance().await;
         match result {

@@ -21,6 +21,7 @@ mod instance;
 pub mod launch;
 mod manager;
 pub mod output;
+pub mod pool;
 pub mod protocol;
 pub mod seccomp;
 
@@ -105,6 +106,9 @@ pub struct SandboxConfig {
     /// machinery needs (the startup check's workspace, the unsafe host mode's working-directory
     /// file); `None` means the system temp dir. Names are random and created exclusively.
     pub scratch_dir: Option<PathBuf>,
+    /// The org's place in the server's live-sandbox registry (the `live_sandboxes` quota);
+    /// `None`: no cap.
+    pub pool: Option<pool::PoolTicket>,
 }
 
 impl SandboxConfig {
@@ -119,6 +123,7 @@ impl SandboxConfig {
         agent_exe: None,
         ro_mounts: Vec::new(),
         scratch_dir: None,
+        pool: None,
     };
 }
 
@@ -221,7 +226,8 @@ impl Sandbox {
             return Sandbox { tx: None };
         };
         let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
-        runtime.spawn(manager::Manager::new(config, workspace, transitions).run(rx));
+        let manager = manager::Manager::new(config, workspace, transitions, tx.downgrade());
+        runtime.spawn(manager.run(rx));
         Sandbox { tx: Some(tx) }
     }
 

@@ -475,3 +475,55 @@ async fn a_secret_in_the_servers_home_is_invisible() {
     );
     assert!(!r.output.contains(".cargo"), "{r:?}");
 }
+
+#[tokio::test]
+async fn the_live_sandbox_quota_stops_the_lru_frozen_one_and_refuses_when_all_run() {
+    let pool = pool::LivePool::default();
+    let config = SandboxConfig {
+        idle_freeze: Duration::from_millis(200),
+        pool: Some(pool.ticket("acme", 2)),
+        ..SandboxConfig::Bwrap
+    };
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let boxes: Vec<Sandbox> =
+        dirs.iter().map(|d| Sandbox::new(config.clone(), d.path().to_path_buf())).collect();
+    let exec = |i: usize, cmd: &'static str| {
+        let sandbox = boxes[i].clone();
+        async move { sandbox.exec(cmd, T, &mut |_, _| {}, CancellationToken::new()).await }
+    };
+    exec(0, "true").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    exec(1, "true").await.unwrap();
+    assert_eq!(pool.live("acme"), 2);
+    // Both freeze; the third takes the place of the least recently used (the first).
+    let deadline = std::time::Instant::now() + T;
+    while boxes[1].state().await != SandboxState::Suspended {
+        assert!(std::time::Instant::now() < deadline, "never froze");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    exec(2, "true").await.unwrap();
+    assert_eq!(boxes[0].state().await, SandboxState::Stopped, "the LRU frozen sandbox stops");
+    assert_eq!(boxes[1].state().await, SandboxState::Suspended);
+    assert_eq!(pool.live("acme"), 2, "the cap is reached, never passed");
+
+    // Two commands running at once fill the org; a third sandbox is refused, naming the quota.
+    let long = tokio::spawn(exec(1, "sleep 2"));
+    let long2 = tokio::spawn(exec(2, "sleep 2"));
+    while boxes[1].state().await != SandboxState::Running
+        || boxes[2].state().await != SandboxState::Running
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = exec(0, "true").await.unwrap_err().to_string();
+    assert!(refused.contains("quota live_sandboxes = 2"), "{refused}");
+    long.await.unwrap().unwrap();
+    long2.await.unwrap().unwrap();
+    // Another org is not affected by acme's cap.
+    let other = SandboxConfig { pool: Some(pool.ticket("globex", 2)), ..config.clone() };
+    let od = tempfile::tempdir().unwrap();
+    Sandbox::new(other, od.path().to_path_buf())
+        .exec("true", T, &mut |_, _| {}, CancellationToken::new())
+        .await
+        .unwrap();
+}
