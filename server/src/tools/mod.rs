@@ -27,6 +27,8 @@ mod org;
 mod search;
 
 #[cfg(test)]
+mod race_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
