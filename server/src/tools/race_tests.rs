@@ -127,36 +127,38 @@ fn assert_no_host_content(tool: &str, r: &ToolOutcome) {
     );
 }
 
-/// A directory and a symlink to the host swapped continuously while Write, Edit, Read and Grep
-/// run: nothing outside is written or read.
+/// A directory and a symlink to the host swapped continuously while Write (new and existing
+/// files), Edit, Read and Grep run: nothing outside is written or read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_swapped_with_a_symlink_never_leads_the_tools_out() {
     let mut env = Env::new();
-    std::fs::create_dir_all(env.path("d")).unwrap();
-    std::fs::write(env.path("d/target.txt"), "inside\n").unwrap();
-    std::os::unix::fs::symlink(&env.host, env.path("lnk")).unwrap();
+    let deep = deep_dir(&env);
+    std::fs::create_dir_all(env.path(&format!("{deep}d"))).unwrap();
+    std::fs::write(env.path(&format!("{deep}d/target.txt")), "inside\n").unwrap();
+    std::os::unix::fs::symlink(&env.host, env.path(&format!("{deep}lnk"))).unwrap();
     let before = env.host_snapshot();
 
-    let swapper = Swapper::start(env.workspace.root(), "d", "lnk");
+    let swapper = Swapper::start(&env.path(&deep), "d", "lnk");
+    let target = format!("{deep}d/target.txt");
     let work = tokio::spawn(async move {
         for i in 0..200 {
-            let r = env
-                .call("Write", json!({"file_path": "d/target.txt", "content": format!("w{i} inside\n")}))
-                .await;
+            // A new file needs no read; an existing one is read, then written and edited.
+            let new = format!("{deep}d/new{i}.txt");
+            let r = env.call("Write", json!({"file_path": new, "content": "created\n"})).await;
             assert_no_host_content("Write", &r);
-            let r = env
-                .call(
-                    "Edit",
-                    json!({"file_path": "d/target.txt", "old_string": "inside", "new_string": "edited"}),
-                )
-                .await;
+            let r = env.call("Read", json!({"file_path": target})).await;
+            assert_no_host_content("Read", &r);
+            let r = env.call("Write", json!({"file_path": target, "content": "inside\n"})).await;
+            assert_no_host_content("Write", &r);
+            let input = json!({"file_path": target, "old_string": "inside", "new_string": "edited"});
+            let r = env.call("Edit", input).await;
             assert_no_host_content("Edit", &r);
-            let r = env.call("Read", json!({"file_path": "d/secret.txt"})).await;
+            let r = env.call("Read", json!({"file_path": format!("{deep}d/secret.txt")})).await;
             assert_no_host_content("Read", &r);
             if i % 4 == 0 {
                 for input in [
                     json!({"pattern": "HOST", "output_mode": "content"}),
-                    json!({"pattern": "HOST", "output_mode": "content", "path": "d"}),
+                    json!({"pattern": "HOST", "output_mode": "content", "path": format!("{deep}d")}),
                 ] {
                     let r = env.call("Grep", input).await;
                     assert_no_host_content("Grep", &r);
