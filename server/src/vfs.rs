@@ -546,7 +546,9 @@ mod tests {
         let long_name = format!("/memory/{}", "n".repeat(300));
         assert!(refused(&long_name).contains("limit is 255"));
         // Bidirectional controls would make a name display as something else.
-        for c in ['\u{202E}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}', '\u{202A}'] {
+        for c in
+            ['\u{202E}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}', '\u{202A}']
+        {
             let msg = refused(&format!("/memory/evil{c}dm.md"));
             assert!(msg.contains("direction control"), "{msg}");
             assert!(route(&format!("notes/a{c}b.txt")).is_err());

@@ -178,9 +178,9 @@ fn load(workspace: &Workspace, file_path: &str, create_parents: bool) -> Result<
     // The name for messages before anything is open: where the path leads now, as far as it
     // exists (never opened).
     let named = || {
-        workspace.resolve(file_path).map_or_else(|_| workspace.display(&relative), |host| {
-            workspace.model_path(&host)
-        })
+        workspace
+            .resolve(file_path)
+            .map_or_else(|_| workspace.display(&relative), |host| workspace.model_path(&host))
     };
     let root = workspace.confined();
     let at = match root.locate(&relative, false) {
@@ -189,7 +189,9 @@ fn load(workspace: &Workspace, file_path: &str, create_parents: bool) -> Result<
             Ok(at) => at,
             Err(e) => return Err(workspace.refusal(&relative, e).to_string()),
         },
-        Err(ConfinedError::NotFound) => return Ok(Loaded { at: None, shown: named(), bytes: None }),
+        Err(ConfinedError::NotFound) => {
+            return Ok(Loaded { at: None, shown: named(), bytes: None })
+        }
         Err(e @ (ConfinedError::Escapes | ConfinedError::DanglingLink)) => {
             return Err(workspace.refusal(&relative, e).to_string())
         }

@@ -89,9 +89,12 @@ struct Swapper {
 
 impl Swapper {
     fn start(dir: &Path, a: &'static str, b: &'static str) -> Swapper {
-        let fd: OwnedFd =
-            rustix::fs::open(dir, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-                .unwrap();
+        let fd: OwnedFd = rustix::fs::open(
+            dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let swaps = Arc::new(AtomicU64::new(0));
         let (stop2, swaps2) = (stop.clone(), swaps.clone());
@@ -150,7 +153,8 @@ async fn a_directory_swapped_with_a_symlink_never_leads_the_tools_out() {
             assert_no_host_content("Read", &r);
             let r = env.call("Write", json!({"file_path": target, "content": "inside\n"})).await;
             assert_no_host_content("Write", &r);
-            let input = json!({"file_path": target, "old_string": "inside", "new_string": "edited"});
+            let input =
+                json!({"file_path": target, "old_string": "inside", "new_string": "edited"});
             let r = env.call("Edit", input).await;
             assert_no_host_content("Edit", &r);
             let r = env.call("Read", json!({"file_path": format!("{deep}d/secret.txt")})).await;

@@ -221,11 +221,8 @@ fn open_base(space: &Workspace, path: Option<&str>) -> Result<(Base, PathBuf), S
         }
         Err(e) => return Err(space.refusal(&relative, e).to_string()),
     };
-    let base_rel = opened
-        .host
-        .strip_prefix(space.canonical_root())
-        .map(Path::to_path_buf)
-        .unwrap_or(relative);
+    let base_rel =
+        opened.host.strip_prefix(space.canonical_root()).map(Path::to_path_buf).unwrap_or(relative);
     if confined::file_type(&opened.stat) == FileType::Directory {
         Ok((Base::Dir(opened.file.into()), base_rel))
     } else {
@@ -261,7 +258,8 @@ impl Rules {
             }
             builder.build().ok().filter(|g| !g.is_empty())
         };
-        let has_git = rustix::fs::statat(dir, ".git", rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok();
+        let has_git =
+            rustix::fs::statat(dir, ".git", rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok();
         Rules {
             ignore: build(".ignore"),
             gitignore: build(".gitignore"),
@@ -399,10 +397,8 @@ fn glob_targets(params: &GlobParams, scope: Scope) -> Result<(Vec<Target>, Strin
     // An absolute pattern under the tree's root is matched from the root.
     let (base, base_rel, pattern) = match params.pattern.strip_prefix(space.prefix()) {
         Some(rest) if rest.starts_with('/') => {
-            let root = space
-                .confined()
-                .open_dir(Path::new(""))
-                .map_err(|e| e.describe(space.prefix()))?;
+            let root =
+                space.confined().open_dir(Path::new("")).map_err(|e| e.describe(space.prefix()))?;
             (root, PathBuf::new(), rest.trim_start_matches('/').to_string())
         }
         _ if params.pattern.starts_with('/') => {
@@ -578,7 +574,9 @@ impl Search<'_> {
                 while i < hits.len() {
                     let from = hits[i].saturating_sub(self.before);
                     let from = printed_to.map_or(from, |p| from.max(p + 1));
-                    if printed_to.is_some_and(|p| from > p + 1) && (self.before > 0 || self.after > 0) {
+                    if printed_to.is_some_and(|p| from > p + 1)
+                        && (self.before > 0 || self.after > 0)
+                    {
                         out.push("--".to_string());
                     }
                     let mut to = (hits[i] + self.after).min(lines.len() - 1);
@@ -657,7 +655,8 @@ fn grep_blocking(params: GrepParams, scope: Scope, cancel: &AtomicBool) -> ToolO
             Base::File(opened) => {
                 let shown = space.display(&base_rel);
                 // Too large or unreadable: not searched, as in a walk.
-                let Ok(bytes) = confined::read_capped(opened.file, &opened.stat, MAX_GREP_FILE_BYTES)
+                let Ok(bytes) =
+                    confined::read_capped(opened.file, &opened.stat, MAX_GREP_FILE_BYTES)
                 else {
                     continue;
                 };

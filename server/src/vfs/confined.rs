@@ -58,10 +58,8 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGIC
 const RESOLVE_STRICT: ResolveFlags =
     RESOLVE.union(ResolveFlags::NO_SYMLINKS).union(ResolveFlags::NO_XDEV);
 /// Flags of every open that may read a file: never block, never become a controlling tty.
-const READ_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::NONBLOCK)
-    .union(OFlags::NOCTTY)
-    .union(OFlags::CLOEXEC);
+const READ_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 /// Attempts of an `openat2` that the kernel answered EAGAIN (a rename raced the `..` check).
 const OPEN_RETRIES: usize = 32;
 /// Directory levels a walk descends at most (each level holds one descriptor).
@@ -472,7 +470,8 @@ impl Located {
         let result = (|| -> std::io::Result<()> {
             let mut file = File::from(fd);
             file.write_all(content)?;
-            let before = rfs::statat(&self.parent, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
+            let before =
+                rfs::statat(&self.parent, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
             if let Some(st) = before.ok().filter(|st| file_type(st) == FileType::RegularFile) {
                 rfs::fchmod(&file, Mode::from_raw_mode(st.st_mode & 0o777))?;
             }
