@@ -22,6 +22,7 @@ use crate::llm::{
 use crate::sandbox::Sandbox;
 use crate::session::{EmitError, Emitter};
 use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
+use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
 
 /// What a session's tools act on; owned by the running turn, or by the actor between turns.
@@ -322,12 +323,24 @@ async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
             None => "absent".into(),
         });
     }
-    let host = env.workspace.resolve(path).ok()?;
-    match std::fs::read(&host) {
-        Ok(bytes) => Some(crate::auth::hex_sha256(&bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("absent".into()),
-        Err(_) => None,
-    }
+    // Through the confined root on the blocking pool, like the tool itself: a command may have
+    // put a FIFO or a symlink out there.
+    let workspace = env.workspace.clone();
+    let path = path.to_owned();
+    let digest = tokio::task::spawn_blocking(move || {
+        let relative = workspace.relative(&path).ok()?;
+        let located = match workspace.confined().locate(&relative, false) {
+            Ok(located) => located,
+            Err(ConfinedError::NotFound) => return Some("absent".to_owned()),
+            Err(_) => return None,
+        };
+        match located.read(tools::MAX_FILE_BYTES) {
+            Ok(Some(bytes)) => Some(crate::auth::hex_sha256(&bytes)),
+            Ok(None) => Some("absent".to_owned()),
+            Err(_) => None,
+        }
+    });
+    digest.await.ok().flatten()
 }
 
 async fn record_result(
@@ -617,9 +630,11 @@ pub fn rebuilt_ledger(workspace: &Workspace, files: &[String]) -> ReadLedger {
         if matches!(crate::vfs::route(file), Ok(Route::Org(_))) {
             continue; // looked up in the store when the turn starts (`org_touched`)
         }
-        if let Ok(host) = workspace.resolve(file) {
-            if let Ok(content) = std::fs::read(&host) {
-                ledger.record(&host, &content);
+        // Bounded (non-blocking open, capped read) through the confined root.
+        let Ok(relative) = workspace.relative(file) else { continue };
+        if let Ok(located) = workspace.confined().locate(&relative, false) {
+            if let Ok(Some(content)) = located.read(tools::MAX_FILE_BYTES) {
+                ledger.record(&located.host, &content);
             }
         }
     }

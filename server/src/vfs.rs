@@ -2,7 +2,8 @@
 //! [`route`], which decides where the file lives, or refuses it.
 //!
 //! CONTRACT: [`route`], [`Route`], [`OrgPath`], [`Workspace::new`], [`Workspace::mount`],
-//! [`Workspace::root`], [`Workspace::resolve`], [`Workspace::model_path`].
+//! [`Workspace::root`], [`Workspace::confined`], [`Workspace::relative`],
+//! [`Workspace::resolve`], [`Workspace::model_path`], [`Workspace::display`].
 //!
 //! The three kinds of path (DESIGN.md, "Virtual filesystem"):
 //! - `/memory/**` and `/skills/**`: the org's shared files, in the store ([`crate::orgfs`]);
@@ -16,23 +17,28 @@
 //! model that writes it is confused about where the file is, and a silent re-route would put
 //! a shared file in a private place or the reverse.
 //!
-//! Workspace resolution then has a physical step, because a command run through Bash can plant
-//! symlinks: the deepest part of the path that exists is canonicalised and must still lie
-//! beneath the canonical root; the rest does not exist yet and consists of plain names, so it
-//! cannot hide a link. Symlinks that stay inside are followed; dangling ones are refused (writing
-//! through one would create its target wherever it points). The same [`Workspace`] type also
-//! serves the read-only projection of the org files ([`Workspace::mount`] with prefix `/memory`
-//! or `/skills`), so `Glob` and `Grep` search them with the same code.
+//! Workspace access then goes through [`confined`]: the lexical path, relative to the root, is
+//! resolved and opened in one `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` call on the root
+//! directory's descriptor (opened once per [`Workspace`]), so symlinks that stay inside are
+//! followed and nothing outside is ever reached, even while a command swaps directories and
+//! links under the tools' feet. [`Workspace::resolve`] only *names* where a path leads (the
+//! read ledger's key, messages); nothing opens the host path it returns. The same [`Workspace`]
+//! type also serves the read-only projection of the org files ([`Workspace::mount`] with prefix
+//! `/memory` or `/skills`), so `Glob` and `Grep` search them with the same code.
 //!
 //! Paths shown to the model are always `/workspace/…` (or `/memory/…`, `/skills/…`), never the
 //! host path, which would leak the server's data dir.
 //!
-//! Known limit: the check and the later open are separate system calls, so a command running
-//! concurrently could swap a directory for a symlink in between. Tools and commands of a session
-//! run one at a time, which closes that window in practice; `openat2(RESOLVE_BENEATH)` would
-//! close it fully but needs a syscall wrapper this crate does not have.
+//! Names are also refused when they hold Unicode bidirectional controls: a file name reaches
+//! every org member's system prompt (the skills index) and the TUI, where such characters can
+//! make text read differently from what it is ("Trojan Source").
+
+pub mod confined;
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use confined::{ConfinedError, Root};
 
 /// How the model names the workspace root.
 pub const WORKSPACE_PREFIX: &str = "/workspace";
@@ -93,6 +99,14 @@ fn check_basic(path: &str) -> Result<(), VfsError> {
             shorten(path)
         )));
     }
+    if let Some(c) = path.chars().find(|c| is_bidi_control(*c)) {
+        return Err(VfsError::Invalid(format!(
+            "the path {:?} contains the invisible Unicode direction control U+{:04X}, which \
+             makes a name display differently from what it is; use a name without it",
+            shorten(path),
+            c as u32
+        )));
+    }
     if path.len() > MAX_PATH_BYTES {
         return Err(VfsError::Invalid(format!(
             "the path is {} bytes long; the limit is {MAX_PATH_BYTES}",
@@ -100,6 +114,11 @@ fn check_basic(path: &str) -> Result<(), VfsError> {
         )));
     }
     Ok(())
+}
+
+/// Unicode bidirectional formatting characters (embeddings, overrides, isolates, marks).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 /// The first 120 characters of a path, for a message.
@@ -227,6 +246,8 @@ pub struct Workspace {
     root: PathBuf,
     canonical_root: PathBuf,
     prefix: &'static str,
+    /// The root directory's descriptor, opened once; all access goes through it.
+    dir: Arc<Root>,
 }
 
 /// A path the tools refuse.
@@ -250,7 +271,8 @@ impl Workspace {
     pub fn mount(root: PathBuf, prefix: &'static str) -> std::io::Result<Self> {
         std::fs::create_dir_all(&root)?;
         let canonical_root = std::fs::canonicalize(&root)?;
-        Ok(Workspace { root, canonical_root, prefix })
+        let dir = Arc::new(Root::open(&canonical_root)?);
+        Ok(Workspace { root, canonical_root, prefix, dir })
     }
 
     /// How the model names the root (`/workspace`).
@@ -268,58 +290,33 @@ impl Workspace {
         &self.canonical_root
     }
 
-    /// Resolves a model path to a host path beneath the root. Existing parts are returned
-    /// canonicalised (symlinks resolved), so the result is what the tools must open.
+    /// The confined root: every open, read, write and walk of this tree goes through it.
+    pub fn confined(&self) -> &Root {
+        &self.dir
+    }
+
+    /// A model path as a path relative to the root (lexical; see the module header).
+    pub fn relative(&self, path: &str) -> Result<PathBuf, VfsError> {
+        self.lexical(path)
+    }
+
+    /// Names the host path a model path leads to now (symlinks inside resolved, the missing
+    /// tail appended), for the read ledger and messages. Refuses what leads outside or through
+    /// a dangling symlink. Never open the result: open through [`Workspace::confined`].
     pub fn resolve(&self, path: &str) -> Result<PathBuf, VfsError> {
         let relative = self.lexical(path)?;
-        let full = self.canonical_root.join(&relative);
+        self.dir.resolve_name(&relative).map_err(|e| self.refusal(&relative, e))
+    }
 
-        // Split into the deepest existing ancestor and the missing tail (plain names only).
-        let mut existing = full.as_path();
-        let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
-        loop {
-            match std::fs::symlink_metadata(existing) {
-                Ok(_) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let (Some(parent), Some(name)) = (existing.parent(), existing.file_name())
-                    else {
-                        return Err(VfsError::Invalid(format!("{path}: cannot be resolved")));
-                    };
-                    missing.push(name);
-                    existing = parent;
-                }
-                Err(e) => {
-                    return Err(VfsError::Invalid(format!(
-                        "{}: cannot be accessed: {e}",
-                        self.display_relative(&relative)
-                    )))
-                }
+    /// A [`ConfinedError`] about `relative` as a [`VfsError`] with the model's wording.
+    pub fn refusal(&self, relative: &Path, e: ConfinedError) -> VfsError {
+        let shown = self.display(relative);
+        match e {
+            ConfinedError::Escapes | ConfinedError::DanglingLink => {
+                VfsError::Escapes(e.describe(&shown))
             }
+            e => VfsError::Invalid(e.describe(&shown)),
         }
-        let canonical = std::fs::canonicalize(existing).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                VfsError::Escapes(format!(
-                    "{} is a symbolic link whose target does not exist; file tools do not follow \
-                     it. Inspect it with `ls -l` in Bash",
-                    self.display_relative(&relative)
-                ))
-            } else {
-                VfsError::Invalid(format!(
-                    "{}: cannot be resolved: {e}",
-                    self.display_relative(&relative)
-                ))
-            }
-        })?;
-        if !canonical.starts_with(&self.canonical_root) {
-            return Err(VfsError::Escapes(format!(
-                "{} is a symbolic link (or lies under one) that leads outside the workspace; file \
-                 tools only work inside /workspace. Use Bash for files elsewhere",
-                self.display_relative(&relative)
-            )));
-        }
-        let mut resolved = canonical;
-        resolved.extend(missing.iter().rev());
-        Ok(resolved)
     }
 
     /// The model's name (`/workspace/…`) for a host path beneath the root. A path outside the
@@ -369,7 +366,11 @@ impl Workspace {
 }
 
 impl Workspace {
-    /// `/workspace/<relative>` (or `/workspace` for the root).
+    /// `/workspace/<relative>` (or `/workspace` for the root) for a path relative to the root.
+    pub fn display(&self, relative: &Path) -> String {
+        self.display_relative(relative)
+    }
+
     fn display_relative(&self, relative: &Path) -> String {
         if relative.as_os_str().is_empty() {
             self.prefix.to_string()
@@ -464,11 +465,17 @@ mod tests {
     fn symlinks_inside_the_workspace_work() {
         let (_d, ws) = setup();
         symlink("src", ws.root().join("code")).unwrap();
-        symlink(ws.root().join("src/main.rs"), ws.root().join("main-link.rs")).unwrap();
+        symlink("src/main.rs", ws.root().join("main-link.rs")).unwrap();
+        symlink("../src/main.rs", ws.root().join("src/up-and-back.rs")).unwrap();
         let main = ws.canonical_root().join("src/main.rs");
         assert_eq!(ws.resolve("code/main.rs").unwrap(), main);
         assert_eq!(ws.resolve("main-link.rs").unwrap(), main);
+        assert_eq!(ws.resolve("src/up-and-back.rs").unwrap(), main);
         assert_eq!(ws.resolve("code/new.rs").unwrap(), ws.canonical_root().join("src/new.rs"));
+        // An absolute link is refused even when its host path lies inside: resolution never
+        // starts over at the host's `/` (and inside the sandbox that path means nothing).
+        symlink(ws.root().join("src/main.rs"), ws.root().join("abs-link.rs")).unwrap();
+        escapes(&ws, "abs-link.rs");
     }
 
     #[test]
@@ -538,6 +545,14 @@ mod tests {
         assert!(refused(&long).contains("limit is 1024"));
         let long_name = format!("/memory/{}", "n".repeat(300));
         assert!(refused(&long_name).contains("limit is 255"));
+        // Bidirectional controls would make a name display as something else.
+        for c in
+            ['\u{202E}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}', '\u{202A}']
+        {
+            let msg = refused(&format!("/memory/evil{c}dm.md"));
+            assert!(msg.contains("direction control"), "{msg}");
+            assert!(route(&format!("notes/a{c}b.txt")).is_err());
+        }
         // Non-ASCII names are fine; non-UTF-8 cannot reach here (tool input is JSON text).
         assert_eq!(org("/memory/café/日本.md"), "/memory/café/日本.md");
     }

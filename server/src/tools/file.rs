@@ -1,21 +1,20 @@
 //! `Read`, `Write` and `Edit` on workspace files.
 //!
-//! Design choices: paths go through [`Workspace::resolve`] (confinement, symlinks) and are
-//! shown back as `/workspace/…`. Writes are atomic — a temp file in the same directory, then a
-//! rename — so a crash or a concurrent reader never sees half a file, and the file's permissions
-//! are kept. `Write`/`Edit` of an existing file obey the [`ReadLedger`] rule. The work is plain
-//! blocking `std::fs` on files capped at [`MAX_FILE_BYTES`], short enough not to matter to the
-//! runtime.
-
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+//! Design choices: every access goes through [`crate::vfs::confined`]: the path is located
+//! beneath the workspace root's descriptor (confinement, symlinks inside followed), the file is
+//! opened without blocking and checked on its descriptor (a regular file, at most
+//! [`MAX_FILE_BYTES`], read through that limit), and shown back as `/workspace/…`. Writes are
+//! atomic — a temp file in the same directory's descriptor, then a `renameat` — so a crash or a
+//! concurrent reader never sees half a file, and the file's permissions are kept. `Write`/`Edit`
+//! of an existing file obey the [`ReadLedger`] rule. These functions block (bounded work); the
+//! caller runs them on the blocking pool and stops waiting on an interrupt (`tools::offload`).
 
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{lenient, ReadLedger, ToolOutcome};
 use crate::llm::ToolSpec;
+use crate::vfs::confined::{ConfinedError, Located};
 use crate::vfs::Workspace;
 
 /// Lines `Read` returns when the model gives no limit.
@@ -162,33 +161,45 @@ merges with teammates' concurrent edits of other parts."
     }
 }
 
-/// Resolves and loads an existing regular file, or explains why not.
-fn load(workspace: &Workspace, file_path: &str) -> Result<(PathBuf, Option<Vec<u8>>), String> {
-    let path = workspace.resolve(file_path).map_err(|e| e.to_string())?;
-    let shown = workspace.model_path(&path);
-    let meta = match std::fs::metadata(&path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((path, None)),
-        Err(e) => return Err(format!("Cannot access {shown}: {e}")),
+/// A workspace file located beneath the root, with its content if it exists.
+struct Loaded {
+    /// Where it is (`None`: a parent directory is missing, so it does not exist either).
+    at: Option<Located>,
+    /// The model's name for it.
+    shown: String,
+    /// Its content (`None`: absent).
+    bytes: Option<Vec<u8>>,
+}
+
+/// Locates and loads a regular file, or explains why not. With `create_parents` (a write),
+/// missing parent directories are made.
+fn load(workspace: &Workspace, file_path: &str, create_parents: bool) -> Result<Loaded, String> {
+    let relative = workspace.relative(file_path).map_err(|e| e.to_string())?;
+    // The name for messages before anything is open: where the path leads now, as far as it
+    // exists (never opened).
+    let named = || {
+        workspace
+            .resolve(file_path)
+            .map_or_else(|_| workspace.display(&relative), |host| workspace.model_path(&host))
     };
-    if meta.is_dir() {
-        return Err(format!(
-            "{shown} is a directory, not a file. To list it, use Glob (e.g. pattern \"*\" with \
-             path \"{shown}\") or `ls {shown}` via Bash."
-        ));
-    }
-    if !meta.is_file() {
-        return Err(format!("{shown} is not a regular file; inspect it with Bash."));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "{shown} is too large ({} bytes; the limit is {MAX_FILE_BYTES}). Use Grep to find \
-             the part you need, or Bash (`head`, `sed -n 'A,Bp'`).",
-            meta.len()
-        ));
-    }
-    let bytes = std::fs::read(&path).map_err(|e| format!("Cannot read {shown}: {e}"))?;
-    Ok((path, Some(bytes)))
+    let root = workspace.confined();
+    let at = match root.locate(&relative, false) {
+        Ok(at) => at,
+        Err(ConfinedError::NotFound) if create_parents => match root.locate(&relative, true) {
+            Ok(at) => at,
+            Err(e) => return Err(workspace.refusal(&relative, e).to_string()),
+        },
+        Err(ConfinedError::NotFound) => {
+            return Ok(Loaded { at: None, shown: named(), bytes: None })
+        }
+        Err(e @ (ConfinedError::Escapes | ConfinedError::DanglingLink)) => {
+            return Err(workspace.refusal(&relative, e).to_string())
+        }
+        Err(e) => return Err(e.describe(&named())),
+    };
+    let shown = workspace.model_path(&at.host);
+    let bytes = at.read(MAX_FILE_BYTES).map_err(|e| e.describe(&shown))?;
+    Ok(Loaded { at: Some(at), shown, bytes })
 }
 
 /// `{:>6}\t{line}` with the line cut at [`MAX_LINE_CHARS`].
@@ -206,12 +217,11 @@ pub(super) fn read(
     workspace: &Workspace,
     reads: &mut ReadLedger,
 ) -> ToolOutcome {
-    let (path, bytes) = match load(workspace, &params.file_path) {
+    let Loaded { at, shown, bytes } = match load(workspace, &params.file_path, false) {
         Ok(loaded) => loaded,
         Err(msg) => return ToolOutcome::error(msg),
     };
-    let shown = workspace.model_path(&path);
-    let Some(bytes) = bytes else {
+    let (Some(at), Some(bytes)) = (at, bytes) else {
         return ToolOutcome::error(format!(
             "File does not exist: {shown}. Use Glob to find files, or Write to create it."
         ));
@@ -222,7 +232,7 @@ pub(super) fn read(
              Inspect it with Bash (e.g. `file`, `xxd | head`)."
         ));
     }
-    reads.record(&path, &bytes);
+    reads.record(&at.host, &bytes);
     render(&bytes, params.offset, params.limit)
 }
 
@@ -264,48 +274,27 @@ pub(super) fn render(bytes: &[u8], offset: Option<u64>, limit: Option<u64>) -> T
     ToolOutcome::ok(out)
 }
 
-/// Writes `content` to `path` atomically: a temp file in the same directory, then a rename.
-fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("the path has no parent"))?;
-    std::fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.outboard-{}-{n}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        file.write_all(content)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            file.set_permissions(meta.permissions())?;
-        }
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 pub(super) fn write(
     params: WriteParams,
     workspace: &Workspace,
     reads: &mut ReadLedger,
 ) -> ToolOutcome {
-    let (path, existing) = match load(workspace, &params.file_path) {
+    let Loaded { at, shown, bytes: existing } = match load(workspace, &params.file_path, true) {
         Ok(loaded) => loaded,
         Err(msg) => return ToolOutcome::error(msg),
     };
-    let shown = workspace.model_path(&path);
+    let Some(at) = at else {
+        return ToolOutcome::error(format!("Could not write {shown}: its directory is missing"));
+    };
     if let Some(current) = &existing {
-        if let Err(msg) = reads.check_unchanged(&path, current) {
+        if let Err(msg) = reads.check_unchanged(&at.host, current) {
             return ToolOutcome::error(format!("{msg} ({shown})"));
         }
     }
-    if let Err(e) = write_atomic(&path, params.content.as_bytes()) {
+    if let Err(e) = at.write_atomic(params.content.as_bytes()) {
         return ToolOutcome::error(format!("Could not write {shown}: {e}"));
     }
-    reads.record(&path, params.content.as_bytes());
+    reads.record(&at.host, params.content.as_bytes());
     if existing.is_some() {
         ToolOutcome::ok(format!("The file {shown} has been updated."))
     } else {
@@ -318,25 +307,30 @@ pub(super) fn edit(
     workspace: &Workspace,
     reads: &mut ReadLedger,
 ) -> ToolOutcome {
-    let (path, existing) = match load(workspace, &params.file_path) {
+    // Claude Code's convention: an empty old_string creates a new file.
+    let create = params.old_string.is_empty();
+    let Loaded { at, shown, bytes: existing } = match load(workspace, &params.file_path, create) {
         Ok(loaded) => loaded,
         Err(msg) => return ToolOutcome::error(msg),
     };
-    let shown = workspace.model_path(&path);
+    let Some(at) = at else {
+        return ToolOutcome::error(format!(
+            "File does not exist: {shown}. Use Write to create it, or Glob to find the right path."
+        ));
+    };
     let Some(bytes) = existing else {
-        if params.old_string.is_empty() {
-            // Claude Code's convention: an empty old_string creates a new file.
-            if let Err(e) = write_atomic(&path, params.new_string.as_bytes()) {
+        if create {
+            if let Err(e) = at.write_atomic(params.new_string.as_bytes()) {
                 return ToolOutcome::error(format!("Could not write {shown}: {e}"));
             }
-            reads.record(&path, params.new_string.as_bytes());
+            reads.record(&at.host, params.new_string.as_bytes());
             return ToolOutcome::ok(format!("File created successfully at: {shown}"));
         }
         return ToolOutcome::error(format!(
             "File does not exist: {shown}. Use Write to create it, or Glob to find the right path."
         ));
     };
-    if let Err(msg) = reads.check_unchanged(&path, &bytes) {
+    if let Err(msg) = reads.check_unchanged(&at.host, &bytes) {
         return ToolOutcome::error(format!("{msg} ({shown})"));
     }
     let Ok(content) = String::from_utf8(bytes) else {
@@ -349,10 +343,10 @@ pub(super) fn edit(
         Err(msg) => return ToolOutcome::error(msg),
     };
     let Replaced { updated, .. } = &replaced;
-    if let Err(e) = write_atomic(&path, updated.as_bytes()) {
+    if let Err(e) = at.write_atomic(updated.as_bytes()) {
         return ToolOutcome::error(format!("Could not write {shown}: {e}"));
     }
-    reads.record(&path, updated.as_bytes());
+    reads.record(&at.host, updated.as_bytes());
     ToolOutcome::ok(edited_message(&shown, &content, &replaced, &params, ""))
 }
 

@@ -7,6 +7,12 @@
 //! from the model, is a [`ToolOutcome`] with `is_error` set and a message that tells the model
 //! what to do.
 //!
+//! File work (workspace `Read`/`Write`/`Edit`, `Glob`, `Grep`) runs on the blocking pool through
+//! [`offload`]: every such call is bounded (non-blocking opens, capped reads, walks with an entry
+//! cap that check a cancel flag), and the tool's future answers an interrupt at once even while
+//! the blocking thread finishes, so neither a runtime thread nor a turn can be held by the
+//! filesystem.
+//!
 //! Design choice: the surface copies Claude Code's (names, parameters, output formats such as
 //! `cat -n` lines and the read-before-write rule) because that is what models are trained on;
 //! a model that calls these tools as it would in Claude Code gets the answers it expects. Each
@@ -21,8 +27,12 @@ mod org;
 mod search;
 
 #[cfg(test)]
+mod race_tests;
+#[cfg(test)]
 mod tests;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use outboard_shared::OutputStream;
@@ -34,6 +44,7 @@ use crate::llm::ToolSpec;
 use crate::sandbox::Sandbox;
 use crate::vfs::{OrgPath, Route, Workspace};
 
+pub use file::MAX_FILE_BYTES;
 pub use ledger::{OrgStamp, ReadLedger, ReadStamp};
 pub use org::{changed_since_read, OrgCtx};
 
@@ -103,7 +114,21 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Read" => match parse::<file::ReadParams>(name, input, file::READ_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
-                Ok(Routed::Workspace) => file::read(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Workspace) => {
+                    let workspace = ctx.workspace.clone();
+                    let mut ledger = ctx.reads.clone();
+                    let work = move |_: &AtomicBool| {
+                        let outcome = file::read(params, &workspace, &mut ledger);
+                        (outcome, ledger)
+                    };
+                    match offload(&ctx.cancel, work).await {
+                        Ok((outcome, ledger)) => {
+                            *ctx.reads = ledger;
+                            outcome
+                        }
+                        Err(interrupted) => interrupted,
+                    }
+                }
                 Ok(Routed::Org(path, org)) => org::read(params, path, org, ctx.reads).await,
             },
             Err(e) => e,
@@ -111,7 +136,21 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Write" => match parse::<file::WriteParams>(name, input, file::WRITE_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
-                Ok(Routed::Workspace) => file::write(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Workspace) => {
+                    let workspace = ctx.workspace.clone();
+                    let mut ledger = ctx.reads.clone();
+                    let work = move |_: &AtomicBool| {
+                        let outcome = file::write(params, &workspace, &mut ledger);
+                        (outcome, ledger)
+                    };
+                    match offload(&ctx.cancel, work).await {
+                        Ok((outcome, ledger)) => {
+                            *ctx.reads = ledger;
+                            outcome
+                        }
+                        Err(interrupted) => interrupted,
+                    }
+                }
                 Ok(Routed::Org(path, org)) => org::write(params, path, org, ctx.reads).await,
             },
             Err(e) => e,
@@ -119,21 +158,35 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Edit" => match parse::<file::EditParams>(name, input, file::EDIT_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
-                Ok(Routed::Workspace) => file::edit(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Workspace) => {
+                    let workspace = ctx.workspace.clone();
+                    let mut ledger = ctx.reads.clone();
+                    let work = move |_: &AtomicBool| {
+                        let outcome = file::edit(params, &workspace, &mut ledger);
+                        (outcome, ledger)
+                    };
+                    match offload(&ctx.cancel, work).await {
+                        Ok((outcome, ledger)) => {
+                            *ctx.reads = ledger;
+                            outcome
+                        }
+                        Err(interrupted) => interrupted,
+                    }
+                }
                 Ok(Routed::Org(path, org)) => org::edit(params, path, org, ctx.reads).await,
             },
             Err(e) => e,
         },
         "Glob" => match parse::<search::GlobParams>(name, input, search::GLOB_PARAMS) {
             Ok(params) => match scope(params.path.as_deref(), ctx.workspace, ctx.org).await {
-                Ok(scope) => search::glob(params, scope).await,
+                Ok(scope) => search::glob(params, scope, &ctx.cancel).await,
                 Err(e) => e,
             },
             Err(e) => e,
         },
         "Grep" => match parse::<search::GrepParams>(name, input, search::GREP_PARAMS) {
             Ok(params) => match scope(params.path.as_deref(), ctx.workspace, ctx.org).await {
-                Ok(scope) => search::grep(params, scope).await,
+                Ok(scope) => search::grep(params, scope, &ctx.cancel).await,
                 Err(e) => e,
             },
             Err(e) => e,
@@ -146,6 +199,33 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             "Unknown tool \"{name}\". Available tools: {}",
             TOOL_NAMES.join(", ")
         )),
+    }
+}
+
+/// Sets its flag when dropped: the blocking work learns that nobody waits for it any more.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs bounded blocking file work on the blocking pool. The work gets a flag that is set when
+/// the turn is interrupted or this future is dropped (walks check it between entries); an
+/// interrupt answers at once with "Interrupted by the user", as `Bash` does, even if the
+/// blocking thread is still finishing its current step.
+pub(crate) async fn offload<T: Send + 'static>(
+    cancel: &CancellationToken,
+    work: impl FnOnce(&AtomicBool) -> T + Send + 'static,
+) -> Result<T, ToolOutcome> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let _guard = CancelOnDrop(flag.clone());
+    let handle = tokio::task::spawn_blocking(move || work(&flag));
+    tokio::select! {
+        joined = handle => joined
+            .map_err(|e| ToolOutcome::error(format!("The tool failed unexpectedly: {e}"))),
+        _ = cancel.cancelled() => Err(ToolOutcome::error("Interrupted by the user")),
     }
 }
 

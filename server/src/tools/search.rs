@@ -1,27 +1,39 @@
-//! `Glob` and `Grep` over the workspace, with ripgrep's own parts: the `ignore` walker (so
-//! `.gitignore`, `.ignore` and `.git/info/exclude` are respected as ripgrep does, and `.git` is
-//! skipped), `globset` and the `regex` engine.
+//! `Glob` and `Grep` over the workspace and the org projections, with ripgrep's own matchers:
+//! `.gitignore`/`.ignore`/`.git/info/exclude` rules through the `ignore` crate's gitignore
+//! matcher (so they behave as ripgrep's), `globset`, ripgrep's file types and the `regex` engine.
 //!
-//! Design choices: the walk starts at a path resolved by [`Workspace::resolve`] and does not
-//! follow symlinks, so a link planted by a command cannot lead the search out of the workspace.
-//! `.gitignore` files apply even outside a git repository (`require_git(false)`), and none above
-//! the search root is read (`parents(false)`): those would be the host's, outside the workspace.
-//! Walks run on the blocking pool; the number of entries visited and the answer's size are
-//! capped, and the answer says so when a cap is hit.
+//! Design choices: the walk is [`Root::walk`](crate::vfs::confined::Root::walk) over directory
+//! descriptors, not the `ignore` crate's path-based walker: a command running concurrently can
+//! swap a directory for a symlink at any moment, and a walker that re-opens paths would follow
+//! it out of the workspace (or open a FIFO and block). Each directory is opened relative to its
+//! parent's descriptor without following symlinks, each file is opened the same way without
+//! blocking, checked on its descriptor (a regular file, at most [`MAX_GREP_FILE_BYTES`]) and read
+//! through that limit; ignore files are read the same way. Rules mirror the `ignore` walker we
+//! used before (`hidden(false)`, `parents(false)`, `require_git(false)`, `.git` skipped): a
+//! deeper rule wins, `.ignore` beats `.gitignore` beats `.git/info/exclude`, rules above a `.git`
+//! do not apply inside it, and a `glob` given to `Grep` overrides them all, as in ripgrep. None
+//! above the search root is read: those would be the host's. Walks run on the blocking pool,
+//! stop when the turn is interrupted, and cap the entries visited and the answer's size; the
+//! answer says so when a cap is hit.
 
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::SystemTime;
 
-use globset::GlobBuilder;
-use ignore::overrides::OverrideBuilder;
-use ignore::types::TypesBuilder;
-use ignore::WalkBuilder;
+use globset::{GlobBuilder, GlobMatcher};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::{Override, OverrideBuilder};
+use ignore::types::{Types, TypesBuilder};
+use ignore::Match;
 use regex::{Regex, RegexBuilder};
+use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::{lenient, ToolOutcome};
 use crate::llm::ToolSpec;
+use crate::vfs::confined::{self, ConfinedError, Visit, WalkEnd, WalkEntry, Walker};
 use crate::vfs::Workspace;
 
 /// What one `Glob`/`Grep` searches.
@@ -33,22 +45,37 @@ pub(super) enum Scope {
     All(Vec<Workspace>),
 }
 
-/// A tree to walk: its space (for the model's names), where to start, and what the pattern of
-/// a search from `/` sees before the path relative to the start (`memory/`).
+/// A tree to walk: its space (for the model's names), where to start (a directory or, for
+/// `Grep`, a file, opened beneath the space's root) and its path relative to the root, and what
+/// the pattern of a search from `/` sees before the path relative to the start (`memory/`).
 struct Target {
     space: Workspace,
-    base: PathBuf,
+    base: Base,
+    base_rel: PathBuf,
     prefix: String,
 }
 
+/// Where a search starts, opened.
+enum Base {
+    Dir(OwnedFd),
+    File(confined::Opened),
+}
+
 impl Scope {
-    fn all_targets(spaces: Vec<Workspace>) -> Vec<Target> {
+    fn all_targets(spaces: Vec<Workspace>) -> Result<Vec<Target>, String> {
         spaces
             .into_iter()
-            .map(|space| Target {
-                base: space.canonical_root().to_path_buf(),
-                prefix: format!("{}/", space.prefix().trim_start_matches('/')),
-                space,
+            .map(|space| {
+                let dir = space
+                    .confined()
+                    .open_dir(Path::new(""))
+                    .map_err(|e| e.describe(space.prefix()))?;
+                Ok(Target {
+                    base: Base::Dir(dir),
+                    base_rel: PathBuf::new(),
+                    prefix: format!("{}/", space.prefix().trim_start_matches('/')),
+                    space,
+                })
             })
             .collect()
     }
@@ -62,6 +89,8 @@ pub const MAX_WALK_ENTRIES: usize = 200_000;
 pub const MAX_GREP_OUTPUT_BYTES: usize = 30_000;
 /// Files larger than this are not searched by `Grep`.
 pub const MAX_GREP_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// Bytes of an ignore file read at most.
+const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 /// Characters kept of one matching line in `Grep`'s content mode.
 const MAX_GREP_LINE_CHARS: usize = 500;
 
@@ -178,40 +207,172 @@ patterns like `struct \\\\{[\\\\s\\\\S]*?field`, use `multiline: true`"
     }
 }
 
-/// A directory or file to search, resolved.
-fn resolve_base(workspace: &Workspace, path: Option<&str>) -> Result<PathBuf, String> {
+/// Opens where a search starts: the path given (a directory or file) or the tree's root.
+fn open_base(space: &Workspace, path: Option<&str>) -> Result<(Base, PathBuf), String> {
     let path = path.filter(|p| !p.trim().is_empty() && *p != "undefined" && *p != "null");
-    let base = workspace.resolve(path.unwrap_or(workspace.prefix())).map_err(|e| e.to_string())?;
-    if !base.exists() {
-        return Err(format!(
-            "Path does not exist: {}. Use Glob with a broader pattern to find it.",
-            workspace.model_path(&base)
-        ));
+    let relative = space.relative(path.unwrap_or(space.prefix())).map_err(|e| e.to_string())?;
+    let opened = match space.confined().open_read(&relative) {
+        Ok(opened) => opened,
+        Err(ConfinedError::NotFound) => {
+            return Err(format!(
+                "Path does not exist: {}. Use Glob with a broader pattern to find it.",
+                space.display(&relative)
+            ))
+        }
+        Err(e) => return Err(space.refusal(&relative, e).to_string()),
+    };
+    let base_rel =
+        opened.host.strip_prefix(space.canonical_root()).map(Path::to_path_buf).unwrap_or(relative);
+    if confined::file_type(&opened.stat) == FileType::Directory {
+        Ok((Base::Dir(opened.file.into()), base_rel))
+    } else {
+        Ok((Base::File(opened), base_rel))
     }
-    Ok(base)
 }
 
-/// The walker both tools use, rooted at `base`.
-fn walker(base: &Path) -> WalkBuilder {
-    let mut builder = WalkBuilder::new(base);
-    builder
-        .hidden(false)
-        .parents(false)
-        .require_git(false)
-        .git_global(false)
-        .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != ".git");
-    builder
+/// The ignore rules one directory holds.
+struct Rules {
+    ignore: Option<Gitignore>,
+    gitignore: Option<Gitignore>,
+    exclude: Option<Gitignore>,
+    has_git: bool,
 }
 
-fn mtime(path: &Path) -> SystemTime {
-    std::fs::symlink_metadata(path).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
+/// The path matchers see for `rel` (relative to the walk's start): rooted at a virtual `/`, so
+/// rules of a directory apply beneath it and nothing of the host's layout is involved.
+fn virtual_path(rel: &Path) -> PathBuf {
+    Path::new("/").join(rel)
 }
 
-pub(super) async fn glob(params: GlobParams, scope: Scope) -> ToolOutcome {
-    tokio::task::spawn_blocking(move || glob_blocking(params, scope))
+impl Rules {
+    /// Reads a directory's ignore files through its descriptor.
+    fn load(dir: BorrowedFd<'_>, rel: &Path) -> Rules {
+        let root = virtual_path(rel);
+        let build = |file: &str| -> Option<Gitignore> {
+            let bytes = confined::read_child(dir, Path::new(file), MAX_IGNORE_FILE_BYTES).ok()?;
+            let text = String::from_utf8_lossy(&bytes);
+            let mut builder = GitignoreBuilder::new(&root);
+            for line in text.lines() {
+                // A malformed line is skipped, as git and ripgrep do.
+                let _ = builder.add_line(None, line);
+            }
+            builder.build().ok().filter(|g| !g.is_empty())
+        };
+        let has_git =
+            rustix::fs::statat(dir, ".git", rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok();
+        Rules {
+            ignore: build(".ignore"),
+            gitignore: build(".gitignore"),
+            exclude: if has_git { build(".git/info/exclude") } else { None },
+            has_git,
+        }
+    }
+
+    /// Whether the rules of `scopes` (outermost first) ignore `path`: the deepest match of each
+    /// kind, `.ignore` over `.gitignore` over the exclude file, git rules not crossing a `.git`.
+    fn ignored(scopes: &[&Rules], path: &Path, is_dir: bool) -> bool {
+        let (mut m_ignore, mut m_git, mut m_exclude) = (Match::None, Match::None, Match::None);
+        let mut saw_git = false;
+        for rules in scopes.iter().rev() {
+            let matched = |g: &Option<Gitignore>| match g {
+                Some(g) => g.matched(path, is_dir).map(|_| ()),
+                None => Match::None,
+            };
+            if m_ignore.is_none() {
+                m_ignore = matched(&rules.ignore);
+            }
+            if !saw_git {
+                if m_git.is_none() {
+                    m_git = matched(&rules.gitignore);
+                }
+                if m_exclude.is_none() {
+                    m_exclude = matched(&rules.exclude);
+                }
+            }
+            saw_git = saw_git || rules.has_git;
+        }
+        m_ignore.or(m_git).or(m_exclude).is_ignore()
+    }
+}
+
+/// The entry filter both tools share: `.git`, ignore rules, `Grep`'s `glob` and `type`.
+#[derive(Default)]
+struct Filter {
+    overrides: Option<Override>,
+    types: Option<Types>,
+}
+
+impl Filter {
+    /// Whether a walk keeps `entry` (and descends into it when it is a directory).
+    fn keeps(&self, entry: &WalkEntry<'_>, scopes: &[&Rules]) -> bool {
+        if entry.name == ".git" {
+            return false;
+        }
+        let path = virtual_path(entry.rel);
+        let is_dir = entry.file_type() == FileType::Directory;
+        if let Some(overrides) = &self.overrides {
+            match overrides.matched(&path, is_dir) {
+                Match::Ignore(_) => return false,
+                Match::Whitelist(_) => return true,
+                Match::None => {}
+            }
+        }
+        if Rules::ignored(scopes, &path, is_dir) {
+            return false;
+        }
+        match &self.types {
+            Some(types) => !types.matched(&path, is_dir).is_ignore(),
+            None => true,
+        }
+    }
+}
+
+/// Runs a walk from the directory `dir` (at `base_rel` in `space`) with `visit` for each entry the [`Filter`] keeps.
+fn walk_target(
+    space: &Workspace,
+    base_rel: &Path,
+    dir: OwnedFd,
+    filter: &Filter,
+    cancel: &AtomicBool,
+    visit: &mut dyn FnMut(&WalkEntry<'_>),
+) -> Result<WalkEnd, String> {
+    struct Visitor<'a> {
+        filter: &'a Filter,
+        visit: &'a mut dyn FnMut(&WalkEntry<'_>),
+    }
+    impl Walker for Visitor<'_> {
+        type Scope = Rules;
+        fn enter(&mut self, dir: BorrowedFd<'_>, rel: &Path) -> Rules {
+            Rules::load(dir, rel)
+        }
+        fn entry(&mut self, entry: &WalkEntry<'_>, scopes: &[&Rules]) -> Visit {
+            if !self.filter.keeps(entry, scopes) {
+                return Visit::Skip;
+            }
+            (self.visit)(entry);
+            Visit::Descend
+        }
+    }
+    let mut visitor = Visitor { filter, visit };
+    space
+        .confined()
+        .walk(dir, &mut visitor, MAX_WALK_ENTRIES, cancel)
+        .map_err(|e| e.describe(&space.display(base_rel)))
+}
+
+/// The answer of a search the user interrupted (the turn has moved on; nobody reads it).
+fn interrupted() -> ToolOutcome {
+    ToolOutcome::error("Interrupted by the user")
+}
+
+pub(super) async fn glob(
+    params: GlobParams,
+    scope: Scope,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> ToolOutcome {
+    super::offload(cancel, move |cancel| glob_blocking(params, scope, cancel))
         .await
-        .unwrap_or_else(|e| ToolOutcome::error(format!("Glob failed unexpectedly: {e}")))
+        .unwrap_or_else(|e| e)
 }
 
 /// The trees a `Glob` walks and the pattern relative to them.
@@ -219,25 +380,26 @@ fn glob_targets(params: &GlobParams, scope: Scope) -> Result<(Vec<Target>, Strin
     let workspace = match scope {
         Scope::All(spaces) => {
             let pattern = params.pattern.trim_start_matches('/').to_string();
-            return Ok((Scope::all_targets(spaces), pattern));
+            return Ok((Scope::all_targets(spaces)?, pattern));
         }
         Scope::One(workspace, path) => (workspace, path),
     };
     let (space, path) = workspace;
-    let base = match resolve_base(&space, path.as_deref()) {
-        Ok(base) if base.is_dir() => base,
-        Ok(base) => {
+    let (base, base_rel) = match open_base(&space, path.as_deref())? {
+        (Base::Dir(dir), rel) => (dir, rel),
+        (Base::File(_), rel) => {
             return Err(format!(
                 "{} is a file, not a directory: give Glob a directory as path",
-                space.model_path(&base)
+                space.display(&rel)
             ))
         }
-        Err(msg) => return Err(msg),
     };
     // An absolute pattern under the tree's root is matched from the root.
-    let (base, pattern) = match params.pattern.strip_prefix(space.prefix()) {
+    let (base, base_rel, pattern) = match params.pattern.strip_prefix(space.prefix()) {
         Some(rest) if rest.starts_with('/') => {
-            (space.canonical_root().to_path_buf(), rest.trim_start_matches('/').to_string())
+            let root =
+                space.confined().open_dir(Path::new("")).map_err(|e| e.describe(space.prefix()))?;
+            (root, PathBuf::new(), rest.trim_start_matches('/').to_string())
         }
         _ if params.pattern.starts_with('/') => {
             return Err(format!(
@@ -249,42 +411,47 @@ fn glob_targets(params: &GlobParams, scope: Scope) -> Result<(Vec<Target>, Strin
                 space.prefix()
             ))
         }
-        _ => (base, params.pattern.trim_start_matches("./").to_string()),
+        _ => (base, base_rel, params.pattern.trim_start_matches("./").to_string()),
     };
-    Ok((vec![Target { space, base, prefix: String::new() }], pattern))
+    Ok((vec![Target { space, base: Base::Dir(base), base_rel, prefix: String::new() }], pattern))
 }
 
-fn glob_blocking(params: GlobParams, scope: Scope) -> ToolOutcome {
+fn glob_blocking(params: GlobParams, scope: Scope, cancel: &AtomicBool) -> ToolOutcome {
     let (targets, pattern) = match glob_targets(&params, scope) {
         Ok(found) => found,
         Err(msg) => return ToolOutcome::error(msg),
     };
-    let matcher = match GlobBuilder::new(&pattern).literal_separator(true).build() {
+    let matcher: GlobMatcher = match GlobBuilder::new(&pattern).literal_separator(true).build() {
         Ok(glob) => glob.compile_matcher(),
         Err(e) => return ToolOutcome::error(format!("Invalid glob pattern {pattern:?}: {e}")),
     };
     let mut found: Vec<(SystemTime, String)> = Vec::new();
     let mut capped = false;
-    let mut visited = 0usize;
-    for target in &targets {
-        for entry in walker(&target.base).build().flatten() {
-            visited += 1;
-            if visited > MAX_WALK_ENTRIES {
-                capped = true;
-                break;
+    let filter = Filter::default();
+    for Target { space, base, base_rel, prefix } in targets {
+        let Base::Dir(dir) = base else { continue };
+        let mut visit = |entry: &WalkEntry<'_>| {
+            // Everything but directories is listed (symlinks too, as names: never followed).
+            if entry.file_type() == FileType::Directory {
+                return;
             }
-            if entry.file_type().is_none_or(|t| t.is_dir()) {
-                continue;
-            }
-            let Ok(relative) = entry.path().strip_prefix(&target.base) else { continue };
-            let matched = if target.prefix.is_empty() {
-                matcher.is_match(relative)
+            let matched = if prefix.is_empty() {
+                matcher.is_match(entry.rel)
             } else {
-                matcher.is_match(Path::new(&target.prefix).join(relative))
+                matcher.is_match(Path::new(&prefix).join(entry.rel))
             };
             if matched {
-                found.push((mtime(entry.path()), target.space.model_path(entry.path())));
+                let shown = space.display(&base_rel.join(entry.rel));
+                found.push((confined::mtime(&entry.stat), shown));
             }
+        };
+        match walk_target(&space, &base_rel, dir, &filter, cancel, &mut visit) {
+            Ok(end) if end.cancelled => return interrupted(),
+            Ok(end) => capped |= end.capped,
+            Err(msg) => return ToolOutcome::error(msg),
+        }
+        if capped {
+            break;
         }
     }
     if found.is_empty() {
@@ -307,24 +474,25 @@ fn glob_blocking(params: GlobParams, scope: Scope) -> ToolOutcome {
     ToolOutcome::ok(out.join("\n"))
 }
 
-pub(super) async fn grep(params: GrepParams, scope: Scope) -> ToolOutcome {
-    tokio::task::spawn_blocking(move || grep_blocking(params, scope))
+pub(super) async fn grep(
+    params: GrepParams,
+    scope: Scope,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> ToolOutcome {
+    super::offload(cancel, move |cancel| grep_blocking(params, scope, cancel))
         .await
-        .unwrap_or_else(|e| ToolOutcome::error(format!("Grep failed unexpectedly: {e}")))
+        .unwrap_or_else(|e| e)
 }
 
-/// The files to search under `base`, with the `glob`/`type` filters.
-fn grep_files(base: &Path, params: &GrepParams) -> Result<(Vec<PathBuf>, bool), String> {
-    if base.is_file() {
-        return Ok((vec![base.to_path_buf()], false));
-    }
-    let mut builder = walker(base);
+/// `Grep`'s `glob` and `type` filters.
+fn grep_filter(params: &GrepParams) -> Result<Filter, String> {
+    let mut filter = Filter::default();
     if let Some(glob) = params.glob.as_deref().filter(|g| !g.is_empty()) {
-        let mut overrides = OverrideBuilder::new(base);
+        let mut overrides = OverrideBuilder::new("/");
         // ripgrep's `--glob "*.{ts,tsx}"`: brace alternatives in one glob.
         let added = overrides.add(glob).map_err(|e| format!("Invalid glob {glob:?}: {e}"))?;
         let built = added.build().map_err(|e| format!("Invalid glob {glob:?}: {e}"))?;
-        builder.overrides(built);
+        filter.overrides = Some(built);
     }
     if let Some(file_type) = params.file_type.as_deref().filter(|t| !t.is_empty()) {
         let mut types = TypesBuilder::new();
@@ -336,20 +504,9 @@ fn grep_files(base: &Path, params: &GrepParams) -> Result<(Vec<PathBuf>, bool), 
                  as rust, py, js, ts, go, java, c, cpp, md, json, yaml, or use glob instead"
             )
         })?;
-        builder.types(built);
+        filter.types = Some(built);
     }
-    let mut files = Vec::new();
-    let mut capped = false;
-    for (visited, entry) in builder.build().flatten().enumerate() {
-        if visited >= MAX_WALK_ENTRIES {
-            capped = true;
-            break;
-        }
-        if entry.file_type().is_some_and(|t| t.is_file()) {
-            files.push(entry.into_path());
-        }
-    }
-    Ok((files, capped))
+    Ok(filter)
 }
 
 /// The 0-based indices of the lines of `text` that hold a match, and the lines.
@@ -385,11 +542,76 @@ fn cut_line(line: &str) -> &str {
     }
 }
 
-fn grep_blocking(params: GrepParams, scope: Scope) -> ToolOutcome {
+/// How `Grep` searches one file's bytes and words its lines.
+struct Search<'a> {
+    re: &'a Regex,
+    multiline: bool,
+    mode: OutputMode,
+    numbers: bool,
+    before: usize,
+    after: usize,
+}
+
+impl Search<'_> {
+    /// The output lines for one file shown as `shown`; `None` when it has no match or is binary.
+    fn file(&self, bytes: &[u8], shown: &str) -> Option<Vec<String>> {
+        if bytes.contains(&0) {
+            return None;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let (lines, hits) = matching_lines(self.re, &text, self.multiline);
+        if hits.is_empty() {
+            return None;
+        }
+        let shown = shown.to_owned();
+        let out = match self.mode {
+            OutputMode::FilesWithMatches => vec![shown.clone()],
+            OutputMode::Count => vec![format!("{shown}:{}", hits.len())],
+            OutputMode::Content => {
+                let mut out = Vec::new();
+                let mut printed_to: Option<usize> = None;
+                let mut i = 0;
+                while i < hits.len() {
+                    let from = hits[i].saturating_sub(self.before);
+                    let from = printed_to.map_or(from, |p| from.max(p + 1));
+                    if printed_to.is_some_and(|p| from > p + 1)
+                        && (self.before > 0 || self.after > 0)
+                    {
+                        out.push("--".to_string());
+                    }
+                    let mut to = (hits[i] + self.after).min(lines.len() - 1);
+                    // Merge following hits whose context touches this one.
+                    while i + 1 < hits.len() && hits[i + 1] <= to + 1 {
+                        i += 1;
+                        to = to.max((hits[i] + self.after).min(lines.len() - 1));
+                    }
+                    for (n, line) in lines.iter().enumerate().take(to + 1).skip(from) {
+                        let sep = if hits.binary_search(&n).is_ok() { ':' } else { '-' };
+                        let line = cut_line(line);
+                        out.push(if self.numbers {
+                            format!("{shown}{sep}{}{sep}{line}", n + 1)
+                        } else {
+                            format!("{shown}{sep}{line}")
+                        });
+                    }
+                    printed_to = Some(to);
+                    i += 1;
+                }
+                out
+            }
+        };
+        Some(out)
+    }
+}
+
+fn grep_blocking(params: GrepParams, scope: Scope, cancel: &AtomicBool) -> ToolOutcome {
     let targets = match scope {
-        Scope::All(spaces) => Scope::all_targets(spaces),
-        Scope::One(space, path) => match resolve_base(&space, path.as_deref()) {
-            Ok(base) => vec![Target { space, base, prefix: String::new() }],
+        Scope::All(spaces) => match Scope::all_targets(spaces) {
+            Ok(targets) => targets,
+            Err(msg) => return ToolOutcome::error(msg),
+        },
+        Scope::One(space, path) => match open_base(&space, path.as_deref()) {
+            Ok((base, base_rel)) => vec![Target { space, base, base_rel, prefix: String::new() }],
             Err(msg) => return ToolOutcome::error(msg),
         },
     };
@@ -410,76 +632,58 @@ fn grep_blocking(params: GrepParams, scope: Scope) -> ToolOutcome {
             ))
         }
     };
-    let mut files: Vec<(PathBuf, String)> = Vec::new();
-    let mut walk_capped = false;
-    for target in &targets {
-        match grep_files(&target.base, &params) {
-            Ok((found, capped)) => {
-                walk_capped |= capped;
-                files.extend(found.into_iter().map(|f| {
-                    let shown = target.space.model_path(&f);
-                    (f, shown)
-                }));
-            }
-            Err(msg) => return ToolOutcome::error(msg),
-        }
-    }
-    let mode = params.output_mode.unwrap_or_default();
-    let numbers = params.line_numbers.unwrap_or(true);
-    let before = params.before.or(params.context).unwrap_or(0) as usize;
-    let after = params.after.or(params.context).unwrap_or(0) as usize;
+    let filter = match grep_filter(&params) {
+        Ok(filter) => filter,
+        Err(msg) => return ToolOutcome::error(msg),
+    };
+    let search = Search {
+        re: &re,
+        multiline,
+        mode: params.output_mode.unwrap_or_default(),
+        numbers: params.line_numbers.unwrap_or(true),
+        before: params.before.or(params.context).unwrap_or(0) as usize,
+        after: params.after.or(params.context).unwrap_or(0) as usize,
+    };
+    let (mode, before, after) = (search.mode, search.before, search.after);
     let head_limit = params.head_limit.filter(|&n| n > 0).map(|n| n as usize);
 
     // Each entry: (file, mtime, lines of output for it).
     let mut results: Vec<(String, SystemTime, Vec<String>)> = Vec::new();
-    for (file, shown) in files {
-        if std::fs::metadata(&file).map(|m| m.len() > MAX_GREP_FILE_BYTES).unwrap_or(true) {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(&file) else { continue };
-        if bytes.contains(&0) {
-            continue;
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        let (lines, hits) = matching_lines(&re, &text, multiline);
-        if hits.is_empty() {
-            continue;
-        }
-        let out = match mode {
-            OutputMode::FilesWithMatches => vec![shown.clone()],
-            OutputMode::Count => vec![format!("{shown}:{}", hits.len())],
-            OutputMode::Content => {
-                let mut out = Vec::new();
-                let mut printed_to: Option<usize> = None;
-                let mut i = 0;
-                while i < hits.len() {
-                    let from = hits[i].saturating_sub(before);
-                    let from = printed_to.map_or(from, |p| from.max(p + 1));
-                    if printed_to.is_some_and(|p| from > p + 1) && (before > 0 || after > 0) {
-                        out.push("--".to_string());
-                    }
-                    let mut to = (hits[i] + after).min(lines.len() - 1);
-                    // Merge following hits whose context touches this one.
-                    while i + 1 < hits.len() && hits[i + 1] <= to + 1 {
-                        i += 1;
-                        to = to.max((hits[i] + after).min(lines.len() - 1));
-                    }
-                    for (n, line) in lines.iter().enumerate().take(to + 1).skip(from) {
-                        let sep = if hits.binary_search(&n).is_ok() { ':' } else { '-' };
-                        let line = cut_line(line);
-                        out.push(if numbers {
-                            format!("{shown}{sep}{}{sep}{line}", n + 1)
-                        } else {
-                            format!("{shown}{sep}{line}")
-                        });
-                    }
-                    printed_to = Some(to);
-                    i += 1;
+    let mut walk_capped = false;
+    for Target { space, base, base_rel, .. } in targets {
+        match base {
+            Base::File(opened) => {
+                let shown = space.display(&base_rel);
+                // Too large or unreadable: not searched, as in a walk.
+                let Ok(bytes) =
+                    confined::read_capped(opened.file, &opened.stat, MAX_GREP_FILE_BYTES)
+                else {
+                    continue;
+                };
+                if let Some(out) = search.file(&bytes, &shown) {
+                    results.push((shown, confined::mtime(&opened.stat), out));
                 }
-                out
             }
-        };
-        results.push((shown, mtime(&file), out));
+            Base::Dir(dir) => {
+                let mut visit = |entry: &WalkEntry<'_>| {
+                    if entry.file_type() != FileType::RegularFile {
+                        return;
+                    }
+                    // Opened without following a link and checked again on the descriptor;
+                    // too large, swapped or unreadable files are not searched.
+                    let Ok(bytes) = entry.read(MAX_GREP_FILE_BYTES) else { return };
+                    let shown = space.display(&base_rel.join(entry.rel));
+                    if let Some(out) = search.file(&bytes, &shown) {
+                        results.push((shown, confined::mtime(&entry.stat), out));
+                    }
+                };
+                match walk_target(&space, &base_rel, dir, &filter, cancel, &mut visit) {
+                    Ok(end) if end.cancelled => return interrupted(),
+                    Ok(end) => walk_capped |= end.capped,
+                    Err(msg) => return ToolOutcome::error(msg),
+                }
+            }
+        }
     }
     if results.is_empty() {
         return ToolOutcome::ok(match mode {
