@@ -111,7 +111,13 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Write" => match parse::<file::WriteParams>(name, input, file::WRITE_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
-                Ok(Routed::Workspace) => file::write(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Workspace) => {
+                    let growth = write_growth(ctx.workspace, &params.file_path, &params.content);
+                    match workspace_quota(ctx.org, ctx.workspace, growth, &ctx.cancel).await {
+                        Some(refusal) => refusal,
+                        None => file::write(params, ctx.workspace, ctx.reads),
+                    }
+                }
                 Ok(Routed::Org(path, org)) => org::write(params, path, org, ctx.reads).await,
             },
             Err(e) => e,
@@ -119,7 +125,13 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Edit" => match parse::<file::EditParams>(name, input, file::EDIT_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
-                Ok(Routed::Workspace) => file::edit(params, ctx.workspace, ctx.reads),
+                Ok(Routed::Workspace) => {
+                    let growth = edit_growth(ctx.workspace, &params);
+                    match workspace_quota(ctx.org, ctx.workspace, growth, &ctx.cancel).await {
+                        Some(refusal) => refusal,
+                        None => file::edit(params, ctx.workspace, ctx.reads),
+                    }
+                }
                 Ok(Routed::Org(path, org)) => org::edit(params, path, org, ctx.reads).await,
             },
             Err(e) => e,
@@ -147,6 +159,48 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             TOOL_NAMES.join(", ")
         )),
     }
+}
+
+/// The refusal of a workspace write that would add `growth` bytes past the org's
+/// `workspace_bytes` quota (see [`crate::quota`]); `None` to go ahead.
+async fn workspace_quota(
+    org: Option<&OrgCtx>,
+    workspace: &Workspace,
+    growth: u64,
+    cancel: &CancellationToken,
+) -> Option<ToolOutcome> {
+    let org = org?;
+    let root = workspace.root();
+    crate::quota::workspace_write_refusal(org.fs.store(), &org.org_id, root, growth, cancel)
+        .await
+        .map(ToolOutcome::error)
+}
+
+/// Bytes a `Write` adds: the new content less the file it replaces (0 when it shrinks).
+fn write_growth(workspace: &Workspace, path: &str, content: &str) -> u64 {
+    let old = workspace
+        .resolve(path)
+        .ok()
+        .and_then(|host| std::fs::symlink_metadata(host).ok())
+        .map_or(0, |m| m.len());
+    (content.len() as u64).saturating_sub(old)
+}
+
+/// Bytes an `Edit` adds at most: the growth of one replacement, times the occurrences when
+/// `replace_all` (counted in the file as it is now).
+fn edit_growth(workspace: &Workspace, params: &file::EditParams) -> u64 {
+    let each = (params.new_string.len() as u64).saturating_sub(params.old_string.len() as u64);
+    if each == 0 || params.replace_all != Some(true) || params.old_string.is_empty() {
+        return each;
+    }
+    let count = workspace
+        .resolve(&params.file_path)
+        .ok()
+        .and_then(|host| std::fs::read(host).ok())
+        .map_or(1, |bytes| {
+            String::from_utf8_lossy(&bytes).matches(params.old_string.as_str()).count().max(1)
+        });
+    each.saturating_mul(count as u64)
 }
 
 /// Where a file tool's path leads.
