@@ -504,12 +504,17 @@ fn author_label(file: &outboard_shared::FileVersion) -> String {
 /// not contain (see [`org_prompt`]).
 fn fence(body: &str, attrs: &[(&str, String)]) -> (String, String) {
     let digest = crate::auth::hex_sha256(body.as_bytes());
+    fence_named(body, &digest[..8], attrs)
+}
+
+/// [`fence`] with the tag's seed given (tests need a seed they know).
+fn fence_named(body: &str, seed: &str, attrs: &[(&str, String)]) -> (String, String) {
     let lower = body.to_lowercase();
-    let mut name = format!("org-data-{}", &digest[..8]);
+    let mut name = format!("org-data-{seed}");
     let mut n = 0u32;
     while lower.contains(&format!("</{name}")) {
         n += 1;
-        name = format!("org-data-{}-{n}", &digest[..8]);
+        name = format!("org-data-{seed}-{n}");
     }
     let mut open = format!("<{name}");
     for (key, value) in attrs {
@@ -729,3 +734,6 @@ pub fn rebuilt_ledger(workspace: &Workspace, files: &[String]) -> ReadLedger {
     }
     ledger
 }
+
+#[cfg(test)]
+mod tests;

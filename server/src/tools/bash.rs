@@ -155,7 +155,8 @@ impl StreamCap {
 
     /// The part of `text` to stream, if any.
     pub(super) fn admit<'t>(&mut self, text: &'t str) -> Option<&'t str> {
-        let room = self.cap - self.sent;
+        // Once anything was held back, nothing more passes: the stream is a prefix of the output.
+        let room = if self.held_back > 0 { 0 } else { self.cap - self.sent };
         let mut cut = text.len().min(room);
         while !text.is_char_boundary(cut) {
             cut -= 1;
@@ -226,5 +227,37 @@ fn phrase(
             note("The command was killed by a signal".to_string());
             ToolOutcome::error(text)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_stream_stops_at_the_cap_and_says_how_much_more() {
+        let mut cap = StreamCap::new(10);
+        let mut seen = String::new();
+        for chunk in ["abcd", "efgh", "ié", "j", "klm"] {
+            if let Some(part) = cap.admit(chunk) {
+                seen.push_str(part);
+            }
+        }
+        // 10 bytes at most, cut before a character rather than inside it, and a prefix.
+        assert_eq!(seen, "abcdefghi");
+        assert_eq!(cap.truncation_line().as_deref(), Some("\n… output truncated, 6 bytes more\n"));
+
+        let mut under = StreamCap::new(10);
+        assert_eq!(under.admit("0123456789"), Some("0123456789"));
+        assert_eq!(under.truncation_line(), None);
+        let mut lines = StreamCap::new(3);
+        assert_eq!(lines.admit("ab\ncd"), Some("ab\n"));
+        assert_eq!(lines.truncation_line().as_deref(), Some("… output truncated, 2 bytes more\n"));
+    }
+
+    #[test]
+    fn the_stream_cap_is_the_results() {
+        assert_eq!(STREAM_CAP_BYTES, 30_000);
     }
 }
