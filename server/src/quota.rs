@@ -12,7 +12,7 @@
 //! | `org_file_versions` | 100,000 | in the transaction of every org file change |
 //! | `org_file_bytes` | 1 GiB | same, counting every version's size |
 //! | `sessions_per_hour` | 120 | in the transaction that creates the session |
-//! | `title_bytes` | 200 | when the session is created |
+//! | `title_bytes` | 256 | when the session is created (the CLI's 60-character titles always fit) |
 //! | `live_sandboxes` | 8 | stored here; the sandbox manager reads it |
 //!
 //! Design choices:
@@ -100,7 +100,7 @@ impl QuotaKey {
             QuotaKey::OrgFileVersions => 100_000,
             QuotaKey::OrgFileBytes => GIB,
             QuotaKey::SessionsPerHour => 120,
-            QuotaKey::TitleBytes => 200,
+            QuotaKey::TitleBytes => 256,
             QuotaKey::LiveSandboxes => 8,
         }
     }

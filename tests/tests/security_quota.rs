@@ -115,14 +115,14 @@ async fn sessions_per_hour_and_title_bytes_refuse_session_create() {
     );
     admin_quota(&org.server, &["set", "--org", "acme", "sessions_per_hour", "2"]);
     let mut a = WsClient::connect(&org.server.url, &alice).await.unwrap();
-    let long = a.request("session/create", json!({"title": "t".repeat(201)})).await.unwrap();
+    let long = a.request("session/create", json!({"title": "t".repeat(257)})).await.unwrap();
     let long = long.unwrap_err();
     assert_eq!(long.code, ErrorCode::QuotaExceeded);
     assert_eq!(
         long.message,
-        "the title is 201 bytes; the limit is 200 bytes (title_bytes quota): shorten it"
+        "the title is 257 bytes; the limit is 256 bytes (title_bytes quota): shorten it"
     );
-    a.request("session/create", json!({"title": "t".repeat(200)})).await.unwrap().unwrap();
+    a.request("session/create", json!({"title": "t".repeat(256)})).await.unwrap().unwrap();
     a.request("session/create", json!({})).await.unwrap().unwrap();
     let third = a.request("session/create", json!({})).await.unwrap().unwrap_err();
     assert_eq!(third.code, ErrorCode::QuotaExceeded);

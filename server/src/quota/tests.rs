@@ -29,7 +29,7 @@ fn defaults_are_the_documented_ones() {
             org_file_versions: 100_000,
             org_file_bytes: 1024 * 1024 * 1024,
             sessions_per_hour: 120,
-            title_bytes: 200,
+            title_bytes: 256,
             live_sandboxes: 8,
         }
     );
@@ -71,7 +71,7 @@ async fn admin_set_show_and_reset() {
          org_file_versions  100000  [default]  (used: 0)\n\
          org_file_bytes     1073741824 (1 GiB)  [default]  (used: 0 B)\n\
          sessions_per_hour  120  [default]  (used: 0 in the last hour)\n\
-         title_bytes        200  [default]\n\
+         title_bytes        256  [default]\n\
          live_sandboxes     8  [default]\n"
     );
     let after = set(&f.store, "acme", "live_sandboxes", "2").await.unwrap();
