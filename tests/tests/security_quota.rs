@@ -71,6 +71,14 @@ async fn a_command_past_workspace_bytes_fails_and_writes_are_refused_until_files
     assert!(shown.contains("workspace_bytes    1048576 (1 MiB)  [set]"), "{shown}");
     let mut c = WsClient::connect(&org.server.url, &token).await.unwrap();
     let sid = c.new_session().await.unwrap();
+    // A file the session knows, to edit later.
+    let events = turn(
+        &mut c,
+        &sid,
+        &[tool("Write", json!({"file_path": "kept.txt", "content": "ab\n"})), say("ok")],
+    )
+    .await;
+    assert!(!results(&events)[0].1);
     let events = turn(
         &mut c,
         &sid,
@@ -80,6 +88,8 @@ async fn a_command_past_workspace_bytes_fails_and_writes_are_refused_until_files
                 json!({"command": "head -c 1500000 /dev/urandom > big.bin && echo wrote"}),
             ),
             tool("Write", json!({"file_path": "note.txt", "content": "more data\n"})),
+            tool("Edit", json!({"file_path": "kept.txt", "old_string": "a", "new_string": "aaaa"})),
+            tool("Edit", json!({"file_path": "kept.txt", "old_string": "ab", "new_string": "b"})),
             tool("Bash", json!({"command": "rm big.bin && echo removed"})),
             tool("Write", json!({"file_path": "note.txt", "content": "more data\n"})),
             say("done"),
@@ -97,13 +107,16 @@ async fn a_command_past_workspace_bytes_fails_and_writes_are_refused_until_files
         r[1].1 && r[1].2.starts_with("Not written: workspace quota exceeded: 1.4 MiB"),
         "{r:?}"
     );
-    assert_eq!((r[2].1, r[2].2.as_str()), (false, "removed\n"), "back under the quota");
+    // An Edit that grows a file is refused too; one that shrinks it may still trim.
+    assert!(r[2].1 && r[2].2.starts_with("Not written: workspace quota exceeded"), "{r:?}");
+    assert!(!r[3].1, "{r:?}");
+    let kept = std::fs::read_to_string(org.server.workspace(&sid).join("kept.txt")).unwrap();
+    assert_eq!(kept, "b\n");
+    assert_eq!((r[4].1, r[4].2.as_str()), (false, "removed\n"), "back under the quota");
     // "created": the refused Write left nothing behind.
-    assert!(!r[3].1 && r[3].2.starts_with("File created successfully"), "{r:?}");
-    assert_eq!(
-        std::fs::read_to_string(org.server.workspace(&sid).join("note.txt")).unwrap(),
-        "more data\n"
-    );
+    assert!(!r[5].1 && r[5].2.starts_with("File created successfully"), "{r:?}");
+    let note = std::fs::read_to_string(org.server.workspace(&sid).join("note.txt")).unwrap();
+    assert_eq!(note, "more data\n");
 }
 
 #[tokio::test]
