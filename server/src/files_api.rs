@@ -23,6 +23,7 @@ fn error(e: FsError) -> ErrorBody {
         FsError::NotFound(_) => ErrorCode::NotFound,
         FsError::Conflict(_) | FsError::Rejected { .. } => ErrorCode::Conflict,
         FsError::Invalid(_) => ErrorCode::BadRequest,
+        FsError::Quota(_) => ErrorCode::QuotaExceeded,
         FsError::Store(_) => ErrorCode::Internal,
     };
     ErrorBody::new(code, e.to_string())

@@ -387,11 +387,14 @@ impl Connection {
             Method::Ping(_) => Ok(Some(Response::ok(id, &Empty {}))),
             Method::SessionCreate(p) => {
                 let title = p.title.unwrap_or_default();
-                let row = hub
-                    .store()
-                    .create_session(&user, title.trim(), &hub.model_label())
-                    .await
-                    .map_err(internal)?;
+                // Title length and sessions per hour are the org's quotas.
+                let row = crate::quota::create_session(
+                    hub.store(),
+                    &user,
+                    title.trim(),
+                    &hub.model_label(),
+                )
+                .await?;
                 tracing::info!(session = %row.id, user = %user.name, "session created");
                 Ok(Some(Response::ok(id, &SessionCreateResponse { session: row.info() })))
             }

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod hub;
 pub mod llm;
 pub mod orgfs;
+pub mod quota;
 pub mod sandbox;
 pub mod session;
 pub mod store;

@@ -5,6 +5,8 @@
 //!                       [--provider anthropic|openai] [--base-url URL] [--model NAME]
 //!                       [--sandbox bwrap|unsafe-host]
 //! outboard-server admin user add NAME --org ORG      # prints the new user's token
+//! outboard-server admin quota set --org ORG KEY VALUE # VALUE: a number, or `default`
+//! outboard-server admin quota show --org ORG
 //! ```
 //! `serve` prints `outboard-server listening on ws://ADDR` as its first line on stdout (tests
 //! that listen on port 0 read the address from it); logs go to stderr.
@@ -83,6 +85,36 @@ enum AdminCommand {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Show or change an org's quotas.
+    Quota {
+        #[command(subcommand)]
+        command: QuotaCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum QuotaCommand {
+    /// Set one quota of an org (`default` goes back to the default); prints the org's quotas.
+    Set {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// workspace_bytes, org_file_versions, org_file_bytes, sessions_per_hour, title_bytes
+        /// or live_sandboxes.
+        key: String,
+        /// A whole number (sizes may end in KiB, MiB, GiB), or `default`.
+        value: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Print an org's quotas, which are set and which are defaults, and current usage.
+    Show {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
 }
 
 #[derive(Subcommand)]
@@ -150,7 +182,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{token}");
             Ok(())
         }
+        Command::Admin { command: AdminCommand::Quota { command } } => admin_quota(command).await,
     }
+}
+
+/// `admin quota set|show`: works on the data dir directly, like `admin user add`; a running
+/// server reads quotas at each check, so a change applies at once.
+async fn admin_quota(command: QuotaCommand) -> anyhow::Result<()> {
+    use outboard_server::quota;
+    let table = match command {
+        QuotaCommand::Set { org, key, value, data } => {
+            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            quota::set(&store, &org, &key, &value).await?
+        }
+        QuotaCommand::Show { org, data } => {
+            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            quota::show(&store, &org).await?
+        }
+    };
+    print!("{table}");
+    Ok(())
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {

@@ -91,6 +91,10 @@ pub enum FsError {
         /// The version it looked at.
         current: Box<FileVersion>,
     },
+    /// The org reached its `org_file_versions` or `org_file_bytes` quota (the message names
+    /// it and how to raise it).
+    #[error("{0}")]
+    Quota(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -168,6 +172,11 @@ impl OrgFs {
             changes,
             projection: Arc::new(Projection { dir: projection_dir, applied: Mutex::default() }),
         }
+    }
+
+    /// The store the files live in (for the quotas of the org a tool acts for).
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     /// Every committed change, of every org (filter by `org_id`).
@@ -492,58 +501,69 @@ impl OrgFs {
         Ok((written, extra))
     }
 
-    /// `/memory/MEMORY.md`'s current content, if it exists.
-    pub async fn memory_md(&self, org: &OrgId) -> Result<Option<String>, FsError> {
+    /// `/memory/MEMORY.md`'s current version and content, if it exists.
+    pub async fn memory_md(&self, org: &OrgId) -> Result<Option<(FileVersion, String)>, FsError> {
         let org = org.clone();
         let found = self
             .store
             .call(move |c| head(c, &org, "/memory/MEMORY.md"))
             .await?
             .filter(|(v, _)| !v.deleted)
-            .and_then(|(_, t)| t);
+            .and_then(|(v, t)| t.map(|t| (v, t)));
         Ok(found)
     }
 
     /// The org's skills: every directory under `/skills`, described by its `SKILL.md` front
     /// matter, by name.
     pub async fn skills(&self, org: &OrgId) -> Result<Vec<SkillInfo>, FsError> {
+        Ok(self.skills_with_heads(org).await?.into_iter().map(|(info, _)| info).collect())
+    }
+
+    /// Like [`OrgFs::skills`], with each skill's `SKILL.md` version (its author and time) when
+    /// it has one: the system prompt labels what it quotes.
+    pub async fn skills_with_heads(
+        &self,
+        org: &OrgId,
+    ) -> Result<Vec<(SkillInfo, Option<FileVersion>)>, FsError> {
         let org = org.clone();
-        let rows: Vec<(String, Option<String>, u64)> = self
+        let rows: Vec<(FileVersion, Option<String>)> = self
             .store
             .call(move |c| {
-                let mut stmt = c.prepare_cached(
-                    "SELECT h.path, CASE WHEN h.path LIKE '/skills/%/SKILL.md' THEN f.content END,
-                            h.version
+                let mut stmt = c.prepare_cached(&format!(
+                    "SELECT {FILE_COLUMNS},
+                            CASE WHEN h.path LIKE '/skills/%/SKILL.md' THEN f.content END
                      FROM org_heads h JOIN org_files f ON f.id = h.file_id
                      WHERE h.org_id = ?1 AND h.path >= '/skills/' AND h.path < '/skills0'
                        AND h.deleted = 0
-                     ORDER BY h.path",
-                )?;
-                let rows = stmt.query_map([org.0], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
-                })?;
+                     ORDER BY h.path"
+                ))?;
+                let rows = stmt.query_map([org.0], |r| Ok((file_version(r)?, r.get(10)?)))?;
                 Ok(rows.collect::<Result<Vec<_>, _>>()?)
             })
             .await?;
-        let mut skills: Vec<SkillInfo> = Vec::new();
-        for (path, content, version) in rows {
+        let mut skills: Vec<(SkillInfo, Option<FileVersion>)> = Vec::new();
+        for (file_version, content) in rows {
+            let path = file_version.path.clone();
             let rest = path.trim_start_matches("/skills/");
             let Some((name, file)) = rest.split_once('/') else {
                 continue; // a file directly under /skills is not a skill
             };
-            if skills.last().is_none_or(|s| s.name != name) {
-                skills.push(SkillInfo {
-                    name: name.to_owned(),
-                    description: String::new(),
-                    files: 0,
-                    version: 0,
-                    problem: Some(format!("/skills/{name}/SKILL.md is missing")),
-                });
+            if skills.last().is_none_or(|(s, _)| s.name != name) {
+                skills.push((
+                    SkillInfo {
+                        name: name.to_owned(),
+                        description: String::new(),
+                        files: 0,
+                        version: 0,
+                        problem: Some(format!("/skills/{name}/SKILL.md is missing")),
+                    },
+                    None,
+                ));
             }
-            let Some(skill) = skills.last_mut() else { continue };
+            let Some((skill, head)) = skills.last_mut() else { continue };
             skill.files += 1;
             if file == "SKILL.md" {
-                skill.version = version;
+                skill.version = file_version.version;
                 let (front, problem) = front_matter(content.as_deref().unwrap_or(""));
                 skill.description = front.get("description").cloned().unwrap_or_default();
                 skill.problem = problem.or_else(|| match front.get("name") {
@@ -555,6 +575,7 @@ impl OrgFs {
                     }
                     _ => None,
                 });
+                *head = Some(file_version);
             }
         }
         Ok(skills)
@@ -711,6 +732,8 @@ fn apply(
         Change::Delete => (None, FileOp::Delete, None),
     };
     let size = content.as_ref().map_or(0, |t| t.len() as u64);
+    // Checked and counted in this transaction, so concurrent writers cannot both pass.
+    crate::quota::charge_org_file(tx, org, size)?.map_err(FsError::Quota)?;
     let sha256 = content.as_ref().map_or_else(String::new, |t| hex_sha256(t.as_bytes()));
     let at = now_rfc3339();
     let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);

@@ -15,7 +15,8 @@
 //!   so recovery can find unfinished turns with an index instead of parsing every payload.
 //! - `org_files`, `org_heads`, `org_file_changes`: the org's shared `/memory` and `/skills`
 //!   files, every version kept; the queries live in [`crate::orgfs`], which runs them here
-//!   through [`Store::call`].
+//!   through [`Store::call`]; `org_file_usage` counts their versions and bytes per org.
+//! - `org_quotas`: per-org overrides of the quotas' defaults ([`crate::quota`]).
 //!
 //! Durability: WAL with `synchronous = NORMAL` by default: a commit survives a crash of the
 //! process (the WAL is written before `COMMIT` returns) but the last commits may be lost on power
@@ -131,6 +132,27 @@ CREATE TABLE org_file_changes (
     change  INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- Per-org quotas (`crate::quota`): a row overrides the default of its key; no row, the default.
+CREATE TABLE org_quotas (
+    org_id  TEXT NOT NULL REFERENCES orgs(id),
+    key     TEXT NOT NULL,
+    value   INTEGER NOT NULL,
+    set_at  TEXT NOT NULL,
+    PRIMARY KEY (org_id, key)
+) WITHOUT ROWID;
+-- What the org's files hold, every version counted, kept in the same transaction as each
+-- version (`orgfs::apply`) so a quota check is one indexed read instead of a scan.
+CREATE TABLE org_file_usage (
+    org_id    TEXT PRIMARY KEY,
+    versions  INTEGER NOT NULL,
+    bytes     INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO org_file_usage (org_id, versions, bytes)
+    SELECT org_id, COUNT(*), COALESCE(SUM(size), 0) FROM org_files GROUP BY org_id;
+-- Sessions created per org in the last hour (`sessions_per_hour`).
+CREATE INDEX sessions_by_org_created ON sessions(org_id, created_at);
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -222,6 +244,24 @@ pub struct SessionRow {
 }
 
 impl SessionRow {
+    /// A new idle session of `owner`, created now (not stored yet).
+    pub fn new(owner: &UserRow, title: &str, model: &str) -> SessionRow {
+        let now = now_rfc3339();
+        SessionRow {
+            id: SessionId(new_id("s")),
+            org_id: owner.org_id.clone(),
+            owner_id: owner.id.clone(),
+            owner: owner.name.clone(),
+            title: title.to_owned(),
+            status: SessionStatus::Idle,
+            model: model.to_owned(),
+            last_seq: 0,
+            created_at: now.clone(),
+            updated_at: now,
+            failure: None,
+        }
+    }
+
     /// The wire view.
     pub fn info(&self) -> outboard_shared::SessionInfo {
         outboard_shared::SessionInfo {
@@ -345,47 +385,17 @@ impl Store {
         .await
     }
 
-    /// Creates a session owned by `owner`.
+    /// Creates a session owned by `owner` (no quota check: [`crate::quota::create_session`]
+    /// is the way in for requests).
     pub async fn create_session(
         &self,
         owner: &UserRow,
         title: &str,
         model: &str,
     ) -> Result<SessionRow, StoreError> {
-        let now = now_rfc3339();
-        let row = SessionRow {
-            id: SessionId(new_id("s")),
-            org_id: owner.org_id.clone(),
-            owner_id: owner.id.clone(),
-            owner: owner.name.clone(),
-            title: title.to_owned(),
-            status: SessionStatus::Idle,
-            model: model.to_owned(),
-            last_seq: 0,
-            created_at: now.clone(),
-            updated_at: now,
-            failure: None,
-        };
+        let row = SessionRow::new(owner, title, model);
         let r = row.clone();
-        self.call(move |c| {
-            c.execute(
-                "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
-                                       created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
-                params![
-                    r.id.0,
-                    r.org_id.0,
-                    r.owner_id.0,
-                    r.title,
-                    status_str(r.status),
-                    r.model,
-                    r.created_at,
-                    r.updated_at
-                ],
-            )?;
-            Ok(())
-        })
-        .await?;
+        self.call(move |c| insert_session(c, &r)).await?;
         Ok(row)
     }
 
@@ -474,6 +484,39 @@ impl Store {
         })
         .await
     }
+}
+
+/// Inserts a new session row, usable inside a bigger transaction.
+pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
+                               created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
+        params![
+            r.id.0,
+            r.org_id.0,
+            r.owner_id.0,
+            r.title,
+            status_str(r.status),
+            r.model,
+            r.created_at,
+            r.updated_at
+        ],
+    )?;
+    Ok(())
+}
+
+/// The id of the org named `name`, if it exists.
+pub fn org_id_by_name(c: &Connection, name: &str) -> Result<Option<OrgId>, StoreError> {
+    Ok(c.query_row("SELECT id FROM orgs WHERE name = ?1", [name], |r| r.get(0))
+        .optional()?
+        .map(OrgId))
+}
+
+/// The name of the org `id` (for messages), or its id when it has none.
+pub fn org_name(c: &Connection, id: &OrgId) -> String {
+    c.query_row("SELECT name FROM orgs WHERE id = ?1", [&id.0], |r| r.get(0))
+        .unwrap_or_else(|_| id.0.clone())
 }
 
 /// The append itself, usable inside a bigger transaction.

@@ -359,6 +359,9 @@ pub enum ErrorCode {
     ShuttingDown,
     /// A bug or an unexpected failure on the server.
     Internal,
+    /// The caller's org reached one of its quotas (sessions per hour, org file versions or
+    /// bytes, title length); the message names the quota and how an admin raises it.
+    QuotaExceeded,
     /// A code this client does not know.
     #[serde(other)]
     Unknown,
@@ -380,6 +383,7 @@ impl ErrorCode {
             ErrorCode::Lagged => "lagged",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::Internal => "internal",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Unknown => "unknown",
         }
     }

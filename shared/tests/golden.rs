@@ -471,7 +471,7 @@ fn unknown_event_kinds_and_codes_are_tolerated() {
     assert_eq!(e.kind, EventKind::Unknown);
     assert_eq!(e.seq, 9);
     let b: ErrorBody =
-        serde_json::from_value(json!({"code": "quota_exceeded", "message": "m"})).unwrap();
+        serde_json::from_value(json!({"code": "payment_required", "message": "m"})).unwrap();
     assert_eq!(b.code, ErrorCode::Unknown);
     let s: SessionStatus = serde_json::from_value(json!("archived")).unwrap();
     assert_eq!(s, SessionStatus::Unknown);
@@ -514,4 +514,13 @@ fn headless_lines() {
 fn hello_debug_redacts_the_token() {
     let h = Hello { protocol_version: 1, token: "ob_secret".into(), client: String::new() };
     assert!(!format!("{h:?}").contains("ob_secret"));
+}
+
+#[test]
+fn quota_exceeded_is_its_own_code() {
+    let body = ErrorBody::new(ErrorCode::QuotaExceeded, "quota");
+    let wire = serde_json::to_value(&body).unwrap();
+    assert_eq!(wire, json!({"code": "quota_exceeded", "message": "quota"}));
+    assert_eq!(serde_json::from_value::<ErrorBody>(wire).unwrap(), body);
+    assert_eq!(ErrorCode::QuotaExceeded.as_str(), "quota_exceeded");
 }

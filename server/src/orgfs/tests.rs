@@ -233,7 +233,8 @@ async fn orgs_are_isolated_and_listing_is_scoped() {
         Err(FsError::NotFound(_))
     ));
     assert!(f.fs.memory_md(&f.other).await.unwrap().is_none());
-    assert_eq!(f.fs.memory_md(&f.acme).await.unwrap().as_deref(), Some("secret"));
+    let memory = f.fs.memory_md(&f.acme).await.unwrap().map(|(_, text)| text);
+    assert_eq!(memory.as_deref(), Some("secret"));
     let (dirs, _) = f.fs.project(&f.other).await.unwrap();
     assert!(std::fs::read_dir(&dirs.memory).unwrap().next().is_none());
 }

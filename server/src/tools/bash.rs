@@ -1,11 +1,13 @@
 //! `Bash`: runs a command in the session's sandbox and turns its result into the model's answer.
 //!
-//! Design choice: output capping, streaming and killing live in the sandbox, which sees the
-//! bytes as they come; this tool only picks the timeout and phrases the outcome (exit code,
-//! timeout, interruption) the way Claude Code does, so the model reacts as it was trained to.
+//! Design choice: the result's cap, streaming and killing live in the sandbox, which sees the
+//! bytes as they come; this tool picks the timeout, caps what is streamed to watchers at the
+//! result's size, phrases the outcome (exit code, timeout, interruption) the way Claude Code
+//! does, so the model reacts as it was trained to, and checks the workspace quota afterwards.
 
 use std::time::Duration;
 
+use outboard_shared::OutputStream;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -89,16 +91,106 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         Some(ms) => Duration::from_millis(ms.min(MAX_TIMEOUT_MS)),
         None => ctx.default_timeout,
     };
-    let result =
-        match ctx.sandbox.exec(&params.command, timeout, ctx.on_output, ctx.cancel.clone()).await {
-            Ok(result) => result,
-            Err(e) => return ToolOutcome::error(format!("{e}. The command did not run.")),
-        };
+    // Watchers get the output as it comes, up to the same number of bytes the result keeps,
+    // then one line saying how much more there was: a command printing gigabytes must not flood
+    // every attached client (and the session's in-flight buffer) with what the model never sees.
+    let on_output = ctx.on_output;
+    let mut cap = StreamCap::new(STREAM_CAP_BYTES);
+    let mut capped = |stream: OutputStream, text: &str| {
+        if let Some(part) = cap.admit(text) {
+            on_output(stream, part);
+        }
+    };
+    let ran = ctx.sandbox.exec(&params.command, timeout, &mut capped, ctx.cancel.clone()).await;
+    if let Some(line) = cap.truncation_line() {
+        on_output(OutputStream::Stderr, &line);
+    }
+    let result = match ran {
+        Ok(result) => result,
+        Err(e) => return ToolOutcome::error(format!("{e}. The command did not run.")),
+    };
+    let mut outcome = phrase(result, &params.command, timeout, &ctx.cancel);
+    // The workspace quota is measured once the command has ended (see `crate::quota`): a
+    // command that left the workspace over it fails with the usage and what to do.
+    if let Some(org) = ctx.org {
+        let over = crate::quota::workspace_over(
+            org.fs.store(),
+            &org.org_id,
+            ctx.workspace.root(),
+            &ctx.cancel,
+        )
+        .await;
+        if let Some(message) = over {
+            if outcome.output == "(no output)" {
+                outcome.output.clear();
+            }
+            if !outcome.output.is_empty() && !outcome.output.ends_with('\n') {
+                outcome.output.push('\n');
+            }
+            outcome.output.push_str(&message);
+            outcome.is_error = true;
+        }
+    }
+    outcome
+}
+
+/// Bytes of a command's output streamed to watchers: what its result keeps (head and tail).
+pub(super) const STREAM_CAP_BYTES: usize =
+    crate::sandbox::output::OUTPUT_HEAD_BYTES + crate::sandbox::output::OUTPUT_TAIL_BYTES;
+
+/// Counts a command's streamed output and lets through its first `cap` bytes (cut on a character
+/// boundary); what it holds back is announced by [`StreamCap::truncation_line`] at the end.
+#[derive(Debug)]
+pub(super) struct StreamCap {
+    cap: usize,
+    sent: usize,
+    held_back: usize,
+    ends_with_newline: bool,
+}
+
+impl StreamCap {
+    pub(super) fn new(cap: usize) -> Self {
+        StreamCap { cap, sent: 0, held_back: 0, ends_with_newline: true }
+    }
+
+    /// The part of `text` to stream, if any.
+    pub(super) fn admit<'t>(&mut self, text: &'t str) -> Option<&'t str> {
+        // Once anything was held back, nothing more passes: the stream is a prefix of the output.
+        let room = if self.held_back > 0 { 0 } else { self.cap - self.sent };
+        let mut cut = text.len().min(room);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.held_back += text.len() - cut;
+        if cut == 0 {
+            return None;
+        }
+        self.sent += cut;
+        let part = &text[..cut];
+        self.ends_with_newline = part.ends_with('\n');
+        Some(part)
+    }
+
+    /// The last delta when output was held back: `… output truncated, N bytes more`.
+    pub(super) fn truncation_line(&self) -> Option<String> {
+        if self.held_back == 0 {
+            return None;
+        }
+        let lead = if self.ends_with_newline { "" } else { "\n" };
+        Some(format!("{lead}… output truncated, {} bytes more\n", self.held_back))
+    }
+}
+
+/// Phrases a finished command the way Claude Code does.
+fn phrase(
+    result: crate::sandbox::ExecResult,
+    command: &str,
+    timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> ToolOutcome {
     let mut text = result.output;
     let read_only_hit = text.contains("Read-only file system")
-        && ["/memory", "/skills"]
-            .iter()
-            .any(|root| params.command.contains(root) || text.contains(root));
+        && ["/memory", "/skills"].iter().any(|root| command.contains(root) || text.contains(root));
     let mut note = |line: String| {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
@@ -116,7 +208,7 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         note(format!("Command timed out after {} ms", timeout.as_millis()));
         return ToolOutcome::error(text);
     }
-    if ctx.cancel.is_cancelled() && result.exit_code.is_none() {
+    if cancel.is_cancelled() && result.exit_code.is_none() {
         note("Interrupted by the user".to_string());
         return ToolOutcome::error(text);
     }
@@ -135,5 +227,37 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
             note("The command was killed by a signal".to_string());
             ToolOutcome::error(text)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_stream_stops_at_the_cap_and_says_how_much_more() {
+        let mut cap = StreamCap::new(10);
+        let mut seen = String::new();
+        for chunk in ["abcd", "efgh", "ié", "j", "klm"] {
+            if let Some(part) = cap.admit(chunk) {
+                seen.push_str(part);
+            }
+        }
+        // 10 bytes at most, cut before a character rather than inside it, and a prefix.
+        assert_eq!(seen, "abcdefghi");
+        assert_eq!(cap.truncation_line().as_deref(), Some("\n… output truncated, 6 bytes more\n"));
+
+        let mut under = StreamCap::new(10);
+        assert_eq!(under.admit("0123456789"), Some("0123456789"));
+        assert_eq!(under.truncation_line(), None);
+        let mut lines = StreamCap::new(3);
+        assert_eq!(lines.admit("ab\ncd"), Some("ab\n"));
+        assert_eq!(lines.truncation_line().as_deref(), Some("… output truncated, 2 bytes more\n"));
+    }
+
+    #[test]
+    fn the_stream_cap_is_the_results() {
+        assert_eq!(STREAM_CAP_BYTES, 30_000);
     }
 }

@@ -138,6 +138,20 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
                 Err(e) => e,
                 Ok(Routed::Workspace) => {
                     let workspace = ctx.workspace.clone();
+                    let (path, len) = (params.file_path.clone(), params.content.len() as u64);
+                    let growth = offload(&ctx.cancel, move |_: &AtomicBool| {
+                        len.saturating_sub(current_size(&workspace, &path))
+                    });
+                    let growth = match growth.await {
+                        Ok(growth) => growth,
+                        Err(interrupted) => return interrupted,
+                    };
+                    if let Some(refusal) =
+                        workspace_quota(ctx.org, ctx.workspace, growth, &ctx.cancel).await
+                    {
+                        return refusal;
+                    }
+                    let workspace = ctx.workspace.clone();
                     let mut ledger = ctx.reads.clone();
                     let work = move |_: &AtomicBool| {
                         let outcome = file::write(params, &workspace, &mut ledger);
@@ -159,6 +173,27 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
                 Ok(Routed::Workspace) => {
+                    let each = (params.new_string.len() as u64)
+                        .saturating_sub(params.old_string.len() as u64);
+                    let all = params.replace_all == Some(true) && !params.old_string.is_empty();
+                    let growth = if each > 0 && all {
+                        let workspace = ctx.workspace.clone();
+                        let (path, old) = (params.file_path.clone(), params.old_string.clone());
+                        let count = offload(&ctx.cancel, move |_: &AtomicBool| {
+                            occurrences(&workspace, &path, &old)
+                        });
+                        match count.await {
+                            Ok(count) => each.saturating_mul(count),
+                            Err(interrupted) => return interrupted,
+                        }
+                    } else {
+                        each
+                    };
+                    if let Some(refusal) =
+                        workspace_quota(ctx.org, ctx.workspace, growth, &ctx.cancel).await
+                    {
+                        return refusal;
+                    }
                     let workspace = ctx.workspace.clone();
                     let mut ledger = ctx.reads.clone();
                     let work = move |_: &AtomicBool| {
@@ -227,6 +262,44 @@ pub(crate) async fn offload<T: Send + 'static>(
             .map_err(|e| ToolOutcome::error(format!("The tool failed unexpectedly: {e}"))),
         _ = cancel.cancelled() => Err(ToolOutcome::error("Interrupted by the user")),
     }
+}
+
+/// The refusal of a workspace write that would add `growth` bytes past the org's
+/// `workspace_bytes` quota (see [`crate::quota`]); `None` to go ahead.
+async fn workspace_quota(
+    org: Option<&OrgCtx>,
+    workspace: &Workspace,
+    growth: u64,
+    cancel: &CancellationToken,
+) -> Option<ToolOutcome> {
+    let org = org?;
+    let root = workspace.root();
+    crate::quota::workspace_write_refusal(org.fs.store(), &org.org_id, root, growth, cancel)
+        .await
+        .map(ToolOutcome::error)
+}
+
+/// The size of the regular file at `path` now (0 when there is none), through the confined
+/// open: never a path lookup of its own, never a blocking open.
+fn current_size(workspace: &Workspace, path: &str) -> u64 {
+    workspace
+        .relative(path)
+        .ok()
+        .and_then(|rel| workspace.confined().open_read(&rel).ok())
+        .filter(|o| o.file.metadata().map(|m| m.is_file()).unwrap_or(false))
+        .map_or(0, |o| o.file.metadata().map_or(0, |m| m.len()))
+}
+
+/// How many times `old` occurs in the file at `path` now (at least 1), read through the
+/// confined open and its hard limit.
+fn occurrences(workspace: &Workspace, path: &str, old: &str) -> u64 {
+    let count = workspace
+        .relative(path)
+        .ok()
+        .and_then(|rel| workspace.confined().open_read(&rel).ok())
+        .and_then(|o| crate::vfs::confined::read_capped(o.file, &o.stat, file::MAX_FILE_BYTES).ok())
+        .map_or(1, |bytes| String::from_utf8_lossy(&bytes).matches(old).count());
+    (count as u64).max(1)
 }
 
 /// Where a file tool's path leads.
