@@ -134,6 +134,15 @@ pub async fn launch_with(
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     let store = Store::open(&config.db_path(), Durability::Normal)?;
+    let mut config = config;
+    // Sandbox scratch files live in the private data dir, and one live-sandbox registry serves
+    // every session of this server (the `live_sandboxes` quota).
+    if config.sandbox.scratch_dir.is_none() {
+        config.sandbox.scratch_dir = Some(config.data_dir.join("run"));
+    }
+    if config.sandbox.live_pool.is_none() {
+        config.sandbox.live_pool = Some(crate::sandbox::pool::LivePool::default());
+    }
     Sandbox::check(&config.sandbox).await?;
     let provider = Arc::new(Provider::new(config.llm.clone())?);
     let addr = listener.local_addr()?;

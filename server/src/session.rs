@@ -441,6 +441,22 @@ impl Actor {
             }
             Err(e) => tracing::warn!(session = %self.row.id, "no org files in the sandbox: {e}"),
         }
+        if let Some(live) = &config.live_pool {
+            let (store, org) = (self.store.clone(), self.row.org_id.clone());
+            let limit: crate::sandbox::pool::LimitFn = std::sync::Arc::new(move || {
+                let (store, org) = (store.clone(), org.clone());
+                Box::pin(async move {
+                    match crate::quota::Quotas::for_org(&store, &org).await {
+                        Ok(q) => usize::try_from(q.live_sandboxes).unwrap_or(usize::MAX),
+                        Err(e) => {
+                            tracing::warn!(%org, "cannot read the live_sandboxes quota: {e}");
+                            crate::quota::Quotas::default().live_sandboxes as usize
+                        }
+                    }
+                })
+            });
+            config.pool = Some(live.ticket(self.row.org_id.as_str(), limit));
+        }
         Sandbox::with_transitions(config, self.workspace_dir.clone(), tx)
     }
 

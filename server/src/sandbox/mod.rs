@@ -106,6 +106,8 @@ pub struct SandboxConfig {
     /// machinery needs (the startup check's workspace, the unsafe host mode's working-directory
     /// file); `None` means the system temp dir. Names are random and created exclusively.
     pub scratch_dir: Option<PathBuf>,
+    /// The server's live-sandbox registry; sessions take their org's ticket from it.
+    pub live_pool: Option<pool::LivePool>,
     /// The org's place in the server's live-sandbox registry (the `live_sandboxes` quota);
     /// `None`: no cap.
     pub pool: Option<pool::PoolTicket>,
@@ -123,6 +125,7 @@ impl SandboxConfig {
         agent_exe: None,
         ro_mounts: Vec::new(),
         scratch_dir: None,
+        live_pool: None,
         pool: None,
     };
 }

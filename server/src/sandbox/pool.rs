@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use outboard_shared::SandboxState;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -44,28 +45,49 @@ pub struct LivePool {
     orgs: Arc<Mutex<HashMap<String, Vec<Member>>>>,
 }
 
-/// One session's place in the pool: its org and the org's cap.
-#[derive(Debug, Clone)]
+/// Where a ticket reads its org's cap, at each admission (so an admin's change applies to the
+/// next sandbox at once). The sandbox module does not know the store; the session passes this.
+pub type LimitFn = Arc<dyn Fn() -> BoxFuture<'static, usize> + Send + Sync>;
+
+/// A constant cap.
+pub fn fixed_limit(limit: usize) -> LimitFn {
+    Arc::new(move || Box::pin(std::future::ready(limit)))
+}
+
+/// One session's place in the pool: its org and where the org's cap comes from.
+#[derive(Clone)]
 pub struct PoolTicket {
     pool: LivePool,
     org: String,
-    limit: usize,
+    limit: LimitFn,
+}
+
+impl std::fmt::Debug for PoolTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolTicket").field("org", &self.org).finish_non_exhaustive()
+    }
 }
 
 impl PartialEq for PoolTicket {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.pool.orgs, &other.pool.orgs)
-            && self.org == other.org
-            && self.limit == other.limit
+        self.pool == other.pool && self.org == other.org && Arc::ptr_eq(&self.limit, &other.limit)
     }
 }
 
 impl Eq for PoolTicket {}
 
+impl PartialEq for LivePool {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.orgs, &other.orgs)
+    }
+}
+
+impl Eq for LivePool {}
+
 impl LivePool {
-    /// A ticket for a sandbox of `org`, which may have `limit` live sandboxes at once.
-    pub fn ticket(&self, org: &str, limit: usize) -> PoolTicket {
-        PoolTicket { pool: self.clone(), org: org.to_owned(), limit: limit.max(1) }
+    /// A ticket for a sandbox of `org`, whose cap `limit` answers.
+    pub fn ticket(&self, org: &str, limit: LimitFn) -> PoolTicket {
+        PoolTicket { pool: self.clone(), org: org.to_owned(), limit }
     }
 
     /// Live sandboxes of `org` now.
@@ -87,11 +109,12 @@ impl PoolTicket {
         id: u64,
         manager: mpsc::WeakSender<Request>,
     ) -> Result<(), SandboxError> {
+        let limit = (self.limit)().await.max(1);
         let victim = {
             let mut orgs = self.lock()?;
             let members = orgs.entry(self.org.clone()).or_default();
             members.retain(|m| m.id != id);
-            let victim = if members.len() >= self.limit {
+            let victim = if members.len() >= limit {
                 let lru = members
                     .iter()
                     .enumerate()
@@ -107,7 +130,7 @@ impl PoolTicket {
                              admin to raise it (`outboard-server admin quota set --org ORG \
                              live_sandboxes N`)",
                             members.len(),
-                            self.limit
+                            limit
                         )))
                     }
                 }
@@ -118,7 +141,7 @@ impl PoolTicket {
             victim
         };
         if let Some(victim) = victim.and_then(|m| m.manager.upgrade()) {
-            tracing::info!(org = %self.org, limit = self.limit, "live sandbox quota: stopping the least recently used frozen sandbox");
+            tracing::info!(org = %self.org, limit, "live sandbox quota: stopping the least recently used frozen sandbox");
             let (reply, stopped) = oneshot::channel();
             if victim.try_send(Request::Stop(reply)).is_ok() {
                 let _ = tokio::time::timeout(EVICT_WAIT, stopped).await;

@@ -481,7 +481,7 @@ async fn the_live_sandbox_quota_stops_the_lru_frozen_one_and_refuses_when_all_ru
     let pool = pool::LivePool::default();
     let config = SandboxConfig {
         idle_freeze: Duration::from_millis(200),
-        pool: Some(pool.ticket("acme", 2)),
+        pool: Some(pool.ticket("acme", pool::fixed_limit(2))),
         ..SandboxConfig::Bwrap
     };
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -520,7 +520,8 @@ async fn the_live_sandbox_quota_stops_the_lru_frozen_one_and_refuses_when_all_ru
     long.await.unwrap().unwrap();
     long2.await.unwrap().unwrap();
     // Another org is not affected by acme's cap.
-    let other = SandboxConfig { pool: Some(pool.ticket("globex", 2)), ..config.clone() };
+    let other =
+        SandboxConfig { pool: Some(pool.ticket("globex", pool::fixed_limit(2))), ..config.clone() };
     let od = tempfile::tempdir().unwrap();
     Sandbox::new(other, od.path().to_path_buf())
         .exec("true", T, &mut |_, _| {}, CancellationToken::new())
