@@ -14,6 +14,12 @@
 //! prints every event it gets, and who is watching or what a teammate changed in the org's files
 //! is not part of a turn. [`Backoff`] paces reconnects; the TUI's
 //! connection loop uses it with [`Client::attach`]'s `after_seq` to resume without a gap.
+//!
+//! Transport security ([`ConnectOptions`]): `wss://` uses rustls with the webpki roots plus the
+//! certificates of `--ca-cert`/`OUTBOARD_CA_CERT` (a private CA); a token is never sent over
+//! clear-text `ws://` to a host other than loopback unless `--insecure`. While connected, the
+//! connection task sends a WebSocket ping every [`CLIENT_PING_INTERVAL`] so that the server's
+//! idle timeout never cuts an idle TUI or a long headless turn.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,7 +36,8 @@ use outboard_shared::{
     SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionCreateResponse,
     SessionEvent, SessionId, SessionInfo, SessionListParams, SessionListResponse, SessionRef,
     SkillInfo, SkillsImportParams, SkillsImportResponse, SkillsListResponse, TurnInterruptResponse,
-    TurnSendParams, TurnSendResponse, Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    TurnSendParams, TurnSendResponse, Welcome, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -38,7 +45,45 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
+
+use crate::args::ConnectArgs;
+
+/// How the client reaches the server beyond the URL: trust and clear-text policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// A PEM file of CA certificates trusted for `wss://` besides the webpki roots.
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Allow a token over clear-text `ws://` to a non-loopback host.
+    pub insecure: bool,
+}
+
+impl ConnectOptions {
+    /// The options the connection flags give.
+    pub fn from_args(args: &ConnectArgs) -> Self {
+        ConnectOptions { ca_cert: args.ca_cert.clone(), insecure: args.insecure }
+    }
+}
+
+/// The bearer token the flags give: `--token-file FILE` (its first line), else `--token` /
+/// `OUTBOARD_TOKEN`. `None` when neither is set or the value is blank.
+pub fn token_from_args(args: &ConnectArgs) -> Result<Option<String>, ClientError> {
+    if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path).map_err(|e| ClientError::TokenFile {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let token = text.lines().next().unwrap_or("").trim().to_owned();
+        if token.is_empty() {
+            return Err(ClientError::TokenFile {
+                path: path.display().to_string(),
+                reason: "it is empty".into(),
+            });
+        }
+        return Ok(Some(token));
+    }
+    Ok(args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned))
+}
 
 /// How long connecting, upgrading to WebSocket and the hello/welcome exchange may take together.
 /// A loopback or LAN server answers in milliseconds; ten seconds covers a slow VPN without leaving
@@ -186,6 +231,36 @@ pub enum ClientError {
         /// [`MAX_FRAME_BYTES`].
         limit: usize,
     },
+    /// A token would cross the network in clear text.
+    #[error("refusing to send the token over clear-text ws:// to {host}: use wss:// (serve with --tls-cert/--tls-key), or pass --insecure (OUTBOARD_INSECURE=1) on a network you trust")]
+    Insecure {
+        /// The host of the URL.
+        host: String,
+    },
+    /// The token file cannot be read.
+    #[error("cannot read the token file {path}: {reason} — write the token from `outboard-server admin user add` into it")]
+    TokenFile {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The CA certificate file cannot be used.
+    #[error("cannot use the CA certificate file {path}: {reason} — give a PEM file with --ca-cert/OUTBOARD_CA_CERT")]
+    CaCert {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The server's TLS certificate is not trusted (or TLS failed otherwise).
+    #[error("TLS with {url} failed: {reason} — if the server's certificate comes from a private CA, pass --ca-cert FILE (OUTBOARD_CA_CERT)")]
+    Certificate {
+        /// The URL.
+        url: String,
+        /// What rustls said.
+        reason: String,
+    },
     /// The server sent something this client cannot read.
     #[error(
         "unexpected data from the server: {0} — are outboard and outboard-server the same version?"
@@ -221,7 +296,12 @@ impl ClientError {
     pub fn exit_code(&self) -> i32 {
         use crate::exit;
         match self {
-            ClientError::InvalidUrl { .. } | ClientError::TooLarge { .. } => exit::USAGE,
+            ClientError::InvalidUrl { .. }
+            | ClientError::TooLarge { .. }
+            | ClientError::Insecure { .. }
+            | ClientError::TokenFile { .. }
+            | ClientError::CaCert { .. } => exit::USAGE,
+            ClientError::Certificate { .. } => exit::CONNECT,
             ClientError::Connect { .. }
             | ClientError::Unauthorized { .. }
             | ClientError::ProtocolVersion { .. }
@@ -290,18 +370,28 @@ impl Client {
     /// Connects to `url` (`ws://HOST:PORT`), sends `hello` with `token` and waits for `welcome`,
     /// all within [`HANDSHAKE_TIMEOUT`].
     pub async fn connect(url: &str, token: &str) -> Result<Client, ClientError> {
-        Self::connect_inner(url, token, false).await
+        Self::connect_with(url, token, false, &ConnectOptions::default()).await
     }
 
     /// Like [`Client::connect`], and also delivers room events (`presence`, `drive_requested`,
     /// `memory_changed`).
     pub async fn connect_with_room_events(url: &str, token: &str) -> Result<Client, ClientError> {
-        Self::connect_inner(url, token, true).await
+        Self::connect_with(url, token, true, &ConnectOptions::default()).await
     }
 
-    async fn connect_inner(url: &str, token: &str, room: bool) -> Result<Client, ClientError> {
-        validate_url(url)?;
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token, room)).await {
+    /// [`Client::connect`] with room events when `room`, and the transport `options`.
+    pub async fn connect_with(
+        url: &str,
+        token: &str,
+        room: bool,
+        options: &ConnectOptions,
+    ) -> Result<Client, ClientError> {
+        let host = validate_url(url)?;
+        if url.starts_with("ws://") && !is_loopback(&host) && !options.insecure {
+            return Err(ClientError::Insecure { host });
+        }
+        let connector = if url.starts_with("wss://") { Some(tls_connector(options)?) } else { None };
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token, room, connector)).await {
             Ok(result) => result,
             Err(_) => Err(ClientError::Connect {
                 url: url.to_owned(),
@@ -539,8 +629,44 @@ impl Client {
     }
 }
 
-/// Refuses URLs that cannot be an Outboard server before any network traffic.
-fn validate_url(url: &str) -> Result<(), ClientError> {
+/// Whether `host` (from a URL, IPv6 in brackets) is this machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// rustls (ring provider) trusting the webpki roots and the certificates of `--ca-cert`.
+fn tls_connector(options: &ConnectOptions) -> Result<Connector, ClientError> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = &options.ca_cert {
+        let ca_err =
+            |reason: String| ClientError::CaCert { path: path.display().to_string(), reason };
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| ca_err(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ca_err(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(ca_err("no CERTIFICATE in it".into()));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Protocol(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Connector::Rustls(std::sync::Arc::new(config)))
+}
+
+/// Refuses URLs that cannot be an Outboard server before any network traffic; returns the host.
+fn validate_url(url: &str) -> Result<String, ClientError> {
     let invalid =
         |reason: &str| ClientError::InvalidUrl { url: url.to_owned(), reason: reason.into() };
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -552,17 +678,33 @@ fn validate_url(url: &str) -> Result<(), ClientError> {
     if rest.is_empty() || rest.starts_with('/') {
         return Err(invalid("no host"));
     }
-    Ok(())
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let host = if authority.starts_with('[') {
+        authority.split_inclusive(']').next().unwrap_or(authority)
+    } else {
+        authority.split(':').next().unwrap_or(authority)
+    };
+    if host.is_empty() {
+        return Err(invalid("no host"));
+    }
+    Ok(host.to_owned())
 }
 
 /// The connection, the upgrade and the hello/welcome exchange.
-async fn handshake(url: &str, token: &str, room: bool) -> Result<Client, ClientError> {
+async fn handshake(
+    url: &str,
+    token: &str,
+    room: bool,
+    connector: Option<Connector>,
+) -> Result<Client, ClientError> {
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
-    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
-        .await
-        .map_err(|e| connect_error(url, e))?;
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async_tls_with_config(url, Some(config), true, connector)
+            .await
+            .map_err(|e| connect_error(url, e))?;
 
     let hello = ClientFrame::Hello(Hello {
         protocol_version: PROTOCOL_VERSION,
@@ -642,18 +784,43 @@ fn frame_kind(frame: &ServerFrame) -> &'static str {
 
 fn connect_error(url: &str, err: tungstenite::Error) -> ClientError {
     let reason = match err {
-        tungstenite::Error::Io(io) => match io.kind() {
-            std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
-            _ => io.to_string(),
-        },
+        tungstenite::Error::Io(io) => {
+            if let Some(tls) = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                let reason = match tls {
+                    rustls::Error::InvalidCertificate(why) => {
+                        format!("the server's certificate is not trusted ({why:?})")
+                    }
+                    other => other.to_string(),
+                };
+                return ClientError::Certificate { url: url.to_owned(), reason };
+            }
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+                _ => io.to_string(),
+            }
+        }
+        tungstenite::Error::Tls(e) => {
+            return ClientError::Certificate { url: url.to_owned(), reason: e.to_string() }
+        }
         tungstenite::Error::Url(e) => {
             return ClientError::InvalidUrl { url: url.to_owned(), reason: e.to_string() }
         }
         tungstenite::Error::Http(response) => {
+            // The server's one-line reason (a connection cap, …), bounded for the terminal.
+            let body = response
+                .body()
+                .as_deref()
+                .map(|b| String::from_utf8_lossy(&b[..b.len().min(300)]).trim().to_owned())
+                .filter(|b| !b.is_empty())
+                .map(|b| format!(": {b}"))
+                .unwrap_or_default();
             return ClientError::Handshake {
                 url: url.to_owned(),
-                message: format!("the server answered HTTP {} to the upgrade", response.status()),
-            }
+                message: format!(
+                    "the server answered HTTP {} to the upgrade{body}",
+                    response.status()
+                ),
+            };
         }
         other => other.to_string(),
     };
@@ -680,8 +847,19 @@ async fn connection_task(
     room_events: bool,
 ) {
     let mut pending: HashMap<RequestId, (&'static str, Reply)> = HashMap::new();
+    let mut ping = tokio::time::interval_at(
+        tokio::time::Instant::now() + CLIENT_PING_INTERVAL,
+        CLIENT_PING_INTERVAL,
+    );
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let end = loop {
         tokio::select! {
+            _ = ping.tick() => {
+                // Keeps the server's idle timeout from cutting a quiet connection.
+                if let Err(e) = socket.send(Message::Ping(Default::default())).await {
+                    break ClientError::Closed { reason: Some(e.to_string()) };
+                }
+            }
             outgoing = requests.recv() => {
                 let Some(Outgoing { request, reply }) = outgoing else {
                     // The client was dropped: say goodbye and stop.

@@ -22,7 +22,7 @@ mod manager;
 pub mod output;
 pub mod protocol;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use outboard_shared::{OutputStream, SandboxState};
@@ -280,19 +280,27 @@ impl Sandbox {
     /// start): fails with [`SandboxError::Unavailable`] saying what to install or which sysctl
     /// to check. The unsafe host mode passes with a loud warning.
     pub async fn check(config: &SandboxConfig) -> Result<(), SandboxError> {
+        Self::check_in(config, &std::env::temp_dir()).await
+    }
+
+    /// Like [`Sandbox::check`], with its scratch workspace in a fresh directory under `parent`
+    /// (the server passes its data dir, so nothing is created at a guessable name in `/tmp`).
+    pub async fn check_in(config: &SandboxConfig, parent: &Path) -> Result<(), SandboxError> {
         if config.backend == Backend::UnsafeHost {
             tracing::warn!(
                 "--sandbox unsafe-host: Bash commands run ON THE HOST as the server's user, with \
                  its files and network; use only where namespaces are unavailable"
             );
         }
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("outboard-sandbox-check-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            SandboxError::Unavailable(format!("could not create {}: {e}", dir.display()))
-        })?;
+        // A random name, created exclusively (never an existing directory someone planted) and
+        // private to this user.
+        let dir = parent.join(format!(".sandbox-check-{}", crate::util::new_id("c")));
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| {
+                SandboxError::Unavailable(format!("could not create {}: {e}", dir.display()))
+            })?;
+        }
         let sandbox = Sandbox::new(config.clone(), dir.clone());
         let result =
             sandbox.exec("echo ok", CHECK_TIMEOUT, &mut |_, _| {}, CancellationToken::new()).await;
