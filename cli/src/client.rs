@@ -390,8 +390,10 @@ impl Client {
         if url.starts_with("ws://") && !is_loopback(&host) && !options.insecure {
             return Err(ClientError::Insecure { host });
         }
-        let connector = if url.starts_with("wss://") { Some(tls_connector(options)?) } else { None };
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token, room, connector)).await {
+        let connector =
+            if url.starts_with("wss://") { Some(tls_connector(options)?) } else { None };
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token, room, connector)).await
+        {
             Ok(result) => result,
             Err(_) => Err(ClientError::Connect {
                 url: url.to_owned(),

@@ -112,8 +112,9 @@ fn forward_ctrl_c() -> mpsc::Receiver<()> {
 
 /// Logs go to stderr, off unless `RUST_LOG` asks for them: stdout belongs to the run's output.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    // Capped for the WebSocket library: it would log the hello, token included, at trace.
+    let filter =
+        outboard_server::config::log_filter(std::env::var("RUST_LOG").ok().as_deref(), "off");
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

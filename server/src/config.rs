@@ -179,6 +179,22 @@ fn tighten(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The log filter of `outboard-server` (`OUTBOARD_LOG`) and `outboard` (`RUST_LOG`): the user's
+/// directives, or `default`, with the WebSocket library capped at `debug` whatever they ask.
+/// tungstenite logs every message it receives (the `hello` with its token included) and every
+/// frame's payload at `trace`; nothing else in the process logs credentials at any level.
+pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvFilter {
+    let mut filter = user
+        .and_then(|spec| tracing_subscriber::EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
+        if let Ok(directive) = cap.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
+}
+
 /// The database file's name in the data directory.
 pub const DB_FILE: &str = "outboard.db";
 

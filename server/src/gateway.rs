@@ -30,16 +30,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ws::{CloseFrame, Utf8Bytes};
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
 use axum::extract::{Extension, State};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
-use axum::extract::ws::{CloseFrame, Utf8Bytes};
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    close, ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, EventKind, Method,
-    PresenceEntry, Request, RequestId, Response, Role, ServerFrame, SessionAttachResponse,
+    close, ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, EventKind,
+    Method, PresenceEntry, Request, RequestId, Response, Role, ServerFrame, SessionAttachResponse,
     SessionCreateResponse, SessionId, SessionListResponse, TurnInterruptResponse, UserInfo,
     Welcome, MAX_FRAME_BYTES, MAX_PRE_HELLO_BYTES, PROTOCOL_VERSION,
 };
@@ -388,8 +388,7 @@ impl Connection {
             Ok(None) => return,
             Err(_) => {
                 tracing::debug!(%peer, "no hello in time");
-                let msg =
-                    format!("no hello within {}; closing", seconds(net.handshake_timeout));
+                let msg = format!("no hello within {}; closing", seconds(net.handshake_timeout));
                 return self.fatal(ErrorCode::HandshakeRequired, &msg).await;
             }
         };
@@ -431,7 +430,7 @@ impl Connection {
                         ErrorCode::Unauthorized,
                         "the token is not valid; create one with `outboard-server admin user add NAME --org ORG`",
                     )
-                    .await
+                    .await;
             }
             Err(e) => return self.fatal(ErrorCode::Internal, &e.to_string()).await,
         };

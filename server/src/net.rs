@@ -10,7 +10,7 @@
 //!   `HTTP 503`/`429` with a one-line reason (plain TCP only: a TLS peer is just closed) and never
 //!   reaches hyper;
 //! - gives each connection [`NetConfig::handshake_timeout`] from accept to the WebSocket upgrade
-//!   (TLS handshake and HTTP request head included), one request per connection;
+//!   (TLS handshake and HTTP request head included);
 //! - wraps the raw socket (beneath TLS) in a [`Guarded`] stream that lets through at most
 //!   [`MAX_PRE_HELLO_BYTES`] until the gateway accepts `hello` ([`PreHello::open`]); past that,
 //!   reads stop and [`PreHello::exceeded`] fires, so the peer's bytes stay in the kernel's socket
@@ -436,8 +436,9 @@ where
         let mut router = router.clone();
         async move { tower_service::Service::call(&mut router, request).await }
     });
+    // Keep-alive stays on: turning it off makes hyper answer `connection: close`, which breaks
+    // the upgrade. A kept-alive connection is still bounded by the upgrade deadline and budget.
     let conn = hyper::server::conn::http1::Builder::new()
-        .keep_alive(false)
         .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)
         .with_upgrades();
