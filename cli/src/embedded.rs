@@ -11,8 +11,6 @@
 //! tokens of embedded processes that no longer run. The data dir is created 0700 and the
 //! database files 0600 explicitly: this process's umask is the user's and is left alone.
 
-use std::path::PathBuf;
-
 use outboard_server::config::{default_data_dir, llm_config, ConfigError};
 use outboard_server::sandbox::SandboxConfig;
 use outboard_server::{Limits, NetConfig, ServerConfig, ServerHandle};
@@ -170,7 +168,7 @@ pub fn local_user() -> String {
 }
 
 /// Creates the data dir 0700 (its database files 0600), tightening looser existing ones.
-fn create_dir(dir: &PathBuf) -> Result<(), EmbeddedError> {
+fn create_dir(dir: &std::path::Path) -> Result<(), EmbeddedError> {
     outboard_server::config::secure_data_dir(dir).map_err(|e| EmbeddedError::DataDir {
         dir: dir.display().to_string(),
         reason: e.source.to_string(),
