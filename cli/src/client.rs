@@ -49,19 +49,31 @@ use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::args::ConnectArgs;
 
-/// How the client reaches the server beyond the URL: trust and clear-text policy.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// How the client reaches the server beyond the URL: trust, clear-text policy, keep-alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectOptions {
     /// A PEM file of CA certificates trusted for `wss://` besides the webpki roots.
     pub ca_cert: Option<std::path::PathBuf>,
     /// Allow a token over clear-text `ws://` to a non-loopback host.
     pub insecure: bool,
+    /// How often the connection task pings ([`CLIENT_PING_INTERVAL`]).
+    pub ping_interval: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions { ca_cert: None, insecure: false, ping_interval: CLIENT_PING_INTERVAL }
+    }
 }
 
 impl ConnectOptions {
     /// The options the connection flags give.
     pub fn from_args(args: &ConnectArgs) -> Self {
-        ConnectOptions { ca_cert: args.ca_cert.clone(), insecure: args.insecure }
+        ConnectOptions {
+            ca_cert: args.ca_cert.clone(),
+            insecure: args.insecure,
+            ..ConnectOptions::default()
+        }
     }
 }
 
@@ -392,8 +404,9 @@ impl Client {
         }
         let connector =
             if url.starts_with("wss://") { Some(tls_connector(options)?) } else { None };
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token, room, connector)).await
-        {
+        let ping = options.ping_interval.max(Duration::from_millis(10));
+        let handshake = handshake(url, token, room, connector, ping);
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
             Ok(result) => result,
             Err(_) => Err(ClientError::Connect {
                 url: url.to_owned(),
@@ -699,6 +712,7 @@ async fn handshake(
     token: &str,
     room: bool,
     connector: Option<Connector>,
+    ping: Duration,
 ) -> Result<Client, ClientError> {
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
@@ -764,7 +778,7 @@ async fn handshake(
 
     let (requests_tx, requests_rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
     let (events_tx, events_rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
-    tokio::spawn(connection_task(socket, requests_rx, events_tx, room));
+    tokio::spawn(connection_task(socket, requests_rx, events_tx, room, ping));
     Ok(Client {
         url: url.to_owned(),
         welcome,
@@ -847,12 +861,11 @@ async fn connection_task(
     mut requests: mpsc::Receiver<Outgoing>,
     events: mpsc::Sender<Result<SessionEvent, ClientError>>,
     room_events: bool,
+    ping_interval: Duration,
 ) {
     let mut pending: HashMap<RequestId, (&'static str, Reply)> = HashMap::new();
-    let mut ping = tokio::time::interval_at(
-        tokio::time::Instant::now() + CLIENT_PING_INTERVAL,
-        CLIENT_PING_INTERVAL,
-    );
+    let mut ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let end = loop {
         tokio::select! {
@@ -1075,6 +1088,47 @@ mod tests {
             format!("cannot connect to {url}: connection refused — is outboard-server running? Set --server/OUTBOARD_SERVER")
         );
         assert_eq!(err.exit_code(), crate::exit::CONNECT);
+    }
+
+    #[tokio::test]
+    async fn an_idle_client_pings() {
+        let (seen_tx, seen_rx) = oneshot::channel::<usize>();
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            send(&mut ws, &ServerFrame::Welcome(welcome())).await;
+            let mut pings = 0;
+            while let Some(Ok(msg)) = ws.next().await {
+                if matches!(msg, Message::Ping(_)) {
+                    pings += 1;
+                    if pings == 3 {
+                        break;
+                    }
+                }
+            }
+            let _ = seen_tx.send(pings);
+        })
+        .await;
+        let options = ConnectOptions {
+            ping_interval: Duration::from_millis(50),
+            ..ConnectOptions::default()
+        };
+        let _client = Client::connect_with(&url, "tok", false, &options).await.unwrap();
+        let pings = tokio::time::timeout(Duration::from_secs(10), seen_rx).await.unwrap().unwrap();
+        assert_eq!(pings, 3);
+        assert_eq!(ConnectOptions::default().ping_interval, CLIENT_PING_INTERVAL);
+    }
+
+    #[tokio::test]
+    async fn clear_text_tokens_stay_on_loopback() {
+        for url in ["ws://10.0.0.1:7700", "ws://example.com", "ws://[2001:db8::1]:7700/"] {
+            let err = Client::connect(url, "tok").await.unwrap_err();
+            assert!(matches!(err, ClientError::Insecure { .. }), "{url}: {err:?}");
+            assert_eq!(err.exit_code(), crate::exit::USAGE);
+        }
+        for url in ["ws://127.0.0.1:9", "ws://localhost:9", "ws://[::1]:9"] {
+            let err = Client::connect(url, "tok").await.unwrap_err();
+            assert!(!matches!(err, ClientError::Insecure { .. }), "{url}: {err:?}");
+        }
     }
 
     #[tokio::test]

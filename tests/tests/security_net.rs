@@ -474,7 +474,8 @@ async fn oversize_data_before_hello_is_cut_at_the_budget() {
 /// each connection is cut after 64 KiB instead of buffering its frame.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forty_oversize_frames_do_not_grow_the_server() {
-    let server = Server::start(&["--max-connections-per-ip", "100"], "info");
+    // Default flags: 40 connections from one address stay under the per-address cap of 64.
+    let server = Server::start(&[], "info");
     let baseline = server.status_kb("VmRSS:");
     let hwm_before = server.status_kb("VmHWM:");
     let attacks: Vec<_> = (0..40)
@@ -652,7 +653,8 @@ async fn tls_end_to_end_with_a_private_ca() {
 #[test]
 fn clear_text_off_loopback_is_refused_by_the_server() {
     let data = tempfile::tempdir().unwrap();
-    let out = Command::new(bin("outboard-server").unwrap())
+    let err_path = data.path().join("refused.stderr");
+    let mut child = Command::new(bin("outboard-server").unwrap())
         .args(["serve", "--listen", "0.0.0.0:0", "--base-url", "http://127.0.0.1:9"])
         .arg("--data")
         .arg(data.path())
@@ -660,10 +662,25 @@ fn clear_text_off_loopback_is_refused_by_the_server() {
         .env_remove("OUTBOARD_LISTEN")
         .env_remove("OUTBOARD_INSECURE")
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    // A server that starts instead of refusing would never exit: 30 s is the failure detector.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "the server did not refuse: {stderr}");
     assert!(stderr.contains("refusing to listen on 0.0.0.0:0 without TLS"), "{stderr}");
     assert!(stderr.contains("--tls-cert"), "{stderr}");
 
