@@ -220,9 +220,19 @@ pub struct ConnectArgs {
     /// The server's WebSocket URL (ws://HOST:PORT). Without it, an embedded server is started.
     #[arg(long, env = "OUTBOARD_SERVER", value_name = "URL")]
     pub server: Option<String>,
-    /// Your bearer token (required with --server).
+    /// Your bearer token (required with --server). Prefer OUTBOARD_TOKEN or --token-file: other
+    /// users of this machine can read a command line (`ps`).
     #[arg(long, env = "OUTBOARD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// A file whose first line is your bearer token (takes precedence over --token).
+    #[arg(long, env = "OUTBOARD_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for wss:// besides the built-in roots (a private CA).
+    #[arg(long, env = "OUTBOARD_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Allow sending the token over clear-text ws:// to a host other than this machine.
+    #[arg(long, env = "OUTBOARD_INSECURE")]
+    pub insecure: bool,
     /// Embedded mode: the model provider.
     #[arg(long, env = "OUTBOARD_PROVIDER", value_parser = ["anthropic", "openai"])]
     pub provider: Option<String>,
@@ -310,6 +320,7 @@ mod tests {
                     base_url: Some("http://127.0.0.1:9000/v1".into()),
                     model: Some("m".into()),
                     data_dir: Some("/tmp/ob".into()),
+                    ..ConnectArgs::default()
                 },
                 json: true,
                 session: Some("s_1".into()),

@@ -14,6 +14,12 @@
 //! prints every event it gets, and who is watching or what a teammate changed in the org's files
 //! is not part of a turn. [`Backoff`] paces reconnects; the TUI's
 //! connection loop uses it with [`Client::attach`]'s `after_seq` to resume without a gap.
+//!
+//! Transport security ([`ConnectOptions`]): `wss://` uses rustls with the webpki roots plus the
+//! certificates of `--ca-cert`/`OUTBOARD_CA_CERT` (a private CA); a token is never sent over
+//! clear-text `ws://` to a host other than loopback unless `--insecure`. While connected, the
+//! connection task sends a WebSocket ping every [`CLIENT_PING_INTERVAL`] so that the server's
+//! idle timeout never cuts an idle TUI or a long headless turn.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,7 +36,8 @@ use outboard_shared::{
     SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionCreateResponse,
     SessionEvent, SessionId, SessionInfo, SessionListParams, SessionListResponse, SessionRef,
     SkillInfo, SkillsImportParams, SkillsImportResponse, SkillsListResponse, TurnInterruptResponse,
-    TurnSendParams, TurnSendResponse, Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    TurnSendParams, TurnSendResponse, Welcome, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -38,7 +45,57 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
+
+use crate::args::ConnectArgs;
+
+/// How the client reaches the server beyond the URL: trust, clear-text policy, keep-alive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// A PEM file of CA certificates trusted for `wss://` besides the webpki roots.
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Allow a token over clear-text `ws://` to a non-loopback host.
+    pub insecure: bool,
+    /// How often the connection task pings ([`CLIENT_PING_INTERVAL`]).
+    pub ping_interval: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions { ca_cert: None, insecure: false, ping_interval: CLIENT_PING_INTERVAL }
+    }
+}
+
+impl ConnectOptions {
+    /// The options the connection flags give.
+    pub fn from_args(args: &ConnectArgs) -> Self {
+        ConnectOptions {
+            ca_cert: args.ca_cert.clone(),
+            insecure: args.insecure,
+            ..ConnectOptions::default()
+        }
+    }
+}
+
+/// The bearer token the flags give: `--token-file FILE` (its first line), else `--token` /
+/// `OUTBOARD_TOKEN`. `None` when neither is set or the value is blank.
+pub fn token_from_args(args: &ConnectArgs) -> Result<Option<String>, ClientError> {
+    if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path).map_err(|e| ClientError::TokenFile {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let token = text.lines().next().unwrap_or("").trim().to_owned();
+        if token.is_empty() {
+            return Err(ClientError::TokenFile {
+                path: path.display().to_string(),
+                reason: "it is empty".into(),
+            });
+        }
+        return Ok(Some(token));
+    }
+    Ok(args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned))
+}
 
 /// How long connecting, upgrading to WebSocket and the hello/welcome exchange may take together.
 /// A loopback or LAN server answers in milliseconds; ten seconds covers a slow VPN without leaving
@@ -186,6 +243,36 @@ pub enum ClientError {
         /// [`MAX_FRAME_BYTES`].
         limit: usize,
     },
+    /// A token would cross the network in clear text.
+    #[error("refusing to send the token over clear-text ws:// to {host}: use wss:// (serve with --tls-cert/--tls-key), or pass --insecure (OUTBOARD_INSECURE=1) on a network you trust")]
+    Insecure {
+        /// The host of the URL.
+        host: String,
+    },
+    /// The token file cannot be read.
+    #[error("cannot read the token file {path}: {reason} — write the token from `outboard-server admin user add` into it")]
+    TokenFile {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The CA certificate file cannot be used.
+    #[error("cannot use the CA certificate file {path}: {reason} — give a PEM file with --ca-cert/OUTBOARD_CA_CERT")]
+    CaCert {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The server's TLS certificate is not trusted (or TLS failed otherwise).
+    #[error("TLS with {url} failed: {reason} — if the server's certificate comes from a private CA, pass --ca-cert FILE (OUTBOARD_CA_CERT)")]
+    Certificate {
+        /// The URL.
+        url: String,
+        /// What rustls said.
+        reason: String,
+    },
     /// The server sent something this client cannot read.
     #[error(
         "unexpected data from the server: {0} — are outboard and outboard-server the same version?"
@@ -221,7 +308,12 @@ impl ClientError {
     pub fn exit_code(&self) -> i32 {
         use crate::exit;
         match self {
-            ClientError::InvalidUrl { .. } | ClientError::TooLarge { .. } => exit::USAGE,
+            ClientError::InvalidUrl { .. }
+            | ClientError::TooLarge { .. }
+            | ClientError::Insecure { .. }
+            | ClientError::TokenFile { .. }
+            | ClientError::CaCert { .. } => exit::USAGE,
+            ClientError::Certificate { .. } => exit::CONNECT,
             ClientError::Connect { .. }
             | ClientError::Unauthorized { .. }
             | ClientError::ProtocolVersion { .. }
@@ -290,18 +382,31 @@ impl Client {
     /// Connects to `url` (`ws://HOST:PORT`), sends `hello` with `token` and waits for `welcome`,
     /// all within [`HANDSHAKE_TIMEOUT`].
     pub async fn connect(url: &str, token: &str) -> Result<Client, ClientError> {
-        Self::connect_inner(url, token, false).await
+        Self::connect_with(url, token, false, &ConnectOptions::default()).await
     }
 
     /// Like [`Client::connect`], and also delivers room events (`presence`, `drive_requested`,
     /// `memory_changed`).
     pub async fn connect_with_room_events(url: &str, token: &str) -> Result<Client, ClientError> {
-        Self::connect_inner(url, token, true).await
+        Self::connect_with(url, token, true, &ConnectOptions::default()).await
     }
 
-    async fn connect_inner(url: &str, token: &str, room: bool) -> Result<Client, ClientError> {
-        validate_url(url)?;
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(url, token, room)).await {
+    /// [`Client::connect`] with room events when `room`, and the transport `options`.
+    pub async fn connect_with(
+        url: &str,
+        token: &str,
+        room: bool,
+        options: &ConnectOptions,
+    ) -> Result<Client, ClientError> {
+        let host = validate_url(url)?;
+        if url.starts_with("ws://") && !is_loopback(&host) && !options.insecure {
+            return Err(ClientError::Insecure { host });
+        }
+        let connector =
+            if url.starts_with("wss://") { Some(tls_connector(options)?) } else { None };
+        let ping = options.ping_interval.max(Duration::from_millis(10));
+        let handshake = handshake(url, token, room, connector, ping);
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
             Ok(result) => result,
             Err(_) => Err(ClientError::Connect {
                 url: url.to_owned(),
@@ -539,8 +644,44 @@ impl Client {
     }
 }
 
-/// Refuses URLs that cannot be an Outboard server before any network traffic.
-fn validate_url(url: &str) -> Result<(), ClientError> {
+/// Whether `host` (from a URL, IPv6 in brackets) is this machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// rustls (ring provider) trusting the webpki roots and the certificates of `--ca-cert`.
+fn tls_connector(options: &ConnectOptions) -> Result<Connector, ClientError> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = &options.ca_cert {
+        let ca_err =
+            |reason: String| ClientError::CaCert { path: path.display().to_string(), reason };
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| ca_err(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ca_err(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(ca_err("no CERTIFICATE in it".into()));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ClientError::Protocol(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Connector::Rustls(std::sync::Arc::new(config)))
+}
+
+/// Refuses URLs that cannot be an Outboard server before any network traffic; returns the host.
+fn validate_url(url: &str) -> Result<String, ClientError> {
     let invalid =
         |reason: &str| ClientError::InvalidUrl { url: url.to_owned(), reason: reason.into() };
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -552,17 +693,34 @@ fn validate_url(url: &str) -> Result<(), ClientError> {
     if rest.is_empty() || rest.starts_with('/') {
         return Err(invalid("no host"));
     }
-    Ok(())
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let host = if authority.starts_with('[') {
+        authority.split_inclusive(']').next().unwrap_or(authority)
+    } else {
+        authority.split(':').next().unwrap_or(authority)
+    };
+    if host.is_empty() {
+        return Err(invalid("no host"));
+    }
+    Ok(host.to_owned())
 }
 
 /// The connection, the upgrade and the hello/welcome exchange.
-async fn handshake(url: &str, token: &str, room: bool) -> Result<Client, ClientError> {
+async fn handshake(
+    url: &str,
+    token: &str,
+    room: bool,
+    connector: Option<Connector>,
+    ping: Duration,
+) -> Result<Client, ClientError> {
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
-    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(url, Some(config), true)
-        .await
-        .map_err(|e| connect_error(url, e))?;
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async_tls_with_config(url, Some(config), true, connector)
+            .await
+            .map_err(|e| connect_error(url, e))?;
 
     let hello = ClientFrame::Hello(Hello {
         protocol_version: PROTOCOL_VERSION,
@@ -620,7 +778,7 @@ async fn handshake(url: &str, token: &str, room: bool) -> Result<Client, ClientE
 
     let (requests_tx, requests_rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
     let (events_tx, events_rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
-    tokio::spawn(connection_task(socket, requests_rx, events_tx, room));
+    tokio::spawn(connection_task(socket, requests_rx, events_tx, room, ping));
     Ok(Client {
         url: url.to_owned(),
         welcome,
@@ -642,18 +800,43 @@ fn frame_kind(frame: &ServerFrame) -> &'static str {
 
 fn connect_error(url: &str, err: tungstenite::Error) -> ClientError {
     let reason = match err {
-        tungstenite::Error::Io(io) => match io.kind() {
-            std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
-            _ => io.to_string(),
-        },
+        tungstenite::Error::Io(io) => {
+            if let Some(tls) = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                let reason = match tls {
+                    rustls::Error::InvalidCertificate(why) => {
+                        format!("the server's certificate is not trusted ({why:?})")
+                    }
+                    other => other.to_string(),
+                };
+                return ClientError::Certificate { url: url.to_owned(), reason };
+            }
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+                _ => io.to_string(),
+            }
+        }
+        tungstenite::Error::Tls(e) => {
+            return ClientError::Certificate { url: url.to_owned(), reason: e.to_string() }
+        }
         tungstenite::Error::Url(e) => {
             return ClientError::InvalidUrl { url: url.to_owned(), reason: e.to_string() }
         }
         tungstenite::Error::Http(response) => {
+            // The server's one-line reason (a connection cap, …), bounded for the terminal.
+            let body = response
+                .body()
+                .as_deref()
+                .map(|b| String::from_utf8_lossy(&b[..b.len().min(300)]).trim().to_owned())
+                .filter(|b| !b.is_empty())
+                .map(|b| format!(": {b}"))
+                .unwrap_or_default();
             return ClientError::Handshake {
                 url: url.to_owned(),
-                message: format!("the server answered HTTP {} to the upgrade", response.status()),
-            }
+                message: format!(
+                    "the server answered HTTP {} to the upgrade{body}",
+                    response.status()
+                ),
+            };
         }
         other => other.to_string(),
     };
@@ -678,10 +861,20 @@ async fn connection_task(
     mut requests: mpsc::Receiver<Outgoing>,
     events: mpsc::Sender<Result<SessionEvent, ClientError>>,
     room_events: bool,
+    ping_interval: Duration,
 ) {
     let mut pending: HashMap<RequestId, (&'static str, Reply)> = HashMap::new();
+    let mut ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let end = loop {
         tokio::select! {
+            _ = ping.tick() => {
+                // Keeps the server's idle timeout from cutting a quiet connection.
+                if let Err(e) = socket.send(Message::Ping(Default::default())).await {
+                    break ClientError::Closed { reason: Some(e.to_string()) };
+                }
+            }
             outgoing = requests.recv() => {
                 let Some(Outgoing { request, reply }) = outgoing else {
                     // The client was dropped: say goodbye and stop.
@@ -895,6 +1088,47 @@ mod tests {
             format!("cannot connect to {url}: connection refused — is outboard-server running? Set --server/OUTBOARD_SERVER")
         );
         assert_eq!(err.exit_code(), crate::exit::CONNECT);
+    }
+
+    #[tokio::test]
+    async fn an_idle_client_pings() {
+        let (seen_tx, seen_rx) = oneshot::channel::<usize>();
+        let url = serve(|mut ws| async move {
+            recv(&mut ws).await;
+            send(&mut ws, &ServerFrame::Welcome(welcome())).await;
+            let mut pings = 0;
+            while let Some(Ok(msg)) = ws.next().await {
+                if matches!(msg, Message::Ping(_)) {
+                    pings += 1;
+                    if pings == 3 {
+                        break;
+                    }
+                }
+            }
+            let _ = seen_tx.send(pings);
+        })
+        .await;
+        let options = ConnectOptions {
+            ping_interval: Duration::from_millis(50),
+            ..ConnectOptions::default()
+        };
+        let _client = Client::connect_with(&url, "tok", false, &options).await.unwrap();
+        let pings = tokio::time::timeout(Duration::from_secs(10), seen_rx).await.unwrap().unwrap();
+        assert_eq!(pings, 3);
+        assert_eq!(ConnectOptions::default().ping_interval, CLIENT_PING_INTERVAL);
+    }
+
+    #[tokio::test]
+    async fn clear_text_tokens_stay_on_loopback() {
+        for url in ["ws://10.0.0.1:7700", "ws://example.com", "ws://[2001:db8::1]:7700/"] {
+            let err = Client::connect(url, "tok").await.unwrap_err();
+            assert!(matches!(err, ClientError::Insecure { .. }), "{url}: {err:?}");
+            assert_eq!(err.exit_code(), crate::exit::USAGE);
+        }
+        for url in ["ws://127.0.0.1:9", "ws://localhost:9", "ws://[::1]:9"] {
+            let err = Client::connect(url, "tok").await.unwrap_err();
+            assert!(!matches!(err, ClientError::Insecure { .. }), "{url}: {err:?}");
+        }
     }
 
     #[tokio::test]

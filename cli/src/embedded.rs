@@ -4,12 +4,16 @@
 //! tests the real protocol every time someone uses it.
 //!
 //! This is the only module of the CLI that depends on `outboard-server`.
-
-use std::path::PathBuf;
+//!
+//! The token minted for this process is revoked when it exits normally (also after Ctrl-C in
+//! `outboard run`, and when the TUI quits). A process that is killed or crashes leaves its token
+//! in the database, unusable by anyone who does not hold it; the next embedded start deletes the
+//! tokens of embedded processes that no longer run. The data dir is created 0700 and the
+//! database files 0600 explicitly: this process's umask is the user's and is left alone.
 
 use outboard_server::config::{default_data_dir, llm_config, ConfigError};
 use outboard_server::sandbox::SandboxConfig;
-use outboard_server::{Limits, ServerConfig, ServerHandle};
+use outboard_server::{Limits, NetConfig, ServerConfig, ServerHandle};
 
 use crate::args::ConnectArgs;
 
@@ -109,6 +113,7 @@ impl EmbeddedServer {
             llm,
             sandbox: SandboxConfig::Bwrap,
             limits: Limits::default(),
+            net: NetConfig::default(),
         };
 
         let launch_error = |e: &dyn std::fmt::Display| EmbeddedError::Launch(e.to_string());
@@ -117,6 +122,11 @@ impl EmbeddedServer {
         let handle = outboard_server::launch_with(listener, config, needs_model)
             .await
             .map_err(|e| launch_error(&e))?;
+        match handle.revoke_stale_tokens().await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(tokens = n, "revoked the tokens of dead embedded processes"),
+            Err(e) => tracing::warn!("cannot clean up stale embedded tokens: {e}"),
+        }
         let token = match handle.mint_token(LOCAL_ORG, &local_user()).await {
             Ok(token) => token,
             Err(e) => {
@@ -138,8 +148,16 @@ impl EmbeddedServer {
         &self.token
     }
 
-    /// Stops the server and waits for its sessions to reach a checkpoint.
+    /// Revokes this process's token (it is useless once the process exits).
+    pub async fn revoke_token(&self) {
+        if let Err(e) = self.handle.revoke_token(&self.token).await {
+            tracing::warn!("cannot revoke the embedded token: {e}");
+        }
+    }
+
+    /// Revokes the token, stops the server and waits for its sessions to reach a checkpoint.
     pub async fn shutdown(self) {
+        self.revoke_token().await;
         self.handle.shutdown().await;
     }
 }
@@ -149,9 +167,10 @@ pub fn local_user() -> String {
     std::env::var("USER").ok().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| "local".into())
 }
 
-fn create_dir(dir: &PathBuf) -> Result<(), EmbeddedError> {
-    std::fs::create_dir_all(dir).map_err(|e| EmbeddedError::DataDir {
+/// Creates the data dir 0700 (its database files 0600), tightening looser existing ones.
+fn create_dir(dir: &std::path::Path) -> Result<(), EmbeddedError> {
+    outboard_server::config::secure_data_dir(dir).map_err(|e| EmbeddedError::DataDir {
         dir: dir.display().to_string(),
-        reason: e.to_string(),
+        reason: e.source.to_string(),
     })
 }

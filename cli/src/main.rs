@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::Parser as _;
 use outboard_cli::args::{Cli, Command};
 use outboard_cli::output::{Mode, Printer};
 use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
@@ -17,7 +16,17 @@ fn main() -> ExitCode {
     if let Some(code) = outboard_server::sandbox::agent::main_if_agent() {
         return code;
     }
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if token_on_command_line(&matches) {
+        eprintln!(
+            "outboard: warning: --token on the command line is visible to other users of this \
+             machine (ps, /proc); set OUTBOARD_TOKEN or use --token-file FILE instead"
+        );
+    }
     init_tracing();
     let code = match dispatch(cli) {
         Ok(code) => code,
@@ -79,6 +88,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// Whether `--token` was given on the command line (not through `OUTBOARD_TOKEN`), at any level
+/// of subcommand.
+fn token_on_command_line(matches: &clap::ArgMatches) -> bool {
+    let here = matches.ids().any(|id| id.as_str() == "token")
+        && matches.value_source("token") == Some(clap::parser::ValueSource::CommandLine);
+    here || matches.subcommand().is_some_and(|(_, sub)| token_on_command_line(sub))
+}
+
 /// One message per Ctrl-C. Installing the handler replaces the default "die on SIGINT", so the
 /// run decides: the first interrupts the turn, the second exits 130.
 fn forward_ctrl_c() -> mpsc::Receiver<()> {
@@ -95,8 +112,9 @@ fn forward_ctrl_c() -> mpsc::Receiver<()> {
 
 /// Logs go to stderr, off unless `RUST_LOG` asks for them: stdout belongs to the run's output.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    // Capped for the WebSocket library: it would log the hello, token included, at trace.
+    let filter =
+        outboard_server::config::log_filter(std::env::var("RUST_LOG").ok().as_deref(), "off");
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -36,7 +36,7 @@ pub const INTERRUPT_CHANNEL_CAPACITY: usize = 4;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// `--server` without a token.
-    #[error("--server {0} needs a token: pass --token or set OUTBOARD_TOKEN (create one with: outboard-server admin user add NAME --org ORG)")]
+    #[error("--server {0} needs a token: set OUTBOARD_TOKEN or pass --token-file FILE (create one with: outboard-server admin user add NAME --org ORG)")]
     MissingToken(String),
     /// The prompt is empty.
     #[error("the prompt is empty — pass it as an argument, or `-` to read it from stdin")]
@@ -110,10 +110,11 @@ impl Connection {
     /// embedded server starts even without an API key, since no model is called.
     pub async fn open_for(args: &ConnectArgs, needs_model: bool) -> Result<Connection, RunError> {
         if let Some(url) = &args.server {
-            let Some(token) = args.token.as_deref().filter(|t| !t.trim().is_empty()) else {
+            let Some(token) = crate::client::token_from_args(args)? else {
                 return Err(RunError::MissingToken(url.clone()));
             };
-            let client = Client::connect(url, token).await?;
+            let options = crate::client::ConnectOptions::from_args(args);
+            let client = Client::connect_with(url, &token, false, &options).await?;
             return Ok(Connection { client, embedded: None });
         }
         let server = EmbeddedServer::start(args, needs_model).await?;
@@ -156,7 +157,11 @@ pub async fn run<O: Write, E: Write>(
     };
     let code = drive(&mut conn, args, prompt, interrupts, printer).await;
     if code == exit::INTERRUPTED {
-        // A second Ctrl-C: leave at once; the server resumes the session from its log.
+        // A second Ctrl-C: leave at once; the server resumes the session from its log. The
+        // embedded token is revoked first (one quick delete): it must not outlive the process.
+        if let Some(server) = &conn.embedded {
+            server.revoke_token().await;
+        }
         return code;
     }
     conn.close().await;

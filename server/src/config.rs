@@ -20,6 +20,47 @@ pub struct ServerConfig {
     pub sandbox: SandboxConfig,
     /// The harness's limits.
     pub limits: Limits,
+    /// The network edge: timeouts, connection caps, TLS.
+    pub net: NetConfig,
+}
+
+/// Limits of the network edge (see `gateway.rs`). Every bound has a flag of `serve`.
+#[derive(Debug, Clone)]
+pub struct NetConfig {
+    /// From accept to the WebSocket upgrade (TLS handshake and HTTP request head), and again
+    /// from the upgrade to `hello`: a peer that is slower is cut. Default 10 s.
+    pub handshake_timeout: Duration,
+    /// A connection that sends no frame at all (request or WebSocket ping) for this long is
+    /// closed with `idle_timeout`. Clients ping every 30 s. Default 300 s.
+    pub idle_timeout: Duration,
+    /// Open connections (any state) at most; beyond it a new one is answered HTTP 503 and closed.
+    /// Default 4096.
+    pub max_connections: usize,
+    /// Open connections from one source address at most; beyond it HTTP 429. Default 64.
+    pub max_connections_per_ip: usize,
+    /// Serve TLS (wss://) with this certificate chain and key.
+    pub tls: Option<TlsFiles>,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            max_connections: 4096,
+            max_connections_per_ip: 64,
+            tls: None,
+        }
+    }
+}
+
+/// PEM files of the server's TLS certificate chain and private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first (PEM).
+    pub cert: PathBuf,
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
 }
 
 /// Limits of the harness loop.
@@ -40,7 +81,7 @@ impl Default for Limits {
 impl ServerConfig {
     /// Where the SQLite file lives.
     pub fn db_path(&self) -> PathBuf {
-        self.data_dir.join("outboard.db")
+        self.data_dir.join(DB_FILE)
     }
 
     /// The root under which each session gets `workspaces/<session_id>`.
@@ -77,6 +118,85 @@ impl std::fmt::Display for Secret {
         f.write_str("<redacted>")
     }
 }
+
+/// Why the data directory or database file cannot be made private.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot secure {path}: {source} — check that this user owns it, or set --data/OUTBOARD_DATA_DIR to a directory of your own")]
+pub struct DataDirError {
+    /// The directory or file.
+    pub path: PathBuf,
+    /// The OS error.
+    pub source: std::io::Error,
+}
+
+/// Creates the data directory (mode 0700) if missing, or tightens an existing one that group or
+/// others can read (with a warning), and does the same for the database file and its `-wal` and
+/// `-shm` companions (mode 0600; SQLite creates those with the database file's mode). Works
+/// without touching the process umask, so the embedded mode can call it from the user's CLI.
+pub fn secure_data_dir(dir: &std::path::Path) -> Result<(), DataDirError> {
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let err = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| DataDirError { path, source }
+    };
+    if !dir.exists() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(err(dir))?;
+    }
+    tighten(dir, 0o700).map_err(err(dir))?;
+    let db = dir.join(DB_FILE);
+    if !db.exists() {
+        // Created empty with 0600 before SQLite opens it, so it never exists with a looser mode.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&db)
+            .map_err(err(&db))?;
+    }
+    for name in [DB_FILE, "outboard.db-wal", "outboard.db-shm", "outboard.db-journal"] {
+        let path = dir.join(name);
+        if path.exists() {
+            tighten(&path, 0o600).map_err(err(&path))?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets `path`'s permission bits to `mode` when it grants more than `mode` does, with a warning.
+fn tighten(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let current = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if current & !mode != 0 {
+        tracing::warn!(
+            path = %path.display(),
+            was = format!("{current:o}"),
+            now = format!("{mode:o}"),
+            "tightening permissions: the data directory holds credentials and conversations"
+        );
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+/// The log filter of `outboard-server` (`OUTBOARD_LOG`) and `outboard` (`RUST_LOG`): the user's
+/// directives, or `default`, with the WebSocket library capped at `debug` whatever they ask.
+/// tungstenite logs every message it receives (the `hello` with its token included) and every
+/// frame's payload at `trace`; nothing else in the process logs credentials at any level.
+pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvFilter {
+    let mut filter = user
+        .and_then(|spec| tracing_subscriber::EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
+        if let Ok(directive) = cap.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
+}
+
+/// The database file's name in the data directory.
+pub const DB_FILE: &str = "outboard.db";
 
 /// The address `serve` listens on by default.
 pub fn default_listen() -> SocketAddr {

@@ -15,6 +15,14 @@
 //!
 //! Attach roles (who drives) live in the hub; this module checks them on every `turn/send` and
 //! `turn/interrupt` and broadcasts a `presence` event whenever they change.
+//!
+//! Below the WebSocket, [`crate::net`] accepts connections under caps and a raw-byte budget.
+//! Here, a connection has [`NetConfig::handshake_timeout`] after the upgrade to send `hello`, is
+//! cut with `too_large` as soon as it spends the pre-hello budget, and after `hello` is closed
+//! with `idle_timeout` when no frame at all (a request or a WebSocket ping) arrives for
+//! [`NetConfig::idle_timeout`]. Every fatal error frame is followed by a WebSocket close frame
+//! whose code and reason say why ([`outboard_shared::close`]). The token of a `hello` is never
+//! logged: only the user it authenticates.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,26 +30,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ws::{CloseFrame, Utf8Bytes};
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, EventKind, Method,
-    PresenceEntry, Request, RequestId, Response, Role, ServerFrame, SessionAttachResponse,
+    close, ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, EventKind,
+    Method, PresenceEntry, Request, RequestId, Response, Role, ServerFrame, SessionAttachResponse,
     SessionCreateResponse, SessionId, SessionListResponse, TurnInterruptResponse, UserInfo,
-    Welcome, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    Welcome, MAX_FRAME_BYTES, MAX_PRE_HELLO_BYTES, PROTOCOL_VERSION,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::ServerConfig;
+use crate::config::{NetConfig, ServerConfig};
 use crate::hub::{ConnId, Hub, Member};
 use crate::llm::Provider;
+use crate::net::ConnInfo;
 use crate::sandbox::Sandbox;
 use crate::session::SessionHandle;
 use crate::store::{Durability, Store, UserRow};
@@ -54,8 +64,13 @@ const OUTBOUND_QUEUE: usize = 512;
 /// is allowed to finish within it).
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(20);
 
-/// How long a new connection has to send `hello`.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The WebSocket read buffer of one connection. tungstenite's default (128 KiB) reserved per
+/// connection would let 4096 idle connections pin half a gigabyte; frames larger than this are
+/// still read, in several steps.
+const WS_READ_BUFFER: usize = 16 * 1024;
+
+/// The label prefix of tokens minted by embedded servers, followed by the minting process's id.
+pub const EMBEDDED_TOKEN_LABEL: &str = "embedded";
 
 /// The WebSocket layer refuses messages above this size outright; between [`MAX_FRAME_BYTES`]
 /// and this we still read the frame, so we can answer with a clear `too_large` error.
@@ -67,9 +82,11 @@ static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 struct AppState {
     hub: Arc<Hub>,
     shutdown: CancellationToken,
-    /// Upgraded WebSocket connections live outside axum's graceful shutdown; this tracks them so
-    /// shutdown can wait for each to send its "restarting" frame and close.
+    /// Upgraded WebSocket connections live outside the accept loop's own tracking; this tracks
+    /// them so shutdown can wait for each to send its "restarting" frame and close.
     connections: TaskTracker,
+    /// Timeouts of the handshake and of idle connections.
+    net: NetConfig,
 }
 
 /// A running server.
@@ -85,15 +102,31 @@ impl ServerHandle {
         self.addr
     }
 
-    /// `ws://ADDR`, for clients.
+    /// `ws://ADDR`, or `wss://ADDR` when serving TLS, for clients.
     pub fn url(&self) -> String {
-        format!("ws://{}", self.addr)
+        let scheme = if self.state.net.tls.is_some() { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.addr)
     }
 
-    /// Creates the org and user if missing and returns a fresh bearer token for the user.
+    /// Creates the org and user if missing and returns a fresh bearer token for the user,
+    /// labelled `embedded pid=PID` (this process) so that [`ServerHandle::revoke_stale_tokens`]
+    /// can tell the tokens of dead processes.
     pub async fn mint_token(&self, org: &str, user: &str) -> anyhow::Result<String> {
-        let (_, token) = self.state.hub.store().mint_token(org, user, "embedded").await?;
+        let label = format!("{EMBEDDED_TOKEN_LABEL} pid={}", std::process::id());
+        let (_, token) = self.state.hub.store().mint_token(org, user, &label).await?;
         Ok(token)
+    }
+
+    /// Deletes a token: the next `hello` with it is refused.
+    pub async fn revoke_token(&self, token: &str) -> anyhow::Result<()> {
+        crate::auth::revoke_token(self.state.hub.store(), token).await?;
+        Ok(())
+    }
+
+    /// Deletes the embedded tokens whose process is gone (a crash, a kill): see
+    /// [`crate::auth::revoke_stale_embedded`]. Returns how many.
+    pub async fn revoke_stale_tokens(&self) -> anyhow::Result<usize> {
+        Ok(crate::auth::revoke_stale_embedded(self.state.hub.store()).await?)
     }
 
     /// Graceful shutdown: turns stop at their next checkpoint (bounded by [`DRAIN_DEADLINE`]),
@@ -130,9 +163,11 @@ pub async fn launch_with(
     config: ServerConfig,
     resume_turns: bool,
 ) -> anyhow::Result<ServerHandle> {
-    use anyhow::Context as _;
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
+    crate::config::secure_data_dir(&config.data_dir)?;
+    let tls = match &config.net.tls {
+        Some(files) => Some(crate::net::tls_acceptor(files)?),
+        None => None,
+    };
     let store = Store::open(&config.db_path(), Durability::Normal)?;
     let mut config = config;
     // Sandbox scratch files live in the private data dir, and one live-sandbox registry serves
@@ -146,10 +181,12 @@ pub async fn launch_with(
     Sandbox::check(&config.sandbox).await?;
     let provider = Arc::new(Provider::new(config.llm.clone())?);
     let addr = listener.local_addr()?;
+    let net = config.net.clone();
     let state = Arc::new(AppState {
         hub: Arc::new(Hub::new(store, provider, config)),
         shutdown: CancellationToken::new(),
         connections: TaskTracker::new(),
+        net: net.clone(),
     });
     let changes = state.hub.org_fs().subscribe();
     tokio::spawn(crate::files_api::forward_changes(
@@ -165,37 +202,79 @@ pub async fn launch_with(
         .route("/", get(upgrade))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state.clone());
-    let shutdown = state.shutdown.clone();
-    let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!("the server stopped: {e}");
-        }
-    });
-    tracing::info!(%addr, "listening");
+    let edge = crate::net::Edge {
+        listener,
+        router: app,
+        caps: crate::net::Caps::new(net.max_connections, net.max_connections_per_ip),
+        config: net.clone(),
+        tls,
+        shutdown: state.shutdown.clone(),
+    };
+    let task = tokio::spawn(crate::net::serve(edge));
+    tracing::info!(
+        %addr,
+        tls = net.tls.is_some(),
+        max_connections = net.max_connections,
+        max_connections_per_ip = net.max_connections_per_ip,
+        handshake_timeout_ms = net.handshake_timeout.as_millis() as u64,
+        idle_timeout_ms = net.idle_timeout.as_millis() as u64,
+        "listening"
+    );
     Ok(ServerHandle { addr, state, task })
 }
 
-async fn upgrade(ws: WebSocketUpgrade, State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    ws.max_message_size(WS_HARD_LIMIT).max_frame_size(WS_HARD_LIMIT).on_upgrade(move |socket| {
-        let token = state.connections.token();
-        async move {
-            connection(socket, state).await;
-            drop(token);
-        }
-    })
+async fn upgrade(
+    ws: WebSocketUpgrade,
+    State(state): State<Arc<AppState>>,
+    Extension(info): Extension<ConnInfo>,
+) -> impl IntoResponse {
+    ws.max_message_size(WS_HARD_LIMIT)
+        .max_frame_size(WS_HARD_LIMIT)
+        .read_buffer_size(WS_READ_BUFFER)
+        .on_upgrade(move |socket| {
+            let token = state.connections.token();
+            async move {
+                connection(socket, state, info).await;
+                drop(token);
+            }
+        })
 }
 
 /// What the writer task sends.
 enum Outbound {
     Frame(ServerFrame),
-    /// Send this frame, then close the connection.
+    /// Send this frame, then a close frame saying why, and close the connection.
     Last(ServerFrame),
 }
 
-async fn connection(socket: WebSocket, state: Arc<AppState>) {
+/// The close frame that follows a fatal error frame: a code by kind of error and the reason
+/// `"<code>: <message>"`, cut to the 123 bytes a close reason may hold.
+fn close_frame(frame: &ServerFrame) -> Option<CloseFrame> {
+    let ServerFrame::Error(ConnectionError { error, .. }) = frame else {
+        return None;
+    };
+    let code = match error.code {
+        ErrorCode::TooLarge => close::TOO_BIG,
+        ErrorCode::ShuttingDown => close::RESTART,
+        ErrorCode::Internal => 1011,
+        _ => close::POLICY,
+    };
+    let mut reason = format!("{}: {}", error.code.as_str(), error.message);
+    if reason.len() > close::MAX_REASON_BYTES {
+        let mut cut = close::MAX_REASON_BYTES;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+    }
+    Some(CloseFrame { code, reason: Utf8Bytes::from(reason) })
+}
+
+/// How long a connection cut for sending too much before `hello` is kept open after our close
+/// frame, discarding what it still sends, so the close is not lost to a TCP reset.
+const CUT_LINGER: Duration = crate::net::REFUSAL_LINGER;
+
+async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
     let (mut sink, mut stream) = socket.split();
     let (out, mut out_rx) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE);
     let writer = tokio::spawn(async move {
@@ -215,7 +294,7 @@ async fn connection(socket: WebSocket, state: Arc<AppState>) {
                 break;
             }
             if last {
-                let _ = sink.send(WsMessage::Close(None)).await;
+                let _ = sink.send(WsMessage::Close(close_frame(&frame))).await;
                 break;
             }
         }
@@ -223,6 +302,7 @@ async fn connection(socket: WebSocket, state: Arc<AppState>) {
 
     let mut conn = Connection {
         id: ConnId(NEXT_CONN.fetch_add(1, Ordering::Relaxed)),
+        info: info.clone(),
         state: state.clone(),
         out: out.clone(),
         user: None,
@@ -250,6 +330,13 @@ async fn connection(socket: WebSocket, state: Arc<AppState>) {
     drop(conn);
     drop(out);
     let _ = writer.await;
+    if info.pre_hello.is_exceeded() {
+        // Lingering close: the peer may still be sending its oversize frame; discard it (no
+        // buffering) for a moment so our close frame reaches it before the socket closes.
+        info.pre_hello.discard();
+        let _ = tokio::time::timeout(CUT_LINGER, async { while stream.next().await.is_some() {} })
+            .await;
+    }
 }
 
 struct Attachment {
@@ -259,6 +346,8 @@ struct Attachment {
 
 struct Connection {
     id: ConnId,
+    /// The peer and its pre-hello budget.
+    info: ConnInfo,
     state: Arc<AppState>,
     out: mpsc::Sender<Outbound>,
     user: Option<UserRow>,
@@ -286,15 +375,30 @@ impl Connection {
     }
 
     async fn serve(&mut self, stream: &mut WsStream) {
-        // The handshake: the first frame must be a valid hello, within the timeout.
-        let first = match tokio::time::timeout(HANDSHAKE_TIMEOUT, next_text(stream)).await {
+        // The handshake: the first frame must be a valid hello, within the timeout, and within
+        // the pre-hello byte budget.
+        let net = self.state.net.clone();
+        let peer = self.info.peer;
+        let exceeded = self.info.pre_hello.exceeded();
+        let first = tokio::select! {
+            _ = exceeded => {
+                crate::net::log_pre_hello_cut(peer, "cut a connection that sent too much before hello");
+                let msg = format!(
+                    "more than {MAX_PRE_HELLO_BYTES} bytes before hello; send hello alone first \
+                     and wait for welcome"
+                );
+                return self.fatal(ErrorCode::TooLarge, &msg).await;
+            }
+            first = tokio::time::timeout(net.handshake_timeout, next_text(stream, None)) => first,
+        };
+        let first = match first {
             Ok(Some(Ok(text))) => text,
             Ok(Some(Err(msg))) => return self.fatal(ErrorCode::BadRequest, &msg).await,
             Ok(None) => return,
             Err(_) => {
-                return self
-                    .fatal(ErrorCode::HandshakeRequired, "no hello within 10 s; closing")
-                    .await
+                tracing::debug!(%peer, "no hello in time");
+                let msg = format!("no hello within {}; closing", seconds(net.handshake_timeout));
+                return self.fatal(ErrorCode::HandshakeRequired, &msg).await;
             }
         };
         if first.len() > MAX_FRAME_BYTES {
@@ -329,16 +433,18 @@ impl Connection {
         let user = match self.state.hub.store().authenticate(&hello.token).await {
             Ok(Some(user)) => user,
             Ok(None) => {
+                tracing::info!(%peer, client = %hello.client, "refused a hello with an unknown token");
                 return self
                     .fatal(
                         ErrorCode::Unauthorized,
                         "the token is not valid; create one with `outboard-server admin user add NAME --org ORG`",
                     )
-                    .await
+                    .await;
             }
             Err(e) => return self.fatal(ErrorCode::Internal, &e.to_string()).await,
         };
-        tracing::info!(user = %user.name, org = %user.org, client = %hello.client, "connected");
+        self.info.pre_hello.open();
+        tracing::info!(%peer, user = %user.name, org = %user.org, client = %hello.client, "connected");
         self.send(ServerFrame::Welcome(Welcome {
             protocol_version: PROTOCOL_VERSION,
             server: format!("outboard-server/{}", env!("CARGO_PKG_VERSION")),
@@ -353,7 +459,20 @@ impl Connection {
         self.user = Some(user);
         self.client = hello.client.chars().take(64).collect();
 
-        while let Some(frame) = next_text(stream).await {
+        loop {
+            let frame = match next_frame(stream, Some(net.idle_timeout)).await {
+                Some(Ok(Some(frame))) => frame,
+                Some(Ok(None)) => {
+                    tracing::info!(%peer, user = %user_name(&self.user), "closing an idle connection");
+                    let msg = format!(
+                        "no frame from the client for {}; closing (clients ping every {} s)",
+                        seconds(net.idle_timeout),
+                        outboard_shared::CLIENT_PING_INTERVAL.as_secs()
+                    );
+                    return self.fatal(ErrorCode::IdleTimeout, &msg).await;
+                }
+                Some(Err(())) | None => return,
+            };
             let text = match frame {
                 Ok(text) => text,
                 Err(msg) => {
@@ -579,24 +698,60 @@ async fn forward(
     }
 }
 
-/// The next text frame, skipping pings; `Err` for a binary frame or a protocol error.
-async fn next_text(stream: &mut WsStream) -> Option<Result<String, String>> {
+/// The next text frame, skipping pings; `Err` for a binary frame or a protocol error; `None` when
+/// the connection ended.
+async fn next_text(
+    stream: &mut WsStream,
+    idle: Option<Duration>,
+) -> Option<Result<String, String>> {
+    match next_frame(stream, idle).await? {
+        Ok(Some(frame)) => Some(frame),
+        Ok(None) | Err(()) => None,
+    }
+}
+
+/// Like [`next_text`], with an idle timeout that any frame (pings included) resets:
+/// `Some(Ok(None))` when it expired, `Some(Err(()))` or `None` when the connection ended.
+async fn next_frame(
+    stream: &mut WsStream,
+    idle: Option<Duration>,
+) -> Option<Result<Option<Result<String, String>>, ()>> {
     loop {
-        match stream.next().await? {
-            Ok(WsMessage::Text(t)) => return Some(Ok(t.to_string())),
+        let message = match idle {
+            Some(idle) => match tokio::time::timeout(idle, stream.next()).await {
+                Ok(message) => message?,
+                Err(_) => return Some(Ok(None)),
+            },
+            None => stream.next().await?,
+        };
+        match message {
+            Ok(WsMessage::Text(t)) => return Some(Ok(Some(Ok(t.to_string())))),
             Ok(WsMessage::Binary(_)) => {
-                return Some(Err(
-                    "binary frames are not part of the protocol; send JSON text".into()
-                ))
+                return Some(Ok(Some(Err(
+                    "binary frames are not part of the protocol; send JSON text".into(),
+                ))))
             }
-            Ok(WsMessage::Close(_)) => return None,
+            Ok(WsMessage::Close(_)) => return Some(Err(())),
             Ok(_) => continue,
             Err(e) => {
                 tracing::debug!("connection error: {e}");
-                return None;
+                return Some(Err(()));
             }
         }
     }
+}
+
+/// `10 s`, `1.5 s`: a duration for a message.
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+fn user_name(user: &Option<UserRow>) -> &str {
+    user.as_ref().map_or("", |u| u.name.as_str())
 }
 
 /// Parses a request frame. Errors carry the request id when one could be read, so the client can

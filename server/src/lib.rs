@@ -13,6 +13,7 @@ pub mod files_api;
 pub mod gateway;
 pub mod hub;
 pub mod llm;
+pub mod net;
 pub mod orgfs;
 pub mod quota;
 pub mod sandbox;
@@ -22,5 +23,5 @@ pub mod tools;
 pub mod util;
 pub mod vfs;
 
-pub use config::{Limits, Secret, ServerConfig};
+pub use config::{Limits, NetConfig, Secret, ServerConfig, TlsFiles};
 pub use gateway::{launch, launch_with, ServerHandle};

@@ -4,23 +4,30 @@
 //! outboard-server serve [--listen 127.0.0.1:7700] [--data DIR]
 //!                       [--provider anthropic|openai] [--base-url URL] [--model NAME]
 //!                       [--sandbox bwrap|unsafe-host]
+//!                       [--tls-cert PEM --tls-key PEM] [--insecure]
+//!                       [--handshake-timeout SECS] [--idle-timeout SECS]
+//!                       [--max-connections N] [--max-connections-per-ip N]
 //! outboard-server admin user add NAME --org ORG      # prints the new user's token
+//! outboard-server admin token ls [--org ORG]         # ids (not the tokens), users, labels
+//! outboard-server admin token revoke ID              # the next hello with it is refused
 //! outboard-server admin quota set --org ORG KEY VALUE # VALUE: a number, or `default`
 //! outboard-server admin quota show --org ORG
 //! ```
+//! The process runs with umask 077: everything it creates in the data dir is private to its user.
 //! `serve` prints `outboard-server listening on ws://ADDR` as its first line on stdout (tests
 //! that listen on port 0 read the address from it); logs go to stderr.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use outboard_server::config::{default_data_dir, default_listen, llm_config};
 use outboard_server::sandbox::{Backend, SandboxConfig};
 use outboard_server::store::{Durability, Store};
-use outboard_server::{Limits, ServerConfig};
+use outboard_server::{Limits, NetConfig, ServerConfig, TlsFiles};
 
 #[derive(Parser)]
 #[command(name = "outboard-server", version, about = "The Outboard agent server")]
@@ -76,6 +83,77 @@ struct ServeArgs {
     /// Model calls per turn before it stops.
     #[arg(long, default_value_t = Limits::default().max_steps)]
     max_steps: u32,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+/// `serve`'s network edge: TLS and the limits on connections (see `gateway.rs`, `net.rs`).
+#[derive(Args)]
+struct NetArgs {
+    /// TLS certificate chain (PEM, leaf first): serve wss:// instead of ws://.
+    #[arg(long, env = "OUTBOARD_TLS_CERT", value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of --tls-cert.
+    #[arg(long, env = "OUTBOARD_TLS_KEY", value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without TLS (tokens would cross the network in
+    /// clear text; only behind a TLS-terminating proxy on the same host or a trusted network).
+    #[arg(long, env = "OUTBOARD_INSECURE")]
+    insecure: bool,
+    /// Seconds a new connection has to finish its upgrade (TLS and HTTP), and then to send hello.
+    #[arg(long, env = "OUTBOARD_HANDSHAKE_TIMEOUT", value_name = "SECS", value_parser = parse_secs,
+          default_value = "10")]
+    handshake_timeout: Duration,
+    /// Seconds without any frame from a client (clients ping every 30 s) before it is closed.
+    #[arg(long, env = "OUTBOARD_IDLE_TIMEOUT", value_name = "SECS", value_parser = parse_secs,
+          default_value = "300")]
+    idle_timeout: Duration,
+    /// Open connections at most; more are answered HTTP 503.
+    #[arg(long, env = "OUTBOARD_MAX_CONNECTIONS", value_name = "N",
+          default_value_t = NetConfig::default().max_connections)]
+    max_connections: usize,
+    /// Open connections from one source address at most; more are answered HTTP 429.
+    #[arg(long, env = "OUTBOARD_MAX_CONNECTIONS_PER_IP", value_name = "N",
+          default_value_t = NetConfig::default().max_connections_per_ip)]
+    max_connections_per_ip: usize,
+}
+
+/// `1`, `0.5`: seconds, more than zero.
+fn parse_secs(text: &str) -> Result<Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("{text:?} is not a number of seconds above zero (e.g. 10 or 0.5)")),
+    }
+}
+
+impl NetArgs {
+    /// The edge's configuration; refuses a clear-text listener off loopback unless `--insecure`.
+    fn config(self, listen: SocketAddr) -> anyhow::Result<NetConfig> {
+        let tls = match (self.tls_cert, self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            _ => None,
+        };
+        if tls.is_none() && !listen.ip().is_loopback() {
+            if !self.insecure {
+                anyhow::bail!(
+                    "refusing to listen on {listen} without TLS: bearer tokens would cross the \
+                     network in clear text. Give --tls-cert PEM --tls-key PEM, or listen on \
+                     127.0.0.1, or pass --insecure if a TLS proxy on this host fronts the server"
+                );
+            }
+            tracing::warn!(%listen, "--insecure: serving clear-text ws:// off loopback; tokens are readable on the network");
+        }
+        if self.max_connections == 0 || self.max_connections_per_ip == 0 {
+            anyhow::bail!("--max-connections and --max-connections-per-ip must be at least 1");
+        }
+        Ok(NetConfig {
+            handshake_timeout: self.handshake_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip,
+            tls,
+        })
+    }
 }
 
 #[derive(Subcommand)]
@@ -89,6 +167,11 @@ enum AdminCommand {
     Quota {
         #[command(subcommand)]
         command: QuotaCommand,
+    },
+    /// List and revoke bearer tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
     },
 }
 
@@ -118,6 +201,26 @@ enum QuotaCommand {
 }
 
 #[derive(Subcommand)]
+enum TokenCommand {
+    /// List tokens: ID (the first 8 hex characters of the token's SHA-256, not a secret), user,
+    /// org, label (`admin`, `embedded pid=N`) and creation time.
+    Ls {
+        /// Only this org's tokens.
+        #[arg(long)]
+        org: Option<String>,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Revoke a token by its ID from `ls`: the next hello with it is refused.
+    Revoke {
+        /// The token's ID (or a longer prefix of its hash).
+        id: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+}
+
+#[derive(Subcommand)]
 enum UserCommand {
     /// Add a user (and its org if new); prints the user's token on stdout.
     Add {
@@ -135,12 +238,15 @@ fn main() -> ExitCode {
     if let Some(code) = outboard_server::sandbox::agent::main_if_agent() {
         return code;
     }
+    // Everything this process creates (database, workspaces, org projections) is private to its
+    // user; the data dir is also checked and tightened at start (config::secure_data_dir).
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("OUTBOARD_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(outboard_server::config::log_filter(
+            std::env::var("OUTBOARD_LOG").ok().as_deref(),
+            "info",
+        ))
         .with_writer(std::io::stderr)
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -177,11 +283,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             command: AdminCommand::User { command: UserCommand::Add { name, org, data } },
         } => {
             let dir = data_dir(data)?;
+            outboard_server::config::secure_data_dir(&dir)?;
             let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
             let (_, token) = store.add_user(&org, &name).await?;
             println!("{token}");
             Ok(())
         }
+        Command::Admin { command: AdminCommand::Token { command } } => admin_token(command).await,
         Command::Admin { command: AdminCommand::Quota { command } } => admin_quota(command).await,
     }
 }
@@ -204,6 +312,57 @@ async fn admin_quota(command: QuotaCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn admin_token(command: TokenCommand) -> anyhow::Result<()> {
+    use outboard_server::auth;
+    let open = |data: DataArg| -> anyhow::Result<Store> {
+        let dir = data_dir(data)?;
+        outboard_server::config::secure_data_dir(&dir)?;
+        Ok(Store::open(&dir.join("outboard.db"), Durability::Normal)?)
+    };
+    match command {
+        TokenCommand::Ls { org, data } => {
+            let tokens = auth::list_tokens(&open(data)?, org.as_deref()).await?;
+            println!("{:<8}  {:<16}  {:<16}  {:<20}  CREATED", "ID", "USER", "ORG", "LABEL");
+            for t in tokens {
+                println!(
+                    "{:<8}  {:<16}  {:<16}  {:<20}  {}",
+                    t.id, t.user, t.org, t.label, t.created_at
+                );
+            }
+            Ok(())
+        }
+        TokenCommand::Revoke { id, data } => {
+            let t = auth::revoke_by_id(&open(data)?, &id).await?;
+            println!("revoked {} ({} in {}, {})", t.id, t.user, t.org, t.label);
+            Ok(())
+        }
+    }
+}
+
+/// Raises the soft limit of open files to the hard limit (the connection caps are meaningless
+/// if `accept` fails first), and warns when it is still below the caps.
+fn raise_nofile_limit(max_connections: usize) {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = rustix::process::Rlimit { current: limit.maximum, maximum: limit.maximum };
+    let effective = match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => limit.maximum,
+        Err(_) => limit.current,
+    };
+    // Descriptors besides client connections: the database, sandboxes' pipes, model calls.
+    const RESERVED: u64 = 256;
+    if let Some(n) = effective {
+        if n < max_connections as u64 + RESERVED {
+            tracing::warn!(
+                open_files = n,
+                max_connections,
+                "the open-file limit is below --max-connections plus {RESERVED}; accept may fail \
+                 before the cap answers 503: raise `ulimit -n` or lower --max-connections"
+            );
+        }
+    }
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let llm =
         llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?;
@@ -217,7 +376,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..SandboxConfig::Bwrap
         },
         limits: Limits { max_steps: args.max_steps, ..Limits::default() },
+        net: args.net.config(args.listen)?,
     };
+    raise_nofile_limit(config.net.max_connections);
     tracing::info!(
         provider = config.llm.kind.as_str(),
         base_url = %config.llm.base_url,

@@ -587,7 +587,7 @@ impl OrgFs {
         let dirs = ProjectionDirs { memory: base.join("memory"), skills: base.join("skills") };
         for dir in [&dirs.memory, &dirs.skills] {
             std::fs::create_dir_all(dir)?;
-            set_mode(dir, 0o755);
+            set_mode(dir, PROJECTION_DIR_MODE);
         }
         Ok(dirs)
     }
@@ -920,6 +920,13 @@ fn safe_dir_name(id: &str) -> String {
         .collect()
 }
 
+/// Modes of the projection: owner only. The sandbox's user (uid 1000 in its user namespace) is
+/// the server's own uid mapped, so owner bits are all it needs; nobody else on the host may read
+/// an org's files (the data dir is 0700 as well).
+const PROJECTION_DIR_MODE: u32 = 0o700;
+/// See [`PROJECTION_DIR_MODE`].
+const PROJECTION_FILE_MODE: u32 = 0o600;
+
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
@@ -1034,7 +1041,7 @@ fn write_projected(
         let when = UNIX_EPOCH + Duration::from_millis(at_ms.max(0) as u64);
         file.set_modified(when)?;
         drop(file);
-        set_mode(&tmp, 0o644);
+        set_mode(&tmp, PROJECTION_FILE_MODE);
         std::fs::rename(&tmp, host)
     })();
     if result.is_err() {
@@ -1043,7 +1050,7 @@ fn write_projected(
     // Directories made by create_dir_all follow the umask; the sandbox user must read them.
     let mut at = Some(parent);
     while let Some(dir) = at {
-        set_mode(dir, 0o755);
+        set_mode(dir, PROJECTION_DIR_MODE);
         if dir == dirs.memory || dir == dirs.skills {
             break;
         }

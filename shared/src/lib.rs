@@ -32,6 +32,35 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// prompt of 4 MiB is better sent as a file in the workspace.
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 
+/// How often a client sends a WebSocket ping when it has nothing else to send. The server closes
+/// a connection after its idle timeout (default 300 s) without any frame from the client; 30 s
+/// keeps an idle TUI well inside it, even against a server configured ten times stricter.
+pub const CLIENT_PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The most raw bytes (HTTP upgrade request and WebSocket frames together) the server reads from
+/// a connection before it has accepted its `hello`. A client sends one small `hello` (well under
+/// 1 KiB) and waits for `welcome`; anything larger is cut with [`ErrorCode::TooLarge`] and close
+/// code [`close::TOO_BIG`] as soon as the limit is reached, so an unauthenticated peer can never
+/// make the server buffer a large frame.
+pub const MAX_PRE_HELLO_BYTES: usize = 64 * 1024;
+
+/// The WebSocket close codes the server ends a connection with (RFC 6455 §7.4.1). The close
+/// frame's reason is `"<error code>: <short text>"` (at most 123 bytes, the limit of a close
+/// reason), e.g. `"idle_timeout: no frame from the client for 300 s"`; the fatal error frame sent
+/// just before it carries the full message.
+pub mod close {
+    /// The server is going away (not used for restarts, see [`RESTART`]).
+    pub const GOING_AWAY: u16 = 1001;
+    /// The client broke a rule: no `hello` in time, a bad `hello`, a refused token, idle too long.
+    pub const POLICY: u16 = 1008;
+    /// The client sent more than a limit allows (a frame, or bytes before `hello`).
+    pub const TOO_BIG: u16 = 1009;
+    /// The server is restarting; reconnect in a moment.
+    pub const RESTART: u16 = 1012;
+    /// The longest close reason RFC 6455 allows (125 bytes of payload minus the 2-byte code).
+    pub const MAX_REASON_BYTES: usize = 123;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Client → server
 // ---------------------------------------------------------------------------------------------
@@ -357,6 +386,9 @@ pub enum ErrorCode {
     Lagged,
     /// The server is shutting down or restarting.
     ShuttingDown,
+    /// The connection sent no frame (request or WebSocket ping) for the server's idle timeout;
+    /// clients ping well within it ([`CLIENT_PING_INTERVAL`]).
+    IdleTimeout,
     /// A bug or an unexpected failure on the server.
     Internal,
     /// The caller's org reached one of its quotas (sessions per hour, org file versions or
@@ -382,6 +414,7 @@ impl ErrorCode {
             ErrorCode::UnknownMethod => "unknown_method",
             ErrorCode::Lagged => "lagged",
             ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::IdleTimeout => "idle_timeout",
             ErrorCode::Internal => "internal",
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Unknown => "unknown",

@@ -61,16 +61,19 @@ pub struct TuiArgs {
 
 /// Runs the TUI until the user quits; returns the exit status.
 pub async fn run(args: TuiArgs) -> i32 {
+    let options = crate::client::ConnectOptions::from_args(&args.connect);
     let (url, token, embedded) = match &args.connect.server {
-        Some(url) => {
-            match args.connect.token.as_deref().filter(|t| !t.trim().is_empty()) {
-                Some(token) => (url.clone(), token.to_owned(), None),
-                None => {
-                    eprintln!("outboard: --server {url} needs a token: pass --token or set OUTBOARD_TOKEN");
-                    return exit::USAGE;
-                }
+        Some(url) => match crate::client::token_from_args(&args.connect) {
+            Ok(Some(token)) => (url.clone(), token, None),
+            Ok(None) => {
+                eprintln!("outboard: --server {url} needs a token: set OUTBOARD_TOKEN or pass --token-file FILE");
+                return exit::USAGE;
             }
-        }
+            Err(e) => {
+                eprintln!("outboard: {e}");
+                return e.exit_code();
+            }
+        },
         None => match EmbeddedServer::start(&args.connect, true).await {
             Ok(server) => (server.url(), server.token().to_owned(), Some(server)),
             Err(e) => {
@@ -83,7 +86,7 @@ pub async fn run(args: TuiArgs) -> i32 {
         Some(id) => net::Initial::Attach(id, args.drive),
         None => net::Initial::New,
     };
-    let code = match ui(url, token, initial).await {
+    let code = match ui(url, token, options, initial).await {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("outboard: {e:#}");
@@ -101,7 +104,12 @@ fn restore() {
     ratatui::restore();
 }
 
-async fn ui(url: String, token: String, initial: net::Initial) -> anyhow::Result<()> {
+async fn ui(
+    url: String,
+    token: String,
+    options: crate::client::ConnectOptions,
+    initial: net::Initial,
+) -> anyhow::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -109,7 +117,7 @@ async fn ui(url: String, token: String, initial: net::Initial) -> anyhow::Result
         hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), EnableMouseCapture, EnableBracketedPaste);
-    let result = event_loop(&mut terminal, url, token, initial).await;
+    let result = event_loop(&mut terminal, url, token, options, initial).await;
     restore();
     result
 }
@@ -118,13 +126,14 @@ async fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     url: String,
     token: String,
+    options: crate::client::ConnectOptions,
     initial: net::Initial,
 ) -> anyhow::Result<()> {
     let size = terminal.size()?;
     let mut app = App::new(theme::Theme::from_env(), size.width, size.height);
     let (tx, mut rx) = mpsc::channel::<AppEvent>(APP_QUEUE);
     let (effects_tx, effects_rx) = mpsc::channel::<Effect>(EFFECT_QUEUE);
-    let net = tokio::spawn(net::run(url, token, initial, effects_rx, tx.clone()));
+    let net = tokio::spawn(net::run_with(url, token, options, initial, effects_rx, tx.clone()));
     let input = tokio::spawn(read_input(tx));
 
     let mut last_frame = Instant::now() - FRAME;

@@ -51,6 +51,18 @@ pub async fn run(
     url: String,
     token: String,
     initial: Initial,
+    effects: mpsc::Receiver<Effect>,
+    app: mpsc::Sender<AppEvent>,
+) {
+    run_with(url, token, crate::client::ConnectOptions::default(), initial, effects, app).await
+}
+
+/// [`run`] with the transport options of the connection flags (`--ca-cert`, `--insecure`).
+pub async fn run_with(
+    url: String,
+    token: String,
+    options: crate::client::ConnectOptions,
+    initial: Initial,
     mut effects: mpsc::Receiver<Effect>,
     app: mpsc::Sender<AppEvent>,
 ) {
@@ -64,12 +76,15 @@ pub async fn run(
             Some(r) => ConnState::Reconnecting { attempt: backoff.attempt(), reason: r.clone() },
         };
         let _ = app.send(AppEvent::Connection(conn_state, None)).await;
-        let mut client = match Client::connect_with_room_events(&url, &token).await {
+        let mut client = match Client::connect_with(&url, &token, true, &options).await {
             Ok(client) => client,
             Err(
                 e @ (ClientError::Unauthorized { .. }
                 | ClientError::ProtocolVersion { .. }
-                | ClientError::InvalidUrl { .. }),
+                | ClientError::InvalidUrl { .. }
+                | ClientError::Insecure { .. }
+                | ClientError::CaCert { .. }
+                | ClientError::Certificate { .. }),
             ) => {
                 let _ = app.send(AppEvent::Connection(ConnState::Gone(e.to_string()), None)).await;
                 // Nothing more to do; wait for the app to quit.

@@ -91,6 +91,7 @@ async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
         llm,
         sandbox: sandbox_config(),
         limits: Limits { max_steps: STEPS as u32 + 1, ..Limits::default() },
+        net: outboard_server::NetConfig::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;
@@ -268,6 +269,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
         llm,
         sandbox: sandbox_config(),
         limits: Limits::default(),
+        net: outboard_server::NetConfig::default(),
     };
     let watcher = Store::open(&db, Durability::Normal)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

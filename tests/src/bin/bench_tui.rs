@@ -404,6 +404,7 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
             ..outboard_server::sandbox::SandboxConfig::Bwrap
         },
         limits: Limits::default(),
+        net: outboard_server::NetConfig::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;

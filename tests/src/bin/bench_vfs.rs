@@ -307,6 +307,7 @@ async fn visibility_over_websockets() -> anyhow::Result<(Vec<Duration>, Vec<Dura
         llm,
         sandbox: sandbox_config(),
         limits: Limits::default(),
+        net: outboard_server::NetConfig::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;
