@@ -388,7 +388,8 @@ pub(crate) async fn serve(edge: Edge) {
                 continue;
             }
         };
-        let _ = tcp.set_nodelay(true);
+        // Nagle stays on, as under `axum::serve` (TCP_NODELAY changes the timing clients and
+        // tests have been written against).
         let budget = PreHello::new();
         let info = ConnInfo { peer, pre_hello: budget.clone(), _slot: Arc::new(slot) };
         let io = Guarded { inner: tcp, budget };
