@@ -115,19 +115,10 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
                 Ok(Routed::Workspace) => {
-                    let workspace = ctx.workspace.clone();
-                    let mut ledger = ctx.reads.clone();
-                    let work = move |_: &AtomicBool| {
-                        let outcome = file::read(params, &workspace, &mut ledger);
-                        (outcome, ledger)
-                    };
-                    match offload(&ctx.cancel, work).await {
-                        Ok((outcome, ledger)) => {
-                            *ctx.reads = ledger;
-                            outcome
-                        }
-                        Err(interrupted) => interrupted,
-                    }
+                    with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
+                        file::read(params, ws, ledger)
+                    })
+                    .await
                 }
                 Ok(Routed::Org(path, org)) => org::read(params, path, org, ctx.reads).await,
             },
@@ -151,19 +142,10 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
                     {
                         return refusal;
                     }
-                    let workspace = ctx.workspace.clone();
-                    let mut ledger = ctx.reads.clone();
-                    let work = move |_: &AtomicBool| {
-                        let outcome = file::write(params, &workspace, &mut ledger);
-                        (outcome, ledger)
-                    };
-                    match offload(&ctx.cancel, work).await {
-                        Ok((outcome, ledger)) => {
-                            *ctx.reads = ledger;
-                            outcome
-                        }
-                        Err(interrupted) => interrupted,
-                    }
+                    with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
+                        file::write(params, ws, ledger)
+                    })
+                    .await
                 }
                 Ok(Routed::Org(path, org)) => org::write(params, path, org, ctx.reads).await,
             },
@@ -194,19 +176,10 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
                     {
                         return refusal;
                     }
-                    let workspace = ctx.workspace.clone();
-                    let mut ledger = ctx.reads.clone();
-                    let work = move |_: &AtomicBool| {
-                        let outcome = file::edit(params, &workspace, &mut ledger);
-                        (outcome, ledger)
-                    };
-                    match offload(&ctx.cancel, work).await {
-                        Ok((outcome, ledger)) => {
-                            *ctx.reads = ledger;
-                            outcome
-                        }
-                        Err(interrupted) => interrupted,
-                    }
+                    with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
+                        file::edit(params, ws, ledger)
+                    })
+                    .await
                 }
                 Ok(Routed::Org(path, org)) => org::edit(params, path, org, ctx.reads).await,
             },
@@ -261,6 +234,29 @@ pub(crate) async fn offload<T: Send + 'static>(
         joined = handle => joined
             .map_err(|e| ToolOutcome::error(format!("The tool failed unexpectedly: {e}"))),
         _ = cancel.cancelled() => Err(ToolOutcome::error("Interrupted by the user")),
+    }
+}
+
+/// Runs a workspace file tool on the blocking pool (see [`offload`]) with a copy of the read
+/// ledger, which replaces the session's when the tool finishes (an abandoned tool changes none).
+async fn with_ledger(
+    workspace: &Workspace,
+    reads: &mut ReadLedger,
+    cancel: &CancellationToken,
+    tool: impl FnOnce(&Workspace, &mut ReadLedger) -> ToolOutcome + Send + 'static,
+) -> ToolOutcome {
+    let workspace = workspace.clone();
+    let mut ledger = reads.clone();
+    let work = move |_: &AtomicBool| {
+        let outcome = tool(&workspace, &mut ledger);
+        (outcome, ledger)
+    };
+    match offload(cancel, work).await {
+        Ok((outcome, ledger)) => {
+            *reads = ledger;
+            outcome
+        }
+        Err(interrupted) => interrupted,
     }
 }
 
