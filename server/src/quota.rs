@@ -33,7 +33,7 @@
 //!   or a loop-mounted image per workspace would bound a command as it writes.
 
 use std::collections::HashSet;
-use std::os::unix::fs::MetadataExt as _;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use outboard_shared::{ErrorBody, ErrorCode, OrgId};
@@ -505,24 +505,61 @@ pub fn measure(
     cancel: &CancellationToken,
     max_entries: u64,
 ) -> Result<Usage, MeasureError> {
+    use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::rc::Rc;
+
     let shown = |p: &Path| match p.strip_prefix(root) {
         Ok(rel) if rel.as_os_str().is_empty() => "/workspace".to_owned(),
         Ok(rel) => format!("/workspace/{}", rel.display()),
         Err(_) => p.display().to_string(),
     };
-    // The root itself may be reached through a symlink (a data dir under a linked home).
-    let top = std::fs::metadata(root)
-        .map_err(|source| MeasureError::Unreadable { path: shown(root), source })?;
-    let dev = top.dev();
-    let mut usage = Usage { bytes: top.blocks() * 512, entries: 1 };
+    let unreadable = |p: &Path, e: rustix::io::Errno| MeasureError::Unreadable {
+        path: shown(p),
+        source: e.into(),
+    };
+    // The root itself may be reached through a symlink (a data dir under a linked home); below
+    // it, every directory is opened relative to its parent's descriptor with `O_NOFOLLOW`, so a
+    // command that swaps a directory for a symlink while we walk cannot lead the walk out.
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let top = rustix::fs::open(root, flags, Mode::empty()).map_err(|e| unreadable(root, e))?;
+    let stat = rustix::fs::fstat(&top).map_err(|e| unreadable(root, e))?;
+    let dev = stat.st_dev;
+    let mut usage =
+        Usage { bytes: u64::try_from(stat.st_blocks).unwrap_or(0).saturating_mul(512), entries: 1 };
     let mut linked: HashSet<(u64, u64)> = HashSet::new();
-    let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|source| MeasureError::Unreadable { path: shown(&dir), source })?;
-        for entry in entries {
-            let entry =
-                entry.map_err(|source| MeasureError::Unreadable { path: shown(&dir), source })?;
+    // Pending directories: the parent's descriptor (shared, so at most the current path's
+    // directories are open at once), the name in it, and its path for messages.
+    let mut stack: Vec<(Rc<OwnedFd>, Option<std::ffi::OsString>, PathBuf)> =
+        vec![(Rc::new(top), None, root.to_path_buf())];
+    while let Some((parent, name, path)) = stack.pop() {
+        let fd = match name {
+            None => parent,
+            Some(name) => {
+                match rustix::fs::openat(
+                    &*parent,
+                    name.as_os_str(),
+                    flags | OFlags::NOFOLLOW,
+                    Mode::empty(),
+                ) {
+                    Ok(fd) => Rc::new(fd),
+                    // Removed or replaced (by a symlink, a file) since it was listed.
+                    Err(
+                        rustix::io::Errno::NOENT
+                        | rustix::io::Errno::NOTDIR
+                        | rustix::io::Errno::LOOP,
+                    ) => continue,
+                    Err(e) => return Err(unreadable(&path, e)),
+                }
+            }
+        };
+        let dir = Dir::read_from(&*fd).map_err(|e| unreadable(&path, e))?;
+        for entry in dir {
+            let entry = entry.map_err(|e| unreadable(&path, e))?;
+            let child = entry.file_name();
+            if child == c"." || child == c".." {
+                continue;
+            }
             usage.entries += 1;
             if usage.entries > max_entries {
                 return Err(MeasureError::TooManyEntries);
@@ -531,18 +568,22 @@ pub fn measure(
                 return Err(MeasureError::Cancelled);
             }
             // lstat: a symlink is counted as itself and never followed.
-            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+            let Ok(st) = rustix::fs::statat(&*fd, child, AtFlags::SYMLINK_NOFOLLOW) else {
                 continue; // removed while we walked
             };
-            if meta.dev() != dev {
+            if st.st_dev != dev {
                 continue; // another filesystem mounted inside: not this workspace's disk
             }
-            if meta.nlink() > 1 && !meta.is_dir() && !linked.insert((meta.dev(), meta.ino())) {
+            let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+            if st.st_nlink > 1 && !is_dir && !linked.insert((st.st_dev, st.st_ino)) {
                 continue;
             }
-            usage.bytes = usage.bytes.saturating_add(meta.blocks().saturating_mul(512));
-            if meta.is_dir() {
-                stack.push(entry.path());
+            let blocks = u64::try_from(st.st_blocks).unwrap_or(0);
+            usage.bytes = usage.bytes.saturating_add(blocks.saturating_mul(512));
+            if is_dir {
+                let name = std::ffi::OsStr::from_bytes(child.to_bytes()).to_os_string();
+                let child_path = path.join(&name);
+                stack.push((fd.clone(), Some(name), child_path));
             }
         }
     }

@@ -317,3 +317,31 @@ async fn workspace_checks_use_the_orgs_quota() {
     // The other org's default quota is far away.
     assert_eq!(workspace_over(&f.store, &f.eve.org_id, &root, &never).await, None);
 }
+
+#[test]
+fn a_directory_swapped_for_a_symlink_never_leads_the_measurement_out() {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("d")).unwrap();
+    std::fs::write(ws.path().join("d/f"), "x").unwrap();
+    // /usr holds tens of thousands of entries on the server's own filesystem.
+    std::os::unix::fs::symlink("/usr", ws.path().join("l")).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, d, l) = (stop.clone(), ws.path().join("d"), ws.path().join("l"));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = renameat_with(CWD, &d, CWD, &l, RenameFlags::EXCHANGE);
+            }
+        })
+    };
+    let cancel = CancellationToken::new();
+    let mut most = 0;
+    for _ in 0..300 {
+        let usage = measure(ws.path(), &cancel, 2_000_000).unwrap();
+        most = most.max(usage.entries);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert!(most <= 10, "the walk left the workspace: {most} entries seen");
+}
