@@ -6,7 +6,7 @@
 //! them back when it ends. It never touches the log or the clients directly: every event goes
 //! through the actor's [`Emitter`], and a durable event is committed to the store before
 //! [`Emitter::durable`] returns, so each item the model will see is on disk before the next step
-//! starts (DESIGN.md, "The harness loop and durability").
+//! starts (docs/ARCHITECTURE.md, "Durability").
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -275,7 +275,7 @@ async fn start_and_run(
     run_tool(turn, call, last_of_step).await
 }
 
-/// Settles a tool call left without a result by a restart, following DESIGN.md: a call that never
+/// Settles a tool call left without a result by a restart, following the recovery rules (docs/ARCHITECTURE.md, "Durability"): a call that never
 /// started runs now; read-only tools run again; a file write runs again only if its target still
 /// holds the content it had before the write; a command is never run twice — the model is told
 /// its outcome is unknown and decides.

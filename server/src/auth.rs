@@ -59,28 +59,8 @@ pub enum RevokeError {
 
 /// Every token (of one org when `org` is given), oldest first.
 pub async fn list_tokens(store: &Store, org: Option<&str>) -> Result<Vec<TokenInfo>, StoreError> {
-    let org = org.map(str::to_owned);
-    store
-        .call(move |c| {
-            let mut stmt = c.prepare(
-                "SELECT t.token_hash, u.name, o.name, t.label, t.created_at FROM tokens t
-                 JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
-                 WHERE ?1 IS NULL OR o.name = ?1
-                 ORDER BY t.created_at, t.token_hash",
-            )?;
-            let rows = stmt.query_map([org], |r| {
-                let hash: String = r.get(0)?;
-                Ok(TokenInfo {
-                    id: hash.chars().take(TOKEN_ID_CHARS).collect(),
-                    user: r.get(1)?,
-                    org: r.get(2)?,
-                    label: r.get(3)?,
-                    created_at: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
+    let tokens = tokens_with_hash(store, org.map(str::to_owned)).await?;
+    Ok(tokens.into_iter().map(|(_, info)| info).collect())
 }
 
 /// Deletes the token whose hash starts with `id` (the `admin token ls` id, or more of the
@@ -91,7 +71,7 @@ pub async fn revoke_by_id(store: &Store, id: &str) -> Result<TokenInfo, RevokeEr
     if id.len() < TOKEN_ID_CHARS || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(RevokeError::BadId(id));
     }
-    let all = list_tokens_with_hash(store).await?;
+    let all = tokens_with_hash(store, None).await?;
     let matching: Vec<_> = all.into_iter().filter(|(hash, _)| hash.starts_with(&id)).collect();
     match matching.len() {
         0 => Err(RevokeError::NotFound(id)),
@@ -114,7 +94,7 @@ pub async fn revoke_token(store: &Store, token: &str) -> Result<(), StoreError> 
 /// An embedded CLI revokes its own token when it exits; this cleans up after a crash or a kill.
 /// Returns how many were deleted.
 pub async fn revoke_stale_embedded(store: &Store) -> Result<usize, StoreError> {
-    let all = list_tokens_with_hash(store).await?;
+    let all = tokens_with_hash(store, None).await?;
     let mut revoked = 0;
     for (hash, info) in all {
         let Some(rest) = info.label.strip_prefix(crate::gateway::EMBEDDED_TOKEN_LABEL) else {
@@ -144,25 +124,29 @@ fn process_alive(pid: i32) -> bool {
     }
 }
 
-async fn list_tokens_with_hash(store: &Store) -> Result<Vec<(String, TokenInfo)>, StoreError> {
+/// Every token with its full hash (of one org when `org` is given), oldest first.
+async fn tokens_with_hash(
+    store: &Store,
+    org: Option<String>,
+) -> Result<Vec<(String, TokenInfo)>, StoreError> {
     store
         .call(move |c| {
             let mut stmt = c.prepare(
                 "SELECT t.token_hash, u.name, o.name, t.label, t.created_at FROM tokens t
-                 JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id",
+                 JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
+                 WHERE ?1 IS NULL OR o.name = ?1
+                 ORDER BY t.created_at, t.token_hash",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map([org], |r| {
                 let hash: String = r.get(0)?;
-                Ok((
-                    hash.clone(),
-                    TokenInfo {
-                        id: hash.chars().take(TOKEN_ID_CHARS).collect(),
-                        user: r.get(1)?,
-                        org: r.get(2)?,
-                        label: r.get(3)?,
-                        created_at: r.get(4)?,
-                    },
-                ))
+                let info = TokenInfo {
+                    id: hash.chars().take(TOKEN_ID_CHARS).collect(),
+                    user: r.get(1)?,
+                    org: r.get(2)?,
+                    label: r.get(3)?,
+                    created_at: r.get(4)?,
+                };
+                Ok((hash, info))
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })

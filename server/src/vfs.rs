@@ -5,7 +5,7 @@
 //! [`Workspace::root`], [`Workspace::confined`], [`Workspace::relative`],
 //! [`Workspace::resolve`], [`Workspace::model_path`], [`Workspace::display`].
 //!
-//! The three kinds of path (DESIGN.md, "Virtual filesystem"):
+//! The three kinds of path (docs/ARCHITECTURE.md, `vfs.rs` and "Org files"):
 //! - `/memory/**` and `/skills/**`: the org's shared files, in the store ([`crate::orgfs`]);
 //!   routed as an [`OrgPath`].
 //! - `/workspace/**` and relative paths: the session's workspace on the host.

@@ -805,7 +805,7 @@ impl Usage {
     }
 }
 
-/// The sandbox lifecycle states (the state machine of DESIGN.md, "Sandbox").
+/// The sandbox lifecycle states (the state machine of docs/ARCHITECTURE.md, `sandbox/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxState {

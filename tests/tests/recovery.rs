@@ -1,4 +1,4 @@
-//! Recovery at start, one rule at a time (DESIGN.md, "The harness loop and durability"): a log
+//! Recovery at start, one rule at a time (docs/ARCHITECTURE.md, "Durability"): a log
 //! that ends inside a turn is resumed by the server on its own, with nobody attached. Most cases
 //! write the log with the store API (so the cut point is exact), then start a real server on it;
 //! one kills a real server in the middle of a command.

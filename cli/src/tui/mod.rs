@@ -1,6 +1,6 @@
 //! The terminal client: `outboard` with no subcommand, and `outboard attach ID [--drive]`.
 //!
-//! Elm-style, as STYLE.md asks: [`app::App`] is the state, [`app::App::handle`] the update,
+//! Elm-style: [`app::App`] is the state, [`app::App::handle`] the update,
 //! [`render::draw`] a pure view. This module is the runtime around them: one channel merges
 //! terminal input and connection events ([`net`]); effects go to the connection task; the screen
 //! is redrawn only when something changed, at most once per [`FRAME`] (bursts of deltas are

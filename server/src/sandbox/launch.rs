@@ -94,6 +94,15 @@ impl UidLease {
     pub(super) fn take() -> Result<UidLease, SandboxError> {
         let mut leased =
             LEASED.lock().map_err(|_| SandboxError::Start("uid pool poisoned".into()))?;
+        if leased.is_empty() && NEXT_SLOT.load(Ordering::Relaxed) == 0 {
+            // Start at a random slot: two server processes on one host (a team server and an
+            // embedded one) then almost never hand out the same uid. Unique within a process;
+            // across processes, unlikely to collide, not impossible.
+            let mut seed = [0u8; 4];
+            if getrandom::getrandom(&mut seed).is_ok() {
+                NEXT_SLOT.store(u32::from_le_bytes(seed) % UID_SLOTS, Ordering::Relaxed);
+            }
+        }
         for _ in 0..UID_SLOTS {
             let slot = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % UID_SLOTS;
             let uid = UID_BASE + slot;
