@@ -4,7 +4,8 @@
 //! A turn runs as its own task, spawned by the session actor, and owns for its duration the
 //! conversation and the session's tool environment (workspace, sandbox, read ledger); it hands
 //! them back when it ends. It never touches the log or the clients directly: every event goes
-//! through the actor's [`Emitter`], and a durable event is committed to the store before
+//! through an [`Emitter`] (a [`EventSink`] the session actor implements, so this module never
+//! imports the session), and a durable event is committed to the store before
 //! [`Emitter::durable`] returns, so each item the model will see is on disk before the next step
 //! starts (docs/ARCHITECTURE.md, "Durability").
 
@@ -12,7 +13,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use outboard_shared::{EventKind, OutputStream, SessionId, StopReason, ToolCall, TurnId, Usage};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
@@ -20,10 +20,14 @@ use crate::llm::{
     ContentBlock, LlmError, Message, ModelRequest, ModelStop, Provider, Role, StreamDelta,
 };
 use crate::sandbox::Sandbox;
-use crate::session::{EmitError, Emitter};
 use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
+
+mod relay;
+mod sink;
+
+pub use sink::{EmitError, EmitFuture, Emitter, EventSink};
 
 /// What a session's tools act on; owned by the running turn, or by the actor between turns.
 #[derive(Debug)]
@@ -227,19 +231,18 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
 /// One streaming model call, its deltas forwarded to the session as transient events.
 ///
 /// The provider reports deltas through a synchronous callback; they cross to this task's
-/// forwarder over an unbounded channel, whose size is bounded in practice by one model response
-/// and which lives only as long as the call.
+/// forwarder through a bounded [`relay`] that coalesces while the session is behind.
 async fn call_model(
     provider: &Provider,
     request: &ModelRequest<'_>,
     emitter: &Emitter,
 ) -> Result<Result<crate::llm::ModelResponse, LlmError>, EmitError> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<StreamDelta>();
+    let (mut relay, mut rx) = relay::relay::<StreamDelta>();
     let call = async move {
-        let mut on_delta = move |d: StreamDelta| {
-            let _ = tx.send(d);
-        };
-        provider.complete(request, &mut on_delta).await
+        let mut on_delta = |d: StreamDelta| relay.push(d);
+        let result = provider.complete(request, &mut on_delta).await;
+        relay.finish().await;
+        result
     };
     let forward = async {
         while let Some(delta) = rx.recv().await {
@@ -275,6 +278,15 @@ async fn start_and_run(
     run_tool(turn, call, last_of_step).await
 }
 
+/// What the model is told of a `Write`/`Edit` cut by a restart whose target has changed since.
+pub const WRITE_MAYBE_DONE: &str = "The harness restarted while this write ran. The file no \
+    longer holds its previous content, so the write most likely completed; Read the file to \
+    confirm before relying on it.";
+
+/// What the model is told of a command cut by a restart: it is never run twice.
+pub const COMMAND_OUTCOME_UNKNOWN: &str = "The harness restarted while this command ran; its \
+    outcome is unknown. Check its effects (files, processes) before running it again.";
+
 /// Settles a tool call left without a result by a restart, following the recovery rules (docs/ARCHITECTURE.md, "Durability"): a call that never
 /// started runs now; read-only tools run again; a file write runs again only if its target still
 /// holds the content it had before the write; a command is never run twice — the model is told
@@ -293,17 +305,9 @@ async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<ToolOutcome, Em
             if before.is_none() || now == before {
                 return run_tool(turn, call, false).await;
             }
-            ToolOutcome {
-                output: "The harness restarted while this write ran. The file no longer holds                          its previous content, so the write most likely completed; Read the file                          to confirm before relying on it."
-                    .into(),
-                is_error: false,
-            }
+            ToolOutcome { output: WRITE_MAYBE_DONE.into(), is_error: false }
         }
-        _ => ToolOutcome {
-            output: "The harness restarted while this command ran; its outcome is unknown. Check                      its effects (files, processes) before running it again."
-                .into(),
-            is_error: true,
-        },
+        _ => ToolOutcome { output: COMMAND_OUTCOME_UNKNOWN.into(), is_error: true },
     };
     record_result(turn, call, &outcome, Instant::now()).await?;
     Ok(outcome)
@@ -368,14 +372,12 @@ async fn run_tool(
     last_of_step: bool,
 ) -> Result<ToolOutcome, EmitError> {
     let started = Instant::now();
-    let (tx, mut rx) = mpsc::unbounded_channel::<(OutputStream, String)>();
+    let (mut relay, mut rx) = relay::relay::<(OutputStream, String)>();
     let emitter = turn.emitter.clone();
     let call_id = call.call_id.clone();
     let run = async {
-        // The sender lives in this closure, so the forwarder ends when the tool has finished.
-        let mut on_output = move |stream: OutputStream, text: &str| {
-            let _ = tx.send((stream, text.to_owned()));
-        };
+        let mut on_output =
+            |stream: OutputStream, text: &str| relay.push((stream, text.to_owned()));
         let ctx = ToolCtx {
             workspace: &turn.env.workspace,
             sandbox: &mut turn.env.sandbox,
@@ -386,6 +388,8 @@ async fn run_tool(
             org: turn.env.org.as_ref(),
         };
         let mut outcome = tools::run(&call.name, &call.input, ctx).await;
+        // The forwarder ends once the relay is finished and read out.
+        relay.finish().await;
         if let (true, Some(org)) = (last_of_step, &turn.env.org) {
             if let Some(note) = tools::changed_since_read(org, &mut turn.env.reads).await {
                 outcome.output.push_str("\n\n");

@@ -45,38 +45,33 @@ pub const BROADCAST_CAPACITY: usize = 1024;
 /// manager drops one rather than block if the session is this far behind.
 const SANDBOX_TRANSITIONS: usize = 16;
 
-/// Why an event could not be emitted.
-#[derive(Debug, thiserror::Error)]
-pub enum EmitError {
-    /// The session actor is gone.
-    #[error("the session actor stopped")]
-    Closed,
-    /// The store refused the append.
-    #[error("{0}")]
-    Store(String),
-}
+pub use crate::agent::{EmitError, Emitter};
 
-/// The running turn's way to emit events through its session actor.
-#[derive(Clone)]
-pub struct Emitter {
+/// The actor's side of [`crate::agent::EventSink`]: a turn's events arrive on the actor's one
+/// command channel, in order with attaches, so a snapshot and its subscription stay atomic.
+struct ActorSink {
     tx: mpsc::Sender<Command>,
 }
 
-impl Emitter {
-    /// Emits a durable event and returns its `seq` once it is committed to the log.
-    pub async fn durable(&self, kind: EventKind) -> Result<u64, EmitError> {
-        let (ack, rx) = oneshot::channel();
-        self.tx
-            .send(Command::Emit { kind, ack: Some(ack) })
-            .await
-            .map_err(|_| EmitError::Closed)?;
-        rx.await.map_err(|_| EmitError::Closed)?
+impl crate::agent::EventSink for ActorSink {
+    fn emit(&self, kind: EventKind, durable: bool) -> crate::agent::EmitFuture<'_> {
+        Box::pin(async move {
+            if !durable {
+                let emit = Command::Emit { kind, ack: None };
+                self.tx.send(emit).await.map_err(|_| EmitError::Closed)?;
+                return Ok(0);
+            }
+            let (ack, rx) = oneshot::channel();
+            let emit = Command::Emit { kind, ack: Some(ack) };
+            self.tx.send(emit).await.map_err(|_| EmitError::Closed)?;
+            rx.await.map_err(|_| EmitError::Closed)?
+        })
     }
+}
 
-    /// Emits a transient event (broadcast only).
-    pub async fn transient(&self, kind: EventKind) -> Result<(), EmitError> {
-        self.tx.send(Command::Emit { kind, ack: None }).await.map_err(|_| EmitError::Closed)
-    }
+/// An [`Emitter`] that emits through the actor behind `tx`.
+fn emitter(tx: mpsc::Sender<Command>) -> Emitter {
+    Emitter::new(Arc::new(ActorSink { tx }))
 }
 
 /// What an attach gets: the snapshot, and the live events after it.
@@ -342,28 +337,7 @@ impl Actor {
 
     /// Keeps the not-yet-durable output of the turn so a client attaching mid-stream can draw it.
     fn track_in_flight(&mut self, kind: &EventKind) {
-        let f = &mut self.in_flight;
-        match kind {
-            EventKind::AssistantDelta { text } => f.assistant_text.push_str(text),
-            EventKind::ModelRetry { .. } | EventKind::AssistantMessage { .. } => {
-                f.assistant_text.clear()
-            }
-            EventKind::ToolOutputDelta { call_id, text, .. } => {
-                match f.tool_output.iter_mut().find(|o| &o.call_id == call_id) {
-                    Some(o) => o.text.push_str(text),
-                    None => f
-                        .tool_output
-                        .push(ToolOutputSoFar { call_id: call_id.clone(), text: text.clone() }),
-                }
-            }
-            EventKind::ToolResult { call_id, .. } => {
-                f.tool_output.retain(|o| &o.call_id != call_id)
-            }
-            EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => {
-                *f = InFlight::default()
-            }
-            _ => {}
-        }
+        track_in_flight(&mut self.in_flight, kind);
     }
 
     async fn attach(&mut self, after_seq: u64) -> Result<Attached, ErrorBody> {
@@ -426,7 +400,7 @@ impl Actor {
             while let Some(t) = rx.recv().await {
                 let Some(tx) = actor.upgrade() else { return };
                 let kind = EventKind::Sandbox { state: t.state, ms: t.ms };
-                let emitter = Emitter { tx };
+                let emitter = emitter(tx);
                 if emitter.durable(kind).await.is_err() {
                     return;
                 }
@@ -502,7 +476,7 @@ impl Actor {
             provider: self.provider.clone(),
             conversation: std::mem::take(&mut self.conversation),
             env,
-            emitter: Emitter { tx: tx.clone() },
+            emitter: emitter(tx.clone()),
             cancel: cancel.clone(),
             shutdown: self.shutdown.clone(),
             limits: self.limits.clone(),
@@ -555,4 +529,135 @@ impl Actor {
 
 fn internal(e: StoreError) -> ErrorBody {
     ErrorBody::new(ErrorCode::Internal, e.to_string())
+}
+
+/// Assistant text a snapshot carries of the answer streaming now; a late joiner sees the rest
+/// when the complete `assistant_message` lands. Half a MiB keeps a snapshot well inside the
+/// client's 4 MiB frame limit even with JSON escaping.
+pub const IN_FLIGHT_TEXT_BYTES: usize = 512 * 1024;
+
+/// Output a snapshot carries of one running tool call: `Bash` streams at most 30,000 bytes to
+/// watchers, so this only bites a tool that does not cap itself.
+pub const IN_FLIGHT_TOOL_BYTES: usize = 64 * 1024;
+
+/// Running tool calls a snapshot carries output of (a turn runs one at a time today; parallel
+/// subagents will run a few).
+pub const IN_FLIGHT_TOOL_CALLS: usize = 8;
+
+/// Appended once where a snapshot's partial text was cut.
+pub const IN_FLIGHT_CUT: &str =
+    "\n[… cut here in the snapshot; the complete text follows when it is recorded]";
+
+/// Folds one event into the turn's in-flight view, within its bounds.
+fn track_in_flight(f: &mut InFlight, kind: &EventKind) {
+    match kind {
+        EventKind::AssistantDelta { text } => {
+            push_capped(&mut f.assistant_text, text, IN_FLIGHT_TEXT_BYTES)
+        }
+        EventKind::ModelRetry { .. } | EventKind::AssistantMessage { .. } => {
+            f.assistant_text.clear()
+        }
+        EventKind::ToolOutputDelta { call_id, text, .. } => {
+            let running = f.tool_output.len();
+            match f.tool_output.iter_mut().find(|o| &o.call_id == call_id) {
+                Some(o) => push_capped(&mut o.text, text, IN_FLIGHT_TOOL_BYTES),
+                None if running < IN_FLIGHT_TOOL_CALLS => {
+                    let mut so_far =
+                        ToolOutputSoFar { call_id: call_id.clone(), text: String::new() };
+                    push_capped(&mut so_far.text, text, IN_FLIGHT_TOOL_BYTES);
+                    f.tool_output.push(so_far);
+                }
+                None => {}
+            }
+        }
+        EventKind::ToolResult { call_id, .. } => f.tool_output.retain(|o| &o.call_id != call_id),
+        EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => *f = InFlight::default(),
+        _ => {}
+    }
+}
+
+/// Appends `more` to `buf` up to `cap` bytes (on a character boundary), then [`IN_FLIGHT_CUT`]
+/// once; a buffer already cut takes nothing more.
+fn push_capped(buf: &mut String, more: &str, cap: usize) {
+    if buf.len() >= cap {
+        return;
+    }
+    if buf.len() + more.len() <= cap {
+        buf.push_str(more);
+        return;
+    }
+    let mut end = cap - buf.len();
+    while !more.is_char_boundary(end) {
+        end -= 1;
+    }
+    buf.push_str(&more[..end]);
+    // The marker is longer than a character, so the buffer is past the cap from here on.
+    buf.push_str(IN_FLIGHT_CUT);
+}
+
+#[cfg(test)]
+mod in_flight_tests {
+    use super::*;
+    use outboard_shared::OutputStream;
+    use pretty_assertions::assert_eq;
+
+    fn delta(call_id: &str, text: &str) -> EventKind {
+        EventKind::ToolOutputDelta {
+            call_id: call_id.into(),
+            stream: OutputStream::Stdout,
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn tool_output_in_a_snapshot_stops_at_its_bound() {
+        let mut f = InFlight::default();
+        let chunk = "€".repeat(1000); // three bytes a character: the cut lands mid-character
+        for _ in 0..100 {
+            track_in_flight(&mut f, &delta("c1", &chunk));
+        }
+        let text = &f.tool_output[0].text;
+        assert!(text.ends_with(IN_FLIGHT_CUT), "{}", &text[text.len() - 100..]);
+        let kept = text.len() - IN_FLIGHT_CUT.len();
+        assert_eq!(kept, IN_FLIGHT_TOOL_BYTES - IN_FLIGHT_TOOL_BYTES % 3);
+        assert!(text[..kept].chars().all(|c| c == '€'));
+        // The result ends the call's entry.
+        track_in_flight(
+            &mut f,
+            &EventKind::ToolResult {
+                call_id: "c1".into(),
+                name: "Bash".into(),
+                output: String::new(),
+                is_error: false,
+                duration_ms: 0,
+            },
+        );
+        assert_eq!(f.tool_output, vec![]);
+    }
+
+    #[test]
+    fn assistant_text_and_running_calls_are_bounded() {
+        let mut f = InFlight::default();
+        let chunk = "x".repeat(100 * 1024);
+        for _ in 0..20 {
+            track_in_flight(&mut f, &EventKind::AssistantDelta { text: chunk.clone() });
+        }
+        assert_eq!(f.assistant_text.len(), IN_FLIGHT_TEXT_BYTES + IN_FLIGHT_CUT.len());
+        for i in 0..2 * IN_FLIGHT_TOOL_CALLS {
+            track_in_flight(&mut f, &delta(&format!("c{i}"), "out"));
+        }
+        assert_eq!(f.tool_output.len(), IN_FLIGHT_TOOL_CALLS);
+        track_in_flight(&mut f, &EventKind::AssistantDelta { text: "more".into() });
+        assert!(f.assistant_text.ends_with(IN_FLIGHT_CUT));
+    }
+
+    #[test]
+    fn small_output_is_kept_whole() {
+        let mut f = InFlight::default();
+        track_in_flight(&mut f, &delta("c1", "one\n"));
+        track_in_flight(&mut f, &delta("c1", "two\n"));
+        track_in_flight(&mut f, &EventKind::AssistantDelta { text: "Hi".into() });
+        assert_eq!(f.tool_output[0].text, "one\ntwo\n");
+        assert_eq!(f.assistant_text, "Hi");
+    }
 }

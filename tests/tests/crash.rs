@@ -7,8 +7,16 @@
 use outboard_tests::crash::{run, CrashConfig};
 use outboard_tests::harness::Api;
 
+/// `CRASH_SEED` replays a run's schedule (kill moments, gaps, scripts); otherwise a fresh seed from the
+/// clock, printed in the failure message so the run can be replayed.
 fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    match std::env::var("CRASH_SEED") {
+        Ok(seed) => seed.trim().parse().expect("CRASH_SEED is a decimal u64"),
+        Err(_) => {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+            now.as_nanos() as u64
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -16,7 +24,13 @@ async fn sessions_survive_repeated_sigkills() {
     for api in [Api::Anthropic, Api::OpenAi] {
         let config = CrashConfig { sessions: 3, kills: 5, api, gap_ms: (150, 700), seed: seed() };
         eprintln!("crash harness: {config:?}");
-        let report = run(config).await.unwrap();
+        let seed = config.seed;
+        let report = match run(config).await {
+            Ok(report) => report,
+            Err(e) => {
+                panic!("crash harness failed ({api:?}): {e:#}\nreplay with CRASH_SEED={seed}")
+            }
+        };
         eprintln!("crash harness: {report:?}");
         assert_eq!(report.kills, 5);
     }

@@ -354,3 +354,27 @@ async fn bash_sees_org_files_read_only_and_writes_are_refused() {
         (Some("a memory\n"), Some(1))
     );
 }
+
+#[tokio::test]
+async fn the_bash_guard_follows_the_directory_a_previous_command_left() {
+    let org = start(&[]).await;
+    let token = org.server.add_user("alice", "acme").unwrap();
+    let mut c = WsClient::connect(&org.server.url, &token).await.unwrap();
+    let sid = c.new_session().await.unwrap();
+    let steps = [
+        tool("Bash", json!({"command": "cd /memory"})),
+        tool("Bash", json!({"command": "touch x"})),
+        tool("Bash", json!({"command": "cd /workspace/sub 2>/dev/null || mkdir sub && cd sub"})),
+        tool("Bash", json!({"command": "touch y && pwd"})),
+        say("done"),
+    ];
+    let r = results(&turn(&mut c, &sid, &steps).await);
+    assert_eq!(r[0], ("Bash".into(), false, String::new()));
+    // Refused by the parse, before it runs, naming the path: not left to the read-only mount.
+    let (_, is_error, output) = &r[1];
+    assert!(*is_error, "{output}");
+    assert!(output.contains("Refused before running") && output.contains("/memory/x"), "{output}");
+    // Back in the workspace, a relative write is the workspace's and runs.
+    assert_eq!(r[3], ("Bash".into(), false, "/workspace/sub\n".into()));
+    assert!(org.server.workspace(&sid).join("sub/y").exists());
+}

@@ -208,6 +208,7 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
                         exit_code: status.exit_status(),
                         signal: status.terminating_signal(),
                         timed_out: run.timed_out,
+                        cwd: Some(cwd.to_string_lossy().into_owned()),
                     };
                     write_frame(&mut out, &done).await?;
                 }

@@ -41,6 +41,9 @@ pub(super) struct Instance {
     init_pid: Option<u32>,
     cgroup: Option<Cgroup>,
     next_id: u64,
+    /// The working directory the agent reported after the last command (where the next one
+    /// starts); `None` before the first.
+    cwd: Option<String>,
     /// The host uid this sandbox runs as, when the server is root (released on drop).
     _uid: Option<UidLease>,
 }
@@ -184,6 +187,7 @@ impl Instance {
             frames: FrameReader::new(stdout),
             cgroup,
             next_id: 0,
+            cwd: None,
             _uid: uid,
         };
         let hello = tokio::time::timeout(HELLO_TIMEOUT, instance.frames.next::<FromAgent>()).await;
@@ -245,6 +249,11 @@ impl Instance {
         self.init_pid
     }
 
+    /// Where the agent's next command starts, as it reported after the last one.
+    pub(super) fn cwd(&self) -> Option<&str> {
+        self.cwd.as_deref()
+    }
+
     /// The sandbox's cgroup, when it has one.
     pub(super) fn cgroup(&self) -> Option<&Cgroup> {
         self.cgroup.as_ref()
@@ -278,7 +287,10 @@ impl Instance {
                             let _ = write_frame(&mut self.stdin, &ToAgent::Cancel { id }).await;
                         }
                     }
-                    Ok(Some(FromAgent::Done { id: got, exit_code, signal, timed_out })) if got == id => {
+                    Ok(Some(FromAgent::Done { id: got, exit_code, signal, timed_out, cwd })) if got == id => {
+                        if cwd.is_some() {
+                            self.cwd = cwd;
+                        }
                         return Ok(Finished { exit_code, signal, timed_out, cancelled, output: kept });
                     }
                     Ok(Some(FromAgent::Error { id: Some(got), message })) if got == id => {

@@ -36,6 +36,7 @@ pub(super) enum Request {
     },
     State(oneshot::Sender<SandboxState>),
     Pid(oneshot::Sender<Option<u32>>),
+    Cwd(oneshot::Sender<Option<String>>),
     Stop(oneshot::Sender<()>),
 }
 
@@ -160,6 +161,9 @@ impl Manager {
             }
             Request::Pid(reply) => {
                 let _ = reply.send(self.instance.as_ref().and_then(Instance::init_pid));
+            }
+            Request::Cwd(reply) => {
+                let _ = reply.send(self.instance.as_ref().and_then(|i| i.cwd().map(str::to_owned)));
             }
             Request::Stop(reply) => {
                 self.stop().await;

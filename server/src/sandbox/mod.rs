@@ -287,6 +287,13 @@ impl Sandbox {
         self.ask(manager::Request::Pid).await.flatten()
     }
 
+    /// The directory the next command starts in, as the live sandbox last reported it; `None`
+    /// when no sandbox is up (a fresh one starts in the workspace) or no command ran yet. Never
+    /// wakes the sandbox.
+    pub async fn cwd(&self) -> Option<String> {
+        self.ask(manager::Request::Cwd).await.flatten()
+    }
+
     /// Stops the sandbox now (the workspace stays); the next command starts a fresh one.
     pub async fn stop(&self) {
         self.ask(manager::Request::Stop).await;

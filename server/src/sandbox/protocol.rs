@@ -74,6 +74,11 @@ pub enum FromAgent {
         signal: Option<i32>,
         /// Killed by the agent for exceeding its timeout.
         timed_out: bool,
+        /// The shell's working directory when the command ended (the next command starts
+        /// there): the server's Bash guard resolves relative targets against it. Absent from
+        /// agents that predate it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
     },
     /// Answer to [`ToAgent::Ping`].
     Pong {
@@ -157,7 +162,13 @@ mod tests {
         let msgs = vec![
             FromAgent::Hello { version: PROTOCOL_VERSION },
             FromAgent::Output { id: 1, stream: OutputStream::Stderr, text: "é\n".into() },
-            FromAgent::Done { id: 1, exit_code: Some(3), signal: None, timed_out: false },
+            FromAgent::Done {
+                id: 1,
+                exit_code: Some(3),
+                signal: None,
+                timed_out: false,
+                cwd: Some("/workspace/src".into()),
+            },
         ];
         let mut bytes = Vec::new();
         for m in &msgs {

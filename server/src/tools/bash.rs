@@ -76,8 +76,11 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         return ToolOutcome::error("The command is empty: give the shell command to run.");
     }
     // Writes aimed at the org's files are refused before they run, with what to do instead; the
-    // read-only mount below catches whatever the parse cannot see.
-    if let Err(refusal) = super::bashguard::check(&params.command, None) {
+    // read-only mount below catches whatever the parse cannot see. Relative targets resolve
+    // against the directory the sandbox's shell is in (`cd /memory` in one command, `touch x` in
+    // the next); asking for it never wakes the sandbox.
+    let cwd = ctx.sandbox.cwd().await;
+    if let Err(refusal) = super::bashguard::check(&params.command, cwd.as_deref()) {
         return ToolOutcome::error(refusal.message);
     }
     // Org files are visible read-only at /memory and /skills: bring that view up to date

@@ -1,0 +1,56 @@
+//! Where a turn's events go, seen from the loop: a small trait the session actor implements, so
+//! `agent` never imports `session` (the arrows point down: session → agent → tools/llm) and the
+//! loop can be driven by a test sink alone.
+//!
+//! The future is boxed so the sink can sit behind an `Arc<dyn …>` in [`Emitter`]: one small
+//! allocation per event, against a store commit (durable) or a channel hop (transient).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use outboard_shared::EventKind;
+
+/// Why an event could not be emitted.
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    /// The session that keeps the events is gone.
+    #[error("the session actor stopped")]
+    Closed,
+    /// The store refused the append.
+    #[error("{0}")]
+    Store(String),
+}
+
+/// What [`EventSink::emit`] returns: the `seq` a durable event was committed at.
+pub type EmitFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, EmitError>> + Send + 'a>>;
+
+/// Receives a turn's events. `durable` events resolve only once committed to the session's log,
+/// with their `seq`; transient ones once handed over (their `seq` is meaningless).
+pub trait EventSink: Send + Sync {
+    /// Emits one event.
+    fn emit(&self, kind: EventKind, durable: bool) -> EmitFuture<'_>;
+}
+
+/// A turn's cheap, cloneable handle to its sink.
+#[derive(Clone)]
+pub struct Emitter {
+    sink: Arc<dyn EventSink>,
+}
+
+impl Emitter {
+    /// Wraps a sink.
+    pub fn new(sink: Arc<dyn EventSink>) -> Self {
+        Emitter { sink }
+    }
+
+    /// Emits a durable event and returns its `seq` once it is committed to the log.
+    pub async fn durable(&self, kind: EventKind) -> Result<u64, EmitError> {
+        self.sink.emit(kind, true).await
+    }
+
+    /// Emits a transient event (broadcast only).
+    pub async fn transient(&self, kind: EventKind) -> Result<(), EmitError> {
+        self.sink.emit(kind, false).await.map(|_| ())
+    }
+}
