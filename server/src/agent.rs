@@ -43,6 +43,9 @@ pub struct ToolEnv {
     /// Org files the log shows this session read or wrote, whose versions are looked up when
     /// the next turn starts (after a restart; see [`files_touched`]).
     pub org_touched: Vec<String>,
+    /// Workspace files the log shows this session read or wrote, read into the ledger (on the
+    /// blocking pool, each read capped) when the next turn starts (after a restart).
+    pub workspace_touched: Vec<String>,
 }
 
 /// Everything a turn needs.
@@ -131,6 +134,7 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
 }
 
 async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> {
+    rebuild_reads(&mut turn.env).await;
     let specs = tools::specs();
     let system = turn_system_prompt(&mut turn.env).await;
     let pending = std::mem::take(&mut turn.resume.pending);
@@ -709,7 +713,9 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
 /// was down is therefore not detected — the price of not storing every file's digest per read.
 pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
     let mut inputs: std::collections::HashMap<&str, &ToolCall> = std::collections::HashMap::new();
+    // In the order each was first touched, once each (a long session touches a file often).
     let mut files: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for event in log {
         match &event.kind {
             EventKind::AssistantMessage { tool_calls, .. } => {
@@ -725,7 +731,7 @@ pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
                     .and_then(|c| c.input.get("file_path"))
                     .and_then(|p| p.as_str());
                 if let Some(path) = path {
-                    if !files.iter().any(|f| f == path) {
+                    if seen.insert(path) {
                         files.push(path.to_owned());
                     }
                 }
@@ -736,10 +742,31 @@ pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
     files
 }
 
-/// A read ledger holding the current content of `files` (see [`files_touched`]).
+/// Workspace files whose content a rebuilt ledger takes, at most: the most recently touched
+/// ones. Each costs a capped read (at most the Read tool's limit) at the first turn after a
+/// restart; an older file simply needs a fresh `Read` before it is edited.
+pub const LEDGER_REBUILD_FILES: usize = 256;
+
+/// Reads the files the log showed this session touched into its ledger, on the blocking pool:
+/// many files, each up to the Read limit, must not hold an async worker.
+async fn rebuild_reads(env: &mut ToolEnv) {
+    let files = std::mem::take(&mut env.workspace_touched);
+    if files.is_empty() {
+        return;
+    }
+    let workspace = env.workspace.clone();
+    match tokio::task::spawn_blocking(move || rebuilt_ledger(&workspace, &files)).await {
+        Ok(rebuilt) => env.reads.merge(rebuilt),
+        Err(e) => tracing::warn!("the read ledger could not be rebuilt: {e}"),
+    }
+}
+
+/// A read ledger holding the current content of the last [`LEDGER_REBUILD_FILES`] of `files`
+/// (see [`files_touched`]). Blocking: call it off the async workers.
 pub fn rebuilt_ledger(workspace: &Workspace, files: &[String]) -> ReadLedger {
     let mut ledger = ReadLedger::default();
-    for file in files {
+    let recent = &files[files.len().saturating_sub(LEDGER_REBUILD_FILES)..];
+    for file in recent {
         if matches!(crate::vfs::route(file), Ok(Route::Org(_))) {
             continue; // looked up in the store when the turn starts (`org_touched`)
         }

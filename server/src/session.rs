@@ -27,7 +27,7 @@ use crate::llm::{ContentBlock, Provider};
 use crate::orgfs::{Author, OrgFs};
 use crate::sandbox::{Sandbox, SandboxTransition};
 use crate::store::{SessionRow, Store, StoreError};
-use crate::tools::OrgCtx;
+use crate::tools::{OrgCtx, ReadLedger};
 use crate::util::{new_id, now_rfc3339};
 use crate::vfs::Workspace;
 
@@ -446,11 +446,9 @@ impl Actor {
                     ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
                 })?;
                 let touched = std::mem::take(&mut self.files_touched);
-                let reads = agent::rebuilt_ledger(&workspace, &touched);
-                let org_touched = touched
+                let (org_touched, workspace_touched) = touched
                     .into_iter()
-                    .filter(|f| matches!(crate::vfs::route(f), Ok(crate::vfs::Route::Org(_))))
-                    .collect();
+                    .partition(|f| matches!(crate::vfs::route(f), Ok(crate::vfs::Route::Org(_))));
                 let org = OrgCtx {
                     fs: self.org_fs.clone(),
                     org_id: self.row.org_id.clone(),
@@ -459,9 +457,10 @@ impl Actor {
                 ToolEnv {
                     workspace,
                     sandbox: self.new_sandbox(),
-                    reads,
+                    reads: ReadLedger::default(),
                     org: Some(org),
                     org_touched,
+                    workspace_touched,
                 }
             }
         };

@@ -255,6 +255,16 @@ pub fn wait_until(
     bail!("timed out after {timeout:?} waiting for {what}")
 }
 
+/// Whether any process on this machine has `marker` in its command line (a sandboxed command
+/// shows in the host's `/proc` too).
+pub fn host_process_with(marker: &str) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return false };
+    procs.flatten().any(|p| {
+        std::fs::read(p.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+    })
+}
+
 /// A minimal protocol client for tests that need to act mid-turn (interrupt, attach).
 pub struct WsClient {
     ws: tokio_tungstenite::WebSocketStream<

@@ -113,3 +113,45 @@ fn long_memory_and_descriptions_are_cut_outside_the_fence() {
     assert!(prompt.contains(&line), "{}", &prompt[..2000]);
     assert!(prompt.ends_with(">\n… and 2 more skills: Glob /skills/*/SKILL.md"), "{prompt}");
 }
+
+#[test]
+fn a_rebuilt_ledger_takes_only_the_most_recent_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = crate::vfs::Workspace::new(dir.path().join("ws")).unwrap();
+    let n = LEDGER_REBUILD_FILES + 44;
+    let files: Vec<String> = (0..n).map(|i| format!("/workspace/f{i}.txt")).collect();
+    for i in 0..n {
+        std::fs::write(ws.root().join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    let ledger = rebuilt_ledger(&ws, &files);
+    let recorded = |i: usize| ledger.stamp(&ws.root().join(format!("f{i}.txt"))).is_some();
+    assert!(!recorded(0) && !recorded(43), "the oldest are left for a fresh Read");
+    assert!((44..n).all(recorded), "the most recent {LEDGER_REBUILD_FILES} are kept");
+}
+
+#[test]
+fn files_touched_lists_each_file_once_in_first_touch_order() {
+    use outboard_shared::{SessionEvent, SessionId, ToolCall};
+    let mut log = Vec::new();
+    let mut seq = 0;
+    let mut push = |kind: EventKind| {
+        seq += 1;
+        log.push(SessionEvent { session_id: SessionId("s".into()), seq, ts: String::new(), kind });
+    };
+    for (i, path) in ["a", "b", "a", "c", "b"].iter().enumerate() {
+        let call = ToolCall {
+            call_id: format!("c{i}"),
+            name: "Read".into(),
+            input: serde_json::json!({"file_path": path}),
+        };
+        push(EventKind::AssistantMessage { text: String::new(), tool_calls: vec![call] });
+        push(EventKind::ToolResult {
+            call_id: format!("c{i}"),
+            name: "Read".into(),
+            output: String::new(),
+            is_error: false,
+            duration_ms: 0,
+        });
+    }
+    assert_eq!(files_touched(&log), ["a", "b", "c"]);
+}

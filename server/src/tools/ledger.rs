@@ -58,6 +58,17 @@ impl ReadLedger {
         self.files.insert(path.to_path_buf(), ReadStamp::of(content));
     }
 
+    /// Takes `other`'s entries for the files and org paths this ledger has not recorded (what
+    /// was recorded here is newer).
+    pub fn merge(&mut self, other: ReadLedger) {
+        for (path, stamp) in other.files {
+            self.files.entry(path).or_insert(stamp);
+        }
+        for (path, stamp) in other.org {
+            self.org.entry(path).or_insert(stamp);
+        }
+    }
+
     /// The recorded state of `path`, if the session has read it.
     pub fn stamp(&self, path: &Path) -> Option<&ReadStamp> {
         self.files.get(path)
