@@ -2,6 +2,7 @@
 //! these flags and their environment variables, so changing one is a breaking change.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -200,6 +201,24 @@ pub fn parse_version(text: &str) -> Result<u64, String> {
     }
 }
 
+/// A duration on the command line: a number with a unit, `500ms`, `90s`, `2m`, `1h`; a bare
+/// number is seconds, and `0` is none.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let bad = || format!("{text:?} is not a duration: use a number with a unit, such as 90s or 2m");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let per_unit = match unit {
+        "ms" => Duration::from_millis(1),
+        "" | "s" => Duration::from_secs(1),
+        "m" | "min" => Duration::from_secs(60),
+        "h" => Duration::from_secs(3600),
+        _ => return Err(bad()),
+    };
+    u32::try_from(n).ok().and_then(|n| per_unit.checked_mul(n)).ok_or_else(bad)
+}
+
 /// `outboard attach`.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct AttachArgs {
@@ -259,6 +278,17 @@ pub struct RunArgs {
     /// Continue this session instead of creating one.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
+    /// With --server: when the connection ends mid-turn (a server restart), keep reconnecting
+    /// for this long (`90s`, `2m`, `1h`; `0` never reconnects), then resume after the last event
+    /// seen. The embedded server has nothing to reconnect to.
+    #[arg(
+        long,
+        env = "OUTBOARD_RECONNECT_FOR",
+        value_name = "DURATION",
+        default_value = "2m",
+        value_parser = parse_duration
+    )]
+    pub reconnect_for: Duration,
     /// The message to send; `-` reads it from stdin.
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
@@ -308,6 +338,8 @@ mod tests {
             "m",
             "--data",
             "/tmp/ob",
+            "--reconnect-for",
+            "90s",
             "list the files",
         ]);
         assert_eq!(
@@ -324,6 +356,7 @@ mod tests {
                 },
                 json: true,
                 session: Some("s_1".into()),
+                reconnect_for: Duration::from_secs(90),
                 prompt: "list the files".into(),
             }
         );
@@ -339,6 +372,7 @@ mod tests {
                 connect: ConnectArgs::default(),
                 json: false,
                 session: None,
+                reconnect_for: Duration::from_secs(120),
                 prompt: "-".into()
             }
         );
@@ -381,6 +415,21 @@ mod tests {
     fn the_command_line_is_consistent() {
         // Clap's own checks (unique argument ids, e.g. no clash with the propagated --version).
         <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_have_units_and_zero_is_never() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["", "s", "2 m", "-1s", "1.5s", "2d", "99999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        let bad = Cli::try_parse_from(["outboard", "run", "--reconnect-for", "soon", "hi"]);
+        assert_eq!(bad.unwrap_err().exit_code(), 2);
     }
 
     #[test]

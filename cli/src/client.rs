@@ -968,6 +968,7 @@ mod tests {
                 org_id: OrgId::from("o_1"),
                 org: "acme".into(),
             },
+            connection_id: 1,
         }
     }
 

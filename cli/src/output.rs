@@ -8,8 +8,8 @@
 
 use std::io::{self, Write};
 
-use outboard_shared::headless::{RunFinished, RunStarted};
-use outboard_shared::{EventKind, SessionEvent, StopReason, ToolCall};
+use outboard_shared::headless::{Reconnected, RunFinished, RunStarted};
+use outboard_shared::{EventKind, Role, SessionEvent, StopReason, ToolCall};
 use serde_json::Value;
 
 /// How many characters of a tool's key argument are shown.
@@ -65,6 +65,28 @@ impl<O: Write, E: Write> Printer<O, E> {
         match self.mode {
             Mode::Json => self.json_line(event),
             Mode::Plain => self.plain_event(&event.kind),
+        }
+    }
+
+    /// The run reconnected mid-turn: a `reconnected` line for `--json`, one line on stderr for a
+    /// person.
+    pub fn reconnected(&mut self, line: &Reconnected) -> io::Result<()> {
+        match self.mode {
+            Mode::Json => self.json_line(line),
+            Mode::Plain => {
+                let watching = match line.role {
+                    Role::Driver => "",
+                    Role::Watcher => "; driving was taken back meanwhile, so only watching",
+                };
+                let attempts = match line.attempts {
+                    1 => "1 attempt".to_owned(),
+                    n => format!("{n} attempts"),
+                };
+                self.note(&format!(
+                    "outboard: reconnected after {attempts} ({}); resuming after event {}{watching}",
+                    line.reason, line.after_seq
+                ))
+            }
         }
     }
 

@@ -5,13 +5,23 @@
 //!
 //! Ctrl-C arrives as a message on a channel (main forwards the signal) so the flow is testable:
 //! the first sends `turn/interrupt` and keeps streaming until the turn ends, the second exits 130.
+//!
+//! A turn outlives the server (it resumes after a restart), so with `--server` a connection that
+//! ends mid-turn is not the end of the run: it reconnects with [`Backoff`] for at most
+//! `--reconnect-for`, re-attaches after the last durable `seq` it printed (the snapshot fills the
+//! gap; `seq`s at or below it are skipped, so nothing prints twice) and goes on until the turn
+//! ends, however it ended meanwhile. A Ctrl-C while disconnected is remembered and its
+//! `turn/interrupt` sent once connected again; a second one still exits 130. A server that comes
+//! back but refuses the token or the session ends the run (exit 3), and so does one that is not
+//! back in time. The embedded server dies with the connection, so there it exits 3 as before.
 
 use std::future::Future;
 use std::io::{Read, Write};
 use std::pin::Pin;
 
 use outboard_shared::headless::{
-    RunFinished, RunFinishedTag, RunStarted, RunStartedTag, SCHEMA_VERSION,
+    Reconnected, ReconnectedTag, RunFinished, RunFinishedTag, RunStarted, RunStartedTag,
+    SCHEMA_VERSION,
 };
 use outboard_shared::{
     ErrorCode, EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, StopReason, TurnId,
@@ -20,7 +30,7 @@ use outboard_shared::{
 use tokio::sync::mpsc;
 
 use crate::args::{ConnectArgs, RunArgs};
-use crate::client::{Client, ClientError};
+use crate::client::{Backoff, Client, ClientError, ConnectOptions};
 use crate::embedded::{EmbeddedError, EmbeddedServer};
 use crate::exit;
 use crate::output::{truncate, Printer};
@@ -53,6 +63,19 @@ pub enum RunError {
     /// The connection ended before the turn did.
     #[error("the connection ended before the turn did ({0}) — the turn may still be running; see `outboard sessions`")]
     Lost(ClientError),
+    /// The connection ended mid-turn and the server was not back within `--reconnect-for`.
+    #[error("the connection ended before the turn did and reconnecting failed for {budget} ({attempts} attempts; last: {last}) — the turn may still be running; see `outboard sessions`, or raise --reconnect-for")]
+    GaveUp {
+        /// `--reconnect-for`, as given.
+        budget: String,
+        /// Connection attempts made.
+        attempts: u32,
+        /// The last attempt's error.
+        last: ClientError,
+    },
+    /// The server came back but refused the token or the session.
+    #[error("reconnected, but the server refused to go on: {0}")]
+    Refused(ClientError),
     /// Stdout or stderr could not be written (a closed pipe).
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -65,6 +88,7 @@ impl RunError {
             RunError::MissingToken(_) | RunError::EmptyPrompt | RunError::Stdin(_) => exit::USAGE,
             RunError::Embedded(e) => e.exit_code(),
             RunError::Client(e) | RunError::Lost(e) => e.exit_code(),
+            RunError::GaveUp { .. } | RunError::Refused(_) => exit::CONNECT,
             RunError::Output(_) => exit::FAILED,
         }
     }
@@ -98,6 +122,23 @@ pub struct Connection {
     pub client: Client,
     /// The in-process server, when there is no `--server`.
     pub embedded: Option<EmbeddedServer>,
+    /// How to connect again (with `--server` only).
+    pub redial: Option<Redial>,
+}
+
+/// What a reconnect needs: where, with which token, over which transport.
+#[derive(Clone)]
+pub struct Redial {
+    url: String,
+    token: String,
+    options: ConnectOptions,
+}
+
+impl std::fmt::Debug for Redial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is a secret: never in a log line.
+        f.debug_struct("Redial").field("url", &self.url).finish_non_exhaustive()
+    }
 }
 
 impl Connection {
@@ -115,11 +156,12 @@ impl Connection {
             };
             let options = crate::client::ConnectOptions::from_args(args);
             let client = Client::connect_with(url, &token, false, &options).await?;
-            return Ok(Connection { client, embedded: None });
+            let redial = Redial { url: url.clone(), token, options };
+            return Ok(Connection { client, embedded: None, redial: Some(redial) });
         }
         let server = EmbeddedServer::start(args, needs_model).await?;
         match Client::connect(&server.url(), server.token()).await {
-            Ok(client) => Ok(Connection { client, embedded: Some(server) }),
+            Ok(client) => Ok(Connection { client, embedded: Some(server), redial: None }),
             Err(e) => {
                 server.shutdown().await;
                 Err(e.into())
@@ -176,7 +218,7 @@ async fn drive<O: Write, E: Write>(
     interrupts: &mut mpsc::Receiver<()>,
     printer: &mut Printer<O, E>,
 ) -> i32 {
-    let client = &mut conn.client;
+    let client = &conn.client;
     let setup = tokio::select! {
         setup = open_session(client, args, &prompt) => setup,
         Some(()) = interrupts.recv() => return exit::INTERRUPTED,
@@ -196,7 +238,7 @@ async fn drive<O: Write, E: Write>(
         embedded: conn.embedded.is_some(),
     };
     let result = match printer.run_started(&started) {
-        Ok(()) => stream_turn(client, &session_id, last_seq, prompt, interrupts, printer).await,
+        Ok(()) => stream_turn(conn, args, &session_id, last_seq, prompt, interrupts, printer).await,
         Err(e) => Err(RunError::Output(e)),
     };
     let (code, error) = match result {
@@ -258,20 +300,41 @@ type AttachCall = Pin<Box<dyn Future<Output = Result<SessionAttachResponse, Clie
 type InterruptCall =
     Pin<Box<dyn Future<Output = Result<TurnInterruptResponse, ClientError>> + Send>>;
 
-/// Sends the turn and prints its events until it ends. `last_seq` is the last durable `seq` before
-/// the turn: a durable event at or below the last one seen is a duplicate (after a re-attach) and
-/// is skipped.
+/// Where a run stands in its turn; it survives reconnects.
+struct Follow {
+    session_id: SessionId,
+    turn_id: TurnId,
+    /// The last durable `seq` printed: a durable event at or below it is a duplicate (after a
+    /// re-attach) and is skipped.
+    last_seq: u64,
+    /// Ctrl-C was pressed once.
+    interrupting: bool,
+    /// That Ctrl-C's `turn/interrupt` is not answered yet: sent (again) once connected.
+    interrupt_owed: bool,
+}
+
+/// How one connection's stretch of the turn ended.
+enum Followed {
+    /// The turn ended, or the run was abandoned.
+    Ended(Ending),
+    /// The connection ended first.
+    Lost(ClientError),
+}
+
+/// Sends the turn and prints its events until it ends, reconnecting (with `--server`) when the
+/// connection ends first. `last_seq` is the last durable `seq` before the turn.
 async fn stream_turn<O: Write, E: Write>(
-    client: &mut Client,
+    conn: &mut Connection,
+    args: &RunArgs,
     session_id: &SessionId,
-    mut last_seq: u64,
+    last_seq: u64,
     prompt: String,
     interrupts: &mut mpsc::Receiver<()>,
     printer: &mut Printer<O, E>,
 ) -> Result<Ending, RunError> {
     // A Ctrl-C while `turn/send` is in flight is remembered and acted on once the turn exists.
     let mut interrupting = false;
-    let send = client.send_turn(session_id.clone(), prompt);
+    let send = conn.client.send_turn(session_id.clone(), prompt);
     tokio::pin!(send);
     let sent = loop {
         tokio::select! {
@@ -285,41 +348,71 @@ async fn stream_turn<O: Write, E: Write>(
             }
         }
     };
-    let turn_id = sent.turn_id;
-    let mut interrupt_call: Option<InterruptCall> =
-        interrupting.then(|| Box::pin(client.interrupt(session_id.clone())) as InterruptCall);
+    let mut follow = Follow {
+        session_id: session_id.clone(),
+        turn_id: sent.turn_id,
+        last_seq,
+        interrupting,
+        interrupt_owed: interrupting,
+    };
+    loop {
+        let lost = match follow_events(&mut conn.client, &mut follow, interrupts, printer).await? {
+            Followed::Ended(ending) => return Ok(ending),
+            Followed::Lost(err) => err,
+        };
+        let Some(redial) = conn.redial.clone().filter(|_| !args.reconnect_for.is_zero()) else {
+            return Err(RunError::Lost(lost));
+        };
+        match reconnect(&redial, args.reconnect_for, &mut follow, lost, interrupts, printer).await?
+        {
+            Rejoined::Ended(ending) => return Ok(ending),
+            Rejoined::Client(client) => conn.client = *client,
+        }
+    }
+}
+
+/// Prints the turn's events from one connection until the turn ends or the connection does.
+async fn follow_events<O: Write, E: Write>(
+    client: &mut Client,
+    follow: &mut Follow,
+    interrupts: &mut mpsc::Receiver<()>,
+    printer: &mut Printer<O, E>,
+) -> Result<Followed, RunError> {
+    let session_id = follow.session_id.clone();
+    let mut interrupt_call: Option<InterruptCall> = follow
+        .interrupt_owed
+        .then(|| Box::pin(client.interrupt(session_id.clone())) as InterruptCall);
     let mut reattach: Option<AttachCall> = None;
     loop {
         tokio::select! {
             event = client.next_event() => {
                 match event {
                     Ok(event) => {
-                        if let Some(ending) =
-                            on_event(&event, session_id, &turn_id, &mut last_seq, printer)?
-                        {
-                            return Ok(ending);
+                        if let Some(ending) = on_event(&event, follow, printer)? {
+                            return Ok(Followed::Ended(ending));
                         }
                     }
                     Err(err) if err.code() == Some(ErrorCode::Lagged) && !err.is_fatal() => {
                         // The server dropped events for us: fetch the durable ones we missed.
-                        tracing::debug!(last_seq, "lagged; re-attaching");
+                        tracing::debug!(last_seq = follow.last_seq, "lagged; re-attaching");
                         reattach = Some(Box::pin(client.attach(
                             session_id.clone(),
                             Role::Driver,
-                            Some(last_seq),
+                            Some(follow.last_seq),
                         )));
                     }
                     Err(err) if !err.is_fatal() => {
                         printer.note(&format!("outboard: warning: {err}"))?;
                     }
-                    Err(err) => return Err(RunError::Lost(err)),
+                    Err(err) => return Ok(Followed::Lost(err)),
                 }
             }
             Some(()) = interrupts.recv() => {
-                if interrupting {
-                    return Ok(Ending::Abandoned);
+                if follow.interrupting {
+                    return Ok(Followed::Ended(Ending::Abandoned));
                 }
-                interrupting = true;
+                follow.interrupting = true;
+                follow.interrupt_owed = true;
                 printer.note(INTERRUPTING)?;
                 interrupt_call = Some(Box::pin(client.interrupt(session_id.clone())));
             }
@@ -331,11 +424,18 @@ async fn stream_turn<O: Write, E: Write>(
             } => {
                 interrupt_call = None;
                 match answer {
-                    Ok(TurnInterruptResponse { interrupted: true }) => {}
-                    Ok(TurnInterruptResponse { interrupted: false }) => {
-                        tracing::debug!("interrupt: no turn in flight (it is ending)");
+                    Ok(TurnInterruptResponse { interrupted }) => {
+                        follow.interrupt_owed = false;
+                        if !interrupted {
+                            tracing::debug!("interrupt: no turn in flight (it is ending)");
+                        }
                     }
-                    Err(err) => printer.note(&format!("outboard: cannot interrupt: {err}"))?,
+                    // The connection is gone: the interrupt is sent again after the reconnect.
+                    Err(err) if err.is_fatal() => {}
+                    Err(err) => {
+                        follow.interrupt_owed = false;
+                        printer.note(&format!("outboard: cannot interrupt: {err}"))?;
+                    }
                 }
             }
             snapshot = async {
@@ -345,11 +445,14 @@ async fn stream_turn<O: Write, E: Write>(
                 }
             } => {
                 reattach = None;
-                for event in snapshot.map_err(RunError::Lost)?.events {
-                    if let Some(ending) =
-                        on_event(&event, session_id, &turn_id, &mut last_seq, printer)?
-                    {
-                        return Ok(ending);
+                let snapshot = match snapshot {
+                    Ok(snapshot) => snapshot,
+                    Err(err) if err.is_fatal() => return Ok(Followed::Lost(err)),
+                    Err(err) => return Err(RunError::Lost(err)),
+                };
+                for event in snapshot.events {
+                    if let Some(ending) = on_event(&event, follow, printer)? {
+                        return Ok(Followed::Ended(ending));
                     }
                 }
             }
@@ -357,23 +460,165 @@ async fn stream_turn<O: Write, E: Write>(
     }
 }
 
+/// What a reconnect led to.
+enum Rejoined {
+    /// The turn ended while we were away (its end was in the snapshot), or a second Ctrl-C.
+    Ended(Ending),
+    /// Attached again: go on with this client.
+    Client(Box<Client>),
+}
+
+/// What the first Ctrl-C prints while disconnected.
+const INTERRUPTING_OFFLINE: &str =
+    "interrupting once reconnected… (press Ctrl-C again to quit now)";
+
+/// Whether a failed attempt to connect or re-attach is worth another try: the server is not
+/// (fully) back yet. A refused token or session, another protocol version or a TLS failure will
+/// not heal by waiting.
+fn worth_retrying(err: &ClientError) -> bool {
+    match err {
+        ClientError::Connect { .. }
+        | ClientError::Handshake { .. }
+        | ClientError::Closed { .. } => true,
+        ClientError::Connection { fatal, .. } => *fatal,
+        ClientError::Server { error, .. } => {
+            matches!(error.code, ErrorCode::ShuttingDown | ErrorCode::Internal)
+        }
+        _ => false,
+    }
+}
+
+/// Connects again within `budget`, with backoff, and re-attaches after `follow.last_seq`: as the
+/// driver, or as a watcher when driving was taken away meanwhile. Prints the `reconnected` line
+/// and the snapshot's events.
+async fn reconnect<O: Write, E: Write>(
+    redial: &Redial,
+    budget: std::time::Duration,
+    follow: &mut Follow,
+    lost: ClientError,
+    interrupts: &mut mpsc::Receiver<()>,
+    printer: &mut Printer<O, E>,
+) -> Result<Rejoined, RunError> {
+    tracing::debug!(error = %lost, "connection lost mid-turn; reconnecting");
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut backoff = Backoff::new();
+    let mut attempts = 0u32;
+    let mut last = lost.clone();
+    loop {
+        let now = tokio::time::Instant::now();
+        let give_up =
+            |attempts, last| RunError::GaveUp { budget: humantime(budget), attempts, last };
+        if now >= deadline {
+            return Err(give_up(attempts, last));
+        }
+        let pause = tokio::time::sleep(backoff.next_delay().min(deadline - now));
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                () = &mut pause => break,
+                Some(()) = interrupts.recv() => {
+                    if follow.interrupting {
+                        return Ok(Rejoined::Ended(Ending::Abandoned));
+                    }
+                    follow.interrupting = true;
+                    follow.interrupt_owed = true;
+                    printer.note(INTERRUPTING_OFFLINE)?;
+                }
+            }
+        }
+        attempts += 1;
+        let rejoining = rejoin(redial, follow.session_id.clone(), follow.last_seq);
+        let attempt = tokio::time::timeout_at(deadline, rejoining);
+        tokio::pin!(attempt);
+        let result = loop {
+            tokio::select! {
+                result = &mut attempt => break result,
+                Some(()) = interrupts.recv() => {
+                    if follow.interrupting {
+                        return Ok(Rejoined::Ended(Ending::Abandoned));
+                    }
+                    follow.interrupting = true;
+                    follow.interrupt_owed = true;
+                    printer.note(INTERRUPTING_OFFLINE)?;
+                }
+            }
+        };
+        let (client, snapshot) = match result {
+            Err(_elapsed) => return Err(give_up(attempts, last)),
+            Ok(Ok(joined)) => joined,
+            Ok(Err(err)) if worth_retrying(&err) => {
+                tracing::debug!(attempt = attempts, error = %err, "reconnect failed; retrying");
+                last = err;
+                continue;
+            }
+            Ok(Err(err)) => return Err(RunError::Refused(err)),
+        };
+        let line = Reconnected {
+            kind: ReconnectedTag::Reconnected,
+            session_id: follow.session_id.clone(),
+            attempts,
+            after_seq: follow.last_seq,
+            role: snapshot.role,
+            reason: lost.to_string(),
+        };
+        printer.reconnected(&line)?;
+        for event in &snapshot.events {
+            if let Some(ending) = on_event(event, follow, printer)? {
+                return Ok(Rejoined::Ended(ending));
+            }
+        }
+        return Ok(Rejoined::Client(Box::new(client)));
+    }
+}
+
+/// One reconnect attempt: connect, then attach after the last `seq` printed.
+async fn rejoin(
+    redial: &Redial,
+    id: SessionId,
+    last_seq: u64,
+) -> Result<(Client, SessionAttachResponse), ClientError> {
+    let client = Client::connect_with(&redial.url, &redial.token, false, &redial.options).await?;
+    let after = Some(last_seq);
+    let snapshot = match client.attach(id.clone(), Role::Driver, after).await {
+        // Driving was taken back while we were away: watch the turn to its end.
+        Err(err) if err.code() == Some(ErrorCode::Forbidden) => {
+            client.attach(id, Role::Watcher, after).await?
+        }
+        other => other?,
+    };
+    Ok((client, snapshot))
+}
+
+/// `2m`, `90s`, `1.5s`: a duration as a person wrote it.
+fn humantime(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if d.subsec_millis() != 0 || secs == 0 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if secs.is_multiple_of(3600) {
+        format!("{}h", secs / 3600)
+    } else if secs.is_multiple_of(60) {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
 /// Prints one event; returns how the turn ended when this event ends our turn.
 fn on_event<O: Write, E: Write>(
     event: &SessionEvent,
-    session_id: &SessionId,
-    turn_id: &TurnId,
-    last_seq: &mut u64,
+    follow: &mut Follow,
     printer: &mut Printer<O, E>,
 ) -> Result<Option<Ending>, RunError> {
-    if &event.session_id != session_id {
+    if event.session_id != follow.session_id {
         return Ok(None);
     }
     if event.kind.is_durable() {
-        if event.seq <= *last_seq {
+        if event.seq <= follow.last_seq {
             return Ok(None);
         }
-        *last_seq = event.seq;
+        follow.last_seq = event.seq;
     }
+    let turn_id = &follow.turn_id;
     printer.event(event)?;
     Ok(match &event.kind {
         EventKind::TurnCompleted { turn_id: id, stop_reason, .. } if id == turn_id => {
@@ -404,6 +649,8 @@ mod tests {
             },
             json,
             session: session.map(str::to_owned),
+            // The fake server takes one connection: these tests pin the run without reconnects.
+            reconnect_for: std::time::Duration::ZERO,
             prompt: "list the files\nand more".into(),
         }
     }
@@ -703,6 +950,22 @@ mod tests {
             (RunError::Client(ClientError::Unauthorized { message: "m".into() }), exit::CONNECT),
             (RunError::Client(ClientError::ProtocolVersion { message: "m".into() }), exit::CONNECT),
             (RunError::Lost(ClientError::Closed { reason: None }), exit::CONNECT),
+            (
+                RunError::GaveUp {
+                    budget: "2m".into(),
+                    attempts: 9,
+                    last: ClientError::Closed { reason: None },
+                },
+                exit::CONNECT,
+            ),
+            (
+                RunError::Refused(ClientError::Server {
+                    method: "session/attach",
+                    error: ErrorBody::new(ErrorCode::NotFound, "no session"),
+                }),
+                exit::CONNECT,
+            ),
+            (RunError::Refused(ClientError::Unauthorized { message: "m".into() }), exit::CONNECT),
             (server(ErrorCode::NotFound), exit::USAGE),
             (server(ErrorCode::Conflict), exit::FAILED),
             (server(ErrorCode::Internal), exit::FAILED),

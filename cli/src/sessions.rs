@@ -139,11 +139,13 @@ mod tests {
                     user: "ada".into(),
                     role: outboard_shared::Role::Driver,
                     client: "outboard-cli/0.1.0".into(),
+                    connection_id: 0,
                 },
                 outboard_shared::PresenceEntry {
                     user: "bob".into(),
                     role: outboard_shared::Role::Watcher,
                     client: "outboard-cli/0.1.0".into(),
+                    connection_id: 0,
                 },
             ],
         };

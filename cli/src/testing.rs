@@ -191,6 +191,7 @@ pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedRecei
                             org_id: OrgId::from("o_1"),
                             org: "acme".into(),
                         },
+                        connection_id: 1,
                     };
                     send(&mut ws, &ServerFrame::Welcome(welcome)).await;
                     continue;

@@ -454,6 +454,7 @@ impl Connection {
                 org_id: user.org_id.clone(),
                 org: user.org.clone(),
             },
+            connection_id: self.id.0,
         }))
         .await;
         self.user = Some(user);
@@ -542,17 +543,20 @@ impl Connection {
             Method::SessionAttach(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 let current = hub.role(&p.session_id, self.id);
-                if p.role == Role::Driver
-                    && row.owner_id != user.id
-                    && current != Some(Role::Driver)
-                {
-                    return Err(ErrorBody::new(
-                        ErrorCode::Forbidden,
-                        format!(
-                            "only the session's owner ({}) can drive it; attach as a watcher",
-                            row.owner
-                        ),
-                    ));
+                if p.role == Role::Driver && current != Some(Role::Driver) {
+                    if row.owner_id == user.id {
+                        // The owner takes the wheel back: a grant to someone else ends.
+                        hub.remember_grant(&row.id, None).await?;
+                    } else if hub.granted_to(&row.id).await? != Some(user.id.clone()) {
+                        return Err(ErrorBody::new(
+                            ErrorCode::Forbidden,
+                            format!(
+                                "only the session's owner ({}) can drive it, or whoever they \
+                                 hand it to; attach as a watcher and ask with /drive",
+                                row.owner
+                            ),
+                        ));
+                    }
                 }
                 if let Some(old) = self.attached.remove(&p.session_id) {
                     old.forwarder.abort();
@@ -633,13 +637,16 @@ impl Connection {
             }
             Method::SessionDriveGrant(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
-                let presence = hub.grant(&p.session_id, self.id, &p.user)?;
+                let (presence, to) = hub.grant(&p.session_id, self.id, &p.user)?;
+                // Remembered for the grantee's user, so that its next connection drives too.
+                hub.remember_grant(&row.id, (to != row.owner_id).then_some(to)).await?;
                 broadcast_presence(&hub.handle(&row), presence).await;
                 Ok(Some(Response::ok(id, &Empty {})))
             }
             Method::SessionDriveTake(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 let presence = hub.take(&row, &user, self.id)?;
+                hub.remember_grant(&row.id, None).await?;
                 broadcast_presence(&hub.handle(&row), presence).await;
                 Ok(Some(Response::ok(id, &Empty {})))
             }

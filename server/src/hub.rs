@@ -12,6 +12,12 @@
 //! the driver may grant it to an attached watcher; when the driver detaches nobody drives until
 //! the owner attaches or someone is granted. An owner's connection that is not attached at all
 //! may still send turns while nobody drives (headless scripts).
+//!
+//! A grant also belongs to the grantee's *user* on that session, until the owner takes driving
+//! back or it is granted on: the grantee's other connections may attach as `driver` the way the
+//! owner does. That is what lets a granted driver's `outboard run` or TUI reconnect (a new
+//! connection) and drive again. Rooms are memory, but the grant is in the store
+//! (`drive_grants`), so it survives a restart of the server.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outboard_shared::{ErrorBody, ErrorCode, PresenceEntry, Role, SessionId, UserId};
+use rusqlite::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
@@ -70,6 +77,7 @@ impl Room {
             user: m.user.clone(),
             role,
             client: m.client.clone(),
+            connection_id: m.conn.0,
         };
         let driver = self.members.iter().filter(|m| Some(m.conn) == self.driver);
         let watchers = self.members.iter().filter(|m| Some(m.conn) != self.driver);
@@ -271,13 +279,14 @@ impl Hub {
 
     /// The driver of `session` hands driving to the attached watcher named `to`. Fails unless
     /// `conn` drives and `to` is attached; a user attached twice gets it on the connection
-    /// attached last.
+    /// attached last. Returns the new presence and the grantee's user id; the caller records
+    /// the grant with [`Hub::remember_grant`].
     pub fn grant(
         &self,
         session: &SessionId,
         conn: ConnId,
         to: &str,
-    ) -> Result<Vec<PresenceEntry>, ErrorBody> {
+    ) -> Result<(Vec<PresenceEntry>, UserId), ErrorBody> {
         let mut rooms = self.rooms();
         let Some(room) = rooms.get_mut(session).filter(|r| r.driver == Some(conn)) else {
             return Err(ErrorBody::new(
@@ -292,8 +301,56 @@ impl Hub {
                 format!("{to} is not attached to this session; they must attach first"),
             ));
         };
+        let user_id = target.user_id.clone();
         room.driver = Some(target.conn);
-        Ok(room.presence())
+        Ok((room.presence(), user_id))
+    }
+
+    /// The user `session`'s driving was granted to, when it is not the owner's (see the module
+    /// header): that user may attach as driver.
+    pub async fn granted_to(&self, session: &SessionId) -> Result<Option<UserId>, ErrorBody> {
+        let session = session.0.clone();
+        self.store
+            .call(move |c| {
+                let user = c
+                    .query_row(
+                        "SELECT user_id FROM drive_grants WHERE session_id = ?1",
+                        [&session],
+                        |r| r.get::<_, String>(0),
+                    )
+                    .optional()?;
+                Ok(user.map(UserId))
+            })
+            .await
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))
+    }
+
+    /// Records who `session`'s driving is granted to; `None` (the owner took it back, or it was
+    /// handed to the owner) forgets the grant.
+    pub async fn remember_grant(
+        &self,
+        session: &SessionId,
+        to: Option<UserId>,
+    ) -> Result<(), ErrorBody> {
+        let session = session.0.clone();
+        self.store
+            .call(move |c| {
+                match to {
+                    Some(user) => c.execute(
+                        "INSERT INTO drive_grants (session_id, user_id, granted_at)
+                         VALUES (?1, ?2, ?3)
+                         ON CONFLICT (session_id) DO UPDATE SET
+                             user_id = excluded.user_id, granted_at = excluded.granted_at",
+                        rusqlite::params![session, user.0, crate::util::now_rfc3339()],
+                    )?,
+                    None => {
+                        c.execute("DELETE FROM drive_grants WHERE session_id = ?1", [&session])?
+                    }
+                };
+                Ok(())
+            })
+            .await
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))
     }
 
     /// The owner's attached connection `conn` takes driving (always allowed to the owner).

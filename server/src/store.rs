@@ -17,6 +17,8 @@
 //!   files, every version kept; the queries live in [`crate::orgfs`], which runs them here
 //!   through [`Store::call`]; `org_file_usage` counts their versions and bytes per org.
 //! - `org_quotas`: per-org overrides of the quotas' defaults ([`crate::quota`]).
+//! - `drive_grants`: the user a session's driving was granted to, if not its owner
+//!   ([`crate::hub`]).
 //!
 //! Durability: WAL with `synchronous = NORMAL` by default: a commit survives a crash of the
 //! process (the WAL is written before `COMMIT` returns) but the last commits may be lost on power
@@ -152,6 +154,16 @@ INSERT INTO org_file_usage (org_id, versions, bytes)
     SELECT org_id, COUNT(*), COALESCE(SUM(size), 0) FROM org_files GROUP BY org_id;
 -- Sessions created per org in the last hour (`sessions_per_hour`).
 CREATE INDEX sessions_by_org_created ON sessions(org_id, created_at);
+"#,
+    r#"
+-- Driving granted to a user who does not own the session (`session/drive_grant`), kept until the
+-- owner takes it back or it is granted on (`crate::hub`): the grantee's new connection (after a
+-- reconnect, or to a restarted server) may attach as driver again.
+CREATE TABLE drive_grants (
+    session_id  TEXT PRIMARY KEY REFERENCES sessions(id),
+    user_id     TEXT NOT NULL REFERENCES users(id),
+    granted_at  TEXT NOT NULL
+) WITHOUT ROWID;
 "#,
 ];
 

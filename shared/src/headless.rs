@@ -4,10 +4,17 @@
 //! following line is a [`crate::SessionEvent`] exactly as attached clients receive it (its `type`
 //! is the event kind: `assistant_delta`, `tool_result`, `assistant_message`, …); the last line is a
 //! [`RunFinished`] with the exit status the process is about to return.
+//!
+//! When the connection to a remote server ends mid-turn (a restart), the run reconnects and
+//! re-attaches after the last durable `seq` it printed; a [`Reconnected`] line marks the spot.
+//! The events around it join with no gap and no duplicate: every durable `seq` appears exactly
+//! once, in order, so a script can treat the stream as if the connection had never dropped.
+//! Transient events (deltas) streamed while disconnected are not replayed; the complete
+//! `assistant_message`/`tool_result` that follow them are.
 
 use serde::{Deserialize, Serialize};
 
-use crate::SessionId;
+use crate::{Role, SessionId};
 
 /// Version of the headless schema. Bumped only for a change that breaks a script reading it.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -41,6 +48,36 @@ pub struct RunFinished {
     /// The failure, when `exit_code` is not 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// Printed after the run reconnected to the server and re-attached its session (additive in
+/// schema version 1: readers that do not know it skip it like an unknown event kind).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reconnected {
+    /// Always `"reconnected"`.
+    #[serde(rename = "type")]
+    pub kind: ReconnectedTag,
+    /// The session.
+    pub session_id: SessionId,
+    /// Connection attempts it took, the successful one included (1: at the first try).
+    pub attempts: u32,
+    /// The last durable `seq` printed before the connection ended: the session was re-attached
+    /// after it, so the next durable event printed has `after_seq + 1`.
+    pub after_seq: u64,
+    /// The role the server gave the new connection (`driver`, or `watcher` when driving was
+    /// taken away while disconnected: the run then only watches its turn end).
+    pub role: Role,
+    /// Why the previous connection ended, as the client saw it.
+    pub reason: String,
+}
+
+/// The literal tag `"reconnected"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReconnectedTag {
+    /// `reconnected`
+    #[default]
+    #[serde(rename = "reconnected")]
+    Reconnected,
 }
 
 /// The literal tag `"run_started"`.

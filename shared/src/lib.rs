@@ -295,6 +295,11 @@ pub struct Welcome {
     pub server: String,
     /// Who the token belongs to.
     pub user: UserInfo,
+    /// This connection's id, unique for the life of the server process; `presence` entries
+    /// carry the same id, so a client knows which entry is itself even when its user is
+    /// attached from several terminals. 0 from a server that predates it.
+    #[serde(default)]
+    pub connection_id: u64,
 }
 
 /// A user as clients see it.
@@ -708,6 +713,10 @@ pub struct PresenceEntry {
     /// The client name from its `hello` (`outboard-cli/0.1.0`).
     #[serde(default)]
     pub client: String,
+    /// The connection, as its `welcome` named it ([`Welcome::connection_id`]): roles belong to
+    /// connections, and two terminals of one user are two entries. 0 from an older server.
+    #[serde(default)]
+    pub connection_id: u64,
 }
 
 impl EventKind {

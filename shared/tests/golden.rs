@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
-use outboard_shared::headless::{RunFinished, RunStarted, SCHEMA_VERSION};
+use outboard_shared::headless::{Reconnected, RunFinished, RunStarted, SCHEMA_VERSION};
 use outboard_shared::*;
 use pretty_assertions::assert_eq;
 use serde::de::DeserializeOwned;
@@ -208,6 +208,7 @@ fn server_frames() {
                 org_id: OrgId("o_1".into()),
                 org: "acme".into(),
             },
+            connection_id: 12,
         }))
     );
     insta::assert_json_snapshot!(
@@ -423,11 +424,13 @@ fn session_events() {
                     user: "alice".into(),
                     role: Role::Driver,
                     client: "outboard-cli/0.1.0".into(),
+                    connection_id: 12,
                 },
                 PresenceEntry {
                     user: "bob".into(),
                     role: Role::Watcher,
                     client: "outboard-cli/0.1.0".into(),
+                    connection_id: 15,
                 },
             ],
         },
@@ -500,6 +503,17 @@ fn headless_lines() {
         })
     );
     insta::assert_json_snapshot!(
+        "headless_reconnected",
+        roundtrip(&Reconnected {
+            kind: Default::default(),
+            session_id: sid(),
+            attempts: 3,
+            after_seq: 41,
+            role: Role::Driver,
+            reason: "the server closed the connection".into(),
+        })
+    );
+    insta::assert_json_snapshot!(
         "headless_run_finished",
         roundtrip(&RunFinished {
             kind: Default::default(),
@@ -508,6 +522,20 @@ fn headless_lines() {
             error: Some("the model provider answered 401".into()),
         })
     );
+}
+
+#[test]
+fn connection_ids_are_additive() {
+    // A welcome and a presence entry from a server that predates connection ids still decode.
+    let w: Welcome = serde_json::from_value(json!({
+        "protocol_version": 1, "server": "outboard-server/0.0.9",
+        "user": {"id": "u_1", "name": "alice", "org_id": "o_1", "org": "acme"}
+    }))
+    .unwrap();
+    assert_eq!(w.connection_id, 0);
+    let p: PresenceEntry =
+        serde_json::from_value(json!({"user": "alice", "role": "driver"})).unwrap();
+    assert_eq!(p.connection_id, 0);
 }
 
 #[test]

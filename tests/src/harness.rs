@@ -99,11 +99,74 @@ impl TestServer {
         base_url: &str,
         extra: &[&str],
     ) -> anyhow::Result<TestServer> {
+        Self::start_on(data, "127.0.0.1:0", api, base_url, extra)
+            .map_err(|e| anyhow::anyhow!(e.reason))
+    }
+
+    /// Restarts a server on the data dir and the port of one that stopped (`url` is the old
+    /// one's [`TestServer::url`]), the way a deployed server comes back at the same address:
+    /// clients that reconnect find it there. Retries while the port is still held (for at most
+    /// `PORT_REUSE_DEADLINE`), since a killed process's listening socket can take a moment to go.
+    pub fn restart_at(
+        url: &str,
+        data: tempfile::TempDir,
+        api: Api,
+        base_url: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<TestServer> {
+        /// A killed server's socket is closed by the kernel when the process is reaped, which
+        /// [`TestServer::kill`] waits for; this only covers a slow reap on a loaded machine.
+        const PORT_REUSE_DEADLINE: Duration = Duration::from_secs(30);
+        let addr = url.trim_start_matches("ws://").to_owned();
+        let deadline = Instant::now() + PORT_REUSE_DEADLINE;
+        let mut data = data;
+        loop {
+            match Self::start_on(data, &addr, api, base_url, extra) {
+                Ok(server) => return Ok(server),
+                Err(StartError { data: back, reason }) => {
+                    if Instant::now() >= deadline || !reason.contains("in use") {
+                        bail!("cannot restart the server on {addr}: {reason}");
+                    }
+                    data = back;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    /// The `127.0.0.1:PORT` it listens on.
+    pub fn addr(&self) -> &str {
+        self.url.trim_start_matches("ws://")
+    }
+
+    fn start_on(
+        data: tempfile::TempDir,
+        listen: &str,
+        api: Api,
+        base_url: &str,
+        extra: &[&str],
+    ) -> Result<TestServer, StartError> {
+        match Self::spawn(&data, listen, api, base_url, extra) {
+            Ok((child, url, stderr_path)) => {
+                Ok(TestServer { url, child, data: Some(data), stderr_path })
+            }
+            Err(e) => Err(StartError { data, reason: format!("{e:#}") }),
+        }
+    }
+
+    fn spawn(
+        data: &tempfile::TempDir,
+        listen: &str,
+        api: Api,
+        base_url: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<(Child, String, PathBuf)> {
         use std::io::BufRead as _;
         let stderr_path = data.path().join("server.stderr");
-        let stderr = std::fs::File::create(&stderr_path)?;
+        // Appended: a restarted server's log follows the previous one's.
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path)?;
         let mut child = Command::new(bin("outboard-server")?)
-            .args(["serve", "--listen", "127.0.0.1:0", "--provider", api.provider()])
+            .args(["serve", "--listen", listen, "--provider", api.provider()])
             .arg("--data")
             .arg(data.path())
             .args(["--base-url", base_url, "--model", "mock-model"])
@@ -121,10 +184,11 @@ impl TestServer {
         std::io::BufReader::new(stdout).read_line(&mut line)?;
         let Some(url) = line.trim().strip_prefix("outboard-server listening on ") else {
             let _ = child.kill();
+            let _ = child.wait();
             let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
             bail!("the server did not start: {line:?}\n{log}");
         };
-        Ok(TestServer { url: url.to_owned(), child, data: Some(data), stderr_path })
+        Ok((child, url.to_owned(), stderr_path))
     }
 
     /// Adds a user and returns their token (`outboard-server admin user add`).
@@ -187,6 +251,12 @@ impl TestServer {
     }
 }
 
+/// A server that did not start, with its data dir back for another try.
+struct StartError {
+    data: tempfile::TempDir,
+    reason: String,
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -239,6 +309,90 @@ pub fn outboard(args: &[&str], stdin: Option<&str>) -> anyhow::Result<CliRun> {
     })
 }
 
+/// Starts `outboard ARGS` in the background with a clean environment (see [`outboard`]) plus
+/// `env`, its stdout and stderr going to files in `dir` (`outboard.stdout`, `outboard.stderr`), so
+/// a test can watch its output while it runs and act meanwhile (kill its server, press Ctrl-C).
+pub fn spawn_outboard(
+    args: &[&str],
+    env: &[(&str, &str)],
+    dir: &Path,
+) -> anyhow::Result<BackgroundCli> {
+    let stdout = dir.join("outboard.stdout");
+    let stderr = dir.join("outboard.stderr");
+    let mut cmd = Command::new(bin("outboard")?);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout)?)
+        .stderr(std::fs::File::create(&stderr)?);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    Ok(BackgroundCli { child: cmd.spawn()?, stdout, stderr })
+}
+
+/// An `outboard` process started by [`spawn_outboard`]; killed on drop if still running.
+pub struct BackgroundCli {
+    child: Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl BackgroundCli {
+    /// Its stdout so far.
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// Its stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Sends it SIGINT (a Ctrl-C).
+    pub fn interrupt(&self) -> anyhow::Result<()> {
+        let status = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status()?;
+        if !status.success() {
+            bail!("kill -INT failed");
+        }
+        Ok(())
+    }
+
+    /// Waits for it to exit, at most `timeout` (then kills it and fails, naming `what`).
+    pub fn wait(mut self, what: &str, timeout: Duration) -> anyhow::Result<CliRun> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(CliRun {
+                    code: status.code().unwrap_or(-1),
+                    stdout: self.stdout(),
+                    stderr: self.stderr(),
+                });
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                bail!(
+                    "timed out after {timeout:?} waiting for {what}\nstdout:\n{}\nstderr:\n{}",
+                    self.stdout(),
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for BackgroundCli {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Polls `cond` until it holds or `timeout` passes; the error names `what`.
 pub fn wait_until(
     what: &str,
@@ -273,6 +427,8 @@ pub struct WsClient {
     next_id: u64,
     /// Events received while waiting for a response, in order.
     pub backlog: std::collections::VecDeque<outboard_shared::SessionEvent>,
+    /// The server's `welcome` (this connection's id among other things).
+    pub welcome: Option<outboard_shared::Welcome>,
 }
 
 impl WsClient {
@@ -280,7 +436,7 @@ impl WsClient {
     pub async fn connect(url: &str, token: &str) -> anyhow::Result<WsClient> {
         use futures_util::SinkExt as _;
         let (ws, _) = tokio_tungstenite::connect_async(url).await?;
-        let mut client = WsClient { ws, next_id: 1, backlog: Default::default() };
+        let mut client = WsClient { ws, next_id: 1, backlog: Default::default(), welcome: None };
         let hello = serde_json::json!({
             "type": "hello", "protocol_version": outboard_shared::PROTOCOL_VERSION,
             "token": token, "client": "outboard-tests"
@@ -290,7 +446,10 @@ impl WsClient {
             .send(tokio_tungstenite::tungstenite::Message::Text(hello.to_string().into()))
             .await?;
         match client.frame().await? {
-            outboard_shared::ServerFrame::Welcome(_) => Ok(client),
+            outboard_shared::ServerFrame::Welcome(w) => {
+                client.welcome = Some(w);
+                Ok(client)
+            }
             other => bail!("not welcomed: {other:?}"),
         }
     }

@@ -364,3 +364,78 @@ impl Stalled {
         }
     }
 }
+
+#[tokio::test]
+async fn two_connections_of_one_user_are_told_apart_by_connection_id() {
+    let w = world(vec![]).await;
+    let mut one = WsClient::connect(&w.server.url, &w.alice).await.unwrap();
+    let mut two = WsClient::connect(&w.server.url, &w.alice).await.unwrap();
+    let id = |c: &WsClient| c.welcome.as_ref().unwrap().connection_id;
+    let (id1, id2) = (id(&one), id(&two));
+    assert!(id1 != 0 && id2 != 0 && id1 != id2, "{id1} {id2}");
+    let sid = create(&mut one).await;
+    attach(&mut one, &sid, "driver").await;
+    assert_eq!(attach(&mut two, &sid, "watcher").await.role, Role::Watcher);
+    let both = [("alice", Role::Driver), ("alice", Role::Watcher)];
+    for c in [&mut one, &mut two] {
+        let events = c
+            .events_until(|e| {
+                roles(e).as_deref().is_some_and(|r| {
+                    r.iter().map(|(u, r)| (u.as_str(), *r)).eq(both.iter().copied())
+                })
+            })
+            .await
+            .unwrap();
+        let EventKind::Presence { attached } = &events.last().unwrap().kind else { panic!() };
+        let by_conn: Vec<(u64, Role)> =
+            attached.iter().map(|p| (p.connection_id, p.role)).collect();
+        assert_eq!(by_conn, [(id1, Role::Driver), (id2, Role::Watcher)]);
+    }
+}
+
+/// Feeds a TUI connection task's events into `app` until `done` holds.
+async fn pump(
+    app: &mut outboard_cli::tui::app::App,
+    rx: &mut tokio::sync::mpsc::Receiver<outboard_cli::tui::app::AppEvent>,
+    what: &str,
+    done: impl Fn(&outboard_cli::tui::app::App) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done(app) {
+        let event = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", app.presence))
+            .expect("the connection task is alive");
+        app.handle(event);
+    }
+}
+
+#[tokio::test]
+async fn two_tuis_of_one_user_each_show_their_own_role() {
+    use outboard_cli::tui::app::App;
+    use outboard_cli::tui::net::{self, Initial};
+    use outboard_cli::tui::theme::Theme;
+    use tokio::sync::mpsc;
+    let w = world(vec![]).await;
+    let tui = |initial| {
+        let (app_tx, rx) = mpsc::channel(1024);
+        let (fx, effects) = mpsc::channel(16);
+        tokio::spawn(net::run(w.server.url.clone(), w.alice.clone(), initial, effects, app_tx));
+        (App::new(Theme { color: false }, 80, 24), rx, fx)
+    };
+    // Alice's first terminal creates a session and drives it; her second one watches it.
+    let (mut first, mut first_rx, _first_fx) = tui(Initial::New);
+    pump(&mut first, &mut first_rx, "the first terminal to drive", |a| {
+        a.session.is_some() && a.presence.len() == 1 && a.driving()
+    })
+    .await;
+    let sid = first.session.as_ref().unwrap().id.clone();
+    let (mut second, mut second_rx, _second_fx) = tui(Initial::Attach(sid, false));
+    pump(&mut second, &mut second_rx, "the second terminal's presence", |a| a.presence.len() == 2)
+        .await;
+    pump(&mut first, &mut first_rx, "the first terminal's presence", |a| a.presence.len() == 2)
+        .await;
+    assert!(first.presence.iter().all(|p| p.user == "alice"), "{:?}", first.presence);
+    assert!(first.driving(), "the first terminal drives");
+    assert!(!second.driving(), "the second terminal only watches: {:?}", second.presence);
+}

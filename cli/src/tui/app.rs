@@ -57,6 +57,16 @@ pub enum ConnState {
     Gone(String),
 }
 
+/// Who this client is, in the server's words (its `welcome`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Me {
+    /// Our user name.
+    pub user: String,
+    /// This connection's id: `presence` entries name connections, and our role is the one of the
+    /// entry with this id (the same user may be attached from another terminal in another role).
+    pub connection_id: u64,
+}
+
 /// Everything that can happen to the app.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AppEvent {
@@ -68,8 +78,8 @@ pub enum AppEvent {
     Scroll(i32),
     /// The terminal's new size.
     Resize(u16, u16),
-    /// Connection state changed; `user` is who the server says we are once connected.
-    Connection(ConnState, Option<String>),
+    /// Connection state changed; once connected, who the server says we are.
+    Connection(ConnState, Option<Me>),
     /// An attach succeeded: a fresh snapshot (`resumed`: after a reconnect or lag, with the
     /// events after our last `seq` only).
     Attached(Box<SessionAttachResponse>, bool),
@@ -175,6 +185,8 @@ pub struct App {
     pub height: u16,
     /// Our user name, once connected.
     pub me: Option<String>,
+    /// Our connection's id, once connected ([`Me::connection_id`]).
+    pub connection_id: Option<u64>,
     /// The attached session.
     pub session: Option<SessionInfo>,
     /// Our role in it.
@@ -219,6 +231,7 @@ impl App {
             width,
             height,
             me: None,
+            connection_id: None,
             session: None,
             role: Role::Watcher,
             conn: ConnState::Connecting,
@@ -291,9 +304,10 @@ impl App {
                 }
                 Vec::new()
             }
-            AppEvent::Connection(state, user) => {
-                if user.is_some() {
-                    self.me = user;
+            AppEvent::Connection(state, me) => {
+                if let Some(me) = me {
+                    self.me = Some(me.user);
+                    self.connection_id = Some(me.connection_id);
                 }
                 self.conn = state;
                 Vec::new()
@@ -613,9 +627,10 @@ impl App {
                 self.push_notice(format!("{author} {what} {path} (v{version})"), false);
             }
             EventKind::Presence { attached } => {
-                let me = self.me.clone().unwrap_or_default();
-                let driving =
-                    attached.first().is_some_and(|p| p.role == Role::Driver && p.user == me);
+                // By connection, not by name: two terminals of one user are two entries.
+                let driving = attached
+                    .iter()
+                    .any(|p| p.role == Role::Driver && Some(p.connection_id) == self.connection_id);
                 self.role = if driving { Role::Driver } else { Role::Watcher };
                 self.presence = attached;
             }

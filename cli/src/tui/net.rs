@@ -18,7 +18,7 @@ use outboard_shared::{
 };
 use tokio::sync::mpsc;
 
-use super::app::{AppEvent, ConnState, Effect};
+use super::app::{AppEvent, ConnState, Effect, Me};
 use crate::client::{Backoff, Client, ClientError};
 
 /// What to open first.
@@ -38,7 +38,8 @@ enum Step {
 type Pending = Pin<Box<dyn Future<Output = Step> + Send>>;
 
 struct State {
-    me: String,
+    /// Our connection's id (from `welcome`): presence names connections, not users.
+    connection_id: u64,
     /// The attached session (or the one being attached) and our role in it.
     current: Option<(SessionId, Role)>,
     last_seq: u64,
@@ -67,7 +68,7 @@ pub async fn run_with(
     app: mpsc::Sender<AppEvent>,
 ) {
     let mut backoff = Backoff::new();
-    let mut state = State { me: String::new(), current: None, last_seq: 0, want_drive: false };
+    let mut state = State { connection_id: 0, current: None, last_seq: 0, want_drive: false };
     let mut initial = Some(initial);
     let mut reason: Option<String> = None;
     loop {
@@ -101,8 +102,10 @@ pub async fn run_with(
             }
         };
         backoff.reset();
-        state.me = client.welcome().user.name.clone();
-        let _ = app.send(AppEvent::Connection(ConnState::Connected, Some(state.me.clone()))).await;
+        let welcome = client.welcome();
+        state.connection_id = welcome.connection_id;
+        let me = Me { user: welcome.user.name.clone(), connection_id: welcome.connection_id };
+        let _ = app.send(AppEvent::Connection(ConnState::Connected, Some(me))).await;
 
         let mut pending: Option<Pending> = match (initial.take(), &state.current) {
             (_, Some((id, role))) => {
@@ -133,7 +136,7 @@ pub async fn run_with(
                             state.last_seq = event.seq;
                         }
                         if let EventKind::Presence { attached } = &event.kind {
-                            let driving = attached.first().is_some_and(|p| p.role == Role::Driver && p.user == state.me);
+                            let driving = attached.iter().any(|p| p.role == Role::Driver && p.connection_id == state.connection_id);
                             if let Some((_, role)) = &mut state.current {
                                 *role = if driving { Role::Driver } else { Role::Watcher };
                             }

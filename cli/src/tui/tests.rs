@@ -13,7 +13,7 @@ use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use serde_json::json;
 
-use super::app::{App, AppEvent, ConnState, Effect};
+use super::app::{App, AppEvent, ConnState, Effect, Me};
 use super::render;
 use super::theme::Theme;
 
@@ -37,23 +37,43 @@ fn ev(seq: u64, kind: EventKind) -> SessionEvent {
     SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind }
 }
 
-fn presence(entries: &[(&str, Role)]) -> EventKind {
+/// Presence of connections `(user, role, connection id)`.
+fn presence_of(entries: &[(&str, Role, u64)]) -> EventKind {
     EventKind::Presence {
         attached: entries
             .iter()
-            .map(|(u, r)| PresenceEntry {
+            .map(|(u, r, c)| PresenceEntry {
                 user: (*u).into(),
                 role: *r,
                 client: "outboard-cli".into(),
+                connection_id: *c,
             })
             .collect(),
     }
 }
 
+/// Our connection in [`app`]; the others' ids differ.
+const MY_CONN: u64 = 7;
+
+/// Presence where we (`me`) are the entry on [`MY_CONN`].
+fn presence(entries: &[(&str, Role)], me: &str) -> EventKind {
+    let with_ids: Vec<(&str, Role, u64)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, (u, r))| (*u, *r, if *u == me { MY_CONN } else { 100 + i as u64 }))
+        .collect();
+    presence_of(&with_ids)
+}
+
+fn connected(app: &mut App, me: &str, connection_id: u64) {
+    let me = Me { user: me.into(), connection_id };
+    app.handle(AppEvent::Connection(ConnState::Connected, Some(me)));
+}
+
 /// An app connected as `me`, attached to s_1 (owned by alice) with `events`.
 fn app(me: &str, role: Role, events: Vec<SessionEvent>, in_flight: Option<InFlight>) -> App {
     let mut app = App::new(Theme { color: false }, 80, 24);
-    app.handle(AppEvent::Connection(ConnState::Connected, Some(me.into())));
+    connected(&mut app, me, MY_CONN);
     let snapshot = SessionAttachResponse {
         session: info("s_1", "alice", "Fix the flaky test"),
         role,
@@ -66,7 +86,7 @@ fn app(me: &str, role: Role, events: Vec<SessionEvent>, in_flight: Option<InFlig
         Role::Driver => vec![(me, Role::Driver), ("bob", Role::Watcher)],
         Role::Watcher => vec![("alice", Role::Driver), (me, Role::Watcher)],
     };
-    app.handle(AppEvent::Server(Box::new(ev(last, presence(&others)))));
+    app.handle(AppEvent::Server(Box::new(ev(last, presence(&others, me)))));
     app
 }
 
@@ -320,4 +340,40 @@ fn slash_commands() {
     assert_eq!(run("/skills"), vec![Effect::Skills]);
     app.composer.set("/qu");
     assert_eq!(app.completions(), vec!["/quit"]);
+}
+
+#[test]
+fn two_terminals_of_one_user_each_show_their_own_role() {
+    // Alice drives from one terminal (connection 1) and watches from another (connection 2):
+    // the server names connections in presence, and each app takes the role of its own entry.
+    let snapshot = |role| SessionAttachResponse {
+        session: info("s_1", "alice", "Fix the flaky test"),
+        role,
+        events: turn_start(),
+        in_flight: None,
+    };
+    let both = presence_of(&[("alice", Role::Driver, 1), ("alice", Role::Watcher, 2)]);
+    let mut driver = App::new(Theme { color: false }, 80, 24);
+    connected(&mut driver, "alice", 1);
+    driver.handle(AppEvent::Attached(Box::new(snapshot(Role::Driver)), false));
+    let mut watcher = App::new(Theme { color: false }, 80, 24);
+    connected(&mut watcher, "alice", 2);
+    watcher.handle(AppEvent::Attached(Box::new(snapshot(Role::Watcher)), false));
+    for app in [&mut driver, &mut watcher] {
+        app.handle(AppEvent::Server(Box::new(ev(2, both.clone()))));
+    }
+    assert!(driver.driving(), "connection 1 drives");
+    assert!(!watcher.driving(), "connection 2 only watches, although its user drives elsewhere");
+
+    // The wheel moves to the second terminal (a grant or a take there): the roles swap.
+    let swapped = presence_of(&[("alice", Role::Driver, 2), ("alice", Role::Watcher, 1)]);
+    for app in [&mut driver, &mut watcher] {
+        app.handle(AppEvent::Server(Box::new(ev(2, swapped.clone()))));
+    }
+    assert!(!driver.driving());
+    assert!(watcher.driving());
+    // The watcher's composer says so; typing there sends nothing.
+    driver.handle(AppEvent::Paste("hello".into()));
+    let effects = driver.handle(AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Send(_))), "{effects:?}");
 }

@@ -11,7 +11,7 @@ use outboard_tests::bench::percentile;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use outboard_cli::tui::app::{App, AppEvent, ConnState};
+use outboard_cli::tui::app::{App, AppEvent, ConnState, Me};
 use outboard_cli::tui::render;
 use outboard_cli::tui::theme::Theme;
 use outboard_server::{Limits, ServerConfig};
@@ -31,7 +31,8 @@ fn ev(seq: u64, kind: EventKind) -> SessionEvent {
 
 fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
     let mut app = App::new(Theme { color: true }, 120, 40);
-    app.handle(AppEvent::Connection(ConnState::Connected, Some("alice".into())));
+    let me = Me { user: "alice".into(), connection_id: 1 };
+    app.handle(AppEvent::Connection(ConnState::Connected, Some(me)));
     // ~10,000 lines: 1,000 answers of ten lines of markdown each.
     let events: Vec<SessionEvent> = (0..1000u64)
         .map(|i| {
