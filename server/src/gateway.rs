@@ -178,6 +178,8 @@ pub async fn launch_with(
     if config.sandbox.live_pool.is_none() {
         config.sandbox.live_pool = Some(crate::sandbox::pool::LivePool::default());
     }
+    // Before this process makes any sandbox: kill what dead servers left frozen.
+    crate::sandbox::reap_orphans().await;
     Sandbox::check(&config.sandbox).await?;
     let provider = Arc::new(Provider::new(config.llm.clone())?);
     let addr = listener.local_addr()?;
