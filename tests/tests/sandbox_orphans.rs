@@ -23,7 +23,8 @@ fn sandbox_parents(pid: u32) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
-        let (_, ctrls, path) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        let (_, ctrls, path) =
+            (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
         for &name in HIERARCHIES {
             let hit = if name.is_empty() {
                 ctrls.is_empty() && root.join("cgroup.controllers").exists()
@@ -116,7 +117,8 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         for g in &self.0 {
             for (pid, _) in processes_in(std::slice::from_ref(g)) {
-                let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                let _ =
+                    std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
             }
             let _ = std::fs::write(g.join("freezer.state"), "THAWED");
             let _ = std::fs::write(g.join("cgroup.freeze"), "0");

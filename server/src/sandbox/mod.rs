@@ -239,8 +239,9 @@ impl Sandbox {
         Self::spawn(config, workspace, None)
     }
 
-    /// Like [`Sandbox::new`], reporting every state change on `transitions` (`try_send`: give
-    /// it room for a few, e.g. 16).
+    /// Like [`Sandbox::new`], reporting every state change on `transitions`, in order. The
+    /// manager never waits for the receiver: what does not fit waits in its backlog (see
+    /// [`manager`]), so a few slots (e.g. 16) are enough.
     pub fn with_transitions(
         config: SandboxConfig,
         workspace: PathBuf,
