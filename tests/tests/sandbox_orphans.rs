@@ -1,6 +1,7 @@
 //! Sandboxes orphaned by a server that was SIGKILLed while they were frozen: the next start on
 //! the same data dir kills every process they left and removes their cgroups in every
-//! hierarchy. Real `outboard-server` processes, the scripted mock model over HTTP, real
+//! hierarchy, while a live server's sandboxes are left alone; and a graceful stop leaves
+//! nothing to reap. Real `outboard-server` processes, the scripted mock model over HTTP, real
 //! bubblewrap sandboxes and the machine's real cgroups (checked in `/proc` and `/sys/fs/cgroup`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
@@ -267,4 +268,35 @@ async fn a_second_server_leaves_a_live_servers_frozen_sandbox_alone() {
     assert_eq!(with_marker("1414.21").len(), 1);
     drop(second);
     drop(first);
+}
+
+/// A graceful stop (SIGTERM) stops the server's frozen sandboxes itself: nothing is left for
+/// the next start to reap.
+#[tokio::test]
+async fn a_graceful_shutdown_leaves_no_frozen_sandbox_behind() {
+    let mock = outboard_tests::scripted::start().await.unwrap();
+    let server = TestServer::start_in(
+        tempfile::tempdir().unwrap(),
+        Api::Anthropic,
+        &mock.anthropic_base_url(),
+        &["--sandbox-freeze-after", "1"],
+    )
+    .unwrap();
+    let token = server.add_user("alice", "acme").unwrap();
+    session_with_a_background_process(&server, &token, "1732.05").await;
+    let (pid, parents) = (server.pid(), sandbox_parents(server.pid()));
+    wait_until("the sandbox to be frozen", Duration::from_secs(30), || {
+        let g: Vec<PathBuf> = groups_of(&parents, pid).into_iter().filter(|g| freezer(g)).collect();
+        g.len() == 1 && frozen(&g[0])
+    })
+    .unwrap();
+    let groups = groups_of(&parents, pid);
+    let _cleanup = Cleanup(groups.clone());
+    let procs = processes_in(&groups);
+    let (_data, clean) = server.terminate(Duration::from_secs(60));
+    assert!(clean, "the server exited cleanly on SIGTERM");
+    let alive = still_alive(&procs);
+    assert!(alive.is_empty(), "processes of the stopped server's sandbox remain: {alive:?}");
+    assert_eq!(with_marker("1732.05"), Vec::<u32>::new());
+    assert_eq!(groups_of(&parents, pid), Vec::<PathBuf>::new(), "its cgroups remain");
 }
