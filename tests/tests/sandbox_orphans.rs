@@ -118,8 +118,10 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         for g in &self.0 {
             for (pid, _) in processes_in(std::slice::from_ref(g)) {
-                let _ =
-                    std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .stderr(std::process::Stdio::null())
+                    .status();
             }
             let _ = std::fs::write(g.join("freezer.state"), "THAWED");
             let _ = std::fs::write(g.join("cgroup.freeze"), "0");
@@ -293,6 +295,7 @@ async fn a_graceful_shutdown_leaves_no_frozen_sandbox_behind() {
     let groups = groups_of(&parents, pid);
     let _cleanup = Cleanup(groups.clone());
     let procs = processes_in(&groups);
+    assert!(procs.len() >= 3, "bwrap, the agent and the background process: {procs:?}");
     let (_data, clean) = server.terminate(Duration::from_secs(60));
     assert!(clean, "the server exited cleanly on SIGTERM");
     let alive = still_alive(&procs);
