@@ -217,7 +217,10 @@ async fn orphans_are_reaped_at_the_next_start(sessions: usize, marker_base: &str
     }
     let left = groups_of(&sandbox_parents(server.pid()), old_pid);
     assert_eq!(left, Vec::<PathBuf>::new(), "cgroups of the old server remain");
-    assert!(server.log().contains("orphaned sandboxes reaped"), "{}", server.log());
+    let log = server.log();
+    let reaped = log.lines().find(|l| l.contains("orphaned sandboxes reaped"));
+    assert!(reaped.is_some(), "{log}");
+    eprintln!("{sessions} frozen sandboxes: {}", reaped.unwrap_or_default());
     drop(server);
 }
 

@@ -18,7 +18,9 @@
 //! until they are thawed. The rule for whose groups a starting server may reap: a group is an
 //! orphan when its owner (pid *and* start time, so a reused pid is not mistaken for the owner)
 //! is no longer a live process. Several servers may share one parent (two data dirs on one host,
-//! tests in parallel); a live server's sandboxes are never touched, whatever its data dir. Names
+//! tests in parallel); a live server's sandboxes are never touched, whatever its data dir. (The
+//! rule reads `/proc`, so it assumes servers sharing a parent share a pid namespace, as a
+//! container with its own pid namespace normally has its own cgroups too.) Names
 //! of the older `<pid>-<n>` form are judged by the pid alone; names of any other form are not
 //! ours and are left alone. Reaping kills every process of the group in every hierarchy
 //! (SIGKILL first, so nothing runs between the thaw and the kill), thaws it, waits until every

@@ -195,6 +195,7 @@ const REAP_DEADLINE: Duration = Duration::from_secs(10);
 /// before any sandbox of this process exists. See [`cgroup::reap_orphans`] for whose groups
 /// count as orphans (never those of a live server sharing the parent).
 pub async fn reap_orphans() -> cgroup::Reaped {
+    let started = std::time::Instant::now();
     let reaped = tokio::task::spawn_blocking(|| {
         cgroup::reap_orphans(cgroup::Controls::get(), REAP_DEADLINE)
     })
@@ -203,6 +204,7 @@ pub async fn reap_orphans() -> cgroup::Reaped {
     tracing::info!(
         groups = reaped.groups,
         processes = reaped.processes,
+        ms = started.elapsed().as_secs_f64() * 1000.0,
         "orphaned sandboxes reaped"
     );
     if !reaped.left.is_empty() {
