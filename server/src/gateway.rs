@@ -64,6 +64,10 @@ const OUTBOUND_QUEUE: usize = 512;
 /// is allowed to finish within it).
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(20);
 
+/// How long shutdown waits for the sandboxes to stop (a frozen or idle one stops in
+/// milliseconds; one still running a command past the drain is left to the next start's reaper).
+const SANDBOX_STOP_DEADLINE: Duration = Duration::from_secs(5);
+
 /// The WebSocket read buffer of one connection. tungstenite's default (128 KiB) reserved per
 /// connection would let 4096 idle connections pin half a gigabyte; frames larger than this are
 /// still read, in several steps.
@@ -94,6 +98,8 @@ pub struct ServerHandle {
     addr: SocketAddr,
     state: Arc<AppState>,
     task: JoinHandle<()>,
+    /// Every session's sandbox, stopped at shutdown.
+    sandboxes: Option<crate::sandbox::pool::LivePool>,
 }
 
 impl ServerHandle {
@@ -135,6 +141,9 @@ impl ServerHandle {
     pub async fn shutdown(self) {
         if !self.state.hub.drain(DRAIN_DEADLINE).await {
             tracing::warn!("some turns did not reach a checkpoint in time; they resume at start");
+        }
+        if let Some(pool) = &self.sandboxes {
+            pool.stop_all(SANDBOX_STOP_DEADLINE).await;
         }
         self.state.shutdown.cancel();
         self.state.connections.close();
@@ -178,7 +187,10 @@ pub async fn launch_with(
     if config.sandbox.live_pool.is_none() {
         config.sandbox.live_pool = Some(crate::sandbox::pool::LivePool::default());
     }
+    // Before this process makes any sandbox: kill what dead servers left frozen.
+    crate::sandbox::reap_orphans().await;
     Sandbox::check(&config.sandbox).await?;
+    let sandboxes = config.sandbox.live_pool.clone();
     let provider = Arc::new(Provider::new(config.llm.clone())?);
     let addr = listener.local_addr()?;
     let net = config.net.clone();
@@ -220,7 +232,7 @@ pub async fn launch_with(
         idle_timeout_ms = net.idle_timeout.as_millis() as u64,
         "listening"
     );
-    Ok(ServerHandle { addr, state, task })
+    Ok(ServerHandle { addr, state, task, sandboxes })
 }
 
 async fn upgrade(

@@ -41,8 +41,9 @@ const SESSION_QUEUE: usize = 256;
 /// fast produces at most a few hundred deltas a second.
 pub const BROADCAST_CAPACITY: usize = 1024;
 
-/// Sandbox state changes waiting to be logged: a few per command at most (thaw, run), and the
-/// manager drops one rather than block if the session is this far behind.
+/// Sandbox state changes waiting to be logged: a few per command at most (thaw, run); when the
+/// session is this far behind, the sandbox manager keeps the rest in its own bounded backlog
+/// (`sandbox::manager`) rather than block or drop them.
 const SANDBOX_TRANSITIONS: usize = 16;
 
 pub use crate::agent::{EmitError, Emitter};

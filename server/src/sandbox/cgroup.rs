@@ -6,10 +6,26 @@
 //! [`super::instance`]). Limits need the matching controller; without one the agent sets
 //! rlimits instead (`ulimit` before each command).
 //!
-//! Layout: each sandbox gets `<hierarchy>/<the server's own cgroup>/outboard/<pid>-<n>`. Nested
-//! under the server's own group so a memory limit on the server's container still covers its
-//! sandboxes; all sandboxes share one `outboard` parent so, with `cpu.shares`, together they
-//! weigh like one peer of the server rather than each one.
+//! Layout: each sandbox gets `<hierarchy>/<the server's own cgroup>/outboard/<pid>-<start>-<n>`
+//! (the server's pid, its start time in clock ticks since boot from `/proc/self/stat`, and a
+//! counter). Nested under the server's own group so a memory limit on the server's container
+//! still covers its sandboxes; all sandboxes share one `outboard` parent so, with `cpu.shares`,
+//! together they weigh like one peer of the server rather than each one.
+//!
+//! Orphans ([`reap_orphans`], at every server start): a server that dies without stopping its
+//! sandboxes (SIGKILL, a crash) leaves their groups behind, and with the v1 freezer their
+//! processes frozen forever — the SIGKILL that `--die-with-parent` sends them stays pending
+//! until they are thawed. The rule for whose groups a starting server may reap: a group is an
+//! orphan when its owner (pid *and* start time, so a reused pid is not mistaken for the owner)
+//! is no longer a live process. Several servers may share one parent (two data dirs on one host,
+//! tests in parallel); a live server's sandboxes are never touched, whatever its data dir. (The
+//! rule reads `/proc`, so it assumes servers sharing a parent share a pid namespace, as a
+//! container with its own pid namespace normally has its own cgroups too.) Names
+//! of the older `<pid>-<n>` form are judged by the pid alone; names of any other form are not
+//! ours and are left alone. Reaping kills every process of the group in every hierarchy
+//! (SIGKILL first, so nothing runs between the thaw and the kill), thaws it, waits until every
+//! hierarchy's group is empty and removes the directories. The `SIGSTOP` fallback (no freezer)
+//! needs no reaper: the kernel's `SIGKILL` from `--die-with-parent` ends stopped processes too.
 //!
 //! cgroup v2 is written to the interface but untested here (this project's machines mount v1);
 //! where the server's own group holds processes, v2 cannot enable controllers below it, and only
@@ -169,7 +185,7 @@ impl Cgroup {
     /// usable cgroup at all.
     pub fn create(controls: &Controls, limits: &SandboxLimits) -> std::io::Result<Option<Cgroup>> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let name = format!("{}-{}", own_tag(), COUNTER.fetch_add(1, Ordering::Relaxed));
         let mk = |parent: &Option<PathBuf>| -> std::io::Result<Option<PathBuf>> {
             let Some(parent) = parent else { return Ok(None) };
             let dir = parent.join(&name);
@@ -289,6 +305,15 @@ impl Cgroup {
         std::fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
     }
 
+    /// Sends SIGKILL to every process in the sandbox's groups (frozen ones die once thawed).
+    pub fn kill_all(&self) {
+        for dir in &self.dirs {
+            for pid in procs(dir) {
+                sigkill(pid);
+            }
+        }
+    }
+
     /// Removes the groups in the background, once their processes are gone.
     pub fn remove(self) {
         let dirs = self.dirs;
@@ -302,6 +327,9 @@ impl Cgroup {
             for _ in 0..500 {
                 let mut left = false;
                 for dir in &dirs {
+                    for pid in procs(dir) {
+                        sigkill(pid);
+                    }
                     if std::fs::remove_dir(dir).is_err() && dir.exists() {
                         left = true;
                     }
@@ -318,5 +346,169 @@ impl Cgroup {
         } else {
             work();
         }
+    }
+}
+
+/// This process's part of its groups' names: `<pid>-<start time>`.
+fn own_tag() -> &'static str {
+    static TAG: OnceLock<String> = OnceLock::new();
+    TAG.get_or_init(|| {
+        let pid = std::process::id();
+        match process_start(pid) {
+            Some((start, _)) => format!("{pid}-{start}"),
+            None => format!("{pid}-0"),
+        }
+    })
+}
+
+/// The start time (clock ticks since boot) and state letter of process `pid`, when it exists.
+fn process_start(pid: u32) -> Option<(u64, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses. After the comm, the
+    // state is field 3 and the start time field 22 of the line.
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let start = rest.nth(18)?.parse().ok()?;
+    Some((start, state))
+}
+
+/// Who created a group, from its name: `(pid, start time)`, the start time absent in the older
+/// `<pid>-<n>` form; `None` when the name is not one of ours.
+fn owner_of(name: &str) -> Option<(u32, Option<u64>)> {
+    let parts: Vec<&str> = name.split('-').collect();
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !parts.iter().all(|p| number(p)) {
+        return None;
+    }
+    match parts.as_slice() {
+        [pid, _] => Some((pid.parse().ok()?, None)),
+        [pid, start, _] => Some((pid.parse().ok()?, Some(start.parse().ok()?))),
+        _ => None,
+    }
+}
+
+/// Whether the owner of a group is still a live process (a zombie is not).
+fn owner_alive(pid: u32, start: Option<u64>) -> bool {
+    match process_start(pid) {
+        None => false,
+        Some((_, 'Z' | 'X' | 'x')) => false,
+        Some((actual, _)) => start.is_none_or(|s| s == actual),
+    }
+}
+
+/// What [`reap_orphans`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reaped {
+    /// Orphaned sandbox groups found (each counted once across hierarchies).
+    pub groups: usize,
+    /// Processes killed in them.
+    pub processes: usize,
+    /// Group directories that could not be removed before the deadline.
+    pub left: Vec<PathBuf>,
+}
+
+/// Every pid listed in a group's `cgroup.procs`.
+fn procs(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+fn sigkill(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// Thaws a group in whichever freezer it has (v2 `cgroup.freeze`, v1 `freezer.state`).
+fn thaw_dir(dir: &Path) {
+    let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
+    let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+}
+
+/// Finds the sandbox groups of servers that are gone (see the module's header for the rule),
+/// kills their processes in every hierarchy, and removes the groups; waits at most `deadline`
+/// for them to empty. Blocking: call it on a blocking thread.
+pub fn reap_orphans(controls: &Controls, deadline: Duration) -> Reaped {
+    let parents: Vec<&PathBuf> = [
+        &controls.v2,
+        &controls.v1_freezer,
+        &controls.v1_memory,
+        &controls.v1_pids,
+        &controls.v1_cpu,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut names = std::collections::BTreeSet::new();
+    for parent in &parents {
+        let Ok(entries) = std::fs::read_dir(parent) else { continue };
+        for entry in entries.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if let Some((pid, start)) = owner_of(&name) {
+                if !owner_alive(pid, start) {
+                    names.insert(name);
+                }
+            }
+        }
+    }
+    let dirs: Vec<PathBuf> = names
+        .iter()
+        .flat_map(|name| parents.iter().map(move |p| p.join(name)))
+        .filter(|d| d.is_dir())
+        .collect();
+    let mut killed = std::collections::BTreeSet::new();
+    // SIGKILL before the thaw: a frozen task keeps the signal pending and dies as it wakes, so
+    // no orphan runs a single instruction after the thaw.
+    for dir in &dirs {
+        for pid in procs(dir) {
+            killed.insert(pid);
+            sigkill(pid);
+        }
+    }
+    for dir in &dirs {
+        thaw_dir(dir);
+    }
+    let until = std::time::Instant::now() + deadline;
+    let mut left: Vec<PathBuf> = dirs;
+    loop {
+        left.retain(|dir| {
+            for pid in procs(dir) {
+                killed.insert(pid);
+                sigkill(pid);
+            }
+            std::fs::remove_dir(dir).is_err() && dir.exists()
+        });
+        if left.is_empty() || std::time::Instant::now() >= until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Reaped { groups: names.len(), processes: killed.len(), left }
+}
+
+#[cfg(test)]
+mod reap_tests {
+    use super::*;
+
+    #[test]
+    fn names_say_who_owns_a_group() {
+        assert_eq!(owner_of("123-456-7"), Some((123, Some(456))));
+        assert_eq!(owner_of("123-7"), Some((123, None)));
+        for foreign in ["", "abc", "123", "1-2-3-4", "12-x", "-1-2", "1--2"] {
+            assert_eq!(owner_of(foreign), None, "{foreign:?}");
+        }
+    }
+
+    #[test]
+    fn this_process_owns_its_tag_and_a_dead_or_reused_pid_does_not() {
+        let (pid, start) = owner_of(&format!("{}-0", own_tag())).unwrap();
+        assert!(owner_alive(pid, start));
+        assert!(!owner_alive(pid, start.map(|s| s + 1)), "a reused pid is not the owner");
+        // pid_max is at most 2^22: this pid never exists.
+        assert!(!owner_alive(u32::MAX - 1, None));
     }
 }

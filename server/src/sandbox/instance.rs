@@ -380,7 +380,10 @@ impl Instance {
             let _ = rustix::process::kill_process(pid, Signal::KILL);
         }
         if let Some(cg) = self.cgroup.take() {
-            // Frozen tasks act on SIGKILL only once thawed.
+            // A frozen task acts on its SIGKILL only once thawed; the signal is sent before the
+            // thaw so nothing runs in between, and everything else in the group (a process
+            // that left the pid namespace's tree) gets one too.
+            cg.kill_all();
             let _ = cg.thaw();
             cg.remove();
         } else {

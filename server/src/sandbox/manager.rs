@@ -6,11 +6,18 @@
 //! state change goes through [`Manager::enter`], which checks the transition is one of the
 //! machine's and reports it (with its latency) on the session's transition channel.
 //!
+//! Every transition reaches the session, in order: when its channel is full (the session's
+//! store is slow), transitions wait in the manager's own backlog and go out as room appears,
+//! so a slow consumer never blocks the sandbox (a frozen sandbox must still thaw for the next
+//! command) and never loses a report. Only a consumer stuck for [`TRANSITION_BACKLOG`]
+//! transitions loses the oldest ones, each logged as an error.
+//!
 //! `ms` of a transition is how long getting into that state took: `running` after a cold start
 //! is the provision time (spawn to the agent's hello), after a thaw the thaw-to-pong time;
 //! `suspended` the freeze; `stopped` the kill; `provisioning` and `dead` are 0 (they begin or are
 //! noticed).
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,6 +31,72 @@ use super::instance::{ExecFailure, Instance};
 use super::{
     resolve_agent_exe, Backend, ExecResult, SandboxConfig, SandboxError, SandboxTransition,
 };
+
+/// Transitions kept while the session's channel is full. A session emits a few per command
+/// (provisioning, running; a freeze and a thaw between commands), and the channel before this
+/// holds 16: 64 more is dozens of commands' worth, which only a consumer that is stuck, not
+/// slow, falls behind by. Past it the oldest is dropped (and logged) rather than growing
+/// without bound.
+pub(super) const TRANSITION_BACKLOG: usize = 64;
+
+/// How long a manager whose session dropped its handles waits to hand over the last waiting
+/// transitions (the final `stopped`) before it ends anyway.
+const LAST_REPORTS_WAIT: Duration = Duration::from_secs(5);
+
+/// The session's transition channel and what is waiting for room in it.
+struct Reports {
+    tx: mpsc::Sender<SandboxTransition>,
+    backlog: VecDeque<SandboxTransition>,
+}
+
+impl Reports {
+    /// Queues `t` behind what waits, then sends what fits.
+    fn push(&mut self, t: SandboxTransition) {
+        if self.backlog.len() >= TRANSITION_BACKLOG {
+            if let Some(lost) = self.backlog.pop_front() {
+                tracing::error!(
+                    state = ?lost.state,
+                    "sandbox transition lost: the session has not taken the last {} reports",
+                    TRANSITION_BACKLOG
+                );
+            }
+        }
+        self.backlog.push_back(t);
+        self.flush();
+    }
+
+    /// Hands over everything that waits, waiting for room (the manager is ending; nobody waits
+    /// for it), at most [`LAST_REPORTS_WAIT`].
+    async fn hand_over(mut self) {
+        let sends = async {
+            while let Some(t) = self.backlog.pop_front() {
+                if self.tx.send(t).await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(LAST_REPORTS_WAIT, sends).await.is_err() {
+            tracing::error!("sandbox transitions lost: the session did not take them at the end");
+        }
+    }
+
+    /// Sends waiting transitions, oldest first, while the channel has room.
+    fn flush(&mut self) {
+        while let Some(&t) = self.backlog.front() {
+            match self.tx.try_send(t) {
+                Ok(()) => {
+                    self.backlog.pop_front();
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => return,
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    // The session is gone: nobody will log these.
+                    self.backlog.clear();
+                    return;
+                }
+            }
+        }
+    }
+}
 
 /// A command for the manager.
 pub(super) enum Request {
@@ -51,7 +124,7 @@ pub(super) struct Manager {
     idle_since: Instant,
     /// Limit hits seen after the last command (a background fork bomb shows up later).
     hits: Hits,
-    transitions: Option<mpsc::Sender<SandboxTransition>>,
+    reports: Option<Reports>,
     /// This manager's id in the live-sandbox pool, and a weak handle others use to stop it.
     member: u64,
     myself: mpsc::WeakSender<Request>,
@@ -74,6 +147,8 @@ enum Wake {
     Request(Option<Request>),
     Idle,
     Died(String),
+    /// The transition channel has room for the backlog.
+    Room,
 }
 
 impl Manager {
@@ -93,7 +168,7 @@ impl Manager {
             instance: None,
             idle_since: Instant::now(),
             hits: Hits::default(),
-            transitions,
+            reports: transitions.map(|tx| Reports { tx, backlog: VecDeque::new() }),
         }
     }
 
@@ -109,12 +184,8 @@ impl Manager {
         }
         let ms = took.as_secs_f64() * 1000.0;
         tracing::debug!(?from, ?to, ms, workspace = %self.workspace.display(), "sandbox transition");
-        if let Some(tx) = &self.transitions {
-            // Transitions are rare; a full channel means the session is stuck, and a lost
-            // report is better than a stuck sandbox.
-            if tx.try_send(SandboxTransition { state: to, ms }).is_err() && !tx.is_closed() {
-                tracing::warn!(?to, "sandbox transition dropped: the channel is full");
-            }
+        if let Some(reports) = &mut self.reports {
+            reports.push(SandboxTransition { state: to, ms });
         }
     }
 
@@ -134,10 +205,14 @@ impl Manager {
                 req = rx.recv() => Wake::Request(req),
                 _ = sleep_opt(wake) => Wake::Idle,
                 why = exited(self.instance.as_mut()) => Wake::Died(why),
+                () = room(self.reports.as_ref()) => Wake::Room,
             };
             match event {
                 Wake::Request(None) => {
                     self.stop().await;
+                    if let Some(reports) = self.reports.take() {
+                        reports.hand_over().await;
+                    }
                     return;
                 }
                 Wake::Request(Some(req)) => self.handle(req).await,
@@ -145,6 +220,11 @@ impl Manager {
                 Wake::Died(why) => {
                     tracing::warn!(workspace = %self.workspace.display(), "{why}");
                     self.bury().await;
+                }
+                Wake::Room => {
+                    if let Some(reports) = &mut self.reports {
+                        reports.flush();
+                    }
                 }
             }
         }
@@ -381,6 +461,19 @@ async fn sleep_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Resolves when the channel has room for a waiting transition (never when none waits).
+async fn room(reports: Option<&Reports>) {
+    match reports {
+        Some(r) if !r.backlog.is_empty() => {
+            // The permit is released at once; `flush` then takes the slot with `try_send`
+            // (this manager is the channel's only sender). A closed channel resolves too, and
+            // `flush` clears the backlog.
+            let _ = r.tx.reserve().await;
+        }
+        _ => std::future::pending().await,
     }
 }
 

@@ -185,6 +185,38 @@ pub enum SandboxError {
     Gone,
 }
 
+/// How long a starting server waits for orphaned sandbox groups to empty: killing them takes
+/// milliseconds, so one still populated after this has a process stuck in the kernel, which
+/// waiting longer would not fix; the start goes on and the warning names what is left.
+const REAP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Kills the sandboxes that servers which are gone left behind (frozen ones included) and
+/// removes their cgroups in every hierarchy; logs what was reaped. Call it at server start,
+/// before any sandbox of this process exists. See [`cgroup::reap_orphans`] for whose groups
+/// count as orphans (never those of a live server sharing the parent).
+pub async fn reap_orphans() -> cgroup::Reaped {
+    let started = std::time::Instant::now();
+    let reaped = tokio::task::spawn_blocking(|| {
+        cgroup::reap_orphans(cgroup::Controls::get(), REAP_DEADLINE)
+    })
+    .await
+    .unwrap_or_default();
+    tracing::info!(
+        groups = reaped.groups,
+        processes = reaped.processes,
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        "orphaned sandboxes reaped"
+    );
+    if !reaped.left.is_empty() {
+        tracing::warn!(
+            left = ?reaped.left,
+            "orphaned sandbox cgroups still populated after {} s; remove them by hand once empty",
+            REAP_DEADLINE.as_secs()
+        );
+    }
+    reaped
+}
+
 /// Output chunks queued between the manager and the caller of [`Sandbox::exec`]: enough to
 /// absorb a burst; when full the agent's pipe fills and the command waits, never the server.
 const OUTPUT_CHANNEL_CAPACITY: usize = 64;
@@ -209,8 +241,9 @@ impl Sandbox {
         Self::spawn(config, workspace, None)
     }
 
-    /// Like [`Sandbox::new`], reporting every state change on `transitions` (`try_send`: give
-    /// it room for a few, e.g. 16).
+    /// Like [`Sandbox::new`], reporting every state change on `transitions`, in order. The
+    /// manager never waits for the receiver: what does not fit waits in its backlog (see
+    /// [`manager`]), so a few slots (e.g. 16) are enough.
     pub fn with_transitions(
         config: SandboxConfig,
         workspace: PathBuf,

@@ -90,6 +90,30 @@ impl LivePool {
         PoolTicket { pool: self.clone(), org: org.to_owned(), limit }
     }
 
+    /// Stops every live sandbox of every org (server shutdown): left to the process's exit, a
+    /// frozen sandbox would stay frozen with its SIGKILL pending until the next start reaps it.
+    /// Waits at most `deadline` (a manager still running a command answers after it); returns
+    /// how many were asked to stop.
+    pub async fn stop_all(&self, deadline: Duration) -> usize {
+        let managers: Vec<mpsc::Sender<Request>> = match self.orgs.lock() {
+            Ok(orgs) => orgs.values().flatten().filter_map(|m| m.manager.upgrade()).collect(),
+            Err(_) => Vec::new(),
+        };
+        let asked = managers.len();
+        let stops = managers.into_iter().map(|manager| async move {
+            let (reply, stopped) = oneshot::channel();
+            if manager.send(Request::Stop(reply)).await.is_ok() {
+                let _ = stopped.await;
+            }
+        });
+        if tokio::time::timeout(deadline, futures_util::future::join_all(stops)).await.is_err() {
+            tracing::warn!(
+                "some sandboxes were still running a command at shutdown; the next start reaps them"
+            );
+        }
+        asked
+    }
+
     /// Live sandboxes of `org` now.
     pub fn live(&self, org: &str) -> usize {
         self.orgs.lock().map(|orgs| orgs.get(org).map_or(0, Vec::len)).unwrap_or(0)
