@@ -1,6 +1,6 @@
 //! The real `outboard` TUI binary in tmux: a prompt typed into it streams its answer from the
 //! mock model onto the screen, and a second TUI attached as a watcher shows the same transcript.
-//! Skipped (with a message) where tmux is missing; `.ci/run` installs it.
+//! tmux is required: a missing tmux fails the test (`.ci/run` installs it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
