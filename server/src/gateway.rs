@@ -133,6 +133,12 @@ impl ServerHandle {
         crate::auth::revoke_stale_embedded(self.state.hub.store()).await
     }
 
+    /// How many session actors run now: idle ones stop after
+    /// [`crate::config::Limits::session_idle`] (for tests and monitoring).
+    pub fn live_session_actors(&self) -> usize {
+        self.state.hub.live_actors()
+    }
+
     /// Graceful shutdown: turns stop at their next checkpoint (bounded by [`DRAIN_DEADLINE`]),
     /// then connected clients are told the server is restarting and the listener closes. Turns
     /// left open in the log resume when the server starts again.
@@ -609,13 +615,12 @@ impl Connection {
                 if let Some(old) = self.attached.remove(&p.session_id) {
                     old.forwarder.abort();
                 }
-                let handle = hub.handle(&row);
                 // A re-attach (after a lag or a reconnect) keeps the role this connection has.
                 let role = match (p.role, current) {
                     (Role::Watcher, Some(Role::Driver)) => Role::Driver,
                     (asked, _) => asked,
                 };
-                let attached = handle.attach(p.after_seq.unwrap_or(0)).await?;
+                let (handle, attached) = hub.attach(&row, p.after_seq.unwrap_or(0)).await?;
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
                 let response = Response::ok(
@@ -657,13 +662,13 @@ impl Connection {
             Method::TurnSend(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;
-                let sent = hub.handle(&row).send(p.text, user.name.clone()).await?;
+                let sent = hub.send(&row, &p.text, &user.name).await?;
                 Ok(Some(Response::ok(id, &sent)))
             }
             Method::TurnInterrupt(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;
-                let interrupted = hub.handle(&row).interrupt().await?;
+                let interrupted = hub.interrupt(&row).await?;
                 Ok(Some(Response::ok(id, &TurnInterruptResponse { interrupted })))
             }
             Method::SessionDriveRequest(p) => {
@@ -680,7 +685,7 @@ impl Connection {
                     }
                     Some(Role::Watcher) => {}
                 }
-                hub.handle(&row).transient(EventKind::DriveRequested { user: user.name }).await?;
+                hub.transient(&row, EventKind::DriveRequested { user: user.name }).await?;
                 Ok(Some(Response::ok(id, &Empty {})))
             }
             Method::SessionDriveGrant(p) => {
