@@ -29,17 +29,15 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    ClientFrame, ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode, EventKind,
-    FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams, FilesHistoryResponse,
-    FilesListParams, FilesListResponse, FilesReadParams, FilesReadResponse, FilesRestoreParams,
-    FilesWriteParams, Hello, ImportFile, Method, Request, RequestId, Response, Role, ServerFrame,
-    SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionCreateResponse,
-    SessionEvent, SessionId, SessionInfo, SessionListParams, SessionListResponse, SessionRef,
-    SkillInfo, SkillsImportParams, SkillsImportResponse, SkillsListResponse, TurnInterruptResponse,
-    TurnSendParams, TurnSendResponse, Welcome, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
+    methods, Call, ClientFrame, ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode,
+    EventKind, FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams,
+    FilesListParams, FilesReadParams, FilesReadResponse, FilesRestoreParams, FilesWriteParams,
+    Hello, ImportFile, Method, Request, RequestId, Response, Role, ServerFrame,
+    SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionEvent, SessionId,
+    SessionInfo, SessionListParams, SessionRef, SkillInfo, SkillsImportParams,
+    SkillsImportResponse, TurnInterruptResponse, TurnSendParams, TurnSendResponse, Welcome,
+    CLIENT_PING_INTERVAL, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -464,8 +462,7 @@ impl Client {
         &self,
         title: Option<String>,
     ) -> impl Future<Output = Result<SessionInfo, ClientError>> + Send + 'static {
-        let call = self
-            .typed::<SessionCreateResponse>(Method::SessionCreate(SessionCreateParams { title }));
+        let call = self.call::<methods::SessionCreate>(SessionCreateParams { title });
         async move { Ok(call.await?.session) }
     }
 
@@ -474,8 +471,7 @@ impl Client {
         &self,
         limit: Option<u32>,
     ) -> impl Future<Output = Result<Vec<SessionInfo>, ClientError>> + Send + 'static {
-        let call =
-            self.typed::<SessionListResponse>(Method::SessionList(SessionListParams { limit }));
+        let call = self.call::<methods::SessionList>(SessionListParams { limit });
         async move { Ok(call.await?.sessions) }
     }
 
@@ -487,7 +483,7 @@ impl Client {
         role: Role,
         after_seq: Option<u64>,
     ) -> impl Future<Output = Result<SessionAttachResponse, ClientError>> + Send + 'static {
-        self.typed(Method::SessionAttach(SessionAttachParams { session_id, role, after_seq }))
+        self.call::<methods::SessionAttach>(SessionAttachParams { session_id, role, after_seq })
     }
 
     /// `turn/send`: starts a turn; resolves once the user message is durable.
@@ -496,7 +492,7 @@ impl Client {
         session_id: SessionId,
         text: String,
     ) -> impl Future<Output = Result<TurnSendResponse, ClientError>> + Send + 'static {
-        self.typed(Method::TurnSend(TurnSendParams { session_id, text }))
+        self.call::<methods::TurnSend>(TurnSendParams { session_id, text })
     }
 
     /// `turn/interrupt`: interrupts the session's turn in flight, if any.
@@ -504,7 +500,7 @@ impl Client {
         &self,
         session_id: SessionId,
     ) -> impl Future<Output = Result<TurnInterruptResponse, ClientError>> + Send + 'static {
-        self.typed(Method::TurnInterrupt(SessionRef { session_id }))
+        self.call::<methods::TurnInterrupt>(SessionRef { session_id })
     }
 
     /// `session/detach`: stop receiving a session's events.
@@ -512,7 +508,7 @@ impl Client {
         &self,
         session_id: SessionId,
     ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
-        let call = self.typed::<Empty>(Method::SessionDetach(SessionRef { session_id }));
+        let call = self.call::<methods::SessionDetach>(SessionRef { session_id });
         async move { call.await.map(|_| ()) }
     }
 
@@ -521,7 +517,7 @@ impl Client {
         &self,
         session_id: SessionId,
     ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
-        let call = self.typed::<Empty>(Method::SessionDriveRequest(SessionRef { session_id }));
+        let call = self.call::<methods::SessionDriveRequest>(SessionRef { session_id });
         async move { call.await.map(|_| ()) }
     }
 
@@ -531,8 +527,7 @@ impl Client {
         session_id: SessionId,
         user: String,
     ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
-        let call =
-            self.typed::<Empty>(Method::SessionDriveGrant(DriveGrantParams { session_id, user }));
+        let call = self.call::<methods::SessionDriveGrant>(DriveGrantParams { session_id, user });
         async move { call.await.map(|_| ()) }
     }
 
@@ -541,7 +536,7 @@ impl Client {
         &self,
         session_id: SessionId,
     ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
-        let call = self.typed::<Empty>(Method::SessionDriveTake(SessionRef { session_id }));
+        let call = self.call::<methods::SessionDriveTake>(SessionRef { session_id });
         async move { call.await.map(|_| ()) }
     }
 
@@ -552,10 +547,7 @@ impl Client {
         path: String,
         include_deleted: bool,
     ) -> impl Future<Output = Result<Vec<FileVersion>, ClientError>> + Send + 'static {
-        let call = self.typed::<FilesListResponse>(Method::FilesList(FilesListParams {
-            path,
-            include_deleted,
-        }));
+        let call = self.call::<methods::FilesList>(FilesListParams { path, include_deleted });
         async move { Ok(call.await?.files) }
     }
 
@@ -565,7 +557,7 @@ impl Client {
         path: String,
         version: Option<u64>,
     ) -> impl Future<Output = Result<FilesReadResponse, ClientError>> + Send + 'static {
-        self.typed(Method::FilesRead(FilesReadParams { path, version }))
+        self.call::<methods::FilesRead>(FilesReadParams { path, version })
     }
 
     /// `files/history`: every version of an org file, oldest first.
@@ -573,8 +565,7 @@ impl Client {
         &self,
         path: String,
     ) -> impl Future<Output = Result<Vec<FileVersion>, ClientError>> + Send + 'static {
-        let call =
-            self.typed::<FilesHistoryResponse>(Method::FilesHistory(FilesHistoryParams { path }));
+        let call = self.call::<methods::FilesHistory>(FilesHistoryParams { path });
         async move { Ok(call.await?.versions) }
     }
 
@@ -586,7 +577,7 @@ impl Client {
         content: String,
         base_version: Option<u64>,
     ) -> impl Future<Output = Result<FilesChangeResponse, ClientError>> + Send + 'static {
-        self.typed(Method::FilesWrite(FilesWriteParams { path, content, base_version }))
+        self.call::<methods::FilesWrite>(FilesWriteParams { path, content, base_version })
     }
 
     /// `files/delete`: delete an org file (a tombstone version; its history stays).
@@ -595,7 +586,7 @@ impl Client {
         path: String,
         base_version: Option<u64>,
     ) -> impl Future<Output = Result<FilesChangeResponse, ClientError>> + Send + 'static {
-        self.typed(Method::FilesDelete(FilesDeleteParams { path, base_version }))
+        self.call::<methods::FilesDelete>(FilesDeleteParams { path, base_version })
     }
 
     /// `files/restore`: make `version`'s content current again, as a new version.
@@ -604,14 +595,14 @@ impl Client {
         path: String,
         version: u64,
     ) -> impl Future<Output = Result<FilesChangeResponse, ClientError>> + Send + 'static {
-        self.typed(Method::FilesRestore(FilesRestoreParams { path, version }))
+        self.call::<methods::FilesRestore>(FilesRestoreParams { path, version })
     }
 
     /// `skills/list`: the org's skills, sorted by name.
     pub fn list_skills(
         &self,
     ) -> impl Future<Output = Result<Vec<SkillInfo>, ClientError>> + Send + 'static {
-        let call = self.typed::<SkillsListResponse>(Method::SkillsList(Empty {}));
+        let call = self.call::<methods::SkillsList>(Empty {});
         async move { Ok(call.await?.skills) }
     }
 
@@ -621,25 +612,27 @@ impl Client {
         &self,
         files: Vec<ImportFile>,
     ) -> impl Future<Output = Result<SkillsImportResponse, ClientError>> + Send + 'static {
-        self.typed(Method::SkillsImport(SkillsImportParams { files }))
+        self.call::<methods::SkillsImport>(SkillsImportParams { files })
     }
 
     /// `ping`.
     pub fn ping(&self) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
-        let call = self.typed::<Empty>(Method::Ping(Empty {}));
+        let call = self.call::<methods::Ping>(Empty {});
         async move { call.await.map(|_| ()) }
     }
 
-    fn typed<T: DeserializeOwned>(
+    /// Sends the request of method `C` and resolves to its typed result, or to
+    /// [`ClientError::Server`] with the server's error. The method's name, params and result type
+    /// come from the one table of methods in `outboard_shared` ([`methods`]).
+    pub fn call<C: Call>(
         &self,
-        method: Method,
-    ) -> impl Future<Output = Result<T, ClientError>> + Send + 'static {
-        let name = method.name();
-        let call = self.request(method);
+        params: C::Params,
+    ) -> impl Future<Output = Result<C::Response, ClientError>> + Send + 'static {
+        let call = self.request(C::method(params));
         async move {
             let value = call.await?;
             serde_json::from_value(value)
-                .map_err(|e| ClientError::Protocol(format!("the {name} result: {e}")))
+                .map_err(|e| ClientError::Protocol(format!("the {} result: {e}", C::NAME)))
         }
     }
 }
@@ -954,7 +947,7 @@ async fn connection_task(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use outboard_shared::{EventFrame, EventKind, OrgId, UserId, UserInfo};
+    use outboard_shared::{EventFrame, EventKind, OrgId, SessionListResponse, UserId, UserInfo};
     use pretty_assertions::assert_eq;
     use tokio::net::TcpListener;
 

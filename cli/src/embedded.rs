@@ -13,7 +13,7 @@
 
 use outboard_server::config::{default_data_dir, llm_config, ConfigError};
 use outboard_server::sandbox::SandboxConfig;
-use outboard_server::{Limits, NetConfig, ServerConfig, ServerHandle};
+use outboard_server::{LaunchError, Limits, NetConfig, ServerConfig, ServerHandle};
 
 use crate::args::ConnectArgs;
 
@@ -47,15 +47,31 @@ pub enum EmbeddedError {
     /// The server library failed to start or to mint the token.
     #[error("cannot start the embedded server: {0} — check --data/OUTBOARD_DATA_DIR, or use --server with a running outboard-server")]
     Launch(String),
+    /// This host or the configuration cannot run the server (bubblewrap missing or unusable, a
+    /// data directory of another user): the message says what to install or fix.
+    #[error("cannot start the embedded server: {0}")]
+    Host(#[source] LaunchError),
+}
+
+impl From<LaunchError> for EmbeddedError {
+    fn from(e: LaunchError) -> Self {
+        if e.is_configuration() {
+            EmbeddedError::Host(e)
+        } else {
+            EmbeddedError::Launch(e.to_string())
+        }
+    }
 }
 
 impl EmbeddedError {
-    /// The process exit status (see [`crate::exit`]): configuration is 2, a failed start is 3.
+    /// The process exit status (see [`crate::exit`]): configuration (a missing bubblewrap
+    /// included) is 2, a failed start is 3.
     pub fn exit_code(&self) -> i32 {
         match self {
             EmbeddedError::Config(_)
             | EmbeddedError::MissingKey { .. }
-            | EmbeddedError::DataDir { .. } => crate::exit::USAGE,
+            | EmbeddedError::DataDir { .. }
+            | EmbeddedError::Host(_) => crate::exit::USAGE,
             EmbeddedError::Launch(_) => crate::exit::CONNECT,
         }
     }
@@ -119,9 +135,7 @@ impl EmbeddedServer {
         let launch_error = |e: &dyn std::fmt::Display| EmbeddedError::Launch(e.to_string());
         let listener =
             tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| launch_error(&e))?;
-        let handle = outboard_server::launch_with(listener, config, needs_model)
-            .await
-            .map_err(|e| launch_error(&e))?;
+        let handle = outboard_server::launch_with(listener, config, needs_model).await?;
         match handle.revoke_stale_tokens().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(tokens = n, "revoked the tokens of dead embedded processes"),

@@ -70,11 +70,19 @@ pub struct Limits {
     pub max_steps: u32,
     /// Default timeout of a Bash command when the model gives none.
     pub bash_timeout: Duration,
+    /// How long a session actor with nothing to do (no turn, nobody attached, no live sandbox)
+    /// waits before it stops and frees its memory ([`SESSION_IDLE`] by default).
+    pub session_idle: Duration,
 }
+
+/// The default [`Limits::session_idle`]. Respawning an actor re-reads its log (milliseconds for
+/// a long session), so a minute keeps the actors of sessions in active use, a person reading an
+/// answer or a script between two `outboard run`s, while the idle ones stop soon.
+pub const SESSION_IDLE: Duration = Duration::from_secs(60);
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_steps: 50, bash_timeout: Duration::from_secs(120) }
+        Limits { max_steps: 50, bash_timeout: Duration::from_secs(120), session_idle: SESSION_IDLE }
     }
 }
 

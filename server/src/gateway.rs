@@ -39,9 +39,10 @@ use axum::Router;
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
     close, ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, EventKind,
-    Method, PresenceEntry, Request, RequestId, Response, Role, ServerFrame, SessionAttachResponse,
-    SessionCreateResponse, SessionId, SessionListResponse, TurnInterruptResponse, UserInfo,
-    Welcome, MAX_FRAME_BYTES, MAX_PRE_HELLO_BYTES, PROTOCOL_VERSION,
+    Method, MethodKind, PresenceEntry, Request, RequestId, Response, Role, ServerFrame,
+    SessionAttachResponse, SessionCreateResponse, SessionId, SessionListResponse,
+    TurnInterruptResponse, UserInfo, Welcome, MAX_FRAME_BYTES, MAX_PRE_HELLO_BYTES,
+    PROTOCOL_VERSION,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -117,22 +118,31 @@ impl ServerHandle {
     /// Creates the org and user if missing and returns a fresh bearer token for the user,
     /// labelled `embedded pid=PID` (this process) so that [`ServerHandle::revoke_stale_tokens`]
     /// can tell the tokens of dead processes.
-    pub async fn mint_token(&self, org: &str, user: &str) -> anyhow::Result<String> {
+    pub async fn mint_token(
+        &self,
+        org: &str,
+        user: &str,
+    ) -> Result<String, crate::store::StoreError> {
         let label = format!("{EMBEDDED_TOKEN_LABEL} pid={}", std::process::id());
         let (_, token) = self.state.hub.store().mint_token(org, user, &label).await?;
         Ok(token)
     }
 
     /// Deletes a token: the next `hello` with it is refused.
-    pub async fn revoke_token(&self, token: &str) -> anyhow::Result<()> {
-        crate::auth::revoke_token(self.state.hub.store(), token).await?;
-        Ok(())
+    pub async fn revoke_token(&self, token: &str) -> Result<(), crate::store::StoreError> {
+        crate::auth::revoke_token(self.state.hub.store(), token).await
     }
 
     /// Deletes the embedded tokens whose process is gone (a crash, a kill): see
     /// [`crate::auth::revoke_stale_embedded`]. Returns how many.
-    pub async fn revoke_stale_tokens(&self) -> anyhow::Result<usize> {
-        Ok(crate::auth::revoke_stale_embedded(self.state.hub.store()).await?)
+    pub async fn revoke_stale_tokens(&self) -> Result<usize, crate::store::StoreError> {
+        crate::auth::revoke_stale_embedded(self.state.hub.store()).await
+    }
+
+    /// How many session actors run now: idle ones stop after
+    /// [`crate::config::Limits::session_idle`] (for tests and monitoring).
+    pub fn live_session_actors(&self) -> usize {
+        self.state.hub.live_actors()
     }
 
     /// Graceful shutdown: turns stop at their next checkpoint (bounded by [`DRAIN_DEADLINE`]),
@@ -155,12 +165,59 @@ impl ServerHandle {
     }
 }
 
+/// Why the server could not start. Each message says what to fix; [`LaunchError::is_configuration`]
+/// tells a problem of this host or of the configuration (fix it and start again) from a failure
+/// at run time.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The data directory or database file cannot be made private.
+    #[error(transparent)]
+    DataDir(#[from] crate::config::DataDirError),
+    /// The TLS certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] crate::net::TlsError),
+    /// The database cannot be opened or migrated.
+    #[error(
+        "cannot open the database: {0} — check that the data directory (--data/OUTBOARD_DATA_DIR) \
+         is writable by this user and not in use by a newer outboard"
+    )]
+    Store(#[source] crate::store::StoreError),
+    /// The sandbox backend cannot run commands on this host (bubblewrap missing or unusable,
+    /// user namespaces disabled); the message says what to install or which sysctl to check.
+    #[error("{0}")]
+    Sandbox(#[source] crate::sandbox::SandboxError),
+    /// The model provider's configuration is unusable (a base URL that is not a URL).
+    #[error("{0} — fix --base-url/OUTBOARD_BASE_URL")]
+    Provider(#[source] crate::llm::LlmError),
+    /// The listening socket cannot be used.
+    #[error("cannot use the listening socket: {0} — check --listen")]
+    Listener(#[source] std::io::Error),
+    /// The sessions whose turns were cut short by the last stop cannot be read.
+    #[error("cannot find the turns to resume: {0} — check the database in the data directory")]
+    Resume(#[source] crate::store::StoreError),
+}
+
+impl LaunchError {
+    /// Whether the cause is this host's setup or the configuration (a missing bubblewrap, a
+    /// data directory of another user, a bad TLS file or model URL) rather than a failure while
+    /// starting: a CLI reports those as a usage/configuration error.
+    pub fn is_configuration(&self) -> bool {
+        matches!(
+            self,
+            LaunchError::DataDir(_)
+                | LaunchError::Tls(_)
+                | LaunchError::Sandbox(_)
+                | LaunchError::Provider(_)
+        )
+    }
+}
+
 /// Opens the store, checks the sandbox backend, resumes the turns the last stop cut short, and
 /// starts serving on `listener`. Returns once the server accepts connections.
 pub async fn launch(
     listener: tokio::net::TcpListener,
     config: ServerConfig,
-) -> anyhow::Result<ServerHandle> {
+) -> Result<ServerHandle, LaunchError> {
     launch_with(listener, config, true).await
 }
 
@@ -171,13 +228,13 @@ pub async fn launch_with(
     listener: tokio::net::TcpListener,
     config: ServerConfig,
     resume_turns: bool,
-) -> anyhow::Result<ServerHandle> {
+) -> Result<ServerHandle, LaunchError> {
     crate::config::secure_data_dir(&config.data_dir)?;
     let tls = match &config.net.tls {
         Some(files) => Some(crate::net::tls_acceptor(files)?),
         None => None,
     };
-    let store = Store::open(&config.db_path(), Durability::Normal)?;
+    let store = Store::open(&config.db_path(), Durability::Normal).map_err(LaunchError::Store)?;
     let mut config = config;
     // Sandbox scratch files live in the private data dir, and one live-sandbox registry serves
     // every session of this server (the `live_sandboxes` quota).
@@ -189,10 +246,10 @@ pub async fn launch_with(
     }
     // Before this process makes any sandbox: kill what dead servers left frozen.
     crate::sandbox::reap_orphans().await;
-    Sandbox::check(&config.sandbox).await?;
+    Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
     let sandboxes = config.sandbox.live_pool.clone();
-    let provider = Arc::new(Provider::new(config.llm.clone())?);
-    let addr = listener.local_addr()?;
+    let provider = Arc::new(Provider::new(config.llm.clone()).map_err(LaunchError::Provider)?);
+    let addr = listener.local_addr().map_err(LaunchError::Listener)?;
     let net = config.net.clone();
     let state = Arc::new(AppState {
         hub: Arc::new(Hub::new(store, provider, config)),
@@ -206,7 +263,8 @@ pub async fn launch_with(
         changes,
         state.shutdown.clone(),
     ));
-    let resumed = if resume_turns { state.hub.resume_all().await? } else { 0 };
+    let resumed =
+        if resume_turns { state.hub.resume_all().await.map_err(LaunchError::Resume)? } else { 0 };
     if resumed > 0 {
         tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
     }
@@ -573,13 +631,12 @@ impl Connection {
                 if let Some(old) = self.attached.remove(&p.session_id) {
                     old.forwarder.abort();
                 }
-                let handle = hub.handle(&row);
                 // A re-attach (after a lag or a reconnect) keeps the role this connection has.
                 let role = match (p.role, current) {
                     (Role::Watcher, Some(Role::Driver)) => Role::Driver,
                     (asked, _) => asked,
                 };
-                let attached = handle.attach(p.after_seq.unwrap_or(0)).await?;
+                let (handle, attached) = hub.attach(&row, p.after_seq.unwrap_or(0)).await?;
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
                 let response = Response::ok(
@@ -621,13 +678,13 @@ impl Connection {
             Method::TurnSend(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;
-                let sent = hub.handle(&row).send(p.text, user.name.clone()).await?;
+                let sent = hub.send(&row, &p.text, &user.name).await?;
                 Ok(Some(Response::ok(id, &sent)))
             }
             Method::TurnInterrupt(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;
-                let interrupted = hub.handle(&row).interrupt().await?;
+                let interrupted = hub.interrupt(&row).await?;
                 Ok(Some(Response::ok(id, &TurnInterruptResponse { interrupted })))
             }
             Method::SessionDriveRequest(p) => {
@@ -644,7 +701,7 @@ impl Connection {
                     }
                     Some(Role::Watcher) => {}
                 }
-                hub.handle(&row).transient(EventKind::DriveRequested { user: user.name }).await?;
+                hub.transient(&row, EventKind::DriveRequested { user: user.name }).await?;
                 Ok(Some(Response::ok(id, &Empty {})))
             }
             Method::SessionDriveGrant(p) => {
@@ -807,13 +864,13 @@ fn parse_request(text: &str) -> Result<Request, (Option<RequestId>, ErrorBody)> 
         Ok(ClientFrame::Hello(_)) => {
             Err((id, ErrorBody::new(ErrorCode::BadRequest, "already said hello")))
         }
-        Err(_) if !KNOWN_METHODS.contains(&method.as_str()) => Err((
+        Err(_) if MethodKind::from_name(&method).is_none() => Err((
             Some(id_value),
             ErrorBody::new(
                 ErrorCode::UnknownMethod,
                 format!(
                     "unknown method {method:?}; this server knows {}",
-                    KNOWN_METHODS.join(", ")
+                    Method::NAMES.join(", ")
                 ),
             ),
         )),
@@ -823,19 +880,6 @@ fn parse_request(text: &str) -> Result<Request, (Option<RequestId>, ErrorBody)> 
         )),
     }
 }
-
-const KNOWN_METHODS: &[&str] = &[
-    "session/create",
-    "session/list",
-    "session/attach",
-    "session/detach",
-    "turn/send",
-    "turn/interrupt",
-    "ping",
-    "session/drive_request",
-    "session/drive_grant",
-    "session/drive_take",
-];
 
 fn connection_error(code: ErrorCode, message: &str, fatal: bool) -> ServerFrame {
     ServerFrame::Error(ConnectionError { error: ErrorBody::new(code, message), fatal })

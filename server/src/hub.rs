@@ -18,20 +18,27 @@
 //! owner does. That is what lets a granted driver's `outboard run` or TUI reconnect (a new
 //! connection) and drive again. Rooms are memory, but the grant is in the store
 //! (`drive_grants`), so it survives a restart of the server.
+//!
+//! Actors leave the map when idle (see [`crate::session`]): an actor removes itself through
+//! [`Actors`] only while the map still holds that very actor, and a request that meets a stopped
+//! actor is retried here on a fresh one ([`Hub::attach`], [`Hub::send`], [`Hub::interrupt`]), so
+//! clients never see an eviction.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
-
 use std::time::Duration;
 
-use outboard_shared::{ErrorBody, ErrorCode, PresenceEntry, Role, SessionId, UserId};
+use outboard_shared::{
+    ErrorBody, ErrorCode, EventKind, PresenceEntry, Role, SessionId, TurnSendResponse, UserId,
+};
 use rusqlite::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::llm::Provider;
 use crate::orgfs::OrgFs;
-use crate::session::SessionHandle;
+use crate::session::{Attached, Evict, SessionHandle};
 use crate::store::{SessionRow, Store, UserRow};
 
 /// All live sessions of the server.
@@ -40,10 +47,40 @@ pub struct Hub {
     org_fs: OrgFs,
     provider: Arc<Provider>,
     config: ServerConfig,
-    sessions: Mutex<HashMap<SessionId, SessionHandle>>,
+    sessions: Arc<Actors>,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
     rooms: Mutex<HashMap<SessionId, Room>>,
+}
+
+/// How many times a request is tried on a fresh actor after meeting one that stopped. An actor
+/// stops only when idle, and a fresh one is idle for [`crate::config::Limits::session_idle`]
+/// before it can stop, so a second attempt always lands; the third is for a panicked actor.
+const ACTOR_ATTEMPTS: usize = 3;
+
+/// The running session actors, by session. Actors remove themselves when idle ([`Evict`]).
+#[derive(Default)]
+pub struct Actors(Mutex<HashMap<SessionId, SessionHandle>>);
+
+impl Actors {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, SessionHandle>> {
+        match self.0.lock() {
+            Ok(map) => map,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+impl Evict for Actors {
+    fn evict(&self, session: &SessionId, epoch: u64) -> bool {
+        let mut map = self.lock();
+        if map.get(session).is_some_and(|h| h.epoch() == epoch) {
+            map.remove(session);
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// Identifies one WebSocket connection for the life of the server.
@@ -96,7 +133,7 @@ impl Hub {
             store,
             provider,
             config,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Arc::new(Actors::default()),
             shutdown: CancellationToken::new(),
             rooms: Mutex::new(HashMap::new()),
         }
@@ -114,11 +151,13 @@ impl Hub {
 
     /// The live sessions of `org` (those with a running actor).
     pub fn live_sessions_of(&self, org: &outboard_shared::OrgId) -> Vec<SessionHandle> {
-        let map = match self.sessions.lock() {
-            Ok(map) => map,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let map = self.sessions.lock();
         map.values().filter(|h| h.org_id() == org).cloned().collect()
+    }
+
+    /// How many session actors run now (idle ones stop, see the module header).
+    pub fn live_actors(&self) -> usize {
+        self.sessions.lock().values().filter(|h| !h.is_stopped()).count()
     }
 
     /// The model label new sessions get.
@@ -143,24 +182,82 @@ impl Hub {
         }
     }
 
-    /// The actor of a session, started if it is not running.
+    /// The actor of a session, started if it is not running (or has stopped).
     pub fn handle(&self, row: &SessionRow) -> SessionHandle {
-        let mut map = match self.sessions.lock() {
-            Ok(map) => map,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        map.entry(row.id.clone())
-            .or_insert_with(|| {
-                SessionHandle::spawn(
-                    row.clone(),
-                    self.store.clone(),
-                    self.org_fs.clone(),
-                    self.provider.clone(),
-                    &self.config,
-                    self.shutdown.clone(),
-                )
-            })
-            .clone()
+        let mut map = self.sessions.lock();
+        if let Some(handle) = map.get(&row.id).filter(|h| !h.is_stopped()) {
+            return handle.clone();
+        }
+        let evict: Arc<dyn Evict> = self.sessions.clone();
+        let handle = SessionHandle::spawn(
+            row.clone(),
+            self.store.clone(),
+            self.org_fs.clone(),
+            self.provider.clone(),
+            &self.config,
+            self.shutdown.clone(),
+            evict,
+        );
+        map.insert(row.id.clone(), handle.clone());
+        handle
+    }
+
+    /// Runs `op` on the session's actor; when the actor turns out to have stopped (evicted while
+    /// the request was on its way), runs it again on a fresh one.
+    async fn with_actor<T, F, Fut>(&self, row: &SessionRow, op: F) -> Result<T, ErrorBody>
+    where
+        F: Fn(SessionHandle) -> Fut,
+        Fut: Future<Output = Result<T, ErrorBody>>,
+    {
+        let mut attempt = 1;
+        loop {
+            let handle = self.handle(row);
+            match op(handle.clone()).await {
+                Err(_) if handle.is_stopped() && attempt < ACTOR_ATTEMPTS => attempt += 1,
+                result => return result,
+            }
+        }
+    }
+
+    /// Attaches to the session's actor: its handle and the snapshot with live events.
+    pub async fn attach(
+        &self,
+        row: &SessionRow,
+        after_seq: u64,
+    ) -> Result<(SessionHandle, Attached), ErrorBody> {
+        self.with_actor(row, |h| async move {
+            let attached = h.attach(after_seq).await?;
+            Ok((h, attached))
+        })
+        .await
+    }
+
+    /// Starts a turn in the session; returns once the user message is durable.
+    pub async fn send(
+        &self,
+        row: &SessionRow,
+        text: &str,
+        by: &str,
+    ) -> Result<TurnSendResponse, ErrorBody> {
+        self.with_actor(row, |h| {
+            let (text, by) = (text.to_owned(), by.to_owned());
+            async move { h.send(text, by).await }
+        })
+        .await
+    }
+
+    /// Interrupts the session's turn in flight; false when there is none.
+    pub async fn interrupt(&self, row: &SessionRow) -> Result<bool, ErrorBody> {
+        self.with_actor(row, |h| async move { h.interrupt().await }).await
+    }
+
+    /// Broadcasts a transient event to everyone attached to the session.
+    pub async fn transient(&self, row: &SessionRow, kind: EventKind) -> Result<(), ErrorBody> {
+        self.with_actor(row, |h| {
+            let kind = kind.clone();
+            async move { h.transient(kind).await }
+        })
+        .await
     }
 
     /// Starts the actor of every session whose log ends inside a turn; each resumes its turn
@@ -179,10 +276,7 @@ impl Hub {
     /// is still running then is cut off by the exit and recovered at the next start.
     pub async fn drain(&self, deadline: Duration) -> bool {
         self.shutdown.cancel();
-        let handles: Vec<SessionHandle> = match self.sessions.lock() {
-            Ok(map) => map.values().cloned().collect(),
-            Err(poisoned) => poisoned.into_inner().values().cloned().collect(),
-        };
+        let handles: Vec<SessionHandle> = self.sessions.lock().values().cloned().collect();
         let all = futures_util::future::join_all(handles.iter().map(|h| h.wait_idle()));
         tokio::time::timeout(deadline, all).await.is_ok()
     }

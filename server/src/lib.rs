@@ -24,4 +24,4 @@ pub mod util;
 pub mod vfs;
 
 pub use config::{Limits, NetConfig, Secret, ServerConfig, TlsFiles};
-pub use gateway::{launch, launch_with, ServerHandle};
+pub use gateway::{launch, launch_with, LaunchError, ServerHandle};

@@ -11,12 +11,22 @@
 //! A durable event is appended to the store *before* it is broadcast and before the turn that
 //! emitted it continues; a transient event (delta) is only broadcast, carrying the last durable
 //! `seq`.
+//!
+//! An actor that has nothing to do stops, so the server's memory follows the sessions in use
+//! rather than every session ever touched: after [`crate::config::Limits::session_idle`] without
+//! a command, with no turn running, nobody subscribed to its events and no live sandbox (a
+//! sandbox keeps its background processes until its own stop timer), it asks the hub to forget it
+//! ([`Evict`], only if the hub still maps the session to this very actor), then closes its queue.
+//! Requests that were already queued are dropped unanswered and their callers see
+//! [`SessionHandle::is_stopped`]: the hub then retries on a fresh actor, which rebuilds
+//! everything from the log exactly as after a restart.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use outboard_shared::{
-    ErrorBody, ErrorCode, EventKind, InFlight, SessionEvent, SessionStatus, ToolOutputSoFar,
-    TurnId, TurnSendResponse,
+    ErrorBody, ErrorCode, EventKind, InFlight, SandboxState, SessionEvent, SessionId,
+    SessionStatus, ToolOutputSoFar, TurnId, TurnSendResponse,
 };
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +57,20 @@ pub const BROADCAST_CAPACITY: usize = 1024;
 const SANDBOX_TRANSITIONS: usize = 16;
 
 pub use crate::agent::{EmitError, Emitter};
+
+/// Actor identities, unique for the life of the process: the hub forgets a stopping actor only
+/// if its map still holds that one, not a successor spawned for the same session.
+static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);
+
+/// Where an idle actor asks to be forgotten (the hub's map of actors). A trait, so this module
+/// does not depend on the hub that spawns it.
+pub trait Evict: Send + Sync {
+    /// Removes `session` from the map if it still maps to the actor `epoch`; returns whether it
+    /// did. The actor stops only after a `true`, so no request can reach a stopped actor through
+    /// the map.
+    fn evict(&self, session: &SessionId, epoch: u64) -> bool;
+}
+
 
 /// The actor's side of [`crate::agent::EventSink`]: a turn's events arrive on the actor's one
 /// command channel, in order with attaches, so a snapshot and its subscription stay atomic.
@@ -116,11 +140,14 @@ enum Command {
 pub struct SessionHandle {
     tx: mpsc::Sender<Command>,
     org_id: outboard_shared::OrgId,
+    /// Which actor this is (see [`Evict`]).
+    epoch: u64,
 }
 
 impl SessionHandle {
     /// Starts the actor for `row`. It loads the log, resumes a turn cut short by a restart, and
-    /// then serves commands until every handle is dropped.
+    /// then serves commands until every handle is dropped or it has been idle long enough to be
+    /// evicted through `evict` (see the module header).
     pub fn spawn(
         row: SessionRow,
         store: Store,
@@ -128,9 +155,11 @@ impl SessionHandle {
         provider: Arc<Provider>,
         config: &ServerConfig,
         shutdown: CancellationToken,
+        evict: Arc<dyn Evict>,
     ) -> Self {
         let (tx, rx) = mpsc::channel(SESSION_QUEUE);
         let org_id = row.org_id.clone();
+        let epoch = NEXT_EPOCH.fetch_add(1, Ordering::Relaxed);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let actor = Actor {
             workspace_dir: config.workspaces_dir().join(row.id.as_str()),
@@ -151,9 +180,23 @@ impl SessionHandle {
             shutdown,
             idle_waiters: Vec::new(),
             files_touched: Vec::new(),
+            epoch,
+            evict,
+            idle_after: config.limits.session_idle,
         };
         tokio::spawn(actor.run(rx));
-        SessionHandle { tx, org_id }
+        SessionHandle { tx, org_id, epoch }
+    }
+
+    /// Which actor this handle reaches (see [`Evict`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether the actor has stopped (evicted when idle, or gone after a panic): a request that
+    /// failed on this handle is retried on a fresh one.
+    pub fn is_stopped(&self) -> bool {
+        self.tx.is_closed()
     }
 
     /// The session's org.
@@ -233,6 +276,12 @@ struct Actor {
     idle_waiters: Vec<oneshot::Sender<()>>,
     /// Files the log shows this session read or wrote, to rebuild the read ledger after a restart.
     files_touched: Vec<String>,
+    /// This actor's identity in the hub's map.
+    epoch: u64,
+    /// The hub's map, to leave it when idle.
+    evict: Arc<dyn Evict>,
+    /// How long without a command before an actor with nothing to do stops.
+    idle_after: std::time::Duration,
 }
 
 impl Actor {
@@ -240,7 +289,22 @@ impl Actor {
         if let Err(e) = self.load().await {
             tracing::error!(session = %self.row.id, "cannot load the session: {e}");
         }
-        while let Some(cmd) = rx.recv().await {
+        loop {
+            let cmd = match tokio::time::timeout(self.idle_after, rx.recv()).await {
+                Ok(Some(cmd)) => cmd,
+                Ok(None) => return,
+                Err(_) => {
+                    if self.evictable().await && self.evict.evict(&self.row.id, self.epoch) {
+                        tracing::debug!(session = %self.row.id, "idle; the actor stops");
+                        // Commands queued before the hub forgot us are dropped unanswered: their
+                        // callers see a stopped actor and retry on a fresh one.
+                        rx.close();
+                        while rx.recv().await.is_some() {}
+                        return;
+                    }
+                    continue;
+                }
+            };
             match cmd {
                 Command::Emit { kind, ack } => {
                     let result = self.emit(kind, ack.is_some()).await;
@@ -274,6 +338,23 @@ impl Actor {
                 }
                 Command::TurnEnded(end) => self.turn_ended(end).await,
             }
+        }
+    }
+
+    /// Nothing would be lost by stopping now: no turn, nobody subscribed, no live sandbox.
+    async fn evictable(&self) -> bool {
+        if self.running.is_some() || !self.idle_waiters.is_empty() {
+            return false;
+        }
+        if self.events.receiver_count() > 0 {
+            return false;
+        }
+        match &self.env {
+            Some(env) => matches!(
+                env.sandbox.state().await,
+                SandboxState::None | SandboxState::Stopped | SandboxState::Dead
+            ),
+            None => true,
         }
     }
 
@@ -318,14 +399,32 @@ impl Actor {
     }
 
     async fn emit(&mut self, kind: EventKind, durable: bool) -> Result<u64, EmitError> {
+        self.emit_titled(kind, durable, None).await
+    }
+
+    /// [`Actor::emit`]; a durable event with a `title` also gives the session that title, in
+    /// the same commit, when it has none yet.
+    async fn emit_titled(
+        &mut self,
+        kind: EventKind,
+        durable: bool,
+        title: Option<String>,
+    ) -> Result<u64, EmitError> {
         let durable = durable && kind.is_durable();
         let seq = if durable { self.last_seq + 1 } else { self.last_seq };
         let event = SessionEvent { session_id: self.row.id.clone(), seq, ts: now_rfc3339(), kind };
         if durable {
-            self.store
-                .append_event(event.clone())
-                .await
-                .map_err(|e| EmitError::Store(e.to_string()))?;
+            let store_err = |e: StoreError| EmitError::Store(e.to_string());
+            match title {
+                Some(title) => {
+                    self.row.title = self
+                        .store
+                        .append_event_titled(event.clone(), title)
+                        .await
+                        .map_err(store_err)?;
+                }
+                None => self.store.append_event(event.clone()).await.map_err(store_err)?,
+            }
             self.last_seq = seq;
             self.row.last_seq = seq;
             self.row.updated_at = event.ts.clone();
@@ -379,9 +478,11 @@ impl Actor {
         }
         let turn_id = TurnId(new_id("t"));
         self.turn_by = by.clone();
+        let title =
+            if self.row.title.is_empty() { Some(self.derived_title(&text).await) } else { None };
         let started = async {
             self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
-            self.emit(EventKind::UserMessage { text: text.clone() }, true).await
+            self.emit_titled(EventKind::UserMessage { text: text.clone() }, true, title).await
         };
         let seq = started.await.map_err(|e| {
             ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
@@ -389,6 +490,19 @@ impl Actor {
         agent::push_user(&mut self.conversation, ContentBlock::Text(text));
         self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
         Ok(TurnSendResponse { turn_id, seq })
+    }
+
+    /// The title a session created without one gets from its first message, within the org's
+    /// `title_bytes` quota.
+    async fn derived_title(&self, message: &str) -> String {
+        let max = match crate::quota::Quotas::for_org(&self.store, &self.row.org_id).await {
+            Ok(q) => q.title_bytes,
+            Err(e) => {
+                tracing::warn!(session = %self.row.id, "cannot read the title_bytes quota: {e}");
+                crate::quota::Quotas::default().title_bytes
+            }
+        };
+        crate::store::derived_title(message, usize::try_from(max).unwrap_or(usize::MAX))
     }
 
     /// The session's sandbox handle. Its state changes (including a freeze between turns) become

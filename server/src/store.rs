@@ -467,7 +467,27 @@ impl Store {
     /// Appends a durable event; `event.seq` must be the session's `last_seq + 1`. Returns once
     /// the commit is done (see the module header for what that guarantees).
     pub async fn append_event(&self, event: SessionEvent) -> Result<(), StoreError> {
-        self.call(move |c| append_event(c, &event)).await
+        self.call(move |c| append_event(c, &event, None)).await
+    }
+
+    /// Like [`Store::append_event`], and in the same transaction gives the session `title` if
+    /// it has none yet (the title derived from its first message, see [`derived_title`]), so a
+    /// session never has a durable first message without its title. Returns the session's title
+    /// after the commit.
+    pub async fn append_event_titled(
+        &self,
+        event: SessionEvent,
+        title: String,
+    ) -> Result<String, StoreError> {
+        self.call(move |c| {
+            append_event(c, &event, Some(&title))?;
+            Ok(c.query_row(
+                "SELECT title FROM sessions WHERE id = ?1",
+                [&event.session_id.0],
+                |r| r.get(0),
+            )?)
+        })
+        .await
     }
 
     /// The durable events of a session with `seq > after`, in order.
@@ -532,7 +552,11 @@ pub fn org_name(c: &Connection, id: &OrgId) -> String {
 }
 
 /// The append itself, usable inside a bigger transaction.
-pub fn append_event(c: &mut Connection, event: &SessionEvent) -> Result<(), StoreError> {
+pub fn append_event(
+    c: &mut Connection,
+    event: &SessionEvent,
+    title: Option<&str>,
+) -> Result<(), StoreError> {
     let payload =
         serde_json::to_string(&event.kind).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let turn_id = match &event.kind {
@@ -577,8 +601,31 @@ pub fn append_event(c: &mut Connection, event: &SessionEvent) -> Result<(), Stor
             params![event.session_id.0, event.seq as i64, event.ts],
         )?,
     };
+    if let Some(title) = title.filter(|t| !t.is_empty()) {
+        tx.execute(
+            "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title = ''",
+            params![event.session_id.0, title],
+        )?;
+    }
     tx.commit()?;
     Ok(())
+}
+
+/// How many characters of a first message's first line become the title of a session created
+/// without one: the same 60 as the CLI's titles, so a listing looks alike whoever created it.
+pub const TITLE_CHARS: usize = 60;
+
+/// The title of a session created without one, from its first user message: the first non-empty
+/// line, trimmed, cut at [`TITLE_CHARS`] characters and at `max_bytes` (the org's `title_bytes`
+/// quota), always on a character boundary.
+pub fn derived_title(message: &str, max_bytes: usize) -> String {
+    let first = message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let mut end = first.char_indices().nth(TITLE_CHARS).map_or(first.len(), |(i, _)| i);
+    end = end.min(max_bytes);
+    while !first.is_char_boundary(end) {
+        end -= 1;
+    }
+    first[..end].trim_end().to_owned()
 }
 
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
@@ -729,6 +776,31 @@ mod tests {
             ts: now_rfc3339(),
             kind: EventKind::UserMessage { text: text.into() },
         }
+    }
+
+    #[test]
+    fn derived_titles_are_the_first_line_cut_on_a_char_boundary() {
+        assert_eq!(derived_title("\n  fix the build \nthen test", 256), "fix the build");
+        assert_eq!(derived_title(&"x".repeat(100), 256), "x".repeat(TITLE_CHARS));
+        let accents = "é".repeat(100);
+        assert_eq!(derived_title(&accents, 256), "é".repeat(TITLE_CHARS));
+        // Within the byte quota, never splitting a character (é is two bytes).
+        assert_eq!(derived_title(&accents, 7), "ééé");
+        assert_eq!(derived_title("   \n\t\n", 256), "");
+    }
+
+    #[tokio::test]
+    async fn a_titled_append_names_only_an_untitled_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("outboard.db"), Durability::Normal).unwrap();
+        let (alice, _) = store.add_user("acme", "alice").await.unwrap();
+        let s = store.create_session(&alice, "", "anthropic/m").await.unwrap();
+        let title = store.append_event_titled(event(&s.id, 1, "one"), "one".into()).await;
+        assert_eq!(title.unwrap(), "one");
+        let title = store.append_event_titled(event(&s.id, 2, "two"), "two".into()).await;
+        assert_eq!(title.unwrap(), "one", "a session keeps the title it has");
+        assert_eq!(store.session(&s.id).await.unwrap().unwrap().title, "one");
+        assert_eq!(store.list_sessions(&alice.org_id, 10).await.unwrap()[0].title, "one");
     }
 
     #[tokio::test]

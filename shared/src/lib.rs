@@ -108,94 +108,157 @@ pub struct Request {
     pub method: Method,
 }
 
-/// Every request method, tagged by `"method"` with its parameters under `"params"`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "method", content = "params")]
-pub enum Method {
+/// Declares every request method once — its variant, wire name, params type and result type —
+/// and derives from that one list the [`Method`] enum (the wire), [`Method::name`], the
+/// [`MethodKind`] table ([`MethodKind::ALL`], [`Method::NAMES`], [`MethodKind::from_name`]) and
+/// one [`Call`] marker type per method in [`methods`], so that a client request is typed by its
+/// method (`client.call::<methods::SessionAttach>(params)`) and the server's list of known methods
+/// cannot fall behind the enum.
+macro_rules! methods {
+    ($(
+        $(#[doc = $doc:literal])*
+        $variant:ident = $name:literal ($params:ty) -> $response:ty;
+    )*) => {
+        /// Every request method, tagged by `"method"` with its parameters under `"params"`.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "method", content = "params")]
+        pub enum Method {
+            $(
+                $(#[doc = $doc])*
+                #[serde(rename = $name)]
+                $variant($params),
+            )*
+        }
+
+        /// Which method a request is, without its parameters: the table of methods.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum MethodKind {
+            $(
+                $(#[doc = $doc])*
+                $variant,
+            )*
+        }
+
+        impl MethodKind {
+            /// Every method, in declaration order.
+            pub const ALL: &'static [MethodKind] = &[$(MethodKind::$variant),*];
+
+            /// The wire name (`"session/attach"`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(MethodKind::$variant => $name,)*
+                }
+            }
+
+            /// The method with this wire name, if there is one.
+            pub fn from_name(name: &str) -> Option<MethodKind> {
+                match name {
+                    $($name => Some(MethodKind::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+
+        impl Method {
+            /// The wire names of every method, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// Which method this is.
+            pub fn kind(&self) -> MethodKind {
+                match self {
+                    $(Method::$variant(_) => MethodKind::$variant,)*
+                }
+            }
+        }
+
+        /// One marker type per method, implementing [`Call`]: its name, params and result.
+        pub mod methods {
+            use super::*;
+
+            $(
+                $(#[doc = $doc])*
+                #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+                pub struct $variant;
+
+                impl Call for $variant {
+                    const NAME: &'static str = $name;
+                    const KIND: MethodKind = MethodKind::$variant;
+                    type Params = $params;
+                    type Response = $response;
+
+                    fn method(params: $params) -> Method {
+                        Method::$variant(params)
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// A request method as a type: what it is called, what it takes and what it answers. Implemented
+/// by the markers of [`methods`], all declared in one table.
+pub trait Call: 'static {
+    /// The wire name.
+    const NAME: &'static str;
+    /// The method in [`MethodKind`].
+    const KIND: MethodKind;
+    /// Its `params`.
+    type Params: Serialize + serde::de::DeserializeOwned + Send + 'static;
+    /// Its `result`.
+    type Response: Serialize + serde::de::DeserializeOwned + Send + 'static;
+
+    /// The request's [`Method`] with these params.
+    fn method(params: Self::Params) -> Method;
+}
+
+methods! {
     /// Create a session owned by the caller. Answered with [`SessionCreateResponse`].
-    #[serde(rename = "session/create")]
-    SessionCreate(SessionCreateParams),
+    SessionCreate = "session/create" (SessionCreateParams) -> SessionCreateResponse;
     /// List the sessions of the caller's org. Answered with [`SessionListResponse`].
-    #[serde(rename = "session/list")]
-    SessionList(SessionListParams),
+    SessionList = "session/list" (SessionListParams) -> SessionListResponse;
     /// Attach to a session's events. Answered with [`SessionAttachResponse`] (a snapshot), then
     /// live [`ServerFrame::Event`]s with a higher `seq`.
-    #[serde(rename = "session/attach")]
-    SessionAttach(SessionAttachParams),
+    SessionAttach = "session/attach" (SessionAttachParams) -> SessionAttachResponse;
     /// Stop receiving a session's events. Answered with [`Empty`].
-    #[serde(rename = "session/detach")]
-    SessionDetach(SessionRef),
+    SessionDetach = "session/detach" (SessionRef) -> Empty;
     /// Start a turn with a user message. Answered with [`TurnSendResponse`] once the message is
     /// durable; the turn's progress arrives as events.
-    #[serde(rename = "turn/send")]
-    TurnSend(TurnSendParams),
+    TurnSend = "turn/send" (TurnSendParams) -> TurnSendResponse;
     /// Interrupt the turn in flight, if any. Answered with [`TurnInterruptResponse`].
-    #[serde(rename = "turn/interrupt")]
-    TurnInterrupt(SessionRef),
+    TurnInterrupt = "turn/interrupt" (SessionRef) -> TurnInterruptResponse;
     /// Liveness check. Answered with [`Empty`].
-    #[serde(rename = "ping")]
-    Ping(Empty),
+    Ping = "ping" (Empty) -> Empty;
     /// A watcher asks the current driver to hand driving over. Answered with [`Empty`]; the
     /// attached clients get a transient [`EventKind::DriveRequested`].
-    #[serde(rename = "session/drive_request")]
-    SessionDriveRequest(SessionRef),
+    SessionDriveRequest = "session/drive_request" (SessionRef) -> Empty;
     /// The current driver hands driving to an attached watcher. Answered with [`Empty`]; a
     /// [`EventKind::Presence`] follows with the new roles.
-    #[serde(rename = "session/drive_grant")]
-    SessionDriveGrant(DriveGrantParams),
+    SessionDriveGrant = "session/drive_grant" (DriveGrantParams) -> Empty;
     /// The session's owner takes driving back (always allowed to the owner). Answered with
     /// [`Empty`]; a [`EventKind::Presence`] follows.
-    #[serde(rename = "session/drive_take")]
-    SessionDriveTake(SessionRef),
+    SessionDriveTake = "session/drive_take" (SessionRef) -> Empty;
     /// List the org's live files under a path. Answered with [`FilesListResponse`].
-    #[serde(rename = "files/list")]
-    FilesList(FilesListParams),
+    FilesList = "files/list" (FilesListParams) -> FilesListResponse;
     /// Read an org file (any version). Answered with [`FilesReadResponse`].
-    #[serde(rename = "files/read")]
-    FilesRead(FilesReadParams),
+    FilesRead = "files/read" (FilesReadParams) -> FilesReadResponse;
     /// Every version of an org file. Answered with [`FilesHistoryResponse`].
-    #[serde(rename = "files/history")]
-    FilesHistory(FilesHistoryParams),
+    FilesHistory = "files/history" (FilesHistoryParams) -> FilesHistoryResponse;
     /// Write an org file as a person. Answered with [`FilesChangeResponse`].
-    #[serde(rename = "files/write")]
-    FilesWrite(FilesWriteParams),
+    FilesWrite = "files/write" (FilesWriteParams) -> FilesChangeResponse;
     /// Delete an org file (a tombstone version). Answered with [`FilesChangeResponse`].
-    #[serde(rename = "files/delete")]
-    FilesDelete(FilesDeleteParams),
+    FilesDelete = "files/delete" (FilesDeleteParams) -> FilesChangeResponse;
     /// Make an earlier version current again. Answered with [`FilesChangeResponse`].
-    #[serde(rename = "files/restore")]
-    FilesRestore(FilesRestoreParams),
+    FilesRestore = "files/restore" (FilesRestoreParams) -> FilesChangeResponse;
     /// The org's skills. Answered with [`SkillsListResponse`].
-    #[serde(rename = "skills/list")]
-    SkillsList(Empty),
+    SkillsList = "skills/list" (Empty) -> SkillsListResponse;
     /// Write a directory of skills under `/skills`. Answered with [`SkillsImportResponse`].
-    #[serde(rename = "skills/import")]
-    SkillsImport(SkillsImportParams),
+    SkillsImport = "skills/import" (SkillsImportParams) -> SkillsImportResponse;
 }
 
 impl Method {
     /// The wire name of the method, for logs and errors.
     pub fn name(&self) -> &'static str {
-        match self {
-            Method::SessionCreate(_) => "session/create",
-            Method::SessionList(_) => "session/list",
-            Method::SessionAttach(_) => "session/attach",
-            Method::SessionDetach(_) => "session/detach",
-            Method::TurnSend(_) => "turn/send",
-            Method::TurnInterrupt(_) => "turn/interrupt",
-            Method::Ping(_) => "ping",
-            Method::SessionDriveRequest(_) => "session/drive_request",
-            Method::SessionDriveGrant(_) => "session/drive_grant",
-            Method::SessionDriveTake(_) => "session/drive_take",
-            Method::FilesList(_) => "files/list",
-            Method::FilesRead(_) => "files/read",
-            Method::FilesHistory(_) => "files/history",
-            Method::FilesWrite(_) => "files/write",
-            Method::FilesDelete(_) => "files/delete",
-            Method::FilesRestore(_) => "files/restore",
-            Method::SkillsList(_) => "skills/list",
-            Method::SkillsImport(_) => "skills/import",
-        }
+        self.kind().name()
     }
 }
 

@@ -171,6 +171,31 @@ async fn bad_frames_after_the_handshake_change_nothing() {
     assert!(matches!(hello(&mut ws, &token).await, ServerFrame::Welcome(_)));
 }
 
+/// Every method of the table is known to the server: sent with params of the wrong shape, each
+/// gets `bad_request` naming the method, never `unknown_method`, and the connection goes on.
+#[tokio::test]
+async fn every_method_with_bad_params_is_a_bad_request() {
+    let (server, token) = server();
+    let mut ws = connect(&server.url).await;
+    assert!(matches!(hello(&mut ws, &token).await, ServerFrame::Welcome(_)));
+    assert_eq!(Method::NAMES.len(), MethodKind::ALL.len());
+    for (i, name) in Method::NAMES.iter().enumerate() {
+        // No method's params are a number.
+        let r = request(&mut ws, 100 + i as u64, name, json!(42)).await;
+        let e = r.error.unwrap_or_else(|| panic!("{name} with params 42 succeeded"));
+        assert_eq!(e.code, ErrorCode::BadRequest, "{name}: {}", e.message);
+        assert!(e.message.contains(name), "{name}: the message names the method: {}", e.message);
+    }
+    let r = request(&mut ws, 1, "session/teleport", json!({})).await;
+    let e = r.error.unwrap();
+    assert_eq!(e.code, ErrorCode::UnknownMethod);
+    for name in Method::NAMES {
+        assert!(e.message.contains(name), "the unknown-method message lists {name}: {}", e.message);
+    }
+    let r = request(&mut ws, 2, "ping", json!({})).await;
+    assert_eq!(r.result, Some(json!({})));
+}
+
 #[tokio::test]
 async fn orgs_do_not_see_each_other() {
     let (server, alice) = server();

@@ -144,8 +144,9 @@ pub(super) fn bwrap_args(
 
 /// The message when `bwrap` is not installed.
 pub(super) const NOT_FOUND: &str =
-    "bubblewrap (bwrap) was not found: install it with `apt-get install bubblewrap` \
-     (or your distribution's `bubblewrap` package)";
+    "bubblewrap (bwrap) was not found on the PATH: install it with `apt-get install bubblewrap` \
+     (Debian, Ubuntu) or `dnf install bubblewrap` (Fedora, RHEL), or your distribution's \
+     `bubblewrap` package";
 
 /// Turns a failed trivial run into an explanation of what to fix on the host.
 pub(super) fn explain_check_failure(exit_code: Option<i32>, output: &str) -> String {
