@@ -89,6 +89,9 @@ pub async fn revoke_token(store: &Store, token: &str) -> Result<(), StoreError> 
     delete_hash(store, hash_token(token)).await
 }
 
+/// The label prefix of tokens minted by embedded servers, followed by the minting process's id.
+pub const EMBEDDED_TOKEN_LABEL: &str = "embedded";
+
 /// Deletes the tokens of embedded processes that no longer run: labelled `embedded pid=N` with
 /// no process `N` on this host, or the plain `embedded` of versions that did not record the pid.
 /// An embedded CLI revokes its own token when it exits; this cleans up after a crash or a kill.
@@ -97,7 +100,7 @@ pub async fn revoke_stale_embedded(store: &Store) -> Result<usize, StoreError> {
     let all = tokens_with_hash(store, None).await?;
     let mut revoked = 0;
     for (hash, info) in all {
-        let Some(rest) = info.label.strip_prefix(crate::gateway::EMBEDDED_TOKEN_LABEL) else {
+        let Some(rest) = info.label.strip_prefix(EMBEDDED_TOKEN_LABEL) else {
             continue;
         };
         let stale = match rest.trim().strip_prefix("pid=").map(str::parse::<i32>) {

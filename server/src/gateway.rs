@@ -74,8 +74,7 @@ const SANDBOX_STOP_DEADLINE: Duration = Duration::from_secs(5);
 /// still read, in several steps.
 const WS_READ_BUFFER: usize = 16 * 1024;
 
-/// The label prefix of tokens minted by embedded servers, followed by the minting process's id.
-pub const EMBEDDED_TOKEN_LABEL: &str = "embedded";
+pub use crate::auth::EMBEDDED_TOKEN_LABEL;
 
 /// The WebSocket layer refuses messages above this size outright; between [`MAX_FRAME_BYTES`]
 /// and this we still read the frame, so we can answer with a clear `too_large` error.
@@ -234,7 +233,12 @@ pub async fn launch_with(
         Some(files) => Some(crate::net::tls_acceptor(files)?),
         None => None,
     };
-    let store = Store::open(&config.db_path(), Durability::Normal).map_err(LaunchError::Store)?;
+    // Opening runs the migrations and may read a large WAL back: off the async workers.
+    let db = config.db_path();
+    let store = tokio::task::spawn_blocking(move || Store::open(&db, Durability::Normal))
+        .await
+        .map_err(|_| LaunchError::Store(crate::store::StoreError::Closed))?
+        .map_err(LaunchError::Store)?;
     let mut config = config;
     // Sandbox scratch files live in the private data dir, and one live-sandbox registry serves
     // every session of this server (the `live_sandboxes` quota).

@@ -71,7 +71,6 @@ pub trait Evict: Send + Sync {
     fn evict(&self, session: &SessionId, epoch: u64) -> bool;
 }
 
-
 /// The actor's side of [`crate::agent::EventSink`]: a turn's events arrive on the actor's one
 /// command channel, in order with attaches, so a snapshot and its subscription stay atomic.
 struct ActorSink {
@@ -132,7 +131,8 @@ enum Command {
     WaitIdle {
         reply: oneshot::Sender<()>,
     },
-    TurnEnded(Option<TurnEnd>),
+    /// Boxed: the turn hands back its whole tool environment, and every other command is small.
+    TurnEnded(Option<Box<TurnEnd>>),
 }
 
 /// A handle to a session actor. Cheap to clone.
@@ -599,14 +599,14 @@ impl Actor {
         let task = tokio::spawn(agent::run_turn(turn));
         // A panic in the turn must not wedge the session: the watcher reports the end either way.
         tokio::spawn(async move {
-            let end = task.await.ok();
+            let end = task.await.ok().map(Box::new);
             let _ = tx.send(Command::TurnEnded(end)).await;
         });
         self.running = Some(Running { turn_id, cancel });
         Ok(())
     }
 
-    async fn turn_ended(&mut self, end: Option<TurnEnd>) {
+    async fn turn_ended(&mut self, end: Option<Box<TurnEnd>>) {
         let running = self.running.take();
         match end {
             Some(end) => {

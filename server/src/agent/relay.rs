@@ -89,10 +89,8 @@ impl<T: Coalesce> Relay<T> {
     pub fn push(&mut self, item: T) {
         self.drain_pending();
         if self.pending.is_empty() {
-            match self.tx.try_send(item) {
-                Ok(()) => return,
-                Err(mpsc::error::TrySendError::Closed(_)) => return,
-                Err(mpsc::error::TrySendError::Full(item)) => self.hold(item),
+            if let Err(mpsc::error::TrySendError::Full(item)) = self.tx.try_send(item) {
+                self.hold(item);
             }
         } else {
             self.hold(item);
