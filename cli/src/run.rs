@@ -313,6 +313,24 @@ struct Follow {
     interrupt_owed: bool,
 }
 
+impl Follow {
+    /// A Ctrl-C: the first is owed to the server as `turn/interrupt` (and `note` is printed); the
+    /// second means quit now, and returns true.
+    fn ctrl_c<O: Write, E: Write>(
+        &mut self,
+        printer: &mut Printer<O, E>,
+        note: &str,
+    ) -> Result<bool, RunError> {
+        if self.interrupting {
+            return Ok(true);
+        }
+        self.interrupting = true;
+        self.interrupt_owed = true;
+        printer.note(note)?;
+        Ok(false)
+    }
+}
+
 /// How one connection's stretch of the turn ended.
 enum Followed {
     /// The turn ended, or the run was abandoned.
@@ -408,12 +426,9 @@ async fn follow_events<O: Write, E: Write>(
                 }
             }
             Some(()) = interrupts.recv() => {
-                if follow.interrupting {
+                if follow.ctrl_c(printer, INTERRUPTING)? {
                     return Ok(Followed::Ended(Ending::Abandoned));
                 }
-                follow.interrupting = true;
-                follow.interrupt_owed = true;
-                printer.note(INTERRUPTING)?;
                 interrupt_call = Some(Box::pin(client.interrupt(session_id.clone())));
             }
             answer = async {
@@ -517,12 +532,9 @@ async fn reconnect<O: Write, E: Write>(
             tokio::select! {
                 () = &mut pause => break,
                 Some(()) = interrupts.recv() => {
-                    if follow.interrupting {
+                    if follow.ctrl_c(printer, INTERRUPTING_OFFLINE)? {
                         return Ok(Rejoined::Ended(Ending::Abandoned));
                     }
-                    follow.interrupting = true;
-                    follow.interrupt_owed = true;
-                    printer.note(INTERRUPTING_OFFLINE)?;
                 }
             }
         }
@@ -534,12 +546,9 @@ async fn reconnect<O: Write, E: Write>(
             tokio::select! {
                 result = &mut attempt => break result,
                 Some(()) = interrupts.recv() => {
-                    if follow.interrupting {
+                    if follow.ctrl_c(printer, INTERRUPTING_OFFLINE)? {
                         return Ok(Rejoined::Ended(Ending::Abandoned));
                     }
-                    follow.interrupting = true;
-                    follow.interrupt_owed = true;
-                    printer.note(INTERRUPTING_OFFLINE)?;
                 }
             }
         };

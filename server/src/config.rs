@@ -191,13 +191,24 @@ fn tighten(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
 /// directives, or `default`, with the WebSocket library capped at `debug` whatever they ask.
 /// tungstenite logs every message it receives (the `hello` with its token included) and every
 /// frame's payload at `trace`; nothing else in the process logs credentials at any level.
+///
+/// The cap only ever lowers a level: it is added when the directives could reach `trace` at all.
+/// (Added unconditionally, `tungstenite=debug` *enabled* those debug lines under a filter that
+/// was otherwise `off`, and they scrolled the TUI's screen.) An empty `RUST_LOG` counts as unset.
 pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvFilter {
-    let mut filter = user
-        .and_then(|spec| tracing_subscriber::EnvFilter::try_new(spec).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
-    for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
-        if let Ok(directive) = cap.parse() {
-            filter = filter.add_directive(directive);
+    let spec = user.map(str::trim).filter(|s| !s.is_empty());
+    let (mut filter, used) = match spec.and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
+    {
+        Some(filter) => (filter, spec.unwrap_or_default()),
+        None => (tracing_subscriber::EnvFilter::new(default), default),
+    };
+    if filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::TRACE)
+        || used.to_ascii_lowercase().contains("trace")
+    {
+        for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
+            if let Ok(directive) = cap.parse() {
+                filter = filter.add_directive(directive);
+            }
         }
     }
     filter
@@ -265,4 +276,23 @@ pub fn default_data_dir() -> Result<PathBuf, ConfigError> {
     }
     let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).ok_or(ConfigError::NoDataDir)?;
     Ok(PathBuf::from(home).join(".local/share/outboard"))
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    use super::log_filter;
+    use tracing::level_filters::LevelFilter;
+
+    #[test]
+    fn the_websocket_cap_never_turns_logging_on() {
+        // Off stays off (the TUI's screen must not get tungstenite's debug lines).
+        assert_eq!(log_filter(None, "off").max_level_hint(), Some(LevelFilter::OFF));
+        assert_eq!(log_filter(Some(""), "off").max_level_hint(), Some(LevelFilter::OFF));
+        assert_eq!(log_filter(Some("info"), "off").max_level_hint(), Some(LevelFilter::INFO));
+        // Trace asked for: everything at trace but the WebSocket library, capped at debug.
+        let capped = log_filter(Some("trace"), "off").to_string();
+        assert!(capped.contains("tungstenite=debug"), "{capped}");
+        let capped = log_filter(Some("tungstenite=trace"), "off").to_string();
+        assert!(capped.contains("tungstenite=debug"), "{capped}");
+    }
 }

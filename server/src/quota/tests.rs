@@ -219,8 +219,8 @@ fn the_migration_counts_versions_written_before_it() {
     // Pretend the database predates the quota migration, then open it again.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE org_quotas; DROP TABLE org_file_usage; DROP INDEX sessions_by_org_created;
-         DELETE FROM schema_migrations WHERE version = 4;",
+        "DROP TABLE drive_grants; DROP TABLE org_quotas; DROP TABLE org_file_usage;
+         DROP INDEX sessions_by_org_created; DELETE FROM schema_migrations WHERE version >= 4;",
     )
     .unwrap();
     drop(conn);
