@@ -3,6 +3,7 @@
 //! so `--session ID` finds it from anywhere, refuses `/` and the home directory unless named, and
 //! puts the project's `AGENTS.md` (else `CLAUDE.md`) in the system prompt. A `serve` server
 //! refuses a client's `workspace`. Real `outboard` binary, real sandbox, mock model over HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
