@@ -117,3 +117,45 @@ pub fn section(file: &ProjectFile) -> String {
     }
     section
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path().to_path_buf()).unwrap();
+        (dir, ws)
+    }
+
+    #[test]
+    fn a_symlink_out_of_the_workspace_is_not_followed() {
+        let (dir, ws) = workspace();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "SECRET").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("AGENTS.md"))
+            .unwrap();
+        std::fs::write(dir.path().join("CLAUDE.md"), "claude").unwrap();
+        // Not read, and not silently replaced by CLAUDE.md either: AGENTS.md is there.
+        assert_eq!(read(ws.confined()), None);
+    }
+
+    #[test]
+    fn a_cut_lands_on_a_character_boundary_and_says_so() {
+        let (dir, ws) = workspace();
+        let text = "é".repeat(PROMPT_PROJECT_BYTES); // two bytes each
+        std::fs::write(dir.path().join("AGENTS.md"), &text).unwrap();
+        let file = read(ws.confined()).unwrap();
+        assert_eq!(file.text.len(), PROMPT_PROJECT_BYTES);
+        assert!(file.is_cut());
+        let odd = format!("x{text}");
+        std::fs::write(dir.path().join("AGENTS.md"), &odd).unwrap();
+        let file = read(ws.confined()).unwrap();
+        assert_eq!(file.text.len(), PROMPT_PROJECT_BYTES - 1, "half a character kept");
+        assert_eq!(file.size, odd.len() as u64);
+        let section = section(&file);
+        assert!(section.contains(&format!("bytes=\"{}\"", odd.len())), "{section}");
+        assert!(section.contains("was cut at 32768 bytes"), "{section}");
+        assert_eq!(section, super::section(&read(ws.confined()).unwrap()), "byte-stable");
+    }
+}
