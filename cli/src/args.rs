@@ -264,6 +264,10 @@ pub struct ConnectArgs {
     /// Embedded mode: the data directory (default: $XDG_DATA_HOME/outboard).
     #[arg(long = "data", env = "OUTBOARD_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Embedded mode: the directory a new session works in, in place, as /workspace (default:
+    /// the current directory; `/` and your home directory only when named here).
+    #[arg(long, env = "OUTBOARD_WORKSPACE", value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
 }
 
 /// `outboard run`.

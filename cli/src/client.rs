@@ -462,7 +462,17 @@ impl Client {
         &self,
         title: Option<String>,
     ) -> impl Future<Output = Result<SessionInfo, ClientError>> + Send + 'static {
-        let call = self.call::<methods::SessionCreate>(SessionCreateParams { title });
+        self.create_session_in(title, None)
+    }
+
+    /// `session/create` of a session working in place in the host directory `workspace` (only
+    /// the embedded server accepts one).
+    pub fn create_session_in(
+        &self,
+        title: Option<String>,
+        workspace: Option<String>,
+    ) -> impl Future<Output = Result<SessionInfo, ClientError>> + Send + 'static {
+        let call = self.call::<methods::SessionCreate>(SessionCreateParams { title, workspace });
         async move { Ok(call.await?.session) }
     }
 

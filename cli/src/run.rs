@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 
 use crate::args::{ConnectArgs, RunArgs};
 use crate::client::{Backoff, Client, ClientError, ConnectOptions};
-use crate::embedded::{EmbeddedError, EmbeddedServer};
+use crate::embedded::{EmbeddedError, EmbeddedServer, WorkspaceError};
 use crate::exit;
 use crate::output::{truncate, Printer};
 
@@ -57,6 +57,9 @@ pub enum RunError {
     /// The embedded server did not start.
     #[error(transparent)]
     Embedded(#[from] EmbeddedError),
+    /// The directory to work in is refused.
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
     /// Talking to the server failed.
     #[error(transparent)]
     Client(#[from] ClientError),
@@ -87,6 +90,7 @@ impl RunError {
         match self {
             RunError::MissingToken(_) | RunError::EmptyPrompt | RunError::Stdin(_) => exit::USAGE,
             RunError::Embedded(e) => e.exit_code(),
+            RunError::Workspace(e) => e.exit_code(),
             RunError::Client(e) | RunError::Lost(e) => e.exit_code(),
             RunError::GaveUp { .. } | RunError::Refused(_) => exit::CONNECT,
             RunError::Output(_) => exit::FAILED,
@@ -186,6 +190,18 @@ pub async fn run<O: Write, E: Write>(
     interrupts: &mut mpsc::Receiver<()>,
     printer: &mut Printer<O, E>,
 ) -> i32 {
+    // Checked before anything starts: a refused directory is a usage error, not a failed run.
+    let workspace = match args.session {
+        Some(_) => Ok(None),
+        None => crate::embedded::session_workspace(&args.connect),
+    };
+    let workspace = match workspace {
+        Ok(workspace) => workspace,
+        Err(err) => {
+            let _ = printer.note(&format!("outboard: {err}"));
+            return err.exit_code();
+        }
+    };
     let opened = tokio::select! {
         opened = Connection::open(&args.connect) => opened,
         Some(()) = interrupts.recv() => return exit::INTERRUPTED,
@@ -197,7 +213,7 @@ pub async fn run<O: Write, E: Write>(
             return err.exit_code();
         }
     };
-    let code = drive(&mut conn, args, prompt, interrupts, printer).await;
+    let code = drive(&mut conn, args, workspace, prompt, interrupts, printer).await;
     if code == exit::INTERRUPTED {
         // A second Ctrl-C: leave at once; the server resumes the session from its log. The
         // embedded token is revoked first (one quick delete): it must not outlive the process.
@@ -214,13 +230,14 @@ pub async fn run<O: Write, E: Write>(
 async fn drive<O: Write, E: Write>(
     conn: &mut Connection,
     args: &RunArgs,
+    workspace: Option<String>,
     prompt: String,
     interrupts: &mut mpsc::Receiver<()>,
     printer: &mut Printer<O, E>,
 ) -> i32 {
     let client = &conn.client;
     let setup = tokio::select! {
-        setup = open_session(client, args, &prompt) => setup,
+        setup = open_session(client, args, workspace, &prompt) => setup,
         Some(()) = interrupts.recv() => return exit::INTERRUPTED,
     };
     let (session_id, last_seq) = match setup {
@@ -264,10 +281,11 @@ async fn drive<O: Write, E: Write>(
 async fn open_session(
     client: &Client,
     args: &RunArgs,
+    workspace: Option<String>,
     prompt: &str,
 ) -> Result<(SessionId, u64), RunError> {
     let Some(id) = &args.session else {
-        let session = client.create_session(Some(session_title(prompt))).await?;
+        let session = client.create_session_in(Some(session_title(prompt)), workspace).await?;
         let attached =
             client.attach(session.id.clone(), Role::Driver, Some(session.last_seq)).await?;
         return Ok((session.id, attached.session.last_seq));
@@ -739,7 +757,8 @@ mod tests {
             methods,
             [
                 Method::SessionCreate(outboard_shared::SessionCreateParams {
-                    title: Some("list the files".into())
+                    title: Some("list the files".into()),
+                    workspace: None
                 }),
                 Method::SessionAttach(outboard_shared::SessionAttachParams {
                     session_id: SessionId::from("s_new"),

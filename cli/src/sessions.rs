@@ -1,5 +1,6 @@
 //! `outboard sessions`: the org's sessions as a table, or as JSON for scripts. Uses the same
 //! connection flags as `outboard run` (embedded mode lists the local data directory's sessions).
+//! A session that works in place in a host directory shows it (`WORKSPACE`, `workspace`).
 
 use std::io::Write;
 
@@ -44,9 +45,9 @@ pub fn table(sessions: &[SessionInfo]) -> String {
     if sessions.is_empty() {
         return "no sessions yet — start one with: outboard run PROMPT\n".to_owned();
     }
-    let header =
-        ["ID", "TITLE", "OWNER", "STATUS", "ATTACHED", "MODEL", "UPDATED"].map(str::to_owned);
-    let rows: Vec<[String; 7]> = sessions
+    let header = ["ID", "TITLE", "OWNER", "STATUS", "ATTACHED", "MODEL", "UPDATED", "WORKSPACE"]
+        .map(str::to_owned);
+    let rows: Vec<[String; 8]> = sessions
         .iter()
         .map(|s| {
             [
@@ -57,6 +58,7 @@ pub fn table(sessions: &[SessionInfo]) -> String {
                 attached(s),
                 s.model.clone(),
                 s.updated_at.clone(),
+                s.workspace.clone().unwrap_or_else(|| "-".to_owned()),
             ]
         })
         .collect();
@@ -134,6 +136,7 @@ mod tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-02T00:00:00Z".into(),
             failure: None,
+            workspace: Some("/home/ada/build".into()),
             attached: vec![
                 outboard_shared::PresenceEntry {
                     user: "ada".into(),
@@ -151,8 +154,8 @@ mod tests {
         };
         assert_eq!(
             table(&[s]),
-            "ID   TITLE          OWNER  STATUS   ATTACHED           MODEL             UPDATED\n\
-             s_1  fix the build  ada    running  ada (driver), bob  anthropic/claude  2026-01-02T00:00:00Z\n"
+            "ID   TITLE          OWNER  STATUS   ATTACHED           MODEL             UPDATED               WORKSPACE\n\
+             s_1  fix the build  ada    running  ada (driver), bob  anthropic/claude  2026-01-02T00:00:00Z  /home/ada/build\n"
         );
         assert!(table(&[]).starts_with("no sessions yet"));
     }

@@ -42,6 +42,7 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         created_at: "2026-01-01T00:00:00Z".into(),
         updated_at: "2026-01-01T00:00:00Z".into(),
         failure: None,
+        workspace: None,
         attached: Vec::new(),
     }
 }

@@ -24,6 +24,7 @@ use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
 
+pub mod project;
 mod relay;
 mod sink;
 
@@ -528,14 +529,26 @@ fn fence(body: &str, attrs: &[(&str, String)]) -> (String, String) {
     fence_named(body, &digest[..8], attrs)
 }
 
+/// [`fence`] for the project's instructions file (see [`project`]): its own tag, so a
+/// reader tells a repository's text from the org's.
+fn project_fence(body: &str, attrs: &[(&str, String)]) -> (String, String) {
+    let digest = crate::auth::hex_sha256(body.as_bytes());
+    fence_stem("project-data", body, &digest[..8], attrs)
+}
+
 /// [`fence`] with the tag's seed given (tests need a seed they know).
 fn fence_named(body: &str, seed: &str, attrs: &[(&str, String)]) -> (String, String) {
+    fence_stem("org-data", body, seed, attrs)
+}
+
+/// A fence whose tag is `stem-seed`, lengthened until `body` does not contain its closing tag.
+fn fence_stem(stem: &str, body: &str, seed: &str, attrs: &[(&str, String)]) -> (String, String) {
     let lower = body.to_lowercase();
-    let mut name = format!("org-data-{seed}");
+    let mut name = format!("{stem}-{seed}");
     let mut n = 0u32;
     while lower.contains(&format!("</{name}")) {
         n += 1;
-        name = format!("org-data-{seed}-{n}");
+        name = format!("{stem}-{seed}-{n}");
     }
     let mut open = format!("<{name}");
     for (key, value) in attrs {
@@ -562,12 +575,17 @@ fn escape_attr(value: &str) -> String {
 }
 
 /// The system prompt of a turn, read fresh from the store when it starts: the base prompt, the
-/// org's `/memory/MEMORY.md`, the index of its skills, and the org files this session read that
-/// others changed since. It is not logged: a turn resumed after a restart rebuilds it, seeing
+/// org's `/memory/MEMORY.md`, the index of its skills, the project's `AGENTS.md` (or
+/// `CLAUDE.md`, see [`project`]), and the org files this session read that others changed
+/// since. It is not logged: a turn resumed after a restart rebuilds it, seeing
 /// the org files as they are then.
 async fn turn_system_prompt(env: &mut ToolEnv) -> String {
     let mut prompt = SYSTEM_PROMPT.to_owned();
-    let Some(org) = env.org.as_ref() else { return prompt };
+    let project = project::prompt(&env.workspace).await;
+    let Some(org) = env.org.as_ref() else {
+        prompt.push_str(&project);
+        return prompt;
+    };
     let touched = std::mem::take(&mut env.org_touched);
     if !touched.is_empty() {
         if let Ok(heads) = org.fs.heads(&org.org_id, touched).await {
@@ -591,6 +609,7 @@ async fn turn_system_prompt(env: &mut ToolEnv) -> String {
         }
     };
     prompt.push_str(&org_prompt(memory.as_ref(), &skills));
+    prompt.push_str(&project);
     if let Some(note) = tools::changed_since_read(org, &mut env.reads).await {
         prompt.push_str("\n\n");
         prompt.push_str(&note);

@@ -12,7 +12,7 @@ use crate::sandbox::SandboxConfig;
 /// Everything the server needs to run.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Directory holding `outboard.db` and the session workspaces.
+    /// Directory holding `outboard.db` and the session workspaces not kept in place.
     pub data_dir: PathBuf,
     /// The model provider every new session uses.
     pub llm: LlmConfig,
@@ -22,6 +22,11 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// The network edge: timeouts, connection caps, TLS.
     pub net: NetConfig,
+    /// Whether `session/create` may name a host directory to work in (`workspace`). Only the
+    /// embedded server sets it: its one client runs on this host as the user who owns the files.
+    /// A `serve` server's clients are remote, and one must not get to open any path of the
+    /// server's host (the server may run as root), so it refuses the field.
+    pub allow_client_workspaces: bool,
 }
 
 /// Limits of the network edge (see `gateway.rs`). Every bound has a flag of `serve`.

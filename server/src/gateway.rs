@@ -590,14 +590,13 @@ impl Connection {
             Method::Ping(_) => Ok(Some(Response::ok(id, &Empty {}))),
             Method::SessionCreate(p) => {
                 let title = p.title.unwrap_or_default();
+                let mut row =
+                    crate::store::SessionRow::new(&user, title.trim(), &hub.model_label());
+                if let Some(requested) = &p.workspace {
+                    row.workspace = Some(hub.client_workspace(requested).await?);
+                }
                 // Title length and sessions per hour are the org's quotas.
-                let row = crate::quota::create_session(
-                    hub.store(),
-                    &user,
-                    title.trim(),
-                    &hub.model_label(),
-                )
-                .await?;
+                let row = crate::quota::create_session_row(hub.store(), &user, row).await?;
                 tracing::info!(session = %row.id, user = %user.name, "session created");
                 Ok(Some(Response::ok(id, &SessionCreateResponse { session: row.info() })))
             }

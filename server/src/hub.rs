@@ -160,6 +160,38 @@ impl Hub {
         self.sessions.lock().values().filter(|h| !h.is_stopped()).count()
     }
 
+    /// The directory `requested` by `session/create`, checked and made canonical: refused unless
+    /// this server takes client workspaces ([`ServerConfig::allow_client_workspaces`]), and
+    /// unless it is an absolute path to an existing directory.
+    pub async fn client_workspace(&self, requested: &str) -> Result<String, ErrorBody> {
+        if !self.config.allow_client_workspaces {
+            return Err(ErrorBody::new(
+                ErrorCode::BadRequest,
+                "this server does not take a workspace from its clients: a remote client must \
+                 not name a directory of the server's host; create the session without \
+                 `workspace` (it gets a fresh directory), or run `outboard` without --server to \
+                 work in a local directory",
+            ));
+        }
+        let path = std::path::Path::new(requested);
+        let bad = |why: String| ErrorBody::new(ErrorCode::BadRequest, why);
+        if !path.is_absolute() {
+            return Err(bad(format!("workspace {requested:?} is not an absolute path")));
+        }
+        let canonical = tokio::fs::canonicalize(path)
+            .await
+            .map_err(|e| bad(format!("workspace {requested}: {e}: name an existing directory")))?;
+        let meta = tokio::fs::metadata(&canonical)
+            .await
+            .map_err(|e| bad(format!("workspace {requested}: {e}")))?;
+        if !meta.is_dir() {
+            return Err(bad(format!("workspace {requested} is not a directory")));
+        }
+        canonical.into_os_string().into_string().map_err(|p| {
+            bad(format!("workspace {} is not valid UTF-8: rename it", p.to_string_lossy()))
+        })
+    }
+
     /// The model label new sessions get.
     pub fn model_label(&self) -> String {
         self.provider.label()

@@ -377,6 +377,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         limits: Limits { max_steps: args.max_steps, ..Limits::default() },
         net: args.net.config(args.listen)?,
+        // Remote clients: none may name a directory of this host.
+        allow_client_workspaces: false,
     };
     raise_nofile_limit(config.net.max_connections);
     tracing::info!(

@@ -377,7 +377,15 @@ pub async fn create_session(
     title: &str,
     model: &str,
 ) -> Result<SessionRow, ErrorBody> {
-    let row = SessionRow::new(owner, title, model);
+    create_session_row(store, owner, SessionRow::new(owner, title, model)).await
+}
+
+/// [`create_session`] of a row built by the caller (one with a recorded workspace).
+pub async fn create_session_row(
+    store: &Store,
+    owner: &UserRow,
+    row: SessionRow,
+) -> Result<SessionRow, ErrorBody> {
     let org_label = owner.org.clone();
     let r = row.clone();
     let decided = store

@@ -162,7 +162,11 @@ impl SessionHandle {
         let epoch = NEXT_EPOCH.fetch_add(1, Ordering::Relaxed);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let actor = Actor {
-            workspace_dir: config.workspaces_dir().join(row.id.as_str()),
+            // A recorded workspace is worked on in place; otherwise the session's own directory.
+            workspace_dir: match &row.workspace {
+                Some(dir) => std::path::PathBuf::from(dir),
+                None => config.workspaces_dir().join(row.id.as_str()),
+            },
             sandbox_config: config.sandbox.clone(),
             limits: config.limits.clone(),
             last_seq: row.last_seq,
@@ -557,6 +561,17 @@ impl Actor {
         let mut env = match self.env.take() {
             Some(env) => env,
             None => {
+                if self.row.workspace.is_some() && !self.workspace_dir.is_dir() {
+                    // Never recreate a user's directory that is gone (the server may be root).
+                    return Err(ErrorBody::new(
+                        ErrorCode::BadRequest,
+                        format!(
+                            "this session's workspace {} is not a directory any more: restore \
+                             it, or start a new session",
+                            self.workspace_dir.display()
+                        ),
+                    ));
+                }
                 let workspace = Workspace::new(self.workspace_dir.clone()).map_err(|e| {
                     ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
                 })?;

@@ -7,7 +7,8 @@
 //! Schema (append-only migrations in [`MIGRATIONS`]; a migration once shipped is never edited):
 //! - `orgs`, `users` (unique name per org), `tokens` (SHA-256 of each bearer token, never the
 //!   token itself; several per user so the embedded mode can mint one per process);
-//! - `sessions` (owner, title, status, model label, `last_seq`);
+//! - `sessions` (owner, title, status, model label, `last_seq`, and `workspace_path`: the host
+//!   directory an embedded session works in, in place; NULL for a directory under the data dir);
 //! - `events`: the per-session log, the source of truth for a session. Primary key
 //!   `(session_id, seq)`, so a duplicate `seq` is impossible, and [`Store::append_event`]
 //!   checks in the same transaction that `seq` is exactly `last_seq + 1`, so a gap is impossible
@@ -165,6 +166,11 @@ CREATE TABLE drive_grants (
     granted_at  TEXT NOT NULL
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- The host directory a session works in, in place (embedded mode), recorded so that a later
+-- `--session ID` from anywhere finds it; NULL: `<data dir>/workspaces/<id>`.
+ALTER TABLE sessions ADD COLUMN workspace_path TEXT;
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -253,6 +259,8 @@ pub struct SessionRow {
     pub updated_at: String,
     /// Why the session failed for good, when `status` is `failed`.
     pub failure: Option<String>,
+    /// The host directory it works in, in place; `None`: one under the data dir.
+    pub workspace: Option<String>,
 }
 
 impl SessionRow {
@@ -271,6 +279,7 @@ impl SessionRow {
             created_at: now.clone(),
             updated_at: now,
             failure: None,
+            workspace: None,
         }
     }
 
@@ -287,6 +296,7 @@ impl SessionRow {
             created_at: self.created_at.clone(),
             updated_at: self.updated_at.clone(),
             failure: self.failure.clone(),
+            workspace: self.workspace.clone(),
             attached: Vec::new(),
         }
     }
@@ -522,8 +532,8 @@ impl Store {
 pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
-                               created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
+                               created_at, updated_at, workspace_path)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9)",
         params![
             r.id.0,
             r.org_id.0,
@@ -532,7 +542,8 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
             status_str(r.status),
             r.model,
             r.created_at,
-            r.updated_at
+            r.updated_at,
+            r.workspace
         ],
     )?;
     Ok(())
@@ -629,7 +640,7 @@ pub fn derived_title(message: &str, max_bytes: usize) -> String {
 }
 
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
-    s.model, s.last_seq, s.created_at, s.updated_at, s.failure
+    s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path
     FROM sessions s JOIN users u ON u.id = s.owner_id";
 
 fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
@@ -645,6 +656,7 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         created_at: r.get(8)?,
         updated_at: r.get(9)?,
         failure: r.get(10)?,
+        workspace: r.get(11)?,
     })
 }
 

@@ -272,6 +272,11 @@ pub struct SessionCreateParams {
     /// A human title; the server derives one from the first message when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The host directory to work in, in place, as `/workspace` (an absolute path). Only a server
+    /// whose clients run on its own host accepts it (the embedded server); others answer
+    /// `bad_request`. Absent: a fresh directory in the server's data dir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
 }
 
 /// Parameters of `session/list`.
@@ -547,6 +552,9 @@ pub struct SessionInfo {
     /// Why the session failed for good (status `failed`), e.g. an unreadable log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The host directory the session works in, when it was created with one (embedded mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     /// Who is attached right now and in which role (in `session/list`; empty elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attached: Vec<PresenceEntry>,

@@ -40,6 +40,7 @@ fn info() -> SessionInfo {
         created_at: "2026-11-29T07:00:00.000Z".into(),
         updated_at: "2026-11-29T07:18:16.123Z".into(),
         failure: None,
+        workspace: Some("/home/alice/project".into()),
         attached: Vec::new(),
     }
 }
@@ -62,7 +63,10 @@ fn client_frames() {
         "session_create",
         roundtrip(&request(
             1,
-            Method::SessionCreate(SessionCreateParams { title: Some("t".into()) })
+            Method::SessionCreate(SessionCreateParams {
+                title: Some("t".into()),
+                workspace: Some("/home/alice/project".into())
+            })
         ))
     );
     insta::assert_json_snapshot!(

@@ -288,14 +288,28 @@ impl CliRun {
 
 /// Runs `outboard ARGS` with a clean environment (no `OUTBOARD_*` from the developer's shell).
 pub fn outboard(args: &[&str], stdin: Option<&str>) -> anyhow::Result<CliRun> {
+    outboard_in(None, &[], args, stdin)
+}
+
+/// [`outboard`] in the directory `cwd` (embedded mode works there, in place), with `env` added.
+pub fn outboard_in(
+    cwd: Option<&Path>,
+    env: &[(&str, &str)],
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<CliRun> {
     use std::io::Write as _;
     let mut cmd = Command::new(bin("outboard")?);
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
     for (k, _) in std::env::vars() {
         if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
             cmd.env_remove(k);
         }
     }
+    cmd.envs(env.iter().copied());
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     let mut child = cmd.spawn()?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use outboard_tests::harness::{outboard, wait_until, Api, CliRun, TestServer, TEST_API_KEY};
+use outboard_tests::harness::{
+    outboard, outboard_in, wait_until, Api, CliRun, TestServer, TEST_API_KEY,
+};
 use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall, RecordedRequest};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
@@ -406,10 +408,14 @@ async fn embedded_mode_runs_without_a_server() {
     .await
     .unwrap();
     let data = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
     let base = mock.openai_base_url();
     let data_path = data.path().to_str().unwrap().to_owned();
+    let cwd = project.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        outboard(
+        outboard_in(
+            Some(&cwd),
+            &[],
             &[
                 "run",
                 "--json",
@@ -434,8 +440,8 @@ async fn embedded_mode_runs_without_a_server() {
     assert_eq!(lines[0]["embedded"], true);
     let user = lines.iter().find(|l| l["type"] == "user_message").unwrap();
     assert_eq!(user["text"].as_str().unwrap().trim(), "write hello.txt");
-    let sid = session_id(&lines);
-    let file = data.path().join("workspaces").join(&sid).join("hello.txt");
+    // Embedded mode works in the current directory, in place.
+    let file = project.path().join("hello.txt");
     wait_until("the embedded server's file", Duration::from_secs(5), || file.exists()).unwrap();
     assert_eq!(std::fs::read_to_string(file).unwrap(), "hi\n");
     assert!(data.path().join("outboard.db").exists());

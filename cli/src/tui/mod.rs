@@ -61,6 +61,18 @@ pub struct TuiArgs {
 
 /// Runs the TUI until the user quits; returns the exit status.
 pub async fn run(args: TuiArgs) -> i32 {
+    // Checked before anything starts: a refused directory is a usage error.
+    let initial = match args.attach {
+        Some(id) => net::Initial::Attach(id, args.drive),
+        None => match crate::embedded::session_workspace(&args.connect) {
+            Ok(Some(dir)) => net::Initial::NewIn(dir),
+            Ok(None) => net::Initial::New,
+            Err(e) => {
+                eprintln!("outboard: {e}");
+                return e.exit_code();
+            }
+        },
+    };
     let options = crate::client::ConnectOptions::from_args(&args.connect);
     let (url, token, embedded) = match &args.connect.server {
         Some(url) => match crate::client::token_from_args(&args.connect) {
@@ -82,10 +94,7 @@ pub async fn run(args: TuiArgs) -> i32 {
             }
         },
     };
-    let initial = match args.attach {
-        Some(id) => net::Initial::Attach(id, args.drive),
-        None => net::Initial::New,
-    };
+
     let code = match ui(url, token, options, initial).await {
         Ok(()) => exit::OK,
         Err(e) => {

@@ -26,6 +26,9 @@ use crate::client::{Backoff, Client, ClientError};
 pub enum Initial {
     /// Create a new session and drive it.
     New,
+    /// Embedded mode: create a new session working in place in this host directory, and drive
+    /// it; `/new` sessions work there too.
+    NewIn(String),
     /// Attach to this session, asking to drive when `drive`.
     Attach(SessionId, bool),
 }
@@ -45,6 +48,8 @@ struct State {
     last_seq: u64,
     /// Ask for the wheel once attached (`outboard attach --drive` by a non-owner).
     want_drive: bool,
+    /// The host directory new sessions work in (embedded mode), if any.
+    workspace: Option<String>,
 }
 
 /// Runs until `effects` closes (the app quit). Every state change goes to `app`.
@@ -68,7 +73,12 @@ pub async fn run_with(
     app: mpsc::Sender<AppEvent>,
 ) {
     let mut backoff = Backoff::new();
-    let mut state = State { connection_id: 0, current: None, last_seq: 0, want_drive: false };
+    let workspace = match &initial {
+        Initial::NewIn(dir) => Some(dir.clone()),
+        Initial::New | Initial::Attach(..) => None,
+    };
+    let mut state =
+        State { connection_id: 0, current: None, last_seq: 0, want_drive: false, workspace };
     let mut initial = Some(initial);
     let mut reason: Option<String> = None;
     loop {
@@ -111,7 +121,7 @@ pub async fn run_with(
             (_, Some((id, role))) => {
                 Some(attach(&client, id.clone(), *role, Some(state.last_seq), true))
             }
-            (Some(Initial::New), None) => Some(create(&client)),
+            (Some(Initial::New | Initial::NewIn(_)), None) => Some(create(&client, &state)),
             (Some(Initial::Attach(id, drive)), None) => {
                 state.want_drive = drive;
                 let role = if drive { Role::Driver } else { Role::Watcher };
@@ -198,8 +208,8 @@ fn short(e: &ClientError) -> String {
     }
 }
 
-fn create(client: &Client) -> Pending {
-    let call = client.create_session(None);
+fn create(client: &Client, state: &State) -> Pending {
+    let call = client.create_session_in(None, state.workspace.clone());
     Box::pin(async move { Step::Created(call.await) })
 }
 
@@ -297,7 +307,7 @@ fn on_effect(
                 spawn_request(client.detach(id), app, "");
             }
             state.current = None;
-            Some(create(client))
+            Some(create(client, state))
         }
         Effect::Attach(id) => {
             if let Some(old) = current {

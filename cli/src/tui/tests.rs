@@ -29,6 +29,7 @@ fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         created_at: "2026-11-29T07:00:00.000Z".into(),
         updated_at: "2026-11-29T07:18:16.123Z".into(),
         failure: None,
+        workspace: None,
         attached: Vec::new(),
     }
 }

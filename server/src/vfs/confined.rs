@@ -346,6 +346,19 @@ impl Root {
                 Err(Errno::NOENT) => {
                     // Made inside the directory we hold, whatever its path has become.
                     match rfs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+                        Ok(()) if rustix::process::geteuid().is_root() => {
+                            // Owned like its parent (see `Located::write_atomic`); never through
+                            // a symlink swapped in meanwhile.
+                            let parent = rfs::fstat(&dir).map_err(ConfinedError::from_errno)?;
+                            rfs::chownat(
+                                &dir,
+                                name,
+                                Some(uid(&parent)),
+                                Some(gid(&parent)),
+                                AtFlags::SYMLINK_NOFOLLOW,
+                            )
+                            .map_err(ConfinedError::from_errno)?;
+                        }
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(ConfinedError::from_errno(e)),
                     }
@@ -418,6 +431,16 @@ pub fn read_child(dir: BorrowedFd<'_>, rel: &Path, max: u64) -> Result<Vec<u8>, 
     read_capped(file, &stat, max)
 }
 
+/// The owner of `stat`.
+fn uid(stat: &Stat) -> rustix::fs::Uid {
+    rustix::fs::Uid::from_raw(stat.st_uid)
+}
+
+/// The group of `stat`.
+fn gid(stat: &Stat) -> rustix::fs::Gid {
+    rustix::fs::Gid::from_raw(stat.st_gid)
+}
+
 /// `fstat`s a descriptor and keeps it only if it is a regular file.
 fn regular(fd: OwnedFd) -> Result<(File, Stat), ConfinedError> {
     let stat = rfs::fstat(&fd).map_err(ConfinedError::from_errno)?;
@@ -472,8 +495,18 @@ impl Located {
             file.write_all(content)?;
             let before =
                 rfs::statat(&self.parent, self.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW);
-            if let Some(st) = before.ok().filter(|st| file_type(st) == FileType::RegularFile) {
+            let before = before.ok().filter(|st| file_type(st) == FileType::RegularFile);
+            if let Some(st) = &before {
                 rfs::fchmod(&file, Mode::from_raw_mode(st.st_mode & 0o777))?;
+            }
+            if rustix::process::geteuid().is_root() {
+                // A root server working in a user's directory in place must leave the user's
+                // files theirs: the file keeps its owner, a new one gets its directory's.
+                let owner = match before {
+                    Some(st) => st,
+                    None => rfs::fstat(&self.parent)?,
+                };
+                rfs::fchown(&file, Some(uid(&owner)), Some(gid(&owner)))?;
             }
             file.sync_all()?;
             rfs::renameat(&self.parent, tmp.as_os_str(), &self.parent, self.name.as_os_str())?;

@@ -92,6 +92,7 @@ async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
         sandbox: sandbox_config(),
         limits: Limits { max_steps: STEPS as u32 + 1, ..Limits::default() },
         net: outboard_server::NetConfig::default(),
+        allow_client_workspaces: false,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;
@@ -270,6 +271,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
         sandbox: sandbox_config(),
         limits: Limits::default(),
         net: outboard_server::NetConfig::default(),
+        allow_client_workspaces: false,
     };
     let watcher = Store::open(&db, Durability::Normal)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

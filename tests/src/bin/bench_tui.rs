@@ -53,6 +53,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         created_at: String::new(),
         updated_at: String::new(),
         failure: None,
+        workspace: None,
         attached: Vec::new(),
     };
     let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };
@@ -406,6 +407,7 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
         },
         limits: Limits::default(),
         net: outboard_server::NetConfig::default(),
+        allow_client_workspaces: false,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;
