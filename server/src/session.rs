@@ -572,9 +572,12 @@ impl Actor {
                         ),
                     ));
                 }
-                let workspace = Workspace::new(self.workspace_dir.clone()).map_err(|e| {
+                let mut workspace = Workspace::new(self.workspace_dir.clone()).map_err(|e| {
                     ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
                 })?;
+                if self.row.workspace.is_some() {
+                    workspace = workspace.unmetered();
+                }
                 let touched = std::mem::take(&mut self.files_touched);
                 let (org_touched, workspace_touched) = touched
                     .into_iter()

@@ -248,6 +248,10 @@ pub struct Workspace {
     prefix: &'static str,
     /// The root directory's descriptor, opened once; all access goes through it.
     dir: Arc<Root>,
+    /// Whether it counts against the org's `workspace_bytes` quota: a directory the server made
+    /// for the session does; a user's own directory worked on in place does not (it is theirs,
+    /// and measuring a real repository after every command would cost more than it protects).
+    metered: bool,
 }
 
 /// A path the tools refuse.
@@ -272,7 +276,19 @@ impl Workspace {
         std::fs::create_dir_all(&root)?;
         let canonical_root = std::fs::canonicalize(&root)?;
         let dir = Arc::new(Root::open(&canonical_root)?);
-        Ok(Workspace { root, canonical_root, prefix, dir })
+        Ok(Workspace { root, canonical_root, prefix, dir, metered: true })
+    }
+
+    /// The same workspace, not counted against the `workspace_bytes` quota (a user's own
+    /// directory, worked on in place).
+    pub fn unmetered(mut self) -> Self {
+        self.metered = false;
+        self
+    }
+
+    /// Whether the workspace counts against the org's `workspace_bytes` quota.
+    pub fn metered(&self) -> bool {
+        self.metered
     }
 
     /// How the model names the root (`/workspace`).

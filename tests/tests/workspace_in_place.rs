@@ -283,3 +283,30 @@ async fn agents_md_reaches_the_system_prompt_claude_md_only_without_it_cut_at_32
     let quoted = cut.split("HEAD-OF-AGENTS").nth(1).unwrap().split("</project-data-").next();
     assert!(quoted.unwrap().len() < 32 * 1024, "more than 32 KiB quoted");
 }
+
+#[tokio::test]
+async fn a_directory_worked_on_in_place_is_not_held_to_the_workspace_quota() {
+    // The quota protects the server's disk from what sessions make in directories it owns; a
+    // user's own project (a real repository, build output and all) is theirs.
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("big.bin"), vec![b'x'; 64 * 1024]).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(vec![MockStep::text("Hello.")]).await.unwrap();
+    let first = run_in(&mock, data.path(), project.path(), &[], &[], "hi").await;
+    assert_eq!(first.code, 0, "stderr: {}", first.stderr);
+    let sid = session_id(&first);
+    let set = std::process::Command::new(outboard_tests::harness::bin("outboard-server").unwrap())
+        .args(["admin", "quota", "set", "--org", "local", "workspace_bytes", "1KiB", "--data"])
+        .arg(data.path())
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    mock.push(MockStep::tool_call("Write", json!({"file_path": "more.txt", "content": "more\n"})));
+    mock.push(MockStep::tool_call("Bash", json!({"command": "cat more.txt"})));
+    mock.push(MockStep::text("Done."));
+    let again = run_in(&mock, data.path(), project.path(), &[], &["--session", &sid], "go").await;
+    assert_eq!(again.code, 0, "stderr: {}\nstdout: {}", again.stderr, again.stdout);
+    let results = tool_results(&again);
+    assert_eq!(results[0]["is_error"], false, "{}", again.stdout);
+    assert_eq!(results[1]["output"], "more\n", "{}", again.stdout);
+}

@@ -115,7 +115,7 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     let mut outcome = phrase(result, &params.command, timeout, &ctx.cancel);
     // The workspace quota is measured once the command has ended (see `crate::quota`): a
     // command that left the workspace over it fails with the usage and what to do.
-    if let Some(org) = ctx.org {
+    if let Some(org) = ctx.org.filter(|_| ctx.workspace.metered()) {
         let over = crate::quota::workspace_over(
             org.fs.store(),
             &org.org_id,

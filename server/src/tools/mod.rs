@@ -268,7 +268,7 @@ async fn workspace_quota(
     growth: u64,
     cancel: &CancellationToken,
 ) -> Option<ToolOutcome> {
-    let org = org?;
+    let org = org.filter(|_| workspace.metered())?;
     let root = workspace.root();
     crate::quota::workspace_write_refusal(org.fs.store(), &org.org_id, root, growth, cancel)
         .await
