@@ -34,9 +34,16 @@ impl ReadStamp {
 /// org files (`/memory`, `/skills`, keyed by their path) the version read.
 #[derive(Debug, Clone, Default)]
 pub struct ReadLedger {
-    files: HashMap<PathBuf, ReadStamp>,
+    /// Each file's stamp, with the tick it was last recorded at (for eviction).
+    files: HashMap<PathBuf, (u64, ReadStamp)>,
     org: HashMap<String, OrgStamp>,
+    tick: u64,
 }
+
+/// Workspace files a ledger remembers at most; past it, the file recorded longest ago is
+/// forgotten (editing it again needs a fresh `Read`, which is what the model is told). A session
+/// of hours reads a few hundred files; this bounds one that walks a whole monorepo.
+pub const MAX_LEDGER_FILES: usize = 4096;
 
 /// What the session knows of an org file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,14 +62,28 @@ impl ReadLedger {
 
     /// Records that the session has seen `content` at `path` (after a Read, Write or Edit).
     pub fn record(&mut self, path: &Path, content: &[u8]) {
-        self.files.insert(path.to_path_buf(), ReadStamp::of(content));
+        self.tick += 1;
+        self.files.insert(path.to_path_buf(), (self.tick, ReadStamp::of(content)));
+        if self.files.len() > MAX_LEDGER_FILES {
+            // Rare (once per record past the cap), so a scan beats keeping a second index.
+            let oldest =
+                self.files.iter().min_by_key(|(_, (tick, _))| *tick).map(|(p, _)| p.clone());
+            if let Some(oldest) = oldest {
+                self.files.remove(&oldest);
+            }
+        }
     }
 
     /// Takes `other`'s entries for the files and org paths this ledger has not recorded (what
     /// was recorded here is newer).
     pub fn merge(&mut self, other: ReadLedger) {
-        for (path, stamp) in other.files {
-            self.files.entry(path).or_insert(stamp);
+        for (path, (_, stamp)) in other.files {
+            if self.files.len() >= MAX_LEDGER_FILES {
+                break;
+            }
+            self.tick += 1;
+            let tick = self.tick;
+            self.files.entry(path).or_insert((tick, stamp));
         }
         for (path, stamp) in other.org {
             self.org.entry(path).or_insert(stamp);
@@ -71,7 +92,7 @@ impl ReadLedger {
 
     /// The recorded state of `path`, if the session has read it.
     pub fn stamp(&self, path: &Path) -> Option<&ReadStamp> {
-        self.files.get(path)
+        self.files.get(path).map(|(_, stamp)| stamp)
     }
 
     /// Forgets `path` (e.g. the file was deleted).
@@ -104,7 +125,7 @@ impl ReadLedger {
     /// Whether an existing file holding `current` may be overwritten: the session must have read
     /// it and it must not have changed since. The error is the message for the model.
     pub fn check_unchanged(&self, path: &Path, current: &[u8]) -> Result<(), String> {
-        match self.files.get(path) {
+        match self.files.get(path).map(|(_, stamp)| stamp) {
             None => Err("File has not been read yet. Read it first before writing to it.".into()),
             Some(stamp) if *stamp == ReadStamp::of(current) => Ok(()),
             Some(_) => Err("File has been modified since read, either by the user or by a \
@@ -118,6 +139,22 @@ impl ReadLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ledger_forgets_the_file_recorded_longest_ago_past_its_bound() {
+        let mut ledger = ReadLedger::new();
+        let path = |i: usize| PathBuf::from(format!("/w/f{i}"));
+        for i in 0..=MAX_LEDGER_FILES {
+            ledger.record(&path(i), b"x");
+            if i == 10 {
+                ledger.record(&path(0), b"x"); // read again: now recent
+            }
+        }
+        assert_eq!(ledger.files.len(), MAX_LEDGER_FILES);
+        assert!(ledger.stamp(&path(0)).is_some(), "re-read, so kept");
+        assert!(ledger.stamp(&path(1)).is_none(), "the oldest is forgotten");
+        assert!(ledger.stamp(&path(MAX_LEDGER_FILES)).is_some());
+    }
 
     #[test]
     fn unread_changed_and_unchanged() {
