@@ -181,16 +181,21 @@ async fn requests_racing_an_eviction_are_answered() {
     let mut c = WsClient::connect(&server.url(), &token).await.unwrap();
     let created = c.request("session/create", json!({})).await.unwrap().unwrap();
     let sid = created["session"]["id"].as_str().unwrap().to_owned();
-    let mut seen_stopped = 0;
     for i in 0..400u64 {
         // The owner's unattached connection may interrupt; each call reaches the actor.
         let r = c.request("turn/interrupt", json!({"session_id": sid})).await.unwrap();
         assert_eq!(r, Ok(json!({"interrupted": false})), "request {i}");
-        if server.live_session_actors() == 0 {
-            seen_stopped += 1;
+        if i % 50 == 49 {
+            // Now and then the actor is seen stopped for sure (a loaded machine may stretch
+            // every short gap below), and the next request meets the hub right after.
+            wait_for("the idle actor to stop", Duration::from_secs(10), || {
+                server.live_session_actors() == 0
+            })
+            .await;
+        } else {
+            // Gaps around the idle time: some requests arrive as the actor decides to stop.
+            tokio::time::sleep(Duration::from_micros(500 + (i % 7) * 400)).await;
         }
-        tokio::time::sleep(Duration::from_micros(500 + (i % 7) * 400)).await;
     }
-    assert!(seen_stopped > 0, "the actor never stopped between requests");
     server.shutdown().await;
 }
