@@ -202,14 +202,11 @@ fn tighten(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
 /// was otherwise `off`, and they scrolled the TUI's screen.) An empty `RUST_LOG` counts as unset.
 pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvFilter {
     let spec = user.map(str::trim).filter(|s| !s.is_empty());
-    let (mut filter, used) = match spec.and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
-    {
-        Some(filter) => (filter, spec.unwrap_or_default()),
-        None => (tracing_subscriber::EnvFilter::new(default), default),
-    };
-    if filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::TRACE)
-        || used.to_ascii_lowercase().contains("trace")
-    {
+    let mut filter = spec
+        .and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    // The hint covers every directive (`trace`, `tungstenite=trace`, `5`); none means "maybe".
+    if filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::TRACE) {
         for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
             if let Ok(directive) = cap.parse() {
                 filter = filter.add_directive(directive);

@@ -425,4 +425,4 @@ pub(crate) fn resolve_agent_exe(config: &SandboxConfig) -> Result<PathBuf, Sandb
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -150,7 +150,7 @@ async fn host_loopback_is_unreachable() {
 }
 
 /// Whether a host process has `marker` in its command line.
-fn host_process_with(marker: &str) -> bool {
+pub(crate) fn host_process_with(marker: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         std::fs::read(e.path().join("cmdline"))
             .map(|c| String::from_utf8_lossy(&c).contains(marker))
@@ -158,7 +158,8 @@ fn host_process_with(marker: &str) -> bool {
     })
 }
 
-async fn wait_until_gone(marker: &str) {
+/// Waits (at most 5 s) until no host process has `marker` in its command line.
+pub(crate) async fn wait_until_gone(marker: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while host_process_with(marker) {
         assert!(Instant::now() < deadline, "processes with {marker} still alive after 5 s");

@@ -48,12 +48,25 @@ impl Fixture {
     }
 
     async fn call(&mut self, name: &str, input: Value) -> ToolOutcome {
-        let streamed = &mut self.streamed;
-        let mut on_output = |stream: OutputStream, text: &str| streamed.push((stream, text.into()));
+        let mut streamed = std::mem::take(&mut self.streamed);
+        let r = self
+            .call_with(name, input, &mut |stream, text| streamed.push((stream, text.into())))
+            .await;
+        self.streamed = streamed;
+        r
+    }
+
+    /// [`Fixture::call`] with its own output callback.
+    async fn call_with(
+        &mut self,
+        name: &str,
+        input: Value,
+        on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
+    ) -> ToolOutcome {
         let ctx = ToolCtx {
             workspace: &self.workspace,
             sandbox: &mut self.sandbox,
-            on_output: &mut on_output,
+            on_output,
             cancel: self.cancel.clone(),
             default_timeout: Duration::from_secs(20),
             reads: &mut self.reads,
@@ -510,30 +523,11 @@ async fn bash_cancel_is_interrupted_by_the_user() {
             trigger.cancel();
         }
     };
-    let ctx = ToolCtx {
-        workspace: &f.workspace,
-        sandbox: &mut f.sandbox,
-        on_output: &mut on_output,
-        cancel: f.cancel.clone(),
-        default_timeout: Duration::from_secs(120),
-        reads: &mut f.reads,
-        org: None,
-    };
     let input = json!({"command": "echo started; sleep 61.4142; echo finished"});
-    let r = run("Bash", &input, ctx).await;
+    let r = f.call_with("Bash", input, &mut on_output).await;
     assert_eq!(r, err("started\nInterrupted by the user"));
     // The command is gone (killed, not left behind), and the sandbox takes the next one.
-    let alive = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
-            std::fs::read(p.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("61.4142"))
-        })
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while alive() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!alive(), "the interrupted command is still running");
+    crate::sandbox::tests::wait_until_gone("61.4142").await;
     f.cancel = CancellationToken::new();
     assert_eq!(f.call("Bash", json!({"command": "echo next"})).await, ok("next\n"));
 }
