@@ -32,7 +32,7 @@ use outboard_shared::{
     methods, Call, ClientFrame, ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode,
     EventKind, FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams,
     FilesListParams, FilesReadParams, FilesReadResponse, FilesRestoreParams, FilesWriteParams,
-    Hello, ImportFile, Method, Request, RequestId, Response, Role, ServerFrame,
+    Hello, ImportFile, Method, ProgressFrame, Request, RequestId, Response, Role, ServerFrame,
     SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionEvent, SessionId,
     SessionInfo, SessionListParams, SessionRef, SkillInfo, SkillsImportParams,
     SkillsImportResponse, TurnInterruptResponse, TurnSendParams, TurnSendResponse, Welcome,
@@ -357,7 +357,14 @@ type Reply = oneshot::Sender<Result<Value, ClientError>>;
 struct Outgoing {
     request: Request,
     reply: Reply,
+    /// Where the request's [`ProgressFrame`]s go, for the requests that report progress.
+    progress: Option<mpsc::Sender<ProgressFrame>>,
 }
+
+/// Progress frames of one request waiting to be read. Progress is advisory: when the reader is
+/// this far behind, newer frames are dropped rather than holding up the connection (the next one
+/// that fits says where things are).
+pub const PROGRESS_CHANNEL_CAPACITY: usize = 64;
 
 /// A connected, authenticated client. Dropping it closes the connection.
 pub struct Client {
@@ -445,12 +452,20 @@ impl Client {
         &self,
         method: Method,
     ) -> impl Future<Output = Result<Value, ClientError>> + Send + 'static {
+        self.request_reporting(method, None)
+    }
+
+    fn request_reporting(
+        &self,
+        method: Method,
+        progress: Option<mpsc::Sender<ProgressFrame>>,
+    ) -> impl Future<Output = Result<Value, ClientError>> + Send + 'static {
         let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
         let requests = self.requests.clone();
         async move {
             let (reply, answer) = oneshot::channel();
             let request = Request { id, method };
-            if requests.send(Outgoing { request, reply }).await.is_err() {
+            if requests.send(Outgoing { request, reply, progress }).await.is_err() {
                 return Err(ClientError::Closed { reason: None });
             }
             answer.await.unwrap_or(Err(ClientError::Closed { reason: None }))
@@ -472,7 +487,11 @@ impl Client {
         title: Option<String>,
         workspace: Option<String>,
     ) -> impl Future<Output = Result<SessionInfo, ClientError>> + Send + 'static {
-        let call = self.call::<methods::SessionCreate>(SessionCreateParams { title, workspace });
+        let call = self.call::<methods::SessionCreate>(SessionCreateParams {
+            title,
+            workspace,
+            source: None,
+        });
         async move { Ok(call.await?.session) }
     }
 
@@ -629,6 +648,25 @@ impl Client {
     pub fn ping(&self) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
         let call = self.call::<methods::Ping>(Empty {});
         async move { call.await.map(|_| ()) }
+    }
+
+    /// Like [`Client::call`], with the request's [`ProgressFrame`]s on the returned receiver
+    /// until the answer (at most [`PROGRESS_CHANNEL_CAPACITY`] unread; later ones are dropped).
+    pub fn call_with_progress<C: Call>(
+        &self,
+        params: C::Params,
+    ) -> (
+        impl Future<Output = Result<C::Response, ClientError>> + Send + 'static,
+        mpsc::Receiver<ProgressFrame>,
+    ) {
+        let (tx, rx) = mpsc::channel(PROGRESS_CHANNEL_CAPACITY);
+        let call = self.request_reporting(C::method(params), Some(tx));
+        let typed = async move {
+            let value = call.await?;
+            serde_json::from_value(value)
+                .map_err(|e| ClientError::Protocol(format!("the {} result: {e}", C::NAME)))
+        };
+        (typed, rx)
     }
 
     /// Sends the request of method `C` and resolves to its typed result, or to
@@ -798,6 +836,7 @@ fn frame_kind(frame: &ServerFrame) -> &'static str {
         ServerFrame::Response(_) => "response",
         ServerFrame::Event(_) => "event",
         ServerFrame::Error(_) => "error",
+        ServerFrame::Progress(_) => "progress",
     }
 }
 
@@ -867,6 +906,7 @@ async fn connection_task(
     ping_interval: Duration,
 ) {
     let mut pending: HashMap<RequestId, (&'static str, Reply)> = HashMap::new();
+    let mut progress: HashMap<RequestId, mpsc::Sender<ProgressFrame>> = HashMap::new();
     let mut ping =
         tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -879,7 +919,7 @@ async fn connection_task(
                 }
             }
             outgoing = requests.recv() => {
-                let Some(Outgoing { request, reply }) = outgoing else {
+                let Some(Outgoing { request, reply, progress: reporting }) = outgoing else {
                     // The client was dropped: say goodbye and stop.
                     let _ = socket.close(None).await;
                     break ClientError::Closed { reason: Some("the client closed it".into()) };
@@ -888,6 +928,9 @@ async fn connection_task(
                 match send_frame(&mut socket, &ClientFrame::Request(request)).await {
                     Ok(()) => {
                         pending.insert(id, (name, reply));
+                        if let Some(tx) = reporting {
+                            progress.insert(id, tx);
+                        }
                     }
                     Err(err @ (ClientError::Protocol(_) | ClientError::TooLarge { .. })) => {
                         let _ = reply.send(Err(err));
@@ -910,6 +953,7 @@ async fn connection_task(
                 };
                 match serde_json::from_str::<ServerFrame>(&text) {
                     Ok(ServerFrame::Response(Response { id, result, error })) => {
+                        progress.remove(&id);
                         let Some((method, reply)) = pending.remove(&id) else {
                             tracing::warn!(%id, "response to no request in flight");
                             continue;
@@ -941,6 +985,12 @@ async fn connection_task(
                             break err;
                         }
                         let _ = events.send(Err(err)).await;
+                    }
+                    Ok(ServerFrame::Progress(frame)) => {
+                        if let Some(tx) = progress.get(&frame.request_id) {
+                            // Full: the reader is behind; see PROGRESS_CHANNEL_CAPACITY.
+                            let _ = tx.try_send(frame);
+                        }
                     }
                     Ok(ServerFrame::Welcome(_)) => tracing::warn!("a second welcome; ignored"),
                     Err(e) => tracing::warn!(error = %e, "unreadable frame from the server; skipped"),

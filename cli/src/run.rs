@@ -758,7 +758,8 @@ mod tests {
             [
                 Method::SessionCreate(outboard_shared::SessionCreateParams {
                     title: Some("list the files".into()),
-                    workspace: None
+                    workspace: None,
+                    source: None,
                 }),
                 Method::SessionAttach(outboard_shared::SessionAttachParams {
                     session_id: SessionId::from("s_new"),

@@ -137,6 +137,7 @@ mod tests {
             updated_at: "2026-01-02T00:00:00Z".into(),
             failure: None,
             workspace: Some("/home/ada/build".into()),
+            source: None,
             attached: vec![
                 outboard_shared::PresenceEntry {
                     user: "ada".into(),

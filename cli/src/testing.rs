@@ -43,6 +43,7 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         updated_at: "2026-01-01T00:00:00Z".into(),
         failure: None,
         workspace: None,
+        source: None,
         attached: Vec::new(),
     }
 }

@@ -275,7 +275,8 @@ pub async fn launch_with(
     let app = Router::new()
         .route("/", get(upgrade))
         .route("/healthz", get(|| async { "ok" }))
-        .with_state(state.clone());
+        .with_state(state.clone())
+        .merge(crate::http_api::router(state.hub.clone()));
     let edge = crate::net::Edge {
         listener,
         router: app,

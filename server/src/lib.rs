@@ -11,6 +11,7 @@ pub mod auth;
 pub mod config;
 pub mod files_api;
 pub mod gateway;
+pub mod http_api;
 pub mod hub;
 pub mod llm;
 pub mod net;

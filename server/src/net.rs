@@ -189,9 +189,16 @@ impl PreHello {
         })
     }
 
-    /// `hello` was accepted: from now on only the WebSocket's frame limits apply.
+    /// `hello` was accepted (or an HTTP API request authenticated): from now on only the
+    /// WebSocket's frame limits (or the endpoint's own caps) apply, and the handshake deadline
+    /// no longer cuts the connection.
     pub(crate) fn open(&self) {
         self.applies.store(false, Ordering::Release);
+    }
+
+    /// Whether [`PreHello::open`] was called.
+    fn is_open(&self) -> bool {
+        !self.applies.load(Ordering::Acquire)
     }
 
     /// Resolves once the peer has sent [`MAX_PRE_HELLO_BYTES`] before its `hello` was accepted.
@@ -392,13 +399,13 @@ pub(crate) async fn serve(edge: Edge) {
         // tests have been written against).
         let budget = PreHello::new();
         let info = ConnInfo { peer, pre_hello: budget.clone(), _slot: Arc::new(slot) };
-        let io = Guarded { inner: tcp, budget };
+        let io = Guarded { inner: tcp, budget: budget.clone() };
         let router = router.clone();
         let tls = tls.clone();
         let shutdown = shutdown.clone();
         let deadline = tokio::time::Instant::now() + config.handshake_timeout;
         http.spawn(async move {
-            let served = tokio::time::timeout_at(deadline, async {
+            let exchange = async {
                 match tls {
                     Some(acceptor) => match acceptor.accept(io).await {
                         Ok(stream) => http_exchange(stream, router, info, shutdown).await,
@@ -406,9 +413,20 @@ pub(crate) async fn serve(edge: Edge) {
                     },
                     None => http_exchange(io, router, info, shutdown).await,
                 }
-            })
-            .await;
-            if served.is_err() {
+            };
+            // The deadline cuts a connection still unauthenticated when it passes; an
+            // authenticated HTTP API request (an upload of minutes) runs on.
+            let expired = async {
+                tokio::time::sleep_until(deadline).await;
+                if budget.is_open() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            let timed_out = tokio::select! {
+                () = exchange => false,
+                () = expired => true,
+            };
+            if timed_out {
                 if let Some(n) = HANDSHAKE_TIMEOUTS.tick() {
                     tracing::info!(
                         %peer,

@@ -20,6 +20,9 @@
 //! - `org_quotas`: per-org overrides of the quotas' defaults ([`crate::quota`]).
 //! - `drive_grants`: the user a session's driving was granted to, if not its owner
 //!   ([`crate::hub`]).
+//! - `sessions.source` (where the workspace came from), `org_secrets` (sealed credentials,
+//!   [`crate::secrets`]), `session_pushes` (branches `session/push` created) and `uploads`
+//!   (working trees waiting for their session, [`crate::uploads`]).
 //!
 //! Durability: WAL with `synchronous = NORMAL` by default: a commit survives a crash of the
 //! process (the WAL is written before `COMMIT` returns) but the last commits may be lost on power
@@ -171,6 +174,42 @@ CREATE TABLE drive_grants (
 -- `--session ID` from anywhere finds it; NULL: `<data dir>/workspaces/<id>`.
 ALTER TABLE sessions ADD COLUMN workspace_path TEXT;
 "#,
+    r#"
+-- Where a session's workspace came from (`SessionSource` as JSON: a repository at a commit, an
+-- upload, a local path); NULL: an empty directory of the server's.
+ALTER TABLE sessions ADD COLUMN source TEXT;
+-- Org credentials for hosts (`crate::secrets`): the value sealed with the server's key, so a copy
+-- of this file alone does not reveal it.
+CREATE TABLE org_secrets (
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    host        TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    nonce       BLOB NOT NULL,
+    sealed      BLOB NOT NULL,
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (org_id, host, name)
+) WITHOUT ROWID;
+-- Branches `session/push` created (`crate::workspace`): a push only ever creates a branch or
+-- fast-forwards one an earlier push of the same session created.
+CREATE TABLE session_pushes (
+    remote_url  TEXT NOT NULL,
+    branch      TEXT NOT NULL,
+    session_id  TEXT NOT NULL REFERENCES sessions(id),
+    commit_id   TEXT NOT NULL,
+    pushed_at   TEXT NOT NULL,
+    PRIMARY KEY (remote_url, branch)
+) WITHOUT ROWID;
+-- Working trees uploaded for a session not created yet (`crate::uploads`); the archive is a file
+-- under `<data dir>/uploads/`.
+CREATE TABLE uploads (
+    id          TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    user_id     TEXT NOT NULL REFERENCES users(id),
+    bytes       INTEGER NOT NULL,
+    branch      TEXT,
+    created_at  TEXT NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -261,6 +300,8 @@ pub struct SessionRow {
     pub failure: Option<String>,
     /// The host directory it works in, in place; `None`: one under the data dir.
     pub workspace: Option<String>,
+    /// Where the workspace came from.
+    pub source: Option<outboard_shared::SessionSource>,
 }
 
 impl SessionRow {
@@ -280,6 +321,7 @@ impl SessionRow {
             updated_at: now,
             failure: None,
             workspace: None,
+            source: None,
         }
     }
 
@@ -297,6 +339,9 @@ impl SessionRow {
             updated_at: self.updated_at.clone(),
             failure: self.failure.clone(),
             workspace: self.workspace.clone(),
+            source: self.source.clone().or_else(|| {
+                self.workspace.clone().map(|path| outboard_shared::SessionSource::Local { path })
+            }),
             attached: Vec::new(),
         }
     }
@@ -532,8 +577,8 @@ impl Store {
 pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
-                               created_at, updated_at, workspace_path)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9)",
+                               created_at, updated_at, workspace_path, source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10)",
         params![
             r.id.0,
             r.org_id.0,
@@ -543,7 +588,8 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
             r.model,
             r.created_at,
             r.updated_at,
-            r.workspace
+            r.workspace,
+            source_json(r.source.as_ref())?,
         ],
     )?;
     Ok(())
@@ -640,8 +686,8 @@ pub fn derived_title(message: &str, max_bytes: usize) -> String {
 }
 
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
-    s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path
-    FROM sessions s JOIN users u ON u.id = s.owner_id";
+    s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path,
+    s.source FROM sessions s JOIN users u ON u.id = s.owner_id";
 
 fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -657,7 +703,18 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         updated_at: r.get(9)?,
         failure: r.get(10)?,
         workspace: r.get(11)?,
+        // A source this build cannot read is shown as none rather than failing the listing.
+        source: r.get::<_, Option<String>>(12)?.and_then(|json| serde_json::from_str(&json).ok()),
     })
+}
+
+fn source_json(
+    source: Option<&outboard_shared::SessionSource>,
+) -> Result<Option<String>, StoreError> {
+    source
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("session source: {e}")))
 }
 
 fn status_str(s: SessionStatus) -> &'static str {

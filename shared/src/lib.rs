@@ -253,6 +253,14 @@ methods! {
     SkillsList = "skills/list" (Empty) -> SkillsListResponse;
     /// Write a directory of skills under `/skills`. Answered with [`SkillsImportResponse`].
     SkillsImport = "skills/import" (SkillsImportParams) -> SkillsImportResponse;
+    /// Delete one of the caller's sessions: its log, its workspace (never an in-place
+    /// directory) and its server-side git state. Answered with [`Empty`]; refused while a turn
+    /// is in flight.
+    SessionDelete = "session/delete" (SessionRef) -> Empty;
+    /// Commit a repository session's changes and push them as a new branch with the org's
+    /// credential. Answered with [`SessionPushResponse`]; [`ServerFrame::Progress`] frames
+    /// carrying the request's id come first.
+    SessionPush = "session/push" (SessionPushParams) -> SessionPushResponse;
 }
 
 impl Method {
@@ -277,6 +285,141 @@ pub struct SessionCreateParams {
     /// `bad_request`. Absent: a fresh directory in the server's data dir.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Where the workspace's files come from: a repository the server clones, or a working tree
+    /// uploaded beforehand (`POST /v1/uploads`). Exclusive with `workspace`. While the server
+    /// prepares it, [`ServerFrame::Progress`] frames carrying the request's id precede the
+    /// response; a failure leaves no session and no files behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceSpec>,
+}
+
+/// What a new session's workspace is made from (`session/create`'s `source`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SourceSpec {
+    /// A git repository over HTTP(S), cloned by the server outside the sandbox with the org's
+    /// credential for its host. The URL carries no credentials.
+    Repo {
+        /// `https://host[:port]/path` (or `http://`).
+        url: String,
+        /// A branch, a tag or a full commit id; the repository's default branch when absent.
+        #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+        git_ref: Option<String>,
+    },
+    /// A working tree uploaded with `POST /v1/uploads`, by the same user.
+    Upload {
+        /// The id the upload was answered with.
+        upload_id: String,
+    },
+}
+
+/// Where a session's workspace came from, as sessions are listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SessionSource {
+    /// A host directory worked on in place (embedded mode).
+    Local {
+        /// The directory.
+        path: String,
+    },
+    /// A repository the server cloned.
+    Repo {
+        /// The repository's URL (no credentials).
+        url: String,
+        /// The ref asked for, or the default branch it resolved to.
+        #[serde(rename = "ref")]
+        git_ref: String,
+        /// The commit checked out: the base of `diff` and the parent of `push`.
+        commit: String,
+    },
+    /// An uploaded working tree.
+    Upload {
+        /// The uploaded tree's size in bytes.
+        bytes: u64,
+        /// The branch checked out, when the upload came from a git work tree.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+    },
+}
+
+impl SessionSource {
+    /// One short label for status lines and listings: `repo@ref`, `upload`, or the path.
+    pub fn label(&self) -> String {
+        match self {
+            SessionSource::Local { path } => path.clone(),
+            SessionSource::Repo { url, git_ref, .. } => {
+                let name = url.trim_end_matches('/').trim_end_matches(".git");
+                let name = name.rsplit('/').next().unwrap_or(name);
+                format!("{name}@{git_ref}")
+            }
+            SessionSource::Upload { branch: Some(branch), .. } => format!("upload@{branch}"),
+            SessionSource::Upload { branch: None, .. } => "upload".to_owned(),
+        }
+    }
+}
+
+/// Parameters of `session/push`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPushParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The branch to create; `outboard/<short session id>` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
+/// Result of `session/push`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPushResponse {
+    /// The branch pushed.
+    pub branch: String,
+    /// The commit it now points at.
+    pub commit: String,
+    /// The repository pushed to.
+    pub url: String,
+    /// Whether the branch was created by this push (false: fast-forwarded a branch an earlier
+    /// push of this session created).
+    pub created: bool,
+}
+
+/// Progress of a long request (a clone, an upload being unpacked, a push), sent before its
+/// response on the requesting connection only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressFrame {
+    /// The request this is progress of.
+    pub request_id: RequestId,
+    /// What is happening: `resolving`, `receiving`, `resolving_deltas`, `checking_out`,
+    /// `unpacking`, `pushing`, … (new phases may appear).
+    pub phase: String,
+    /// Units done in this phase.
+    pub done: u64,
+    /// Units in this phase, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// A line a person can read, e.g. `Receiving objects: 45% (4500/10000), 40.1 MiB`.
+    pub message: String,
+}
+
+/// The HTTP endpoints beside the WebSocket, on the same listener, authenticated with the same
+/// bearer token (`Authorization: Bearer TOKEN`).
+pub mod http {
+    /// `POST`: the body is a working tree as a tar archive (see `docs/PROTOCOL.md`), answered
+    /// with [`super::UploadResponse`] as JSON; `413` beyond the server's cap.
+    pub const UPLOADS: &str = "/v1/uploads";
+    /// `GET /v1/sessions/{id}/diff[?stat=1]`: the workspace's changes against its base as a
+    /// unified git diff (`text/x-diff`), or `git diff --stat` output.
+    pub const SESSIONS: &str = "/v1/sessions";
+    /// The header naming the branch of an upload made from a git work tree.
+    pub const UPLOAD_BRANCH_HEADER: &str = "x-outboard-branch";
+}
+
+/// Result of `POST /v1/uploads`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadResponse {
+    /// Give it to `session/create` as `source: {type: "upload", upload_id}`.
+    pub upload_id: String,
+    /// Bytes received.
+    pub bytes: u64,
 }
 
 /// Parameters of `session/list`.
@@ -352,6 +495,8 @@ pub enum ServerFrame {
     /// A connection-level error not tied to a request (bad handshake, malformed frame). When
     /// `fatal`, the server closes the connection after sending it.
     Error(ConnectionError),
+    /// Progress of a request of this connection that takes a while (see [`ProgressFrame`]).
+    Progress(ProgressFrame),
 }
 
 /// The server's answer to [`Hello`].
@@ -555,6 +700,9 @@ pub struct SessionInfo {
     /// The host directory the session works in, when it was created with one (embedded mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Where its workspace came from (absent: an empty directory of the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SessionSource>,
     /// Who is attached right now and in which role (in `session/list`; empty elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attached: Vec<PresenceEntry>,

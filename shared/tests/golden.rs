@@ -40,7 +40,12 @@ fn info() -> SessionInfo {
         created_at: "2026-11-29T07:00:00.000Z".into(),
         updated_at: "2026-11-29T07:18:16.123Z".into(),
         failure: None,
-        workspace: Some("/home/alice/project".into()),
+        workspace: None,
+        source: Some(SessionSource::Repo {
+            url: "https://git.example/acme/app.git".into(),
+            git_ref: "main".into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        }),
         attached: Vec::new(),
     }
 }
@@ -65,7 +70,32 @@ fn client_frames() {
             1,
             Method::SessionCreate(SessionCreateParams {
                 title: Some("t".into()),
-                workspace: Some("/home/alice/project".into())
+                workspace: Some("/home/alice/project".into()),
+                source: None,
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "session_create_repo",
+        roundtrip(&request(
+            1,
+            Method::SessionCreate(SessionCreateParams {
+                title: None,
+                workspace: None,
+                source: Some(SourceSpec::Repo {
+                    url: "https://git.example/acme/app.git".into(),
+                    git_ref: Some("v1.2".into()),
+                }),
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
+        "session_push",
+        roundtrip(&request(
+            3,
+            Method::SessionPush(SessionPushParams {
+                session_id: SessionId::from("s_1"),
+                branch: Some("outboard/fix".into()),
             })
         ))
     );
@@ -242,10 +272,33 @@ fn server_frames() {
             event: event(3, EventKind::AssistantDelta { text: "Hel".into() })
         }))
     );
+    insta::assert_json_snapshot!(
+        "progress_frame",
+        roundtrip(&ServerFrame::Progress(ProgressFrame {
+            request_id: RequestId(4),
+            phase: "receiving".into(),
+            done: 4500,
+            total: Some(10000),
+            message: "Receiving objects:  45% (4500/10000), 40.10 MiB".into(),
+        }))
+    );
 }
 
 #[test]
 fn responses() {
+    insta::assert_json_snapshot!(
+        "session_push_response",
+        roundtrip(&SessionPushResponse {
+            branch: "outboard/s_1234ab".into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            url: "https://git.example/acme/app.git".into(),
+            created: true,
+        })
+    );
+    insta::assert_json_snapshot!(
+        "upload_response",
+        roundtrip(&UploadResponse { upload_id: "up_1".into(), bytes: 1024 })
+    );
     insta::assert_json_snapshot!(
         "session_list_response",
         roundtrip(&SessionListResponse { sessions: vec![info()] })

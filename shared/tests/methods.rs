@@ -14,13 +14,18 @@ use serde_json::{json, Value};
 fn sample_params(kind: MethodKind) -> Value {
     let sid = "s_0123456789abcdef0123456789abcdef";
     match kind {
-        MethodKind::SessionCreate => json!({"title": "t"}),
+        MethodKind::SessionCreate => json!({
+            "title": "t",
+            "source": {"type": "repo", "url": "https://git.example/acme/app.git", "ref": "main"}
+        }),
         MethodKind::SessionList => json!({"limit": 5}),
         MethodKind::SessionAttach => json!({"session_id": sid, "role": "watcher", "after_seq": 3}),
         MethodKind::SessionDetach
         | MethodKind::TurnInterrupt
         | MethodKind::SessionDriveRequest
-        | MethodKind::SessionDriveTake => json!({"session_id": sid}),
+        | MethodKind::SessionDriveTake
+        | MethodKind::SessionDelete => json!({"session_id": sid}),
+        MethodKind::SessionPush => json!({"session_id": sid, "branch": "outboard/fix"}),
         MethodKind::TurnSend => json!({"session_id": sid, "text": "hi"}),
         MethodKind::Ping | MethodKind::SkillsList => json!({}),
         MethodKind::SessionDriveGrant => json!({"session_id": sid, "user": "bob"}),

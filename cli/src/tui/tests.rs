@@ -30,6 +30,7 @@ fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         updated_at: "2026-11-29T07:18:16.123Z".into(),
         failure: None,
         workspace: None,
+        source: None,
         attached: Vec::new(),
     }
 }

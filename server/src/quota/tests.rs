@@ -222,6 +222,8 @@ fn the_migration_counts_versions_written_before_it() {
     conn.execute_batch(
         "DROP TABLE org_quotas; DROP TABLE org_file_usage; DROP INDEX sessions_by_org_created;
          DROP TABLE drive_grants; ALTER TABLE sessions DROP COLUMN workspace_path;
+         ALTER TABLE sessions DROP COLUMN source; DROP TABLE org_secrets;
+         DROP TABLE session_pushes; DROP TABLE uploads;
          DELETE FROM schema_migrations WHERE version >= 4;",
     )
     .unwrap();

@@ -54,6 +54,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         updated_at: String::new(),
         failure: None,
         workspace: None,
+        source: None,
         attached: Vec::new(),
     };
     let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };

@@ -1,0 +1,104 @@
+//! The HTTP endpoints beside the WebSocket, on the same listener (`outboard_shared::http`): what
+//! is too big for a frame travels as a plain HTTP body, streamed both ways (an upload of a working
+//! tree in, a session's diff out).
+//!
+//! Each request carries the same bearer token as `hello` (`Authorization: Bearer TOKEN`). Until
+//! it is checked the connection is under the edge's pre-hello budget and handshake deadline
+//! ([`crate::net`]); once it is, [`authenticate`] lifts both and the endpoint's own caps apply.
+//! Errors are JSON `{"error": ErrorBody}` with a status that matches the code, and every answer
+//! closes the connection, so an authenticated connection is never reused unchecked.
+
+use std::sync::Arc;
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use outboard_shared::{ErrorBody, ErrorCode};
+
+use crate::hub::Hub;
+use crate::net::ConnInfo;
+use crate::store::UserRow;
+
+/// An error answer of an HTTP endpoint.
+#[derive(Debug)]
+pub struct ApiError(pub ErrorBody);
+
+impl From<ErrorBody> for ApiError {
+    fn from(body: ErrorBody) -> ApiError {
+        ApiError(body)
+    }
+}
+
+impl ApiError {
+    /// An error of `code` saying `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError(ErrorBody::new(code, message))
+    }
+}
+
+/// The HTTP status that goes with an error code.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::BadRequest | ErrorCode::ProtocolVersion | ErrorCode::UnknownMethod => {
+            StatusCode::BAD_REQUEST
+        }
+        ErrorCode::HandshakeRequired | ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::Conflict => StatusCode::CONFLICT,
+        ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Lagged | ErrorCode::IdleTimeout | ErrorCode::Internal | ErrorCode::Unknown => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = status_of(self.0.code);
+        let body = serde_json::json!({ "error": self.0 });
+        let mut response = (status, axum::Json(body)).into_response();
+        close(&mut response);
+        response
+    }
+}
+
+/// Marks an answer as the connection's last.
+pub fn close(response: &mut Response) {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+}
+
+/// The user whose bearer token the request carries; lifts the connection's pre-hello budget and
+/// handshake deadline once it is valid.
+pub(crate) async fn authenticate(
+    hub: &Hub,
+    headers: &HeaderMap,
+    info: &ConnInfo,
+) -> Result<UserRow, ApiError> {
+    let unauthorized = |m: &str| ApiError::new(ErrorCode::Unauthorized, m);
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        unauthorized("no Authorization header: send `Authorization: Bearer TOKEN`")
+    })?;
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| unauthorized("the Authorization header is not `Bearer TOKEN`"))?;
+    let user = hub
+        .store()
+        .authenticate(token)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?
+        .ok_or_else(|| unauthorized("the token is not valid (revoked, or never issued)"))?;
+    info.pre_hello.open();
+    Ok(user)
+}
+
+/// The HTTP endpoints, to be merged into the gateway's router.
+pub fn router(hub: Arc<Hub>) -> Router {
+    Router::new().with_state(hub)
+}
