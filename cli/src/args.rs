@@ -16,6 +16,32 @@ pub struct Cli {
     /// Connection flags of the TUI (when no subcommand is given).
     #[command(flatten)]
     pub connect: ConnectArgs,
+    /// Where the TUI's new session's files come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+/// Where a new session's workspace comes from, instead of the current directory.
+#[derive(Debug, Clone, Default, PartialEq, Args)]
+pub struct SourceArgs {
+    /// Work on a clone of this repository, made by the server (`https://host/path[#REF]`; REF is
+    /// a branch, a tag or a full commit id, the default branch when absent). The server
+    /// authenticates with the org's credential for the host (`outboard-server admin secret set`);
+    /// never put a credential in the URL.
+    #[arg(long, value_name = "URL[#REF]", conflicts_with = "workspace")]
+    pub repo: Option<String>,
+}
+
+impl SourceArgs {
+    /// `--repo URL#REF` as (URL, REF).
+    pub fn repo_spec(&self) -> Option<outboard_shared::SourceSpec> {
+        let text = self.repo.as_deref()?.trim();
+        let (url, git_ref) = match text.rsplit_once('#') {
+            Some((url, r)) => (url, Some(r.to_owned()).filter(|r| !r.is_empty())),
+            None => (text, None),
+        };
+        Some(outboard_shared::SourceSpec::Repo { url: url.to_owned(), git_ref })
+    }
 }
 
 /// The subcommands.
@@ -35,6 +61,59 @@ pub enum Command {
     /// List, read and import the org's skills (`/skills/NAME/SKILL.md` and their files).
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// Print a session's changes as a git diff against its base (the commit it was cloned at,
+    /// the uploaded tree, or HEAD for a session working in place).
+    Diff(DiffArgs),
+    /// Apply a session's changes to a local work tree; changes nothing unless every hunk applies.
+    Apply(ApplyArgs),
+    /// Commit a repository session's changes and push them as a new branch (the server pushes
+    /// with the org's credential; it never force-pushes).
+    Push(PushArgs),
+}
+
+/// `outboard diff`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct DiffArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// A summary of changed files (`git diff --stat`) instead of the patch.
+    #[arg(long)]
+    pub stat: bool,
+    /// The session's id (see `outboard sessions`).
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+}
+
+/// `outboard apply`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ApplyArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The work tree to apply to (its top directory; default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+}
+
+/// `outboard push`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct PushArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The branch to create (default `outboard/<short session id>`).
+    #[arg(long, value_name = "NAME")]
+    pub branch: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
 }
 
 /// `outboard memory …`. A PATH is relative to `/memory` (`deploys.md`), or starts with
@@ -293,6 +372,9 @@ pub struct RunArgs {
         value_parser = parse_duration
     )]
     pub reconnect_for: Duration,
+    /// Where a new session's files come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// The message to send; `-` reads it from stdin.
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
@@ -307,6 +389,28 @@ pub struct SessionsArgs {
     /// Print the list as JSON.
     #[arg(long)]
     pub json: bool,
+    /// `rm ID`: delete a session.
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
+}
+
+/// `outboard sessions …`.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum SessionsCommand {
+    /// Delete a session you own: its log and its workspace (a session working in place in a
+    /// directory of yours keeps that directory).
+    Rm(SessionsRmArgs),
+}
+
+/// `outboard sessions rm`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct SessionsRmArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
 }
 
 #[cfg(test)]
@@ -361,6 +465,7 @@ mod tests {
                 json: true,
                 session: Some("s_1".into()),
                 reconnect_for: Duration::from_secs(90),
+                source: SourceArgs::default(),
                 prompt: "list the files".into(),
             }
         );
@@ -377,6 +482,7 @@ mod tests {
                 json: false,
                 session: None,
                 reconnect_for: Duration::from_secs(120),
+                source: SourceArgs::default(),
                 prompt: "-".into()
             }
         );
@@ -386,8 +492,38 @@ mod tests {
     fn no_subcommand_is_allowed() {
         assert_eq!(
             Cli::try_parse_from(["outboard"]).unwrap(),
-            Cli { command: None, connect: ConnectArgs::default() }
+            Cli { command: None, connect: ConnectArgs::default(), source: SourceArgs::default() }
         );
+    }
+
+    #[test]
+    fn a_repo_is_split_at_its_last_hash_and_excludes_a_workspace() {
+        let args = run_args(&["outboard", "run", "--repo", "https://h/a.git#v1.2", "go"]);
+        assert_eq!(
+            args.source.repo_spec(),
+            Some(outboard_shared::SourceSpec::Repo {
+                url: "https://h/a.git".into(),
+                git_ref: Some("v1.2".into())
+            })
+        );
+        let args = run_args(&["outboard", "run", "--repo", "https://h/a.git", "go"]);
+        assert_eq!(
+            args.source.repo_spec(),
+            Some(outboard_shared::SourceSpec::Repo {
+                url: "https://h/a.git".into(),
+                git_ref: None
+            })
+        );
+        let refused = Cli::try_parse_from([
+            "outboard",
+            "run",
+            "--repo",
+            "https://h/a",
+            "--workspace",
+            "/x",
+            "go",
+        ]);
+        assert_eq!(refused.unwrap_err().kind(), ErrorKind::ArgumentConflict);
         let cli =
             Cli::try_parse_from(["outboard", "--server", "ws://h:1", "--token", "t"]).unwrap();
         assert_eq!(cli.connect.server.as_deref(), Some("ws://h:1"));

@@ -8,9 +8,11 @@
 //! the only module that depends on `outboard-server`).
 
 pub mod args;
+pub mod changes;
 pub mod client;
 pub mod embedded;
 pub mod files;
+pub mod http;
 pub mod output;
 pub mod run;
 pub mod sessions;

@@ -4,11 +4,11 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use outboard_cli::args::{Cli, Command};
+use outboard_cli::args::{Cli, Command, SessionsCommand};
 use outboard_cli::output::{Mode, Printer};
 use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
 use outboard_cli::tui::{self, TuiArgs};
-use outboard_cli::{exit, files, run, sessions};
+use outboard_cli::{changes, exit, files, run, sessions};
 use outboard_shared::SessionId;
 use tokio::sync::mpsc;
 
@@ -63,9 +63,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 run::run(&args, prompt, &mut interrupts, &mut printer).await
             }))
         }
-        Command::Sessions(args) => {
-            Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout())))
-        }
+        Command::Sessions(args) => match &args.command {
+            Some(SessionsCommand::Rm(rm)) => {
+                Ok(runtime.block_on(changes::remove(rm, &mut std::io::stdout())))
+            }
+            None => Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout()))),
+        },
+        Command::Diff(args) => Ok(runtime.block_on(changes::diff(&args, &mut std::io::stdout()))),
+        Command::Apply(args) => Ok(runtime.block_on(changes::apply(&args, &mut std::io::stderr()))),
+        Command::Push(args) => Ok(runtime.block_on(changes::push(&args, &mut std::io::stdout()))),
         Command::Memory(command) => Ok(runtime.block_on(files::memory(
             &command,
             std::io::stdin().lock(),

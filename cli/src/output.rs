@@ -34,12 +34,23 @@ pub struct Printer<O: Write, E: Write> {
     /// Whether deltas arrived since the last complete assistant message: when none did (a provider
     /// that does not stream), the complete message's text is printed instead.
     streamed: bool,
+    /// The progress phase last shown, and whether its completion was.
+    progress_phase: Option<String>,
+    progress_done: bool,
 }
 
 impl<O: Write, E: Write> Printer<O, E> {
     /// A printer writing to `out` (stdout) and `err` (stderr).
     pub fn new(mode: Mode, out: O, err: E) -> Self {
-        Printer { mode, out, err, mid_line: false, streamed: false }
+        Printer {
+            mode,
+            out,
+            err,
+            mid_line: false,
+            streamed: false,
+            progress_phase: None,
+            progress_done: false,
+        }
     }
 
     /// The output format.
@@ -86,6 +97,24 @@ impl<O: Write, E: Write> Printer<O, E> {
                     "outboard: reconnected after {attempts} ({}); resuming after event {}{watching}",
                     line.reason, line.after_seq
                 ))
+            }
+        }
+    }
+
+    /// Progress of the session's preparation: a `progress` line for `--json`; for a person, one
+    /// line on stderr when a phase starts and when it completes.
+    pub fn progress(&mut self, line: &outboard_shared::headless::Progress) -> io::Result<()> {
+        match self.mode {
+            Mode::Json => self.json_line(line),
+            Mode::Plain => {
+                let done = line.total.is_some_and(|t| line.done >= t);
+                let first = self.progress_phase.as_deref() != Some(line.phase.as_str());
+                if first || done && !self.progress_done {
+                    self.progress_phase = Some(line.phase.clone());
+                    self.progress_done = done;
+                    return self.note(&line.message);
+                }
+                Ok(())
             }
         }
     }

@@ -173,6 +173,15 @@ impl Connection {
         }
     }
 
+    /// Where the server's HTTP endpoints are, with the same token and trust as the WebSocket.
+    pub fn http(&self) -> crate::http::Endpoint {
+        match (&self.redial, &self.embedded) {
+            (Some(r), _) => crate::http::Endpoint::new(&r.url, &r.token, r.options.ca_cert.clone()),
+            (None, Some(server)) => crate::http::Endpoint::new(&server.url(), server.token(), None),
+            (None, None) => crate::http::Endpoint::new(self.client.url(), "", None),
+        }
+    }
+
     /// Closes the connection and stops the embedded server, if any.
     pub async fn close(self) {
         drop(self.client);
@@ -191,9 +200,9 @@ pub async fn run<O: Write, E: Write>(
     printer: &mut Printer<O, E>,
 ) -> i32 {
     // Checked before anything starts: a refused directory is a usage error, not a failed run.
-    let workspace = match args.session {
-        Some(_) => Ok(None),
-        None => crate::embedded::session_workspace(&args.connect),
+    let workspace = match (&args.session, &args.source.repo) {
+        (Some(_), _) | (None, Some(_)) => Ok(None),
+        (None, None) => crate::embedded::session_workspace(&args.connect),
     };
     let workspace = match workspace {
         Ok(workspace) => workspace,
@@ -237,7 +246,7 @@ async fn drive<O: Write, E: Write>(
 ) -> i32 {
     let client = &conn.client;
     let setup = tokio::select! {
-        setup = open_session(client, args, workspace, &prompt) => setup,
+        setup = open_session(client, args, workspace, &prompt, printer) => setup,
         Some(()) = interrupts.recv() => return exit::INTERRUPTED,
     };
     let (session_id, last_seq) = match setup {
@@ -278,14 +287,26 @@ async fn drive<O: Write, E: Write>(
 
 /// Creates the session, or finds the one given with `--session`, and attaches as its driver so
 /// that only events after this point arrive. Returns the session and its last durable `seq`.
-async fn open_session(
+async fn open_session<O: Write, E: Write>(
     client: &Client,
     args: &RunArgs,
     workspace: Option<String>,
     prompt: &str,
+    printer: &mut Printer<O, E>,
 ) -> Result<(SessionId, u64), RunError> {
     let Some(id) = &args.session else {
-        let session = client.create_session_in(Some(session_title(prompt)), workspace).await?;
+        let title = Some(session_title(prompt));
+        let session = match args.source.repo_spec() {
+            Some(source) => {
+                let params = outboard_shared::SessionCreateParams {
+                    title,
+                    workspace: None,
+                    source: Some(source),
+                };
+                create_reporting(client, params, printer).await?
+            }
+            None => client.create_session_in(title, workspace).await?,
+        };
         let attached =
             client.attach(session.id.clone(), Role::Driver, Some(session.last_seq)).await?;
         return Ok((session.id, attached.session.last_seq));
@@ -297,6 +318,31 @@ async fn open_session(
     let after_seq = sessions.iter().find(|s| s.id == id).map(|s| s.last_seq);
     let attached = client.attach(id, Role::Driver, after_seq).await?;
     Ok((attached.session.id, attached.session.last_seq))
+}
+
+/// `session/create` of a session the server prepares (a clone), printing its progress.
+pub async fn create_reporting<O: Write, E: Write>(
+    client: &Client,
+    params: outboard_shared::SessionCreateParams,
+    printer: &mut Printer<O, E>,
+) -> Result<outboard_shared::SessionInfo, RunError> {
+    let (call, mut progress) =
+        client.call_with_progress::<outboard_shared::methods::SessionCreate>(params);
+    tokio::pin!(call);
+    loop {
+        tokio::select! {
+            created = &mut call => {
+                // Frames come before the answer on the connection: some may still wait here.
+                while let Ok(frame) = progress.try_recv() {
+                    printer.progress(&crate::changes::progress_line(frame))?;
+                }
+                return Ok(created?.session);
+            }
+            Some(frame) = progress.recv() => {
+                printer.progress(&crate::changes::progress_line(frame))?;
+            }
+        }
+    }
 }
 
 /// How the turn ended.
@@ -678,6 +724,7 @@ mod tests {
             session: session.map(str::to_owned),
             // The fake server takes one connection: these tests pin the run without reconnects.
             reconnect_for: std::time::Duration::ZERO,
+            source: crate::args::SourceArgs::default(),
             prompt: "list the files\nand more".into(),
         }
     }

@@ -117,7 +117,7 @@ mod tests {
         let connect =
             ConnectArgs { server: Some(url), token: Some("tok".into()), ..ConnectArgs::default() };
         let mut out = Vec::new();
-        let code = sessions(&SessionsArgs { connect, json: true }, &mut out).await;
+        let code = sessions(&SessionsArgs { connect, json: true, command: None }, &mut out).await;
         assert_eq!(code, 0);
         let listed: Vec<SessionInfo> = serde_json::from_slice(&out).unwrap();
         assert_eq!(listed, vec![session("s_old", 7)]);

@@ -383,6 +383,7 @@ async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
         user: None,
         client: String::new(),
         attached: HashMap::new(),
+        long_requests: Arc::new(tokio::sync::Semaphore::new(LONG_REQUESTS_PER_CONNECTION)),
     };
     let shutdown = state.shutdown.clone();
     tokio::select! {
@@ -429,7 +430,17 @@ struct Connection {
     /// The client name from `hello`, shown in presence.
     client: String,
     attached: HashMap<SessionId, Attachment>,
+    /// Permits for [`Connection::spawn_long`].
+    long_requests: Arc<tokio::sync::Semaphore>,
 }
+
+/// Clones and pushes one connection may have running at once: each holds a git process and,
+/// for a clone, a staging directory; a client that wants more opens more sessions in turn.
+pub const LONG_REQUESTS_PER_CONNECTION: usize = 4;
+
+/// Where a long request's progress goes.
+type ProgressOut =
+    crate::workspace_api::FrameSink<Box<dyn Fn(outboard_shared::ProgressFrame) + Send + Sync>>;
 
 type WsStream = futures_util::stream::SplitStream<WebSocket>;
 
@@ -580,6 +591,42 @@ impl Connection {
         }
     }
 
+    /// Runs a request that takes a while (a clone, a push) in a task of its own, so the
+    /// connection keeps serving meanwhile; its progress and then its answer are queued on the
+    /// connection. At most [`LONG_REQUESTS_PER_CONNECTION`] at once.
+    fn spawn_long<F, Fut>(&self, id: RequestId, work: F) -> Result<(), ErrorBody>
+    where
+        F: FnOnce(Arc<crate::hub::Hub>, ProgressOut) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<Response, ErrorBody>> + Send + 'static,
+    {
+        let Ok(permit) = self.long_requests.clone().try_acquire_owned() else {
+            return Err(ErrorBody::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "{LONG_REQUESTS_PER_CONNECTION} clones or pushes are already running on this                      connection: wait for one to finish"
+                ),
+            ));
+        };
+        let out = self.out.clone();
+        let hub = self.state.hub.clone();
+        let progress_out = out.clone();
+        let send: Box<dyn Fn(outboard_shared::ProgressFrame) + Send + Sync> =
+            Box::new(move |frame| {
+                // Progress is advisory: when the connection's queue is full it is dropped.
+                let _ = progress_out.try_send(Outbound::Frame(ServerFrame::Progress(frame)));
+            });
+        let sink = crate::workspace_api::FrameSink::new(id, send);
+        tokio::spawn(async move {
+            let response = match work(hub, sink).await {
+                Ok(response) => response,
+                Err(error) => Response::err(id, error),
+            };
+            let _ = out.send(Outbound::Frame(ServerFrame::Response(response))).await;
+            drop(permit);
+        });
+        Ok(())
+    }
+
     /// Handles one request; `Ok(None)` when the handler queued its response itself.
     async fn handle(&mut self, request: Request) -> Result<Option<Response>, ErrorBody> {
         let Some(user) = self.user.clone() else {
@@ -589,6 +636,36 @@ impl Connection {
         let id = request.id;
         match request.method {
             Method::Ping(_) => Ok(Some(Response::ok(id, &Empty {}))),
+            Method::SessionCreate(outboard_shared::SessionCreateParams {
+                title,
+                workspace,
+                source: Some(spec),
+            }) => {
+                if workspace.is_some() {
+                    return Err(ErrorBody::new(
+                        ErrorCode::BadRequest,
+                        "give a session either a workspace or a source, not both",
+                    ));
+                }
+                let title = title.unwrap_or_default().trim().to_owned();
+                self.spawn_long(id, move |hub, sink| async move {
+                    let row = crate::workspace_api::create(&hub, &user, &title, spec, &sink).await?;
+                    tracing::info!(session = %row.id, user = %user.name, "session created from a source");
+                    Ok(Response::ok(id, &SessionCreateResponse { session: row.info() }))
+                })?;
+                Ok(None)
+            }
+            Method::SessionPush(p) => {
+                self.spawn_long(id, move |hub, sink| async move {
+                    let pushed = crate::workspace_api::push(&hub, &user, p, &sink).await?;
+                    Ok(Response::ok(id, &pushed))
+                })?;
+                Ok(None)
+            }
+            Method::SessionDelete(p) => {
+                crate::workspace_api::delete(hub, &user, &p.session_id).await?;
+                Ok(Some(Response::ok(id, &Empty {})))
+            }
             Method::SessionCreate(p) => {
                 let title = p.title.unwrap_or_default();
                 let mut row =

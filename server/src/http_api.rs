@@ -100,5 +100,8 @@ pub(crate) async fn authenticate(
 
 /// The HTTP endpoints, to be merged into the gateway's router.
 pub fn router(hub: Arc<Hub>) -> Router {
-    Router::new().with_state(hub)
+    let sessions = format!("{}/{{id}}/{{what}}", outboard_shared::http::SESSIONS);
+    Router::new()
+        .route(&sessions, axum::routing::get(crate::workspace_api::diff_endpoint))
+        .with_state(hub)
 }

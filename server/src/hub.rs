@@ -48,6 +48,8 @@ pub struct Hub {
     provider: Arc<Provider>,
     config: ServerConfig,
     sessions: Arc<Actors>,
+    /// The sessions' git state: clones, snapshots, pushes ([`crate::sources`]).
+    sources: Arc<crate::sources::Sources>,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
     rooms: Mutex<HashMap<SessionId, Room>>,
@@ -132,6 +134,7 @@ impl Hub {
             org_fs: OrgFs::new(store.clone(), config.data_dir.join("orgs")),
             store,
             provider,
+            sources: Arc::new(crate::sources::Sources::new(&config.data_dir)),
             config,
             sessions: Arc::new(Actors::default()),
             shutdown: CancellationToken::new(),
@@ -142,6 +145,34 @@ impl Hub {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The sessions' git state.
+    pub fn sources(&self) -> &Arc<crate::sources::Sources> {
+        &self.sources
+    }
+
+    /// The server's configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The directory a session works in: its recorded host directory, or its own.
+    pub fn workspace_dir(&self, row: &SessionRow) -> std::path::PathBuf {
+        match &row.workspace {
+            Some(path) => std::path::PathBuf::from(path),
+            None => self.config.workspaces_dir().join(row.id.as_str()),
+        }
+    }
+
+    /// Stops a session's actor for good (before the session is deleted); `conflict` while a
+    /// turn runs.
+    pub async fn close_actor(&self, session: &SessionId) -> Result<(), ErrorBody> {
+        let handle = self.sessions.lock().get(session).cloned();
+        match handle {
+            Some(h) => h.close().await,
+            None => Ok(()),
+        }
     }
 
     /// The org files of every org.

@@ -133,6 +133,11 @@ enum Command {
     },
     /// Boxed: the turn hands back its whole tool environment, and every other command is small.
     TurnEnded(Option<Box<TurnEnd>>),
+    /// Stop for good (the session is being deleted): refused while a turn runs; otherwise the
+    /// actor leaves the hub's map, stops its sandbox and ends.
+    Close {
+        reply: oneshot::Sender<Result<(), ErrorBody>>,
+    },
 }
 
 /// A handle to a session actor. Cheap to clone.
@@ -235,6 +240,15 @@ impl SessionHandle {
     /// with the session's other events; it gets the last durable `seq` and is not logged.
     pub async fn transient(&self, kind: EventKind) -> Result<(), ErrorBody> {
         self.tx.send(Command::Emit { kind, ack: None }).await.map_err(|_| gone())
+    }
+
+    /// Stops the actor for good, unless a turn runs (`conflict`); its sandbox stops with it.
+    pub async fn close(&self) -> Result<(), ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Command::Close { reply }).await.is_err() {
+            return Ok(());
+        }
+        rx.await.unwrap_or(Ok(()))
     }
 
     /// Interrupts the turn in flight; false when there is none.
@@ -341,6 +355,22 @@ impl Actor {
                     }
                 }
                 Command::TurnEnded(end) => self.turn_ended(end).await,
+                Command::Close { reply } => {
+                    if self.running.is_some() {
+                        let _ = reply.send(Err(ErrorBody::new(
+                            ErrorCode::Conflict,
+                            "a turn is running in this session: interrupt it first",
+                        )));
+                        continue;
+                    }
+                    self.evict.evict(&self.row.id, self.epoch);
+                    rx.close();
+                    if let Some(env) = &self.env {
+                        env.sandbox.stop().await;
+                    }
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
             }
         }
     }

@@ -573,6 +573,65 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Deletes a session and everything of it in the database (its log, its grant, its push
+    /// records); false when there was no such session.
+    pub async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
+        let id = id.0.clone();
+        self.call(move |c| {
+            let tx = c.transaction()?;
+            for table in ["events", "drive_grants", "session_pushes"] {
+                tx.execute(&format!("DELETE FROM {table} WHERE session_id = ?1"), [&id])?;
+            }
+            let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [&id])?;
+            tx.commit()?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    /// Which session created `branch` of `remote_url` with `session/push`, and its last commit.
+    pub async fn push_record(
+        &self,
+        remote_url: &str,
+        branch: &str,
+    ) -> Result<Option<(SessionId, String)>, StoreError> {
+        let (url, branch) = (remote_url.to_owned(), branch.to_owned());
+        self.call(move |c| {
+            Ok(c.query_row(
+                "SELECT session_id, commit_id FROM session_pushes
+                 WHERE remote_url = ?1 AND branch = ?2",
+                [&url, &branch],
+                |r| Ok((SessionId(r.get(0)?), r.get(1)?)),
+            )
+            .optional()?)
+        })
+        .await
+    }
+
+    /// Records that `session` pushed `commit` to `branch` of `remote_url`.
+    pub async fn record_push(
+        &self,
+        remote_url: &str,
+        branch: &str,
+        session: &SessionId,
+        commit: &str,
+    ) -> Result<(), StoreError> {
+        let (url, branch, sid, commit) =
+            (remote_url.to_owned(), branch.to_owned(), session.0.clone(), commit.to_owned());
+        self.call(move |c| {
+            c.execute(
+                "INSERT INTO session_pushes (remote_url, branch, session_id, commit_id, pushed_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (remote_url, branch) DO UPDATE SET commit_id = ?4, pushed_at = ?5",
+                params![url, branch, sid, commit, now_rfc3339()],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}
+
 /// Inserts a new session row, usable inside a bigger transaction.
 pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> {
     c.execute(

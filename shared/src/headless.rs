@@ -71,6 +71,34 @@ pub struct Reconnected {
     pub reason: String,
 }
 
+/// Printed while the server prepares the session's workspace (a clone, an unpacked upload),
+/// before `run_started` (additive in schema version 1, like `reconnected`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Always `"progress"`.
+    #[serde(rename = "type")]
+    pub kind: ProgressTag,
+    /// `resolving`, `receiving`, `resolving_deltas`, `checking_out`, `uploading`, … (new
+    /// phases may appear).
+    pub phase: String,
+    /// Units done in this phase.
+    pub done: u64,
+    /// Units in this phase, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// What a person would read.
+    pub message: String,
+}
+
+/// The literal tag `"progress"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProgressTag {
+    /// `progress`
+    #[default]
+    #[serde(rename = "progress")]
+    Progress,
+}
+
 /// The literal tag `"reconnected"`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReconnectedTag {

@@ -366,6 +366,10 @@ pub struct SessionPushParams {
     /// The branch to create; `outboard/<short session id>` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// The commit's author as `Name <email>` (the CLI sends the local git identity); absent:
+    /// the user's Outboard name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 /// Result of `session/push`.

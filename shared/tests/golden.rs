@@ -96,6 +96,7 @@ fn client_frames() {
             Method::SessionPush(SessionPushParams {
                 session_id: SessionId::from("s_1"),
                 branch: Some("outboard/fix".into()),
+                author: Some("Alice Liddell <alice@example.com>".into()),
             })
         ))
     );

@@ -1,0 +1,629 @@
+//! Where a session's workspace comes from, and how its changes leave: cloning a repository,
+//! unpacking an upload, diffing a workspace against its base, pushing it as a branch, deleting it.
+//!
+//! Layout under the data dir, per session `ID`:
+//! - `workspaces/ID/`: the workspace, bound at `/workspace` in the sandbox. For a repository it is
+//!   a normal clone (its `.git` included, so the agent can use git), whose remote URL carries no
+//!   credential and whose config holds no helper.
+//! - `git/ID.git`: the session's *shadow* repository, bare, the server's own and never visible to
+//!   the sandbox. It holds the base commit (`refs/outboard/base`), the commits pushed, and the
+//!   objects of every snapshot. Everything the server does with git on a session's behalf runs
+//!   here with the workspace as its work tree, so nothing the sandbox writes into the workspace's
+//!   `.git` (a hook, a config with `core.fsmonitor`, forged objects) is ever read or run by the
+//!   server.
+//! - `git/ID.index`: the shadow's index of the workspace, kept between diffs so that git's stat
+//!   cache makes the next one cheap.
+//!
+//! A new workspace is built under `.incoming-*` names and renamed into place only when complete:
+//! a failure (unreachable host, refused credential, missing ref, full disk) leaves nothing behind,
+//! and the session row is written only after the rename.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use outboard_shared::{SessionId, SessionSource};
+
+use crate::git::{
+    classify, is_commit_id, Git, GitError, ProgressSink, Quiet, Remote, RemoteRefs, RepoUrl,
+};
+
+/// The empty tree's id (SHA-1): the base of a session that started with an empty workspace.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// The ref naming a session's base commit in its shadow repository.
+const BASE_REF: &str = "refs/outboard/base";
+
+/// A failure to prepare or read a session's workspace.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// git said no; the message says why.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// A file operation on the data dir failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The request does not fit this session.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
+    let what = what.into();
+    move |source| SourceError::Io { what, source }
+}
+
+/// The sessions' git state, and the git program.
+pub struct Sources {
+    git: Git,
+    data_dir: PathBuf,
+    /// One lock per session: its shadow index is used by one git command at a time.
+    locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// Removes a half-built directory unless it was kept.
+struct Staging {
+    paths: Vec<PathBuf>,
+    kept: bool,
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.kept {
+            for path in &self.paths {
+                let _ = std::fs::remove_dir_all(path);
+            }
+        }
+    }
+}
+
+/// What a finished clone or upload produced.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Where it came from, for the session row.
+    pub source: SessionSource,
+}
+
+impl Sources {
+    /// The sessions' git state under `data_dir`. Removes directories a crash left half-built.
+    pub fn new(data_dir: &Path) -> Sources {
+        let sources =
+            Sources { git: Git::default(), data_dir: data_dir.to_owned(), locks: Mutex::default() };
+        for dir in [sources.workspaces(), sources.shadows()] {
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for entry in entries.flatten() {
+                    if entry.file_name().to_string_lossy().starts_with(".incoming-") {
+                        let _ = std::fs::remove_dir_all(entry.path());
+                    }
+                }
+            }
+        }
+        sources
+    }
+
+    fn workspaces(&self) -> PathBuf {
+        self.data_dir.join("workspaces")
+    }
+
+    fn shadows(&self) -> PathBuf {
+        self.data_dir.join("git")
+    }
+
+    /// The shadow repository of `session`.
+    pub fn shadow(&self, session: &SessionId) -> PathBuf {
+        self.shadows().join(format!("{}.git", session.as_str()))
+    }
+
+    fn index(&self, session: &SessionId) -> PathBuf {
+        self.shadows().join(format!("{}.index", session.as_str()))
+    }
+
+    fn lock(&self, session: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = match self.locks.lock() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        locks.entry(session.clone()).or_default().clone()
+    }
+
+    fn staging(&self, session: &SessionId) -> Result<(PathBuf, PathBuf, Staging), SourceError> {
+        std::fs::create_dir_all(self.workspaces()).map_err(io("cannot create the workspaces"))?;
+        std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
+        let ws = self.workspaces().join(format!(".incoming-{}", session.as_str()));
+        let shadow = self.shadows().join(format!(".incoming-{}.git", session.as_str()));
+        let staging = Staging { paths: vec![ws.clone(), shadow.clone()], kept: false };
+        Ok((ws, shadow, staging))
+    }
+
+    /// Moves a finished staging pair into place as `session`'s workspace and shadow.
+    fn keep(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        shadow: &Path,
+        mut staging: Staging,
+    ) -> Result<(), SourceError> {
+        let final_ws = self.workspaces().join(session.as_str());
+        std::fs::rename(ws, &final_ws).map_err(io("cannot move the workspace into place"))?;
+        if let Err(e) = std::fs::rename(shadow, self.shadow(session)) {
+            let _ = std::fs::remove_dir_all(&final_ws);
+            return Err(io("cannot move the git state into place")(e));
+        }
+        staging.kept = true;
+        Ok(())
+    }
+
+    /// The shadow repository's git, with the workspace as work tree and the shadow index.
+    fn shadow_git(&self, session: &SessionId, ws: &Path, args: &[&str]) -> crate::git::GitCommand {
+        self.shadow_git_at(&self.shadow(session), &self.index(session), ws, args)
+    }
+
+    fn shadow_git_at(
+        &self,
+        shadow: &Path,
+        index: &Path,
+        ws: &Path,
+        args: &[&str],
+    ) -> crate::git::GitCommand {
+        self.git
+            .command(None, args)
+            .env("GIT_DIR", shadow)
+            .env("GIT_WORK_TREE", ws)
+            .env("GIT_INDEX_FILE", index)
+    }
+
+    /// Clones `url` at `git_ref` (the default branch when `None`) as the workspace of the new
+    /// session `session`, reporting git's progress. On error nothing is left behind.
+    pub async fn clone_repo(
+        &self,
+        session: &SessionId,
+        url: &RepoUrl,
+        git_ref: Option<&str>,
+        remote: &Remote,
+        progress: &dyn ProgressSink,
+    ) -> Result<Prepared, SourceError> {
+        let (ws, shadow, staging) = self.staging(session)?;
+        let git = &self.git;
+        let fail = |e: GitError| SourceError::Git(classify(e, remote));
+
+        progress_line(
+            progress,
+            "resolving",
+            &format!("Resolving {} at {}", url.url, git_ref.unwrap_or("its default branch")),
+        );
+        let advertised = git
+            .remote_command(None, remote, &["ls-remote", "--symref", &url.url])
+            .text()
+            .await
+            .map_err(fail)?;
+        let refs = RemoteRefs::parse(&advertised);
+        let (name, commit, branch) = resolve(&refs, url, git_ref)?;
+
+        git.command(None, &["init", "--bare", "-q"]).env("GIT_DIR", &shadow).output().await?;
+        let config = |key: &'static str, value: String| {
+            git.command(None, &["config", key, &value]).env("GIT_DIR", &shadow).output()
+        };
+        config("remote.origin.url", url.url.clone()).await?;
+        config("remote.origin.fetch", "+refs/heads/*:refs/heads/*".into()).await?;
+        if let Some(b) = &branch {
+            let head = format!("refs/heads/{b}");
+            git.command(None, &["symbolic-ref", "HEAD", &head])
+                .env("GIT_DIR", &shadow)
+                .output()
+                .await?;
+        }
+        git.remote_command(None, remote, &["fetch", "--progress", "--tags", "origin"])
+            .env("GIT_DIR", &shadow)
+            .run_reporting(progress)
+            .await
+            .map_err(fail)?;
+        let commit = match commit {
+            Some(c) => c,
+            None => {
+                // A commit id: fetched with its branches, or ask for it by id.
+                let wanted = git_ref.unwrap_or_default().to_owned();
+                let spec = format!("{wanted}^{{commit}}");
+                let have = git
+                    .command(None, &["cat-file", "-e", &spec])
+                    .env("GIT_DIR", &shadow)
+                    .output()
+                    .await
+                    .is_ok();
+                if !have {
+                    let fetched = git
+                        .remote_command(None, remote, &["fetch", "-q", "origin", &wanted])
+                        .env("GIT_DIR", &shadow)
+                        .output()
+                        .await;
+                    if fetched.is_err() {
+                        return Err(GitError::MissingRef(format!(
+                            "{} has no branch, tag or commit {wanted}",
+                            url.url
+                        ))
+                        .into());
+                    }
+                }
+                git.command(None, &["rev-parse", "--verify", &spec])
+                    .env("GIT_DIR", &shadow)
+                    .text()
+                    .await
+                    .map_err(|_| {
+                        GitError::MissingRef(format!("{wanted} is not a commit of {}", url.url))
+                    })?
+            }
+        };
+        git.command(None, &["update-ref", BASE_REF, &commit])
+            .env("GIT_DIR", &shadow)
+            .output()
+            .await?;
+
+        // The workspace's own repository: a copy (never hard links: the sandbox may write to
+        // its files, and the shadow's must stay as fetched) without any trace of the shadow.
+        let shadow_text = shadow.to_string_lossy().into_owned();
+        let ws_text = ws.to_string_lossy().into_owned();
+        git.command(
+            None,
+            &["clone", "-q", "--no-hardlinks", "--no-checkout", &shadow_text, &ws_text],
+        )
+        .output()
+        .await?;
+        git.command(Some(&ws), &["remote", "set-url", "origin", &url.url]).output().await?;
+        match &branch {
+            Some(b) => {
+                let track = format!("origin/{b}");
+                git.command(
+                    Some(&ws),
+                    &["checkout", "--progress", "-q", "-B", b, "--track", &track],
+                )
+                .run_reporting(progress)
+                .await?
+            }
+            None => {
+                git.command(Some(&ws), &["checkout", "--progress", "-q", "--detach", &commit])
+                    .run_reporting(progress)
+                    .await?
+            }
+        };
+        let index = shadow.with_extension("index");
+        self.shadow_git_at(&shadow, &index, &ws, &["read-tree", &commit]).output().await?;
+        let final_index = self.index(session);
+        self.keep(session, &ws, &shadow, staging)?;
+        std::fs::rename(&index, &final_index)
+            .map_err(io("cannot move the git index into place"))?;
+        Ok(Prepared { source: SessionSource::Repo { url: url.url.clone(), git_ref: name, commit } })
+    }
+
+    /// Records the base of a workspace built by someone else (an unpacked upload) at `ws`: a
+    /// snapshot of every file in it, the parent being `head` when the upload had history.
+    pub async fn snapshot_base(
+        &self,
+        shadow: &Path,
+        ws: &Path,
+        head: Option<&str>,
+    ) -> Result<String, SourceError> {
+        let git = &self.git;
+        git.command(None, &["init", "--bare", "-q"]).env("GIT_DIR", shadow).output().await?;
+        if let Some(head) = head {
+            // The upload's history, from the repository the server itself just made.
+            let from = ws.join(".git").to_string_lossy().into_owned();
+            git.command(None, &["fetch", "-q", &from, head])
+                .env("GIT_DIR", shadow)
+                .output()
+                .await?;
+        }
+        let index = shadow.with_extension("index");
+        let shadow_git = |args: &[&str]| self.shadow_git_at(shadow, &index, ws, args);
+        if let Some(head) = head {
+            shadow_git(&["read-tree", head]).output().await?;
+        }
+        shadow_git(&["add", "-A"]).output().await?;
+        let tree = shadow_git(&["write-tree"]).text().await?;
+        let mut args = vec!["commit-tree", tree.as_str(), "-m", "Uploaded working tree"];
+        if let Some(head) = head {
+            args.extend(["-p", head]);
+        }
+        let commit = git
+            .command(None, &args)
+            .env("GIT_DIR", shadow)
+            .env("GIT_AUTHOR_NAME", "Outboard")
+            .env("GIT_AUTHOR_EMAIL", "outboard@localhost");
+        let commit = committer(commit).text().await?;
+        git.command(None, &["update-ref", BASE_REF, &commit])
+            .env("GIT_DIR", shadow)
+            .output()
+            .await?;
+        Ok(commit)
+    }
+
+    /// Unpacks a finished upload into place: `build` fills the staging workspace and says which
+    /// commit its `.git` has checked out, if any; the base snapshot is taken from it.
+    pub async fn from_upload<F, Fut>(
+        &self,
+        session: &SessionId,
+        build: F,
+    ) -> Result<String, SourceError>
+    where
+        F: FnOnce(PathBuf) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<String>, SourceError>>,
+    {
+        let (ws, shadow, staging) = self.staging(session)?;
+        std::fs::create_dir_all(&ws).map_err(io("cannot create the workspace"))?;
+        let head = build(ws.clone()).await?;
+        let commit = self.snapshot_base(&shadow, &ws, head.as_deref()).await?;
+        let index = shadow.with_extension("index");
+        let final_index = self.index(session);
+        self.keep(session, &ws, &shadow, staging)?;
+        std::fs::rename(&index, &final_index)
+            .map_err(io("cannot move the git index into place"))?;
+        Ok(commit)
+    }
+
+    /// The tree of `session`'s workspace now, written into its shadow repository (made on
+    /// first use for a session that started empty). Returns `(base commit or tree, tree)`.
+    async fn snapshot(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+    ) -> Result<(String, String), SourceError> {
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        let shadow = self.shadow(session);
+        if !shadow.join("HEAD").exists() {
+            std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
+            self.git
+                .command(None, &["init", "--bare", "-q"])
+                .env("GIT_DIR", &shadow)
+                .output()
+                .await?;
+        }
+        let base = match self
+            .git
+            .command(None, &["rev-parse", "-q", "--verify", BASE_REF])
+            .env("GIT_DIR", &shadow)
+            .text()
+            .await
+        {
+            Ok(commit) => commit,
+            Err(_) => EMPTY_TREE.to_owned(),
+        };
+        self.shadow_git(session, ws, &["add", "-A"]).output().await?;
+        let tree = self.shadow_git(session, ws, &["write-tree"]).text().await?;
+        Ok((base, tree))
+    }
+
+    /// `git diff` (or `--stat`) of `session`'s workspace against its base, as a child process
+    /// whose stdout is the diff. `ws` is the workspace directory.
+    pub async fn diff(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        stat: bool,
+    ) -> Result<tokio::process::Child, SourceError> {
+        let (base, tree) = self.snapshot(session, ws).await?;
+        let mut args = vec!["diff", "--no-color", "--no-ext-diff", "-M"];
+        if stat {
+            args.extend(["--stat=200", "--summary"]);
+        } else {
+            args.extend(["--binary", "--full-index"]);
+        }
+        args.extend([base.as_str(), tree.as_str()]);
+        Ok(self.git.command(None, &args).env("GIT_DIR", self.shadow(session)).spawn_stdout()?)
+    }
+
+    /// The diff of a workspace worked on in place (embedded mode) against its `HEAD`, untracked
+    /// files included, without touching the user's index.
+    pub async fn diff_in_place(
+        &self,
+        dir: &Path,
+        stat: bool,
+    ) -> Result<tokio::process::Child, SourceError> {
+        let top =
+            self.git.command(Some(dir), &["rev-parse", "--show-toplevel"]).text().await.map_err(
+                |_| {
+                    SourceError::Invalid(format!(
+                        "{} is not in a git work tree: there is no base to diff against",
+                        dir.display()
+                    ))
+                },
+            )?;
+        let git_dir =
+            self.git.command(Some(dir), &["rev-parse", "--absolute-git-dir"]).text().await?;
+        let scratch = tempfile::Builder::new()
+            .prefix("outboard-index-")
+            .tempdir()
+            .map_err(io("cannot make a scratch index"))?;
+        let index = scratch.path().join("index");
+        // Starting from the user's index keeps its stat cache; their index itself is untouched.
+        let _ = std::fs::copy(Path::new(&git_dir).join("index"), &index);
+        let top = PathBuf::from(top);
+        let run = |args: &[&str]| self.git.command(Some(&top), args).env("GIT_INDEX_FILE", &index);
+        run(&["add", "-A"]).output().await?;
+        let tree = run(&["write-tree"]).text().await?;
+        let base = run(&["rev-parse", "-q", "--verify", "HEAD"])
+            .text()
+            .await
+            .unwrap_or_else(|_| EMPTY_TREE.to_owned());
+        let mut args = vec!["diff", "--no-color", "--no-ext-diff", "-M"];
+        if stat {
+            args.extend(["--stat=200", "--summary"]);
+        } else {
+            args.extend(["--binary", "--full-index"]);
+        }
+        args.extend([base.as_str(), tree.as_str()]);
+        let child = self.git.command(Some(&top), &args).spawn_stdout()?;
+        // The blobs `add` wrote stay in the user's object store, as `git stash` leaves them.
+        drop(scratch);
+        Ok(child)
+    }
+
+    /// Commits `session`'s workspace on top of `parent` and pushes it to `branch` of `remote`,
+    /// never forcing. Returns the new commit, or `None` when there was nothing new to commit.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn push(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        parent: &str,
+        branch: &str,
+        author: (&str, &str),
+        message: &str,
+        remote: &Remote,
+        progress: &dyn ProgressSink,
+    ) -> Result<Option<String>, SourceError> {
+        let (_, tree) = self.snapshot(session, ws).await?;
+        let shadow = self.shadow(session);
+        let parent_tree = self
+            .git
+            .command(None, &["rev-parse", &format!("{parent}^{{tree}}")])
+            .env("GIT_DIR", &shadow)
+            .text()
+            .await?;
+        if parent_tree == tree {
+            return Ok(None);
+        }
+        let commit = self
+            .git
+            .command(None, &["commit-tree", &tree, "-p", parent, "-m", message])
+            .env("GIT_DIR", &shadow)
+            .env("GIT_AUTHOR_NAME", author.0)
+            .env("GIT_AUTHOR_EMAIL", author.1);
+        let commit = committer(commit).text().await?;
+        let refspec = format!("{commit}:refs/heads/{branch}");
+        let pushed = self
+            .git
+            .remote_command(
+                None,
+                remote,
+                &["push", "--progress", "--porcelain", &remote.url, &refspec],
+            )
+            .env("GIT_DIR", &shadow)
+            .run_reporting(progress)
+            .await;
+        match pushed {
+            Ok(_) => Ok(Some(commit)),
+            Err(GitError::Failed { detail, .. })
+                if detail.contains("[rejected]")
+                    || detail.contains("non-fast-forward")
+                    || detail.contains("fetch first") =>
+            {
+                Err(GitError::PushRefused(format!(
+                    "{branch} changed on {} since this session pushed it; push to a new branch \
+                     with --branch NAME",
+                    remote.url
+                ))
+                .into())
+            }
+            Err(e) => Err(classify(e, remote).into()),
+        }
+    }
+
+    /// The commit `branch` has on `remote`, if it exists.
+    pub async fn remote_branch(
+        &self,
+        remote: &Remote,
+        branch: &str,
+    ) -> Result<Option<String>, SourceError> {
+        let refname = format!("refs/heads/{branch}");
+        let text = self
+            .git
+            .remote_command(None, remote, &["ls-remote", &remote.url, &refname])
+            .text()
+            .await
+            .map_err(|e| classify(e, remote))?;
+        Ok(RemoteRefs::parse(&text).get(&refname).map(str::to_owned))
+    }
+
+    /// Checks a branch name with git's own rules.
+    pub async fn check_branch(&self, branch: &str) -> Result<(), SourceError> {
+        self.git
+            .command(None, &["check-ref-format", "--branch", branch])
+            .output()
+            .await
+            .map(|_| ())
+            .map_err(|_| SourceError::Invalid(format!("{branch:?} is not a valid branch name")))
+    }
+
+    /// Deletes `session`'s workspace (unless it is worked on in place) and git state.
+    pub fn delete(&self, session: &SessionId, in_place: bool) -> Result<(), SourceError> {
+        if !in_place {
+            remove(&self.workspaces().join(session.as_str()))?;
+        }
+        remove(&self.shadow(session))?;
+        let _ = std::fs::remove_file(self.index(session));
+        let mut locks = match self.locks.lock() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        locks.remove(session);
+        Ok(())
+    }
+}
+
+fn remove(path: &Path) -> Result<(), SourceError> {
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io(format!("cannot delete {}", path.display()))(e)),
+    }
+}
+
+/// The server commits as itself (the author is the person).
+fn committer(command: crate::git::GitCommand) -> crate::git::GitCommand {
+    command.env("GIT_COMMITTER_NAME", "Outboard").env("GIT_COMMITTER_EMAIL", "outboard@localhost")
+}
+
+fn progress_line(sink: &dyn ProgressSink, phase: &str, line: &str) {
+    sink.report(crate::git::Progress {
+        phase: phase.into(),
+        done: 0,
+        total: None,
+        line: line.into(),
+    });
+}
+
+/// The ref asked for, against what the remote advertises: `(name, commit if known, branch)`.
+fn resolve(
+    refs: &RemoteRefs,
+    url: &RepoUrl,
+    git_ref: Option<&str>,
+) -> Result<(String, Option<String>, Option<String>), SourceError> {
+    let missing = |m: String| SourceError::Git(GitError::MissingRef(m));
+    let Some(wanted) = git_ref else {
+        let head = refs.head.clone().ok_or_else(|| {
+            missing(format!(
+                "{} has no default branch (is it empty?): name a ref with #REF",
+                url.url
+            ))
+        })?;
+        let commit = refs.get(&format!("refs/heads/{head}")).map(str::to_owned);
+        return Ok((head.clone(), commit, Some(head)));
+    };
+    let wanted = wanted.strip_prefix("refs/heads/").unwrap_or(wanted);
+    if let Some(c) = refs.get(&format!("refs/heads/{wanted}")) {
+        return Ok((wanted.to_owned(), Some(c.to_owned()), Some(wanted.to_owned())));
+    }
+    let tag = wanted.strip_prefix("refs/tags/").unwrap_or(wanted);
+    if let Some(c) = refs.get(&format!("refs/tags/{tag}")) {
+        return Ok((tag.to_owned(), Some(c.to_owned()), None));
+    }
+    if is_commit_id(wanted) {
+        return Ok((wanted.to_owned(), None, None));
+    }
+    let mut branches = refs.branches();
+    branches.truncate(10);
+    Err(missing(format!(
+        "{} has no branch or tag {wanted:?} (branches: {}); a commit must be given in full",
+        url.url,
+        if branches.is_empty() { "none".to_owned() } else { branches.join(", ") }
+    )))
+}
+
+/// Silences progress.
+pub fn quiet() -> &'static dyn ProgressSink {
+    &Quiet
+}
