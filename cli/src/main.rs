@@ -44,7 +44,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         .build()
         .context("while starting the async runtime")?;
     let Some(command) = cli.command else {
-        let args = TuiArgs { connect: cli.connect, attach: None, drive: false };
+        let args = TuiArgs {
+            connect: cli.connect,
+            attach: None,
+            drive: false,
+            source: cli.source.repo_spec(),
+        };
         return Ok(runtime.block_on(tui::run(args)));
     };
     match command {
@@ -88,6 +93,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 connect: args.connect,
                 attach: Some(SessionId(args.session_id)),
                 drive: args.drive,
+                source: None,
             };
             Ok(runtime.block_on(tui::run(args)))
         }

@@ -1,6 +1,7 @@
 //! `outboard sessions`: the org's sessions as a table, or as JSON for scripts. Uses the same
 //! connection flags as `outboard run` (embedded mode lists the local data directory's sessions).
-//! A session that works in place in a host directory shows it (`WORKSPACE`, `workspace`).
+//! Each session shows where its files came from (`SOURCE`: the directory it works in place in,
+//! `repo@ref`, or `upload`; `source` in JSON); `outboard sessions rm ID` is in [`crate::changes`].
 
 use std::io::Write;
 
@@ -45,7 +46,7 @@ pub fn table(sessions: &[SessionInfo]) -> String {
     if sessions.is_empty() {
         return "no sessions yet — start one with: outboard run PROMPT\n".to_owned();
     }
-    let header = ["ID", "TITLE", "OWNER", "STATUS", "ATTACHED", "MODEL", "UPDATED", "WORKSPACE"]
+    let header = ["ID", "TITLE", "OWNER", "STATUS", "ATTACHED", "MODEL", "UPDATED", "SOURCE"]
         .map(str::to_owned);
     let rows: Vec<[String; 8]> = sessions
         .iter()
@@ -58,7 +59,11 @@ pub fn table(sessions: &[SessionInfo]) -> String {
                 attached(s),
                 s.model.clone(),
                 s.updated_at.clone(),
-                s.workspace.clone().unwrap_or_else(|| "-".to_owned()),
+                match (&s.source, &s.workspace) {
+                    (Some(source), _) => source.label(),
+                    (None, Some(path)) => path.clone(),
+                    (None, None) => "-".to_owned(),
+                },
             ]
         })
         .collect();
@@ -155,7 +160,7 @@ mod tests {
         };
         assert_eq!(
             table(&[s]),
-            "ID   TITLE          OWNER  STATUS   ATTACHED           MODEL             UPDATED               WORKSPACE\n\
+            "ID   TITLE          OWNER  STATUS   ATTACHED           MODEL             UPDATED               SOURCE\n\
              s_1  fix the build  ada    running  ada (driver), bob  anthropic/claude  2026-01-02T00:00:00Z  /home/ada/build\n"
         );
         assert!(table(&[]).starts_with("no sessions yet"));

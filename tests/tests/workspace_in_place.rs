@@ -117,7 +117,7 @@ async fn embedded_run_edits_the_current_directory_in_place_and_the_session_remem
         None,
     )
     .unwrap();
-    assert!(text.stdout.contains("WORKSPACE") && text.stdout.contains(&shown), "{}", text.stdout);
+    assert!(text.stdout.contains("SOURCE") && text.stdout.contains(&shown), "{}", text.stdout);
 
     mock.push(MockStep::tool_call("Read", json!({"file_path": "notes.txt"})));
     mock.push(MockStep::tool_call(

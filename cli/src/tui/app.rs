@@ -35,6 +35,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/handover", "USER — hand driving to a watcher"),
     ("/memory", "[PATH] list the org's memory, or show one file"),
     ("/skills", "list the org's skills"),
+    ("/diff", "the session's changes against its base (--stat: a summary)"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
     ("/quit", "leave (also Ctrl-C twice)"),
 ];
@@ -114,6 +115,8 @@ pub enum Effect {
     Memory(Option<String>),
     /// List the org's skills.
     Skills,
+    /// Show the session's diff (`true`: the summary only).
+    Diff(bool),
     /// Leave.
     Quit,
 }
@@ -326,7 +329,9 @@ impl App {
             }
             AppEvent::Notice(text) => {
                 // A listing (several lines) goes into the transcript; one line to the status.
-                if text.contains('\n') {
+                if text.is_empty() {
+                    self.notice = None;
+                } else if text.contains('\n') {
                     self.push_notice(text, false);
                 } else {
                     self.notice = Some(text);
@@ -473,6 +478,17 @@ impl App {
             ("/handover", Some(user)) => vec![Effect::DriveGrant(user)],
             ("/memory", path) => vec![Effect::Memory(path)],
             ("/skills", _) => vec![Effect::Skills],
+            ("/diff", arg) => match &self.session {
+                Some(s) => {
+                    let stat = arg.as_deref() == Some("--stat");
+                    self.notice = Some(format!("fetching the diff of {}…", s.id));
+                    vec![Effect::Diff(stat)]
+                }
+                None => {
+                    self.notice = Some("attach to a session first".into());
+                    Vec::new()
+                }
+            },
             ("/interrupt", _) => vec![Effect::Interrupt],
             ("/quit", _) => vec![Effect::Quit],
             ("/attach" | "/handover", None) => {

@@ -57,6 +57,8 @@ pub struct TuiArgs {
     pub attach: Option<SessionId>,
     /// Ask to drive it.
     pub drive: bool,
+    /// New sessions are made from this (`--repo`).
+    pub source: Option<outboard_shared::SourceSpec>,
 }
 
 /// Runs the TUI until the user quits; returns the exit status.
@@ -64,6 +66,10 @@ pub async fn run(args: TuiArgs) -> i32 {
     // Checked before anything starts: a refused directory is a usage error.
     let initial = match args.attach {
         Some(id) => net::Initial::Attach(id, args.drive),
+        None if args.source.is_some() => match args.source.clone() {
+            Some(spec) => net::Initial::NewFrom(spec),
+            None => net::Initial::New,
+        },
         None => match crate::embedded::session_workspace(&args.connect) {
             Ok(Some(dir)) => net::Initial::NewIn(dir),
             Ok(None) => net::Initial::New,

@@ -31,7 +31,13 @@ pub enum Initial {
     NewIn(String),
     /// Attach to this session, asking to drive when `drive`.
     Attach(SessionId, bool),
+    /// Create a new session from this source (a repository the server clones), and drive it;
+    /// `/new` sessions are made from it too.
+    NewFrom(outboard_shared::SourceSpec),
 }
+
+/// The most of a diff `/diff` shows in the transcript; `outboard diff` prints any size.
+pub const DIFF_SHOWN_BYTES: usize = 256 * 1024;
 
 enum Step {
     Created(Result<SessionInfo, ClientError>),
@@ -50,6 +56,10 @@ struct State {
     want_drive: bool,
     /// The host directory new sessions work in (embedded mode), if any.
     workspace: Option<String>,
+    /// What new sessions are made from, if not a directory.
+    source: Option<outboard_shared::SourceSpec>,
+    /// The server's HTTP endpoints.
+    http: crate::http::Endpoint,
 }
 
 /// Runs until `effects` closes (the app quit). Every state change goes to `app`.
@@ -75,10 +85,22 @@ pub async fn run_with(
     let mut backoff = Backoff::new();
     let workspace = match &initial {
         Initial::NewIn(dir) => Some(dir.clone()),
-        Initial::New | Initial::Attach(..) => None,
+        Initial::New | Initial::Attach(..) | Initial::NewFrom(_) => None,
     };
-    let mut state =
-        State { connection_id: 0, current: None, last_seq: 0, want_drive: false, workspace };
+    let source = match &initial {
+        Initial::NewFrom(spec) => Some(spec.clone()),
+        _ => None,
+    };
+    let http = crate::http::Endpoint::new(&url, &token, options.ca_cert.clone());
+    let mut state = State {
+        connection_id: 0,
+        current: None,
+        last_seq: 0,
+        want_drive: false,
+        workspace,
+        source,
+        http,
+    };
     let mut initial = Some(initial);
     let mut reason: Option<String> = None;
     loop {
@@ -121,7 +143,9 @@ pub async fn run_with(
             (_, Some((id, role))) => {
                 Some(attach(&client, id.clone(), *role, Some(state.last_seq), true))
             }
-            (Some(Initial::New | Initial::NewIn(_)), None) => Some(create(&client, &state)),
+            (Some(Initial::New | Initial::NewIn(_) | Initial::NewFrom(_)), None) => {
+                Some(create(&client, &state, &app))
+            }
             (Some(Initial::Attach(id, drive)), None) => {
                 state.want_drive = drive;
                 let role = if drive { Role::Driver } else { Role::Watcher };
@@ -208,9 +232,29 @@ fn short(e: &ClientError) -> String {
     }
 }
 
-fn create(client: &Client, state: &State) -> Pending {
-    let call = client.create_session_in(None, state.workspace.clone());
-    Box::pin(async move { Step::Created(call.await) })
+fn create(client: &Client, state: &State, app: &mpsc::Sender<AppEvent>) -> Pending {
+    let Some(source) = state.source.clone() else {
+        let call = client.create_session_in(None, state.workspace.clone());
+        return Box::pin(async move { Step::Created(call.await) });
+    };
+    let params =
+        outboard_shared::SessionCreateParams { title: None, workspace: None, source: Some(source) };
+    let (call, mut progress) =
+        client.call_with_progress::<outboard_shared::methods::SessionCreate>(params);
+    let app = app.clone();
+    Box::pin(async move {
+        tokio::pin!(call);
+        let created = loop {
+            tokio::select! {
+                created = &mut call => break created,
+                Some(frame) = progress.recv() => {
+                    let _ = app.send(AppEvent::Notice(frame.message)).await;
+                }
+            }
+        };
+        let _ = app.send(AppEvent::Notice(String::new())).await;
+        Step::Created(created.map(|r| r.session))
+    })
 }
 
 fn attach(
@@ -307,7 +351,7 @@ fn on_effect(
                 spawn_request(client.detach(id), app, "");
             }
             state.current = None;
-            Some(create(client, state))
+            Some(create(client, state, app))
         }
         Effect::Attach(id) => {
             if let Some(old) = current {
@@ -335,6 +379,17 @@ fn on_effect(
             let call = org_files_notice(client, path);
             tokio::spawn(async move {
                 let _ = app.send(AppEvent::Notice(call.await)).await;
+            });
+            None
+        }
+        Effect::Diff(stat) => {
+            let app = app.clone();
+            let Some(id) = current else {
+                return None;
+            };
+            let http = state.http.clone();
+            tokio::spawn(async move {
+                let _ = app.send(AppEvent::Notice(diff_text(&http, &id, stat).await)).await;
             });
             None
         }
@@ -468,4 +523,42 @@ fn org_files_notice(
             }
         }
     }
+}
+
+/// The session's diff as the transcript shows it: cut at [`DIFF_SHOWN_BYTES`], or what went
+/// wrong.
+async fn diff_text(http: &crate::http::Endpoint, id: &SessionId, stat: bool) -> String {
+    use futures_util::StreamExt as _;
+    let response = match http.diff(id, stat).await {
+        Ok(r) => r,
+        Err(e) => return format!("cannot get the diff:\n{}", short(&e)),
+    };
+    let mut body = response.bytes_stream();
+    let mut text: Vec<u8> = Vec::new();
+    let mut cut = false;
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) if text.len() + chunk.len() > DIFF_SHOWN_BYTES => {
+                text.extend_from_slice(&chunk[..DIFF_SHOWN_BYTES - text.len()]);
+                cut = true;
+                break;
+            }
+            Ok(chunk) => text.extend_from_slice(&chunk),
+            Err(e) => return format!("the diff was cut:\n{e}"),
+        }
+    }
+    let mut text = String::from_utf8_lossy(&text).into_owned();
+    if text.trim().is_empty() {
+        return "no changes against the session's base\n".to_owned();
+    }
+    if cut {
+        text.push_str(&format!(
+            "\n… cut at {} KiB: `outboard diff {id}` prints all of it\n",
+            DIFF_SHOWN_BYTES / 1024
+        ));
+    }
+    if !text.contains('\n') {
+        text.push('\n');
+    }
+    text
 }

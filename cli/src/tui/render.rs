@@ -182,6 +182,9 @@ fn status_line(app: &App) -> Paragraph<'static> {
         // `provider/model`: the model says enough on a narrow line.
         let model = s.model.rsplit('/').next().unwrap_or(&s.model);
         spans.push(Span::raw(format!("│ {model} ")));
+        if let Some(source) = &s.source {
+            spans.push(Span::raw(format!("│ {} ", source.label())));
+        }
     }
     spans.push(Span::raw(format!(
         "│ {} in {} out tok ",

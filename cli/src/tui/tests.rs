@@ -327,6 +327,20 @@ fn duplicates_after_a_resume_are_skipped() {
 }
 
 #[test]
+fn the_status_line_shows_where_the_workspace_came_from() {
+    let mut app = app("alice", Role::Driver, vec![], None);
+    if let Some(s) = app.session.as_mut() {
+        s.source = Some(outboard_shared::SessionSource::Repo {
+            url: "https://git.example/acme/shop.git".into(),
+            git_ref: "v2.1".into(),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        });
+    }
+    let text = screen(&app, 160, 8);
+    assert!(text.contains("│ shop@v2.1 "), "{text}");
+}
+
+#[test]
 fn slash_commands() {
     let mut app = app("bob", Role::Watcher, vec![], None);
     let mut run = |line: &str| {
@@ -340,6 +354,8 @@ fn slash_commands() {
     assert_eq!(run("/memory"), vec![Effect::Memory(None)]);
     assert_eq!(run("/memory deploys.md"), vec![Effect::Memory(Some("deploys.md".into()))]);
     assert_eq!(run("/skills"), vec![Effect::Skills]);
+    assert_eq!(run("/diff"), vec![Effect::Diff(false)]);
+    assert_eq!(run("/diff --stat"), vec![Effect::Diff(true)]);
     app.composer.set("/qu");
     assert_eq!(app.completions(), vec!["/quit"]);
 }
