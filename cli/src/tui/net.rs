@@ -384,9 +384,7 @@ fn on_effect(
         }
         Effect::Diff(stat) => {
             let app = app.clone();
-            let Some(id) = current else {
-                return None;
-            };
+            let id = current?;
             let http = state.http.clone();
             tokio::spawn(async move {
                 let _ = app.send(AppEvent::Notice(diff_text(&http, &id, stat).await)).await;
