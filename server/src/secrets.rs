@@ -534,7 +534,7 @@ impl Secrets {
                 if org_name_opt(&tx, &org)?.is_none() {
                     return Ok(Err(SecretError::NoOrg(org.0.clone())));
                 }
-                let any: Option<(String, String, String, Vec<u8>, Vec<u8>)> = tx
+                let any: Option<SealedRow> = tx
                     .query_row(
                         "SELECT org_id, host, name, nonce, sealed FROM org_secrets LIMIT 1",
                         [],
@@ -633,6 +633,9 @@ impl Secrets {
         }
     }
 }
+
+/// A stored secret as selected: org id, host, name, nonce, sealed value.
+type SealedRow = (String, String, String, Vec<u8>, Vec<u8>);
 
 fn org_name_opt(c: &rusqlite::Connection, org: &OrgId) -> Result<Option<String>, StoreError> {
     Ok(c.query_row("SELECT name FROM orgs WHERE id = ?1", [&org.0], |r| r.get(0)).optional()?)
