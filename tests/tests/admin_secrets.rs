@@ -1,7 +1,9 @@
 //! `outboard-server admin secret set|ls|rm` through the real binary on a real data dir: the value
 //! enters through stdin only, `ls` shows hosts and names, no output or file of the data dir holds
 //! the value (the running server's log included), a key file others can read and a key other
-//! than the one the secrets were sealed with are refused, and mistakes exit 1 with a message.
+//! than the one the secrets were sealed with are refused, and mistakes exit 1 with a message. A
+//! value typed on a terminal (tmux) is not echoed. tmux is required: a missing tmux fails the
+//! terminal test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
@@ -10,7 +12,11 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use outboard_tests::harness::{bin, Api, TestServer};
+use std::time::Duration;
+
+use outboard_server::secrets::{SecretKey, Secrets};
+use outboard_server::store::{Durability, Store};
+use outboard_tests::harness::{bin, wait_until, Api, TestServer};
 
 /// The credential under test: its bytes must never show up outside the sealed row.
 const VALUE: &str = "ghp_E2E-SECRET-value-5c0ffee";
@@ -63,6 +69,17 @@ fn all_bytes(dir: &Path) -> Vec<u8> {
     all
 }
 
+/// The value stored for `host` in `org`, opened as the server would (the key file of `data`).
+fn stored(data: &Path, org: &str, host: &str) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = Store::open(&data.join("outboard.db"), Durability::Normal).unwrap();
+        let secrets = Secrets::new(store, SecretKey::load(data).unwrap());
+        let org = secrets.org_by_name(org).await.unwrap();
+        secrets.for_host(&org, host).await.unwrap().map(|v| v.expose().to_owned())
+    })
+}
+
 fn contains(haystack: &[u8], needle: &str) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
@@ -93,6 +110,13 @@ fn set_ls_rm_through_stdin_and_the_value_never_shows() {
     );
     outputs += &text(&set2);
     assert!(set2.status.success(), "set: {}", text(&set2));
+
+    // Stored exactly (echo's newline dropped), under the normalized host.
+    assert_eq!(stored(data.path(), "acme", "github.com").as_deref(), Some(VALUE));
+    assert_eq!(
+        stored(data.path(), "acme", "git.example.com:8443").as_deref(),
+        Some("bob:hunter2-E2E")
+    );
 
     let key_file = data.path().join("secret.key");
     assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
@@ -251,4 +275,51 @@ fn the_env_key_and_the_key_file_checks() {
     let started = TestServer::start_in(data, Api::Anthropic, "http://127.0.0.1:9", &[]);
     let err = started.err().expect("serve started with a key file others can read");
     assert!(err.to_string().contains("chmod 600"), "{err:#}");
+}
+
+/// On a terminal, `set` asks for the value and reads it without echo: the typed text never
+/// appears on the screen, and is what is stored.
+#[test]
+fn a_value_typed_on_a_terminal_is_not_echoed() {
+    const TYPED: &str = "tty-SECRET-typed-77a1";
+    // CI installs tmux (.ci/run); a missing tmux is a failure, never a skip.
+    Command::new("tmux").arg("-V").output().expect("tmux is required: apt-get install tmux");
+    let data = tempfile::tempdir().unwrap();
+    add_user(data.path(), "alice", "acme");
+    let socket = format!("outboard-secrets-{}", std::process::id());
+    let tmux = |args: &[&str]| -> String {
+        let out = Command::new("tmux").args(["-L", &socket]).args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    struct Kill<'a>(&'a dyn Fn(&[&str]) -> String);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            (self.0)(&["kill-server"]);
+        }
+    }
+    let _kill = Kill(&tmux);
+    let script = format!(
+        "env -u {KEY_ENV} {bin} admin secret set --org acme --host h.example typed --data {data}; \
+         echo EXIT=$?; sleep 120",
+        bin = bin("outboard-server").unwrap().display(),
+        data = data.path().display(),
+    );
+    tmux(&["new-session", "-d", "-s", "set", "-x", "150", "-y", "20", "sh", "-c", &script]);
+    let mut screen = String::new();
+    let mut wait_for = |text: &str| {
+        let found =
+            wait_until(&format!("{text:?} on the terminal"), Duration::from_secs(60), || {
+                screen = tmux(&["capture-pane", "-p", "-t", "set"]);
+                screen.contains(text)
+            });
+        assert!(found.is_ok(), "{text:?} never appeared; the screen:\n{screen}");
+        screen.clone()
+    };
+    wait_for("value for h.example/typed (not shown");
+    tmux(&["send-keys", "-t", "set", "-l", TYPED]);
+    tmux(&["send-keys", "-t", "set", "Enter"]);
+    let end = wait_for("EXIT=");
+    assert!(end.contains("EXIT=0") && end.contains("set h.example/typed"), "{end}");
+    assert!(!end.contains(TYPED), "the typed value was echoed:\n{end}");
+    assert_eq!(stored(data.path(), "acme", "h.example").as_deref(), Some(TYPED));
 }
