@@ -16,8 +16,9 @@
 //! outboard-server admin secret ls --org ORG          # hosts, names, when set (never values)
 //! outboard-server admin secret rm --org ORG --host HOST[:PORT] NAME
 //! ```
-//! `admin secret` exits 1 when it refuses (an unknown org, a missing secret, a bad value), 2 when
-//! the data dir or key cannot be used; every other failure exits 2.
+//! `admin secret` exits 1 when it refuses what it was asked (an unknown org, a missing secret, a
+//! bad host, name or value, a key that does not open the stored secrets), 2 when the data dir or
+//! the key cannot be used at all, like every other failure.
 //! The process runs with umask 077: everything it creates in the data dir is private to its user.
 //! `serve` prints `outboard-server listening on ws://ADDR` as its first line on stdout (tests
 //! that listen on port 0 read the address from it); logs go to stderr.
@@ -436,6 +437,7 @@ fn read_secret_value(
     let stdin = std::io::stdin();
     let mut raw = Vec::new();
     if stdin.is_terminal() {
+        // The terminal's line discipline bounds a line (4 KiB on Linux).
         eprint!("value for {host}/{name} (not shown; Enter ends it): ");
         let line = read_line_without_echo(&stdin);
         eprintln!();

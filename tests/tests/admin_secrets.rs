@@ -182,6 +182,19 @@ fn set_ls_rm_through_stdin_and_the_value_never_shows() {
         assert_eq!(out.status.code(), Some(1), "{stdin:?}: {}", text(&out));
         assert!(text(&out).contains("invalid secret value"), "{}", text(&out));
     }
+    // More than the 4 KiB a value may hold (a file piped in by mistake): refused, and only the
+    // bound is read.
+    let big = "v".repeat(100_000);
+    let out =
+        secret(&data_dir, &["set", "--org", "acme", "--host", "h.example", "n"], Some(&big), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("longer than 4 KiB"), "{}", text(&out));
+    let exact = "v".repeat(4096) + "\n";
+    let out =
+        secret(&data_dir, &["set", "--org", "acme", "--host", "h.example", "n"], Some(&exact), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = secret(&data_dir, &["rm", "--org", "acme", "--host", "h.example", "n"], None, &[]);
+    assert!(out.status.success(), "{}", text(&out));
     // An unknown org, for each command.
     for args in [
         &["set", "--org", "nope", "--host", "h.example", "n"][..],
