@@ -194,6 +194,9 @@ pub enum LaunchError {
     /// The sessions whose turns were cut short by the last stop cannot be read.
     #[error("cannot find the turns to resume: {0} — check the database in the data directory")]
     Resume(#[source] crate::store::StoreError),
+    /// The key that seals the org secrets cannot be read or made.
+    #[error("{0}")]
+    SecretKey(#[source] crate::secrets::SecretError),
 }
 
 impl LaunchError {
@@ -207,6 +210,7 @@ impl LaunchError {
                 | LaunchError::Tls(_)
                 | LaunchError::Sandbox(_)
                 | LaunchError::Provider(_)
+                | LaunchError::SecretKey(_)
         )
     }
 }
@@ -253,10 +257,12 @@ pub async fn launch_with(
     Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
     let sandboxes = config.sandbox.live_pool.clone();
     let provider = Arc::new(Provider::new(config.llm.clone()).map_err(LaunchError::Provider)?);
+    let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
+    let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
     let net = config.net.clone();
     let state = Arc::new(AppState {
-        hub: Arc::new(Hub::new(store, provider, config)),
+        hub: Arc::new(Hub::new(store, provider, config).with_secrets(secrets)),
         shutdown: CancellationToken::new(),
         connections: TaskTracker::new(),
         net: net.clone(),

@@ -93,7 +93,6 @@ pub enum GitError {
 }
 
 /// A remote repository: its URL, where its credential applies, and the credential.
-#[derive(Clone)]
 pub struct Remote {
     /// The URL, without credentials.
     pub url: String,

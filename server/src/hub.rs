@@ -50,6 +50,8 @@ pub struct Hub {
     sessions: Arc<Actors>,
     /// The sessions' git state: clones, snapshots, pushes ([`crate::sources`]).
     sources: Arc<crate::sources::Sources>,
+    /// The org secrets (credentials for git hosts); none in a hub made without a key.
+    secrets: Option<crate::secrets::Secrets>,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
     rooms: Mutex<HashMap<SessionId, Room>>,
@@ -135,6 +137,7 @@ impl Hub {
             store,
             provider,
             sources: Arc::new(crate::sources::Sources::new(&config.data_dir)),
+            secrets: None,
             config,
             sessions: Arc::new(Actors::default()),
             shutdown: CancellationToken::new(),
@@ -150,6 +153,17 @@ impl Hub {
     /// The sessions' git state.
     pub fn sources(&self) -> &Arc<crate::sources::Sources> {
         &self.sources
+    }
+
+    /// This hub with the org secrets to authenticate to git hosts with.
+    pub fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> Self {
+        self.secrets = Some(secrets);
+        self
+    }
+
+    /// The org secrets, if this hub has them.
+    pub fn secrets(&self) -> Option<&crate::secrets::Secrets> {
+        self.secrets.as_ref()
     }
 
     /// The server's configuration.

@@ -4,7 +4,8 @@
 //! Module map (one room each, see `docs/ARCHITECTURE.md`): [`gateway`] (WebSocket, handshake,
 //! per-connection tasks), [`hub`] (the session map), [`session`] (one actor per session),
 //! [`agent`] (the harness loop), [`llm`] (providers), [`tools`] (the model's tools), [`vfs`] (path
-//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`auth`].
+//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`secrets`] (org credentials for git hosts),
+//! [`auth`].
 
 pub mod agent;
 pub mod auth;

@@ -12,7 +12,13 @@
 //! outboard-server admin token revoke ID              # the next hello with it is refused
 //! outboard-server admin quota set --org ORG KEY VALUE # VALUE: a number, or `default`
 //! outboard-server admin quota show --org ORG
+//! outboard-server admin secret set --org ORG --host HOST[:PORT] NAME  # the value from stdin only
+//! outboard-server admin secret ls --org ORG          # hosts, names, when set (never values)
+//! outboard-server admin secret rm --org ORG --host HOST[:PORT] NAME
 //! ```
+//! `admin secret` exits 1 when it refuses what it was asked (an unknown org, a missing secret, a
+//! bad host, name or value, a key that does not open the stored secrets), 2 when the data dir or
+//! the key cannot be used at all, like every other failure.
 //! The process runs with umask 077: everything it creates in the data dir is private to its user.
 //! `serve` prints `outboard-server listening on ws://ADDR` as its first line on stdout (tests
 //! that listen on port 0 read the address from it); logs go to stderr.
@@ -173,6 +179,51 @@ enum AdminCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Org credentials for git hosts, sealed with the server's key (the value never in argv).
+    Secret {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretCommand {
+    /// Store a credential for HOST, read from stdin (one line; on a terminal, typed without
+    /// echo): a token (sent as the password of user `x-access-token`) or `user:password`.
+    /// Replaces the value of an existing NAME.
+    Set {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// The git host as in the repository's URL: `github.com`, `git.example.com:8443`.
+        #[arg(long)]
+        host: String,
+        /// A label for the credential (1 to 64 of A-Z a-z 0-9 _ . -), e.g. `ci-token`.
+        name: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// List an org's credentials: host, name and when each was set; never values.
+    Ls {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Remove one credential.
+    Rm {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// The host it was set for.
+        #[arg(long)]
+        host: String,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
 }
 
 #[derive(Subcommand)]
@@ -257,7 +308,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("outboard-server: {e:#}");
             ExitCode::from(2)
@@ -276,9 +327,10 @@ fn data_dir(arg: DataArg) -> anyhow::Result<PathBuf> {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let done = ExitCode::SUCCESS;
     match cli.command {
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(args).await.map(|()| done),
         Command::Admin {
             command: AdminCommand::User { command: UserCommand::Add { name, org, data } },
         } => {
@@ -287,11 +339,143 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
             let (_, token) = store.add_user(&org, &name).await?;
             println!("{token}");
-            Ok(())
+            Ok(done)
         }
-        Command::Admin { command: AdminCommand::Token { command } } => admin_token(command).await,
-        Command::Admin { command: AdminCommand::Quota { command } } => admin_quota(command).await,
+        Command::Admin { command: AdminCommand::Token { command } } => {
+            admin_token(command).await.map(|()| done)
+        }
+        Command::Admin { command: AdminCommand::Quota { command } } => {
+            admin_quota(command).await.map(|()| done)
+        }
+        Command::Admin { command: AdminCommand::Secret { command } } => admin_secret(command).await,
     }
+}
+
+/// `admin secret set|ls|rm`: works on the data dir directly, like `admin quota`; the server
+/// reads a credential when it talks to the host, so a change applies at the next clone or push.
+async fn admin_secret(command: SecretCommand) -> anyhow::Result<ExitCode> {
+    use outboard_server::secrets::SecretError;
+    match admin_secret_inner(command).await {
+        Ok(code) => Ok(code),
+        Err(e) => match e.downcast_ref::<SecretError>() {
+            // Refusals of what the admin asked (org, host, name, value): exit 1.
+            Some(
+                SecretError::NoOrg(_)
+                | SecretError::BadHost { .. }
+                | SecretError::HostWithCredential
+                | SecretError::BadName { .. }
+                | SecretError::NameIsToken
+                | SecretError::BadValue(_)
+                | SecretError::KeyMismatch { .. },
+            ) => {
+                eprintln!("outboard-server: {e:#}");
+                Ok(ExitCode::from(1))
+            }
+            _ => Err(e),
+        },
+    }
+}
+
+async fn admin_secret_inner(command: SecretCommand) -> anyhow::Result<ExitCode> {
+    use outboard_server::secrets::{self, SecretKey, Secrets};
+    let open = |data: DataArg| -> anyhow::Result<Secrets> {
+        let dir = data_dir(data)?;
+        outboard_server::config::secure_data_dir(&dir)?;
+        let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+        Ok(Secrets::new(store, SecretKey::load(&dir)?))
+    };
+    match command {
+        SecretCommand::Set { org, host, name, data } => {
+            // Everything named on the command line is checked before the value is asked for.
+            let host = secrets::validate_host(&host)?;
+            secrets::validate_name(&name)?;
+            let secrets = open(data)?;
+            let org_id = secrets.org_by_name(&org).await?;
+            let value = read_secret_value(&host, &name)?;
+            secrets.set(&org_id, &host, &name, value).await?;
+            println!("set {host}/{name} for org {org}");
+            Ok(ExitCode::SUCCESS)
+        }
+        SecretCommand::Ls { org, data } => {
+            let secrets = open(data)?;
+            let org_id = secrets.org_by_name(&org).await?;
+            let list = secrets.list(&org_id).await?;
+            println!("{:<32}  {:<24}  SET AT", "HOST", "NAME");
+            for s in list {
+                println!("{:<32}  {:<24}  {}", s.host, s.name, s.created_at);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SecretCommand::Rm { org, host, name, data } => {
+            let host = secrets::validate_host(&host)?;
+            secrets::validate_name(&name)?;
+            let secrets = open(data)?;
+            let org_id = secrets.org_by_name(&org).await?;
+            if secrets.remove(&org_id, &host, &name).await? {
+                println!("removed {host}/{name} from org {org}");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!(
+                    "outboard-server: org {org} has no secret {name} for {host}: \
+                     `outboard-server admin secret ls --org {org}` lists them"
+                );
+                Ok(ExitCode::from(1))
+            }
+        }
+    }
+}
+
+/// Reads a secret's value from stdin: all of it when piped (one trailing newline dropped later),
+/// one line typed without echo on a terminal. Bounded, so a mistaken `< big-file` is refused
+/// without reading it whole.
+fn read_secret_value(
+    host: &str,
+    name: &str,
+) -> anyhow::Result<outboard_server::secrets::SecretValue> {
+    use outboard_server::secrets::{validate_value, SecretValue, MAX_VALUE_BYTES};
+    use std::io::{IsTerminal as _, Read as _};
+    let stdin = std::io::stdin();
+    let mut raw = Vec::new();
+    if stdin.is_terminal() {
+        // The terminal's line discipline bounds a line (4 KiB on Linux).
+        eprint!("value for {host}/{name} (not shown; Enter ends it): ");
+        let line = read_line_without_echo(&stdin);
+        eprintln!();
+        raw = line?.into_bytes();
+    } else {
+        // A newline and a carriage return beyond the cap, and one byte to notice it is exceeded.
+        let limit = MAX_VALUE_BYTES as u64 + 3;
+        stdin.lock().take(limit).read_to_end(&mut raw)?;
+    }
+    let text = match String::from_utf8(raw) {
+        Ok(text) => text,
+        Err(e) => {
+            let mut bytes = e.into_bytes();
+            bytes.fill(0);
+            std::hint::black_box(&mut bytes);
+            anyhow::bail!(outboard_server::secrets::SecretError::BadValue("it is not UTF-8 text"));
+        }
+    };
+    Ok(validate_value(SecretValue::new(text))?)
+}
+
+/// One line from the terminal on stdin with echo off, restored on every path.
+fn read_line_without_echo(stdin: &std::io::Stdin) -> anyhow::Result<String> {
+    use rustix::termios::{tcgetattr, tcsetattr, LocalModes, OptionalActions};
+    struct Restore<'a>(&'a std::io::Stdin, rustix::termios::Termios);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = tcsetattr(self.0, OptionalActions::Now, &self.1);
+        }
+    }
+    let saved = tcgetattr(stdin)?;
+    let mut quiet = saved.clone();
+    quiet.local_modes.remove(LocalModes::ECHO);
+    tcsetattr(stdin, OptionalActions::Now, &quiet)?;
+    let _restore = Restore(stdin, saved);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdin.lock(), &mut line)?;
+    Ok(line)
 }
 
 /// `admin quota set|show`: works on the data dir directly, like `admin user add`; a running
@@ -381,6 +565,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         allow_client_workspaces: false,
     };
     raise_nofile_limit(config.net.max_connections);
+    // Loaded before the listener so a key that cannot be used (a key file others may read, a bad
+    // OUTBOARD_SECRET_KEY) stops the start with its fix instead of failing the first clone.
+    outboard_server::config::secure_data_dir(&config.data_dir)?;
+    let secret_key = outboard_server::secrets::SecretKey::load(&config.data_dir)?;
+    tracing::info!(key = %secret_key.source(), "org secrets are sealed with this key");
     tracing::info!(
         provider = config.llm.kind.as_str(),
         base_url = %config.llm.base_url,

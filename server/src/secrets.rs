@@ -1,28 +1,772 @@
-//! Org secrets (placeholder API until the secrets branch lands).
+//! Org credentials for git hosts: stored sealed in `org_secrets`, opened only by the server when it
+//! talks to that host (`outboard-server admin secret set|ls|rm` manages them).
+//!
+//! CONTRACT (used by `main` and the server's git code): [`SecretKey::load`], [`Secrets`]
+//! (`set`, `list`, `remove`, `for_host`, `org_by_name`), [`SecretValue`] (`expose`,
+//! `basic_auth`, `basic_header`), [`host_key`], [`SecretError`].
+//!
+//! Design choices:
+//! - **A copy of the database alone reveals names and hosts, never values.** Each value is sealed
+//!   with ChaCha20-Poly1305 (ring) under a 32-byte key that is not in the database: the
+//!   `OUTBOARD_SECRET_KEY` environment variable (64 hex characters) when set, else
+//!   `<data dir>/secret.key`, created on first use with 0600 and `O_EXCL`. A key file that group
+//!   or others may read is refused rather than tightened: whoever could read it may have copied it.
+//! - **A sealed value is bound to its row.** The nonce is random (96 bits) per value, and the
+//!   associated data is `org_id \0 host \0 name`, so a sealed value copied into another org's row
+//!   or another host's does not open.
+//! - **One key for every org.** `set` checks that an existing secret opens with the key it has
+//!   before adding another, so an `admin` run that forgot the server's `OUTBOARD_SECRET_KEY` (and
+//!   so made a `secret.key` of its own) is refused instead of sealing values the server cannot open.
+//! - **Values do not linger.** [`SecretValue`] prints `[redacted]` and zeroes its bytes on drop;
+//!   buffers that held plaintext while sealing or opening are zeroed too. Copies made before a
+//!   value reached us (a pipe buffer, the caller's own `String` growth) are beyond our reach.
+//! - **Several names for one host: the most recently set wins** ([`Secrets::for_host`]); `set`
+//!   of an existing name replaces its value and counts as newly set.
+//! - There is no re-key command yet: to change the key, `rm` every secret, replace the key and
+//!   `set` them again.
 
-/// A secret's value.
-pub struct SecretValue(String);
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-impl Clone for SecretValue {
-    fn clone(&self) -> SecretValue {
-        SecretValue(self.0.clone())
+use outboard_shared::OrgId;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use rusqlite::{params, OptionalExtension};
+
+use crate::store::{org_id_by_name, org_name, Store, StoreError};
+use crate::util::now_rfc3339;
+
+#[cfg(test)]
+mod tests;
+
+/// The environment variable that carries the key instead of the key file.
+pub const KEY_ENV: &str = "OUTBOARD_SECRET_KEY";
+/// The key file's name in the data directory.
+pub const KEY_FILE: &str = "secret.key";
+/// Bytes of the key (ChaCha20's key size).
+const KEY_BYTES: usize = 32;
+/// A value's size at most: a token or a `user:password` pair is far shorter; the cap keeps a
+/// mistaken `< some-file` from being stored as a credential.
+pub const MAX_VALUE_BYTES: usize = 4096;
+/// A name's length at most (names are labels like `ci-token`).
+pub const MAX_NAME_BYTES: usize = 64;
+/// A host's length at most (a DNS name is at most 253 characters, plus `:65535`).
+const MAX_HOST_BYTES: usize = 260;
+/// The user of HTTP Basic when the value is a bare token (GitHub, Gitea and GitLab accept it).
+pub const TOKEN_USER: &str = "x-access-token";
+/// Prefixes of well-known token formats: a NAME starting so is a value typed on the command line.
+const TOKEN_PREFIXES: &[&str] =
+    &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "xoxb-"];
+
+/// Why a secret could not be stored, listed or opened. No message ever contains a value.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// `OUTBOARD_SECRET_KEY` is set but is not 64 hex characters.
+    #[error(
+        "{KEY_ENV} is set but is not a key: give 64 hex characters (32 bytes), e.g. the output of \
+         `openssl rand -hex 32`, or unset it to use the key file in the data directory"
+    )]
+    BadEnvKey,
+    /// The key file grants group or others some access.
+    #[error(
+        "refusing the secret key file {path}: its mode {mode:03o} lets group or others read it; \
+         run `chmod 600 {path}` (and consider the key exposed: set the secrets again with a new key)"
+    )]
+    KeyFileMode {
+        /// The key file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The key file is not a regular file of exactly 32 bytes.
+    #[error(
+        "the secret key file {path} is not a {KEY_BYTES}-byte key ({what}): restore it from a \
+         backup, or, if no secret was ever set with it, remove it so a new one is made"
+    )]
+    KeyFileBad {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// The key file cannot be read or created.
+    #[error(
+        "cannot read or create the secret key file {path}: {source}; check that the data \
+         directory exists and belongs to this user, or set {KEY_ENV}"
+    )]
+    KeyFileIo {
+        /// The key file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The OS gave no randomness (a key or a nonce).
+    #[error("cannot get random bytes from the OS: {0}; try again")]
+    Random(String),
+    /// The host is not `host` or `host:port`.
+    #[error(
+        "invalid host {host:?}: {why}; give the host as in the repository's URL, without scheme \
+         or path: `github.com`, `git.example.com:8443` or `[2001:db8::1]:3000`"
+    )]
+    BadHost {
+        /// What was given (never when it might hold a credential).
+        host: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// The host holds userinfo (`user:token@host`): the credential would be in argv and logs.
+    #[error(
+        "the host must not hold a credential (it contains '@'): give the host alone; the value \
+         is read from stdin by `outboard-server admin secret set`"
+    )]
+    HostWithCredential,
+    /// The name is not 1..=64 of `[A-Za-z0-9_.-]`.
+    #[error("invalid secret name {name:?}: use 1 to {MAX_NAME_BYTES} of A-Z a-z 0-9 _ . -")]
+    BadName {
+        /// What was given.
+        name: String,
+    },
+    /// The name looks like a token: the value was typed where the name goes.
+    #[error(
+        "the secret name looks like a token: the value is read from stdin, never from the command \
+         line; pick a name such as `ci-token` (and revoke the token if this command line was \
+         logged)"
+    )]
+    NameIsToken,
+    /// The value is empty, too long or holds control characters.
+    #[error("invalid secret value: {0}")]
+    BadValue(&'static str),
+    /// A sealed value does not open with this server's key.
+    #[error(
+        "the secret {host}/{name} of org {org} does not open with this server's key: was the key \
+         file replaced? set it again with `outboard-server admin secret set`"
+    )]
+    WrongKey {
+        /// The org's name.
+        org: String,
+        /// The secret's host.
+        host: String,
+        /// The secret's name.
+        name: String,
+    },
+    /// Existing secrets do not open with the key this process loaded.
+    #[error(
+        "the stored secrets do not open with this key (the secret {host}/{name} of org {org} \
+         does not): run with the same {KEY_ENV} or data directory as the server, or `rm` the \
+         old secrets first"
+    )]
+    KeyMismatch {
+        /// The org of the secret that failed.
+        org: String,
+        /// Its host.
+        host: String,
+        /// Its name.
+        name: String,
+    },
+    /// The org does not exist.
+    #[error(
+        "no org named {0:?}: orgs are created by `outboard-server admin user add NAME --org ORG`"
+    )]
+    NoOrg(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The key that seals org secrets.
+pub struct SecretKey {
+    key: LessSafeKey,
+    source: KeySource,
+}
+
+/// Where the key came from (for `Debug` and the start log; never the key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum KeySource {
+    Env,
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretKey").field("source", &self.source).finish_non_exhaustive()
     }
 }
 
+impl SecretKey {
+    /// `OUTBOARD_SECRET_KEY` (64 hex chars = 32 bytes) when set; else `<data_dir>/secret.key`
+    /// (32 random bytes, created 0600 on first use with O_EXCL; refuse to use an existing key file
+    /// whose mode lets group/other read it, saying how to fix it: chmod 600).
+    /// An empty `OUTBOARD_SECRET_KEY` counts as unset.
+    pub fn load(data_dir: &Path) -> Result<SecretKey, SecretError> {
+        SecretKey::load_with(data_dir, std::env::var_os(KEY_ENV))
+    }
+
+    /// [`SecretKey::load`] with the environment variable's value given (tests cannot set the
+    /// process environment without racing each other).
+    fn load_with(
+        data_dir: &Path,
+        env: Option<std::ffi::OsString>,
+    ) -> Result<SecretKey, SecretError> {
+        match env {
+            Some(hex) if !hex.is_empty() => {
+                SecretKey::from_hex(hex.to_str().ok_or(SecretError::BadEnvKey)?)
+            }
+            _ => SecretKey::from_file(&data_dir.join(KEY_FILE)),
+        }
+    }
+
+    /// Where the key came from, for the start log: `env` or the key file's path.
+    pub fn source(&self) -> String {
+        match &self.source {
+            KeySource::Env => KEY_ENV.to_owned(),
+            KeySource::File(path) => path.display().to_string(),
+        }
+    }
+
+    fn from_hex(hex: &str) -> Result<SecretKey, SecretError> {
+        let hex = hex.trim().as_bytes();
+        if hex.len() != KEY_BYTES * 2 {
+            return Err(SecretError::BadEnvKey);
+        }
+        let mut bytes = [0u8; KEY_BYTES];
+        for (i, pair) in hex.chunks_exact(2).enumerate() {
+            match (hex_digit(pair[0]), hex_digit(pair[1])) {
+                (Some(hi), Some(lo)) => bytes[i] = hi << 4 | lo,
+                _ => {
+                    wipe(&mut bytes);
+                    return Err(SecretError::BadEnvKey);
+                }
+            }
+        }
+        SecretKey::from_bytes(bytes, KeySource::Env)
+    }
+
+    fn from_file(path: &Path) -> Result<SecretKey, SecretError> {
+        let io = |source| SecretError::KeyFileIo { path: path.to_owned(), source };
+        let mut bytes = [0u8; KEY_BYTES];
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+        {
+            Ok(mut file) => {
+                getrandom::getrandom(&mut bytes).map_err(|e| SecretError::Random(e.to_string()))?;
+                let written = file.write_all(&bytes).and_then(|()| file.sync_all());
+                if let Err(e) = written {
+                    wipe(&mut bytes);
+                    // A partial key file would be refused at the next start; remove it so the
+                    // next attempt makes a whole one.
+                    let _ = std::fs::remove_file(path);
+                    return Err(io(e));
+                }
+                SecretKey::from_bytes(bytes, KeySource::File(path.to_owned()))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Checked on the open descriptor, so the file read is the file checked.
+                let mut file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                    .open(path)
+                    .map_err(io)?;
+                let meta = file.metadata().map_err(io)?;
+                if !meta.file_type().is_file() {
+                    return Err(SecretError::KeyFileBad {
+                        path: path.to_owned(),
+                        what: "not a regular file".into(),
+                    });
+                }
+                let mode = meta.mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    return Err(SecretError::KeyFileMode { path: path.to_owned(), mode });
+                }
+                let mut content = Vec::with_capacity(KEY_BYTES + 1);
+                let read = (&mut file).take(KEY_BYTES as u64 + 1).read_to_end(&mut content);
+                if let Err(e) = read {
+                    wipe(&mut content);
+                    return Err(io(e));
+                }
+                if content.len() != KEY_BYTES {
+                    let what = format!("{} bytes", content.len());
+                    wipe(&mut content);
+                    return Err(SecretError::KeyFileBad { path: path.to_owned(), what });
+                }
+                bytes.copy_from_slice(&content);
+                wipe(&mut content);
+                SecretKey::from_bytes(bytes, KeySource::File(path.to_owned()))
+            }
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    fn from_bytes(mut bytes: [u8; KEY_BYTES], source: KeySource) -> Result<SecretKey, SecretError> {
+        let unbound = UnboundKey::new(&CHACHA20_POLY1305, &bytes);
+        wipe(&mut bytes);
+        let unbound = unbound.map_err(|_| SecretError::Random("invalid key length".into()))?;
+        Ok(SecretKey { key: LessSafeKey::new(unbound), source })
+    }
+
+    /// Seals `value` for the row `(org, host, name)`: `(nonce, ciphertext || tag)`.
+    fn seal(
+        &self,
+        org: &OrgId,
+        host: &str,
+        name: &str,
+        value: &SecretValue,
+    ) -> Result<([u8; NONCE_LEN], Vec<u8>), SecretError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        getrandom::getrandom(&mut nonce).map_err(|e| SecretError::Random(e.to_string()))?;
+        let tag_len = CHACHA20_POLY1305.tag_len();
+        // Room for the tag up front, so appending it does not leave a copy in freed memory.
+        let mut buf = Wiped(Vec::with_capacity(value.0.len() + tag_len));
+        buf.0.extend_from_slice(value.0.as_bytes());
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad(org, host, name)),
+                &mut buf.0,
+            )
+            .map_err(|_| SecretError::BadValue("it cannot be sealed"))?;
+        Ok((nonce, std::mem::take(&mut buf.0)))
+    }
+
+    /// Opens what [`SecretKey::seal`] made for the same row; `None` when it does not open.
+    fn open(
+        &self,
+        org: &OrgId,
+        host: &str,
+        name: &str,
+        nonce: &[u8],
+        sealed: Vec<u8>,
+    ) -> Option<SecretValue> {
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
+        // On failure ring leaves the buffer's content unspecified: it is wiped either way.
+        let mut buf = Wiped(sealed);
+        let len = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad(org, host, name)),
+                &mut buf.0,
+            )
+            .ok()?
+            .len();
+        buf.0.truncate(len);
+        match String::from_utf8(std::mem::take(&mut buf.0)) {
+            Ok(text) => Some(SecretValue(text)),
+            Err(e) => {
+                drop(Wiped(e.into_bytes()));
+                None
+            }
+        }
+    }
+}
+
+fn aad(org: &OrgId, host: &str, name: &str) -> Vec<u8> {
+    format!("{}\0{host}\0{name}", org.0).into_bytes()
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Zeroes `bytes` in a way the optimizer may not drop as a dead store: the workspace denies
+/// `unsafe` (so no `write_volatile`), and `black_box` makes the zeroed memory observable.
+fn wipe(bytes: &mut [u8]) {
+    bytes.fill(0);
+    std::hint::black_box(&mut *bytes);
+}
+
+/// Zeroes a `Vec`'s whole allocation (spare capacity included) before it is freed.
+fn wipe_vec(bytes: &mut Vec<u8>) {
+    bytes.clear();
+    bytes.resize(bytes.capacity(), 0);
+    wipe(bytes);
+}
+
+/// A buffer that held or holds plaintext: zeroed when dropped, on every path.
+struct Wiped(Vec<u8>);
+
+impl Drop for Wiped {
+    fn drop(&mut self) {
+        wipe_vec(&mut self.0);
+    }
+}
+
+/// A secret's value. Debug/Display print `[redacted]`; the bytes are zeroed on drop.
+pub struct SecretValue(String);
+
 impl SecretValue {
-    /// Wraps a value.
+    /// Wraps a value as given (validation happens in [`Secrets::set`]).
     pub fn new(value: String) -> SecretValue {
         SecretValue(value)
     }
-    /// The value.
+
+    /// The value, for the one place that sends it.
     pub fn expose(&self) -> &str {
         &self.0
     }
-    /// HTTP Basic credentials.
+
+    /// HTTP Basic credentials for git: `user:password` when the value has a ':' (the part before
+    /// the first ':' is the user), else (`x-access-token`, value).
     pub fn basic_auth(&self) -> (String, SecretValue) {
         match self.0.split_once(':') {
-            Some((u, p)) => (u.to_owned(), SecretValue(p.to_owned())),
-            None => ("x-access-token".to_owned(), self.clone()),
+            Some((user, password)) => (user.to_owned(), SecretValue(password.to_owned())),
+            None => (TOKEN_USER.to_owned(), SecretValue(self.0.clone())),
         }
     }
+
+    /// The value of an `Authorization` header for [`SecretValue::basic_auth`]: `Basic <base64>`.
+    pub fn basic_header(&self) -> SecretValue {
+        let (user, password) = self.basic_auth();
+        let mut pair = Wiped(Vec::with_capacity(user.len() + 1 + password.0.len()));
+        pair.0.extend_from_slice(user.as_bytes());
+        pair.0.push(b':');
+        pair.0.extend_from_slice(password.0.as_bytes());
+        let mut header = String::with_capacity(6 + pair.0.len().div_ceil(3) * 4);
+        header.push_str("Basic ");
+        base64_into(&pair.0, &mut header);
+        SecretValue(header)
+    }
+}
+
+impl Drop for SecretValue {
+    fn drop(&mut self) {
+        wipe_vec(&mut std::mem::take(&mut self.0).into_bytes());
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::fmt::Display for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 §4), appended to `out` (which was sized for it, so it
+/// does not reallocate and leave a copy behind).
+fn base64_into(input: &[u8], out: &mut String) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for chunk in input.chunks(3) {
+        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> shift & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+}
+
+/// One stored secret as listed (no value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretInfo {
+    /// `host` or `host:port`.
+    pub host: String,
+    /// The secret's name.
+    pub name: String,
+    /// When it was last set, RFC 3339.
+    pub created_at: String,
+}
+
+/// The org secrets of this server: the store plus the key that seals them. Cheap to clone.
+#[derive(Clone)]
+pub struct Secrets {
+    store: Store,
+    key: Arc<SecretKey>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
+impl Secrets {
+    /// Secrets in `store`, sealed with `key`.
+    pub fn new(store: Store, key: SecretKey) -> Secrets {
+        Secrets { store, key: Arc::new(key) }
+    }
+
+    /// The id of the org named `name` (for the admin commands).
+    pub async fn org_by_name(&self, name: &str) -> Result<OrgId, SecretError> {
+        let owned = name.to_owned();
+        self.store
+            .call(move |c| org_id_by_name(c, &owned))
+            .await?
+            .ok_or_else(|| SecretError::NoOrg(name.to_owned()))
+    }
+
+    /// Stores `value` as `name` for `host` in `org`, replacing a value of the same name. The
+    /// host and name are validated ([`validate_host`], [`validate_name`]); the value must be
+    /// non-empty, at most [`MAX_VALUE_BYTES`], without control characters (one trailing newline,
+    /// as `echo` writes, is dropped).
+    pub async fn set(
+        &self,
+        org: &OrgId,
+        host: &str,
+        name: &str,
+        value: SecretValue,
+    ) -> Result<(), SecretError> {
+        let host = validate_host(host)?;
+        validate_name(name)?;
+        let value = validate_value(value)?;
+        let (nonce, sealed) = self.key.seal(org, &host, name, &value)?;
+        drop(value);
+        let (org, name, key) = (org.clone(), name.to_owned(), Arc::clone(&self.key));
+        self.store
+            .call(move |c| {
+                let tx = c.transaction()?;
+                if org_name_opt(&tx, &org)?.is_none() {
+                    return Ok(Err(SecretError::NoOrg(org.0.clone())));
+                }
+                let any: Option<SealedRow> = tx
+                    .query_row(
+                        "SELECT org_id, host, name, nonce, sealed FROM org_secrets LIMIT 1",
+                        [],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    )
+                    .optional()?;
+                if let Some((o, h, n, nonce, sealed)) = any {
+                    let o = OrgId(o);
+                    if key.open(&o, &h, &n, &nonce, sealed).is_none() {
+                        return Ok(Err(SecretError::KeyMismatch {
+                            org: org_name(&tx, &o),
+                            host: h,
+                            name: n,
+                        }));
+                    }
+                }
+                tx.execute(
+                    "INSERT INTO org_secrets (org_id, host, name, nonce, sealed, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (org_id, host, name) DO UPDATE SET
+                         nonce = excluded.nonce, sealed = excluded.sealed,
+                         created_at = excluded.created_at",
+                    params![org.0, host, name, nonce.as_slice(), sealed, now_rfc3339()],
+                )?;
+                tx.commit()?;
+                Ok(Ok(()))
+            })
+            .await?
+    }
+
+    /// The org's secrets, by host then name; never values.
+    pub async fn list(&self, org: &OrgId) -> Result<Vec<SecretInfo>, SecretError> {
+        let org = org.clone();
+        Ok(self
+            .store
+            .call(move |c| {
+                let mut stmt = c.prepare(
+                    "SELECT host, name, created_at FROM org_secrets WHERE org_id = ?1
+                     ORDER BY host, name",
+                )?;
+                let rows = stmt
+                    .query_map([&org.0], |r| {
+                        Ok(SecretInfo { host: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await?)
+    }
+
+    /// Removes one secret; `false` when there was none of that host and name.
+    pub async fn remove(&self, org: &OrgId, host: &str, name: &str) -> Result<bool, SecretError> {
+        let host = validate_host(host)?;
+        validate_name(name)?;
+        let (org, name) = (org.clone(), name.to_owned());
+        Ok(self
+            .store
+            .call(move |c| {
+                Ok(c.execute(
+                    "DELETE FROM org_secrets WHERE org_id = ?1 AND host = ?2 AND name = ?3",
+                    params![org.0, host, name],
+                )? > 0)
+            })
+            .await?)
+    }
+
+    /// The credential to use for `host` (the normalized authority, as [`host_key`] writes it:
+    /// `host` or `host:port`, lowercase, no default port). When several names exist for one
+    /// host, the most recently set wins (ties: the last name in byte order).
+    pub async fn for_host(
+        &self,
+        org: &OrgId,
+        host: &str,
+    ) -> Result<Option<SecretValue>, SecretError> {
+        let (org, host) = (org.clone(), host.to_ascii_lowercase());
+        let row = self
+            .store
+            .call(move |c| {
+                let row = c
+                    .query_row(
+                        "SELECT name, nonce, sealed FROM org_secrets WHERE org_id = ?1 AND host = ?2
+                         ORDER BY created_at DESC, name DESC LIMIT 1",
+                        params![org.0, host],
+                        |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Vec<u8>>(2)?)),
+                    )
+                    .optional()?;
+                Ok(row.map(|row| (org_name(c, &org), org, host, row)))
+            })
+            .await?;
+        let Some((org_label, org, host, (name, nonce, sealed))) = row else {
+            return Ok(None);
+        };
+        match self.key.open(&org, &host, &name, &nonce, sealed) {
+            Some(value) => Ok(Some(value)),
+            None => Err(SecretError::WrongKey { org: org_label, host, name }),
+        }
+    }
+}
+
+/// A stored secret as selected: org id, host, name, nonce, sealed value.
+type SealedRow = (String, String, String, Vec<u8>, Vec<u8>);
+
+fn org_name_opt(c: &rusqlite::Connection, org: &OrgId) -> Result<Option<String>, StoreError> {
+    Ok(c.query_row("SELECT name FROM orgs WHERE id = ?1", [&org.0], |r| r.get(0)).optional()?)
+}
+
+/// The key under which a URL's credential is stored: `host` or `host:port`, lowercase, an IPv6
+/// address in brackets in its canonical form, and the scheme's default port left out
+/// (`https://h:443` -> `h`, `http://h:80` -> `h`).
+pub fn host_key(scheme: &str, host: &str, port: Option<u16>) -> String {
+    let host = host.to_ascii_lowercase();
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(&host);
+    let host = match bare.parse::<std::net::Ipv6Addr>() {
+        Ok(ip) => format!("[{ip}]"),
+        Err(_) => host.clone(),
+    };
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    };
+    match port {
+        Some(p) if Some(p) != default => format!("{host}:{p}"),
+        _ => host,
+    }
+}
+
+/// Checks and normalizes a host as an admin types it: `host` or `host:port` (letters, digits,
+/// `.` and `-`; an IPv6 address in brackets), lowercased; `:443` and `:80`, the default ports of
+/// git's HTTP transports, are left out as [`host_key`] does.
+pub fn validate_host(host: &str) -> Result<String, SecretError> {
+    let bad = |why| SecretError::BadHost { host: host.to_owned(), why };
+    if host.contains('@') {
+        return Err(SecretError::HostWithCredential);
+    }
+    if host.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if host.len() > MAX_HOST_BYTES {
+        return Err(SecretError::BadHost {
+            host: format!("{}…", host.chars().take(40).collect::<String>()),
+            why: "it is too long",
+        });
+    }
+    if host.contains("://") {
+        return Err(bad("it has a scheme"));
+    }
+    if host.contains('/') {
+        return Err(bad("it has a path"));
+    }
+    let lower = host.to_ascii_lowercase();
+    let (name, port) = if let Some(rest) = lower.strip_prefix('[') {
+        let (ip, after) =
+            rest.split_once(']').ok_or_else(|| bad("an IPv6 address lacks its ']'"))?;
+        let ip =
+            ip.parse::<std::net::Ipv6Addr>().map_err(|_| bad("not an IPv6 address in brackets"))?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or_else(|| bad("text after the IPv6 address"))?),
+        };
+        (format!("[{ip}]"), port)
+    } else {
+        let (name, port) = match lower.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (lower.as_str(), None),
+        };
+        if name.is_empty() {
+            return Err(bad("the host name is empty"));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        {
+            return Err(bad("a host name has only letters, digits, '.' and '-'"));
+        }
+        if name.starts_with(['.', '-']) || name.ends_with('-') || name.contains("..") {
+            return Err(bad("not a host name"));
+        }
+        (name.to_owned(), port)
+    };
+    let port = match port {
+        None => None,
+        Some(p) => match p.parse::<u16>() {
+            Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Some(n),
+            _ => return Err(bad("the port is not a number from 1 to 65535")),
+        },
+    };
+    Ok(match port {
+        Some(p) if p != 443 && p != 80 => format!("{name}:{p}"),
+        _ => name,
+    })
+}
+
+/// Checks a secret's name: 1 to [`MAX_NAME_BYTES`] of `[A-Za-z0-9_.-]`, and not a token.
+pub fn validate_name(name: &str) -> Result<(), SecretError> {
+    if TOKEN_PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return Err(SecretError::NameIsToken);
+    }
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME_BYTES
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        let shown = if name.len() > MAX_NAME_BYTES {
+            format!("{}…", name.chars().take(MAX_NAME_BYTES).collect::<String>())
+        } else {
+            name.to_owned()
+        };
+        Err(SecretError::BadName { name: shown })
+    }
+}
+
+/// Checks a value: one trailing newline (`\n` or `\r\n`) dropped, then non-empty, at most
+/// [`MAX_VALUE_BYTES`], no control characters.
+pub fn validate_value(mut value: SecretValue) -> Result<SecretValue, SecretError> {
+    if value.0.ends_with('\n') {
+        value.0.pop();
+        if value.0.ends_with('\r') {
+            value.0.pop();
+        }
+    }
+    if value.0.is_empty() {
+        return Err(SecretError::BadValue("it is empty: pipe the token into the command's stdin"));
+    }
+    if value.0.len() > MAX_VALUE_BYTES {
+        return Err(SecretError::BadValue("it is longer than 4 KiB: give the token itself"));
+    }
+    if value.0.chars().any(char::is_control) {
+        return Err(SecretError::BadValue(
+            "it holds a control character (a newline inside, a tab): give the token on one line",
+        ));
+    }
+    Ok(value)
 }

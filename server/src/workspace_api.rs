@@ -96,8 +96,13 @@ async fn credential(
     user: &UserRow,
     host: &str,
 ) -> Result<Option<SecretValue>, ErrorBody> {
-    let _ = (hub, user, host);
-    Ok(None)
+    let Some(secrets) = hub.secrets() else {
+        return Ok(None);
+    };
+    secrets.for_host(&user.org_id, host).await.map_err(|e| {
+        tracing::warn!(org = %user.org, %host, "cannot read the org's credential: {e}");
+        ErrorBody::new(ErrorCode::Internal, e.to_string())
+    })
 }
 
 /// `session/create` with a `source`: prepares the workspace, then writes the session row. A

@@ -443,6 +443,8 @@ pub struct WsClient {
     pub backlog: std::collections::VecDeque<outboard_shared::SessionEvent>,
     /// The server's `welcome` (this connection's id among other things).
     pub welcome: Option<outboard_shared::Welcome>,
+    /// Progress frames received while waiting for responses, in order.
+    pub progress: Vec<outboard_shared::ProgressFrame>,
 }
 
 impl WsClient {
@@ -450,7 +452,13 @@ impl WsClient {
     pub async fn connect(url: &str, token: &str) -> anyhow::Result<WsClient> {
         use futures_util::SinkExt as _;
         let (ws, _) = tokio_tungstenite::connect_async(url).await?;
-        let mut client = WsClient { ws, next_id: 1, backlog: Default::default(), welcome: None };
+        let mut client = WsClient {
+            ws,
+            next_id: 1,
+            backlog: Default::default(),
+            welcome: None,
+            progress: Vec::new(),
+        };
         let hello = serde_json::json!({
             "type": "hello", "protocol_version": outboard_shared::PROTOCOL_VERSION,
             "token": token, "client": "outboard-tests"
@@ -505,6 +513,9 @@ impl WsClient {
                     })
                 }
                 outboard_shared::ServerFrame::Event(e) => self.backlog.push_back(e.event),
+                outboard_shared::ServerFrame::Progress(p) if p.request_id.0 == id => {
+                    self.progress.push(p)
+                }
                 other => bail!("unexpected frame {other:?}"),
             }
         }
