@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|tui|vfs|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|tui|vfs|workspace|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -19,6 +19,14 @@ case "${1:-all}" in
     cargo build --quiet --release -p outboard-server --bin outboard-server
     exec cargo run --quiet --release -p outboard-tests --bin bench_vfs
     ;;
+  workspace)
+    # A repository in and the changes out: `git clone` from git's own http-backend on loopback
+    # against Outboard's clone, upload and diff (an in-process server, which wants the release
+    # sandbox agent beside the bench). Extra arguments go to the bench (`--runs N`).
+    cargo build --quiet --release -p outboard-server --bin outboard-server
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_workspace -- "$@"
+    ;;
   harness|durable)
     # In-process servers use the sandbox agent of the release outboard-server beside the bench.
     cargo build --quiet --release -p outboard-server --bin outboard-server
@@ -29,10 +37,11 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench -- all
     cargo run --quiet --release -p outboard-tests --bin bench_sandbox
     cargo run --quiet --release -p outboard-tests --bin bench_vfs
+    cargo run --quiet --release -p outboard-tests --bin bench_workspace
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|tui|vfs|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|tui|vfs|workspace|all]" >&2
     exit 2
     ;;
 esac

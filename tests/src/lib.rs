@@ -1,9 +1,11 @@
 //! Outboard's test support: the mock LLM server ([`mock_llm`]) shared by the end-to-end suites
 //! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
-//! runs the real CLI, and the crash harness ([`crash`]).
+//! runs the real CLI, the crash harness ([`crash`]), and a real git smart-HTTP host with test
+//! repositories ([`git_http`]).
 
 pub mod bench;
 pub mod crash;
+pub mod git_http;
 pub mod harness;
 pub mod mock_llm;
 pub mod scripted;
