@@ -100,5 +100,7 @@ pub(crate) async fn authenticate(
 
 /// The HTTP endpoints, to be merged into the gateway's router.
 pub fn router(hub: Arc<Hub>) -> Router {
-    Router::new().with_state(hub)
+    Router::new()
+        .route(outboard_shared::http::UPLOADS, axum::routing::post(crate::uploads::upload))
+        .with_state(hub)
 }

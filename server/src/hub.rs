@@ -139,6 +139,11 @@ impl Hub {
         }
     }
 
+    /// The configuration the server was launched with.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store

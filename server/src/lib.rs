@@ -4,7 +4,7 @@
 //! Module map (one room each, see `docs/ARCHITECTURE.md`): [`gateway`] (WebSocket, handshake,
 //! per-connection tasks), [`hub`] (the session map), [`session`] (one actor per session),
 //! [`agent`] (the harness loop), [`llm`] (providers), [`tools`] (the model's tools), [`vfs`] (path
-//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`auth`].
+//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`auth`], [`uploads`] (working trees sent by clients).
 
 pub mod agent;
 pub mod auth;
@@ -21,6 +21,7 @@ pub mod sandbox;
 pub mod session;
 pub mod store;
 pub mod tools;
+pub mod uploads;
 pub mod util;
 pub mod vfs;
 
