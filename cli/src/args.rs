@@ -293,6 +293,18 @@ pub struct RunArgs {
         value_parser = parse_duration
     )]
     pub reconnect_for: Duration,
+    /// With --server: send DIR (default: the current directory) to the server and work on the
+    /// copy. In a git work tree, the whole work tree with its branch's history and uncommitted
+    /// and untracked (not ignored) files; elsewhere DIR's files, honouring ignore files. Put it
+    /// after PROMPT, or give DIR, so that the prompt is not taken for DIR.
+    #[arg(
+        long,
+        value_name = "DIR",
+        num_args = 0..=1,
+        default_missing_value = ".",
+        conflicts_with = "session"
+    )]
+    pub upload: Option<PathBuf>,
     /// The message to send; `-` reads it from stdin.
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
@@ -361,6 +373,7 @@ mod tests {
                 json: true,
                 session: Some("s_1".into()),
                 reconnect_for: Duration::from_secs(90),
+                upload: None,
                 prompt: "list the files".into(),
             }
         );
@@ -377,6 +390,7 @@ mod tests {
                 json: false,
                 session: None,
                 reconnect_for: Duration::from_secs(120),
+                upload: None,
                 prompt: "-".into()
             }
         );
@@ -485,6 +499,17 @@ mod tests {
         assert_eq!(bad.unwrap_err().exit_code(), 2);
         let missing = Cli::try_parse_from(["outboard", "memory", "cat"]).unwrap_err();
         assert_eq!(missing.exit_code(), 2);
+    }
+
+    #[test]
+    fn upload_takes_an_optional_dir() {
+        let args = run_args(&["outboard", "run", "fix it", "--upload"]);
+        assert_eq!((args.prompt.as_str(), args.upload), ("fix it", Some(PathBuf::from("."))));
+        let args = run_args(&["outboard", "run", "--upload", "../repo", "fix it"]);
+        assert_eq!((args.prompt.as_str(), args.upload), ("fix it", Some(PathBuf::from("../repo"))));
+        assert_eq!(run_args(&["outboard", "run", "fix it"]).upload, None);
+        let clash = Cli::try_parse_from(["outboard", "run", "--session", "s_1", "--upload", ".", "x"]);
+        assert_eq!(clash.unwrap_err().kind(), ErrorKind::ArgumentConflict);
     }
 
     #[test]
