@@ -508,7 +508,8 @@ mod tests {
         let args = run_args(&["outboard", "run", "--upload", "../repo", "fix it"]);
         assert_eq!((args.prompt.as_str(), args.upload), ("fix it", Some(PathBuf::from("../repo"))));
         assert_eq!(run_args(&["outboard", "run", "fix it"]).upload, None);
-        let clash = Cli::try_parse_from(["outboard", "run", "--session", "s_1", "--upload", ".", "x"]);
+        let clash =
+            Cli::try_parse_from(["outboard", "run", "--session", "s_1", "--upload", ".", "x"]);
         assert_eq!(clash.unwrap_err().kind(), ErrorKind::ArgumentConflict);
     }
 

@@ -145,15 +145,13 @@ fn git_toplevel(dir: &Path) -> Option<PathBuf> {
 }
 
 fn git(root: &Path, step: &str, args: &[&str]) -> Result<Vec<u8>, UploadError> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(root)
-        .output()
-        .map_err(|e| UploadError::Git {
+    let out = Command::new("git").args(args).current_dir(root).output().map_err(|e| {
+        UploadError::Git {
             step: step.to_owned(),
             dir: root.display().to_string(),
             detail: format!("cannot run git: {e}"),
-        })?;
+        }
+    })?;
     if !out.status.success() {
         return Err(UploadError::Git {
             step: step.to_owned(),
@@ -168,11 +166,8 @@ fn git(root: &Path, step: &str, args: &[&str]) -> Result<Vec<u8>, UploadError> {
 /// or a nested repository) is walked as a plain directory.
 fn git_paths(root: &Path) -> Result<Vec<PathBuf>, UploadError> {
     use std::os::unix::ffi::OsStrExt as _;
-    let listed = git(
-        root,
-        "ls-files",
-        &["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-    )?;
+    let listed =
+        git(root, "ls-files", &["ls-files", "-z", "--cached", "--others", "--exclude-standard"])?;
     let mut paths = Vec::new();
     for raw in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
         let rel = PathBuf::from(std::ffi::OsStr::from_bytes(raw.strip_suffix(b"/").unwrap_or(raw)));
@@ -248,16 +243,19 @@ pub fn pack(dir: &Path) -> Result<Packed, UploadError> {
         return Err(UploadError::Reserved(root.join(".outboard-upload").display().to_string()));
     }
     let file = tempfile::NamedTempFile::new().map_err(io_err(Path::new("a temp file")))?;
-    let mut builder = tar::Builder::new(std::io::BufWriter::new(file.reopen().map_err(io_err(file.path()))?));
+    let mut builder =
+        tar::Builder::new(std::io::BufWriter::new(file.reopen().map_err(io_err(file.path()))?));
     builder.follow_symlinks(false);
     for rel in &selection.paths {
         builder.append_path_with_name(root.join(rel), rel).map_err(io_err(&root.join(rel)))?;
     }
     let (mut branch, mut history) = (None, false);
     if selection.git {
-        branch = String::from_utf8(git(&root, "symbolic-ref", &["symbolic-ref", "-q", "HEAD"]).unwrap_or_default())
-            .ok()
-            .and_then(|r| r.trim().strip_prefix("refs/heads/").map(str::to_owned));
+        branch = String::from_utf8(
+            git(&root, "symbolic-ref", &["symbolic-ref", "-q", "HEAD"]).unwrap_or_default(),
+        )
+        .ok()
+        .and_then(|r| r.trim().strip_prefix("refs/heads/").map(str::to_owned));
         let has_commit = git(&root, "rev-parse", &["rev-parse", "--verify", "-q", "HEAD"]).is_ok();
         if has_commit {
             let scratch = tempfile::tempdir().map_err(io_err(Path::new("a temp dir")))?;
@@ -373,7 +371,8 @@ pub async fn send(
 ) -> Result<UploadResponse, UploadError> {
     let url = format!("{}{}", http_base(server)?, http::UPLOADS);
     let client = http_client(options)?;
-    let file = tokio::fs::File::open(packed.file.path()).await.map_err(io_err(packed.file.path()))?;
+    let file =
+        tokio::fs::File::open(packed.file.path()).await.map_err(io_err(packed.file.path()))?;
     let meter = Meter {
         mode,
         total: packed.bytes,
@@ -407,9 +406,11 @@ pub async fn send(
         Ok(response) => response,
         // The server may have answered (413: over its cap) and closed before the body was all
         // sent; the answer is then lost with the connection. Ask again without a body to read it.
-        Err(e) => return Err(probe(&client, &url, token, packed.bytes).await.unwrap_or_else(|| {
-            UploadError::Transport { url: url.clone(), reason: error_chain(&e) }
-        })),
+        Err(e) => {
+            return Err(probe(&client, &url, token, packed.bytes).await.unwrap_or_else(|| {
+                UploadError::Transport { url: url.clone(), reason: error_chain(&e) }
+            }))
+        }
     };
     answer(response).await
 }
@@ -417,7 +418,12 @@ pub async fn send(
 /// The same request with the same `Content-Length` and a body that never comes: a server that
 /// refuses from the headers answers at once, and nothing of ours is unread on its side, so the
 /// answer arrives. A server that would take the body is left after a moment.
-async fn probe(client: &reqwest::Client, url: &str, token: &str, bytes: u64) -> Option<UploadError> {
+async fn probe(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    bytes: u64,
+) -> Option<UploadError> {
     let never = futures_util::stream::pending::<Result<Vec<u8>, std::io::Error>>();
     let request = client
         .post(url)
@@ -463,7 +469,8 @@ fn http_client(options: &ConnectOptions) -> Result<reqwest::Client, UploadError>
         let ca_err =
             |reason: String| UploadError::CaCert { path: path.display().to_string(), reason };
         let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
         if certs.is_empty() {
             return Err(ca_err("no CERTIFICATE in it".into()));
         }

@@ -64,7 +64,9 @@ pub enum UploadError {
     #[error("no upload {0}: upload the tree again (`outboard run --upload`)")]
     NotFound(String),
     /// A session already used it.
-    #[error("upload {0} was used by a session already: an upload is used once, upload the tree again")]
+    #[error(
+        "upload {0} was used by a session already: an upload is used once, upload the tree again"
+    )]
     Used(String),
     /// The body is over the cap.
     #[error(
@@ -94,7 +96,9 @@ pub enum UploadError {
         reason: String,
     },
     /// A member of the archive cannot be read.
-    #[error("the uploaded archive is corrupt at member {member:?}: {reason}; upload the tree again")]
+    #[error(
+        "the uploaded archive is corrupt at member {member:?}: {reason}; upload the tree again"
+    )]
     Corrupt {
         /// The member's path, as far as it could be read.
         member: String,
@@ -176,9 +180,11 @@ pub(crate) async fn upload(
     let cap = hub.config().limits.max_upload_bytes;
     let announced = match headers.get(header::CONTENT_LENGTH) {
         None => None,
-        Some(v) => Some(v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()).ok_or_else(
-            || UploadError::BadRequest("the Content-Length header is not a number".into()),
-        )?),
+        Some(v) => {
+            Some(v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()).ok_or_else(|| {
+                UploadError::BadRequest("the Content-Length header is not a number".into())
+            })?)
+        }
     };
     if let Some(found) = announced.filter(|n| *n > cap) {
         // Refused before a byte of the body is read: the answer closes the connection.
@@ -209,7 +215,14 @@ pub(crate) async fn upload(
             c.execute(
                 "INSERT INTO uploads (id, org_id, user_id, bytes, branch, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                rusqlite::params![row.0, row.1, row.2, row.3 as i64, row.4, crate::util::now_rfc3339()],
+                rusqlite::params![
+                    row.0,
+                    row.1,
+                    row.2,
+                    row.3 as i64,
+                    row.4,
+                    crate::util::now_rfc3339()
+                ],
             )?;
             Ok(())
         })
@@ -247,7 +260,9 @@ fn branch_header(headers: &HeaderMap) -> Result<Option<String>, UploadError> {
 /// Streams `body` into `part` (created new), at most `cap` bytes, each chunk within
 /// [`CHUNK_TIMEOUT`]; fsyncs it. Returns the bytes written.
 async fn receive(body: Body, dir: &Path, part: &Path, cap: u64) -> Result<u64, UploadError> {
-    tokio::fs::create_dir_all(dir).await.map_err(UploadError::io("cannot make the uploads directory"))?;
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(UploadError::io("cannot make the uploads directory"))?;
     let mut file = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -453,7 +468,9 @@ fn unpack(
         let kind = entry.header().entry_type();
         total = total.saturating_add(entry.size());
         if total > bytes {
-            return Err(unsafe_member("makes the files larger than the archive (sparse members are not taken)"));
+            return Err(unsafe_member(
+                "makes the files larger than the archive (sparse members are not taken)",
+            ));
         }
         if rel == Path::new(outboard_shared::http::UPLOAD_HISTORY_BUNDLE) {
             if !kind.is_file() {
@@ -515,7 +532,10 @@ fn checked_path(path: &Path) -> Result<PathBuf, String> {
         match c {
             Component::Normal(name) => {
                 if name == ".git" {
-                    return Err("is a .git or under one: the server makes .git from the history bundle".into());
+                    return Err(
+                        "is a .git or under one: the server makes .git from the history bundle"
+                            .into(),
+                    );
                 }
                 rel.push(name);
             }
@@ -728,7 +748,9 @@ pub async fn start_sweeper(store: Store, data_dir: PathBuf, shutdown: Cancellati
             }
             match sweep(&store, &data_dir, UNUSED_UPLOAD_TTL, false).await {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(uploads = n, "removed uploads no session used within a day"),
+                Ok(n) => {
+                    tracing::info!(uploads = n, "removed uploads no session used within a day")
+                }
                 Err(e) => tracing::warn!("cannot sweep old uploads: {e}"),
             }
         }

@@ -4,6 +4,8 @@
 //! from `Content-Length` and while streaming; a wrong token; hostile archives crafted with the tar
 //! crate refused with nothing left behind; another user's upload not found; an upload used once.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -25,7 +27,14 @@ fn server(extra: &[&str]) -> TestServer {
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=test@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
@@ -86,7 +95,8 @@ impl Fixture {
     async fn new(extra: &[&str]) -> Fixture {
         let server = server(extra);
         let token = server.add_user("ada", "acme").unwrap();
-        let store = Store::open(&server.data_dir().join("outboard.db"), Durability::Normal).unwrap();
+        let store =
+            Store::open(&server.data_dir().join("outboard.db"), Durability::Normal).unwrap();
         let user = store.authenticate(&token).await.unwrap().unwrap();
         Fixture { server, token, store, user }
     }
@@ -94,14 +104,20 @@ impl Fixture {
     async fn send(&self, dir: &Path) -> Result<String, ClientUploadError> {
         let packed = upload::pack(dir).unwrap();
         let options = ConnectOptions::default();
-        let sent = upload::send(&packed, &self.server.url, &self.token, &options, ProgressMode::Quiet)
-            .await?;
+        let sent =
+            upload::send(&packed, &self.server.url, &self.token, &options, ProgressMode::Quiet)
+                .await?;
         assert_eq!(sent.bytes, packed.bytes);
         Ok(sent.upload_id)
     }
 
-    async fn unpack(&self, id: &str, dest: &Path) -> Result<outboard_server::uploads::Materialized, UploadError> {
-        materialize(&self.store, self.server.data_dir(), &self.user, id, dest, &|_: &str, _, _| {}).await
+    async fn unpack(
+        &self,
+        id: &str,
+        dest: &Path,
+    ) -> Result<outboard_server::uploads::Materialized, UploadError> {
+        materialize(&self.store, self.server.data_dir(), &self.user, id, dest, &|_: &str, _, _| {})
+            .await
     }
 
     /// The files left in the uploads directory.
@@ -147,14 +163,8 @@ async fn a_git_work_tree_with_uncommitted_and_untracked_changes_arrives_exactly(
     let done = fx.unpack(&id, dest.path()).await.unwrap();
 
     assert_eq!(tree(dest.path(), &[]), tree(root, &["debug.log", "target"]));
-    assert_eq!(
-        git(dest.path(), &["status", "--porcelain"]),
-        git(root, &["status", "--porcelain"])
-    );
-    assert_eq!(
-        git(dest.path(), &["log", "--format=%H %s"]),
-        git(root, &["log", "--format=%H %s"])
-    );
+    assert_eq!(git(dest.path(), &["status", "--porcelain"]), git(root, &["status", "--porcelain"]));
+    assert_eq!(git(dest.path(), &["log", "--format=%H %s"]), git(root, &["log", "--format=%H %s"]));
     assert_eq!(done.branch.as_deref(), Some("feature"));
     assert_eq!(done.head.as_deref(), Some(git(root, &["rev-parse", "HEAD"]).trim()));
     assert_eq!(git(dest.path(), &["symbolic-ref", "HEAD"]).trim(), "refs/heads/feature");
@@ -194,7 +204,8 @@ async fn an_upload_over_the_cap_is_refused_from_its_length_with_both_numbers() {
     let fx = Fixture::new(&["--max-upload-bytes", "100000"]).await;
     let dir = tempfile::tempdir().unwrap();
     // Larger than the socket buffers, so the server refuses while the body is still being sent.
-    let big: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let big: Vec<u8> =
+        (0..4_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
     write(&dir.path().join("big.bin"), &big);
     let packed_bytes = upload::pack(dir.path()).unwrap().bytes;
     let err = fx.send(dir.path()).await.unwrap_err();
@@ -211,7 +222,8 @@ async fn an_upload_over_the_cap_is_refused_from_its_length_with_both_numbers() {
 async fn a_chunked_body_over_the_cap_is_cut_at_the_cap() {
     let fx = Fixture::new(&["--max-upload-bytes", "100000"]).await;
     let chunk = vec![7u8; 30_000];
-    let first = futures_util::stream::iter((0..4).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
+    let first =
+        futures_util::stream::iter((0..4).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
     let body = futures_util::StreamExt::chain(first, futures_util::stream::pending());
     let url = format!("http://{}/v1/uploads", fx.server.addr());
     let response = reqwest::Client::new()
@@ -224,9 +236,11 @@ async fn a_chunked_body_over_the_cap_is_cut_at_the_cap() {
     assert_eq!(response.status().as_u16(), 413);
     let text = response.text().await.unwrap();
     assert!(text.contains("more than 100000"), "{text}");
-    outboard_tests::harness::wait_until("the partial upload is removed", std::time::Duration::from_secs(10), || {
-        fx.uploads_left().is_empty()
-    })
+    outboard_tests::harness::wait_until(
+        "the partial upload is removed",
+        std::time::Duration::from_secs(10),
+        || fx.uploads_left().is_empty(),
+    )
     .unwrap();
 }
 
@@ -247,7 +261,13 @@ async fn a_wrong_token_is_401() {
 }
 
 /// A tar member with a raw name, bypassing the tar crate's own path checks.
-fn raw_member(builder: &mut tar::Builder<Vec<u8>>, name: &[u8], kind: tar::EntryType, link: Option<&str>, data: &[u8]) {
+fn raw_member(
+    builder: &mut tar::Builder<Vec<u8>>,
+    name: &[u8],
+    kind: tar::EntryType,
+    link: Option<&str>,
+    data: &[u8],
+) {
     let mut header = tar::Header::new_gnu();
     header.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name);
     header.set_entry_type(kind);
@@ -280,7 +300,9 @@ async fn hostile_archives_are_refused_and_leave_nothing() {
     type Craft = fn(&mut tar::Builder<Vec<u8>>);
     let cases: [(&str, Craft); 6] = [
         ("..", |b| raw_member(b, b"../escape.txt", tar::EntryType::Regular, None, b"x")),
-        ("absolute", |b| raw_member(b, b"/tmp/outboard-upload-escape", tar::EntryType::Regular, None, b"x")),
+        ("absolute", |b| {
+            raw_member(b, b"/tmp/outboard-upload-escape", tar::EntryType::Regular, None, b"x")
+        }),
         (".git", |b| raw_member(b, b".git/config", tar::EntryType::Regular, None, b"[core]\n")),
         ("symlink", |b| {
             raw_member(b, b"sub", tar::EntryType::Directory, None, b"");
@@ -301,7 +323,11 @@ async fn hostile_archives_are_refused_and_leave_nothing() {
         let err = fx.unpack(&id, &dest).await.unwrap_err();
         assert!(matches!(err, UploadError::Unsafe { .. }), "{name}: {err}");
         assert_eq!(std::fs::read_dir(&dest).unwrap().count(), 0, "{name}: dest is not empty");
-        assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 1, "{name}: wrote beside dest");
+        assert_eq!(
+            std::fs::read_dir(parent.path()).unwrap().count(),
+            1,
+            "{name}: wrote beside dest"
+        );
         assert!(fx.uploads_left().is_empty(), "{name}: {:?}", fx.uploads_left());
     }
     assert!(!Path::new("/tmp/outboard-upload-escape").exists());
@@ -316,9 +342,10 @@ async fn another_users_upload_is_not_found_and_stays_for_its_owner() {
     let other_token = fx.server.add_user("bob", "acme").unwrap();
     let bob = fx.store.authenticate(&other_token).await.unwrap().unwrap();
     let dest = tempfile::tempdir().unwrap();
-    let err = materialize(&fx.store, fx.server.data_dir(), &bob, &id, dest.path(), &|_: &str, _, _| {})
-        .await
-        .unwrap_err();
+    let err =
+        materialize(&fx.store, fx.server.data_dir(), &bob, &id, dest.path(), &|_: &str, _, _| {})
+            .await
+            .unwrap_err();
     assert!(matches!(err, UploadError::NotFound(_)), "{err}");
     assert_eq!(err.body().code, outboard_shared::ErrorCode::NotFound);
     let unknown = fx.unpack("up_nope", dest.path()).await.unwrap_err();
