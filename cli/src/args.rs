@@ -16,6 +16,10 @@ pub struct Cli {
     /// Connection flags of the TUI (when no subcommand is given).
     #[command(flatten)]
     pub connect: ConnectArgs,
+    /// The TUI with --server: send DIR (default: the current directory) and work on the copy,
+    /// as `outboard run --upload` does.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
+    pub upload: Option<PathBuf>,
 }
 
 /// The subcommands.
@@ -400,7 +404,7 @@ mod tests {
     fn no_subcommand_is_allowed() {
         assert_eq!(
             Cli::try_parse_from(["outboard"]).unwrap(),
-            Cli { command: None, connect: ConnectArgs::default() }
+            Cli { command: None, connect: ConnectArgs::default(), upload: None }
         );
         let cli =
             Cli::try_parse_from(["outboard", "--server", "ws://h:1", "--token", "t"]).unwrap();

@@ -44,7 +44,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         .build()
         .context("while starting the async runtime")?;
     let Some(command) = cli.command else {
-        let args = TuiArgs { connect: cli.connect, attach: None, drive: false };
+        let args = TuiArgs { connect: cli.connect, attach: None, drive: false, upload: cli.upload };
         return Ok(runtime.block_on(tui::run(args)));
     };
     match command {
@@ -82,6 +82,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 connect: args.connect,
                 attach: Some(SessionId(args.session_id)),
                 drive: args.drive,
+                upload: None,
             };
             Ok(runtime.block_on(tui::run(args)))
         }

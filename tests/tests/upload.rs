@@ -353,3 +353,21 @@ async fn another_users_upload_is_not_found_and_stays_for_its_owner() {
     fx.unpack(&id, dest.path()).await.unwrap();
     assert_eq!(std::fs::read(dest.path().join("a.txt")).unwrap(), b"a\n");
 }
+
+#[test]
+fn upload_without_a_server_is_a_usage_error_naming_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = outboard_tests::harness::outboard_in(
+        Some(dir.path()),
+        &[],
+        &["run", "hello", "--upload"],
+        None,
+    )
+    .unwrap();
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("use --workspace DIR"), "{}", ran.stderr);
+    let tui =
+        outboard_tests::harness::outboard_in(Some(dir.path()), &[], &["--upload"], None).unwrap();
+    assert_eq!(tui.code, 2, "{}", tui.stderr);
+    assert!(tui.stderr.contains("use --workspace DIR"), "{}", tui.stderr);
+}

@@ -31,6 +31,9 @@ pub enum Initial {
     NewIn(String),
     /// Attach to this session, asking to drive when `drive`.
     Attach(SessionId, bool),
+    /// Create a new session from this upload (`outboard --upload`) and drive it; an upload is
+    /// used once, so `/new` sessions start empty.
+    FromUpload(String),
 }
 
 enum Step {
@@ -50,6 +53,8 @@ struct State {
     want_drive: bool,
     /// The host directory new sessions work in (embedded mode), if any.
     workspace: Option<String>,
+    /// The upload the first new session is made from (taken by that `session/create`).
+    upload: Option<String>,
 }
 
 /// Runs until `effects` closes (the app quit). Every state change goes to `app`.
@@ -75,10 +80,20 @@ pub async fn run_with(
     let mut backoff = Backoff::new();
     let workspace = match &initial {
         Initial::NewIn(dir) => Some(dir.clone()),
-        Initial::New | Initial::Attach(..) => None,
+        Initial::New | Initial::Attach(..) | Initial::FromUpload(_) => None,
     };
-    let mut state =
-        State { connection_id: 0, current: None, last_seq: 0, want_drive: false, workspace };
+    let upload = match &initial {
+        Initial::FromUpload(id) => Some(id.clone()),
+        _ => None,
+    };
+    let mut state = State {
+        connection_id: 0,
+        current: None,
+        last_seq: 0,
+        want_drive: false,
+        workspace,
+        upload,
+    };
     let mut initial = Some(initial);
     let mut reason: Option<String> = None;
     loop {
@@ -121,7 +136,9 @@ pub async fn run_with(
             (_, Some((id, role))) => {
                 Some(attach(&client, id.clone(), *role, Some(state.last_seq), true))
             }
-            (Some(Initial::New | Initial::NewIn(_)), None) => Some(create(&client, &state)),
+            (Some(Initial::New | Initial::NewIn(_) | Initial::FromUpload(_)), None) => {
+                Some(create(&client, &mut state))
+            }
             (Some(Initial::Attach(id, drive)), None) => {
                 state.want_drive = drive;
                 let role = if drive { Role::Driver } else { Role::Watcher };
@@ -208,8 +225,17 @@ fn short(e: &ClientError) -> String {
     }
 }
 
-fn create(client: &Client, state: &State) -> Pending {
-    let call = client.create_session_in(None, state.workspace.clone());
+fn create(client: &Client, state: &mut State) -> Pending {
+    let source =
+        state.upload.take().map(|upload_id| outboard_shared::SourceSpec::Upload { upload_id });
+    let call = client.call::<outboard_shared::methods::SessionCreate>(
+        outboard_shared::SessionCreateParams {
+            title: None,
+            workspace: state.workspace.clone(),
+            source,
+        },
+    );
+    let call = async move { call.await.map(|created| created.session) };
     Box::pin(async move { Step::Created(call.await) })
 }
 
