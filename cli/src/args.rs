@@ -19,6 +19,10 @@ pub struct Cli {
     /// Where the TUI's new session's files come from.
     #[command(flatten)]
     pub source: SourceArgs,
+    /// The TUI with --server: send DIR (default: the current directory) and work on the copy,
+    /// as `outboard run --upload` does.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
+    pub upload: Option<PathBuf>,
 }
 
 /// Where a new session's workspace comes from, instead of the current directory.
@@ -28,7 +32,7 @@ pub struct SourceArgs {
     /// a branch, a tag or a full commit id, the default branch when absent). The server
     /// authenticates with the org's credential for the host (`outboard-server admin secret set`);
     /// never put a credential in the URL.
-    #[arg(long, value_name = "URL[#REF]", conflicts_with = "workspace")]
+    #[arg(long, value_name = "URL[#REF]", conflicts_with_all = ["workspace", "upload"])]
     pub repo: Option<String>,
 }
 
@@ -375,6 +379,18 @@ pub struct RunArgs {
     /// Where a new session's files come from.
     #[command(flatten)]
     pub source: SourceArgs,
+    /// With --server: send DIR (default: the current directory) to the server and work on the
+    /// copy. In a git work tree, the whole work tree with its branch's history and uncommitted
+    /// and untracked (not ignored) files; elsewhere DIR's files, honouring ignore files. Put it
+    /// after PROMPT, or give DIR, so that the prompt is not taken for DIR.
+    #[arg(
+        long,
+        value_name = "DIR",
+        num_args = 0..=1,
+        default_missing_value = ".",
+        conflicts_with = "session"
+    )]
+    pub upload: Option<PathBuf>,
     /// The message to send; `-` reads it from stdin.
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
@@ -466,6 +482,7 @@ mod tests {
                 session: Some("s_1".into()),
                 reconnect_for: Duration::from_secs(90),
                 source: SourceArgs::default(),
+                upload: None,
                 prompt: "list the files".into(),
             }
         );
@@ -483,6 +500,7 @@ mod tests {
                 session: None,
                 reconnect_for: Duration::from_secs(120),
                 source: SourceArgs::default(),
+                upload: None,
                 prompt: "-".into()
             }
         );
@@ -492,7 +510,12 @@ mod tests {
     fn no_subcommand_is_allowed() {
         assert_eq!(
             Cli::try_parse_from(["outboard"]).unwrap(),
-            Cli { command: None, connect: ConnectArgs::default(), source: SourceArgs::default() }
+            Cli {
+                command: None,
+                connect: ConnectArgs::default(),
+                source: SourceArgs::default(),
+                upload: None
+            }
         );
     }
 
@@ -621,6 +644,18 @@ mod tests {
         assert_eq!(bad.unwrap_err().exit_code(), 2);
         let missing = Cli::try_parse_from(["outboard", "memory", "cat"]).unwrap_err();
         assert_eq!(missing.exit_code(), 2);
+    }
+
+    #[test]
+    fn upload_takes_an_optional_dir() {
+        let args = run_args(&["outboard", "run", "fix it", "--upload"]);
+        assert_eq!((args.prompt.as_str(), args.upload), ("fix it", Some(PathBuf::from("."))));
+        let args = run_args(&["outboard", "run", "--upload", "../repo", "fix it"]);
+        assert_eq!((args.prompt.as_str(), args.upload), ("fix it", Some(PathBuf::from("../repo"))));
+        assert_eq!(run_args(&["outboard", "run", "fix it"]).upload, None);
+        let clash =
+            Cli::try_parse_from(["outboard", "run", "--session", "s_1", "--upload", ".", "x"]);
+        assert_eq!(clash.unwrap_err().kind(), ErrorKind::ArgumentConflict);
     }
 
     #[test]

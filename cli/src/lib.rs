@@ -5,7 +5,8 @@
 //! reused by the TUI), [`run`] (headless `outboard run`), [`sessions`] (`outboard sessions`),
 //! [`files`] (`outboard memory` and `outboard skills`: the org's shared files), [`output`] (plain
 //! and `--json` rendering), [`tui`] (the terminal client), [`embedded`] (the in-process server;
-//! the only module that depends on `outboard-server`).
+//! the only module that depends on `outboard-server`), [`upload`] (`--upload`: the
+//! packer and the HTTP upload of a working tree).
 
 pub mod args;
 pub mod changes;
@@ -19,6 +20,7 @@ pub mod sessions;
 #[cfg(test)]
 mod testing;
 pub mod tui;
+pub mod upload;
 
 pub use client::{Client, ClientError};
 

@@ -49,6 +49,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             attach: None,
             drive: false,
             source: cli.source.repo_spec(),
+            upload: cli.upload,
         };
         return Ok(runtime.block_on(tui::run(args)));
     };
@@ -94,6 +95,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 attach: Some(SessionId(args.session_id)),
                 drive: args.drive,
                 source: None,
+                upload: None,
             };
             Ok(runtime.block_on(tui::run(args)))
         }

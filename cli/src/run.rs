@@ -79,6 +79,12 @@ pub enum RunError {
     /// The server came back but refused the token or the session.
     #[error("reconnected, but the server refused to go on: {0}")]
     Refused(ClientError),
+    /// `--upload` without `--server`.
+    #[error("--upload sends a tree to a remote server (--server URL); embedded mode works in place: use --workspace DIR")]
+    UploadNeedsServer,
+    /// The upload failed or was refused.
+    #[error(transparent)]
+    Upload(#[from] crate::upload::UploadError),
     /// Stdout or stderr could not be written (a closed pipe).
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -88,7 +94,11 @@ impl RunError {
     /// The process exit status (see [`crate::exit`]).
     pub fn exit_code(&self) -> i32 {
         match self {
-            RunError::MissingToken(_) | RunError::EmptyPrompt | RunError::Stdin(_) => exit::USAGE,
+            RunError::MissingToken(_)
+            | RunError::EmptyPrompt
+            | RunError::Stdin(_)
+            | RunError::UploadNeedsServer => exit::USAGE,
+            RunError::Upload(e) => e.exit_code(),
             RunError::Embedded(e) => e.exit_code(),
             RunError::Workspace(e) => e.exit_code(),
             RunError::Client(e) | RunError::Lost(e) => e.exit_code(),
@@ -200,9 +210,15 @@ pub async fn run<O: Write, E: Write>(
     printer: &mut Printer<O, E>,
 ) -> i32 {
     // Checked before anything starts: a refused directory is a usage error, not a failed run.
-    let workspace = match (&args.session, &args.source.repo) {
-        (Some(_), _) | (None, Some(_)) => Ok(None),
-        (None, None) => crate::embedded::session_workspace(&args.connect),
+    let workspace = match (&args.session, &args.upload, &args.source.repo) {
+        (Some(_), _, _) => Ok(None),
+        (None, Some(_), _) if args.connect.server.is_none() => {
+            let err = RunError::UploadNeedsServer;
+            let _ = printer.note(&format!("outboard: {err}"));
+            return err.exit_code();
+        }
+        (None, Some(_), _) | (None, None, Some(_)) => Ok(None),
+        (None, None, None) => crate::embedded::session_workspace(&args.connect),
     };
     let workspace = match workspace {
         Ok(workspace) => workspace,
@@ -296,7 +312,11 @@ async fn open_session<O: Write, E: Write>(
 ) -> Result<(SessionId, u64), RunError> {
     let Some(id) = &args.session else {
         let title = Some(session_title(prompt));
-        let session = match args.source.repo_spec() {
+        let source = match &args.upload {
+            Some(dir) => Some(upload(args, dir, printer_mode(args)).await?),
+            None => args.source.repo_spec(),
+        };
+        let session = match source {
             Some(source) => {
                 let params = outboard_shared::SessionCreateParams {
                     title,
@@ -343,6 +363,47 @@ pub async fn create_reporting<O: Write, E: Write>(
             }
         }
     }
+}
+
+/// How `--upload`'s progress shows: nothing in `--json` mode, a redrawn line on a terminal.
+fn printer_mode(args: &RunArgs) -> crate::upload::ProgressMode {
+    use std::io::IsTerminal as _;
+    if args.json {
+        crate::upload::ProgressMode::Quiet
+    } else if std::io::stderr().is_terminal() {
+        crate::upload::ProgressMode::Redraw
+    } else {
+        crate::upload::ProgressMode::Lines
+    }
+}
+
+/// Packs and sends `dir` for a new session; the session's `source`.
+async fn upload(
+    args: &RunArgs,
+    dir: &std::path::Path,
+    mode: crate::upload::ProgressMode,
+) -> Result<outboard_shared::SourceSpec, RunError> {
+    let (Some(server), Some(token)) =
+        (&args.connect.server, crate::client::token_from_args(&args.connect)?)
+    else {
+        return Err(RunError::UploadNeedsServer);
+    };
+    let dir = dir.to_path_buf();
+    let packed = tokio::task::spawn_blocking(move || crate::upload::pack(&dir))
+        .await
+        .map_err(|e| RunError::Output(std::io::Error::other(e.to_string())))??;
+    if mode != crate::upload::ProgressMode::Quiet {
+        let what = if packed.selection.git { "the git work tree" } else { "the directory" };
+        let history = if packed.history { ", with its history" } else { "" };
+        eprintln!(
+            "outboard: uploading {what} {} ({} files{history})",
+            packed.selection.root.display(),
+            packed.selection.paths.len()
+        );
+    }
+    let options = ConnectOptions::from_args(&args.connect);
+    let sent = crate::upload::send(&packed, server, &token, &options, mode).await?;
+    Ok(outboard_shared::SourceSpec::Upload { upload_id: sent.upload_id })
 }
 
 /// How the turn ended.
@@ -725,6 +786,7 @@ mod tests {
             // The fake server takes one connection: these tests pin the run without reconnects.
             reconnect_for: std::time::Duration::ZERO,
             source: crate::args::SourceArgs::default(),
+            upload: None,
             prompt: "list the files\nand more".into(),
         }
     }

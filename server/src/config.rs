@@ -78,7 +78,16 @@ pub struct Limits {
     /// How long a session actor with nothing to do (no turn, nobody attached, no live sandbox)
     /// waits before it stops and frees its memory ([`SESSION_IDLE`] by default).
     pub session_idle: Duration,
+    /// The largest working tree `POST /v1/uploads` takes, in archive bytes
+    /// ([`DEFAULT_MAX_UPLOAD_BYTES`] by default; `serve --max-upload-bytes`). It is here, not in
+    /// [`ServerConfig`] itself, so that every place building a configuration gets the default.
+    pub max_upload_bytes: u64,
 }
+
+/// The default [`Limits::max_upload_bytes`]: 200 MiB holds the source of all but the largest
+/// repositories (their build outputs and dependencies are what `.gitignore` leaves out), and
+/// refuses a tree that is mostly data before it fills the server's disk.
+pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 200 * 1024 * 1024;
 
 /// The default [`Limits::session_idle`]. Respawning an actor re-reads its log (milliseconds for
 /// a long session), so a minute keeps the actors of sessions in active use, a person reading an
@@ -87,7 +96,12 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(60);
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_steps: 50, bash_timeout: Duration::from_secs(120), session_idle: SESSION_IDLE }
+        Limits {
+            max_steps: 50,
+            bash_timeout: Duration::from_secs(120),
+            session_idle: SESSION_IDLE,
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+        }
     }
 }
 
@@ -100,6 +114,11 @@ impl ServerConfig {
     /// The root under which each session gets `workspaces/<session_id>`.
     pub fn workspaces_dir(&self) -> PathBuf {
         self.data_dir.join("workspaces")
+    }
+
+    /// Where uploaded working trees wait for their session (`crate::uploads`).
+    pub fn uploads_dir(&self) -> PathBuf {
+        crate::uploads::uploads_dir(&self.data_dir)
     }
 }
 

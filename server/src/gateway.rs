@@ -278,6 +278,12 @@ pub async fn launch_with(
     if resumed > 0 {
         tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
     }
+    crate::uploads::start_sweeper(
+        state.hub.store().clone(),
+        state.hub.config().data_dir.clone(),
+        state.shutdown.clone(),
+    )
+    .await;
     let app = Router::new()
         .route("/", get(upgrade))
         .route("/healthz", get(|| async { "ok" }))

@@ -103,5 +103,6 @@ pub fn router(hub: Arc<Hub>) -> Router {
     let sessions = format!("{}/{{id}}/{{what}}", outboard_shared::http::SESSIONS);
     Router::new()
         .route(&sessions, axum::routing::get(crate::workspace_api::diff_endpoint))
+        .route(outboard_shared::http::UPLOADS, axum::routing::post(crate::uploads::upload))
         .with_state(hub)
 }

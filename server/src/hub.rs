@@ -145,6 +145,11 @@ impl Hub {
         }
     }
 
+    /// The configuration the server was launched with.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
@@ -164,11 +169,6 @@ impl Hub {
     /// The org secrets, if this hub has them.
     pub fn secrets(&self) -> Option<&crate::secrets::Secrets> {
         self.secrets.as_ref()
-    }
-
-    /// The server's configuration.
-    pub fn config(&self) -> &ServerConfig {
-        &self.config
     }
 
     /// The directory a session works in: its recorded host directory, or its own.

@@ -4,8 +4,10 @@
 //! Module map (one room each, see `docs/ARCHITECTURE.md`): [`gateway`] (WebSocket, handshake,
 //! per-connection tasks), [`hub`] (the session map), [`session`] (one actor per session),
 //! [`agent`] (the harness loop), [`llm`] (providers), [`tools`] (the model's tools), [`vfs`] (path
-//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`secrets`] (org credentials for git hosts),
-//! [`auth`].
+//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`secrets`]
+//! (org credentials for git hosts), [`sources`] and [`workspace_api`] (workspaces from
+//! repositories and uploads, and their changes going out), [`uploads`] (working trees sent by
+//! clients), [`auth`].
 
 pub mod agent;
 pub mod auth;
@@ -25,6 +27,7 @@ pub mod session;
 pub mod sources;
 pub mod store;
 pub mod tools;
+pub mod uploads;
 pub mod util;
 pub mod vfs;
 pub mod workspace_api;

@@ -89,6 +89,10 @@ struct ServeArgs {
     /// Model calls per turn before it stops.
     #[arg(long, default_value_t = Limits::default().max_steps)]
     max_steps: u32,
+    /// The largest upload (`outboard run --upload`) taken, in bytes of its archive; a larger one
+    /// is refused with 413 naming its size and this cap.
+    #[arg(long, env = "OUTBOARD_MAX_UPLOAD_BYTES", default_value_t = Limits::default().max_upload_bytes)]
+    max_upload_bytes: u64,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -559,7 +563,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             idle_stop: std::time::Duration::from_secs(args.sandbox_stop_after),
             ..SandboxConfig::Bwrap
         },
-        limits: Limits { max_steps: args.max_steps, ..Limits::default() },
+        limits: Limits {
+            max_steps: args.max_steps,
+            max_upload_bytes: args.max_upload_bytes,
+            ..Limits::default()
+        },
         net: args.net.config(args.listen)?,
         // Remote clients: none may name a directory of this host.
         allow_client_workspaces: false,

@@ -51,6 +51,9 @@ pub enum SourceError {
     /// The request does not fit this session.
     #[error("{0}")]
     Invalid(String),
+    /// Another part refused, with the protocol error to answer (an upload that cannot be used).
+    #[error("{}", .0.message)]
+    Refused(outboard_shared::ErrorBody),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
@@ -342,25 +345,25 @@ impl Sources {
 
     /// Unpacks a finished upload into place: `build` fills the staging workspace and says which
     /// commit its `.git` has checked out, if any; the base snapshot is taken from it.
-    pub async fn from_upload<F, Fut>(
+    pub async fn from_upload<F, Fut, T>(
         &self,
         session: &SessionId,
         build: F,
-    ) -> Result<String, SourceError>
+    ) -> Result<(String, T), SourceError>
     where
         F: FnOnce(PathBuf) -> Fut,
-        Fut: std::future::Future<Output = Result<Option<String>, SourceError>>,
+        Fut: std::future::Future<Output = Result<(Option<String>, T), SourceError>>,
     {
         let (ws, shadow, staging) = self.staging(session)?;
         std::fs::create_dir_all(&ws).map_err(io("cannot create the workspace"))?;
-        let head = build(ws.clone()).await?;
+        let (head, built) = build(ws.clone()).await?;
         let commit = self.snapshot_base(&shadow, &ws, head.as_deref()).await?;
         let index = shadow.with_extension("index");
         let final_index = self.index(session);
         self.keep(session, &ws, &shadow, staging)?;
         std::fs::rename(&index, &final_index)
             .map_err(io("cannot move the git index into place"))?;
-        Ok(commit)
+        Ok((commit, built))
     }
 
     /// The tree of `session`'s workspace now, written into its shadow repository (made on

@@ -44,6 +44,7 @@ pub fn error(e: SourceError) -> ErrorBody {
             GitError::Spawn(_) | GitError::Failed { .. } => ErrorCode::Internal,
         },
         SourceError::Invalid(_) => ErrorCode::BadRequest,
+        SourceError::Refused(body) => return body.clone(),
         SourceError::Io { .. } => ErrorCode::Internal,
     };
     ErrorBody::new(code, e.to_string())
@@ -141,10 +142,30 @@ pub async fn create(
                 .source
         }
         SourceSpec::Upload { upload_id } => {
-            return Err(ErrorBody::new(
-                ErrorCode::BadRequest,
-                format!("upload {upload_id}: this server does not take uploads yet"),
-            ));
+            let store = hub.store().clone();
+            let data_dir = hub.config().data_dir.clone();
+            let report = |phase: &str, done: u64, total: Option<u64>| {
+                let line = match (phase, total) {
+                    ("unpacking", Some(t)) if t > 0 => {
+                        format!("Unpacking the upload: {}% ({done}/{t} bytes)", done * 100 / t)
+                    }
+                    ("restoring_history", _) => "Restoring the branch's history".to_owned(),
+                    _ => format!("{phase}: {done}"),
+                };
+                sink.report(Progress { phase: phase.to_owned(), done, total, line });
+            };
+            let (_, got) = sources
+                .from_upload(&row.id, |ws| async move {
+                    let got = crate::uploads::materialize(
+                        &store, &data_dir, user, &upload_id, &ws, &report,
+                    )
+                    .await
+                    .map_err(|e| SourceError::Refused(e.body()))?;
+                    Ok((got.head.clone(), got))
+                })
+                .await
+                .map_err(error)?;
+            SessionSource::Upload { bytes: got.bytes, branch: got.branch }
         }
     };
     row.source = Some(prepared);

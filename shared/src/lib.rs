@@ -415,6 +415,9 @@ pub mod http {
     pub const SESSIONS: &str = "/v1/sessions";
     /// The header naming the branch of an upload made from a git work tree.
     pub const UPLOAD_BRANCH_HEADER: &str = "x-outboard-branch";
+    /// The reserved member of an upload's archive holding the branch's history as a
+    /// `git bundle`; it never lands in the workspace (the server makes `.git` from it).
+    pub const UPLOAD_HISTORY_BUNDLE: &str = ".outboard-upload/history.bundle";
 }
 
 /// Result of `POST /v1/uploads`.

@@ -422,3 +422,76 @@ async fn sessions_rm_deletes_a_session_with_its_workspace_and_git_state() {
     assert_eq!(again.code, 2, "{}", again.stderr);
     assert!(again.stderr.contains("no session"), "{}", again.stderr);
 }
+
+/// `git` in `dir` with a fixed identity and no user config.
+fn local_git(dir: &Path, args: &[&str]) -> String {
+    let out = git_command(dir)
+        .args(["-c", "user.name=Ada", "-c", "user.email=ada@example.com"])
+        .args(["-c", "init.defaultBranch=main"])
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploaded_work_tree_is_a_session_whose_diff_is_the_agents_work_only() {
+    let w = world(vec![
+        MockStep::tool_call(
+            "Bash",
+            json!({"command": "git status --porcelain; printf 'agent\\n' >> notes.txt"}),
+        ),
+        MockStep::text("Done."),
+    ])
+    .await;
+    let mine = tempfile::tempdir().unwrap();
+    let root = mine.path();
+    local_git(root, &["init", "-q"]);
+    std::fs::write(root.join("app.py"), "print('v1')\n").unwrap();
+    std::fs::write(root.join("notes.txt"), "mine\n").unwrap();
+    local_git(root, &["add", "-A"]);
+    local_git(root, &["commit", "-q", "-m", "first"]);
+    local_git(root, &["checkout", "-q", "-b", "feature"]);
+    // Uncommitted and untracked work of mine, uploaded as it is.
+    std::fs::write(root.join("app.py"), "print('v2')\n").unwrap();
+    std::fs::write(root.join("draft.md"), "draft\n").unwrap();
+
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = root.to_str().unwrap();
+    let run = cli(&w, scratch.path(), &["run", "--json", "--upload", dir, "add a note"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let lines = run.json_lines().unwrap();
+    let started = lines.iter().find(|l| l["type"] == "run_started").unwrap();
+    let sid = started["session_id"].as_str().unwrap().to_owned();
+    // The agent saw my uncommitted changes as uncommitted changes.
+    let status = lines.iter().find(|l| l["type"] == "tool_result").unwrap().to_string();
+    assert!(status.contains("M app.py") && status.contains("?? draft.md"), "{status}");
+
+    let listed = cli(&w, scratch.path(), &["sessions", "--json"]);
+    let listed: Value = serde_json::from_str(&listed.stdout).unwrap();
+    let source =
+        &listed.as_array().unwrap().iter().find(|s| s["id"] == sid.as_str()).unwrap()["source"];
+    assert_eq!(source["type"], "upload");
+    assert_eq!(source["branch"], "feature");
+
+    // The diff is against what I uploaded: the agent's line only.
+    let diff = cli(&w, scratch.path(), &["diff", &sid]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert!(diff.stdout.contains("+agent"), "{}", diff.stdout);
+    assert!(
+        !diff.stdout.contains("app.py") && !diff.stdout.contains("draft.md"),
+        "{}",
+        diff.stdout
+    );
+    // Applied to my own tree, it brings exactly that change.
+    let applied = cli(&w, scratch.path(), &["apply", &sid, "--dir", dir]);
+    assert_eq!(applied.code, 0, "{}", applied.stderr);
+    assert_eq!(std::fs::read_to_string(root.join("notes.txt")).unwrap(), "mine\nagent\n");
+    // An upload session has no remote to push to.
+    let push = cli(&w, scratch.path(), &["push", &sid]);
+    assert_eq!(push.code, 2, "{}", push.stderr);
+    assert!(push.stderr.contains("outboard diff"), "{}", push.stderr);
+}

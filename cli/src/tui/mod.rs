@@ -59,11 +59,21 @@ pub struct TuiArgs {
     pub drive: bool,
     /// New sessions are made from this (`--repo`).
     pub source: Option<outboard_shared::SourceSpec>,
+    /// Send this directory first and work on the copy (`outboard --upload [DIR]`, with
+    /// `--server` only).
+    pub upload: Option<std::path::PathBuf>,
 }
 
 /// Runs the TUI until the user quits; returns the exit status.
 pub async fn run(args: TuiArgs) -> i32 {
     // Checked before anything starts: a refused directory is a usage error.
+    if args.upload.is_some() && args.connect.server.is_none() {
+        eprintln!(
+            "outboard: --upload sends a tree to a remote server (--server URL); embedded mode \
+             works in place: use --workspace DIR"
+        );
+        return exit::USAGE;
+    }
     let initial = match args.attach {
         Some(id) => net::Initial::Attach(id, args.drive),
         None if args.source.is_some() => match args.source.clone() {
@@ -101,6 +111,33 @@ pub async fn run(args: TuiArgs) -> i32 {
         },
     };
 
+    let initial = match (&args.upload, initial) {
+        (Some(dir), net::Initial::New) => {
+            // Before the screen is taken: the progress line goes to the terminal as it is.
+            let dir = dir.clone();
+            let packed = match tokio::task::spawn_blocking(move || crate::upload::pack(&dir)).await
+            {
+                Ok(Ok(packed)) => packed,
+                Ok(Err(e)) => {
+                    eprintln!("outboard: {e}");
+                    return e.exit_code();
+                }
+                Err(e) => {
+                    eprintln!("outboard: cannot pack the upload: {e}");
+                    return exit::FAILED;
+                }
+            };
+            let mode = crate::upload::ProgressMode::Redraw;
+            match crate::upload::send(&packed, &url, &token, &options, mode).await {
+                Ok(sent) => net::Initial::FromUpload(sent.upload_id),
+                Err(e) => {
+                    eprintln!("outboard: {e}");
+                    return e.exit_code();
+                }
+            }
+        }
+        (_, initial) => initial,
+    };
     let code = match ui(url, token, options, initial).await {
         Ok(()) => exit::OK,
         Err(e) => {

@@ -34,6 +34,9 @@ pub enum Initial {
     /// Create a new session from this source (a repository the server clones), and drive it;
     /// `/new` sessions are made from it too.
     NewFrom(outboard_shared::SourceSpec),
+    /// Create a new session from this upload (`outboard --upload`) and drive it; an upload is
+    /// used once, so `/new` sessions start empty.
+    FromUpload(String),
 }
 
 /// The most of a diff `/diff` shows in the transcript; `outboard diff` prints any size.
@@ -60,6 +63,8 @@ struct State {
     source: Option<outboard_shared::SourceSpec>,
     /// The server's HTTP endpoints.
     http: crate::http::Endpoint,
+    /// The upload the first new session is made from (taken by that `session/create`).
+    upload: Option<String>,
 }
 
 /// Runs until `effects` closes (the app quit). Every state change goes to `app`.
@@ -85,10 +90,14 @@ pub async fn run_with(
     let mut backoff = Backoff::new();
     let workspace = match &initial {
         Initial::NewIn(dir) => Some(dir.clone()),
-        Initial::New | Initial::Attach(..) | Initial::NewFrom(_) => None,
+        Initial::New | Initial::Attach(..) | Initial::NewFrom(_) | Initial::FromUpload(_) => None,
     };
     let source = match &initial {
         Initial::NewFrom(spec) => Some(spec.clone()),
+        _ => None,
+    };
+    let upload = match &initial {
+        Initial::FromUpload(id) => Some(id.clone()),
         _ => None,
     };
     let http = crate::http::Endpoint::new(&url, &token, options.ca_cert.clone());
@@ -99,6 +108,7 @@ pub async fn run_with(
         want_drive: false,
         workspace,
         source,
+        upload,
         http,
     };
     let mut initial = Some(initial);
@@ -143,9 +153,12 @@ pub async fn run_with(
             (_, Some((id, role))) => {
                 Some(attach(&client, id.clone(), *role, Some(state.last_seq), true))
             }
-            (Some(Initial::New | Initial::NewIn(_) | Initial::NewFrom(_)), None) => {
-                Some(create(&client, &state, &app))
-            }
+            (
+                Some(
+                    Initial::New | Initial::NewIn(_) | Initial::NewFrom(_) | Initial::FromUpload(_),
+                ),
+                None,
+            ) => Some(create(&client, &mut state, &app)),
             (Some(Initial::Attach(id, drive)), None) => {
                 state.want_drive = drive;
                 let role = if drive { Role::Driver } else { Role::Watcher };
@@ -232,8 +245,14 @@ fn short(e: &ClientError) -> String {
     }
 }
 
-fn create(client: &Client, state: &State, app: &mpsc::Sender<AppEvent>) -> Pending {
-    let Some(source) = state.source.clone() else {
+fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> Pending {
+    // An upload is used once (the first session); a repository is cloned for each new session.
+    let source = state
+        .upload
+        .take()
+        .map(|upload_id| outboard_shared::SourceSpec::Upload { upload_id })
+        .or_else(|| state.source.clone());
+    let Some(source) = source else {
         let call = client.create_session_in(None, state.workspace.clone());
         return Box::pin(async move { Step::Created(call.await) });
     };
