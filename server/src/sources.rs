@@ -292,8 +292,13 @@ impl Sources {
                     .await?
             }
         };
+        // The checkout's index is the base tree with every file's stat data: as the shadow's
+        // index it spares the first diff hashing the whole tree. It is the server's own file
+        // still (the sandbox has not run yet), so it can be trusted.
         let index = shadow.with_extension("index");
-        self.shadow_git_at(&shadow, &index, &ws, &["read-tree", &commit]).output().await?;
+        if std::fs::copy(ws.join(".git/index"), &index).is_err() {
+            self.shadow_git_at(&shadow, &index, &ws, &["read-tree", &commit]).output().await?;
+        }
         let final_index = self.index(session);
         self.keep(session, &ws, &shadow, staging)?;
         std::fs::rename(&index, &final_index)

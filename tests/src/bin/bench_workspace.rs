@@ -12,8 +12,7 @@
 //!   (target: Outboard ≤ 1.2 × this);
 //! - the three Outboard measurements — a clone through Outboard, an upload of the same tree, and
 //!   `diff` of [`DIFF_FILES`] changed files — run against an in-process server (the release
-//!   sandbox agent beside the bench); until repository sessions exist they print
-//!   "not measured yet" (see the functions under "Outboard measurements").
+//!   sandbox agent beside the bench).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -21,7 +20,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use clap::Parser;
+use outboard_cli::client::{Client, ConnectOptions};
+use outboard_server::secrets::{SecretKey, SecretValue, Secrets};
+use outboard_server::store::{Durability, Store};
 use outboard_server::{Limits, ServerConfig};
+use outboard_shared::{methods, SessionCreateParams, SessionId, SessionRef, SourceSpec};
 use outboard_tests::bench::sandbox_config;
 use outboard_tests::git_http::{basic_auth, git_command, make_repo_from, GitHttp};
 use outboard_tests::mock_llm::MockLlm;
@@ -99,8 +102,8 @@ async fn main() -> anyhow::Result<()> {
     // The last clone stays: it is the working tree the upload measurement sends.
     let work_tree = clones.join(format!("clone-{n}"));
 
-    let outboard = Outboard::start(dir.path()).await?;
-    let source = Source { host: &host, repo_url: repo_url.clone(), work_tree };
+    let outboard = Outboard::start(dir.path(), &host).await?;
+    let source = Source { repo_url: repo_url.clone(), work_tree };
     let through = measure(args.runs, || clone_through_outboard(&outboard, &source)).await?;
     let upload = measure(args.runs, || upload_through_outboard(&outboard, &source)).await?;
     let diff = measure(args.runs, || diff_through_outboard(&outboard, &source)).await?;
@@ -132,43 +135,88 @@ async fn main() -> anyhow::Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Outboard measurements
 //
-// For the integrator: each function below is one run of one measurement against the in-process
-// server `ob` (its WebSocket URL and a user's token); it returns `Ok(None)` until the feature
-// exists, which the table prints as "not measured yet". Fill them in with the real calls, timed
-// from the request to its answer; `measure` takes the median over the runs. The org credential
-// for the git host is (`GIT_USER`, `GIT_PASSWORD`) for `source.host.authority()`.
+// Each function below is one run of one measurement against the in-process server `ob`; the org
+// credential for the git host is (`GIT_USER`, `GIT_PASSWORD`) for `source.host.authority()`.
 
 /// One clone of `source.repo_url` at `main` into a new repository session (`session/create`
-/// with `source: {type: "repo", url, ref: "main"}` through `outboard_cli::client::Client`, or
-/// `outboard run --server URL --repo URL#main`), timed until the session is ready; the session
-/// is deleted afterwards.
+/// with `source: {type: "repo", url, ref: "main"}`), timed until the session is ready; the
+/// session is deleted afterwards.
 async fn clone_through_outboard(
     ob: &Outboard,
-    source: &Source<'_>,
+    source: &Source,
 ) -> anyhow::Result<Option<Duration>> {
-    let _ = (ob.url.as_str(), ob.token.as_str(), source.repo_url.as_str(), source.host.authority());
-    Ok(None)
+    let client = Client::connect(&ob.url, &ob.token).await?;
+    let started = Instant::now();
+    let session = repo_session(&client, &source.repo_url).await?;
+    let took = started.elapsed();
+    delete(&client, session).await?;
+    Ok(Some(took))
+}
+
+/// `session/create` of a repository session at `main`.
+async fn repo_session(client: &Client, url: &str) -> anyhow::Result<SessionId> {
+    let params = SessionCreateParams {
+        title: Some("bench".into()),
+        workspace: None,
+        source: Some(SourceSpec::Repo { url: url.to_owned(), git_ref: Some("main".into()) }),
+    };
+    Ok(client.call::<methods::SessionCreate>(params).await?.session.id)
+}
+
+async fn delete(client: &Client, session_id: SessionId) -> anyhow::Result<()> {
+    client.call::<methods::SessionDelete>(SessionRef { session_id }).await?;
+    Ok(())
 }
 
 /// One upload of `source.work_tree` (a clone of the repository: its history, no changes) into
-/// a new session, timed from the start of the upload to the session ready; deleted afterwards.
+/// a new session, timed from the start of packing to the session ready; deleted afterwards.
 async fn upload_through_outboard(
     ob: &Outboard,
-    source: &Source<'_>,
+    source: &Source,
 ) -> anyhow::Result<Option<Duration>> {
-    let _ = (ob.url.as_str(), ob.token.as_str(), source.work_tree.as_path());
-    Ok(None)
+    let client = Client::connect(&ob.url, &ob.token).await?;
+    let started = Instant::now();
+    let dir = source.work_tree.clone();
+    let packed = tokio::task::spawn_blocking(move || outboard_cli::upload::pack(&dir)).await??;
+    let sent = outboard_cli::upload::send(
+        &packed,
+        &ob.url,
+        &ob.token,
+        &ConnectOptions::default(),
+        outboard_cli::upload::ProgressMode::Quiet,
+    )
+    .await?;
+    let params = SessionCreateParams {
+        title: Some("bench".into()),
+        workspace: None,
+        source: Some(SourceSpec::Upload { upload_id: sent.upload_id }),
+    };
+    let session = client.call::<methods::SessionCreate>(params).await?.session.id;
+    let took = started.elapsed();
+    delete(&client, session).await?;
+    Ok(Some(took))
 }
 
-/// One `diff` of a repository session whose workspace has [`DIFF_FILES`] files changed (write
-/// [`diff_changes`] into it first, untimed), timed from the request to the last byte of the
-/// diff.
-async fn diff_through_outboard(
-    ob: &Outboard,
-    source: &Source<'_>,
-) -> anyhow::Result<Option<Duration>> {
-    let _ = (ob.url.as_str(), ob.token.as_str(), source.repo_url.as_str(), diff_changes().count());
-    Ok(None)
+/// One `diff` of a fresh repository session whose workspace has [`DIFF_FILES`] files changed
+/// ([`diff_changes`] written into it first, untimed), timed from the request to the last byte of
+/// the diff: the first diff of a session, so git's stat cache is whatever the clone left.
+async fn diff_through_outboard(ob: &Outboard, source: &Source) -> anyhow::Result<Option<Duration>> {
+    let client = Client::connect(&ob.url, &ob.token).await?;
+    let session = repo_session(&client, &source.repo_url).await?;
+    let ws = ob.data.join("workspaces").join(session.as_str());
+    for (path, content) in diff_changes() {
+        std::fs::write(ws.join(path), content)?;
+    }
+    let endpoint = outboard_cli::http::Endpoint::new(&ob.url, &ob.token, None);
+    let started = Instant::now();
+    let bytes = endpoint.diff(&session, false).await?.bytes().await?;
+    let took = started.elapsed();
+    let files = bytes.windows(11).filter(|w| w == b"diff --git ").count();
+    if files != DIFF_FILES {
+        bail!("the diff has {files} files, not {DIFF_FILES}");
+    }
+    delete(&client, session).await?;
+    Ok(Some(took))
 }
 
 /// The [`DIFF_FILES`] changes of the `diff` measurement, as (path, new content): one file in
@@ -196,6 +244,8 @@ fn diff_changes() -> impl Iterator<Item = (String, Vec<u8>)> {
 struct Outboard {
     /// `ws://127.0.0.1:PORT`.
     url: String,
+    /// Its data dir.
+    data: PathBuf,
     /// A token of user alice of org acme.
     token: String,
     server: outboard_server::ServerHandle,
@@ -203,7 +253,7 @@ struct Outboard {
 }
 
 impl Outboard {
-    async fn start(dir: &Path) -> anyhow::Result<Outboard> {
+    async fn start(dir: &Path, host: &GitHttp) -> anyhow::Result<Outboard> {
         let mock = MockLlm::start(Vec::new()).await?;
         let data = dir.join("outboard");
         std::fs::create_dir(&data)?;
@@ -212,7 +262,7 @@ impl Outboard {
             outboard_server::config::llm_config(Some("anthropic"), Some(&base), Some("bench"))?;
         llm.api_key = Some(outboard_server::Secret::new("bench-key"));
         let config = ServerConfig {
-            data_dir: data,
+            data_dir: data.clone(),
             llm,
             sandbox: sandbox_config(),
             limits: Limits::default(),
@@ -222,7 +272,13 @@ impl Outboard {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let server = outboard_server::launch(listener, config).await?;
         let token = server.mint_token("acme", "alice").await?;
-        Ok(Outboard { url: server.url(), token, server, _mock: mock })
+        // The org's credential for the git host, as `admin secret set` stores it.
+        let store = Store::open(&data.join("outboard.db"), Durability::Normal)?;
+        let secrets = Secrets::new(store, SecretKey::load(&data)?);
+        let org = secrets.org_by_name("acme").await?;
+        let value = SecretValue::new(format!("{GIT_USER}:{GIT_PASSWORD}"));
+        secrets.set(&org, &host.authority(), "git", value).await?;
+        Ok(Outboard { url: server.url(), data, token, server, _mock: mock })
     }
 
     async fn shutdown(self) {
@@ -231,8 +287,7 @@ impl Outboard {
 }
 
 /// The repository the measurements bring in.
-struct Source<'a> {
-    host: &'a GitHttp,
+struct Source {
     /// `http://127.0.0.1:PORT/git/bench.git`, no credential in it.
     repo_url: String,
     /// A clone of it (work tree and `.git`).
