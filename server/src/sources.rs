@@ -327,7 +327,11 @@ impl Sources {
         let index = shadow.with_extension("index");
         let shadow_git = |args: &[&str]| self.shadow_git_at(shadow, &index, ws, args);
         if let Some(head) = head {
-            shadow_git(&["read-tree", head]).output().await?;
+            // The unpacked `.git`'s index is HEAD with every file's stat data (the server made
+            // it; no command has run yet): `add` then hashes only what the upload changed.
+            if std::fs::copy(ws.join(".git/index"), &index).is_err() {
+                shadow_git(&["read-tree", head]).output().await?;
+            }
         }
         shadow_git(&["add", "-A"]).output().await?;
         let tree = shadow_git(&["write-tree"]).text().await?;

@@ -208,6 +208,10 @@ async fn refused_credentials_missing_refs_and_bad_urls_leave_nothing_behind() {
         let refused = create(&mut alice, bad, None).await.unwrap_err();
         assert_eq!(refused["code"], "bad_request", "{bad}: {refused}");
     }
+    // An HTTP server that does not speak git (the Outboard server's own health check).
+    let not_git = format!("http://{}/healthz", w.server.addr());
+    let refused = create(&mut alice, &not_git, None).await.unwrap_err();
+    assert!(refused["code"] == "bad_request" || refused["code"] == "not_found", "{refused}");
     let unreachable = create(&mut alice, "http://127.0.0.1:9/git/x.git", None).await.unwrap_err();
     assert!(unreachable["message"].as_str().unwrap().contains("cannot reach"), "{unreachable}");
 
@@ -494,4 +498,50 @@ async fn an_uploaded_work_tree_is_a_session_whose_diff_is_the_agents_work_only()
     let push = cli(&w, scratch.path(), &["push", &sid]);
     assert_eq!(push.code, 2, "{}", push.stderr);
     assert!(push.stderr.contains("outboard diff"), "{}", push.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_that_fills_up_mid_clone_leaves_no_session_and_no_files() {
+    assert!(rustix::process::geteuid().is_root(), "this test mounts a small tmpfs: run it as root");
+    let root = tempfile::tempdir().unwrap();
+    // 3 MiB of noise that does not compress: more than the 2 MiB disk of the data dir.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let noise: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    make_repo(root.path(), "big.git", &[("noise.bin", &noise)]).unwrap();
+    let git = GitHttp::start(root.path(), "x-access-token", TOKEN).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(data.path())
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "cannot mount a tmpfs");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(data.path().to_path_buf());
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let alice = server.add_user("alice", "acme").unwrap();
+    assert!(secret_set(&server, "acme", &git.authority(), TOKEN).status.success());
+    let mut client = WsClient::connect(&server.url, &alice).await.unwrap();
+    let full = create(&mut client, &git.url("big.git"), None).await.unwrap_err();
+    assert_eq!(full["code"], "quota_exceeded", "{full}");
+    assert!(full["message"].as_str().unwrap().contains("disk is full"), "{full}");
+    let listed = client.request("session/list", json!({})).await.unwrap().unwrap();
+    assert_eq!(listed["sessions"], json!([]));
+    let data = server.data_dir();
+    assert_eq!(entries(&data.join("workspaces")), Vec::<String>::new());
+    assert_eq!(entries(&data.join("git")), Vec::<String>::new());
 }

@@ -91,20 +91,19 @@ async fn main() -> anyhow::Result<()> {
 
     let clones = dir.path().join("clones");
     std::fs::create_dir(&clones)?;
-    let mut n = 0;
-    let git = measure(args.runs, || {
-        n += 1;
-        let dest = clones.join(format!("clone-{n}"));
-        let repo_url = repo_url.clone();
-        async move { git_clone(&repo_url, &dest).map(Some) }
-    })
-    .await?;
-    // The last clone stays: it is the working tree the upload measurement sends.
-    let work_tree = clones.join(format!("clone-{n}"));
-
     let outboard = Outboard::start(dir.path(), &host).await?;
-    let source = Source { repo_url: repo_url.clone(), work_tree };
-    let through = measure(args.runs, || clone_through_outboard(&outboard, &source)).await?;
+    let source = Source { repo_url: repo_url.clone(), work_tree: clones.join("clone-1") };
+    // Interleaved, one of each per round, so a machine that gets busier or quieter mid-run
+    // weighs on both sides alike.
+    let (mut git, mut through) = (Samples::default(), Samples::default());
+    for n in 1..=args.runs {
+        let dest = clones.join(format!("clone-{n}"));
+        git.0.push(git_clone(&repo_url, &dest)?);
+        if let Some(took) = clone_through_outboard(&outboard, &source).await? {
+            through.0.push(took);
+        }
+    }
+    // The first clone is the working tree the upload measurement sends.
     let upload = measure(args.runs, || upload_through_outboard(&outboard, &source)).await?;
     let diff = measure(args.runs, || diff_through_outboard(&outboard, &source)).await?;
     outboard.shutdown().await;
@@ -337,6 +336,7 @@ fn pack_bytes(repo: &Path) -> anyhow::Result<u64> {
 // Measuring and printing
 
 /// The samples of one measurement; empty when it is not measured yet.
+#[derive(Default)]
 struct Samples(Vec<Duration>);
 
 impl Samples {
