@@ -19,6 +19,7 @@ pub mod http_api;
 pub mod hub;
 pub mod llm;
 pub mod net;
+pub mod netpolicy;
 pub mod orgfs;
 pub mod quota;
 pub mod sandbox;

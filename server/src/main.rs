@@ -12,6 +12,9 @@
 //! outboard-server admin token revoke ID              # the next hello with it is refused
 //! outboard-server admin quota set --org ORG KEY VALUE # VALUE: a number, or `default`
 //! outboard-server admin quota show --org ORG
+//! outboard-server admin network set --org ORG MODE [HOST…]   # none, registries[+], allow, full
+//! outboard-server admin network show --org ORG
+//! outboard-server admin network log --org ORG [--json] [--limit N]
 //! outboard-server admin secret set --org ORG --host HOST[:PORT] NAME  # the value from stdin only
 //! outboard-server admin secret ls --org ORG          # hosts, names, when set (never values)
 //! outboard-server admin secret rm --org ORG --host HOST[:PORT] NAME
@@ -178,6 +181,11 @@ enum AdminCommand {
         #[command(subcommand)]
         command: QuotaCommand,
     },
+    /// Where an org's sandboxes may connect, and the log of their connections.
+    Network {
+        #[command(subcommand)]
+        command: NetworkCommand,
+    },
     /// List and revoke bearer tokens.
     Token {
         #[command(subcommand)]
@@ -225,6 +233,46 @@ enum SecretCommand {
         host: String,
         /// Its name.
         name: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+}
+
+#[derive(Subcommand)]
+enum NetworkCommand {
+    /// Set an org's network policy: MODE none | registries | registries+ HOST… | allow HOST… |
+    /// full. A HOST is `name`, `*.suffix`, either with `:PORT`, or `IP:PORT` (the only way to
+    /// reach a loopback or private address).
+    Set {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// none, registries, registries+, allow or full.
+        mode: String,
+        /// The hosts of `allow` and `registries+`.
+        hosts: Vec<String>,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Print an org's network policy.
+    Show {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// The last connections the org's sandboxes made or were refused, oldest first.
+    Log {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// At most this many rows.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
         #[command(flatten)]
         data: DataArg,
     },
@@ -352,7 +400,39 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             admin_quota(command).await.map(|()| done)
         }
         Command::Admin { command: AdminCommand::Secret { command } } => admin_secret(command).await,
+        Command::Admin { command: AdminCommand::Network { command } } => {
+            admin_network(command).await.map(|()| done)
+        }
     }
+}
+
+/// `admin network set|show|log`: on the data dir directly; a running server reads the policy
+/// again within `netpolicy::REFRESH`.
+async fn admin_network(command: NetworkCommand) -> anyhow::Result<()> {
+    use outboard_server::netpolicy;
+    match command {
+        NetworkCommand::Set { org, mode, hosts, data } => {
+            let policy = netpolicy::Policy::parse(&mode, &hosts)?;
+            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            print!("{}", netpolicy::set(&store, &org, policy).await?);
+        }
+        NetworkCommand::Show { org, data } => {
+            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            print!("{}", netpolicy::show(&store, &org).await?);
+        }
+        NetworkCommand::Log { org, json, limit, data } => {
+            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            let rows = netpolicy::log(&store, &org, limit).await?;
+            if json {
+                for row in rows {
+                    println!("{}", serde_json::to_string(&row)?);
+                }
+            } else {
+                print!("{}", netpolicy::log_table(&rows));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `admin secret set|ls|rm`: works on the data dir directly, like `admin quota`; the server

@@ -210,6 +210,31 @@ CREATE TABLE uploads (
     created_at  TEXT NOT NULL
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- Where an org's sandboxes may connect (`crate::netpolicy`): the policy as JSON; no row, the
+-- default (`registries`).
+CREATE TABLE org_network (
+    org_id  TEXT PRIMARY KEY REFERENCES orgs(id),
+    policy  TEXT NOT NULL,
+    set_at  TEXT NOT NULL
+) WITHOUT ROWID;
+-- Every connection a sandbox's proxy made or refused, newest last, trimmed per org.
+CREATE TABLE network_log (
+    id           INTEGER PRIMARY KEY,
+    org_id       TEXT NOT NULL,
+    session_id   TEXT NOT NULL,
+    user         TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    port         INTEGER NOT NULL,
+    allowed      INTEGER NOT NULL,
+    reason       TEXT,
+    bytes_up     INTEGER NOT NULL,
+    bytes_down   INTEGER NOT NULL,
+    duration_ms  INTEGER NOT NULL,
+    at           TEXT NOT NULL
+);
+CREATE INDEX network_log_by_org ON network_log(org_id, id);
+"#,
 ];
 
 /// How hard a commit is pushed to disk.

@@ -224,6 +224,7 @@ fn the_migration_counts_versions_written_before_it() {
          DROP TABLE drive_grants; ALTER TABLE sessions DROP COLUMN workspace_path;
          ALTER TABLE sessions DROP COLUMN source; DROP TABLE org_secrets;
          DROP TABLE session_pushes; DROP TABLE uploads;
+         DROP TABLE org_network; DROP TABLE network_log;
          DELETE FROM schema_migrations WHERE version >= 4;",
     )
     .unwrap();
