@@ -116,7 +116,9 @@ impl HostEntry {
             return Ok(HostEntry { host: ip.to_string(), port: None });
         }
         let (host, port) = match text.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p.parse::<u16>().map_err(|_| bad("the port is not a number"))?)),
+            Some((h, p)) => {
+                (h, Some(p.parse::<u16>().map_err(|_| bad("the port is not a number"))?))
+            }
             None => (text, None),
         };
         let host = host.to_ascii_lowercase();
@@ -205,8 +207,7 @@ pub enum Decision {
 impl Policy {
     /// Parses `admin network set`'s `MODE [HOST…]`.
     pub fn parse(mode: &str, hosts: &[String]) -> Result<Policy, PolicyError> {
-        let entries =
-            hosts.iter().map(|h| HostEntry::parse(h)).collect::<Result<Vec<_>, _>>()?;
+        let entries = hosts.iter().map(|h| HostEntry::parse(h)).collect::<Result<Vec<_>, _>>()?;
         if entries.len() > MAX_HOSTS {
             return Err(PolicyError::Invalid(format!(
                 "{} host entries; a policy holds at most {MAX_HOSTS}",
@@ -227,9 +228,9 @@ impl Policy {
             "full" => needs_none(Mode::Full),
             "registries" => needs_none(Mode::Registries),
             "registries+" => Ok(Policy { mode: Mode::Registries, hosts: entries }),
-            "allow" if entries.is_empty() => Err(PolicyError::Invalid(
-                "`allow` needs at least one HOST (or use `none`)".into(),
-            )),
+            "allow" if entries.is_empty() => {
+                Err(PolicyError::Invalid("`allow` needs at least one HOST (or use `none`)".into()))
+            }
             "allow" => Ok(Policy { mode: Mode::Allow, hosts: entries }),
             other => Err(PolicyError::Invalid(format!(
                 "no network mode {other:?}: use none, registries, registries+ HOST…, allow HOST… \
@@ -285,7 +286,10 @@ impl Policy {
         };
         Decision::Refuse {
             policy: self.mode_name(),
-            reason: format!("{host}:{port} is not allowed by the org's network policy ({})", self.words()),
+            reason: format!(
+                "{host}:{port} is not allowed by the org's network policy ({})",
+                self.words()
+            ),
             hint,
         }
     }
@@ -335,11 +339,7 @@ impl SessionPolicy {
         narrowing: Narrowing,
     ) -> Result<Arc<SessionPolicy>, PolicyError> {
         let (policy, org_name) = read(store, org).await?;
-        let this = Arc::new(SessionPolicy {
-            org_name,
-            narrowing,
-            current: RwLock::new(policy),
-        });
+        let this = Arc::new(SessionPolicy { org_name, narrowing, current: RwLock::new(policy) });
         let weak = Arc::downgrade(&this);
         let (store, org) = (store.clone(), org.clone());
         tokio::spawn(async move {
@@ -561,7 +561,9 @@ pub fn log_table(rows: &[LogRow]) -> String {
     if rows.is_empty() {
         return "no connections yet\n".to_owned();
     }
-    let mut text = String::from("AT                        SESSION  USER  DESTINATION  VERDICT  UP  DOWN  MS\n");
+    let mut text = String::from(
+        "AT                        SESSION  USER  DESTINATION  VERDICT  UP  DOWN  MS\n",
+    );
     for r in rows {
         let verdict = if r.allowed {
             "allowed".to_owned()

@@ -96,7 +96,8 @@ fn words_read_back_as_the_same_policy() {
 #[tokio::test]
 async fn the_policy_and_the_log_are_kept_per_org() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("outboard.db"), crate::store::Durability::Normal).unwrap();
+    let store =
+        Store::open(&dir.path().join("outboard.db"), crate::store::Durability::Normal).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     store.add_user("other", "bob").await.unwrap();
     assert!(show(&store, "acme").await.unwrap().contains("network registries"));
@@ -126,7 +127,10 @@ async fn the_policy_and_the_log_are_kept_per_org() {
         .await
         .unwrap();
     let rows = log(&store, "acme", 10).await.unwrap();
-    assert_eq!(rows.iter().map(|r| r.host.as_str()).collect::<Vec<_>>(), ["a.example", "b.example"]);
+    assert_eq!(
+        rows.iter().map(|r| r.host.as_str()).collect::<Vec<_>>(),
+        ["a.example", "b.example"]
+    );
     assert!(log(&store, "other", 10).await.unwrap().is_empty());
     assert!(log_table(&rows).contains("refused (not allowed)"));
 }
