@@ -615,7 +615,8 @@ impl Connection {
             return Err(ErrorBody::new(
                 ErrorCode::QuotaExceeded,
                 format!(
-                    "{LONG_REQUESTS_PER_CONNECTION} clones or pushes are already running on this                      connection: wait for one to finish"
+                    "{LONG_REQUESTS_PER_CONNECTION} clones or pushes are already running on this \
+                     connection: wait for one to finish"
                 ),
             ));
         };

@@ -26,6 +26,12 @@ const STDERR_TAIL_BYTES: usize = 4096;
 /// The longest progress line read from git (its lines are far shorter; a longer one is cut).
 const PROGRESS_LINE_BYTES: usize = 1024;
 
+/// A transfer slower than this many bytes per second for [`LOW_SPEED_SECS`] is abandoned: a host
+/// that accepts and then says nothing must not hold a clone (and its staging directory) forever.
+const LOW_SPEED_BYTES: &str = "1000";
+/// See [`LOW_SPEED_BYTES`].
+const LOW_SPEED_SECS: &str = "60";
+
 /// A git failure, by what the user can do about it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum GitError {
@@ -287,7 +293,7 @@ impl Git {
             .env("GIT_ASKPASS", "")
             .env("SSH_ASKPASS", "")
             .env("LC_ALL", "C")
-            .env("GIT_CONFIG_COUNT", "3")
+            .env("GIT_CONFIG_COUNT", "5")
             // Redirects could carry a credential to another host; a repository URL is exact.
             .env("GIT_CONFIG_KEY_0", "http.followRedirects")
             .env("GIT_CONFIG_VALUE_0", "false")
@@ -296,6 +302,10 @@ impl Git {
             .env("GIT_CONFIG_VALUE_1", "/dev/null")
             .env("GIT_CONFIG_KEY_2", "protocol.file.allow")
             .env("GIT_CONFIG_VALUE_2", "user")
+            .env("GIT_CONFIG_KEY_3", "http.lowSpeedLimit")
+            .env("GIT_CONFIG_VALUE_3", LOW_SPEED_BYTES)
+            .env("GIT_CONFIG_KEY_4", "http.lowSpeedTime")
+            .env("GIT_CONFIG_VALUE_4", LOW_SPEED_SECS)
             .stdin(Stdio::null())
             .kill_on_drop(true);
         if let Some(cwd) = cwd {
@@ -312,11 +322,11 @@ impl Git {
         if let Some(credential) = &remote.credential {
             let (user, password) = credential.basic_auth();
             cmd.command
-                .env("GIT_CONFIG_COUNT", "5")
-                .env("GIT_CONFIG_KEY_3", "credential.helper")
-                .env("GIT_CONFIG_VALUE_3", CREDENTIAL_HELPER)
-                .env("GIT_CONFIG_KEY_4", "credential.interactive")
-                .env("GIT_CONFIG_VALUE_4", "false")
+                .env("GIT_CONFIG_COUNT", "7")
+                .env("GIT_CONFIG_KEY_5", "credential.helper")
+                .env("GIT_CONFIG_VALUE_5", CREDENTIAL_HELPER)
+                .env("GIT_CONFIG_KEY_6", "credential.interactive")
+                .env("GIT_CONFIG_VALUE_6", "false")
                 .env("OUTBOARD_GIT_USER", &user)
                 .env("OUTBOARD_GIT_PASSWORD", password.expose());
             cmd.redact.push(password.expose().to_owned());

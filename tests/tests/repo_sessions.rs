@@ -545,3 +545,41 @@ async fn a_disk_that_fills_up_mid_clone_leaves_no_session_and_no_files() {
     assert_eq!(entries(&data.join("workspaces")), Vec::<String>::new());
     assert_eq!(entries(&data.join("git")), Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_runs_at_most_four_clones_at_once_and_keeps_serving_meanwhile() {
+    use outboard_shared::{methods, SessionCreateParams, SourceSpec};
+    // A "git host" that accepts connections and never answers: every clone hangs on it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/git/slow.git", silent.local_addr().unwrap());
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let token = server.add_user("alice", "acme").unwrap();
+    let client = outboard_cli::client::Client::connect(&server.url, &token).await.unwrap();
+    let params = || SessionCreateParams {
+        title: None,
+        workspace: None,
+        source: Some(SourceSpec::Repo { url: url.clone(), git_ref: None }),
+    };
+    use futures_util::FutureExt as _;
+    let hanging: Vec<_> = (0..outboard_server::gateway::LONG_REQUESTS_PER_CONNECTION)
+        .map(|_| {
+            // Polled once here, so the request is queued on the connection before the ping.
+            let mut call = Box::pin(client.call::<methods::SessionCreate>(params()));
+            assert!((&mut call).now_or_never().is_none());
+            tokio::spawn(call)
+        })
+        .collect();
+    // The queue of the connection is in order: once a ping is answered, the four are running.
+    client.ping().await.unwrap();
+    let fifth = client.call::<methods::SessionCreate>(params()).await.unwrap_err();
+    let text = fifth.to_string();
+    assert!(text.contains("already running on this connection"), "{text}");
+    // The connection still answers while the four hang.
+    assert_eq!(client.list_sessions(None).await.unwrap(), vec![]);
+    for call in &hanging {
+        assert!(!call.is_finished(), "a clone of a silent host returned");
+    }
+    drop(client);
+    drop(silent);
+}
