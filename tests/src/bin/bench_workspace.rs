@@ -103,6 +103,8 @@ async fn main() -> anyhow::Result<()> {
             through.0.push(took);
         }
     }
+    git.0.sort();
+    through.0.sort();
     // The first clone is the working tree the upload measurement sends.
     let upload = measure(args.runs, || upload_through_outboard(&outboard, &source)).await?;
     let diff = measure(args.runs, || diff_through_outboard(&outboard, &source)).await?;
