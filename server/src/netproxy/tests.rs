@@ -302,6 +302,16 @@ async fn an_idle_tunnel_is_closed_and_audited_as_idle() {
 }
 
 #[tokio::test]
+async fn a_client_connection_that_sends_nothing_is_closed_at_the_idle_timeout() {
+    let limits = NetLimits { idle_timeout: Duration::from_millis(300), ..NetLimits::DEFAULT };
+    let f = start(vec![], limits).await;
+    let mut c = client(&f).await;
+    wait_for("the connection to count", || f.proxy.open_connections() == 1).await;
+    assert_eq!(read_all(&mut c).await, "");
+    wait_for("the slot to free", || f.proxy.open_connections() == 0).await;
+}
+
+#[tokio::test]
 async fn the_byte_budget_cuts_the_connection_and_refuses_the_next() {
     let port = sender(1 << 20).await;
     let limits = NetLimits { session_bytes: 100_000, ..NetLimits::DEFAULT };
