@@ -265,6 +265,17 @@ pub async fn serve(
     ctx: SessionNet,
     server_ports: Vec<u16>,
 ) -> Result<ProxyHandle, ProxyError> {
+    serve_with(socket_path, ctx, server_ports, REFUSAL_LINGER).await
+}
+
+/// [`serve`] with the time an over-the-cap connection may linger (tests hold it long, so the
+/// answering slots stay taken while they check the bound).
+async fn serve_with(
+    socket_path: &Path,
+    ctx: SessionNet,
+    server_ports: Vec<u16>,
+    refusal_linger: Duration,
+) -> Result<ProxyHandle, ProxyError> {
     let len = socket_path.as_os_str().len();
     if len > MAX_SOCKET_PATH {
         return Err(ProxyError::PathTooLong { path: socket_path.to_path_buf(), len });
@@ -284,6 +295,7 @@ pub async fn serve(
         budget: Budget::new(ctx.limits.session_bytes),
         ctx,
         server_ports,
+        refusal_linger,
         cancel: CancellationToken::new(),
     });
     tokio::spawn(accept_loop(listener, shared.clone()));
@@ -299,6 +311,8 @@ struct Shared {
     /// Slots for answering connections over the cap ([`REFUSING`]).
     refusing: Arc<Semaphore>,
     budget: Arc<Budget>,
+    /// [`REFUSAL_LINGER`], but for tests.
+    refusal_linger: Duration,
     cancel: CancellationToken,
 }
 
@@ -401,7 +415,7 @@ async fn refuse_busy(shared: Arc<Shared>, stream: UnixStream, _slot: OwnedSemaph
         .max_buf_size(MAX_HEAD)
         .keep_alive(false)
         .serve_connection(TokioIo::new(stream), service);
-    let _ = tokio::time::timeout(REFUSAL_LINGER, http).await;
+    let _ = tokio::time::timeout(shared.refusal_linger, http).await;
     if !answered.load(Ordering::Relaxed) {
         Record::refused(&shared, "", 0, busy_refusal(&shared).reason).finish();
     }

@@ -62,6 +62,10 @@ struct Fixture {
 }
 
 async fn start(literals: Vec<(IpAddr, u16)>, limits: NetLimits) -> Fixture {
+    start_with(literals, limits, REFUSAL_LINGER).await
+}
+
+async fn start_with(literals: Vec<(IpAddr, u16)>, limits: NetLimits, linger: Duration) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let audit = Arc::new(Recorder::default());
     let ctx = SessionNet {
@@ -72,7 +76,7 @@ async fn start(literals: Vec<(IpAddr, u16)>, limits: NetLimits) -> Fixture {
         audit: audit.clone(),
         limits,
     };
-    let proxy = serve(&dir.path().join("proxy.sock"), ctx, vec![]).await.unwrap();
+    let proxy = serve_with(&dir.path().join("proxy.sock"), ctx, vec![], linger).await.unwrap();
     Fixture { _dir: dir, proxy, audit }
 }
 
@@ -281,6 +285,83 @@ async fn the_connection_cap_answers_503_beyond_it() {
     let refused: Vec<AuditEntry> = f.audit.entries().into_iter().filter(|e| !e.allowed).collect();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!((refused[0].host.as_str(), refused[0].port), ("127.0.0.1", port));
+}
+
+#[tokio::test]
+async fn beyond_the_answering_slots_an_over_the_cap_connection_is_closed_unanswered() {
+    let port = sender(0).await;
+    let limits = NetLimits { max_connections: 1, ..NetLimits::DEFAULT };
+    // Over-the-cap connections linger for as long as the test runs.
+    let f = start_with(vec![(LOCAL, port)], limits, T).await;
+    let mut open = client(&f).await;
+    open.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+    assert!(read_head(&mut open).await.starts_with("HTTP/1.1 200"));
+    // Each of these takes one answering slot, waiting for a request that never comes.
+    let mut silent = Vec::new();
+    for _ in 0..REFUSING {
+        silent.push(client(&f).await);
+    }
+    let mut last = client(&f).await;
+    let _ = last.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await;
+    assert_eq!(read_all(&mut last).await, "", "answered although every answering slot was taken");
+    wait_for("the unanswered refusal's record", || {
+        f.audit.entries().iter().any(|e| !e.allowed && e.host.is_empty())
+    })
+    .await;
+    // One silent connection goes: its slot answers the next one with the reason.
+    drop(silent.pop());
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let mut next = client(&f).await;
+        let _ =
+            next.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await;
+        let answer = read_all(&mut next).await;
+        if answer.starts_with("HTTP/1.1 503") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no 503 after a slot freed: {answer:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_relay_pipes_at_most_its_bound_and_closes_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("relay.sock");
+    let unix = UnixListener::bind(&socket).unwrap();
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = tcp.local_addr().unwrap();
+    tokio::spawn(relay::relay(tcp, socket, 2));
+    let mut piped = Vec::new();
+    for n in 0..2u8 {
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        c.write_all(&[n]).await.unwrap();
+        let (mut far, _) = unix.accept().await.unwrap();
+        let mut got = [0u8; 1];
+        far.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, [n]);
+        piped.push((c, far));
+    }
+    let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(T, third.read(&mut buf)).await.unwrap();
+    assert!(matches!(read, Ok(0) | Err(_)), "the third connection was kept: {read:?}");
+    // A slot frees: the next connection is piped again.
+    drop(piped.pop());
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _ = c.write_all(b"z").await;
+        if let Ok(Ok((mut far, _))) =
+            tokio::time::timeout(Duration::from_millis(200), unix.accept()).await
+        {
+            let mut got = [0u8; 1];
+            far.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"z");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no connection piped after a slot freed");
+    }
 }
 
 #[tokio::test]
