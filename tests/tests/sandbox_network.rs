@@ -4,6 +4,8 @@
 //! upstreams on 127.0.0.1 only through the server's proxy, allowed by IP literal in the test's
 //! policy, and nothing else.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
