@@ -607,7 +607,7 @@ async fn forward(
     mut req: Request<Incoming>,
     target: &Target,
     io: Metered<TcpStream>,
-    record: Record,
+    mut record: Record,
 ) -> Response<Body> {
     let path = target.path.as_deref().unwrap_or("/");
     let Ok(origin) = path.parse::<Uri>() else {
@@ -624,7 +624,11 @@ async fn forward(
     }
     let (mut sender, driver) = match hyper::client::conn::http1::handshake(TokioIo::new(io)).await {
         Ok(pair) => pair,
-        Err(e) => return unreachable(target, &format!("the upstream connection failed: {e}")),
+        Err(e) => {
+            let why = format!("the upstream connection failed: {e}");
+            record.reason = Some(why.clone());
+            return unreachable(target, &why);
+        }
     };
     let driving = conn.clone();
     tokio::spawn(async move {
