@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|tui|vfs|workspace|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -7,6 +7,12 @@ case "${1:-all}" in
     # The sandbox agent lives in outboard-server: build it next to the bench binary.
     cargo build --quiet --release -p outboard-server --bin outboard-server
     exec cargo run --quiet --release -p outboard-tests --bin bench_sandbox
+    ;;
+  network)
+    # The sandbox's way out: downloads, first byte, memory per connection and cold start with
+    # and without the proxy (the sandbox agent beside the bench, as for `sandbox`).
+    cargo build --quiet --release -p outboard-server --bin outboard-server
+    exec cargo run --quiet --release -p outboard-tests --bin bench_network
     ;;
   tui)
     # The TUI's own binary: frame time, idle CPU (needs tmux and the release `outboard`).
@@ -36,12 +42,13 @@ case "${1:-all}" in
     cargo build --quiet --release -p outboard-cli -p outboard-server
     cargo run --quiet --release -p outboard-tests --bin bench -- all
     cargo run --quiet --release -p outboard-tests --bin bench_sandbox
+    cargo run --quiet --release -p outboard-tests --bin bench_network
     cargo run --quiet --release -p outboard-tests --bin bench_vfs
     cargo run --quiet --release -p outboard-tests --bin bench_workspace
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|tui|vfs|workspace|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|all]" >&2
     exit 2
     ;;
 esac

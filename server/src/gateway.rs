@@ -260,6 +260,8 @@ pub async fn launch_with(
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
+    // Sandboxes' network proxies refuse this server's own port on every local address.
+    config.sandbox.server_ports.push(addr.port());
     let net = config.net.clone();
     let state = Arc::new(AppState {
         hub: Arc::new(Hub::new(store, provider, config).with_secrets(secrets)),

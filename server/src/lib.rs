@@ -4,10 +4,10 @@
 //! Module map (one room each, see `docs/ARCHITECTURE.md`): [`gateway`] (WebSocket, handshake,
 //! per-connection tasks), [`hub`] (the session map), [`session`] (one actor per session),
 //! [`agent`] (the harness loop), [`llm`] (providers), [`tools`] (the model's tools), [`vfs`] (path
-//! routing and confinement), [`sandbox`] (where commands run), [`store`] (SQLite), [`secrets`]
-//! (org credentials for git hosts), [`sources`] and [`workspace_api`] (workspaces from
-//! repositories and uploads, and their changes going out), [`uploads`] (working trees sent by
-//! clients), [`auth`].
+//! routing and confinement), [`sandbox`] (where commands run), [`netproxy`] (the sandbox's one
+//! way out), [`store`] (SQLite), [`secrets`] (org credentials for git hosts), [`sources`] and
+//! [`workspace_api`] (workspaces from repositories and uploads, and their changes going out),
+//! [`uploads`] (working trees sent by clients), [`auth`].
 
 pub mod agent;
 pub mod auth;
@@ -20,6 +20,7 @@ pub mod hub;
 pub mod llm;
 pub mod net;
 pub mod netpolicy;
+pub mod netproxy;
 pub mod orgfs;
 pub mod quota;
 pub mod sandbox;

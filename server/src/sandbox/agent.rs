@@ -25,6 +25,8 @@
 //!   timed-out command goes too); background processes of earlier commands stay.
 //! - When its stdin closes (the server went away), it exits, and the kernel kills everything
 //!   in the namespace with it.
+//! - For a session with network it also relays `127.0.0.1:3128` to the server's proxy socket
+//!   (`crate::netproxy::relay`), on the same thread: the relay only copies bytes.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -65,6 +67,9 @@ pub struct AgentConfig {
     /// serving (the bubblewrap backend; the unsafe host mode changes nothing of the host's).
     #[serde(default)]
     pub harden: bool,
+    /// Relay `127.0.0.1:PORT` to the server's proxy socket (a session with network).
+    #[serde(default)]
+    pub proxy: Option<crate::netproxy::relay::RelayConfig>,
 }
 
 /// Runs the agent when the process was started as `<binary> __sandbox-agent CONFIG`; returns
@@ -149,6 +154,17 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
         // Outside a pid namespace (the unsafe host mode): still adopt orphans, so they are
         // reaped here rather than by the host's init.
         let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    }
+    if let Some(relay) = &config.proxy {
+        // Listening before the hello: the first command finds the proxy up.
+        let listener = crate::netproxy::relay::bind(relay).map_err(|e| {
+            std::io::Error::other(format!("cannot listen on 127.0.0.1:{}: {e}", relay.port))
+        })?;
+        tokio::spawn(crate::netproxy::relay::relay(
+            listener,
+            relay.socket.clone(),
+            crate::netproxy::relay::MAX_RELAYS,
+        ));
     }
     write_frame(&mut out, &FromAgent::Hello { version: PROTOCOL_VERSION }).await?;
 

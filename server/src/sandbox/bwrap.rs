@@ -4,7 +4,8 @@
 //! What the sandbox sees, and why:
 //! - `--unshare-all`: new user, mount, pid, net, ipc, uts and cgroup namespaces. The net
 //!   namespace has only its own loopback, so the server's `127.0.0.1` ports are unreachable.
-//!   (Network for a session through slirp4netns is left for a later issue.)
+//!   A session with network gets the server's proxy socket bound at
+//!   `/run/outboard/proxy.sock` instead (see `crate::netproxy`): still no route anywhere.
 //! - The process environment is cleared before `bwrap` runs (`env_clear`) and no `--setenv` is
 //!   given: the agent is PID 1 and `/proc/1/environ` is empty. The commands' environment
 //!   (`PATH`, `HOME=/workspace`, `LANG=C.UTF-8`, `TERM=dumb`) is set by the agent per command.
@@ -77,6 +78,9 @@ pub(super) struct Sources {
     pub agent: PathBuf,
     /// Directories bound read-only, and where they appear.
     pub ro_mounts: Vec<(PathBuf, String)>,
+    /// The session's proxy socket, bound at [`crate::netproxy::SANDBOX_SOCKET`] (read-write:
+    /// connecting to a socket is a write); `None`: no network at all.
+    pub proxy_socket: Option<PathBuf>,
 }
 
 /// The `bwrap` arguments that run the agent (with its JSON `agent_config`) over the workspace;
@@ -134,6 +138,9 @@ pub(super) fn bwrap_args(
     // updated in place and the change shows through the bind at once.
     for (host, target) in &sources.ro_mounts {
         push(&["--ro-bind", &host.to_string_lossy(), target]);
+    }
+    if let Some(socket) = &sources.proxy_socket {
+        push(&["--bind", &socket.to_string_lossy(), crate::netproxy::SANDBOX_SOCKET]);
     }
     // After every mount point in the root exists: the root tmpfs becomes read-only, so only
     // /workspace and /tmp are writable.

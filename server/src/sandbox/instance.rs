@@ -20,6 +20,7 @@ use super::launch::{LaunchConfig, UidLease, LAUNCH_ARG};
 use super::output::CappedOutput;
 use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
 use super::{Backend, SandboxConfig, SandboxError};
+use crate::netproxy::relay::RelayConfig;
 
 /// How long a new sandbox has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,6 +73,7 @@ fn agent_config(
     workspace: &Path,
     cwd_file: &Path,
     rlimits: bool,
+    proxy: Option<RelayConfig>,
 ) -> AgentConfig {
     let home = workspace.to_string_lossy().into_owned();
     let ulimit_prefix = if rlimits {
@@ -84,27 +86,35 @@ fn agent_config(
     } else {
         String::new()
     };
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), bwrap::SANDBOX_PATH.into()),
+        ("HOME".into(), home),
+        ("LANG".into(), "C.UTF-8".into()),
+        ("TERM".into(), "dumb".into()),
+    ];
+    if proxy.is_some() {
+        env.extend(crate::netproxy::proxy_env());
+    }
     AgentConfig {
         workspace: workspace.to_path_buf(),
         cwd_file: cwd_file.to_path_buf(),
-        env: vec![
-            ("PATH".into(), bwrap::SANDBOX_PATH.into()),
-            ("HOME".into(), home),
-            ("LANG".into(), "C.UTF-8".into()),
-            ("TERM".into(), "dumb".into()),
-        ],
+        env,
         ulimit_prefix,
         harden: config.backend == Backend::Bwrap,
+        proxy,
     }
 }
 
 impl Instance {
-    /// Starts a sandbox over `workspace` and waits for the agent's hello.
+    /// Starts a sandbox over `workspace` and waits for the agent's hello. With `proxy_socket`
+    /// (the host path of the session's proxy), the socket is bound in and the agent relays
+    /// `127.0.0.1:3128` to it.
     pub(super) async fn start(
         config: &SandboxConfig,
         agent_exe: &Path,
         workspace: &Path,
         host_cwd_file: &Path,
+        proxy_socket: Option<&Path>,
     ) -> Result<Instance, SandboxError> {
         let controls = Controls::get();
         let cgroup = Cgroup::create(controls, &config.limits).map_err(|e| {
@@ -114,11 +124,16 @@ impl Instance {
         let mut uid = None;
         let mut cmd = match config.backend {
             Backend::Bwrap => {
+                let relay = proxy_socket.map(|_| RelayConfig {
+                    port: crate::netproxy::PROXY_PORT,
+                    socket: crate::netproxy::SANDBOX_SOCKET.into(),
+                });
                 let ac = agent_config(
                     config,
                     Path::new("/workspace"),
                     Path::new(bwrap::CWD_FILE),
                     rlimits,
+                    relay,
                 );
                 let agent_config =
                     serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
@@ -135,6 +150,7 @@ impl Instance {
                     agent_exe: agent_exe.to_path_buf(),
                     agent_config,
                     ro_mounts: config.ro_mounts.clone(),
+                    proxy_socket: proxy_socket.map(Path::to_path_buf),
                     host_id: lease.as_ref().map(UidLease::id),
                 };
                 uid = lease;
@@ -145,7 +161,7 @@ impl Instance {
                 cmd
             }
             Backend::UnsafeHost => {
-                let ac = agent_config(config, workspace, host_cwd_file, rlimits);
+                let ac = agent_config(config, workspace, host_cwd_file, rlimits, None);
                 let json =
                     serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
                 let mut cmd = Command::new(agent_exe);

@@ -76,6 +76,9 @@ pub struct LaunchConfig {
     pub agent_config: String,
     /// Host directories bound read-only, and where they appear.
     pub ro_mounts: Vec<(PathBuf, String)>,
+    /// The session's proxy socket on the host, bound at [`crate::netproxy::SANDBOX_SOCKET`].
+    #[serde(default)]
+    pub proxy_socket: Option<PathBuf>,
     /// When set, the sandbox runs as this host uid and gid (the server is root).
     pub host_id: Option<u32>,
 }
@@ -163,6 +166,7 @@ fn launch(config: &LaunchConfig) -> String {
             workspace: config.workspace.clone(),
             agent: config.agent_exe.clone(),
             ro_mounts: config.ro_mounts.clone(),
+            proxy_socket: config.proxy_socket.clone(),
         },
     };
     let etc_fds: Vec<(i32, &str)> = etc.iter().map(|(fd, name)| (fd.as_raw_fd(), *name)).collect();
@@ -213,6 +217,16 @@ fn stage(config: &LaunchConfig, id: u32) -> Result<Sources, String> {
         let tree = userns.clone_tree(host, true).map_err(|e| idmap_error(host, &e))?;
         ro_trees.push((tree, target.clone()));
     }
+    // The proxy socket lives in a directory private to root, which the sandbox's uid cannot
+    // traverse: bind the socket itself. Connecting needs write permission on the socket only
+    // (mode 0666, see `netproxy::serve`), which no id mapping is needed for.
+    let socket_tree =
+        match &config.proxy_socket {
+            Some(socket) => Some(socket_clone(socket).map_err(|e| {
+                format!("could not bind the proxy socket {}: {e}", socket.display())
+            })?),
+            None => None,
+        };
 
     rustix::mount::mount(
         "outboard",
@@ -236,7 +250,31 @@ fn stage(config: &LaunchConfig, id: u32) -> Result<Sources, String> {
         attach(tree, &staged)?;
         ro_mounts.push((staged, target.clone()));
     }
-    Ok(Sources { workspace, agent, ro_mounts })
+    let proxy_socket = match &socket_tree {
+        Some(tree) => {
+            let staged = stage.join("proxy.sock");
+            std::fs::File::create(&staged).map_err(|e| format!("staging the proxy socket: {e}"))?;
+            attach(tree, &staged)?;
+            Some(staged)
+        }
+        None => None,
+    };
+    Ok(Sources { workspace, agent, ro_mounts, proxy_socket })
+}
+
+/// A detached, `nosuid`, `nodev`, `noexec` clone of one socket (kept writable: a socket on a
+/// read-only mount still accepts connections on Linux, but nothing here should rely on that).
+fn socket_clone(source: &Path) -> std::io::Result<OwnedFd> {
+    let tree = rustix::mount::open_tree(
+        CWD,
+        source,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+    )?;
+    let flags = MountAttrFlags::MOUNT_ATTR_NOSUID
+        | MountAttrFlags::MOUNT_ATTR_NODEV
+        | MountAttrFlags::MOUNT_ATTR_NOEXEC;
+    mount_setattr(tree.as_fd(), flags.bits().into(), None)?;
+    Ok(tree)
 }
 
 /// Attaches a detached mount at `target`.

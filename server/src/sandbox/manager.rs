@@ -118,6 +118,9 @@ pub(super) struct Manager {
     workspace: PathBuf,
     /// The unsafe host mode's private dir for the working-directory file.
     scratch: Option<tempfile::TempDir>,
+    /// The session's network proxy and the private directory of its socket: made with the
+    /// first sandbox, kept for the session (one byte budget across sandbox restarts).
+    proxy: Option<(crate::netproxy::ProxyHandle, tempfile::TempDir)>,
     state: SandboxState,
     instance: Option<Instance>,
     /// When the last command ended (or the sandbox started).
@@ -164,6 +167,7 @@ impl Manager {
             config,
             workspace,
             scratch: None,
+            proxy: None,
             state: SandboxState::None,
             instance: None,
             idle_since: Instant::now(),
@@ -347,7 +351,31 @@ impl Manager {
                 scratch.path().join("cwd")
             }
         };
-        Instance::start(&self.config, &agent_exe, &workspace, &cwd_file).await
+        let proxy_socket = self.proxy_socket().await?;
+        Instance::start(&self.config, &agent_exe, &workspace, &cwd_file, proxy_socket.as_deref())
+            .await
+    }
+
+    /// The host path of the session's proxy socket, starting the proxy on first use; `None`
+    /// when the session has no network (or commands run on the host).
+    async fn proxy_socket(&mut self) -> Result<Option<PathBuf>, SandboxError> {
+        let Some(network) = &self.config.network else { return Ok(None) };
+        if self.config.backend != Backend::Bwrap {
+            return Ok(None);
+        }
+        if let Some((proxy, _)) = &self.proxy {
+            return Ok(Some(proxy.socket_path().to_path_buf()));
+        }
+        let dir = super::scratch_dir(&self.config, "outboard-net-").map_err(|e| {
+            SandboxError::Start(format!("could not create the proxy socket's directory: {e}"))
+        })?;
+        let path = dir.path().join("proxy.sock");
+        let proxy =
+            crate::netproxy::serve(&path, network.clone(), self.config.server_ports.clone())
+                .await
+                .map_err(|e| SandboxError::Start(e.to_string()))?;
+        self.proxy = Some((proxy, dir));
+        Ok(Some(path))
     }
 
     /// Brings the sandbox to `running`: provisions, or thaws and pings.

@@ -111,6 +111,13 @@ pub struct SandboxConfig {
     /// The org's place in the server's live-sandbox registry (the `live_sandboxes` quota);
     /// `None`: no cap.
     pub pool: Option<pool::PoolTicket>,
+    /// The session's network. `Some`: the sandbox's one way out is the server's proxy
+    /// ([`crate::netproxy`]), started with the first sandbox and kept for the session (its byte
+    /// budget spans sandbox restarts). `None`: no network at all. Ignored by the unsafe host
+    /// mode, whose commands have the host's network anyway.
+    pub network: Option<crate::netproxy::SessionNet>,
+    /// The server's own listening ports: the proxy refuses them on every local address.
+    pub server_ports: Vec<u16>,
 }
 
 impl SandboxConfig {
@@ -127,6 +134,8 @@ impl SandboxConfig {
         scratch_dir: None,
         live_pool: None,
         pool: None,
+        network: None,
+        server_ports: Vec::new(),
     };
 }
 
