@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use outboard_shared::{SessionId, SessionSource};
 
 use crate::git::{
-    classify, is_commit_id, Git, GitError, ProgressSink, Quiet, Remote, RemoteRefs, RepoUrl,
+    classify, is_commit_id, Git, GitError, ProgressSink, Remote, RemoteRefs, RepoUrl,
 };
 
 /// The empty tree's id (SHA-1): the base of a session that started with an empty workspace.
@@ -79,7 +79,7 @@ impl Drop for Staging {
     fn drop(&mut self) {
         if !self.kept {
             for path in &self.paths {
-                let _ = std::fs::remove_dir_all(path);
+                let _ = remove_any(path);
             }
         }
     }
@@ -101,7 +101,7 @@ impl Sources {
             if let Ok(entries) = std::fs::read_dir(&dir) {
                 for entry in entries.flatten() {
                     if entry.file_name().to_string_lossy().starts_with(".incoming-") {
-                        let _ = std::fs::remove_dir_all(entry.path());
+                        let _ = remove_any(&entry.path());
                     }
                 }
             }
@@ -139,11 +139,15 @@ impl Sources {
         std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
         let ws = self.workspaces().join(format!(".incoming-{}", session.as_str()));
         let shadow = self.shadows().join(format!(".incoming-{}.git", session.as_str()));
-        let staging = Staging { paths: vec![ws.clone(), shadow.clone()], kept: false };
+        let staging = Staging {
+            paths: vec![ws.clone(), shadow.clone(), shadow.with_extension("index")],
+            kept: false,
+        };
         Ok((ws, shadow, staging))
     }
 
-    /// Moves a finished staging pair into place as `session`'s workspace and shadow.
+    /// Moves a finished staging pair into place as `session`'s workspace and shadow, with the
+    /// shadow's index (`<shadow>.index`).
     fn keep(
         &self,
         session: &SessionId,
@@ -156,6 +160,11 @@ impl Sources {
         if let Err(e) = std::fs::rename(shadow, self.shadow(session)) {
             let _ = std::fs::remove_dir_all(&final_ws);
             return Err(io("cannot move the git state into place")(e));
+        }
+        if let Err(e) = std::fs::rename(shadow.with_extension("index"), self.index(session)) {
+            let _ = std::fs::remove_dir_all(&final_ws);
+            let _ = std::fs::remove_dir_all(self.shadow(session));
+            return Err(io("cannot move the git index into place")(e));
         }
         staging.kept = true;
         Ok(())
@@ -299,10 +308,7 @@ impl Sources {
         if std::fs::copy(ws.join(".git/index"), &index).is_err() {
             self.shadow_git_at(&shadow, &index, &ws, &["read-tree", &commit]).output().await?;
         }
-        let final_index = self.index(session);
         self.keep(session, &ws, &shadow, staging)?;
-        std::fs::rename(&index, &final_index)
-            .map_err(io("cannot move the git index into place"))?;
         Ok(Prepared { source: SessionSource::Repo { url: url.url.clone(), git_ref: name, commit } })
     }
 
@@ -367,11 +373,7 @@ impl Sources {
         std::fs::create_dir_all(&ws).map_err(io("cannot create the workspace"))?;
         let (head, built) = build(ws.clone()).await?;
         let commit = self.snapshot_base(&shadow, &ws, head.as_deref()).await?;
-        let index = shadow.with_extension("index");
-        let final_index = self.index(session);
         self.keep(session, &ws, &shadow, staging)?;
-        std::fs::rename(&index, &final_index)
-            .map_err(io("cannot move the git index into place"))?;
         Ok((commit, built))
     }
 
@@ -417,13 +419,7 @@ impl Sources {
         stat: bool,
     ) -> Result<tokio::process::Child, SourceError> {
         let (base, tree) = self.snapshot(session, ws).await?;
-        let mut args = vec!["diff", "--no-color", "--no-ext-diff", "-M"];
-        if stat {
-            args.extend(["--stat=200", "--summary"]);
-        } else {
-            args.extend(["--binary", "--full-index"]);
-        }
-        args.extend([base.as_str(), tree.as_str()]);
+        let args = diff_args(&base, &tree, stat);
         Ok(self.git.command(None, &args).env("GIT_DIR", self.shadow(session)).spawn_stdout()?)
     }
 
@@ -460,13 +456,7 @@ impl Sources {
             .text()
             .await
             .unwrap_or_else(|_| EMPTY_TREE.to_owned());
-        let mut args = vec!["diff", "--no-color", "--no-ext-diff", "-M"];
-        if stat {
-            args.extend(["--stat=200", "--summary"]);
-        } else {
-            args.extend(["--binary", "--full-index"]);
-        }
-        args.extend([base.as_str(), tree.as_str()]);
+        let args = diff_args(&base, &tree, stat);
         let child = self.git.command(Some(&top), &args).spawn_stdout()?;
         // The blobs `add` wrote stay in the user's object store, as `git stash` leaves them.
         drop(scratch);
@@ -635,7 +625,24 @@ fn resolve(
     )))
 }
 
-/// Silences progress.
-pub fn quiet() -> &'static dyn ProgressSink {
-    &Quiet
+/// `git diff` of `base` against `tree`: the patch with binaries, full ids and renames, or the
+/// `--stat` summary.
+fn diff_args<'a>(base: &'a str, tree: &'a str, stat: bool) -> Vec<&'a str> {
+    let mut args = vec!["diff", "--no-color", "--no-ext-diff", "-M"];
+    if stat {
+        args.extend(["--stat=200", "--summary"]);
+    } else {
+        args.extend(["--binary", "--full-index"]);
+    }
+    args.extend([base, tree]);
+    args
+}
+
+/// Removes a directory tree or a file, whichever `path` is.
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    }
 }
