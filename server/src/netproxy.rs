@@ -25,6 +25,7 @@
 //!   `502` (the upstream could not be reached), each with a body that names the host, who
 //!   refused and what would allow it.
 
+pub mod ca;
 mod meter;
 pub mod ranges;
 pub mod relay;
@@ -98,6 +99,41 @@ pub trait Decide: Send + Sync {
     fn decide(&self, host: &str, port: u16) -> Verdict;
     /// Whether an admin named exactly this IP literal and port (lifts the forbidden ranges for it).
     fn allows_literal(&self, ip: std::net::IpAddr, port: u16) -> bool;
+    /// The org secrets bound to outbound HTTP for `host:port` (`admin secret set
+    /// --inject-header`); empty for every other host, whose connections are tunnelled untouched.
+    fn injections(&self, host: &str, port: u16) -> Vec<Arc<Injection>>;
+}
+
+/// One org secret bound to a host's outbound HTTP: the proxy terminates the sandbox's TLS to
+/// that host (with a certificate of the org's [`ca::OrgCa`]), sets the header, replaces the
+/// placeholders, re-originates TLS to the real host, and scrubs the value from the responses.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Injection {
+    /// The secret's name: responses carry `[secret NAME]` where the value was.
+    pub name: String,
+    /// The header to add or replace (e.g. `authorization`).
+    pub header: String,
+    /// Its whole value, the secret in place of the template's `{}`.
+    pub header_value: String,
+    /// The secret's value itself, scrubbed from responses and put in place of placeholders.
+    pub value: String,
+    /// Strings the sandbox holds instead of the value (its `--placeholder` variables' values):
+    /// wherever one appears in a request header to this host, the value replaces it.
+    pub placeholders: Vec<String>,
+    /// Further roots (PEM) to verify this host's certificate with, besides the system's
+    /// (`--upstream-ca`: tests and private mirrors).
+    pub upstream_ca: Option<String>,
+}
+
+impl std::fmt::Debug for Injection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Injection")
+            .field("name", &self.name)
+            .field("header", &self.header)
+            .field("placeholders", &self.placeholders.len())
+            .field("upstream_ca", &self.upstream_ca.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A policy's answer.
@@ -172,6 +208,10 @@ pub struct SessionNet {
     pub decide: Arc<dyn Decide>,
     pub audit: Arc<dyn Audit>,
     pub limits: NetLimits,
+    /// The org's CA, which signs the certificates the proxy presents for injected hosts; its
+    /// certificate (never its key) is what the sandbox's CA bundle adds. `None`: no host is
+    /// intercepted (injections are then refused rather than sent without TLS checks).
+    pub ca: Option<Arc<ca::OrgCa>>,
 }
 
 impl std::fmt::Debug for SessionNet {
@@ -194,6 +234,11 @@ impl PartialEq for SessionNet {
             && self.limits == other.limits
             && Arc::ptr_eq(&self.decide, &other.decide)
             && Arc::ptr_eq(&self.audit, &other.audit)
+            && match (&self.ca, &other.ca) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
     }
 }
 

@@ -11,7 +11,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outboard_server::netproxy::{Audit, AuditEntry, Decide, NetLimits, SessionNet, Verdict};
+use outboard_server::netproxy::{
+    Audit, AuditEntry, Decide, Injection, NetLimits, SessionNet, Verdict,
+};
 use outboard_server::sandbox::{ExecResult, Sandbox, SandboxConfig};
 use outboard_shared::{OrgId, SessionId};
 use outboard_tests::harness::bin;
@@ -43,6 +45,10 @@ impl Decide for Policy {
 
     fn allows_literal(&self, ip: IpAddr, port: u16) -> bool {
         self.literals.contains(&(ip, port))
+    }
+
+    fn injections(&self, _host: &str, _port: u16) -> Vec<Arc<Injection>> {
+        Vec::new()
     }
 }
 
@@ -102,6 +108,7 @@ fn sandbox(literals: Vec<(IpAddr, u16)>, limits: NetLimits, server_ports: Vec<u1
         decide: Arc::new(Policy { literals }),
         audit: audit.clone(),
         limits,
+        ca: None,
     };
     let config = SandboxConfig {
         agent_exe: Some(bin("outboard-server").unwrap()),

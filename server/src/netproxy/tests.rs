@@ -35,6 +35,10 @@ impl Decide for Policy {
     fn allows_literal(&self, ip: IpAddr, port: u16) -> bool {
         self.literals.contains(&(ip, port))
     }
+
+    fn injections(&self, _host: &str, _port: u16) -> Vec<Arc<Injection>> {
+        Vec::new()
+    }
 }
 
 #[derive(Default)]
@@ -75,6 +79,7 @@ async fn start_with(literals: Vec<(IpAddr, u16)>, limits: NetLimits, linger: Dur
         decide: Arc::new(Policy { refuse: vec!["refused.example".into()], literals }),
         audit: audit.clone(),
         limits,
+        ca: None,
     };
     let proxy = serve_with(&dir.path().join("proxy.sock"), ctx, vec![], linger).await.unwrap();
     Fixture { _dir: dir, proxy, audit }

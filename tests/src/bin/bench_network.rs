@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use outboard_server::netproxy::{Audit, AuditEntry, Decide, NetLimits, SessionNet, Verdict};
+use outboard_server::netproxy::{
+    Audit, AuditEntry, Decide, Injection, NetLimits, SessionNet, Verdict,
+};
 use outboard_server::sandbox::{Sandbox, SandboxConfig};
 use outboard_shared::{OrgId, SessionId};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -53,6 +55,10 @@ impl Decide for Open {
 
     fn allows_literal(&self, ip: IpAddr, port: u16) -> bool {
         ip == IpAddr::V4(Ipv4Addr::LOCALHOST) && port == self.0
+    }
+
+    fn injections(&self, _host: &str, _port: u16) -> Vec<Arc<Injection>> {
+        Vec::new()
     }
 }
 
@@ -147,6 +153,7 @@ fn network(port: u16) -> SessionNet {
         decide: Arc::new(Open(port)),
         audit: Arc::new(Discard),
         limits: NetLimits { max_connections: 4 * TUNNELS, ..NetLimits::DEFAULT },
+        ca: None,
     }
 }
 
