@@ -34,6 +34,11 @@ pub struct SourceArgs {
     /// never put a credential in the URL.
     #[arg(long, value_name = "URL[#REF]", conflicts_with_all = ["workspace", "upload"])]
     pub repo: Option<String>,
+    /// What new sessions' sandboxes may reach: `org`, the org's policy (`outboard-server admin
+    /// network show --org ORG`), or `none`, no network at all. A session can only narrow its
+    /// org's policy.
+    #[arg(long, value_name = "org|none", default_value = "org")]
+    pub network: outboard_shared::SessionNetwork,
 }
 
 impl SourceArgs {

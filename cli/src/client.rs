@@ -487,11 +487,20 @@ impl Client {
         title: Option<String>,
         workspace: Option<String>,
     ) -> impl Future<Output = Result<SessionInfo, ClientError>> + Send + 'static {
-        let call = self.call::<methods::SessionCreate>(SessionCreateParams {
+        self.create_session_with(SessionCreateParams {
             title,
             workspace,
             source: None,
-        });
+            network: outboard_shared::SessionNetwork::Org,
+        })
+    }
+
+    /// `session/create` with every parameter.
+    pub fn create_session_with(
+        &self,
+        params: SessionCreateParams,
+    ) -> impl Future<Output = Result<SessionInfo, ClientError>> + Send + 'static {
+        let call = self.call::<methods::SessionCreate>(params);
         async move { Ok(call.await?.session) }
     }
 

@@ -49,6 +49,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             attach: None,
             drive: false,
             source: cli.source.repo_spec(),
+            network: cli.source.network,
             upload: cli.upload,
         };
         return Ok(runtime.block_on(tui::run(args)));
@@ -95,6 +96,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 attach: Some(SessionId(args.session_id)),
                 drive: args.drive,
                 source: None,
+                network: outboard_shared::SessionNetwork::Org,
                 upload: None,
             };
             Ok(runtime.block_on(tui::run(args)))

@@ -206,6 +206,11 @@ impl<O: Write, E: Write> Printer<O, E> {
                 };
                 self.note(note)
             }
+            EventKind::Network { host, port, policy, reason, hint, repeated } => {
+                self.end_line()?;
+                writeln!(self.err, "{}", network_line(host, *port, policy, reason, hint, *repeated))?;
+                self.err.flush()
+            }
             EventKind::TurnStarted { .. }
             | EventKind::UserMessage { .. }
             | EventKind::ToolOutputDelta { .. }
@@ -217,6 +222,29 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::Unknown => Ok(()),
         }
     }
+}
+
+/// One refusal of the sandbox's network proxy, for a person: what was refused, by which policy,
+/// why, and what would allow it.
+pub fn network_line(
+    host: &str,
+    port: u16,
+    policy: &str,
+    reason: &str,
+    hint: &str,
+    repeated: u32,
+) -> String {
+    let target = match (host.is_empty(), host.contains(':')) {
+        (true, _) => "a connection".to_owned(),
+        (false, true) => format!("[{host}]:{port}"),
+        (false, false) => format!("{host}:{port}"),
+    };
+    let again = match repeated {
+        0 => String::new(),
+        1 => " (and 1 more time)".to_owned(),
+        n => format!(" (and {n} more times)"),
+    };
+    format!("⊘ network: {target} refused{again} by {policy}: {reason}; {hint}")
 }
 
 /// `Bash(ls -la)`: the tool's name and its key argument on one short line.

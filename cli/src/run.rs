@@ -322,10 +322,20 @@ async fn open_session<O: Write, E: Write>(
                     title,
                     workspace: None,
                     source: Some(source),
+                    network: args.source.network,
                 };
                 create_reporting(client, params, printer).await?
             }
-            None => client.create_session_in(title, workspace).await?,
+            None => {
+                client
+                    .create_session_with(outboard_shared::SessionCreateParams {
+                        title,
+                        workspace,
+                        source: None,
+                        network: args.source.network,
+                    })
+                    .await?
+            }
         };
         let attached =
             client.attach(session.id.clone(), Role::Driver, Some(session.last_seq)).await?;
@@ -869,6 +879,7 @@ mod tests {
                     title: Some("list the files".into()),
                     workspace: None,
                     source: None,
+                    network: outboard_shared::SessionNetwork::Org,
                 }),
                 Method::SessionAttach(outboard_shared::SessionAttachParams {
                     session_id: SessionId::from("s_new"),

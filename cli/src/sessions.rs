@@ -143,6 +143,7 @@ mod tests {
             failure: None,
             workspace: Some("/home/ada/build".into()),
             source: None,
+            network: outboard_shared::SessionNetwork::Org,
             attached: vec![
                 outboard_shared::PresenceEntry {
                     user: "ada".into(),

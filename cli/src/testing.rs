@@ -44,6 +44,7 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         failure: None,
         workspace: None,
         source: None,
+        network: outboard_shared::SessionNetwork::Org,
         attached: Vec::new(),
     }
 }

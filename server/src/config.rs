@@ -82,6 +82,10 @@ pub struct Limits {
     /// ([`DEFAULT_MAX_UPLOAD_BYTES`] by default; `serve --max-upload-bytes`). It is here, not in
     /// [`ServerConfig`] itself, so that every place building a configuration gets the default.
     pub max_upload_bytes: u64,
+    /// The sandbox network proxy's limits per session: connections at once, idle timeout,
+    /// bytes both ways (`serve --net-max-connections`, `--net-idle-timeout`,
+    /// `--net-session-bytes`).
+    pub network: crate::netproxy::NetLimits,
 }
 
 /// The default [`Limits::max_upload_bytes`]: 200 MiB holds the source of all but the largest
@@ -101,6 +105,7 @@ impl Default for Limits {
             bash_timeout: Duration::from_secs(120),
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            network: crate::netproxy::NetLimits::DEFAULT,
         }
     }
 }

@@ -655,6 +655,7 @@ impl Connection {
                 title,
                 workspace,
                 source: Some(spec),
+                network,
             }) => {
                 if workspace.is_some() {
                     return Err(ErrorBody::new(
@@ -664,7 +665,9 @@ impl Connection {
                 }
                 let title = title.unwrap_or_default().trim().to_owned();
                 self.spawn_long(id, move |hub, sink| async move {
-                    let row = crate::workspace_api::create(&hub, &user, &title, spec, &sink).await?;
+                    let row =
+                        crate::workspace_api::create(&hub, &user, &title, spec, network, &sink)
+                            .await?;
                     tracing::info!(session = %row.id, user = %user.name, "session created from a source");
                     Ok(Response::ok(id, &SessionCreateResponse { session: row.info() }))
                 })?;
@@ -685,6 +688,7 @@ impl Connection {
                 let title = p.title.unwrap_or_default();
                 let mut row =
                     crate::store::SessionRow::new(&user, title.trim(), &hub.model_label());
+                row.network = p.network;
                 if let Some(requested) = &p.workspace {
                     row.workspace = Some(hub.client_workspace(requested).await?);
                 }

@@ -274,6 +274,11 @@ impl Hub {
             &self.config,
             self.shutdown.clone(),
             evict,
+            crate::netsession::NetworkDeps {
+                store: self.store.clone(),
+                secrets: self.secrets.clone(),
+                limits: self.config.limits.network,
+            },
         );
         map.insert(row.id.clone(), handle.clone());
         handle

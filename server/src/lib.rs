@@ -5,7 +5,8 @@
 //! per-connection tasks), [`hub`] (the session map), [`session`] (one actor per session),
 //! [`agent`] (the harness loop), [`llm`] (providers), [`tools`] (the model's tools), [`vfs`] (path
 //! routing and confinement), [`sandbox`] (where commands run), [`netproxy`] (the sandbox's one
-//! way out), [`store`] (SQLite), [`secrets`] (org credentials for git hosts), [`sources`] and
+//! way out), [`netpolicy`] (where it may lead) and [`netsession`] (both, with the org's
+//! injected credentials, for one session), [`store`] (SQLite), [`secrets`] (org credentials), [`sources`] and
 //! [`workspace_api`] (workspaces from repositories and uploads, and their changes going out),
 //! [`uploads`] (working trees sent by clients), [`auth`].
 
@@ -21,6 +22,7 @@ pub mod llm;
 pub mod net;
 pub mod netpolicy;
 pub mod netproxy;
+pub mod netsession;
 pub mod orgfs;
 pub mod quota;
 pub mod sandbox;

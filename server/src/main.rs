@@ -15,7 +15,9 @@
 //! outboard-server admin network set --org ORG MODE [HOST…]   # none, registries[+], allow, full
 //! outboard-server admin network show --org ORG
 //! outboard-server admin network log --org ORG [--json] [--limit N]
+//! outboard-server admin network ca show|rm --org ORG  # the org's sandbox CA (certificate only)
 //! outboard-server admin secret set --org ORG --host HOST[:PORT] NAME  # the value from stdin only
+//!                  [--inject-header 'NAME: VALUE-WITH-{}'] [--placeholder VAR…] [--upstream-ca PEM]
 //! outboard-server admin secret ls --org ORG          # hosts, names, when set (never values)
 //! outboard-server admin secret rm --org ORG --host HOST[:PORT] NAME
 //! ```
@@ -34,6 +36,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use outboard_server::config::{default_data_dir, default_listen, llm_config};
+use outboard_server::netproxy::NetLimits;
 use outboard_server::sandbox::{Backend, SandboxConfig};
 use outboard_server::store::{Durability, Store};
 use outboard_server::{Limits, NetConfig, ServerConfig, TlsFiles};
@@ -56,7 +59,7 @@ enum Command {
     },
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct DataArg {
     /// Data directory (SQLite file and workspaces).
     #[arg(long = "data", env = "OUTBOARD_DATA_DIR")]
@@ -96,6 +99,16 @@ struct ServeArgs {
     /// is refused with 413 naming its size and this cap.
     #[arg(long, env = "OUTBOARD_MAX_UPLOAD_BYTES", default_value_t = Limits::default().max_upload_bytes)]
     max_upload_bytes: u64,
+    /// Connections one sandbox may have open through the network proxy at once; beyond, 503.
+    #[arg(long, env = "OUTBOARD_NET_MAX_CONNECTIONS", default_value_t = NetLimits::DEFAULT.max_connections)]
+    net_max_connections: usize,
+    /// Seconds a sandbox's connection may move no byte before the proxy closes it.
+    #[arg(long, env = "OUTBOARD_NET_IDLE_TIMEOUT", default_value_t = NetLimits::DEFAULT.idle_timeout.as_secs())]
+    net_idle_timeout: u64,
+    /// Bytes (both ways) a session's sandbox may move through the proxy; then its connections
+    /// are cut and new ones refused.
+    #[arg(long, env = "OUTBOARD_NET_SESSION_BYTES", default_value_t = NetLimits::DEFAULT.session_bytes)]
+    net_session_bytes: u64,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -212,6 +225,20 @@ enum SecretCommand {
         host: String,
         /// A label for the credential (1 to 64 of A-Z a-z 0-9 _ . -), e.g. `ci-token`.
         name: String,
+        /// Also inject it into the sandbox's HTTPS requests to HOST: the proxy sets this header,
+        /// `{}` standing for the value (e.g. 'Authorization: Bearer {}'); the sandbox never
+        /// holds the value.
+        #[arg(long, value_name = "'NAME: VALUE-WITH-{}'")]
+        inject_header: Option<String>,
+        /// Give the sandbox this variable with a placeholder value; the proxy replaces the
+        /// placeholder by the secret wherever it appears in a request header to HOST (repeatable;
+        /// with --inject-header).
+        #[arg(long, value_name = "VAR")]
+        placeholder: Vec<String>,
+        /// Roots (PEM) that verify HOST's certificate besides the system's: a private mirror's
+        /// CA (with --inject-header).
+        #[arg(long, value_name = "FILE")]
+        upstream_ca: Option<PathBuf>,
         #[command(flatten)]
         data: DataArg,
     },
@@ -262,6 +289,12 @@ enum NetworkCommand {
         #[command(flatten)]
         data: DataArg,
     },
+    /// The org's sandbox CA, which signs what the proxy presents for hosts it injects
+    /// credentials into: `show` prints its certificate, `rm` forgets it (a new one is made).
+    Ca {
+        #[command(subcommand)]
+        command: CaCommand,
+    },
     /// The last connections the org's sandboxes made or were refused, oldest first.
     Log {
         /// Organisation name.
@@ -273,6 +306,26 @@ enum NetworkCommand {
         /// At most this many rows.
         #[arg(long, default_value_t = 100)]
         limit: u32,
+        #[command(flatten)]
+        data: DataArg,
+    },
+}
+
+#[derive(Subcommand)]
+enum CaCommand {
+    /// Print the CA's certificate (PEM), made now if the org has none yet.
+    Show {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Forget the CA; the next sandbox of the org gets a new one (running ones keep theirs).
+    Rm {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
         #[command(flatten)]
         data: DataArg,
     },
@@ -431,8 +484,34 @@ async fn admin_network(command: NetworkCommand) -> anyhow::Result<()> {
                 print!("{}", netpolicy::log_table(&rows));
             }
         }
+        NetworkCommand::Ca { command } => {
+            let (org, data) = match &command {
+                CaCommand::Show { org, data } | CaCommand::Rm { org, data } => (org, data),
+            };
+            let secrets = open_secrets(data.clone())?;
+            let org_id = secrets.org_by_name(org).await?;
+            match command {
+                CaCommand::Show { .. } => print!("{}", secrets.org_ca(&org_id).await?.cert_pem()),
+                CaCommand::Rm { .. } => {
+                    if secrets.remove_ca(&org_id).await? {
+                        println!("removed the sandbox CA of org {org}; new sandboxes get a new one");
+                    } else {
+                        println!("org {org} has no sandbox CA yet");
+                    }
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// The org secrets of a data dir, for the admin commands.
+fn open_secrets(data: DataArg) -> anyhow::Result<outboard_server::secrets::Secrets> {
+    use outboard_server::secrets::{SecretKey, Secrets};
+    let dir = data_dir(data)?;
+    outboard_server::config::secure_data_dir(&dir)?;
+    let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+    Ok(Secrets::new(store, SecretKey::load(&dir)?))
 }
 
 /// `admin secret set|ls|rm`: works on the data dir directly, like `admin quota`; the server
@@ -450,6 +529,7 @@ async fn admin_secret(command: SecretCommand) -> anyhow::Result<ExitCode> {
                 | SecretError::BadName { .. }
                 | SecretError::NameIsToken
                 | SecretError::BadValue(_)
+                | SecretError::BadBinding(_)
                 | SecretError::KeyMismatch { .. },
             ) => {
                 eprintln!("outboard-server: {e:#}");
@@ -461,32 +541,51 @@ async fn admin_secret(command: SecretCommand) -> anyhow::Result<ExitCode> {
 }
 
 async fn admin_secret_inner(command: SecretCommand) -> anyhow::Result<ExitCode> {
-    use outboard_server::secrets::{self, SecretKey, Secrets};
-    let open = |data: DataArg| -> anyhow::Result<Secrets> {
-        let dir = data_dir(data)?;
-        outboard_server::config::secure_data_dir(&dir)?;
-        let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
-        Ok(Secrets::new(store, SecretKey::load(&dir)?))
-    };
+    use outboard_server::secrets::{self, Binding, HeaderTemplate};
+    let open = open_secrets;
     match command {
-        SecretCommand::Set { org, host, name, data } => {
+        SecretCommand::Set { org, host, name, inject_header, placeholder, upstream_ca, data } => {
             // Everything named on the command line is checked before the value is asked for.
             let host = secrets::validate_host(&host)?;
             secrets::validate_name(&name)?;
+            let upstream_ca = match upstream_ca {
+                Some(path) => Some(read_roots(&path)?),
+                None => None,
+            };
+            let binding = Binding {
+                inject_header: inject_header.as_deref().map(HeaderTemplate::parse).transpose()?,
+                placeholders: placeholder,
+                upstream_ca,
+            };
             let secrets = open(data)?;
             let org_id = secrets.org_by_name(&org).await?;
             let value = read_secret_value(&host, &name)?;
-            secrets.set(&org_id, &host, &name, value).await?;
-            println!("set {host}/{name} for org {org}");
+            secrets.set_with(&org_id, &host, &name, value, &binding).await?;
+            match &binding.inject_header {
+                Some(header) => println!(
+                    "set {host}/{name} for org {org}; the sandbox's HTTPS requests to {host}                      carry `{}: …`",
+                    header.name()
+                ),
+                None => println!("set {host}/{name} for org {org}"),
+            }
+            for var in &binding.placeholders {
+                println!("  the sandbox's {var} holds {}", secrets::placeholder(var));
+            }
             Ok(ExitCode::SUCCESS)
         }
         SecretCommand::Ls { org, data } => {
             let secrets = open(data)?;
             let org_id = secrets.org_by_name(&org).await?;
             let list = secrets.list(&org_id).await?;
-            println!("{:<32}  {:<24}  SET AT", "HOST", "NAME");
+            println!("{:<32}  {:<24}  {:<24}  OUTBOUND", "HOST", "NAME", "SET AT");
             for s in list {
-                println!("{:<32}  {:<24}  {}", s.host, s.name, s.created_at);
+                println!(
+                    "{:<32}  {:<24}  {:<24}  {}",
+                    s.host,
+                    s.name,
+                    s.created_at,
+                    s.binding.describe()
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -507,6 +606,27 @@ async fn admin_secret_inner(command: SecretCommand) -> anyhow::Result<ExitCode> 
             }
         }
     }
+}
+
+/// Reads an `--upstream-ca` file, bounded.
+fn read_roots(path: &std::path::Path) -> anyhow::Result<String> {
+    use outboard_server::secrets::{SecretError, MAX_UPSTREAM_CA_BYTES};
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot read the --upstream-ca file {}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX_UPSTREAM_CA_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("the --upstream-ca file {} is not PEM text", path.display()))?;
+    if text.len() > MAX_UPSTREAM_CA_BYTES {
+        return Err(SecretError::BadBinding(format!(
+            "--upstream-ca: {} is larger than {} KiB; give the roots only",
+            path.display(),
+            MAX_UPSTREAM_CA_BYTES / 1024
+        ))
+        .into());
+    }
+    Ok(text)
 }
 
 /// Reads a secret's value from stdin: all of it when piped (one trailing newline dropped later),
@@ -646,6 +766,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         limits: Limits {
             max_steps: args.max_steps,
             max_upload_bytes: args.max_upload_bytes,
+            network: NetLimits {
+                max_connections: args.net_max_connections.max(1),
+                idle_timeout: Duration::from_secs(args.net_idle_timeout.max(1)),
+                session_bytes: args.net_session_bytes,
+            },
             ..Limits::default()
         },
         net: args.net.config(args.listen)?,

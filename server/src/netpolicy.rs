@@ -312,15 +312,7 @@ impl Policy {
 
 /// What a session asks of the network (`session/create {network}`): the org's policy as is, or
 /// none at all. A session can only narrow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Narrowing {
-    /// The org's policy.
-    #[default]
-    Org,
-    /// No network.
-    None,
-}
+pub type Narrowing = outboard_shared::SessionNetwork;
 
 /// The policy one session's sandbox runs under: its org's, re-read every [`REFRESH`], narrowed.
 #[derive(Debug)]

@@ -168,6 +168,20 @@ pub struct AuditEntry {
     pub duration: std::time::Duration,
     /// When it started (RFC 3339).
     pub at: String, /* RFC 3339 */
+    /// For a refusal the proxy explained to the client (`403`, `503`): what refused it, why,
+    /// and what would allow it, as the client was told.
+    pub refused_by: Option<RefusedBy>,
+}
+
+/// What the client of a refused connection was told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedBy {
+    /// The policy (`org acme: registries`, `limits`, `no way back in …`).
+    pub policy: String,
+    /// Why.
+    pub reason: String,
+    /// The command or step that would allow it.
+    pub hint: String,
 }
 
 /// The proxy's limits for one session's sandbox.
@@ -212,6 +226,9 @@ pub struct SessionNet {
     /// certificate (never its key) is what the sandbox's CA bundle adds. `None`: no host is
     /// intercepted (injections are then refused rather than sent without TLS checks).
     pub ca: Option<Arc<ca::OrgCa>>,
+    /// Variables commands get with the network: the placeholders of the org's injected
+    /// secrets (`GH_TOKEN=outboard-placeholder-GH_TOKEN`), never a value.
+    pub env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for SessionNet {
@@ -232,6 +249,7 @@ impl PartialEq for SessionNet {
             && self.session == other.session
             && self.user == other.user
             && self.limits == other.limits
+            && self.env == other.env
             && Arc::ptr_eq(&self.decide, &other.decide)
             && Arc::ptr_eq(&self.audit, &other.audit)
             && match (&self.ca, &other.ca) {
@@ -387,7 +405,7 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
         } else if let Ok(permit) = shared.refusing.clone().try_acquire_owned() {
             tokio::spawn(refuse_busy(shared.clone(), stream, permit));
         } else {
-            Record::refused(&shared, "", 0, busy_refusal(&shared).reason).finish();
+            Record::refusal(&shared, "", 0, &busy_refusal(&shared)).finish();
         }
     }
 }
@@ -452,7 +470,7 @@ async fn refuse_busy(shared: Arc<Shared>, stream: UnixStream, _slot: OwnedSemaph
                 Err(_) => (String::new(), 0),
             };
             let refusal = busy_refusal(&shared);
-            Record::refused(&shared, &host, port, refusal.reason.clone()).finish();
+            Record::refusal(&shared, &host, port, &refusal).finish();
             Ok::<_, Infallible>(refused(&host, port, &refusal))
         }
     });
@@ -462,7 +480,7 @@ async fn refuse_busy(shared: Arc<Shared>, stream: UnixStream, _slot: OwnedSemaph
         .serve_connection(TokioIo::new(stream), service);
     let _ = tokio::time::timeout(shared.refusal_linger, http).await;
     if !answered.load(Ordering::Relaxed) {
-        Record::refused(&shared, "", 0, busy_refusal(&shared).reason).finish();
+        Record::refusal(&shared, "", 0, &busy_refusal(&shared)).finish();
     }
 }
 
@@ -505,8 +523,7 @@ async fn handle(conn: Arc<Conn>, mut req: Request<Incoming>) -> Response<Body> {
     let upstream = match connected {
         Ok(upstream) => upstream,
         Err(Stop::Refuse(refusal)) => {
-            let why = format!("{}: {}", refusal.policy, refusal.reason);
-            Record::refused(shared, &target.host, target.port, why).finish();
+            Record::refusal(shared, &target.host, target.port, &refusal).finish();
             return refused(&target.host, target.port, &refusal);
         }
         Err(Stop::Unreachable(why)) => {
@@ -712,6 +729,7 @@ struct Record {
     at: String,
     ended: Option<Arc<Mutex<Option<String>>>>,
     budget: Option<Arc<Budget>>,
+    refused_by: Option<RefusedBy>,
 }
 
 impl Record {
@@ -727,7 +745,20 @@ impl Record {
             at: crate::util::now_rfc3339(),
             ended: None,
             budget: None,
+            refused_by: None,
         }
+    }
+
+    /// A refusal the client was told about: the log's reason is `policy: reason`.
+    fn refusal(shared: &Shared, host: &str, port: u16, refusal: &Refusal) -> Record {
+        let why = format!("{}: {}", refusal.policy, refusal.reason);
+        let mut record = Record::refused(shared, host, port, why);
+        record.refused_by = Some(RefusedBy {
+            policy: refusal.policy.clone(),
+            reason: refusal.reason.clone(),
+            hint: refusal.hint.clone(),
+        });
+        record
     }
 
     fn allowed(conn: &Conn, target: &Target, counters: Arc<Counters>) -> Record {
@@ -742,6 +773,7 @@ impl Record {
             at: crate::util::now_rfc3339(),
             ended: Some(conn.ended.clone()),
             budget: Some(conn.shared.budget.clone()),
+            refused_by: None,
         }
     }
 
@@ -767,6 +799,7 @@ impl Drop for Record {
             bytes_down: self.counters.down.load(Ordering::Relaxed),
             duration: self.started.elapsed(),
             at: std::mem::take(&mut self.at),
+            refused_by: self.refused_by.take(),
         });
     }
 }

@@ -37,8 +37,13 @@ use rusqlite::{params, OptionalExtension};
 use crate::store::{org_id_by_name, org_name, Store, StoreError};
 use crate::util::now_rfc3339;
 
+mod outbound;
 #[cfg(test)]
 mod tests;
+
+pub use outbound::{
+    placeholder, Binding, HeaderTemplate, Outbound, MAX_UPSTREAM_CA_BYTES, PLACEHOLDER_PREFIX,
+};
 
 /// The environment variable that carries the key instead of the key file.
 pub const KEY_ENV: &str = "OUTBOARD_SECRET_KEY";
@@ -169,6 +174,12 @@ pub enum SecretError {
         "no org named {0:?}: orgs are created by `outboard-server admin user add NAME --org ORG`"
     )]
     NoOrg(String),
+    /// An `--inject-header`, `--placeholder` or `--upstream-ca` is not usable.
+    #[error("{0}")]
+    BadBinding(String),
+    /// The org's sandbox CA cannot be made or read.
+    #[error(transparent)]
+    Ca(#[from] crate::netproxy::ca::CaError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -481,6 +492,8 @@ pub struct SecretInfo {
     pub name: String,
     /// When it was last set, RFC 3339.
     pub created_at: String,
+    /// Its binding to the sandbox's outbound HTTP, if any (`--inject-header`).
+    pub binding: Binding,
 }
 
 /// The org secrets of this server: the store plus the key that seals them. Cheap to clone.
@@ -522,11 +535,27 @@ impl Secrets {
         name: &str,
         value: SecretValue,
     ) -> Result<(), SecretError> {
+        self.set_with(org, host, name, value, &Binding::default()).await
+    }
+
+    /// [`Secrets::set`], with the secret bound to the sandbox's outbound HTTP for its host as
+    /// `binding` says (`--inject-header`, `--placeholder`, `--upstream-ca`); setting a secret
+    /// again replaces its binding too.
+    pub async fn set_with(
+        &self,
+        org: &OrgId,
+        host: &str,
+        name: &str,
+        value: SecretValue,
+        binding: &Binding,
+    ) -> Result<(), SecretError> {
         let host = validate_host(host)?;
         validate_name(name)?;
         let value = validate_value(value)?;
+        binding.check(&value)?;
         let (nonce, sealed) = self.key.seal(org, &host, name, &value)?;
         drop(value);
+        let columns = binding.columns();
         let (org, name, key) = (org.clone(), name.to_owned(), Arc::clone(&self.key));
         self.store
             .call(move |c| {
@@ -551,13 +580,26 @@ impl Secrets {
                         }));
                     }
                 }
+                let (inject_header, placeholders, upstream_ca) = columns;
                 tx.execute(
-                    "INSERT INTO org_secrets (org_id, host, name, nonce, sealed, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                    "INSERT INTO org_secrets (org_id, host, name, nonce, sealed, created_at,
+                         inject_header, placeholders, upstream_ca)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                      ON CONFLICT (org_id, host, name) DO UPDATE SET
                          nonce = excluded.nonce, sealed = excluded.sealed,
-                         created_at = excluded.created_at",
-                    params![org.0, host, name, nonce.as_slice(), sealed, now_rfc3339()],
+                         created_at = excluded.created_at, inject_header = excluded.inject_header,
+                         placeholders = excluded.placeholders, upstream_ca = excluded.upstream_ca",
+                    params![
+                        org.0,
+                        host,
+                        name,
+                        nonce.as_slice(),
+                        sealed,
+                        now_rfc3339(),
+                        inject_header,
+                        placeholders,
+                        upstream_ca
+                    ],
                 )?;
                 tx.commit()?;
                 Ok(Ok(()))
@@ -572,12 +614,17 @@ impl Secrets {
             .store
             .call(move |c| {
                 let mut stmt = c.prepare(
-                    "SELECT host, name, created_at FROM org_secrets WHERE org_id = ?1
-                     ORDER BY host, name",
+                    "SELECT host, name, created_at, inject_header, placeholders, upstream_ca
+                     FROM org_secrets WHERE org_id = ?1 ORDER BY host, name",
                 )?;
                 let rows = stmt
                     .query_map([&org.0], |r| {
-                        Ok(SecretInfo { host: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? })
+                        Ok(SecretInfo {
+                            host: r.get(0)?,
+                            name: r.get(1)?,
+                            created_at: r.get(2)?,
+                            binding: Binding::from_columns(r.get(3)?, r.get(4)?, r.get(5)?),
+                        })
                     })?
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)

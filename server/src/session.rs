@@ -98,6 +98,20 @@ fn emitter(tx: mpsc::Sender<Command>) -> Emitter {
     Emitter::new(Arc::new(ActorSink { tx }))
 }
 
+/// The network proxy's refusals, as durable `network` events of this session. Weak, so a
+/// sandbox's proxy never keeps its actor alive.
+struct ActorRefusals(mpsc::WeakSender<Command>);
+
+impl crate::netsession::RefusalEvents for ActorRefusals {
+    fn refused(&self, event: EventKind) -> futures_util::future::BoxFuture<'static, bool> {
+        let tx = self.0.clone();
+        Box::pin(async move {
+            let Some(tx) = tx.upgrade() else { return false };
+            emitter(tx).durable(event).await.is_ok()
+        })
+    }
+}
+
 /// What an attach gets: the snapshot, and the live events after it.
 pub struct Attached {
     /// The session row at the time of the snapshot.
@@ -161,6 +175,7 @@ impl SessionHandle {
         config: &ServerConfig,
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
+        network: crate::netsession::NetworkDeps,
     ) -> Self {
         let (tx, rx) = mpsc::channel(SESSION_QUEUE);
         let org_id = row.org_id.clone();
@@ -192,6 +207,8 @@ impl SessionHandle {
             epoch,
             evict,
             idle_after: config.limits.session_idle,
+            network_deps: network,
+            network: None,
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -300,6 +317,10 @@ struct Actor {
     evict: Arc<dyn Evict>,
     /// How long without a command before an actor with nothing to do stops.
     idle_after: std::time::Duration,
+    /// What the session's network is made from.
+    network_deps: crate::netsession::NetworkDeps,
+    /// The session's network, made before its first sandbox (see [`Actor::prepare_network`]).
+    network: Option<crate::netsession::SessionNetworkParts>,
 }
 
 impl Actor {
@@ -425,6 +446,7 @@ impl Actor {
                 session = %self.row.id, turn = %turn_id, pending = resume.pending.len(),
                 "resuming a turn cut short by a restart"
             );
+            self.prepare_network().await;
             if let Err(e) = self.spawn_turn(turn_id, resume) {
                 tracing::error!(session = %self.row.id, "cannot resume: {}", e.message);
             }
@@ -522,6 +544,7 @@ impl Actor {
             ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
         })?;
         agent::push_user(&mut self.conversation, ContentBlock::Text(text));
+        self.prepare_network().await;
         self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
         Ok(TurnSendResponse { turn_id, seq })
     }
@@ -537,6 +560,19 @@ impl Actor {
             }
         };
         crate::store::derived_title(message, usize::try_from(max).unwrap_or(usize::MAX))
+    }
+
+    /// Makes the session's network (its policy, the org's injected credentials, the audit
+    /// sink) once, before the first sandbox: the sandbox handle is made synchronously and takes
+    /// it from here. Only bubblewrap sandboxes have a proxy: the unsafe host mode's commands
+    /// have the host's network anyway.
+    async fn prepare_network(&mut self) {
+        if self.network.is_some() || self.sandbox_config.backend != crate::sandbox::Backend::Bwrap
+        {
+            return;
+        }
+        let events = Arc::new(ActorRefusals(self.tx.clone()));
+        self.network = Some(crate::netsession::build(&self.network_deps, &self.row, events).await);
     }
 
     /// The session's sandbox handle. Its state changes (including a freeze between turns) become
@@ -556,6 +592,7 @@ impl Actor {
             }
         });
         let mut config = self.sandbox_config.clone();
+        config.network = self.network.as_ref().map(|n| n.net.clone());
         // The org's files, read-only at /memory and /skills (kept current before each command).
         match self.org_fs.projection_dirs(&self.row.org_id) {
             Ok(dirs) => {

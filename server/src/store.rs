@@ -235,6 +235,26 @@ CREATE TABLE network_log (
 );
 CREATE INDEX network_log_by_org ON network_log(org_id, id);
 "#,
+    r#"
+-- What a session asked of the network (`netpolicy::Narrowing` as its snake_case name); NULL: the
+-- org's policy.
+ALTER TABLE sessions ADD COLUMN network TEXT;
+-- An org secret bound to outbound HTTP for its host (`admin secret set --inject-header`): the
+-- header template (`{}` is the value), the placeholder variables the sandbox gets (JSON array of
+-- names), and extra roots (PEM) that verify the host's certificate.
+ALTER TABLE org_secrets ADD COLUMN inject_header TEXT;
+ALTER TABLE org_secrets ADD COLUMN placeholders TEXT;
+ALTER TABLE org_secrets ADD COLUMN upstream_ca TEXT;
+-- The org's sandbox CA (`netproxy::ca`): its certificate, and its key sealed like a secret.
+CREATE TABLE org_ca (
+    org_id      TEXT PRIMARY KEY REFERENCES orgs(id),
+    subject     TEXT NOT NULL,
+    cert_pem    TEXT NOT NULL,
+    nonce       BLOB NOT NULL,
+    sealed_key  BLOB NOT NULL,
+    created_at  TEXT NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -327,6 +347,8 @@ pub struct SessionRow {
     pub workspace: Option<String>,
     /// Where the workspace came from.
     pub source: Option<outboard_shared::SessionSource>,
+    /// What its sandbox may reach.
+    pub network: outboard_shared::SessionNetwork,
 }
 
 impl SessionRow {
@@ -347,6 +369,7 @@ impl SessionRow {
             failure: None,
             workspace: None,
             source: None,
+            network: outboard_shared::SessionNetwork::Org,
         }
     }
 
@@ -367,6 +390,7 @@ impl SessionRow {
             source: self.source.clone().or_else(|| {
                 self.workspace.clone().map(|path| outboard_shared::SessionSource::Local { path })
             }),
+            network: self.network,
             attached: Vec::new(),
         }
     }
@@ -661,8 +685,8 @@ impl Store {
 pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
-                               created_at, updated_at, workspace_path, source)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10)",
+                               created_at, updated_at, workspace_path, source, network)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11)",
         params![
             r.id.0,
             r.org_id.0,
@@ -674,6 +698,7 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
             r.updated_at,
             r.workspace,
             source_json(r.source.as_ref())?,
+            (!r.network.is_org()).then(|| r.network.as_str()),
         ],
     )?;
     Ok(())
@@ -771,7 +796,7 @@ pub fn derived_title(message: &str, max_bytes: usize) -> String {
 
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
     s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path,
-    s.source FROM sessions s JOIN users u ON u.id = s.owner_id";
+    s.source, s.network FROM sessions s JOIN users u ON u.id = s.owner_id";
 
 fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -789,6 +814,10 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         workspace: r.get(11)?,
         // A source this build cannot read is shown as none rather than failing the listing.
         source: r.get::<_, Option<String>>(12)?.and_then(|json| serde_json::from_str(&json).ok()),
+        // A network this build does not know is read as none: never wider than asked.
+        network: r.get::<_, Option<String>>(13)?.map_or(outboard_shared::SessionNetwork::Org, |n| {
+            n.parse().unwrap_or(outboard_shared::SessionNetwork::None)
+        }),
     })
 }
 

@@ -113,9 +113,11 @@ pub async fn create(
     user: &UserRow,
     title: &str,
     spec: SourceSpec,
+    network: outboard_shared::SessionNetwork,
     sink: &dyn ProgressSink,
 ) -> Result<SessionRow, ErrorBody> {
     let mut row = SessionRow::new(user, title, &hub.model_label());
+    row.network = network;
     let sources = hub.sources();
     let prepared = match spec {
         SourceSpec::Repo { url, git_ref } => {

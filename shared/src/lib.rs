@@ -291,6 +291,49 @@ pub struct SessionCreateParams {
     /// response; a failure leaves no session and no files behind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceSpec>,
+    /// What the session's sandbox may reach: the org's policy (the default) or nothing
+    /// (`none`). A session can narrow its org's policy, never widen it.
+    #[serde(default, skip_serializing_if = "SessionNetwork::is_org")]
+    pub network: SessionNetwork,
+}
+
+/// A session's network (`session/create`'s `network`, `outboard run --network`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionNetwork {
+    /// The org's policy (`outboard-server admin network show --org ORG`).
+    #[default]
+    Org,
+    /// No network at all: every connection is refused.
+    None,
+}
+
+impl SessionNetwork {
+    /// Whether this is the org's policy, unnarrowed.
+    pub fn is_org(&self) -> bool {
+        *self == SessionNetwork::Org
+    }
+
+    /// Its name on the wire and the command line.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SessionNetwork::Org => "org",
+            SessionNetwork::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for SessionNetwork {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "org" => Ok(SessionNetwork::Org),
+            "none" => Ok(SessionNetwork::None),
+            other => Err(format!(
+                "unknown network {other:?}: `org` (the org's policy) or `none` (no network)"
+            )),
+        }
+    }
 }
 
 /// What a new session's workspace is made from (`session/create`'s `source`).
@@ -710,6 +753,9 @@ pub struct SessionInfo {
     /// Where its workspace came from (absent: an empty directory of the server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SessionSource>,
+    /// What its sandbox may reach (absent: the org's policy).
+    #[serde(default, skip_serializing_if = "SessionNetwork::is_org")]
+    pub network: SessionNetwork,
     /// Who is attached right now and in which role (in `session/list`; empty elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attached: Vec<PresenceEntry>,
@@ -897,6 +943,25 @@ pub enum EventKind {
         /// How long the transition took.
         ms: f64,
     },
+    /// The sandbox's network proxy refused a connection (durable): the destination, the policy
+    /// that refused it, why, and what would allow it. Refusals of one destination are coalesced:
+    /// at most one event per destination every few seconds, `repeated` counting those folded
+    /// into it.
+    Network {
+        /// As the sandbox's client named it (empty when its request could not be read).
+        host: String,
+        /// Its port (0 when unknown).
+        port: u16,
+        /// What refused it (`org acme: registries`, `session none`, `limits`, …).
+        policy: String,
+        /// Why.
+        reason: String,
+        /// The command that would allow it.
+        hint: String,
+        /// Earlier refusals of the same destination not sent as events of their own.
+        #[serde(default, skip_serializing_if = "is_zero_u32")]
+        repeated: u32,
+    },
     /// Who is attached to the session and in which role; sent whenever that changes
     /// (transient).
     Presence {
@@ -927,6 +992,10 @@ pub enum EventKind {
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One attached connection, as listed by [`EventKind::Presence`].
@@ -973,6 +1042,7 @@ impl EventKind {
             EventKind::ModelRetry { .. } => "model_retry",
             EventKind::TurnCompleted { .. } => "turn_completed",
             EventKind::TurnFailed { .. } => "turn_failed",
+            EventKind::Network { .. } => "network",
             EventKind::Sandbox { .. } => "sandbox",
             EventKind::Presence { .. } => "presence",
             EventKind::DriveRequested { .. } => "drive_requested",

@@ -46,6 +46,7 @@ fn info() -> SessionInfo {
             git_ref: "main".into(),
             commit: "0123456789abcdef0123456789abcdef01234567".into(),
         }),
+        network: SessionNetwork::Org,
         attached: Vec::new(),
     }
 }
@@ -72,6 +73,7 @@ fn client_frames() {
                 title: Some("t".into()),
                 workspace: Some("/home/alice/project".into()),
                 source: None,
+                network: SessionNetwork::Org,
             })
         ))
     );
@@ -86,6 +88,7 @@ fn client_frames() {
                     url: "https://git.example/acme/app.git".into(),
                     git_ref: Some("v1.2".into()),
                 }),
+                network: SessionNetwork::None,
             })
         ))
     );

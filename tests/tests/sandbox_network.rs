@@ -109,6 +109,7 @@ fn sandbox(literals: Vec<(IpAddr, u16)>, limits: NetLimits, server_ports: Vec<u1
         audit: audit.clone(),
         limits,
         ca: None,
+        env: Vec::new(),
     };
     let config = SandboxConfig {
         agent_exe: Some(bin("outboard-server").unwrap()),

@@ -633,6 +633,11 @@ impl App {
                 self.push_notice(format!("turn failed: {error}"), true);
             }
             EventKind::Sandbox { state, ms } => self.sandbox = Some((state, ms)),
+            EventKind::Network { host, port, policy, reason, hint, repeated } => {
+                let line =
+                    crate::output::network_line(&host, port, &policy, &reason, &hint, repeated);
+                self.push_notice(line, true);
+            }
             EventKind::MemoryChanged { path, version, op, author, .. } => {
                 let what = match op {
                     outboard_shared::FileOp::Delete => "deleted",

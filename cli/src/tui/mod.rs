@@ -59,6 +59,8 @@ pub struct TuiArgs {
     pub drive: bool,
     /// New sessions are made from this (`--repo`).
     pub source: Option<outboard_shared::SourceSpec>,
+    /// What new sessions' sandboxes may reach (`--network`).
+    pub network: outboard_shared::SessionNetwork,
     /// Send this directory first and work on the copy (`outboard --upload [DIR]`, with
     /// `--server` only).
     pub upload: Option<std::path::PathBuf>,
@@ -138,7 +140,7 @@ pub async fn run(args: TuiArgs) -> i32 {
         }
         (_, initial) => initial,
     };
-    let code = match ui(url, token, options, initial).await {
+    let code = match ui(url, token, options, initial, args.network).await {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("outboard: {e:#}");
@@ -161,6 +163,7 @@ async fn ui(
     token: String,
     options: crate::client::ConnectOptions,
     initial: net::Initial,
+    network: outboard_shared::SessionNetwork,
 ) -> anyhow::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let hook = std::panic::take_hook();
@@ -169,7 +172,7 @@ async fn ui(
         hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), EnableMouseCapture, EnableBracketedPaste);
-    let result = event_loop(&mut terminal, url, token, options, initial).await;
+    let result = event_loop(&mut terminal, url, token, options, initial, network).await;
     restore();
     result
 }
@@ -180,12 +183,13 @@ async fn event_loop(
     token: String,
     options: crate::client::ConnectOptions,
     initial: net::Initial,
+    network: outboard_shared::SessionNetwork,
 ) -> anyhow::Result<()> {
     let size = terminal.size()?;
     let mut app = App::new(theme::Theme::from_env(), size.width, size.height);
     let (tx, mut rx) = mpsc::channel::<AppEvent>(APP_QUEUE);
     let (effects_tx, effects_rx) = mpsc::channel::<Effect>(EFFECT_QUEUE);
-    let net = tokio::spawn(net::run_with(url, token, options, initial, effects_rx, tx.clone()));
+    let net = tokio::spawn(net::run_with(url, token, options, initial, network, effects_rx, tx.clone()));
     let input = tokio::spawn(read_input(tx));
 
     let mut last_frame = Instant::now() - FRAME;

@@ -61,6 +61,8 @@ struct State {
     workspace: Option<String>,
     /// What new sessions are made from, if not a directory.
     source: Option<outboard_shared::SourceSpec>,
+    /// What new sessions' sandboxes may reach (`--network`).
+    network: outboard_shared::SessionNetwork,
     /// The server's HTTP endpoints.
     http: crate::http::Endpoint,
     /// The upload the first new session is made from (taken by that `session/create`).
@@ -75,7 +77,8 @@ pub async fn run(
     effects: mpsc::Receiver<Effect>,
     app: mpsc::Sender<AppEvent>,
 ) {
-    run_with(url, token, crate::client::ConnectOptions::default(), initial, effects, app).await
+    let options = crate::client::ConnectOptions::default();
+    run_with(url, token, options, initial, outboard_shared::SessionNetwork::Org, effects, app).await
 }
 
 /// [`run`] with the transport options of the connection flags (`--ca-cert`, `--insecure`).
@@ -84,6 +87,7 @@ pub async fn run_with(
     token: String,
     options: crate::client::ConnectOptions,
     initial: Initial,
+    network: outboard_shared::SessionNetwork,
     mut effects: mpsc::Receiver<Effect>,
     app: mpsc::Sender<AppEvent>,
 ) {
@@ -108,6 +112,7 @@ pub async fn run_with(
         want_drive: false,
         workspace,
         source,
+        network,
         upload,
         http,
     };
@@ -253,11 +258,20 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
         .map(|upload_id| outboard_shared::SourceSpec::Upload { upload_id })
         .or_else(|| state.source.clone());
     let Some(source) = source else {
-        let call = client.create_session_in(None, state.workspace.clone());
+        let call = client.create_session_with(outboard_shared::SessionCreateParams {
+            title: None,
+            workspace: state.workspace.clone(),
+            source: None,
+            network: state.network,
+        });
         return Box::pin(async move { Step::Created(call.await) });
     };
-    let params =
-        outboard_shared::SessionCreateParams { title: None, workspace: None, source: Some(source) };
+    let params = outboard_shared::SessionCreateParams {
+        title: None,
+        workspace: None,
+        source: Some(source),
+        network: state.network,
+    };
     let (call, mut progress) =
         client.call_with_progress::<outboard_shared::methods::SessionCreate>(params);
     let app = app.clone();

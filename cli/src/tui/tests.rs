@@ -31,6 +31,7 @@ fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         failure: None,
         workspace: None,
         source: None,
+        network: outboard_shared::SessionNetwork::Org,
         attached: Vec::new(),
     }
 }

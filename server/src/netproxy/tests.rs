@@ -80,6 +80,7 @@ async fn start_with(literals: Vec<(IpAddr, u16)>, limits: NetLimits, linger: Dur
         audit: audit.clone(),
         limits,
         ca: None,
+        env: Vec::new(),
     };
     let proxy = serve_with(&dir.path().join("proxy.sock"), ctx, vec![], linger).await.unwrap();
     Fixture { _dir: dir, proxy, audit }

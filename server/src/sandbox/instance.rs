@@ -94,6 +94,9 @@ fn agent_config(
     ];
     if proxy.is_some() {
         env.extend(crate::netproxy::proxy_env());
+        if let Some(network) = &config.network {
+            env.extend(network.env.iter().cloned());
+        }
     }
     AgentConfig {
         workspace: workspace.to_path_buf(),

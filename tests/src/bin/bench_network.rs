@@ -154,6 +154,7 @@ fn network(port: u16) -> SessionNet {
         audit: Arc::new(Discard),
         limits: NetLimits { max_connections: 4 * TUNNELS, ..NetLimits::DEFAULT },
         ca: None,
+        env: Vec::new(),
     }
 }
 

@@ -55,6 +55,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         failure: None,
         workspace: None,
         source: None,
+        network: Default::default(),
         attached: Vec::new(),
     };
     let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };
