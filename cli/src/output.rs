@@ -208,7 +208,11 @@ impl<O: Write, E: Write> Printer<O, E> {
             }
             EventKind::Network { host, port, policy, reason, hint, repeated } => {
                 self.end_line()?;
-                writeln!(self.err, "{}", network_line(host, *port, policy, reason, hint, *repeated))?;
+                writeln!(
+                    self.err,
+                    "{}",
+                    network_line(host, *port, policy, reason, hint, *repeated)
+                )?;
                 self.err.flush()
             }
             EventKind::TurnStarted { .. }

@@ -494,7 +494,9 @@ async fn admin_network(command: NetworkCommand) -> anyhow::Result<()> {
                 CaCommand::Show { .. } => print!("{}", secrets.org_ca(&org_id).await?.cert_pem()),
                 CaCommand::Rm { .. } => {
                     if secrets.remove_ca(&org_id).await? {
-                        println!("removed the sandbox CA of org {org}; new sandboxes get a new one");
+                        println!(
+                            "removed the sandbox CA of org {org}; new sandboxes get a new one"
+                        );
                     } else {
                         println!("org {org} has no sandbox CA yet");
                     }

@@ -285,7 +285,7 @@ impl Policy {
             }
         };
         Decision::Refuse {
-            policy: self.mode_name(),
+            policy: format!("org {org}: {}", self.mode_name()),
             reason: format!(
                 "{host}:{port} is not allowed by the org's network policy ({})",
                 self.words()

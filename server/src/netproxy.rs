@@ -149,6 +149,11 @@ pub enum Verdict {
 /// Where connection records go; must not block (the integrator's impl uses a bounded channel).
 pub trait Audit: Send + Sync {
     fn record(&self, entry: AuditEntry);
+    /// Resolves once the records made so far have gone where they go (their log rows written,
+    /// their events sent): a command's refusals then reach the session before its result does.
+    fn flush(&self) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// One connection (or refusal), recorded when it ends.
@@ -217,6 +222,8 @@ impl Default for NetLimits {
 #[derive(Clone)]
 pub struct SessionNet {
     pub org: OrgId,
+    /// The org's name, as the admin commands in refusals' hints take it.
+    pub org_name: String,
     pub session: SessionId,
     pub user: String,
     pub decide: Arc<dyn Decide>,
@@ -246,6 +253,7 @@ impl std::fmt::Debug for SessionNet {
 impl PartialEq for SessionNet {
     fn eq(&self, other: &Self) -> bool {
         self.org == other.org
+            && self.org_name == other.org_name
             && self.session == other.session
             && self.user == other.user
             && self.limits == other.limits
@@ -615,7 +623,7 @@ fn vet(shared: &Shared, target: &Target, ip: IpAddr) -> Option<Refusal> {
         hint: format!(
             "an admin can name this exact address and port: `outboard-server admin network set \
              --org {} registries+ {literal}`",
-            shared.ctx.org
+            shared.ctx.org_name
         ),
     })
 }

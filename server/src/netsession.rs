@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use outboard_shared::{EventKind, SessionNetwork};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::netpolicy::{self, Decision, LogRow, SessionPolicy};
 use crate::netproxy::{
@@ -114,6 +114,11 @@ pub async fn build(
         },
         _ => None,
     };
+    let id = row.org_id.clone();
+    let org_name = match deps.store.call(move |c| Ok(crate::store::org_name(c, &id))).await {
+        Ok(name) => name,
+        Err(_) => row.org_id.to_string(),
+    };
     let scrub = outbound.scrub.clone();
     let env = outbound.env.clone();
     let decider = Arc::new(Decider { policy, outbound: RwLock::new(Arc::new(outbound)) });
@@ -135,6 +140,7 @@ pub async fn build(
     SessionNetworkParts {
         net: SessionNet {
             org: row.org_id.clone(),
+            org_name,
             session: row.id.clone(),
             user: row.owner.clone(),
             decide: decider,
@@ -187,7 +193,11 @@ impl Decide for Decider {
 }
 
 /// Keeps the decider's injections current while it lives.
-fn refresh_outbound(decider: std::sync::Weak<Decider>, secrets: Secrets, org: outboard_shared::OrgId) {
+fn refresh_outbound(
+    decider: std::sync::Weak<Decider>,
+    secrets: Secrets,
+    org: outboard_shared::OrgId,
+) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(netpolicy::REFRESH).await;
@@ -206,17 +216,34 @@ fn refresh_outbound(decider: std::sync::Weak<Decider>, secrets: Secrets, org: ou
     });
 }
 
+/// What the audit queue carries.
+enum Msg {
+    Entry(AuditEntry),
+    /// Answer once everything queued before has been written and its events sent.
+    Flush(oneshot::Sender<()>),
+}
+
 /// The proxy's end of the audit queue.
 struct AuditSink {
-    tx: mpsc::Sender<AuditEntry>,
+    tx: mpsc::Sender<Msg>,
     dropped: Arc<AtomicU64>,
 }
 
 impl Audit for AuditSink {
     fn record(&self, entry: AuditEntry) {
-        if self.tx.try_send(entry).is_err() {
+        if self.tx.try_send(Msg::Entry(entry)).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    fn flush(&self) -> BoxFuture<'static, ()> {
+        let tx = self.tx.clone();
+        Box::pin(async move {
+            let (ack, done) = oneshot::channel();
+            if tx.send(Msg::Flush(ack)).await.is_ok() {
+                let _ = done.await;
+            }
+        })
     }
 }
 
@@ -232,21 +259,37 @@ struct AuditWriter {
 }
 
 impl AuditWriter {
-    async fn run(mut self, mut rx: mpsc::Receiver<AuditEntry>) {
+    async fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
         let mut tick = tokio::time::interval(COALESCE);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut batch = Vec::with_capacity(AUDIT_BATCH);
+        let mut acks = Vec::new();
         loop {
+            let mut take = |msg: Msg, batch: &mut Vec<AuditEntry>| match msg {
+                Msg::Entry(e) => {
+                    batch.push(e);
+                    true
+                }
+                Msg::Flush(ack) => {
+                    acks.push(ack);
+                    false
+                }
+            };
             let open = tokio::select! {
-                entry = rx.recv() => match entry {
-                    Some(e) => { batch.push(e); true }
+                msg = rx.recv() => match msg {
+                    Some(msg) => { take(msg, &mut batch); true }
                     None => false,
                 },
                 _ = tick.tick() => true,
             };
+            // Up to a batch, and never past a flush: what it waits for is written first.
             while batch.len() < AUDIT_BATCH {
                 match rx.try_recv() {
-                    Ok(e) => batch.push(e),
+                    Ok(msg) => {
+                        if !take(msg, &mut batch) {
+                            break;
+                        }
+                    }
                     Err(_) => break,
                 }
             }
@@ -263,6 +306,9 @@ impl AuditWriter {
                 if !self.events.refused(event).await {
                     break;
                 }
+            }
+            for ack in acks.drain(..) {
+                let _ = ack.send(());
             }
             if !open {
                 return;

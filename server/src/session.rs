@@ -567,8 +567,7 @@ impl Actor {
     /// it from here. Only bubblewrap sandboxes have a proxy: the unsafe host mode's commands
     /// have the host's network anyway.
     async fn prepare_network(&mut self) {
-        if self.network.is_some() || self.sandbox_config.backend != crate::sandbox::Backend::Bwrap
-        {
+        if self.network.is_some() || self.sandbox_config.backend != crate::sandbox::Backend::Bwrap {
             return;
         }
         let events = Arc::new(ActorRefusals(self.tx.clone()));

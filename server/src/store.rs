@@ -815,9 +815,11 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         // A source this build cannot read is shown as none rather than failing the listing.
         source: r.get::<_, Option<String>>(12)?.and_then(|json| serde_json::from_str(&json).ok()),
         // A network this build does not know is read as none: never wider than asked.
-        network: r.get::<_, Option<String>>(13)?.map_or(outboard_shared::SessionNetwork::Org, |n| {
-            n.parse().unwrap_or(outboard_shared::SessionNetwork::None)
-        }),
+        network: r
+            .get::<_, Option<String>>(13)?
+            .map_or(outboard_shared::SessionNetwork::Org, |n| {
+                n.parse().unwrap_or(outboard_shared::SessionNetwork::None)
+            }),
     })
 }
 

@@ -205,6 +205,34 @@ impl TestServer {
         Ok(token)
     }
 
+    /// Runs `outboard-server admin ARGS --data DIR` on this server's data dir, with `stdin`;
+    /// returns its exit code, stdout and stderr.
+    pub fn admin(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> anyhow::Result<(i32, String, String)> {
+        use std::io::Write as _;
+        let mut child = Command::new(bin("outboard-server")?)
+            .arg("admin")
+            .args(args)
+            .arg("--data")
+            .arg(self.data_dir())
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
     /// The host directory of a session's workspace.
     pub fn workspace(&self, session_id: &str) -> PathBuf {
         self.data_dir().join("workspaces").join(session_id)

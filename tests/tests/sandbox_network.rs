@@ -103,6 +103,7 @@ fn sandbox(literals: Vec<(IpAddr, u16)>, limits: NetLimits, server_ports: Vec<u1
     let audit = Arc::new(Recorder::default());
     let network = SessionNet {
         org: OrgId::from("acme"),
+        org_name: "acme".into(),
         session: SessionId::from("s_network"),
         user: "alice".into(),
         decide: Arc::new(Policy { literals }),

@@ -189,7 +189,8 @@ async fn event_loop(
     let mut app = App::new(theme::Theme::from_env(), size.width, size.height);
     let (tx, mut rx) = mpsc::channel::<AppEvent>(APP_QUEUE);
     let (effects_tx, effects_rx) = mpsc::channel::<Effect>(EFFECT_QUEUE);
-    let net = tokio::spawn(net::run_with(url, token, options, initial, network, effects_rx, tx.clone()));
+    let net =
+        tokio::spawn(net::run_with(url, token, options, initial, network, effects_rx, tx.clone()));
     let input = tokio::spawn(read_input(tx));
 
     let mut last_frame = Instant::now() - FRAME;

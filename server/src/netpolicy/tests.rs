@@ -50,7 +50,7 @@ fn a_refusal_names_the_policy_and_the_command_that_would_allow_it() {
     else {
         panic!("allowed");
     };
-    assert_eq!(name, "registries");
+    assert_eq!(name, "org acme: registries");
     assert!(reason.contains("evil.example:443"), "{reason}");
     assert_eq!(hint, "outboard-server admin network set --org acme registries+ evil.example");
     let Decision::Refuse { hint, .. } =

@@ -74,6 +74,7 @@ async fn start_with(literals: Vec<(IpAddr, u16)>, limits: NetLimits, linger: Dur
     let audit = Arc::new(Recorder::default());
     let ctx = SessionNet {
         org: OrgId::from("test"),
+        org_name: "test".into(),
         session: SessionId::from("s_test"),
         user: "alice".into(),
         decide: Arc::new(Policy { refuse: vec!["refused.example".into()], literals }),

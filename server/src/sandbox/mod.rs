@@ -235,10 +235,22 @@ const REQUEST_CHANNEL_CAPACITY: usize = 8;
 
 /// Handle to a session's sandbox manager (cheap to clone). The manager task ends, and the
 /// sandbox is stopped, when the last handle is dropped.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Sandbox {
     tx: Option<mpsc::Sender<manager::Request>>,
+    /// The session network's audit sink, flushed after each command (see [`Sandbox::exec`]).
+    audit: Option<std::sync::Arc<dyn crate::netproxy::Audit>>,
 }
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox").field("running", &self.tx.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// How long a finished command waits for its network records to be flushed: the store is
+/// normally milliseconds away; a stuck one must not hold the command's result.
+const AUDIT_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// How long [`Sandbox::check`] waits for its trivial command.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -266,14 +278,18 @@ impl Sandbox {
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
     ) -> Self {
+        let audit = match config.backend {
+            Backend::Bwrap => config.network.as_ref().map(|n| n.audit.clone()),
+            Backend::UnsafeHost => None,
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("Sandbox created outside a tokio runtime: it will refuse commands");
-            return Sandbox { tx: None };
+            return Sandbox { tx: None, audit };
         };
         let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
         let manager = manager::Manager::new(config, workspace, transitions, tx.downgrade());
         runtime.spawn(manager.run(rx));
-        Sandbox { tx: Some(tx) }
+        Sandbox { tx: Some(tx), audit }
     }
 
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> manager::Request) -> Option<T> {
@@ -312,6 +328,10 @@ impl Sandbox {
                     // Everything was queued before the answer.
                     while let Ok((stream, text)) = out_rx.try_recv() {
                         on_output(stream, &text);
+                    }
+                    // The command's refused connections become events before its result does.
+                    if let Some(audit) = &self.audit {
+                        let _ = tokio::time::timeout(AUDIT_FLUSH_WAIT, audit.flush()).await;
                     }
                     return result.map_err(|_| SandboxError::Gone)?;
                 }

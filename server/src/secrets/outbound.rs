@@ -162,7 +162,9 @@ impl Binding {
     /// Checks the binding with the value it is for.
     pub(super) fn check(&self, value: &SecretValue) -> Result<(), SecretError> {
         let bad = |why: String| Err(SecretError::BadBinding(why));
-        if self.inject_header.is_none() && (!self.placeholders.is_empty() || self.upstream_ca.is_some()) {
+        if self.inject_header.is_none()
+            && (!self.placeholders.is_empty() || self.upstream_ca.is_some())
+        {
             return bad("--placeholder and --upstream-ca bind a secret to its host's HTTP: give \
                         --inject-header too (e.g. 'Authorization: Bearer {}')"
                 .into());
@@ -173,7 +175,8 @@ impl Binding {
         for var in &self.placeholders {
             let mut bytes = var.bytes();
             let first_ok = bytes.next().is_some_and(|b| b.is_ascii_uppercase() || b == b'_');
-            if !first_ok || !bytes.all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+            if !first_ok
+                || !bytes.all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
             {
                 return bad(format!(
                     "--placeholder {var:?}: give an environment variable's name (A-Z, 0-9, _), \
@@ -197,7 +200,11 @@ impl Binding {
     pub(super) fn columns(&self) -> (Option<String>, Option<String>, Option<String>) {
         let placeholders = (!self.placeholders.is_empty())
             .then(|| serde_json::to_string(&self.placeholders).unwrap_or_default());
-        (self.inject_header.as_ref().map(HeaderTemplate::text), placeholders, self.upstream_ca.clone())
+        (
+            self.inject_header.as_ref().map(HeaderTemplate::text),
+            placeholders,
+            self.upstream_ca.clone(),
+        )
     }
 
     /// The binding of a stored row. A template this build cannot read binds nothing: the host
@@ -277,7 +284,8 @@ impl Outbound {
 }
 
 /// One stored row as selected for [`Secrets::outbound`].
-type OutboundRow = (String, String, Vec<u8>, Vec<u8>, Option<String>, Option<String>, Option<String>);
+type OutboundRow =
+    (String, String, Vec<u8>, Vec<u8>, Option<String>, Option<String>, Option<String>);
 
 impl Secrets {
     /// Opens every secret of `org` for a session's sandbox. A secret that does not open with
@@ -294,7 +302,15 @@ impl Secrets {
                 )?;
                 let rows = stmt
                     .query_map([&id.0], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?))
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                            r.get(6)?,
+                        ))
                     })?
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok(rows)
@@ -353,7 +369,9 @@ impl Secrets {
             })
             .await?;
         self.read_ca(org).await?.ok_or_else(|| {
-            SecretError::BadBinding("the org's sandbox CA vanished while it was stored; retry".into())
+            SecretError::BadBinding(
+                "the org's sandbox CA vanished while it was stored; retry".into(),
+            )
         })
     }
 
@@ -373,7 +391,9 @@ impl Secrets {
             .await?;
         let Some((subject, cert, nonce, sealed)) = row else { return Ok(None) };
         let key = self.key.open(org, "", CA_ROW, &nonce, sealed).ok_or_else(|| {
-            crate::netproxy::ca::CaError::Damaged("its key does not open with this server's key".into())
+            crate::netproxy::ca::CaError::Damaged(
+                "its key does not open with this server's key".into(),
+            )
         })?;
         Ok(Some(OrgCa::from_parts(&subject, &cert, key.expose())?))
     }

@@ -148,6 +148,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn network(port: u16) -> SessionNet {
     SessionNet {
         org: OrgId::from("bench"),
+        org_name: "bench".into(),
         session: SessionId::from("s_bench"),
         user: "bench".into(),
         decide: Arc::new(Open(port)),
