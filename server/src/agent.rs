@@ -47,6 +47,9 @@ pub struct ToolEnv {
     /// Workspace files the log shows this session read or wrote, read into the ledger (on the
     /// blocking pool, each read capped) when the next turn starts (after a restart).
     pub workspace_touched: Vec<String>,
+    /// The org's secret values and their `[secret NAME]`: replaced in every tool result and
+    /// output chunk before it is logged, sent to a client or to the model. Empty: nothing to do.
+    pub scrub: Arc<crate::scrub::Scrubber>,
 }
 
 /// Everything a turn needs.
@@ -395,6 +398,9 @@ async fn run_tool(
         let mut outcome = tools::run(&call.name, &call.input, ctx).await;
         // The forwarder ends once the relay is finished and read out.
         relay.finish().await;
+        if let std::borrow::Cow::Owned(clean) = turn.env.scrub.scrub_str(&outcome.output) {
+            outcome.output = clean;
+        }
         if let (true, Some(org)) = (last_of_step, &turn.env.org) {
             if let Some(note) = tools::changed_since_read(org, &mut turn.env.reads).await {
                 outcome.output.push_str("\n\n");
@@ -403,11 +409,28 @@ async fn run_tool(
         }
         outcome
     };
+    let scrub = turn.env.scrub.clone();
     let forward = async {
+        // A value split across two chunks is held back until it is whole (or proved not one).
+        let mut streams = [
+            (OutputStream::Stdout, crate::scrub::TextStream::new(scrub.clone())),
+            (OutputStream::Stderr, crate::scrub::TextStream::new(scrub.clone())),
+        ];
         while let Some((stream, text)) = rx.recv().await {
-            emitter
-                .transient(EventKind::ToolOutputDelta { call_id: call_id.clone(), stream, text })
-                .await?;
+            let Some((_, held)) = streams.iter_mut().find(|(s, _)| *s == stream) else { continue };
+            let text = held.push(&text);
+            if !text.is_empty() {
+                emitter
+                    .transient(EventKind::ToolOutputDelta { call_id: call_id.clone(), stream, text })
+                    .await?;
+            }
+        }
+        for (stream, held) in &mut streams {
+            let text = held.finish();
+            if !text.is_empty() {
+                let kind = EventKind::ToolOutputDelta { call_id: call_id.clone(), stream: *stream, text };
+                emitter.transient(kind).await?;
+            }
         }
         Ok::<(), EmitError>(())
     };

@@ -92,18 +92,12 @@ pub async fn build(
             Err(e.to_string())
         }
     };
-    let outbound = match &deps.secrets {
-        Some(secrets) if row.network != SessionNetwork::None => {
-            match secrets.outbound(&row.org_id).await {
-                Ok(o) => o,
-                Err(e) => {
-                    tracing::warn!(session = %row.id, "cannot read the org's secrets; nothing is injected: {e}");
-                    Outbound::default()
-                }
-            }
-        }
-        _ => Outbound::default(),
-    };
+    let mut outbound = read_outbound(deps, &row.org_id).await;
+    if row.network == SessionNetwork::None {
+        // Nothing to inject into: every connection is refused. The values are still scrubbed.
+        outbound.injections.clear();
+        outbound.env.clear();
+    }
     let ca = match (&deps.secrets, outbound.injections.is_empty()) {
         (Some(secrets), false) => match secrets.org_ca(&row.org_id).await {
             Ok(ca) => Some(Arc::new(ca)),
@@ -151,6 +145,23 @@ pub async fn build(
         },
         scrub,
     }
+}
+
+/// The org's secrets as a sandbox gets them; none when they cannot be read (logged).
+async fn read_outbound(deps: &NetworkDeps, org: &outboard_shared::OrgId) -> Outbound {
+    let Some(secrets) = &deps.secrets else { return Outbound::default() };
+    match secrets.outbound(org).await {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(%org, "cannot read the org's secrets; nothing is injected or scrubbed: {e}");
+            Outbound::default()
+        }
+    }
+}
+
+/// Every value of `org`'s secrets and its `[secret NAME]`, for a session without a proxy.
+pub async fn scrub_values(deps: &NetworkDeps, org: &outboard_shared::OrgId) -> Vec<(String, String)> {
+    read_outbound(deps, org).await.scrub
 }
 
 /// The session's policy and the org's injections, re-read every [`netpolicy::REFRESH`].

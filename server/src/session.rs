@@ -209,6 +209,7 @@ impl SessionHandle {
             idle_after: config.limits.session_idle,
             network_deps: network,
             network: None,
+            scrub: None,
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -321,6 +322,44 @@ struct Actor {
     network_deps: crate::netsession::NetworkDeps,
     /// The session's network, made before its first sandbox (see [`Actor::prepare_network`]).
     network: Option<crate::netsession::SessionNetworkParts>,
+    /// The org's secret values to replace in events and tool results; read with the network.
+    scrub: Option<Scrubbers>,
+}
+
+/// The org's secret values as they appear in text and in an event's JSON.
+struct Scrubbers {
+    text: Arc<crate::scrub::Scrubber>,
+    json: crate::scrub::Scrubber,
+}
+
+impl Scrubbers {
+    fn new(values: Vec<(String, String)>) -> Scrubbers {
+        // A value with a quote or a backslash is escaped in JSON: look for that form too.
+        let json = values
+            .iter()
+            .map(|(v, r)| {
+                let quoted = serde_json::to_string(v).unwrap_or_default();
+                (quoted.trim_matches('"').to_owned(), r.clone())
+            })
+            .collect();
+        Scrubbers {
+            text: Arc::new(crate::scrub::Scrubber::new(values)),
+            json: crate::scrub::Scrubber::new(json),
+        }
+    }
+
+    /// `kind` scrubbed: through its JSON, so every string field is covered, and kinds added
+    /// later too. Unchanged (and not re-parsed) when no value occurs.
+    fn event(&self, kind: EventKind) -> EventKind {
+        if self.json.is_empty() {
+            return kind;
+        }
+        let Ok(json) = serde_json::to_string(&kind) else { return kind };
+        match self.json.scrub_str(&json) {
+            std::borrow::Cow::Borrowed(_) => kind,
+            std::borrow::Cow::Owned(clean) => serde_json::from_str(&clean).unwrap_or(kind),
+        }
+    }
 }
 
 impl Actor {
@@ -467,6 +506,7 @@ impl Actor {
         title: Option<String>,
     ) -> Result<u64, EmitError> {
         let durable = durable && kind.is_durable();
+        let kind = self.scrubbed(kind);
         let seq = if durable { self.last_seq + 1 } else { self.last_seq };
         let event = SessionEvent { session_id: self.row.id.clone(), seq, ts: now_rfc3339(), kind };
         if durable {
@@ -534,6 +574,8 @@ impl Actor {
         }
         let turn_id = TurnId(new_id("t"));
         self.turn_by = by.clone();
+        // Before the first event of the turn: its events are scrubbed with the org's secrets.
+        self.prepare_network().await;
         let title =
             if self.row.title.is_empty() { Some(self.derived_title(&text).await) } else { None };
         let started = async {
@@ -544,7 +586,6 @@ impl Actor {
             ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
         })?;
         agent::push_user(&mut self.conversation, ContentBlock::Text(text));
-        self.prepare_network().await;
         self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
         Ok(TurnSendResponse { turn_id, seq })
     }
@@ -563,15 +604,31 @@ impl Actor {
     }
 
     /// Makes the session's network (its policy, the org's injected credentials, the audit
-    /// sink) once, before the first sandbox: the sandbox handle is made synchronously and takes
-    /// it from here. Only bubblewrap sandboxes have a proxy: the unsafe host mode's commands
-    /// have the host's network anyway.
+    /// sink) and reads the org's secret values to scrub, once, before the first turn: the
+    /// sandbox handle is made synchronously and takes the network from here. Only bubblewrap
+    /// sandboxes have a proxy: the unsafe host mode's commands have the host's network anyway.
     async fn prepare_network(&mut self) {
-        if self.network.is_some() || self.sandbox_config.backend != crate::sandbox::Backend::Bwrap {
+        if self.scrub.is_some() {
             return;
         }
-        let events = Arc::new(ActorRefusals(self.tx.clone()));
-        self.network = Some(crate::netsession::build(&self.network_deps, &self.row, events).await);
+        let values = if self.sandbox_config.backend == crate::sandbox::Backend::Bwrap {
+            let events = Arc::new(ActorRefusals(self.tx.clone()));
+            let parts = crate::netsession::build(&self.network_deps, &self.row, events).await;
+            let values = parts.scrub.clone();
+            self.network = Some(parts);
+            values
+        } else {
+            crate::netsession::scrub_values(&self.network_deps, &self.row.org_id).await
+        };
+        self.scrub = Some(Scrubbers::new(values));
+    }
+
+    /// `kind` with every org secret's value replaced by `[secret NAME]`.
+    fn scrubbed(&self, kind: EventKind) -> EventKind {
+        match &self.scrub {
+            Some(s) => s.event(kind),
+            None => kind,
+        }
     }
 
     /// The session's sandbox handle. Its state changes (including a freeze between turns) become
@@ -660,6 +717,10 @@ impl Actor {
                     org: Some(org),
                     org_touched,
                     workspace_touched,
+                    scrub: self.scrub.as_ref().map_or_else(
+                        || Arc::new(crate::scrub::Scrubber::new(Vec::new())),
+                        |s| s.text.clone(),
+                    ),
                 }
             }
         };
