@@ -24,6 +24,7 @@ pub mod netproxy;
 pub mod orgfs;
 pub mod quota;
 pub mod sandbox;
+pub mod scrub;
 pub mod secrets;
 pub mod session;
 pub mod sources;

@@ -26,6 +26,7 @@
 //!   refused and what would allow it.
 
 pub mod ca;
+mod intercept;
 mod meter;
 pub mod ranges;
 pub mod relay;
@@ -49,6 +50,7 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub use intercept::{ca_bundle_pem, ca_env, MAX_LEAVES, SANDBOX_CA_BUNDLE};
 use meter::{Activity, Budget, Counters, Metered, BUDGET_SPENT};
 pub use ranges::forbidden_range;
 use target::{own_answer_headers, parse_target, refusal_body, strip_hop_by_hop, Refusal, Target};
@@ -166,6 +168,9 @@ pub struct AuditEntry {
     /// Upstream → sandbox.
     pub bytes_down: u64,
     pub duration: std::time::Duration,
+    /// Whether the proxy terminated the sandbox's TLS to inject an org secret (an allowed
+    /// connection to a host with `--inject-header` secrets); `false` for tunnels and refusals.
+    pub intercepted: bool,
     /// When it started (RFC 3339).
     pub at: String, /* RFC 3339 */
 }
@@ -338,6 +343,7 @@ async fn serve_with(
         open: Arc::new(Semaphore::new(ctx.limits.max_connections)),
         refusing: Arc::new(Semaphore::new(REFUSING)),
         budget: Budget::new(ctx.limits.session_bytes),
+        leaves: ctx.ca.clone().map(intercept::Leaves::new),
         ctx,
         server_ports,
         refusal_linger,
@@ -356,6 +362,8 @@ struct Shared {
     /// Slots for answering connections over the cap ([`REFUSING`]).
     refusing: Arc<Semaphore>,
     budget: Arc<Budget>,
+    /// The leaf certificates of intercepted hosts, when the session has the org's CA.
+    leaves: Option<intercept::Leaves>,
     /// [`REFUSAL_LINGER`], but for tests.
     refusal_linger: Duration,
     cancel: CancellationToken,
@@ -499,7 +507,13 @@ async fn handle(conn: Arc<Conn>, mut req: Request<Incoming>) -> Response<Body> {
         }
     };
     let connected = match admit(shared, &target).await {
-        Ok(addrs) => connect(&addrs).await.map_err(Stop::Unreachable),
+        Ok(addrs) => {
+            let injections = shared.ctx.decide.injections(&target.host, target.port);
+            if !injections.is_empty() {
+                return intercept::handle(conn, req, target, addrs, injections).await;
+            }
+            connect(&addrs).await.map_err(Stop::Unreachable)
+        }
         Err(stop) => Err(stop),
     };
     let upstream = match connected {
@@ -712,6 +726,7 @@ struct Record {
     at: String,
     ended: Option<Arc<Mutex<Option<String>>>>,
     budget: Option<Arc<Budget>>,
+    intercepted: bool,
 }
 
 impl Record {
@@ -727,6 +742,7 @@ impl Record {
             at: crate::util::now_rfc3339(),
             ended: None,
             budget: None,
+            intercepted: false,
         }
     }
 
@@ -742,6 +758,7 @@ impl Record {
             at: crate::util::now_rfc3339(),
             ended: Some(conn.ended.clone()),
             budget: Some(conn.shared.budget.clone()),
+            intercepted: false,
         }
     }
 
@@ -766,6 +783,7 @@ impl Drop for Record {
             bytes_up: self.counters.up.load(Ordering::Relaxed),
             bytes_down: self.counters.down.load(Ordering::Relaxed),
             duration: self.started.elapsed(),
+            intercepted: self.intercepted,
             at: std::mem::take(&mut self.at),
         });
     }
