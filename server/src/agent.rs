@@ -421,14 +421,19 @@ async fn run_tool(
             let text = held.push(&text);
             if !text.is_empty() {
                 emitter
-                    .transient(EventKind::ToolOutputDelta { call_id: call_id.clone(), stream, text })
+                    .transient(EventKind::ToolOutputDelta {
+                        call_id: call_id.clone(),
+                        stream,
+                        text,
+                    })
                     .await?;
             }
         }
         for (stream, held) in &mut streams {
             let text = held.finish();
             if !text.is_empty() {
-                let kind = EventKind::ToolOutputDelta { call_id: call_id.clone(), stream: *stream, text };
+                let kind =
+                    EventKind::ToolOutputDelta { call_id: call_id.clone(), stream: *stream, text };
                 emitter.transient(kind).await?;
             }
         }

@@ -266,20 +266,14 @@ impl Hub {
             return handle.clone();
         }
         let evict: Arc<dyn Evict> = self.sessions.clone();
-        let handle = SessionHandle::spawn(
-            row.clone(),
-            self.store.clone(),
-            self.org_fs.clone(),
-            self.provider.clone(),
-            &self.config,
-            self.shutdown.clone(),
-            evict,
-            crate::netsession::NetworkDeps {
-                store: self.store.clone(),
-                secrets: self.secrets.clone(),
-                limits: self.config.limits.network,
-            },
-        );
+        let services = crate::session::Services {
+            store: self.store.clone(),
+            org_fs: self.org_fs.clone(),
+            provider: self.provider.clone(),
+            secrets: self.secrets.clone(),
+        };
+        let handle =
+            SessionHandle::spawn(row.clone(), services, &self.config, self.shutdown.clone(), evict);
         map.insert(row.id.clone(), handle.clone());
         handle
     }

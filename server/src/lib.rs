@@ -26,6 +26,7 @@ pub mod netsession;
 pub mod orgfs;
 pub mod quota;
 pub mod sandbox;
+pub mod scrub;
 pub mod secrets;
 pub mod session;
 pub mod sources;

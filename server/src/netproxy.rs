@@ -26,6 +26,7 @@
 //!   refused and what would allow it.
 
 pub mod ca;
+mod intercept;
 mod meter;
 pub mod ranges;
 pub mod relay;
@@ -49,6 +50,7 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub use intercept::{ca_bundle_pem, ca_env, MAX_LEAVES, SANDBOX_CA_BUNDLE};
 use meter::{Activity, Budget, Counters, Metered, BUDGET_SPENT};
 pub use ranges::forbidden_range;
 use target::{own_answer_headers, parse_target, refusal_body, strip_hop_by_hop, Refusal, Target};
@@ -171,6 +173,9 @@ pub struct AuditEntry {
     /// Upstream → sandbox.
     pub bytes_down: u64,
     pub duration: std::time::Duration,
+    /// Whether the proxy terminated the sandbox's TLS to inject an org secret (an allowed
+    /// connection to a host with `--inject-header` secrets); `false` for tunnels and refusals.
+    pub intercepted: bool,
     /// When it started (RFC 3339).
     pub at: String, /* RFC 3339 */
     /// For a refusal the proxy explained to the client (`403`, `503`): what refused it, why,
@@ -364,6 +369,7 @@ async fn serve_with(
         open: Arc::new(Semaphore::new(ctx.limits.max_connections)),
         refusing: Arc::new(Semaphore::new(REFUSING)),
         budget: Budget::new(ctx.limits.session_bytes),
+        leaves: ctx.ca.clone().map(intercept::Leaves::new),
         ctx,
         server_ports,
         refusal_linger,
@@ -382,6 +388,8 @@ struct Shared {
     /// Slots for answering connections over the cap ([`REFUSING`]).
     refusing: Arc<Semaphore>,
     budget: Arc<Budget>,
+    /// The leaf certificates of intercepted hosts, when the session has the org's CA.
+    leaves: Option<intercept::Leaves>,
     /// [`REFUSAL_LINGER`], but for tests.
     refusal_linger: Duration,
     cancel: CancellationToken,
@@ -525,7 +533,13 @@ async fn handle(conn: Arc<Conn>, mut req: Request<Incoming>) -> Response<Body> {
         }
     };
     let connected = match admit(shared, &target).await {
-        Ok(addrs) => connect(&addrs).await.map_err(Stop::Unreachable),
+        Ok(addrs) => {
+            let injections = shared.ctx.decide.injections(&target.host, target.port);
+            if !injections.is_empty() {
+                return intercept::handle(conn, req, target, addrs, injections).await;
+            }
+            connect(&addrs).await.map_err(Stop::Unreachable)
+        }
         Err(stop) => Err(stop),
     };
     let upstream = match connected {
@@ -738,6 +752,7 @@ struct Record {
     ended: Option<Arc<Mutex<Option<String>>>>,
     budget: Option<Arc<Budget>>,
     refused_by: Option<RefusedBy>,
+    intercepted: bool,
 }
 
 impl Record {
@@ -754,6 +769,7 @@ impl Record {
             ended: None,
             budget: None,
             refused_by: None,
+            intercepted: false,
         }
     }
 
@@ -782,6 +798,7 @@ impl Record {
             ended: Some(conn.ended.clone()),
             budget: Some(conn.shared.budget.clone()),
             refused_by: None,
+            intercepted: false,
         }
     }
 
@@ -806,6 +823,7 @@ impl Drop for Record {
             bytes_up: self.counters.up.load(Ordering::Relaxed),
             bytes_down: self.counters.down.load(Ordering::Relaxed),
             duration: self.started.elapsed(),
+            intercepted: self.intercepted,
             at: std::mem::take(&mut self.at),
             refused_by: self.refused_by.take(),
         });

@@ -160,7 +160,10 @@ async fn read_outbound(deps: &NetworkDeps, org: &outboard_shared::OrgId) -> Outb
 }
 
 /// Every value of `org`'s secrets and its `[secret NAME]`, for a session without a proxy.
-pub async fn scrub_values(deps: &NetworkDeps, org: &outboard_shared::OrgId) -> Vec<(String, String)> {
+pub async fn scrub_values(
+    deps: &NetworkDeps,
+    org: &outboard_shared::OrgId,
+) -> Vec<(String, String)> {
     read_outbound(deps, org).await.scrub
 }
 

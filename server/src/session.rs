@@ -163,20 +163,37 @@ pub struct SessionHandle {
     epoch: u64,
 }
 
+/// What every session actor of a server shares.
+#[derive(Clone)]
+pub struct Services {
+    /// The store.
+    pub store: Store,
+    /// The org files.
+    pub org_fs: OrgFs,
+    /// The model.
+    pub provider: Arc<Provider>,
+    /// The org secrets (injected into sandboxes' HTTPS, scrubbed from events); `None`: a
+    /// server without a secret key.
+    pub secrets: Option<crate::secrets::Secrets>,
+}
+
 impl SessionHandle {
     /// Starts the actor for `row`. It loads the log, resumes a turn cut short by a restart, and
     /// then serves commands until every handle is dropped or it has been idle long enough to be
     /// evicted through `evict` (see the module header).
     pub fn spawn(
         row: SessionRow,
-        store: Store,
-        org_fs: OrgFs,
-        provider: Arc<Provider>,
+        services: Services,
         config: &ServerConfig,
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
-        network: crate::netsession::NetworkDeps,
     ) -> Self {
+        let Services { store, org_fs, provider, secrets } = services;
+        let network = crate::netsession::NetworkDeps {
+            store: store.clone(),
+            secrets,
+            limits: config.limits.network,
+        };
         let (tx, rx) = mpsc::channel(SESSION_QUEUE);
         let org_id = row.org_id.clone();
         let epoch = NEXT_EPOCH.fetch_add(1, Ordering::Relaxed);

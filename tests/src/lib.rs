@@ -1,7 +1,7 @@
 //! Outboard's test support: the mock LLM server ([`mock_llm`]) shared by the end-to-end suites
 //! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
 //! runs the real CLI, the crash harness ([`crash`]), and a real git smart-HTTP host with test
-//! repositories ([`git_http`]).
+//! repositories ([`git_http`]), and HTTPS upstreams with throwaway CAs ([`tls`]).
 
 pub mod bench;
 pub mod crash;
@@ -9,3 +9,4 @@ pub mod git_http;
 pub mod harness;
 pub mod mock_llm;
 pub mod scripted;
+pub mod tls;

@@ -17,6 +17,8 @@ use super::*;
 struct Policy {
     refuse: Vec<String>,
     literals: Vec<(IpAddr, u16)>,
+    /// Secrets injected into every host on that port.
+    inject: Vec<(u16, Arc<Injection>)>,
 }
 
 impl Decide for Policy {
@@ -36,8 +38,8 @@ impl Decide for Policy {
         self.literals.contains(&(ip, port))
     }
 
-    fn injections(&self, _host: &str, _port: u16) -> Vec<Arc<Injection>> {
-        Vec::new()
+    fn injections(&self, _host: &str, port: u16) -> Vec<Arc<Injection>> {
+        self.inject.iter().filter(|(p, _)| *p == port).map(|(_, i)| i.clone()).collect()
     }
 }
 
@@ -70,6 +72,16 @@ async fn start(literals: Vec<(IpAddr, u16)>, limits: NetLimits) -> Fixture {
 }
 
 async fn start_with(literals: Vec<(IpAddr, u16)>, limits: NetLimits, linger: Duration) -> Fixture {
+    start_full(literals, vec![], None, limits, linger).await
+}
+
+async fn start_full(
+    literals: Vec<(IpAddr, u16)>,
+    inject: Vec<(u16, Arc<Injection>)>,
+    ca: Option<Arc<ca::OrgCa>>,
+    limits: NetLimits,
+    linger: Duration,
+) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let audit = Arc::new(Recorder::default());
     let ctx = SessionNet {
@@ -77,11 +89,11 @@ async fn start_with(literals: Vec<(IpAddr, u16)>, limits: NetLimits, linger: Dur
         org_name: "test".into(),
         session: SessionId::from("s_test"),
         user: "alice".into(),
-        decide: Arc::new(Policy { refuse: vec!["refused.example".into()], literals }),
+        decide: Arc::new(Policy { refuse: vec!["refused.example".into()], literals, inject }),
         audit: audit.clone(),
         limits,
-        ca: None,
         env: Vec::new(),
+        ca,
     };
     let proxy = serve_with(&dir.path().join("proxy.sock"), ctx, vec![], linger).await.unwrap();
     Fixture { _dir: dir, proxy, audit }
@@ -486,4 +498,274 @@ async fn dropping_the_handle_removes_the_socket() {
     assert!(path.exists());
     drop(f.proxy);
     assert!(!path.exists());
+}
+
+mod intercepting {
+    //! Interception on the bare socket: a TLS upstream on 127.0.0.1 with its own test CA that
+    //! echoes the request's headers, and a client that trusts the org's CA.
+
+    use std::sync::Arc;
+
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio_rustls::client::TlsStream;
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::netproxy::ca::OrgCa;
+
+    const VALUE: &str = "s3cr3t-token-0123456789";
+
+    fn injection(upstream_ca: &str) -> Arc<Injection> {
+        Arc::new(Injection {
+            name: "API".into(),
+            header: "authorization".into(),
+            header_value: format!("Bearer {VALUE}"),
+            value: VALUE.into(),
+            placeholders: vec!["outboard-placeholder-API".into()],
+            upstream_ca: Some(upstream_ca.into()),
+        })
+    }
+
+    /// A throwaway CA (PEM) and a leaf for 127.0.0.1 signed by it.
+    fn test_pki(cn: &str) -> (String, rcgen::Certificate, rcgen::KeyPair) {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.distinguished_name.push(DnType::CommonName, cn);
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names.push(SanType::IpAddress(LOCAL));
+        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        (ca.pem(), cert, key)
+    }
+
+    /// What the echo upstream saw: each request's headers, as `name: value` lines.
+    type Seen = Arc<Mutex<Vec<String>>>;
+
+    /// A TLS upstream (certificate of a CA named `cn`) answering each request with its headers
+    /// in the body and its `authorization` in `x-echo`; keeps connections alive.
+    async fn echo_upstream(cn: &str) -> (u16, String, Seen) {
+        let (ca_pem, cert, key) = test_pki(cn);
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Seen = Arc::default();
+        let for_task = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, seen) = (acceptor.clone(), for_task.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let mut lines = String::new();
+                            for (k, v) in req.headers() {
+                                lines.push_str(&format!("{k}: {}\n", v.to_str().unwrap_or("?")));
+                            }
+                            seen.lock().unwrap().push(lines.clone());
+                            let echo = req.headers().get("authorization").cloned();
+                            let mut answer = Response::new(Body::from(lines));
+                            if let Some(echo) = echo {
+                                answer.headers_mut().insert("x-echo", echo);
+                            }
+                            Ok::<_, Infallible>(answer)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        (port, ca_pem, seen)
+    }
+
+    /// `CONNECT` to 127.0.0.1:`port`, then TLS trusting only `ca_pem`.
+    async fn tls_through(f: &Fixture, port: u16, ca_pem: &str) -> TlsStream<UnixStream> {
+        let mut c = client(f).await;
+        c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let head = read_head(&mut c).await;
+        assert!(head.starts_with("HTTP/1.1 200 Connection established\r\n"), "{head}");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap()).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::IpAddress(LOCAL.into()), c)
+            .await
+            .unwrap()
+    }
+
+    /// Sends `requests` on one connection; each answer's status, headers and body.
+    async fn get(
+        tls: TlsStream<UnixStream>,
+        requests: Vec<Request<String>>,
+    ) -> Vec<(StatusCode, HeaderMap, String)> {
+        let (mut sender, driver) =
+            hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.unwrap();
+        tokio::spawn(driver);
+        let mut answers = Vec::new();
+        for req in requests {
+            sender.ready().await.unwrap();
+            let (parts, body) = sender.send_request(req).await.unwrap().into_parts();
+            let body = axum::body::to_bytes(Body::new(body), 1 << 20).await.unwrap();
+            answers.push((parts.status, parts.headers, String::from_utf8_lossy(&body).into()));
+        }
+        answers
+    }
+
+    fn request(port: u16, headers: &[(&'static str, &str)]) -> Request<String> {
+        let mut req = Request::get("/echo").body(String::new()).unwrap();
+        req.headers_mut().insert(HOST, format!("127.0.0.1:{port}").parse().unwrap());
+        for (k, v) in headers {
+            req.headers_mut().insert(*k, v.parse().unwrap());
+        }
+        req
+    }
+
+    async fn intercepting(port: u16, upstream_ca: &str) -> (Fixture, Arc<OrgCa>) {
+        let ca = Arc::new(OrgCa::generate("test").unwrap());
+        let inject = vec![(port, injection(upstream_ca))];
+        let f = start_full(
+            vec![(LOCAL, port)],
+            inject,
+            Some(ca.clone()),
+            NetLimits::DEFAULT,
+            REFUSAL_LINGER,
+        )
+        .await;
+        (f, ca)
+    }
+
+    #[tokio::test]
+    async fn the_header_is_set_placeholders_replaced_identity_asked_and_the_value_scrubbed() {
+        let (port, upstream_ca, seen) = echo_upstream("upstream test CA").await;
+        let (f, ca) = intercepting(port, &upstream_ca).await;
+        let tls = tls_through(&f, port, ca.cert_pem()).await;
+        let answers = get(
+            tls,
+            vec![
+                request(
+                    port,
+                    &[("authorization", "Bearer sandbox-junk"), ("accept-encoding", "gzip, br")],
+                ),
+                request(port, &[("x-token", "token outboard-placeholder-API!")]),
+            ],
+        )
+        .await;
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        // The upstream got the real credential, replacing whatever the sandbox sent.
+        assert!(seen[0].contains(&format!("authorization: Bearer {VALUE}\n")), "{}", seen[0]);
+        assert!(!seen[0].contains("sandbox-junk"), "{}", seen[0]);
+        assert!(seen[0].contains("accept-encoding: identity\n"), "{}", seen[0]);
+        assert!(!seen[0].contains("gzip"), "{}", seen[0]);
+        assert!(seen[1].contains(&format!("x-token: token {VALUE}!\n")), "{}", seen[1]);
+        // What came back holds `[secret API]` where the value was, headers and bodies.
+        for (status, headers, body) in &answers {
+            assert_eq!(*status, StatusCode::OK);
+            assert!(!body.contains(VALUE), "{body}");
+            assert!(body.contains("authorization: Bearer [secret API]\n"), "{body}");
+            assert_eq!(headers["x-echo"], "Bearer [secret API]");
+            // Scrubbing changes lengths: the length goes, the body comes chunked.
+            assert!(!headers.contains_key("content-length"), "{headers:?}");
+        }
+        assert!(answers[1].2.contains("x-token: token [secret API]!\n"), "{}", answers[1].2);
+        drop(answers);
+        wait_for("the audit entry", || !f.audit.entries().is_empty()).await;
+        let e = &f.audit.entries()[0];
+        assert!(e.allowed && e.intercepted && e.reason.is_none(), "{e:?}");
+        assert!(e.bytes_up > 0 && e.bytes_down > 0, "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn an_upstream_whose_certificate_does_not_verify_gets_a_502_and_no_credential() {
+        let (port, _its_own_ca, seen) = echo_upstream("some other CA").await;
+        let (unrelated_ca, _, _) = test_pki("the CA the secret names");
+        let (f, ca) = intercepting(port, &unrelated_ca).await;
+        let tls = tls_through(&f, port, ca.cert_pem()).await;
+        let answers = get(tls, vec![request(port, &[])]).await;
+        let (status, _, body) = &answers[0];
+        assert_eq!(*status, StatusCode::BAD_GATEWAY, "{body}");
+        assert!(body.contains(&format!("could not reach 127.0.0.1:{port}")), "{body}");
+        assert!(body.contains("certificate"), "{body}");
+        assert!(body.contains("it was not sent"), "{body}");
+        assert!(seen.lock().unwrap().is_empty());
+        wait_for("the audit entry", || !f.audit.entries().is_empty()).await;
+        let e = &f.audit.entries()[0];
+        assert!(e.intercepted && e.reason.as_deref().unwrap().contains("certificate"), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn without_a_ca_an_injected_host_is_refused_and_never_tunnelled() {
+        let (port, upstream_ca, seen) = echo_upstream("upstream test CA").await;
+        let inject = vec![(port, injection(&upstream_ca))];
+        let f =
+            start_full(vec![(LOCAL, port)], inject, None, NetLimits::DEFAULT, REFUSAL_LINGER).await;
+        let mut c = client(&f).await;
+        c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let answer = read_all(&mut c).await;
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+        assert!(answer.contains("no sandbox CA"), "{answer}");
+        assert!(!answer.contains(VALUE));
+        assert!(seen.lock().unwrap().is_empty());
+        wait_for("the audit entry", || !f.audit.entries().is_empty()).await;
+        let e = &f.audit.entries()[0];
+        assert!(!e.allowed && !e.intercepted, "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn plain_http_to_an_injected_host_is_refused() {
+        let port = sender(5).await;
+        let ca = Arc::new(OrgCa::generate("test").unwrap());
+        let inject = vec![(port, injection("unused"))];
+        let f =
+            start_full(vec![(LOCAL, port)], inject, Some(ca), NetLimits::DEFAULT, REFUSAL_LINGER)
+                .await;
+        let mut c = client(&f).await;
+        let head = format!("GET http://127.0.0.1:{port}/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
+        c.write_all(head.as_bytes()).await.unwrap();
+        let answer = read_all(&mut c).await;
+        assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+        assert!(answer.contains("credentials are only sent over https"), "{answer}");
+        assert!(answer.contains("use https://127.0.0.1/"), "{answer}");
+        assert!(!answer.contains("xxxxx"), "the upstream was reached: {answer}");
+    }
+
+    #[test]
+    fn the_leaf_cache_keeps_at_most_its_bound_dropping_the_oldest() {
+        let leaves = intercept::Leaves::new(Arc::new(OrgCa::generate("test").unwrap()));
+        let first = leaves.config("h0.example").unwrap();
+        assert!(Arc::ptr_eq(&first, &leaves.config("h0.example").unwrap()), "minted twice");
+        for i in 1..=MAX_LEAVES {
+            leaves.config(&format!("h{i}.example")).unwrap();
+        }
+        assert_eq!(leaves.len(), MAX_LEAVES);
+        assert!(!leaves.has("h0.example"), "the oldest is dropped");
+        assert!(leaves.has(&format!("h{MAX_LEAVES}.example")));
+        assert!(leaves.has("h1.example"));
+        leaves.config("::1").unwrap();
+        assert_eq!(leaves.len(), MAX_LEAVES);
+    }
 }

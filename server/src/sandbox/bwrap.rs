@@ -6,6 +6,9 @@
 //!   namespace has only its own loopback, so the server's `127.0.0.1` ports are unreachable.
 //!   A session with network gets the server's proxy socket bound at
 //!   `/run/outboard/proxy.sock` instead (see `crate::netproxy`): still no route anywhere.
+//!   When the proxy intercepts hosts for injected credentials, the session's CA bundle (the
+//!   system's roots and the org's sandbox CA certificate, never its key) is bound read-only at
+//!   `/run/outboard/ca-bundle.pem`.
 //! - The process environment is cleared before `bwrap` runs (`env_clear`) and no `--setenv` is
 //!   given: the agent is PID 1 and `/proc/1/environ` is empty. The commands' environment
 //!   (`PATH`, `HOME=/workspace`, `LANG=C.UTF-8`, `TERM=dumb`) is set by the agent per command.
@@ -81,6 +84,9 @@ pub(super) struct Sources {
     /// The session's proxy socket, bound at [`crate::netproxy::SANDBOX_SOCKET`] (read-write:
     /// connecting to a socket is a write); `None`: no network at all.
     pub proxy_socket: Option<PathBuf>,
+    /// The session's CA bundle (system roots and the org's sandbox CA), bound read-only at
+    /// [`crate::netproxy::SANDBOX_CA_BUNDLE`]; `None` when no host is intercepted.
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// The `bwrap` arguments that run the agent (with its JSON `agent_config`) over the workspace;
@@ -141,6 +147,9 @@ pub(super) fn bwrap_args(
     }
     if let Some(socket) = &sources.proxy_socket {
         push(&["--bind", &socket.to_string_lossy(), crate::netproxy::SANDBOX_SOCKET]);
+    }
+    if let Some(bundle) = &sources.ca_bundle {
+        push(&["--ro-bind", &bundle.to_string_lossy(), crate::netproxy::SANDBOX_CA_BUNDLE]);
     }
     // After every mount point in the root exists: the root tmpfs becomes read-only, so only
     // /workspace and /tmp are writable.

@@ -74,6 +74,7 @@ fn agent_config(
     cwd_file: &Path,
     rlimits: bool,
     proxy: Option<RelayConfig>,
+    ca_bundle: bool,
 ) -> AgentConfig {
     let home = workspace.to_string_lossy().into_owned();
     let ulimit_prefix = if rlimits {
@@ -98,6 +99,9 @@ fn agent_config(
             env.extend(network.env.iter().cloned());
         }
     }
+    if ca_bundle {
+        env.extend(crate::netproxy::ca_env());
+    }
     AgentConfig {
         workspace: workspace.to_path_buf(),
         cwd_file: cwd_file.to_path_buf(),
@@ -111,13 +115,16 @@ fn agent_config(
 impl Instance {
     /// Starts a sandbox over `workspace` and waits for the agent's hello. With `proxy_socket`
     /// (the host path of the session's proxy), the socket is bound in and the agent relays
-    /// `127.0.0.1:3128` to it.
+    /// `127.0.0.1:3128` to it; with `ca_bundle` (the host path of the session's CA bundle,
+    /// which trusts the org's sandbox CA), it is bound read-only at
+    /// [`crate::netproxy::SANDBOX_CA_BUNDLE`] and commands are pointed at it.
     pub(super) async fn start(
         config: &SandboxConfig,
         agent_exe: &Path,
         workspace: &Path,
         host_cwd_file: &Path,
         proxy_socket: Option<&Path>,
+        ca_bundle: Option<&Path>,
     ) -> Result<Instance, SandboxError> {
         let controls = Controls::get();
         let cgroup = Cgroup::create(controls, &config.limits).map_err(|e| {
@@ -137,6 +144,7 @@ impl Instance {
                     Path::new(bwrap::CWD_FILE),
                     rlimits,
                     relay,
+                    ca_bundle.is_some(),
                 );
                 let agent_config =
                     serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
@@ -154,6 +162,7 @@ impl Instance {
                     agent_config,
                     ro_mounts: config.ro_mounts.clone(),
                     proxy_socket: proxy_socket.map(Path::to_path_buf),
+                    ca_bundle: ca_bundle.map(Path::to_path_buf),
                     host_id: lease.as_ref().map(UidLease::id),
                 };
                 uid = lease;
@@ -164,7 +173,7 @@ impl Instance {
                 cmd
             }
             Backend::UnsafeHost => {
-                let ac = agent_config(config, workspace, host_cwd_file, rlimits, None);
+                let ac = agent_config(config, workspace, host_cwd_file, rlimits, None, false);
                 let json =
                     serde_json::to_string(&ac).map_err(|e| SandboxError::Start(e.to_string()))?;
                 let mut cmd = Command::new(agent_exe);

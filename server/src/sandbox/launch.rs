@@ -79,6 +79,10 @@ pub struct LaunchConfig {
     /// The session's proxy socket on the host, bound at [`crate::netproxy::SANDBOX_SOCKET`].
     #[serde(default)]
     pub proxy_socket: Option<PathBuf>,
+    /// The session's CA bundle on the host, bound read-only at
+    /// [`crate::netproxy::SANDBOX_CA_BUNDLE`].
+    #[serde(default)]
+    pub ca_bundle: Option<PathBuf>,
     /// When set, the sandbox runs as this host uid and gid (the server is root).
     pub host_id: Option<u32>,
 }
@@ -167,6 +171,7 @@ fn launch(config: &LaunchConfig) -> String {
             agent: config.agent_exe.clone(),
             ro_mounts: config.ro_mounts.clone(),
             proxy_socket: config.proxy_socket.clone(),
+            ca_bundle: config.ca_bundle.clone(),
         },
     };
     let etc_fds: Vec<(i32, &str)> = etc.iter().map(|(fd, name)| (fd.as_raw_fd(), *name)).collect();
@@ -227,6 +232,15 @@ fn stage(config: &LaunchConfig, id: u32) -> Result<Sources, String> {
             })?),
             None => None,
         };
+    // The CA bundle sits in that same directory: one file, cloned the same way (it is
+    // world-readable, so no id mapping either).
+    let bundle_tree = match &config.ca_bundle {
+        Some(bundle) => Some(
+            socket_clone(bundle)
+                .map_err(|e| format!("could not bind the CA bundle {}: {e}", bundle.display()))?,
+        ),
+        None => None,
+    };
 
     rustix::mount::mount(
         "outboard",
@@ -259,10 +273,19 @@ fn stage(config: &LaunchConfig, id: u32) -> Result<Sources, String> {
         }
         None => None,
     };
-    Ok(Sources { workspace, agent, ro_mounts, proxy_socket })
+    let ca_bundle = match &bundle_tree {
+        Some(tree) => {
+            let staged = stage.join("ca-bundle.pem");
+            std::fs::File::create(&staged).map_err(|e| format!("staging the CA bundle: {e}"))?;
+            attach(tree, &staged)?;
+            Some(staged)
+        }
+        None => None,
+    };
+    Ok(Sources { workspace, agent, ro_mounts, proxy_socket, ca_bundle })
 }
 
-/// A detached, `nosuid`, `nodev`, `noexec` clone of one socket (kept writable: a socket on a
+/// A detached, `nosuid`, `nodev`, `noexec` clone of one socket (or file) (kept writable: a socket on a
 /// read-only mount still accepts connections on Linux, but nothing here should rely on that).
 fn socket_clone(source: &Path) -> std::io::Result<OwnedFd> {
     let tree = rustix::mount::open_tree(

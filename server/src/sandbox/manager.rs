@@ -98,6 +98,10 @@ impl Reports {
     }
 }
 
+/// The CA bundle's file name, next to the proxy socket (bound at
+/// [`crate::netproxy::SANDBOX_CA_BUNDLE`]).
+const CA_BUNDLE_FILE: &str = "ca-bundle.pem";
+
 /// A command for the manager.
 pub(super) enum Request {
     Exec {
@@ -352,8 +356,20 @@ impl Manager {
             }
         };
         let proxy_socket = self.proxy_socket().await?;
-        Instance::start(&self.config, &agent_exe, &workspace, &cwd_file, proxy_socket.as_deref())
-            .await
+        let ca_bundle =
+            match (&proxy_socket, self.config.network.as_ref().and_then(|n| n.ca.as_ref())) {
+                (Some(socket), Some(_)) => Some(socket.with_file_name(CA_BUNDLE_FILE)),
+                _ => None,
+            };
+        Instance::start(
+            &self.config,
+            &agent_exe,
+            &workspace,
+            &cwd_file,
+            proxy_socket.as_deref(),
+            ca_bundle.as_deref(),
+        )
+        .await
     }
 
     /// The host path of the session's proxy socket, starting the proxy on first use; `None`
@@ -370,6 +386,20 @@ impl Manager {
             SandboxError::Start(format!("could not create the proxy socket's directory: {e}"))
         })?;
         let path = dir.path().join("proxy.sock");
+        if let Some(ca) = &network.ca {
+            // Next to the socket, in the server's private directory; the sandbox gets a
+            // read-only bind of this one file. World-readable: a root server's sandbox runs as
+            // an unprivileged uid (it holds certificates only, never the CA's key).
+            let bundle = dir.path().join(CA_BUNDLE_FILE);
+            let written =
+                std::fs::write(&bundle, crate::netproxy::ca_bundle_pem(ca)).and_then(|()| {
+                    use std::os::unix::fs::PermissionsExt as _;
+                    std::fs::set_permissions(&bundle, std::fs::Permissions::from_mode(0o644))
+                });
+            written.map_err(|e| {
+                SandboxError::Start(format!("could not write the sandbox's CA bundle: {e}"))
+            })?;
+        }
         let proxy =
             crate::netproxy::serve(&path, network.clone(), self.config.server_ports.clone())
                 .await

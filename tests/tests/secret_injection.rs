@@ -1,0 +1,130 @@
+//! An org secret bound to a host's outbound HTTP, end to end through the real server: set with
+//! `admin secret set --inject-header --placeholder --upstream-ca`, used by a session's sandbox
+//! through the proxy (the upstream gets the header, the sandbox only a placeholder), and the
+//! value nowhere else: not in the sandbox's environment or files, not in a tool result, an event,
+//! the database, what the model was sent, or the server's log.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
+use outboard_shared::EventKind;
+use outboard_tests::harness::{Api, TestServer, WsClient};
+use outboard_tests::mock_llm::{MockLlm, MockStep};
+use outboard_tests::tls::echo_upstream;
+use serde_json::json;
+
+const VALUE: &str = "s3cr3t-token-0123456789abcdef";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_uses_the_credential_and_never_holds_it() {
+    let (up, up_ca, seen) = echo_upstream("the upstream itself", "upstream test CA").await.unwrap();
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let token = server.add_user("alice", "acme").unwrap();
+    let ca_file = server.data_dir().join("upstream-ca.pem");
+    std::fs::write(&ca_file, &up_ca).unwrap();
+    let host = up.to_string();
+    let set = [
+        "secret",
+        "set",
+        "--org",
+        "acme",
+        "--host",
+        &host,
+        "api",
+        "--inject-header",
+        "Authorization: Bearer {}",
+        "--placeholder",
+        "GH_TOKEN",
+        "--upstream-ca",
+        ca_file.to_str().unwrap(),
+    ];
+    let (code, out, err) = server.admin(&set, Some(&format!("{VALUE}\n"))).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("GH_TOKEN holds outboard-placeholder-GH_TOKEN"), "{out}");
+    let (_, listed, _) = server.admin(&["secret", "ls", "--org", "acme"], None).unwrap();
+    assert!(
+        listed.contains("injects `authorization: Bearer {}`; placeholders GH_TOKEN"),
+        "{listed}"
+    );
+    let (code, _, err) =
+        server.admin(&["network", "set", "--org", "acme", "registries+", &host], None).unwrap();
+    assert_eq!(code, 0, "{err}");
+
+    for step in [
+        // A value that reached the workspace some other way is scrubbed from what tools show.
+        MockStep::tool_call(
+            "Write",
+            json!({"file_path": "leak.txt", "content": format!("{VALUE}\n")}),
+        ),
+        MockStep::tool_call(
+            "Bash",
+            json!({"command": format!(
+                "cat leak.txt; echo \"GH=$GH_TOKEN\"; env | grep -c 'token-0123' ; \
+                 grep -rl 'token-0123' /run /etc 2>/dev/null | grep -v '^/proc' | head -3; \
+                 unset NO_PROXY no_proxy; curl -sS https://{up}/first; echo ==; \
+                 curl -sS -H \"Authorization: token $GH_TOKEN\" https://{up}/second"
+            )}),
+        ),
+        MockStep::text("done"),
+    ] {
+        mock.push(step);
+    }
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let sid = c.new_session().await.unwrap();
+    c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
+    let events = c
+        .events_until(|e| {
+            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+        })
+        .await
+        .unwrap();
+
+    // The upstream got the real value, both ways of asking.
+    let seen: Vec<String> = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[0].contains(&format!("authorization: Bearer {VALUE}")), "{}", seen[0]);
+    assert!(seen[1].contains(&format!("authorization: Bearer {VALUE}")), "{}", seen[1]);
+
+    let output = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(output.starts_with("[secret api]\nGH=outboard-placeholder-GH_TOKEN\n0\n"), "{output}");
+    // The echo came back scrubbed.
+    assert!(output.contains("authorization: Bearer [secret api]"), "{output}");
+    assert!(!output.contains(VALUE), "{output}");
+
+    // Nowhere else either: the stream, the log in the database, the model's requests, the
+    // server's own log.
+    for e in &events {
+        let text = serde_json::to_string(e).unwrap();
+        assert!(!text.contains(VALUE), "an event holds the value: {text}");
+    }
+    let requests = mock.requests();
+    let last = serde_json::to_string(&requests.last().unwrap().body).unwrap();
+    assert!(last.contains("[secret api]\\nGH=outboard-placeholder-GH_TOKEN"), "{last}");
+    // Only where the model itself wrote it (the `Write` call's input).
+    assert_eq!(last.matches(VALUE).count(), 1, "{last}");
+    let log = outboard_tests::harness::outboard(
+        &["sessions", "--json", "--server", &server.url, "--token", &token],
+        None,
+    )
+    .unwrap();
+    assert!(!log.stdout.contains(VALUE));
+    let mut c2 = WsClient::connect(&server.url, &token).await.unwrap();
+    let replay = c2
+        .request("session/attach", json!({"session_id": sid, "role": "watcher", "after_seq": 0}))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!replay.to_string().contains(VALUE), "the stored log holds the value");
+    for file in ["outboard.db", "outboard.db-wal"] {
+        let bytes = std::fs::read(server.data_dir().join(file)).unwrap_or_default();
+        let hit = bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes());
+        assert!(!hit, "{file} holds the value in clear");
+    }
+    assert!(!server.log().contains(VALUE), "the server's log holds the value");
+}
