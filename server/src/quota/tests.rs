@@ -225,9 +225,7 @@ fn the_migration_counts_versions_written_before_it() {
          ALTER TABLE sessions DROP COLUMN source; DROP TABLE org_secrets;
          DROP TABLE session_pushes; DROP TABLE uploads;
          DROP TABLE org_network; DROP TABLE network_log;
-         ALTER TABLE sessions DROP COLUMN network; ALTER TABLE org_secrets DROP COLUMN inject_header;
-         ALTER TABLE org_secrets DROP COLUMN placeholders; ALTER TABLE org_secrets DROP COLUMN upstream_ca;
-         DROP TABLE org_ca;
+         ALTER TABLE sessions DROP COLUMN network; DROP TABLE org_ca;
          DELETE FROM schema_migrations WHERE version >= 4;",
     )
     .unwrap();
