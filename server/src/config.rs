@@ -82,6 +82,10 @@ pub struct Limits {
     /// ([`DEFAULT_MAX_UPLOAD_BYTES`] by default; `serve --max-upload-bytes`). It is here, not in
     /// [`ServerConfig`] itself, so that every place building a configuration gets the default.
     pub max_upload_bytes: u64,
+    /// The model's context window in tokens when the server is told (`serve --context-window`,
+    /// for a local model whose `n_ctx` is not its family's); `None`: the window table of
+    /// [`crate::llm::context::context_window`]. A session may override it at creation.
+    pub context_window: Option<u64>,
 }
 
 /// The default [`Limits::max_upload_bytes`]: 200 MiB holds the source of all but the largest
@@ -101,6 +105,7 @@ impl Default for Limits {
             bash_timeout: Duration::from_secs(120),
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            context_window: None,
         }
     }
 }

@@ -96,6 +96,11 @@ struct ServeArgs {
     /// is refused with 413 naming its size and this cap.
     #[arg(long, env = "OUTBOARD_MAX_UPLOAD_BYTES", default_value_t = Limits::default().max_upload_bytes)]
     max_upload_bytes: u64,
+    /// The model's context window in tokens, overriding the table of known model families
+    /// (needed for a local server whose n_ctx is smaller); `session/create` may override it.
+    #[arg(long, env = "OUTBOARD_CONTEXT_WINDOW", value_name = "TOKENS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    context_window: Option<u64>,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -646,6 +651,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         limits: Limits {
             max_steps: args.max_steps,
             max_upload_bytes: args.max_upload_bytes,
+            context_window: args.context_window,
             ..Limits::default()
         },
         net: args.net.config(args.listen)?,

@@ -113,9 +113,10 @@ pub async fn create(
     user: &UserRow,
     title: &str,
     spec: SourceSpec,
+    context_window: Option<u64>,
     sink: &dyn ProgressSink,
 ) -> Result<SessionRow, ErrorBody> {
-    let mut row = SessionRow::new(user, title, &hub.model_label());
+    let mut row = hub.new_session_row(user, title, context_window)?;
     let sources = hub.sources();
     let prepared = match spec {
         SourceSpec::Repo { url, git_ref } => {

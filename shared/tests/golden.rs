@@ -451,6 +451,7 @@ fn session_events() {
         EventKind::AssistantMessage {
             text: "I'll read it.".into(),
             tool_calls: vec![call.clone()],
+            usage: None,
         },
         EventKind::ToolCall { call, target_before: None },
         EventKind::ToolOutputDelta {

@@ -154,7 +154,7 @@ fn tool_cell_running_then_finished() {
     let mut events = turn_start();
     events.push(ev(
         3,
-        EventKind::AssistantMessage { text: "Let me run the tests.".into(), tool_calls: vec![] },
+        EventKind::AssistantMessage { text: "Let me run the tests.".into(), tool_calls: vec![], usage: None },
     ));
     events.push(bash_call(4));
     let mut app = app("alice", Role::Driver, events, None);
@@ -227,7 +227,7 @@ fn edit_as_a_diff() {
 #[test]
 fn watcher_view_with_disabled_composer() {
     let mut events = turn_start();
-    events.push(ev(3, EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![] }));
+    events.push(ev(3, EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![], usage: None }));
     events.push(bash_call(4));
     let in_flight = InFlight {
         assistant_text: String::new(),
@@ -282,6 +282,7 @@ fn small_terminal_40x12() {
         EventKind::AssistantMessage {
             text: "The writer races the reader; see `store.rs`.".into(),
             tool_calls: vec![],
+            usage: None,
         },
     ));
     events.push(bash_call(4));

@@ -319,8 +319,20 @@ impl Decoder {
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-            self.usage =
-                Usage { input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens") };
+            // `prompt_tokens` counts the cached ones too, as `Usage::input_tokens` does. OpenAI
+            // names them `prompt_tokens_details.cached_tokens`; llama.cpp's server and some
+            // others send a top-level `cache_n`/`cached_tokens`.
+            let cached = usage
+                .pointer("/prompt_tokens_details/cached_tokens")
+                .or_else(|| usage.get("cached_tokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            self.usage = Usage {
+                input_tokens: n("prompt_tokens"),
+                output_tokens: n("completion_tokens"),
+                cache_read_tokens: cached,
+                cache_write_tokens: 0,
+            };
         }
         let Some(choice) = chunk.pointer("/choices/0") else {
             return Ok(Progress::More);
