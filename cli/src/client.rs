@@ -491,6 +491,7 @@ impl Client {
             title,
             workspace,
             source: None,
+            context_window: None,
         });
         async move { Ok(call.await?.session) }
     }

@@ -322,6 +322,7 @@ async fn open_session<O: Write, E: Write>(
                     title,
                     workspace: None,
                     source: Some(source),
+                    context_window: None,
                 };
                 create_reporting(client, params, printer).await?
             }
@@ -817,7 +818,7 @@ mod tests {
         EventKind::TurnCompleted {
             turn_id: TurnId::from("t_1"),
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 10, output_tokens: 2 },
+            usage: Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() },
         }
     }
 
@@ -869,6 +870,7 @@ mod tests {
                     title: Some("list the files".into()),
                     workspace: None,
                     source: None,
+                    context_window: None,
                 }),
                 Method::SessionAttach(outboard_shared::SessionAttachParams {
                     session_id: SessionId::from("s_new"),

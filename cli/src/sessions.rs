@@ -157,6 +157,8 @@ mod tests {
                     connection_id: 0,
                 },
             ],
+            usage: None,
+            context_window: None,
         };
         assert_eq!(
             table(&[s]),

@@ -45,6 +45,8 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         workspace: None,
         source: None,
         attached: Vec::new(),
+        usage: None,
+        context_window: None,
     }
 }
 

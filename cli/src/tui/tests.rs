@@ -32,6 +32,8 @@ fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         workspace: None,
         source: None,
         attached: Vec::new(),
+        usage: None,
+        context_window: None,
     }
 }
 
@@ -186,7 +188,7 @@ fn tool_cell_running_then_finished() {
         EventKind::TurnCompleted {
             turn_id: TurnId("t_1".into()),
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 1200, output_tokens: 80 },
+            usage: Usage { input_tokens: 1200, output_tokens: 80, ..Usage::default() },
         },
     ))));
     insta::assert_snapshot!("tool_finished", screen(&app, 80, 24));
@@ -296,7 +298,11 @@ fn keys_interrupt_quit_and_scroll() {
     for i in 0..40 {
         events.push(ev(
             3 + i,
-            EventKind::AssistantMessage { text: format!("line {i}"), tool_calls: vec![] },
+            EventKind::AssistantMessage {
+                text: format!("line {i}"),
+                tool_calls: vec![],
+                usage: None,
+            },
         ));
     }
     let mut app = app("alice", Role::Driver, events, None);

@@ -56,6 +56,8 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         workspace: None,
         source: None,
         attached: Vec::new(),
+        usage: None,
+        context_window: None,
     };
     let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));

@@ -160,6 +160,7 @@ async fn repo_session(client: &Client, url: &str) -> anyhow::Result<SessionId> {
         title: Some("bench".into()),
         workspace: None,
         source: Some(SourceSpec::Repo { url: url.to_owned(), git_ref: Some("main".into()) }),
+        context_window: None,
     };
     Ok(client.call::<methods::SessionCreate>(params).await?.session.id)
 }
@@ -191,6 +192,7 @@ async fn upload_through_outboard(
         title: Some("bench".into()),
         workspace: None,
         source: Some(SourceSpec::Upload { upload_id: sent.upload_id }),
+        context_window: None,
     };
     let session = client.call::<methods::SessionCreate>(params).await?.session.id;
     let took = started.elapsed();
