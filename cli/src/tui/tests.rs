@@ -33,7 +33,7 @@ fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         source: None,
         attached: Vec::new(),
         usage: None,
-        context_window: None,
+        context_window: Some(200_000),
     }
 }
 
@@ -192,6 +192,35 @@ fn tool_cell_running_then_finished() {
         },
     ))));
     insta::assert_snapshot!("tool_finished", screen(&app, 80, 24));
+}
+
+#[test]
+fn status_line_shows_how_full_the_context_window_is() {
+    let mut events = turn_start();
+    let usage = |input_tokens| Usage {
+        input_tokens,
+        output_tokens: 1_000,
+        cache_read_tokens: input_tokens / 2,
+        cache_write_tokens: 0,
+    };
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage {
+            text: "Reading.".into(),
+            tool_calls: vec![],
+            usage: Some(usage(20_000)),
+        },
+    ));
+    let mut app = app("alice", Role::Driver, events, None);
+    let status = |app: &App| screen(app, 120, 6);
+    assert!(status(&app).contains("ctx 21.0k/200.0k (10%)"), "{}", status(&app));
+    // The latest call counts, not the sum: a later, bigger prompt is what fills the window.
+    app.handle(AppEvent::Server(Box::new(ev(
+        4,
+        EventKind::AssistantMessage { text: "More.".into(), tool_calls: vec![], usage: Some(usage(169_000)) },
+    ))));
+    assert!(status(&app).contains("ctx 170.0k/200.0k (85%)"), "{}", status(&app));
+    insta::assert_snapshot!(screen(&app, 120, 6));
 }
 
 #[test]
