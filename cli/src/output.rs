@@ -473,7 +473,11 @@ mod tests {
             },
             EventKind::ModelRetry { attempt: 1, delay_ms: 2000, reason: "429".into() },
             // A provider that does not stream: the whole message is printed.
-            EventKind::AssistantMessage { text: "Two files.".into(), tool_calls: vec![], usage: None },
+            EventKind::AssistantMessage {
+                text: "Two files.".into(),
+                tool_calls: vec![],
+                usage: None,
+            },
             EventKind::TurnCompleted {
                 turn_id: turn,
                 stop_reason: StopReason::EndTurn,

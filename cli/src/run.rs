@@ -827,7 +827,11 @@ mod tests {
             EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
             EventKind::AssistantDelta { text: "Two ".into() },
             EventKind::AssistantDelta { text: "files.".into() },
-            EventKind::AssistantMessage { text: "Two files.".into(), tool_calls: vec![], usage: None },
+            EventKind::AssistantMessage {
+                text: "Two files.".into(),
+                tool_calls: vec![],
+                usage: None,
+            },
             completed(),
         ]
     }
@@ -974,7 +978,11 @@ mod tests {
             ev(
                 "s_new",
                 11,
-                EventKind::AssistantMessage { text: "Done.".into(), tool_calls: vec![], usage: None },
+                EventKind::AssistantMessage {
+                    text: "Done.".into(),
+                    tool_calls: vec![],
+                    usage: None,
+                },
             ),
             ev("s_new", 12, completed()),
         ];

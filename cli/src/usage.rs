@@ -86,9 +86,7 @@ pub struct PriceTable {
 
 impl Default for PriceTable {
     fn default() -> Self {
-        PriceTable {
-            rows: BUILTIN_PRICES.iter().map(|(k, p)| ((*k).to_owned(), *p)).collect(),
-        }
+        PriceTable { rows: BUILTIN_PRICES.iter().map(|(k, p)| ((*k).to_owned(), *p)).collect() }
     }
 }
 
@@ -220,8 +218,9 @@ pub fn table(report: &Report) -> String {
             c,
         ]
     };
-    let mut rows = vec![[key, "MODEL", "CALLS", "INPUT", "CACHE_READ", "CACHE_WRITE", "OUTPUT", "COST"]
-        .map(str::to_owned)];
+    let mut rows =
+        vec![[key, "MODEL", "CALLS", "INPUT", "CACHE_READ", "CACHE_WRITE", "OUTPUT", "COST"]
+            .map(str::to_owned)];
     for r in &report.rows {
         rows.push(line(&r.key, &r.model, r.calls, &r.usage, cost(r.cost_usd)));
     }
@@ -267,7 +266,11 @@ pub async fn usage(args: &UsageArgs, out: &mut impl Write) -> i32 {
     }
 }
 
-async fn print(args: &UsageArgs, prices: &PriceTable, out: &mut impl Write) -> Result<(), RunError> {
+async fn print(
+    args: &UsageArgs,
+    prices: &PriceTable,
+    out: &mut impl Write,
+) -> Result<(), RunError> {
     let conn = Connection::open_for(&args.connect, false).await?;
     let params = UsageReportParams {
         session_id: args.session.clone().map(outboard_shared::SessionId),
@@ -317,8 +320,18 @@ mod tests {
     #[test]
     fn unknown_models_have_tokens_and_no_cost() {
         let rows = vec![
-            UsageRow { key: "a".into(), model: "openai/gpt-4o".into(), calls: 1, usage: usage(1_000_000, 0, 0, 0) },
-            UsageRow { key: "b".into(), model: "openai/local".into(), calls: 2, usage: usage(10, 5, 0, 0) },
+            UsageRow {
+                key: "a".into(),
+                model: "openai/gpt-4o".into(),
+                calls: 1,
+                usage: usage(1_000_000, 0, 0, 0),
+            },
+            UsageRow {
+                key: "b".into(),
+                model: "openai/local".into(),
+                calls: 2,
+                usage: usage(10, 5, 0, 0),
+            },
         ];
         let r = report(outboard_shared::UsageGroup::Session, rows, &PriceTable::default());
         assert_eq!(r.rows[1].cost_usd, None);

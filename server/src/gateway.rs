@@ -1008,7 +1008,8 @@ fn internal(e: crate::store::StoreError) -> ErrorBody {
 fn usage_since(since: &str) -> Result<String, ErrorBody> {
     let since = since.trim();
     let b = since.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
     let is_day = b.len() >= 10
         && digits(0..4)
         && b[4] == b'-'

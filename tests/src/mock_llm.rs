@@ -313,7 +313,6 @@ impl MockStep {
             None => "tool_use".into(),
         }
     }
-
 }
 
 /// A whole script: steps plus dialect knobs for every OpenAI answer.
@@ -474,7 +473,12 @@ fn reported_usage(step: &MockStep, (total, read, write): (u64, u64, u64)) -> Usa
     let input = step.usage.map_or(total, |u| u.input_tokens);
     let read = read.min(input);
     let write = write.min(input - read);
-    Usage { input_tokens: input, output_tokens: output, cache_read_tokens: read, cache_write_tokens: write }
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: read,
+        cache_write_tokens: write,
+    }
 }
 
 /// Script and records, shared by the handlers. A mutex is fine here: test traffic only, never

@@ -24,7 +24,9 @@ async fn scripted_turn(c: &mut WsClient, sid: &str, steps: &[Value]) -> Vec<Sess
         .unwrap();
     let events = tokio::time::timeout(
         Duration::from_secs(60),
-        c.events_until(|e| matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })),
+        c.events_until(|e| {
+            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+        }),
     )
     .await
     .expect("the turn ends within 60 s")
@@ -48,7 +50,8 @@ fn fill_workspace(server: &TestServer, sid: &str) {
     let dir = server.workspace(sid);
     std::fs::create_dir_all(&dir).unwrap();
     for i in 0..60 {
-        std::fs::write(dir.join(format!("a-rather-long-file-name-number-{i:03}.txt")), "x").unwrap();
+        std::fs::write(dir.join(format!("a-rather-long-file-name-number-{i:03}.txt")), "x")
+            .unwrap();
     }
 }
 
@@ -223,7 +226,8 @@ async fn usage_is_durable_summed_across_a_restart_and_reported() {
         cache_read_tokens: 6_000,
         cache_write_tokens: 0,
     };
-    let glob = ToolCall { call_id: "c1".into(), name: "Glob".into(), input: json!({"pattern": "*"}) };
+    let glob =
+        ToolCall { call_id: "c1".into(), name: "Glob".into(), input: json!({"pattern": "*"}) };
     let kinds = vec![
         EventKind::TurnStarted { turn_id: turn(), by: "alice".into() },
         EventKind::UserMessage { text: "list the files".into() },

@@ -257,10 +257,7 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
         return Box::pin(async move { Step::Created(call.await) });
     };
     let params =
-        outboard_shared::SessionCreateParams {
-            source: Some(source),
-            ..Default::default()
-        };
+        outboard_shared::SessionCreateParams { source: Some(source), ..Default::default() };
     let (call, mut progress) =
         client.call_with_progress::<outboard_shared::methods::SessionCreate>(params);
     let app = app.clone();

@@ -156,7 +156,11 @@ fn tool_cell_running_then_finished() {
     let mut events = turn_start();
     events.push(ev(
         3,
-        EventKind::AssistantMessage { text: "Let me run the tests.".into(), tool_calls: vec![], usage: None },
+        EventKind::AssistantMessage {
+            text: "Let me run the tests.".into(),
+            tool_calls: vec![],
+            usage: None,
+        },
     ));
     events.push(bash_call(4));
     let mut app = app("alice", Role::Driver, events, None);
@@ -217,7 +221,11 @@ fn status_line_shows_how_full_the_context_window_is() {
     // The latest call counts, not the sum: a later, bigger prompt is what fills the window.
     app.handle(AppEvent::Server(Box::new(ev(
         4,
-        EventKind::AssistantMessage { text: "More.".into(), tool_calls: vec![], usage: Some(usage(169_000)) },
+        EventKind::AssistantMessage {
+            text: "More.".into(),
+            tool_calls: vec![],
+            usage: Some(usage(169_000)),
+        },
     ))));
     assert!(status(&app).contains("ctx 170.0k/200.0k (85%)"), "{}", status(&app));
     insta::assert_snapshot!(screen(&app, 120, 6));
@@ -258,7 +266,10 @@ fn edit_as_a_diff() {
 #[test]
 fn watcher_view_with_disabled_composer() {
     let mut events = turn_start();
-    events.push(ev(3, EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![], usage: None }));
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![], usage: None },
+    ));
     events.push(bash_call(4));
     let in_flight = InFlight {
         assistant_text: String::new(),

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::sse::SseEvent;
 use super::{
-    context, error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message, ModelRequest,
-    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
+    context, error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message,
+    ModelRequest, ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
 };
 
 /// The `anthropic-version` header value this client speaks.
@@ -117,7 +117,9 @@ impl Breakpoints {
 fn block_bytes(block: &ContentBlock) -> usize {
     match block {
         ContentBlock::Text(t) => t.len(),
-        ContentBlock::ToolUse { id, name, input } => id.len() + name.len() + input.to_string().len(),
+        ContentBlock::ToolUse { id, name, input } => {
+            id.len() + name.len() + input.to_string().len()
+        }
         ContentBlock::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
     }
 }
@@ -518,7 +520,11 @@ mod tests {
     fn assistant_call(id: &str) -> Message {
         Message {
             role: Role::Assistant,
-            content: vec![ContentBlock::ToolUse { id: id.into(), name: "Read".into(), input: json!({}) }],
+            content: vec![ContentBlock::ToolUse {
+                id: id.into(),
+                name: "Read".into(),
+                input: json!({}),
+            }],
         }
     }
 
@@ -566,7 +572,8 @@ mod tests {
         ];
         let request = ModelRequest { system: &system, messages: &messages, tools: &tools };
         let body: Value =
-            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap()).unwrap();
+            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
+                .unwrap();
         // The empty text block is not sent, so the breakpoint sits on the result before it.
         assert_eq!(
             marked(&body),
@@ -592,12 +599,14 @@ mod tests {
         ];
         let request = ModelRequest { system: "terse", messages: &messages, tools: &tools };
         let body: Value =
-            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap()).unwrap();
+            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
+                .unwrap();
         assert_eq!(marked(&body), ["messages[2][0]"], "{body:#}");
         assert_eq!(body["system"], json!("terse"), "an unmarked system prompt stays a string");
         // A Haiku 4.5 needs 4,096 tokens: nothing here is long enough.
         let body: Value =
-            serde_json::from_slice(&request_body("claude-haiku-4-5", 7, &request).unwrap()).unwrap();
+            serde_json::from_slice(&request_body("claude-haiku-4-5", 7, &request).unwrap())
+                .unwrap();
         assert!(marked(&body).is_empty(), "{body:#}");
     }
 
