@@ -39,6 +39,10 @@ pub struct SourceArgs {
     /// org's policy.
     #[arg(long, value_name = "org|none", default_value = "org")]
     pub network: outboard_shared::SessionNetwork,
+    /// The model's context window in tokens for new sessions, overriding the server's (a local
+    /// model whose `n_ctx` is smaller than its family's window).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub context_window: Option<u64>,
 }
 
 impl SourceArgs {
@@ -61,6 +65,8 @@ pub enum Command {
     Run(RunArgs),
     /// List the sessions of your org.
     Sessions(SessionsArgs),
+    /// Token usage of your org's model calls and an estimated cost, by session, user or day.
+    Usage(UsageArgs),
     /// Open the TUI on an existing session (yours or a teammate's) as a watcher, or as the
     /// driver with --drive (the owner drives at once; anyone else asks the driver).
     Attach(AttachArgs),
@@ -432,6 +438,39 @@ pub struct SessionsRmArgs {
     /// The session's id.
     #[arg(value_name = "SESSION_ID")]
     pub session_id: String,
+}
+
+/// `outboard usage`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct UsageArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Only this session.
+    #[arg(long, value_name = "SESSION_ID")]
+    pub session: Option<String>,
+    /// One row per session, user or day (UTC), and model.
+    #[arg(long, value_name = "session|user|day", default_value = "session", value_parser = parse_usage_by)]
+    pub by: outboard_shared::UsageGroup,
+    /// Only model calls at or after DATE: YYYY-MM-DD (UTC) or an RFC 3339 UTC time.
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// A JSON price table (model → USD per million tokens) over the built-in one.
+    #[arg(long, env = "OUTBOARD_PRICES", value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+}
+
+/// `--by` of `outboard usage`.
+fn parse_usage_by(text: &str) -> Result<outboard_shared::UsageGroup, String> {
+    match text {
+        "session" => Ok(outboard_shared::UsageGroup::Session),
+        "user" => Ok(outboard_shared::UsageGroup::User),
+        "day" => Ok(outboard_shared::UsageGroup::Day),
+        other => Err(format!("{other:?} is not a grouping: give session, user or day")),
+    }
 }
 
 #[cfg(test)]

@@ -492,6 +492,7 @@ impl Client {
             workspace,
             source: None,
             network: outboard_shared::SessionNetwork::Org,
+            context_window: None,
         })
     }
 

@@ -21,6 +21,7 @@ pub mod sessions;
 mod testing;
 pub mod tui;
 pub mod upload;
+pub mod usage;
 
 pub use client::{Client, ClientError};
 

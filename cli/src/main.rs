@@ -76,6 +76,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
             None => Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout()))),
         },
+        Command::Usage(args) => {
+            Ok(runtime.block_on(outboard_cli::usage::usage(&args, &mut std::io::stdout())))
+        }
         Command::Diff(args) => Ok(runtime.block_on(changes::diff(&args, &mut std::io::stdout()))),
         Command::Apply(args) => Ok(runtime.block_on(changes::apply(&args, &mut std::io::stderr()))),
         Command::Push(args) => Ok(runtime.block_on(changes::push(&args, &mut std::io::stdout()))),

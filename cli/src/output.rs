@@ -485,6 +485,7 @@ mod tests {
             EventKind::AssistantMessage {
                 text: "Let me look.".into(),
                 tool_calls: vec![call("Bash", json!({"command": "ls"}))],
+                usage: None,
             },
             EventKind::ToolCall {
                 call: call("Bash", json!({"command": "ls"})),
@@ -504,7 +505,11 @@ mod tests {
             },
             EventKind::ModelRetry { attempt: 1, delay_ms: 2000, reason: "429".into() },
             // A provider that does not stream: the whole message is printed.
-            EventKind::AssistantMessage { text: "Two files.".into(), tool_calls: vec![] },
+            EventKind::AssistantMessage {
+                text: "Two files.".into(),
+                tool_calls: vec![],
+                usage: None,
+            },
             EventKind::TurnCompleted {
                 turn_id: turn,
                 stop_reason: StopReason::EndTurn,

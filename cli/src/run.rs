@@ -323,6 +323,7 @@ async fn open_session<O: Write, E: Write>(
                     workspace: None,
                     source: Some(source),
                     network: args.source.network,
+                    context_window: args.source.context_window,
                 };
                 create_reporting(client, params, printer).await?
             }
@@ -333,6 +334,7 @@ async fn open_session<O: Write, E: Write>(
                         workspace,
                         source: None,
                         network: args.source.network,
+                        context_window: args.source.context_window,
                     })
                     .await?
             }
@@ -827,7 +829,7 @@ mod tests {
         EventKind::TurnCompleted {
             turn_id: TurnId::from("t_1"),
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 10, output_tokens: 2 },
+            usage: Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() },
         }
     }
 
@@ -836,7 +838,11 @@ mod tests {
             EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
             EventKind::AssistantDelta { text: "Two ".into() },
             EventKind::AssistantDelta { text: "files.".into() },
-            EventKind::AssistantMessage { text: "Two files.".into(), tool_calls: vec![] },
+            EventKind::AssistantMessage {
+                text: "Two files.".into(),
+                tool_calls: vec![],
+                usage: None,
+            },
             completed(),
         ]
     }
@@ -880,6 +886,7 @@ mod tests {
                     workspace: None,
                     source: None,
                     network: outboard_shared::SessionNetwork::Org,
+                    context_window: None,
                 }),
                 Method::SessionAttach(outboard_shared::SessionAttachParams {
                     session_id: SessionId::from("s_new"),
@@ -983,7 +990,11 @@ mod tests {
             ev(
                 "s_new",
                 11,
-                EventKind::AssistantMessage { text: "Done.".into(), tool_calls: vec![] },
+                EventKind::AssistantMessage {
+                    text: "Done.".into(),
+                    tool_calls: vec![],
+                    usage: None,
+                },
             ),
             ev("s_new", 12, completed()),
         ];

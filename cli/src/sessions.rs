@@ -158,6 +158,8 @@ mod tests {
                     connection_id: 0,
                 },
             ],
+            usage: None,
+            context_window: None,
         };
         assert_eq!(
             table(&[s]),

@@ -46,6 +46,8 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         source: None,
         network: outboard_shared::SessionNetwork::Org,
         attached: Vec::new(),
+        usage: None,
+        context_window: None,
     }
 }
 

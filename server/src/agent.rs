@@ -85,6 +85,9 @@ pub struct Resume {
     pub pending: Vec<PendingCall>,
     /// Model calls already made in this turn (they count against the step limit).
     pub steps_used: u32,
+    /// The tokens of those calls, from their `assistant_message`s, so `turn_completed` sums the
+    /// whole turn across a restart.
+    pub usage: Usage,
 }
 
 /// A tool call found without a result in the log.
@@ -115,7 +118,8 @@ enum Ending {
 
 /// Runs one turn to its end and records how it ended.
 pub async fn run_turn(mut turn: Turn) -> TurnEnd {
-    let mut usage = Usage::default();
+    // A resumed turn's earlier model calls count too: their usage is in the log.
+    let mut usage = turn.resume.usage;
     let ending = match drive(&mut turn, &mut usage).await {
         Ok(ending) => ending,
         Err(EmitError::Closed) => Ending::Failed("the session closed during the turn".into()),
@@ -193,7 +197,11 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
             }
         }
         turn.emitter
-            .durable(EventKind::AssistantMessage { text, tool_calls: calls.clone() })
+            .durable(EventKind::AssistantMessage {
+                text,
+                tool_calls: calls.clone(),
+                usage: Some(response.usage),
+            })
             .await?;
         turn.conversation.push(Message { role: Role::Assistant, content: response.content });
 
@@ -674,7 +682,7 @@ pub fn conversation_from_log(events: &[outboard_shared::SessionEvent]) -> Vec<Me
             EventKind::UserMessage { text } => {
                 push_user(&mut out, ContentBlock::Text(text.clone()));
             }
-            EventKind::AssistantMessage { text, tool_calls } => {
+            EventKind::AssistantMessage { text, tool_calls, .. } => {
                 let mut content = Vec::new();
                 if !text.is_empty() {
                     content.push(ContentBlock::Text(text.clone()));
@@ -723,20 +731,23 @@ pub fn push_user(conversation: &mut Vec<Message>, block: ContentBlock) {
 pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Resume)> {
     let mut open: Option<TurnId> = None;
     let mut steps = 0u32;
+    let mut usage = Usage::default();
     let mut pending: Vec<PendingCall> = Vec::new();
     for event in log {
         match &event.kind {
             EventKind::TurnStarted { turn_id, .. } => {
                 open = Some(turn_id.clone());
                 steps = 0;
+                usage = Usage::default();
                 pending.clear();
             }
             EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => {
                 open = None;
                 pending.clear();
             }
-            EventKind::AssistantMessage { tool_calls, .. } => {
+            EventKind::AssistantMessage { tool_calls, usage: call_usage, .. } => {
                 steps += 1;
+                usage.add(call_usage.unwrap_or_default());
                 pending = tool_calls
                     .iter()
                     .map(|c| PendingCall { call: c.clone(), started: None })
@@ -751,7 +762,7 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
             _ => {}
         }
     }
-    open.map(|turn_id| (turn_id, Resume { pending, steps_used: steps }))
+    open.map(|turn_id| (turn_id, Resume { pending, steps_used: steps, usage }))
 }
 
 /// The workspace files this session read or wrote successfully, from its log: after a restart

@@ -86,6 +86,10 @@ pub struct Limits {
     /// bytes both ways (`serve --net-max-connections`, `--net-idle-timeout`,
     /// `--net-session-bytes`).
     pub network: crate::netproxy::NetLimits,
+    /// The model's context window in tokens when the server is told (`serve --context-window`,
+    /// for a local model whose `n_ctx` is not its family's); `None`: the window table of
+    /// [`crate::llm::context::context_window`]. A session may override it at creation.
+    pub context_window: Option<u64>,
 }
 
 /// The default [`Limits::max_upload_bytes`]: 200 MiB holds the source of all but the largest
@@ -106,6 +110,7 @@ impl Default for Limits {
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             network: crate::netproxy::NetLimits::DEFAULT,
+            context_window: None,
         }
     }
 }

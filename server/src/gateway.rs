@@ -656,6 +656,7 @@ impl Connection {
                 workspace,
                 source: Some(spec),
                 network,
+                context_window,
             }) => {
                 if workspace.is_some() {
                     return Err(ErrorBody::new(
@@ -665,8 +666,15 @@ impl Connection {
                 }
                 let title = title.unwrap_or_default().trim().to_owned();
                 self.spawn_long(id, move |hub, sink| async move {
-                    let row =
-                        crate::workspace_api::create(&hub, &user, &title, spec, network, &sink)
+                    let row = crate::workspace_api::create(
+                        &hub,
+                        &user,
+                        &title,
+                        spec,
+                        network,
+                        context_window,
+                        &sink,
+                    )
                             .await?;
                     tracing::info!(session = %row.id, user = %user.name, "session created from a source");
                     Ok(Response::ok(id, &SessionCreateResponse { session: row.info() }))
@@ -686,8 +694,7 @@ impl Connection {
             }
             Method::SessionCreate(p) => {
                 let title = p.title.unwrap_or_default();
-                let mut row =
-                    crate::store::SessionRow::new(&user, title.trim(), &hub.model_label());
+                let mut row = hub.new_session_row(&user, title.trim(), p.context_window)?;
                 row.network = p.network;
                 if let Some(requested) = &p.workspace {
                     row.workspace = Some(hub.client_workspace(requested).await?);
@@ -709,6 +716,18 @@ impl Connection {
                     })
                     .collect();
                 Ok(Some(Response::ok(id, &SessionListResponse { sessions })))
+            }
+            Method::UsageReport(p) => {
+                if let Some(session) = &p.session_id {
+                    hub.visible_session(&user, session).await?;
+                }
+                let since = p.since.as_deref().map(usage_since).transpose()?;
+                let rows = hub
+                    .store()
+                    .usage_report(&user.org_id, p.by, p.session_id, since)
+                    .await
+                    .map_err(internal)?;
+                Ok(Some(Response::ok(id, &outboard_shared::UsageReportResponse { rows })))
             }
             Method::SessionAttach(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
@@ -991,4 +1010,27 @@ fn too_large(len: usize) -> String {
 
 fn internal(e: crate::store::StoreError) -> ErrorBody {
     ErrorBody::new(ErrorCode::Internal, e.to_string())
+}
+
+/// `usage/report`'s `since` as the RFC 3339 prefix model calls are compared with: a day
+/// (`YYYY-MM-DD`, from its UTC midnight) or a full UTC time (`…Z`), which compare in order as
+/// strings with the stored times.
+fn usage_since(since: &str) -> Result<String, ErrorBody> {
+    let since = since.trim();
+    let b = since.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let is_day = b.len() >= 10
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10);
+    if is_day && (b.len() == 10 || (b[10] == b'T' && since.ends_with('Z'))) {
+        return Ok(since.to_owned());
+    }
+    Err(ErrorBody::new(
+        ErrorCode::BadRequest,
+        format!("since {since:?} is not a date: give YYYY-MM-DD or an RFC 3339 UTC time (…Z)"),
+    ))
 }

@@ -242,6 +242,32 @@ impl Hub {
         self.provider.label()
     }
 
+    /// A new session row of `user` (not stored yet) with the context window it runs with: the
+    /// one `session/create` asked for, else the server's `--context-window`, else the model
+    /// family's (`llm::context::context_window`).
+    pub fn new_session_row(
+        &self,
+        user: &UserRow,
+        title: &str,
+        context_window: Option<u64>,
+    ) -> Result<SessionRow, ErrorBody> {
+        if context_window == Some(0) {
+            return Err(ErrorBody::new(
+                ErrorCode::BadRequest,
+                "context_window must be a number of tokens above 0; leave it out for the \
+                 server's window",
+            ));
+        }
+        let label = self.model_label();
+        let mut row = SessionRow::new(user, title, &label);
+        row.context_window = Some(
+            context_window
+                .or(self.config.limits.context_window)
+                .unwrap_or_else(|| crate::llm::context::context_window(&label)),
+        );
+        Ok(row)
+    }
+
     /// The session `id` as `user` may see it: not found unless it belongs to the user's org
     /// (another org's session is indistinguishable from a missing one).
     pub async fn visible_session(

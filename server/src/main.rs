@@ -109,6 +109,11 @@ struct ServeArgs {
     /// are cut and new ones refused.
     #[arg(long, env = "OUTBOARD_NET_SESSION_BYTES", default_value_t = NetLimits::DEFAULT.session_bytes)]
     net_session_bytes: u64,
+    /// The model's context window in tokens, overriding the table of known model families
+    /// (needed for a local server whose n_ctx is smaller); `session/create` may override it.
+    #[arg(long, env = "OUTBOARD_CONTEXT_WINDOW", value_name = "TOKENS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    context_window: Option<u64>,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -773,6 +778,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 idle_timeout: Duration::from_secs(args.net_idle_timeout.max(1)),
                 session_bytes: args.net_session_bytes,
             },
+            context_window: args.context_window,
             ..Limits::default()
         },
         net: args.net.config(args.listen)?,

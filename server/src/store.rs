@@ -20,6 +20,8 @@
 //! - `org_quotas`: per-org overrides of the quotas' defaults ([`crate::quota`]).
 //! - `drive_grants`: the user a session's driving was granted to, if not its owner
 //!   ([`crate::hub`]).
+//! - `model_usage`: every model call's tokens, with the session's totals in `sessions.usage_*`
+//!   and its `context_window` (written with the `assistant_message` that carries the usage);
 //! - `sessions.source` (where the workspace came from), `org_secrets` (sealed credentials,
 //!   [`crate::secrets`]), `session_pushes` (branches `session/push` created) and `uploads`
 //!   (working trees waiting for their session, [`crate::uploads`]).
@@ -32,7 +34,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 
-use outboard_shared::{EventKind, OrgId, SessionEvent, SessionId, SessionStatus, UserId};
+use outboard_shared::{
+    EventKind, OrgId, SessionEvent, SessionId, SessionStatus, Usage, UsageGroup, UsageRow, UserId,
+};
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
@@ -255,6 +259,32 @@ CREATE TABLE org_ca (
     created_at  TEXT NOT NULL
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- Schema 10 (after the network's 9): token usage. Each model call's usage, written in the
+-- transaction of the `assistant_message` that carries it (`model_usage`; kept when its session is
+-- deleted, since the tokens were spent), the session's running totals beside its row, and the
+-- context window a session was created with (NULL: the server's, or its model family's).
+ALTER TABLE sessions ADD COLUMN context_window INTEGER;
+ALTER TABLE sessions ADD COLUMN usage_input INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_output INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_cache_read INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_cache_write INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE model_usage (
+    session_id          TEXT NOT NULL,
+    seq                 INTEGER NOT NULL,
+    turn_id             TEXT,
+    org_id              TEXT NOT NULL,
+    user_id             TEXT NOT NULL,
+    model               TEXT NOT NULL,
+    input_tokens        INTEGER NOT NULL,
+    output_tokens       INTEGER NOT NULL,
+    cache_read_tokens   INTEGER NOT NULL,
+    cache_write_tokens  INTEGER NOT NULL,
+    at                  TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX model_usage_by_org ON model_usage(org_id, at);
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -349,6 +379,10 @@ pub struct SessionRow {
     pub source: Option<outboard_shared::SessionSource>,
     /// What its sandbox may reach.
     pub network: outboard_shared::SessionNetwork,
+    /// The context window it was created with; `None`: the model family's.
+    pub context_window: Option<u64>,
+    /// The tokens of all its model calls so far.
+    pub usage: Usage,
 }
 
 impl SessionRow {
@@ -370,6 +404,8 @@ impl SessionRow {
             workspace: None,
             source: None,
             network: outboard_shared::SessionNetwork::Org,
+            context_window: None,
+            usage: Usage::default(),
         }
     }
 
@@ -392,6 +428,11 @@ impl SessionRow {
             }),
             network: self.network,
             attached: Vec::new(),
+            usage: Some(self.usage),
+            context_window: Some(
+                self.context_window
+                    .unwrap_or_else(|| crate::llm::context::context_window(&self.model)),
+            ),
         }
     }
 }
@@ -623,6 +664,19 @@ impl Store {
 }
 
 impl Store {
+    /// The token usage of `org`'s model calls, grouped `by` session, user or day and by model,
+    /// only `session`'s when given, only at or after `since` (an RFC 3339 prefix) when given.
+    pub async fn usage_report(
+        &self,
+        org: &OrgId,
+        by: UsageGroup,
+        session: Option<SessionId>,
+        since: Option<String>,
+    ) -> Result<Vec<UsageRow>, StoreError> {
+        let org = org.clone();
+        self.call(move |c| usage_report(c, &org, by, session.as_ref(), since.as_deref())).await
+    }
+
     /// Deletes a session and everything of it in the database (its log, its grant, its push
     /// records); false when there was no such session.
     pub async fn delete_session(&self, id: &SessionId) -> Result<bool, StoreError> {
@@ -685,8 +739,9 @@ impl Store {
 pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
-                               created_at, updated_at, workspace_path, source, network)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11)",
+                               created_at, updated_at, workspace_path, source, context_window,
+                               network)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             r.id.0,
             r.org_id.0,
@@ -698,6 +753,7 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
             r.updated_at,
             r.workspace,
             source_json(r.source.as_ref())?,
+            r.context_window.map(|w| w.min(i64::MAX as u64) as i64),
             (!r.network.is_org()).then(|| r.network.as_str()),
         ],
     )?;
@@ -767,6 +823,9 @@ pub fn append_event(
             params![event.session_id.0, event.seq as i64, event.ts],
         )?,
     };
+    if let EventKind::AssistantMessage { usage: Some(u), .. } = &event.kind {
+        record_usage(&tx, event, u)?;
+    }
     if let Some(title) = title.filter(|t| !t.is_empty()) {
         tx.execute(
             "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title = ''",
@@ -796,7 +855,85 @@ pub fn derived_title(message: &str, max_bytes: usize) -> String {
 
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
     s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path,
-    s.source, s.network FROM sessions s JOIN users u ON u.id = s.owner_id";
+    s.source, s.context_window, s.usage_input, s.usage_output, s.usage_cache_read,
+    s.usage_cache_write, s.network FROM sessions s JOIN users u ON u.id = s.owner_id";
+
+/// Records one model call's usage (inside the transaction appending the `assistant_message` that
+/// carries it): a `model_usage` row for reports, and the session's running totals. The turn is
+/// the session's open one, the user its owner, the model its label.
+fn record_usage(
+    tx: &rusqlite::Transaction<'_>,
+    event: &SessionEvent,
+    u: &Usage,
+) -> Result<(), StoreError> {
+    let n = |v: u64| v.min(i64::MAX as u64) as i64;
+    tx.execute(
+        "INSERT INTO model_usage (session_id, seq, turn_id, org_id, user_id, model, input_tokens,
+                                  output_tokens, cache_read_tokens, cache_write_tokens, at)
+         SELECT id, ?2, open_turn, org_id, owner_id, model, ?3, ?4, ?5, ?6, ?7
+         FROM sessions WHERE id = ?1",
+        params![
+            event.session_id.0,
+            event.seq as i64,
+            n(u.input_tokens),
+            n(u.output_tokens),
+            n(u.cache_read_tokens),
+            n(u.cache_write_tokens),
+            event.ts
+        ],
+    )?;
+    tx.execute(
+        "UPDATE sessions SET usage_input = usage_input + ?2, usage_output = usage_output + ?3,
+             usage_cache_read = usage_cache_read + ?4, usage_cache_write = usage_cache_write + ?5
+         WHERE id = ?1",
+        params![
+            event.session_id.0,
+            n(u.input_tokens),
+            n(u.output_tokens),
+            n(u.cache_read_tokens),
+            n(u.cache_write_tokens)
+        ],
+    )?;
+    Ok(())
+}
+
+/// The rows of `usage/report` for `org` (see [`Store::usage_report`]).
+pub fn usage_report(
+    c: &Connection,
+    org: &OrgId,
+    by: UsageGroup,
+    session: Option<&SessionId>,
+    since: Option<&str>,
+) -> Result<Vec<UsageRow>, StoreError> {
+    let key = match by {
+        UsageGroup::Session => "m.session_id",
+        UsageGroup::User => "COALESCE(u.name, m.user_id)",
+        UsageGroup::Day => "substr(m.at, 1, 10)",
+    };
+    let sql = format!(
+        "SELECT {key} AS k, m.model, COUNT(*), SUM(m.input_tokens), SUM(m.output_tokens),
+                SUM(m.cache_read_tokens), SUM(m.cache_write_tokens)
+         FROM model_usage m LEFT JOIN users u ON u.id = m.user_id
+         WHERE m.org_id = ?1 AND (?2 IS NULL OR m.session_id = ?2) AND (?3 IS NULL OR m.at >= ?3)
+         GROUP BY k, m.model ORDER BY k, m.model"
+    );
+    let mut stmt = c.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![org.0, session.map(|s| s.0.as_str()), since], |r| {
+        let n = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+        Ok(UsageRow {
+            key: r.get(0)?,
+            model: r.get(1)?,
+            calls: n(2)?,
+            usage: Usage {
+                input_tokens: n(3)?,
+                output_tokens: n(4)?,
+                cache_read_tokens: n(5)?,
+                cache_write_tokens: n(6)?,
+            },
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
 
 fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
@@ -814,9 +951,16 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         workspace: r.get(11)?,
         // A source this build cannot read is shown as none rather than failing the listing.
         source: r.get::<_, Option<String>>(12)?.and_then(|json| serde_json::from_str(&json).ok()),
+        context_window: r.get::<_, Option<i64>>(13)?.map(|w| w.max(1) as u64),
+        usage: Usage {
+            input_tokens: r.get::<_, i64>(14)?.max(0) as u64,
+            output_tokens: r.get::<_, i64>(15)?.max(0) as u64,
+            cache_read_tokens: r.get::<_, i64>(16)?.max(0) as u64,
+            cache_write_tokens: r.get::<_, i64>(17)?.max(0) as u64,
+        },
         // A network this build does not know is read as none: never wider than asked.
         network: r
-            .get::<_, Option<String>>(13)?
+            .get::<_, Option<String>>(18)?
             .map_or(outboard_shared::SessionNetwork::Org, |n| {
                 n.parse().unwrap_or(outboard_shared::SessionNetwork::None)
             }),

@@ -114,9 +114,10 @@ pub async fn create(
     title: &str,
     spec: SourceSpec,
     network: outboard_shared::SessionNetwork,
+    context_window: Option<u64>,
     sink: &dyn ProgressSink,
 ) -> Result<SessionRow, ErrorBody> {
-    let mut row = SessionRow::new(user, title, &hub.model_label());
+    let mut row = hub.new_session_row(user, title, context_window)?;
     row.network = network;
     let sources = hub.sources();
     let prepared = match spec {

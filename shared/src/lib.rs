@@ -261,6 +261,56 @@ methods! {
     /// credential. Answered with [`SessionPushResponse`]; [`ServerFrame::Progress`] frames
     /// carrying the request's id come first.
     SessionPush = "session/push" (SessionPushParams) -> SessionPushResponse;
+    /// Token usage of the caller's org, grouped by session, user or day, per model. Answered
+    /// with [`UsageReportResponse`].
+    UsageReport = "usage/report" (UsageReportParams) -> UsageReportResponse;
+}
+
+/// How `usage/report` groups its rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageGroup {
+    /// One row per session (and model).
+    #[default]
+    Session,
+    /// One row per user who owns the sessions (and model).
+    User,
+    /// One row per UTC day of the model calls (and model).
+    Day,
+}
+
+/// Parameters of `usage/report`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReportParams {
+    /// Only this session (of the caller's org).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
+    /// The grouping (default `session`).
+    #[serde(default)]
+    pub by: UsageGroup,
+    /// Only model calls at or after this time: `YYYY-MM-DD` (UTC midnight) or RFC 3339 UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+/// One row of `usage/report`: the calls of one group to one model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageRow {
+    /// The group: a session id, a user name, or a day (`YYYY-MM-DD`).
+    pub key: String,
+    /// The model, as `provider/model`.
+    pub model: String,
+    /// Model calls counted.
+    pub calls: u64,
+    /// Their tokens.
+    pub usage: Usage,
+}
+
+/// Result of `usage/report`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReportResponse {
+    /// Sorted by key, then model.
+    pub rows: Vec<UsageRow>,
 }
 
 impl Method {
@@ -295,6 +345,10 @@ pub struct SessionCreateParams {
     /// (`none`). A session can narrow its org's policy, never widen it.
     #[serde(default, skip_serializing_if = "SessionNetwork::is_org")]
     pub network: SessionNetwork,
+    /// The model's context window in tokens for this session, overriding the server's (a local
+    /// model whose `n_ctx` is smaller than its family's window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 /// A session's network (`session/create`'s `network`, `outboard run --network`).
@@ -759,6 +813,14 @@ pub struct SessionInfo {
     /// Who is attached right now and in which role (in `session/list`; empty elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attached: Vec<PresenceEntry>,
+    /// Tokens used by every model call of the session so far (absent from an older server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The model's context window in tokens, as this session uses it: `session/create`'s
+    /// `context_window`, else the server's `--context-window`, else the known window of the
+    /// model's family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 /// Result of `session/create`.
@@ -875,6 +937,10 @@ pub enum EventKind {
         /// The tool calls, in order.
         #[serde(default)]
         tool_calls: Vec<ToolCall>,
+        /// The tokens of the model call that produced it (absent in logs written before usage
+        /// was recorded, and for a call whose provider reported none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
     },
     /// The harness started running a tool call (durable: recovery needs to know it began).
     ToolCall {
@@ -1091,15 +1157,27 @@ pub enum StopReason {
     Unknown,
 }
 
-/// Token usage.
+/// Token usage of one model call, or summed over several.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens (including cached).
+    /// Prompt tokens, cached ones included (so `input_tokens` alone is the size of the prompt).
     #[serde(default)]
     pub input_tokens: u64,
     /// Completion tokens.
     #[serde(default)]
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the provider's prompt cache (Anthropic
+    /// `cache_read_input_tokens`, OpenAI `prompt_tokens_details.cached_tokens`). Absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; OpenAI reports none). Absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -1107,6 +1185,13 @@ impl Usage {
     pub fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+
+    /// Input tokens neither read from nor written to the cache (billed at the base rate).
+    pub fn uncached_input_tokens(&self) -> u64 {
+        self.input_tokens.saturating_sub(self.cache_read_tokens + self.cache_write_tokens)
     }
 }
 

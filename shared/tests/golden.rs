@@ -48,6 +48,8 @@ fn info() -> SessionInfo {
         }),
         network: SessionNetwork::Org,
         attached: Vec::new(),
+        usage: None,
+        context_window: None,
     }
 }
 
@@ -74,6 +76,7 @@ fn client_frames() {
                 workspace: Some("/home/alice/project".into()),
                 source: None,
                 network: SessionNetwork::Org,
+                context_window: None,
             })
         ))
     );
@@ -89,6 +92,7 @@ fn client_frames() {
                     git_ref: Some("v1.2".into()),
                 }),
                 network: SessionNetwork::None,
+                context_window: Some(16_000),
             })
         ))
     );
@@ -134,6 +138,17 @@ fn client_frames() {
         roundtrip(&request(6, Method::TurnInterrupt(SessionRef { session_id: sid() })))
     );
     insta::assert_json_snapshot!("ping", roundtrip(&request(7, Method::Ping(Empty {}))));
+    insta::assert_json_snapshot!(
+        "usage_report",
+        roundtrip(&request(
+            8,
+            Method::UsageReport(UsageReportParams {
+                session_id: None,
+                by: UsageGroup::Day,
+                since: Some("2026-11-01".into()),
+            })
+        ))
+    );
     insta::assert_json_snapshot!(
         "session_drive_request",
         roundtrip(&request(8, Method::SessionDriveRequest(SessionRef { session_id: sid() })))
@@ -305,7 +320,34 @@ fn responses() {
     );
     insta::assert_json_snapshot!(
         "session_list_response",
-        roundtrip(&SessionListResponse { sessions: vec![info()] })
+        roundtrip(&SessionListResponse {
+            sessions: vec![SessionInfo {
+                usage: Some(Usage {
+                    input_tokens: 48_000,
+                    output_tokens: 900,
+                    cache_read_tokens: 41_000,
+                    cache_write_tokens: 5_200,
+                }),
+                context_window: Some(200_000),
+                ..info()
+            }]
+        })
+    );
+    insta::assert_json_snapshot!(
+        "usage_report_response",
+        roundtrip(&UsageReportResponse {
+            rows: vec![UsageRow {
+                key: "2026-11-29".into(),
+                model: "anthropic/claude-sonnet-4-5".into(),
+                calls: 12,
+                usage: Usage {
+                    input_tokens: 48_000,
+                    output_tokens: 900,
+                    cache_read_tokens: 41_000,
+                    cache_write_tokens: 5_200,
+                },
+            }]
+        })
     );
     insta::assert_json_snapshot!(
         "session_attach_response",
@@ -454,6 +496,12 @@ fn session_events() {
         EventKind::AssistantMessage {
             text: "I'll read it.".into(),
             tool_calls: vec![call.clone()],
+            usage: Some(Usage {
+                input_tokens: 5200,
+                output_tokens: 40,
+                cache_read_tokens: 4800,
+                cache_write_tokens: 390,
+            }),
         },
         EventKind::ToolCall { call, target_before: None },
         EventKind::ToolOutputDelta {
@@ -472,7 +520,7 @@ fn session_events() {
         EventKind::TurnCompleted {
             turn_id: TurnId("t_1".into()),
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 1200, output_tokens: 80 },
+            usage: Usage { input_tokens: 1200, output_tokens: 80, ..Usage::default() },
         },
         EventKind::TurnFailed {
             turn_id: TurnId("t_2".into()),

@@ -40,6 +40,7 @@ fn sample_params(kind: MethodKind) -> Value {
         MethodKind::SkillsImport => {
             json!({"files": [{"path": "deploy/SKILL.md", "content": "---\nname: deploy\n---\n"}]})
         }
+        MethodKind::UsageReport => json!({"session_id": sid, "by": "user", "since": "2026-01-01"}),
     }
 }
 

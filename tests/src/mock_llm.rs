@@ -43,6 +43,22 @@
 //! ```
 //!
 //! `GET /_mock/requests` returns the recorded requests as JSON.
+//!
+//! # Prompt-cache accounting
+//!
+//! The reported usage imitates each vendor's prompt cache, computed from the requests received,
+//! with the server's own estimate (`outboard_server::llm::context::estimate_tokens`) turning
+//! bytes into tokens. A step's `usage.input_tokens`, when scripted, is the prompt's size instead
+//! of the estimate, and the cached parts are capped by it.
+//! - Anthropic: the request's prefixes at its `cache_control` breakpoints (tools → system →
+//!   messages, `cache_control` itself left out) are what gets cached, when at least the minimum
+//!   cacheable length (`anthropic_min_cacheable`); `cache_read_input_tokens` is the longest such
+//!   prefix an earlier request wrote, `cache_creation_input_tokens` the rest up to the last
+//!   breakpoint, `input_tokens` what follows it. No breakpoint, no cache.
+//! - OpenAI (automatic prefix caching, as OpenAI, llama.cpp and vLLM do):
+//!   `prompt_tokens_details.cached_tokens` is the longest common byte prefix of the body with
+//!   any of the last [`OPENAI_CACHE_BODIES`] bodies, so a byte that changes early costs the
+//!   whole rest.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -57,6 +73,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::stream;
+use outboard_server::llm::context::{anthropic_min_cacheable, estimate_tokens};
 use outboard_shared::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -158,7 +175,8 @@ pub struct MockStep {
     pub tool_calls: Vec<MockToolCall>,
     /// Anthropic `stop_reason`; default `tool_use` with tool calls, else `end_turn`.
     pub stop: Option<String>,
-    /// Reported usage; default 10 in, 5 out.
+    /// Reported usage: the output tokens (default 5) and the prompt's size (default: estimated
+    /// from the body); the cache's share is computed (see the module header).
     pub usage: Option<Usage>,
     /// Answer this HTTP status instead of a reply.
     pub status: Option<u16>,
@@ -241,7 +259,7 @@ impl MockStep {
 
     /// Sets the reported usage.
     pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
-        self.usage = Some(Usage { input_tokens, output_tokens });
+        self.usage = Some(Usage { input_tokens, output_tokens, ..Usage::default() });
         self
     }
 
@@ -295,10 +313,6 @@ impl MockStep {
             None => "tool_use".into(),
         }
     }
-
-    fn usage_or_default(&self) -> Usage {
-        self.usage.unwrap_or(Usage { input_tokens: 10, output_tokens: 5 })
-    }
 }
 
 /// A whole script: steps plus dialect knobs for every OpenAI answer.
@@ -351,6 +365,120 @@ pub struct RecordedRequest {
     pub content_type: Option<String>,
     /// The body as JSON (a JSON string holding the text when it was not JSON).
     pub body: Value,
+    /// The body exactly as received, for byte-level comparisons (prefix stability).
+    #[serde(default)]
+    pub raw: String,
+    /// The usage the mock reported for it (absent for a fault it answered instead).
+    #[serde(default)]
+    pub usage: Option<Usage>,
+}
+
+/// How many earlier OpenAI bodies a new one is compared with for its cached prefix: several
+/// sessions share one mock in the suites, so the previous request may be another session's; 16
+/// covers the most sessions any suite runs at once.
+pub const OPENAI_CACHE_BODIES: usize = 16;
+
+/// How many Anthropic breakpoint prefixes (as hashes) the mock remembers, oldest forgotten
+/// first: four per request, enough for the longest scripted turns of the suites.
+pub const ANTHROPIC_CACHE_ENTRIES: usize = 16_384;
+
+/// The mock's prompt caches (see the module header).
+#[derive(Debug, Default)]
+struct Caches {
+    openai: VecDeque<Vec<u8>>,
+    anthropic: std::collections::HashSet<u64>,
+    anthropic_order: VecDeque<u64>,
+}
+
+impl Caches {
+    /// `(total, read, write)` prompt tokens of an OpenAI body.
+    fn openai(&mut self, raw: &[u8]) -> (u64, u64, u64) {
+        let common = self
+            .openai
+            .iter()
+            .map(|prev| prev.iter().zip(raw).take_while(|(a, b)| a == b).count())
+            .max()
+            .unwrap_or(0);
+        if self.openai.len() == OPENAI_CACHE_BODIES {
+            self.openai.pop_front();
+        }
+        self.openai.push_back(raw.to_vec());
+        (estimate_tokens(raw.len()), estimate_tokens(common).min(estimate_tokens(raw.len())), 0)
+    }
+
+    /// `(total, read, write)` prompt tokens of an Anthropic body.
+    fn anthropic(&mut self, body: &Value) -> (u64, u64, u64) {
+        let min = anthropic_min_cacheable(body["model"].as_str().unwrap_or_default());
+        let mut prefix = String::new();
+        let mut points: Vec<(usize, u64)> = Vec::new();
+        let add = |prefix: &mut String, piece: &Value, points: &mut Vec<(usize, u64)>| {
+            let mut piece = piece.clone();
+            let marked = piece.as_object_mut().and_then(|o| o.remove("cache_control")).is_some();
+            prefix.push_str(&piece.to_string());
+            if marked && estimate_tokens(prefix.len()) >= min {
+                points.push((prefix.len(), hash(prefix)));
+            }
+        };
+        for tool in body["tools"].as_array().into_iter().flatten() {
+            add(&mut prefix, tool, &mut points);
+        }
+        match &body["system"] {
+            Value::Array(blocks) => blocks.iter().for_each(|b| add(&mut prefix, b, &mut points)),
+            Value::String(text) => prefix.push_str(text),
+            _ => {}
+        }
+        for message in body["messages"].as_array().into_iter().flatten() {
+            prefix.push_str(message["role"].as_str().unwrap_or_default());
+            match &message["content"] {
+                Value::Array(blocks) => {
+                    blocks.iter().for_each(|b| add(&mut prefix, b, &mut points))
+                }
+                other => prefix.push_str(&other.to_string()),
+            }
+        }
+        let total = estimate_tokens(prefix.len());
+        let read = points
+            .iter()
+            .filter(|(_, h)| self.anthropic.contains(h))
+            .map(|(len, _)| *len)
+            .max()
+            .unwrap_or(0);
+        let last = points.last().map_or(0, |(len, _)| *len);
+        for (_, h) in &points {
+            if self.anthropic.insert(*h) {
+                self.anthropic_order.push_back(*h);
+            }
+        }
+        while self.anthropic_order.len() > ANTHROPIC_CACHE_ENTRIES {
+            if let Some(old) = self.anthropic_order.pop_front() {
+                self.anthropic.remove(&old);
+            }
+        }
+        let read_tokens = estimate_tokens(read);
+        (total, read_tokens, estimate_tokens(last).saturating_sub(read_tokens))
+    }
+}
+
+fn hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// The usage reported for a request: the scripted output, the prompt's size (scripted or
+/// estimated) and its cached parts, capped by it.
+fn reported_usage(step: &MockStep, (total, read, write): (u64, u64, u64)) -> Usage {
+    let output = step.usage.map_or(5, |u| u.output_tokens);
+    let input = step.usage.map_or(total, |u| u.input_tokens);
+    let read = read.min(input);
+    let write = write.min(input - read);
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: read,
+        cache_write_tokens: write,
+    }
 }
 
 /// Script and records, shared by the handlers. A mutex is fine here: test traffic only, never
@@ -362,6 +490,7 @@ struct Shared {
     openai: MockOpenAiDialect,
     requests: Vec<RecordedRequest>,
     served: u64,
+    caches: Caches,
 }
 
 type SharedState = Arc<Mutex<Shared>>;
@@ -518,10 +647,16 @@ async fn answer(
         authorization: header("authorization"),
         anthropic_version: header("anthropic-version"),
         content_type: header("content-type"),
+        raw: String::from_utf8_lossy(&body).into_owned(),
+        usage: None,
         body: json_body,
     };
-    let (step, global, n) = {
+    let (step, global, n, usage) = {
         let mut shared = lock(&state);
+        let cached = match dialect {
+            Dialect::Anthropic => shared.caches.anthropic(&record.body),
+            Dialect::OpenAi => shared.caches.openai(&body),
+        };
         shared.requests.push(record);
         shared.served += 1;
         let step = match shared.steps.pop_front() {
@@ -531,7 +666,11 @@ async fn answer(
                 .clone()
                 .and_then(|r| shared.requests.last().and_then(|req| (r.0)(&req.body))),
         };
-        (step, shared.openai.clone(), shared.served)
+        let usage = step.as_ref().filter(|s| s.status.is_none()).map(|s| reported_usage(s, cached));
+        if let Some(last) = shared.requests.last_mut() {
+            last.usage = usage;
+        }
+        (step, shared.openai.clone(), shared.served, usage.unwrap_or_default())
     };
     let Some(step) = step else {
         return (
@@ -551,8 +690,8 @@ async fn answer(
         return status_response(dialect, &step, status);
     }
     let events = match dialect {
-        Dialect::Anthropic => anthropic_events(&step, &model, n),
-        Dialect::OpenAi => openai_events(&step, &step.openai.merged(&global), &model, n),
+        Dialect::Anthropic => anthropic_events(&step, &model, n, usage),
+        Dialect::OpenAi => openai_events(&step, &step.openai.merged(&global), &model, n, usage),
     };
     sse_response(events, step.cut_after, Duration::from_millis(step.chunk_delay_ms))
 }
@@ -673,15 +812,16 @@ fn split_pieces(text: &str) -> Vec<String> {
     chars.chunks(size).map(|c| c.iter().collect()).collect()
 }
 
-fn anthropic_events(step: &MockStep, model: &str, n: u64) -> Vec<String> {
-    let usage = step.usage_or_default();
+fn anthropic_events(step: &MockStep, model: &str, n: u64, usage: Usage) -> Vec<String> {
     let mut out = vec![
         frame(
             Some("message_start"),
             &json!({"type": "message_start", "message": {
                 "id": format!("msg_mock_{n}"), "type": "message", "role": "assistant",
                 "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": usage.input_tokens, "output_tokens": 1},
+                "usage": {"input_tokens": usage.uncached_input_tokens(), "output_tokens": 1,
+                          "cache_read_input_tokens": usage.cache_read_tokens,
+                          "cache_creation_input_tokens": usage.cache_write_tokens},
             }}),
         ),
         frame(Some("ping"), &json!({"type": "ping"})),
@@ -747,7 +887,13 @@ fn anthropic_events(step: &MockStep, model: &str, n: u64) -> Vec<String> {
     out
 }
 
-fn openai_events(step: &MockStep, d: &MockOpenAiDialect, model: &str, n: u64) -> Vec<String> {
+fn openai_events(
+    step: &MockStep,
+    d: &MockOpenAiDialect,
+    model: &str,
+    n: u64,
+    usage: Usage,
+) -> Vec<String> {
     let id = format!("chatcmpl-mock-{n}");
     let chunk = |delta: Value, finish: Value| {
         frame(
@@ -818,14 +964,14 @@ fn openai_events(step: &MockStep, d: &MockOpenAiDialect, model: &str, n: u64) ->
     });
     out.push(chunk(json!({}), json!(finish)));
     if !d.omit_usage {
-        let usage = step.usage_or_default();
         out.push(frame(
             None,
             &json!({"id": id, "object": "chat.completion.chunk", "created": 1_700_000_000,
                     "model": model, "choices": [],
                     "usage": {"prompt_tokens": usage.input_tokens,
                               "completion_tokens": usage.output_tokens,
-                              "total_tokens": usage.input_tokens + usage.output_tokens}}),
+                              "total_tokens": usage.input_tokens + usage.output_tokens,
+                              "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens}}}),
         ));
     }
     if !d.omit_done {

@@ -128,8 +128,14 @@ fn set_ls_rm_through_stdin_and_the_value_never_shows() {
     let lines: Vec<&str> = listed.lines().collect();
     assert_eq!(lines.len(), 3, "{listed}");
     assert!(
-        lines[0].starts_with("HOST") && lines[0].contains("NAME") && lines[0].ends_with("SET AT")
+        lines[0].starts_with("HOST")
+            && lines[0].contains("NAME")
+            && lines[0].contains("SET AT")
+            && lines[0].ends_with("OUTBOUND"),
+        "{listed}"
     );
+    // Not bound to the sandbox's HTTPS: a git credential the server uses itself.
+    assert!(lines[1].ends_with("  -") && lines[2].ends_with("  -"), "{listed}");
     assert!(
         lines[1].starts_with("git.example.com:8443") && lines[1].contains("deploy"),
         "{listed}"

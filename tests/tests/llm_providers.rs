@@ -124,7 +124,7 @@ async fn text_is_streamed_in_deltas_and_assembled() {
             ModelResponse {
                 content: vec![ContentBlock::Text("Hello there, brave new world!".into())],
                 stop: ModelStop::EndTurn,
-                usage: Usage { input_tokens: 42, output_tokens: 7 },
+                usage: Usage { input_tokens: 42, output_tokens: 7, ..Usage::default() },
             },
             "{kind:?}"
         );
@@ -149,7 +149,7 @@ async fn split_tool_call_arguments_are_assembled() {
             ModelResponse {
                 content: vec![ContentBlock::Text("Writing it.".into()), tool("t1", "Write", input)],
                 stop: ModelStop::ToolUse,
-                usage: Usage { input_tokens: 3, output_tokens: 4 },
+                usage: Usage { input_tokens: 3, output_tokens: 4, ..Usage::default() },
             },
             "{kind:?}"
         );
@@ -579,7 +579,7 @@ async fn openai_dialects() {
         openai_with(MockOpenAiDialect { omit_done: true, ..Default::default() }, calls()).await;
     assert_eq!(
         (r.content, r.usage),
-        (want_calls.clone(), Usage { input_tokens: 5, output_tokens: 6 })
+        (want_calls.clone(), Usage { input_tokens: 5, output_tokens: 6, ..Usage::default() })
     );
 
     let both = MockOpenAiDialect { omit_done: true, omit_usage: true, ..Default::default() };

@@ -115,7 +115,11 @@ async fn after_a_tool_result_the_model_is_called_again() {
     let glob = call("c1", "Glob", json!({"pattern": "*"}));
     let mut events = opening();
     events.extend([
-        EventKind::AssistantMessage { text: String::new(), tool_calls: vec![glob.clone()] },
+        EventKind::AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![glob.clone()],
+            usage: None,
+        },
         EventKind::ToolCall { call: glob, target_before: None },
         EventKind::ToolResult {
             call_id: "c1".into(),
@@ -140,7 +144,11 @@ async fn read_only_tools_run_again_and_unstarted_calls_run() {
     let write = call("c2", "Write", json!({"file_path": "new.txt", "content": "fresh\n"}));
     let mut events = opening();
     events.extend([
-        EventKind::AssistantMessage { text: String::new(), tool_calls: vec![read.clone(), write] },
+        EventKind::AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![read.clone(), write],
+            usage: None,
+        },
         // The Read had started; the Write never did.
         EventKind::ToolCall { call: read, target_before: None },
     ]);
@@ -169,6 +177,7 @@ fn two_writes(a: &str, b: &str) -> Vec<EventKind> {
         EventKind::AssistantMessage {
             text: String::new(),
             tool_calls: vec![untouched.clone(), applied.clone()],
+            usage: None,
         },
         EventKind::ToolCall { call: untouched, target_before: Some("absent".into()) },
         EventKind::ToolCall {

@@ -208,6 +208,8 @@ pub struct App {
     pub running: bool,
     /// Tokens used in this session (turns seen completing).
     pub usage: Usage,
+    /// The input tokens of the latest model call: how full the context window is now.
+    pub context_used: Option<u64>,
     /// The sandbox's last state and transition time.
     pub sandbox: Option<(SandboxState, f64)>,
     /// Who is attached.
@@ -244,6 +246,7 @@ impl App {
             turn_by: None,
             running: false,
             usage: Usage::default(),
+            context_used: None,
             sandbox: None,
             presence: Vec::new(),
             composer: Composer::default(),
@@ -508,6 +511,7 @@ impl App {
             self.cells.clear();
             self.last_seq = 0;
             self.usage = Usage::default();
+            self.context_used = None;
             self.sandbox = None;
             self.presence.clear();
             self.scroll = 0;
@@ -559,7 +563,10 @@ impl App {
                 self.streaming.push_str(&text);
                 self.rerender_streaming();
             }
-            EventKind::AssistantMessage { text, .. } => {
+            EventKind::AssistantMessage { text, usage, .. } => {
+                if let Some(usage) = usage {
+                    self.context_used = Some(usage.input_tokens + usage.output_tokens);
+                }
                 self.streaming.clear();
                 self.rerender_streaming();
                 if !text.trim().is_empty() {

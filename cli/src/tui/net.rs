@@ -263,6 +263,7 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
             workspace: state.workspace.clone(),
             source: None,
             network: state.network,
+            context_window: None,
         });
         return Box::pin(async move { Step::Created(call.await) });
     };
@@ -271,6 +272,7 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
         workspace: None,
         source: Some(source),
         network: state.network,
+        ..Default::default()
     };
     let (call, mut progress) =
         client.call_with_progress::<outboard_shared::methods::SessionCreate>(params);

@@ -191,6 +191,17 @@ fn status_line(app: &App) -> Paragraph<'static> {
         compact(app.usage.input_tokens),
         compact(app.usage.output_tokens)
     )));
+    if let (Some(used), Some(window)) =
+        (app.context_used, app.session.as_ref().and_then(|s| s.context_window))
+    {
+        // The latest call's prompt and answer are the next call's prompt: how full it is.
+        let percent = used.saturating_mul(100) / window.max(1);
+        let style = if percent >= 80 { theme.warn() } else { Style::default() };
+        spans.push(Span::styled(
+            format!("│ ctx {}/{} ({percent}%) ", compact(used), compact(window)),
+            style,
+        ));
+    }
     let sandbox = match app.sandbox {
         None | Some((SandboxState::None, _)) => "cold".to_owned(),
         Some((SandboxState::Running, ms)) if ms > 0.0 => format!("running (resumed in {ms:.0} ms)"),

@@ -33,6 +33,8 @@ fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         source: None,
         network: outboard_shared::SessionNetwork::Org,
         attached: Vec::new(),
+        usage: None,
+        context_window: Some(200_000),
     }
 }
 
@@ -155,7 +157,11 @@ fn tool_cell_running_then_finished() {
     let mut events = turn_start();
     events.push(ev(
         3,
-        EventKind::AssistantMessage { text: "Let me run the tests.".into(), tool_calls: vec![] },
+        EventKind::AssistantMessage {
+            text: "Let me run the tests.".into(),
+            tool_calls: vec![],
+            usage: None,
+        },
     ));
     events.push(bash_call(4));
     let mut app = app("alice", Role::Driver, events, None);
@@ -187,10 +193,43 @@ fn tool_cell_running_then_finished() {
         EventKind::TurnCompleted {
             turn_id: TurnId("t_1".into()),
             stop_reason: StopReason::EndTurn,
-            usage: Usage { input_tokens: 1200, output_tokens: 80 },
+            usage: Usage { input_tokens: 1200, output_tokens: 80, ..Usage::default() },
         },
     ))));
     insta::assert_snapshot!("tool_finished", screen(&app, 80, 24));
+}
+
+#[test]
+fn status_line_shows_how_full_the_context_window_is() {
+    let mut events = turn_start();
+    let usage = |input_tokens| Usage {
+        input_tokens,
+        output_tokens: 1_000,
+        cache_read_tokens: input_tokens / 2,
+        cache_write_tokens: 0,
+    };
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage {
+            text: "Reading.".into(),
+            tool_calls: vec![],
+            usage: Some(usage(20_000)),
+        },
+    ));
+    let mut app = app("alice", Role::Driver, events, None);
+    let status = |app: &App| screen(app, 120, 6);
+    assert!(status(&app).contains("ctx 21.0k/200.0k (10%)"), "{}", status(&app));
+    // The latest call counts, not the sum: a later, bigger prompt is what fills the window.
+    app.handle(AppEvent::Server(Box::new(ev(
+        4,
+        EventKind::AssistantMessage {
+            text: "More.".into(),
+            tool_calls: vec![],
+            usage: Some(usage(169_000)),
+        },
+    ))));
+    assert!(status(&app).contains("ctx 170.0k/200.0k (85%)"), "{}", status(&app));
+    insta::assert_snapshot!(screen(&app, 120, 6));
 }
 
 #[test]
@@ -228,7 +267,10 @@ fn edit_as_a_diff() {
 #[test]
 fn watcher_view_with_disabled_composer() {
     let mut events = turn_start();
-    events.push(ev(3, EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![] }));
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![], usage: None },
+    ));
     events.push(bash_call(4));
     let in_flight = InFlight {
         assistant_text: String::new(),
@@ -283,6 +325,7 @@ fn small_terminal_40x12() {
         EventKind::AssistantMessage {
             text: "The writer races the reader; see `store.rs`.".into(),
             tool_calls: vec![],
+            usage: None,
         },
     ));
     events.push(bash_call(4));
@@ -296,7 +339,11 @@ fn keys_interrupt_quit_and_scroll() {
     for i in 0..40 {
         events.push(ev(
             3 + i,
-            EventKind::AssistantMessage { text: format!("line {i}"), tool_calls: vec![] },
+            EventKind::AssistantMessage {
+                text: format!("line {i}"),
+                tool_calls: vec![],
+                usage: None,
+            },
         ));
     }
     let mut app = app("alice", Role::Driver, events, None);

@@ -144,7 +144,11 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
             name: "Read".into(),
             input: serde_json::json!({"file_path": path}),
         };
-        push(EventKind::AssistantMessage { text: String::new(), tool_calls: vec![call] });
+        push(EventKind::AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![call],
+            usage: None,
+        });
         push(EventKind::ToolResult {
             call_id: format!("c{i}"),
             name: "Read".into(),

@@ -15,28 +15,118 @@ use serde_json::Value;
 
 use super::sse::SseEvent;
 use super::{
-    error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message, ModelRequest,
-    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
+    context, error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message,
+    ModelRequest, ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
 };
 
 /// The `anthropic-version` header value this client speaks.
 pub(crate) const API_VERSION: &str = "2023-06-01";
 
 /// The JSON body of a streaming `POST /v1/messages`, serialised straight from the borrowed
-/// request (no intermediate `Value` tree: the conversation is written once per call, not copied).
+/// request (no intermediate `Value` tree: the conversation is written once per call, not copied),
+/// with the prompt-cache breakpoints of [`Breakpoints::place`].
 pub(crate) fn request_body(
     model: &str,
     max_tokens: u32,
     request: &ModelRequest<'_>,
 ) -> serde_json::Result<Vec<u8>> {
+    let marks = Breakpoints::place(model, request);
     serde_json::to_vec(&Body {
         model,
         max_tokens,
-        system: request.system,
-        messages: Messages(request.messages),
-        tools: Tools(request.tools),
+        system: System { text: request.system, cached: marks.system },
+        messages: Messages { messages: request.messages, marked: &marks.messages },
+        tools: Tools { tools: request.tools, cached: marks.tools },
         stream: true,
     })
+}
+
+/// The most `cache_control` breakpoints one request may carry (the API refuses a fifth).
+pub(crate) const MAX_BREAKPOINTS: usize = 4;
+
+/// Where a request's `cache_control: {type: "ephemeral"}` breakpoints go. The API caches the
+/// prefix up to each breakpoint, in the order tools → system → messages, and a later request
+/// reads the longest cached prefix it shares. So, at most [`MAX_BREAKPOINTS`]:
+/// - after the last tool: the tools rarely change, even when the system prompt does;
+/// - after the system prompt: stable for a whole turn (see `agent::turn_system_prompt`);
+/// - on the last block of the newest message: written now, read by the next step;
+/// - on the last block of the user message before the last assistant message, where the
+///   previous step put its newest-message breakpoint: that prefix was written by the previous
+///   step, so this step reads it exactly, however many blocks the step added (the API looks back
+///   only about 20 blocks from a breakpoint for a shorter hit).
+///
+/// A breakpoint whose prefix is shorter than [`context::anthropic_min_cacheable`] (estimated
+/// with [`context::estimate_tokens`]) is left out: the API would not cache it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Breakpoints {
+    tools: bool,
+    system: bool,
+    /// Indices of the messages whose last block carries a breakpoint, ascending.
+    messages: Vec<usize>,
+}
+
+impl Breakpoints {
+    pub(crate) fn place(model: &str, request: &ModelRequest<'_>) -> Breakpoints {
+        let min = context::anthropic_min_cacheable(model);
+        let mut marks = Breakpoints::default();
+        let mut bytes: usize = request
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+            .sum();
+        marks.tools = !request.tools.is_empty() && context::estimate_tokens(bytes) >= min;
+        bytes += request.system.len();
+        marks.system = !request.system.is_empty() && context::estimate_tokens(bytes) >= min;
+        let messages = request.messages;
+        let Some(last) = messages.len().checked_sub(1) else {
+            return marks;
+        };
+        let previous = messages[..last]
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .and_then(|a| a.checked_sub(1))
+            .filter(|&i| messages[i].role == Role::User);
+        let mut prefix = vec![0usize; messages.len()];
+        for (i, m) in messages.iter().enumerate() {
+            bytes += m.content.iter().map(block_bytes).sum::<usize>();
+            prefix[i] = bytes;
+        }
+        for i in previous.into_iter().chain([last]) {
+            if has_blocks(&messages[i]) && context::estimate_tokens(prefix[i]) >= min {
+                marks.messages.push(i);
+            }
+        }
+        // Four at most: the message breakpoints matter more than the tools' (the system's
+        // covers the tools' prefix too).
+        while marks.count() > MAX_BREAKPOINTS {
+            if marks.tools {
+                marks.tools = false;
+            } else {
+                marks.system = false;
+            }
+        }
+        marks
+    }
+
+    fn count(&self) -> usize {
+        usize::from(self.tools) + usize::from(self.system) + self.messages.len()
+    }
+}
+
+/// The bytes a block adds to the prompt, for the estimate.
+fn block_bytes(block: &ContentBlock) -> usize {
+    match block {
+        ContentBlock::Text(t) => t.len(),
+        ContentBlock::ToolUse { id, name, input } => {
+            id.len() + name.len() + input.to_string().len()
+        }
+        ContentBlock::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
+    }
+}
+
+/// Whether a message has a block that is sent (empty text is not), to carry a breakpoint.
+fn has_blocks(message: &Message) -> bool {
+    message.content.iter().any(|b| !matches!(b, ContentBlock::Text(t) if t.is_empty()))
 }
 
 /// The request body; empty `system` and `tools` are left out.
@@ -44,24 +134,65 @@ pub(crate) fn request_body(
 struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    system: &'a str,
+    #[serde(skip_serializing_if = "System::is_empty")]
+    system: System<'a>,
     messages: Messages<'a>,
     #[serde(skip_serializing_if = "Tools::is_empty")]
     tools: Tools<'a>,
     stream: bool,
 }
 
-struct Messages<'a>(&'a [Message]);
+/// `{"type": "ephemeral"}`, the only cache type the API has.
+#[derive(Serialize)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const EPHEMERAL: CacheControl = CacheControl { kind: "ephemeral" };
+
+/// The system prompt: a plain string, or one text block when it carries a breakpoint.
+struct System<'a> {
+    text: &'a str,
+    cached: bool,
+}
+
+impl System<'_> {
+    fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
+impl Serialize for System<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if !self.cached {
+            return serializer.serialize_str(self.text);
+        }
+        #[derive(Serialize)]
+        struct Block<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            text: &'a str,
+            cache_control: CacheControl,
+        }
+        serializer.collect_seq([Block { kind: "text", text: self.text, cache_control: EPHEMERAL }])
+    }
+}
+
+struct Messages<'a> {
+    messages: &'a [Message],
+    /// Indices of the messages whose last block carries a breakpoint.
+    marked: &'a [usize],
+}
 
 impl Serialize for Messages<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|m| WireMessage {
+        serializer.collect_seq(self.messages.iter().enumerate().map(|(i, m)| WireMessage {
             role: match m.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
             },
-            content: Blocks(&m.content),
+            content: Blocks { blocks: &m.content, mark_last: self.marked.contains(&i) },
         }))
     }
 }
@@ -72,18 +203,33 @@ struct WireMessage<'a> {
     content: Blocks<'a>,
 }
 
-struct Blocks<'a>(&'a [ContentBlock]);
+struct Blocks<'a> {
+    blocks: &'a [ContentBlock],
+    /// The last block sent carries a breakpoint.
+    mark_last: bool,
+}
 
 impl Serialize for Blocks<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // The API rejects empty text blocks; they carry nothing anyway.
-        serializer.collect_seq(
-            self.0
-                .iter()
-                .filter(|b| !matches!(b, ContentBlock::Text(t) if t.is_empty()))
-                .map(WireBlock::from),
-        )
+        let sent = |b: &&ContentBlock| !matches!(b, ContentBlock::Text(t) if t.is_empty());
+        let last = self.blocks.iter().rposition(|b| sent(&b));
+        serializer.collect_seq(self.blocks.iter().enumerate().filter(|(_, b)| sent(b)).map(
+            |(i, b)| Marked {
+                block: WireBlock::from(b),
+                cache_control: (self.mark_last && Some(i) == last).then_some(EPHEMERAL),
+            },
+        ))
     }
+}
+
+/// A block and its breakpoint, if it has one.
+#[derive(Serialize)]
+struct Marked<'a> {
+    #[serde(flatten)]
+    block: WireBlock<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -122,20 +268,26 @@ impl Serialize for ObjectInput<'_> {
     }
 }
 
-struct Tools<'a>(&'a [ToolSpec]);
+struct Tools<'a> {
+    tools: &'a [ToolSpec],
+    /// The last tool carries a breakpoint.
+    cached: bool,
+}
 
 impl Tools<'_> {
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.tools.is_empty()
     }
 }
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|t| WireTool {
+        let last = self.tools.len().saturating_sub(1);
+        serializer.collect_seq(self.tools.iter().enumerate().map(|(i, t)| WireTool {
             name: &t.name,
             description: &t.description,
             input_schema: &t.input_schema,
+            cache_control: (self.cached && i == last).then_some(EPHEMERAL),
         }))
     }
 }
@@ -145,6 +297,8 @@ struct WireTool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 /// A content block being streamed.
@@ -159,6 +313,11 @@ enum Partial {
 pub(crate) struct Decoder {
     blocks: BTreeMap<u64, Partial>,
     usage: Usage,
+    /// The API's `input_tokens` (without the cache's), `cache_read_input_tokens`,
+    /// `cache_creation_input_tokens`, as last reported.
+    uncached: u64,
+    cache_read: u64,
+    cache_write: u64,
     stop_reason: Option<String>,
     stopped: bool,
 }
@@ -256,14 +415,25 @@ impl Decoder {
         Ok(Progress::More)
     }
 
+    /// Reads a `usage` object. `message_start` carries the input side and `message_delta` the
+    /// final output (and, on some API versions, the input side again), so a field present
+    /// replaces what an earlier event said and an absent one keeps it.
     fn read_usage(&mut self, usage: &Value) {
         let n = |k: &str| usage.get(k).and_then(Value::as_u64);
-        // "Prompt tokens (including cached)": cache reads and writes are billed input too.
-        let input =
-            [n("input_tokens"), n("cache_creation_input_tokens"), n("cache_read_input_tokens")];
-        if input.iter().any(Option::is_some) {
-            self.usage.input_tokens = input.iter().flatten().sum();
+        if let Some(read) = n("cache_read_input_tokens") {
+            self.cache_read = read;
         }
+        if let Some(write) = n("cache_creation_input_tokens") {
+            self.cache_write = write;
+        }
+        if let Some(input) = n("input_tokens") {
+            self.uncached = input;
+        }
+        // Usage counts every prompt token in `input_tokens`: the API's `input_tokens` excludes
+        // cache reads and writes, which are billed input too.
+        self.usage.input_tokens = self.uncached + self.cache_read + self.cache_write;
+        self.usage.cache_read_tokens = self.cache_read;
+        self.usage.cache_write_tokens = self.cache_write;
         if let Some(output) = n("output_tokens") {
             self.usage.output_tokens = output;
         }
@@ -340,6 +510,130 @@ mod tests {
                 ],
                 "stream": true,
             })
+        );
+    }
+
+    fn user(blocks: Vec<ContentBlock>) -> Message {
+        Message { role: Role::User, content: blocks }
+    }
+
+    fn assistant_call(id: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: id.into(),
+                name: "Read".into(),
+                input: json!({}),
+            }],
+        }
+    }
+
+    fn result(id: &str, text: &str) -> ContentBlock {
+        ContentBlock::ToolResult { tool_use_id: id.into(), content: text.into(), is_error: false }
+    }
+
+    fn marked(body: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, t) in body["tools"].as_array().into_iter().flatten().enumerate() {
+            if t.get("cache_control").is_some() {
+                out.push(format!("tools[{i}]"));
+            }
+        }
+        for (i, b) in body["system"].as_array().into_iter().flatten().enumerate() {
+            if b.get("cache_control").is_some() {
+                out.push(format!("system[{i}]"));
+            }
+        }
+        for (m, message) in body["messages"].as_array().into_iter().flatten().enumerate() {
+            for (i, b) in message["content"].as_array().into_iter().flatten().enumerate() {
+                if let Some(c) = b.get("cache_control") {
+                    assert_eq!(c, &json!({"type": "ephemeral"}));
+                    out.push(format!("messages[{m}][{i}]"));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn breakpoints_mark_tools_system_and_the_last_two_steps() {
+        let tools = [ToolSpec {
+            name: "Read".into(),
+            description: "r".repeat(5_000),
+            input_schema: json!({"type": "object"}),
+        }];
+        let system = "s".repeat(4_000);
+        let messages = [
+            user(vec![ContentBlock::Text("do it".into())]),
+            assistant_call("a"),
+            user(vec![result("a", "one"), ContentBlock::Text(String::new())]),
+            assistant_call("b"),
+            user(vec![result("b", "two")]),
+        ];
+        let request = ModelRequest { system: &system, messages: &messages, tools: &tools };
+        let body: Value =
+            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
+                .unwrap();
+        // The empty text block is not sent, so the breakpoint sits on the result before it.
+        assert_eq!(
+            marked(&body),
+            ["tools[0]", "system[0]", "messages[2][0]", "messages[4][0]"],
+            "{body:#}"
+        );
+        assert_eq!(body["system"][0]["text"], json!(system));
+    }
+
+    #[test]
+    fn a_prefix_below_the_minimum_is_not_marked() {
+        // 1,024 tokens are about 4 KiB: tools and system are too short alone, the conversation
+        // brings the prefix over it only at its last message.
+        let tools = [ToolSpec {
+            name: "Read".into(),
+            description: "short".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let messages = [
+            user(vec![ContentBlock::Text("x".repeat(100))]),
+            assistant_call("a"),
+            user(vec![result("a", &"y".repeat(5_000))]),
+        ];
+        let request = ModelRequest { system: "terse", messages: &messages, tools: &tools };
+        let body: Value =
+            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
+                .unwrap();
+        assert_eq!(marked(&body), ["messages[2][0]"], "{body:#}");
+        assert_eq!(body["system"], json!("terse"), "an unmarked system prompt stays a string");
+        // A Haiku 4.5 needs 4,096 tokens: nothing here is long enough.
+        let body: Value =
+            serde_json::from_slice(&request_body("claude-haiku-4-5", 7, &request).unwrap())
+                .unwrap();
+        assert!(marked(&body).is_empty(), "{body:#}");
+    }
+
+    #[test]
+    fn usage_counts_cache_reads_and_writes_as_input() {
+        let mut decoder = Decoder::default();
+        let mut sink = |_: StreamDelta| {};
+        let event = |data: Value| SseEvent { event: None, data: data.to_string() };
+        for data in [
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 10,
+                "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 300,
+                "output_tokens": 1}}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                   "usage": {"output_tokens": 42}}),
+            json!({"type": "message_stop"}),
+        ] {
+            decoder.on_event(&event(data), &mut sink).unwrap();
+        }
+        let usage = decoder.finish().unwrap().usage;
+        assert_eq!(
+            usage,
+            Usage {
+                input_tokens: 2310,
+                output_tokens: 42,
+                cache_read_tokens: 2000,
+                cache_write_tokens: 300
+            }
         );
     }
 }

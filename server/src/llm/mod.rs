@@ -22,6 +22,7 @@
 //! `Debug` of the request), redirects are not followed (reqwest would carry `x-api-key` to
 //! another host), and every error message is scrubbed of it in case a provider echoes it back.
 
+pub mod context;
 pub mod sse;
 
 mod anthropic;

@@ -36,21 +36,25 @@ pub(crate) fn request_body(
 ) -> serde_json::Result<Vec<u8>> {
     serde_json::to_vec(&Body {
         model,
-        messages: Messages { system: request.system, messages: request.messages },
         tools: Tools(request.tools),
+        messages: Messages { system: request.system, messages: request.messages },
         max_tokens,
         stream: true,
         stream_options: StreamOptions { include_usage: true },
     })
 }
 
-/// The request body; empty `tools` are left out.
+/// The request body; empty `tools` are left out. The fields that do not change between steps
+/// come first and the conversation, which only grows, after them, so each body is a byte prefix
+/// of the next up to the end of its conversation: servers with automatic prefix caching (OpenAI,
+/// llama.cpp, vLLM) reuse the longest prefix they have seen, and those that hash the body's
+/// bytes rather than the rendered prompt see the same (the mock LLM measures this).
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: Messages<'a>,
     #[serde(skip_serializing_if = "Tools::is_empty")]
     tools: Tools<'a>,
+    messages: Messages<'a>,
     max_tokens: u32,
     stream: bool,
     stream_options: StreamOptions,
@@ -319,8 +323,20 @@ impl Decoder {
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-            self.usage =
-                Usage { input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens") };
+            // `prompt_tokens` counts the cached ones too, as `Usage::input_tokens` does. OpenAI
+            // names them `prompt_tokens_details.cached_tokens`; llama.cpp's server and some
+            // others send a top-level `cache_n`/`cached_tokens`.
+            let cached = usage
+                .pointer("/prompt_tokens_details/cached_tokens")
+                .or_else(|| usage.get("cached_tokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            self.usage = Usage {
+                input_tokens: n("prompt_tokens"),
+                output_tokens: n("completion_tokens"),
+                cache_read_tokens: cached,
+                cache_write_tokens: 0,
+            };
         }
         let Some(choice) = chunk.pointer("/choices/0") else {
             return Ok(Progress::More);

@@ -226,6 +226,10 @@ fn the_migration_counts_versions_written_before_it() {
          DROP TABLE session_pushes; DROP TABLE uploads;
          DROP TABLE org_network; DROP TABLE network_log;
          ALTER TABLE sessions DROP COLUMN network; DROP TABLE org_ca;
+         DROP TABLE model_usage; ALTER TABLE sessions DROP COLUMN context_window;
+         ALTER TABLE sessions DROP COLUMN usage_input; ALTER TABLE sessions DROP COLUMN usage_output;
+         ALTER TABLE sessions DROP COLUMN usage_cache_read;
+         ALTER TABLE sessions DROP COLUMN usage_cache_write;
          DELETE FROM schema_migrations WHERE version >= 4;",
     )
     .unwrap();

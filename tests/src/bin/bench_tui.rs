@@ -39,7 +39,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
             let text = format!(
                 "## Step {i}\n\nSome *prose* with `code` and a list:\n\n- one\n- two\n\n```rust\nlet x = {i};\nlet y = x + 1;\n```"
             );
-            ev(i + 1, EventKind::AssistantMessage { text, tool_calls: vec![] })
+            ev(i + 1, EventKind::AssistantMessage { text, tool_calls: vec![], usage: None })
         })
         .collect();
     let session = SessionInfo {
@@ -57,6 +57,8 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         source: None,
         network: Default::default(),
         attached: Vec::new(),
+        usage: None,
+        context_window: None,
     };
     let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));

@@ -161,6 +161,7 @@ async fn repo_session(client: &Client, url: &str) -> anyhow::Result<SessionId> {
         workspace: None,
         source: Some(SourceSpec::Repo { url: url.to_owned(), git_ref: Some("main".into()) }),
         network: Default::default(),
+        context_window: None,
     };
     Ok(client.call::<methods::SessionCreate>(params).await?.session.id)
 }
@@ -193,6 +194,7 @@ async fn upload_through_outboard(
         workspace: None,
         source: Some(SourceSpec::Upload { upload_id: sent.upload_id }),
         network: Default::default(),
+        context_window: None,
     };
     let session = client.call::<methods::SessionCreate>(params).await?.session.id;
     let took = started.elapsed();
