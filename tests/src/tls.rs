@@ -14,10 +14,9 @@ pub type Seen = Arc<Mutex<Vec<String>>>;
 /// The longest request head the echo upstream reads (a test's requests are a few hundred bytes).
 const MAX_HEAD: usize = 64 * 1024;
 
-/// An HTTPS upstream on 127.0.0.1 whose certificate (CN `cn`, SAN 127.0.0.1) is signed by a
-/// throwaway CA of its own named `ca_cn`; answers each request with its head as the body and
-/// closes. Returns its address, its CA (PEM) and what it saw. Call within a tokio runtime.
-pub async fn echo_upstream(cn: &str, ca_cn: &str) -> anyhow::Result<(SocketAddr, String, Seen)> {
+/// A TLS server configuration for `127.0.0.1` (CN `cn`) signed by a new CA named `ca_cn`, and
+/// that CA's certificate (PEM).
+pub fn server_config(cn: &str, ca_cn: &str) -> anyhow::Result<(tokio_rustls::TlsAcceptor, String)> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
@@ -37,7 +36,14 @@ pub async fn echo_upstream(cn: &str, ca_cn: &str) -> anyhow::Result<(SocketAddr,
             vec![cert.der().clone()],
             rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
         )?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(tls)), ca.pem()))
+}
+
+/// An HTTPS upstream on 127.0.0.1 whose certificate (CN `cn`, SAN 127.0.0.1) is signed by a
+/// throwaway CA of its own named `ca_cn`; answers each request with its head as the body and
+/// closes. Returns its address, its CA (PEM) and what it saw. Call within a tokio runtime.
+pub async fn echo_upstream(cn: &str, ca_cn: &str) -> anyhow::Result<(SocketAddr, String, Seen)> {
+    let (acceptor, ca_pem) = server_config(cn, ca_cn)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let seen: Seen = Arc::default();
@@ -68,5 +74,25 @@ pub async fn echo_upstream(cn: &str, ca_cn: &str) -> anyhow::Result<(SocketAddr,
             });
         }
     });
-    Ok((addr, ca.pem(), seen))
+    Ok((addr, ca_pem, seen))
+}
+
+/// HTTPS in front of a plain-HTTP server at `backend` (git's `http-backend` host): terminates
+/// TLS with a certificate for 127.0.0.1 from a new CA named `ca_cn` and pipes the bytes through.
+/// Returns its address and the CA (PEM).
+pub async fn tls_front(backend: SocketAddr, ca_cn: &str) -> anyhow::Result<(SocketAddr, String)> {
+    let (acceptor, ca_pem) = server_config("the https front", ca_cn)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let Ok(mut plain) = tokio::net::TcpStream::connect(backend).await else { return };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    Ok((addr, ca_pem))
 }

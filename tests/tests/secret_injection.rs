@@ -128,3 +128,80 @@ async fn the_sandbox_uses_the_credential_and_never_holds_it() {
     }
     assert!(!server.log().contains(VALUE), "the server's log holds the value");
 }
+
+/// `git clone https://…` of a repository that needs a credential, with the credential injected by
+/// the proxy: the sandbox's git has no credential at all and trusts the org's CA through
+/// `GIT_SSL_CAINFO`; the host (git's own `http-backend` behind TLS) verifies Basic auth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_clones_over_https_with_a_credential_it_never_sees() {
+    use outboard_tests::git_http::{basic_auth, make_repo, GitHttp};
+    const PASSWORD: &str = "pw-never-in-the-sandbox-42";
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "demo.git", &[("README", b"cloned over https\n")]).unwrap();
+    let git = GitHttp::start(root.path(), "alice", PASSWORD).unwrap();
+    let backend: std::net::SocketAddr = git.authority().parse().unwrap();
+    let (front, front_ca) = outboard_tests::tls::tls_front(backend, "git front CA").await.unwrap();
+
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let token = server.add_user("alice", "acme").unwrap();
+    let ca_file = server.data_dir().join("front-ca.pem");
+    std::fs::write(&ca_file, &front_ca).unwrap();
+    let host = front.to_string();
+    let value = basic_auth("alice", PASSWORD).trim_start_matches("Basic ").to_owned();
+    let set = [
+        "secret",
+        "set",
+        "--org",
+        "acme",
+        "--host",
+        &host,
+        "git",
+        "--inject-header",
+        "Authorization: Basic {}",
+        "--upstream-ca",
+        ca_file.to_str().unwrap(),
+    ];
+    let (code, _, err) = server.admin(&set, Some(&value)).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) =
+        server.admin(&["network", "set", "--org", "acme", "registries+", &host], None).unwrap();
+    assert_eq!(code, 0, "{err}");
+    mock.push(MockStep::tool_call(
+        "Bash",
+        json!({"command": format!(
+            "unset NO_PROXY no_proxy; git clone -q https://{host}/git/demo.git demo 2>&1 && \
+             cat demo/README; git -C demo config --get remote.origin.url; env | grep -c {PASSWORD}"
+        )}),
+    ));
+    mock.push(MockStep::text("done"));
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let sid = c.new_session().await.unwrap();
+    c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
+    let events = c
+        .events_until(|e| {
+            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+        })
+        .await
+        .unwrap();
+    let output = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        output.starts_with(&format!("cloned over https\nhttps://{host}/git/demo.git\n0\n")),
+        "{output}"
+    );
+    // The host saw the credential on every request of the clone.
+    let requests = git.requests();
+    assert!(!requests.is_empty());
+    assert!(requests.iter().all(|r| r.status != 401), "{requests:?}");
+    let want = basic_auth("alice", PASSWORD);
+    assert!(
+        requests.iter().all(|r| r.authorization.as_deref() == Some(want.as_str())),
+        "{requests:?}"
+    );
+}
