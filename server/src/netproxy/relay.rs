@@ -62,6 +62,7 @@ pub async fn relay(listener: TcpListener, socket: PathBuf, max: usize) {
             let _permit = permit;
             let _ = tcp.set_nodelay(true);
             let Ok(unix) = UnixStream::connect(&*socket).await else { return };
+            splice::widen(&unix);
             let (a, b) = (Sock::Tcp(&tcp), Sock::Unix(&unix));
             let _ = splice::bidirectional(a, b, &Unmetered, RELAY_BUF).await;
         });

@@ -41,6 +41,18 @@ use super::TUNNEL_BUF;
 /// `fs.pipe-user-pages-soft`), the pipe keeps the size it got.
 pub(crate) const PIPE_SIZE: usize = 256 * 1024;
 
+/// The send buffer asked of the Unix socket between the relay and the proxy, on both ends: the
+/// default (`net.core.wmem_default`, about 208 KiB) is less than one pipe's worth, so a full
+/// pipe drained in two writes and a wakeup of the reader between them. Held only while bytes
+/// are queued; the kernel caps it at `net.core.wmem_max`.
+pub(crate) const UNIX_SNDBUF: usize = 4 * PIPE_SIZE;
+
+/// Gives the Unix socket of the network path its [`UNIX_SNDBUF`] (best effort: a refusal
+/// leaves the default, which is slower, not wrong).
+pub(crate) fn widen(unix: &UnixStream) {
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(unix, UNIX_SNDBUF);
+}
+
 /// Which way bytes go, between the `a` and `b` of [`bidirectional`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dir {
@@ -304,6 +316,7 @@ pub(super) async fn tunnel(client: Upgraded, upstream: Metered<TcpStream>) -> io
     match client.downcast::<TokioIo<Metered<UnixStream>>>() {
         Ok(parts) => {
             let (client, _) = parts.io.into_inner().into_parts();
+            widen(&client);
             let (upstream, tap) = upstream.into_parts();
             let (a, b) = (Sock::Unix(&client), Sock::Tcp(&upstream));
             write_all(b, &parts.read_buf, Dir::AToB, &tap).await?;

@@ -264,3 +264,20 @@ fn what_counts_as_splice_refused() {
         assert!(!refused(&os(e)), "{e:?}");
     }
 }
+
+#[test]
+fn the_unix_socket_of_the_path_gets_its_send_buffer() {
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _guard = rt.enter();
+    let a = UnixStream::from_std(a).unwrap();
+    let before = rustix::net::sockopt::socket_send_buffer_size(&a).unwrap();
+    assert!(before < UNIX_SNDBUF, "the default is already {before}: nothing to test");
+    widen(&a);
+    // The kernel doubles what it is asked (for its bookkeeping), within `net.core.wmem_max`.
+    let wmem_max: usize =
+        std::fs::read_to_string("/proc/sys/net/core/wmem_max").unwrap().trim().parse().unwrap();
+    let after = rustix::net::sockopt::socket_send_buffer_size(&a).unwrap();
+    assert_eq!(after, 2 * UNIX_SNDBUF.min(wmem_max));
+}
