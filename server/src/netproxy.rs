@@ -19,8 +19,8 @@
 //!   its connection alive, and each request gets its own upstream connection (and its own
 //!   decision and audit record): simple, and a request never rides a connection that was
 //!   vetted for another host.
-//! - A `CONNECT` tunnel copies bytes untouched after `200 Connection established`: the client's
-//!   TLS reaches the real host, which presents its own certificate.
+//! - A `CONNECT` tunnel moves bytes untouched after `200 Connection established` (spliced, see
+//!   [`splice`]): the client's TLS reaches the real host, which presents its own certificate.
 //! - Every refusal is an answer, not a dropped connection: `403` (policy), `503` (limits),
 //!   `502` (the upstream could not be reached), each with a body that names the host, who
 //!   refused and what would allow it.
