@@ -19,8 +19,8 @@
 //!   its connection alive, and each request gets its own upstream connection (and its own
 //!   decision and audit record): simple, and a request never rides a connection that was
 //!   vetted for another host.
-//! - A `CONNECT` tunnel copies bytes untouched after `200 Connection established`: the client's
-//!   TLS reaches the real host, which presents its own certificate.
+//! - A `CONNECT` tunnel moves bytes untouched after `200 Connection established` (spliced, see
+//!   [`splice`]): the client's TLS reaches the real host, which presents its own certificate.
 //! - Every refusal is an answer, not a dropped connection: `403` (policy), `503` (limits),
 //!   `502` (the upstream could not be reached), each with a body that names the host, who
 //!   refused and what would allow it.
@@ -30,6 +30,7 @@ mod intercept;
 mod meter;
 pub mod ranges;
 pub mod relay;
+mod splice;
 mod target;
 
 use std::convert::Infallible;
@@ -87,8 +88,8 @@ const REFUSING: usize = 16;
 /// How long an over-the-cap connection has to send its request before it is closed.
 const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 
-/// Buffer of each direction of a tunnel: enough for full-speed transfers, small enough that
-/// a hundred idle tunnels cost a few MiB.
+/// Buffer of each direction of a tunnel where it cannot splice ([`splice`]'s fallback): enough
+/// for full-speed transfers, small enough that a hundred idle tunnels cost a few MiB.
 const TUNNEL_BUF: usize = 32 * 1024;
 
 /// The longest Unix socket path (`sun_path` holds 108 bytes with the NUL).
@@ -562,11 +563,9 @@ async fn handle(conn: Arc<Conn>, mut req: Request<Incoming>) -> Response<Body> {
         tokio::spawn(async move {
             let _record = record;
             let Ok(upgraded) = upgrade.await else { return };
-            let mut client = TokioIo::new(upgraded);
-            let mut io = io;
             let idle = conn.shared.ctx.limits.idle_timeout;
             tokio::select! {
-                _ = tokio::io::copy_bidirectional_with_sizes(&mut client, &mut io, TUNNEL_BUF, TUNNEL_BUF) => {}
+                _ = splice::tunnel(upgraded, io) => {}
                 () = conn.activity.idle(idle) => conn.end(conn.idle_message()),
                 () = conn.shared.cancel.cancelled() => conn.end("the sandbox's proxy stopped".into()),
             }

@@ -3,8 +3,9 @@
 //! failing the stream once the budget is spent.
 //!
 //! Why a wrapper around the socket rather than counting in the copy loops: plain HTTP goes
-//! through hyper, CONNECT through `copy_bidirectional`; both see the same wrapped socket, so
-//! one place counts what actually crossed to and from the upstream.
+//! through hyper, which sees only the wrapped socket, so one place counts what actually
+//! crossed to and from the upstream. A `CONNECT` tunnel takes the socket back out
+//! ([`Metered::into_parts`]) to splice it, and the same accounting comes along as a [`Tap`].
 
 use std::io;
 use std::pin::Pin;
@@ -15,6 +16,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
+
+use super::splice::{Dir, Meter};
 
 /// When a connection last moved a byte, either way, on any of its sockets.
 #[derive(Debug)]
@@ -117,6 +120,13 @@ impl<T> Metered<T> {
         Metered { inner, activity, counters: Some(counters), budget: Some(budget) }
     }
 
+    /// The socket and its accounting, for a tunnel that moves bytes without this wrapper
+    /// ([`super::splice`]).
+    pub(super) fn into_parts(self) -> (T, Tap) {
+        let tap = Tap { activity: self.activity, counters: self.counters, budget: self.budget };
+        (self.inner, tap)
+    }
+
     fn budget_left(&self) -> io::Result<u64> {
         match &self.budget {
             Some(b) if b.remaining() == 0 => Err(io::Error::other(BUDGET_SPENT)),
@@ -184,5 +194,43 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Metered<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A [`Metered`] socket's accounting without the socket: what [`super::splice`] charges as it
+/// moves a tunnel's bytes. `a` is the sandbox's side, `b` the upstream.
+pub(super) struct Tap {
+    activity: Arc<Activity>,
+    counters: Option<Arc<Counters>>,
+    budget: Option<Arc<Budget>>,
+}
+
+impl Meter for Tap {
+    fn allowance(&self) -> io::Result<usize> {
+        match &self.budget {
+            Some(b) if b.remaining() == 0 => Err(io::Error::other(BUDGET_SPENT)),
+            Some(b) => Ok(usize::try_from(b.remaining()).unwrap_or(usize::MAX)),
+            None => Ok(usize::MAX),
+        }
+    }
+
+    /// Counted and charged as read, either way: the budget stops a connection before it
+    /// reads past it, not after it wrote.
+    fn received(&self, dir: Dir, n: usize) {
+        self.activity.touch();
+        if let Some(c) = &self.counters {
+            let counter = match dir {
+                Dir::AToB => &c.up,
+                Dir::BToA => &c.down,
+            };
+            counter.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if let Some(b) = &self.budget {
+            b.charge(n);
+        }
+    }
+
+    fn sent(&self, _dir: Dir, _n: usize) {
+        self.activity.touch();
     }
 }

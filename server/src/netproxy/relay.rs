@@ -14,14 +14,17 @@ use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, UnixStream};
 use tokio::sync::Semaphore;
 
+use super::splice::{self, Sock, Unmetered};
+
 /// Connections the relay pipes at once: well above the server's own per-sandbox cap (64 by
 /// default, which answers the excess with an explanation), so that cap is what a client meets;
 /// this one only keeps a runaway client from exhausting the agent's descriptors (the agent is
 /// PID 1 and needs them to run commands). Beyond it an accepted connection is closed at once.
 pub const MAX_RELAYS: usize = 1024;
 
-/// Buffer of each direction of a relayed connection: large enough for full-speed downloads
-/// (fewer wakeups of the agent's single thread), small enough that idle tunnels stay cheap.
+/// Buffer of each direction of a relayed connection where it cannot splice ([`splice`]'s
+/// fallback): large enough for full-speed downloads (fewer wakeups of the agent's single
+/// thread), small enough that idle tunnels stay cheap.
 pub(crate) const RELAY_BUF: usize = 32 * 1024;
 
 /// What the agent is told (part of its JSON configuration).
@@ -45,7 +48,7 @@ pub async fn relay(listener: TcpListener, socket: PathBuf, max: usize) {
     let slots = Arc::new(Semaphore::new(max));
     let socket: Arc<Path> = socket.into();
     loop {
-        let Ok((mut tcp, _)) = listener.accept().await else {
+        let Ok((tcp, _)) = listener.accept().await else {
             // Out of descriptors: let some connection end before accepting again.
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
@@ -58,10 +61,10 @@ pub async fn relay(listener: TcpListener, socket: PathBuf, max: usize) {
         tokio::spawn(async move {
             let _permit = permit;
             let _ = tcp.set_nodelay(true);
-            let Ok(mut unix) = UnixStream::connect(&*socket).await else { return };
-            let _ =
-                tokio::io::copy_bidirectional_with_sizes(&mut tcp, &mut unix, RELAY_BUF, RELAY_BUF)
-                    .await;
+            let Ok(unix) = UnixStream::connect(&*socket).await else { return };
+            splice::widen(&unix);
+            let (a, b) = (Sock::Tcp(&tcp), Sock::Unix(&unix));
+            let _ = splice::bidirectional(a, b, &Unmetered, RELAY_BUF).await;
         });
     }
 }

@@ -412,6 +412,34 @@ async fn a_client_connection_that_sends_nothing_is_closed_at_the_idle_timeout() 
 }
 
 #[tokio::test]
+async fn a_tunnel_carries_bytes_sent_with_its_head_and_a_half_close_both_ways() {
+    // An upstream that echoes until the client's end, then closes.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    let f = start(vec![(LOCAL, port)], NetLimits::DEFAULT).await;
+    let mut c = client(&f).await;
+    // "early" rides with the head, so the proxy has read it before the tunnel starts.
+    c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\nearly").as_bytes())
+        .await
+        .unwrap();
+    assert!(read_head(&mut c).await.starts_with("HTTP/1.1 200"));
+    c.write_all(b" late").await.unwrap();
+    c.shutdown().await.unwrap();
+    assert_eq!(read_all(&mut c).await, "early late");
+    wait_for("the audit entry", || f.audit.entries().len() == 1).await;
+    let e = &f.audit.entries()[0];
+    assert_eq!((e.allowed, e.bytes_up, e.bytes_down, e.reason.as_deref()), (true, 10, 10, None));
+}
+
+#[tokio::test]
 async fn the_byte_budget_cuts_the_connection_and_refuses_the_next() {
     let port = sender(1 << 20).await;
     let limits = NetLimits { session_bytes: 100_000, ..NetLimits::DEFAULT };
