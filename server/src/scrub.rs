@@ -47,7 +47,7 @@ impl Scrubber {
             }
         }
         // Stable: equal lengths keep the caller's order.
-        kept.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        kept.sort_by_key(|(v, _)| std::cmp::Reverse(v.len()));
         let longest = kept.first().map_or(0, |(v, _)| v.len());
         let search = if kept.is_empty() {
             None

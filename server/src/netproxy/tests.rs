@@ -747,7 +747,7 @@ mod intercepting {
         let answer = read_all(&mut c).await;
         assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
         assert!(answer.contains("credentials are only sent over https"), "{answer}");
-        assert!(answer.contains(&format!("use https://127.0.0.1/")), "{answer}");
+        assert!(answer.contains("use https://127.0.0.1/"), "{answer}");
         assert!(!answer.contains("xxxxx"), "the upstream was reached: {answer}");
     }
 
