@@ -4,6 +4,9 @@
 //! - throughput of a 100 MiB download: `curl` on the host straight to the upstream, against
 //!   `curl` in a sandbox through the proxy, tunnelled (`CONNECT`, `curl -p`) and forwarded
 //!   (plain HTTP);
+//! - the same over HTTPS: host `curl` straight to a TLS upstream, against the sandbox's `curl`
+//!   tunnelled to it and intercepted (the proxy terminates TLS with the org CA's leaf, injects a
+//!   header, re-originates verified TLS and scrubs the body);
 //! - time to first byte of a new connection (`curl`'s `time_starttransfer`), direct against
 //!   tunnelled: the difference is what the relay, the proxy's decision and its connect add;
 //! - memory per open connection: RSS growth of this process (which hosts the proxy) and of the
@@ -16,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use outboard_server::netproxy::ca::OrgCa;
 use outboard_server::netproxy::{
     Audit, AuditEntry, Decide, Injection, NetLimits, SessionNet, Verdict,
 };
@@ -47,8 +51,11 @@ fn agent_exe() -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// Allows everything, and the one upstream port by literal.
-struct Open(u16);
+/// Allows everything, and the upstream ports by literal; injects a secret into one port.
+struct Open {
+    ports: Vec<u16>,
+    inject: Option<(u16, Arc<Injection>)>,
+}
 
 impl Decide for Open {
     fn decide(&self, _host: &str, _port: u16) -> Verdict {
@@ -56,11 +63,11 @@ impl Decide for Open {
     }
 
     fn allows_literal(&self, ip: IpAddr, port: u16) -> bool {
-        ip == IpAddr::V4(Ipv4Addr::LOCALHOST) && port == self.0
+        ip == IpAddr::V4(Ipv4Addr::LOCALHOST) && self.ports.contains(&port)
     }
 
-    fn injections(&self, _host: &str, _port: u16) -> Vec<Arc<Injection>> {
-        Vec::new()
+    fn injections(&self, _host: &str, port: u16) -> Vec<Arc<Injection>> {
+        self.inject.iter().filter(|(p, _)| *p == port).map(|(_, i)| i.clone()).collect()
     }
 }
 
@@ -77,6 +84,85 @@ fn pct(samples: &mut [f64], p: f64) -> f64 {
     samples[i]
 }
 
+/// A TLS configuration for 127.0.0.1 from a throwaway CA, and that CA (PEM).
+fn test_tls() -> anyhow::Result<(Arc<rustls::ServerConfig>, String)> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.distinguished_name.push(DnType::CommonName, "bench CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key)?;
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    let cert = params.signed_by(&key, &ca, &ca_key)?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )?;
+    Ok((Arc::new(config), ca.pem()))
+}
+
+/// Answers one connection: `/big` is [`BIG`] bytes, anything else 2.
+async fn answer<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf).await {
+            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => return,
+        }
+    }
+    let big = head.starts_with(b"GET /big ");
+    let len = if big { BIG } else { 2 };
+    let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n");
+    if s.write_all(answer.as_bytes()).await.is_err() {
+        return;
+    }
+    let chunk = vec![b'x'; 256 * 1024];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        if s.write_all(&chunk[..n]).await.is_err() {
+            return;
+        }
+        left -= n as u64;
+    }
+    let _ = s.flush().await;
+    // Idle tunnels stay open until the client goes.
+    while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+}
+
+/// [`upstream`] over TLS with `config`.
+fn tls_upstream(config: Arc<rustls::ServerConfig>) -> anyhow::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+            while let Ok((s, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let _ = s.set_nodelay(true);
+                    if let Ok(tls) = acceptor.accept(s).await {
+                        answer(tls).await;
+                    }
+                });
+            }
+        });
+    });
+    Ok(addr)
+}
+
 /// An HTTP upstream on its own thread and runtime: `/big` is [`BIG`] bytes, anything else 2.
 fn upstream() -> anyhow::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -87,34 +173,10 @@ fn upstream() -> anyhow::Result<SocketAddr> {
     std::thread::spawn(move || {
         runtime.block_on(async move {
             let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-            while let Ok((mut s, _)) = listener.accept().await {
+            while let Ok((s, _)) = listener.accept().await {
                 tokio::spawn(async move {
                     let _ = s.set_nodelay(true);
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut buf).await {
-                            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
-                            _ => return,
-                        }
-                    }
-                    let big = head.starts_with(b"GET /big ");
-                    let len = if big { BIG } else { 2 };
-                    let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n");
-                    if s.write_all(answer.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    let chunk = vec![b'x'; 256 * 1024];
-                    let mut left = len;
-                    while left > 0 {
-                        let n = left.min(chunk.len() as u64) as usize;
-                        if s.write_all(&chunk[..n]).await.is_err() {
-                            return;
-                        }
-                        left -= n as u64;
-                    }
-                    // Idle tunnels stay open until the client goes.
-                    while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+                    answer(s).await;
                 });
             }
         });
@@ -147,26 +209,43 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn network(port: u16) -> SessionNet {
-    SessionNet {
+fn network(ports: Vec<u16>, inject: Option<(u16, Arc<Injection>)>) -> anyhow::Result<SessionNet> {
+    Ok(SessionNet {
         org: OrgId::from("bench"),
         org_name: "bench".into(),
         session: SessionId::from("s_bench"),
         user: "bench".into(),
-        decide: Arc::new(Open(port)),
+        decide: Arc::new(Open { ports, inject }),
         audit: Arc::new(Discard),
         limits: NetLimits { max_connections: 4 * TUNNELS, ..NetLimits::DEFAULT },
-        ca: None,
+        ca: Some(Arc::new(OrgCa::generate("bench")?)),
         env: Vec::new(),
-    }
+    })
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let up = upstream()?;
+    let (tunnel_tls, tunnel_ca) = test_tls()?;
+    let (inject_tls, inject_ca) = test_tls()?;
+    let (tunnelled, intercepted) = (tls_upstream(tunnel_tls)?, tls_upstream(inject_tls)?);
+    let injection = Arc::new(Injection {
+        name: "BENCH".into(),
+        header: "authorization".into(),
+        header_value: "Bearer bench-secret-0123456789".into(),
+        value: "bench-secret-0123456789".into(),
+        placeholders: Vec::new(),
+        upstream_ca: Some(inject_ca.clone()),
+    });
     let plain = SandboxConfig { agent_exe: Some(agent_exe()?), ..SandboxConfig::Bwrap };
-    let wired = SandboxConfig { network: Some(network(up.port())), ..plain.clone() };
+    let net = network(
+        vec![up.port(), tunnelled.port(), intercepted.port()],
+        Some((intercepted.port(), injection)),
+    )?;
+    let wired = SandboxConfig { network: Some(net), ..plain.clone() };
     let ws = tempfile::tempdir()?;
+    std::fs::write(ws.path().join("tunnel-ca.pem"), &tunnel_ca)?;
+    std::fs::write(ws.path().join("inject-ca.pem"), &inject_ca)?;
     let sandbox = Sandbox::new(wired.clone(), ws.path().to_path_buf());
     exec(&sandbox, "true").await?;
     // The upstream is on the host's 127.0.0.1, which is NO_PROXY inside (see the tests).
@@ -193,6 +272,44 @@ async fn main() -> anyhow::Result<()> {
     for ((name, _), best) in paths.iter().zip(best) {
         println!("| {name} | {best:.0} | {:.2} |", best / direct);
     }
+
+    println!("\n## 100 MiB download over HTTPS on loopback (best of {DOWNLOADS})\n");
+    println!("| path | MiB/s | ratio to direct |");
+    println!("|---|---:|---:|");
+    let mut direct_tls: f64 = 0.0;
+    let direct_url = format!("https://{tunnelled}/big");
+    let ca_file = ws.path().join("tunnel-ca.pem");
+    let ca_file = ca_file.to_string_lossy();
+    for _ in 0..DOWNLOADS {
+        let out = host_curl(&[
+            "-sS",
+            "--cacert",
+            &ca_file,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{speed_download}",
+            &direct_url,
+        ])?;
+        direct_tls = direct_tls.max(speed(&out));
+    }
+    println!("| direct (host curl) | {direct_tls:.0} | 1.00 |");
+    let rows = [
+        ("tunnelled (CONNECT, the upstream's TLS)", format!("--cacert tunnel-ca.pem {direct_url}")),
+        (
+            "intercepted (TLS terminated, header injected, body scrubbed)",
+            format!("https://{intercepted}/big"),
+        ),
+    ];
+    for (name, args) in rows {
+        let mut best: f64 = 0.0;
+        for _ in 0..DOWNLOADS {
+            let cmd = format!("{via} curl -sS -o /dev/null -w '%{{speed_download}}' {args}");
+            best = best.max(speed(&exec(&sandbox, &cmd).await?));
+        }
+        println!("| {name} | {best:.0} | {:.2} |", best / direct_tls);
+    }
+
     println!("\n## time to first byte of a new connection, ms (n={TTFB_RUNS})\n");
     println!("| path | p50 | p99 |");
     println!("|---|---:|---:|");
