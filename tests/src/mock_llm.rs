@@ -373,6 +373,26 @@ pub struct RecordedRequest {
     pub usage: Option<Usage>,
 }
 
+impl RecordedRequest {
+    /// The system prompt's text: Anthropic's `system` as a string or as text blocks (joined),
+    /// OpenAI's first `system` message.
+    pub fn system_text(&self) -> String {
+        let blocks = |v: &Value| match v {
+            Value::String(text) => text.clone(),
+            Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+            _ => String::new(),
+        };
+        match &self.body["system"] {
+            Value::Null => self.body["messages"]
+                .as_array()
+                .and_then(|m| m.iter().find(|m| m["role"] == "system"))
+                .map(|m| blocks(&m["content"]))
+                .unwrap_or_default(),
+            system => blocks(system),
+        }
+    }
+}
+
 /// How many earlier OpenAI bodies a new one is compared with for its cached prefix: several
 /// sessions share one mock in the suites, so the previous request may be another session's; 16
 /// covers the most sessions any suite runs at once.

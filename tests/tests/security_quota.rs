@@ -244,7 +244,7 @@ async fn memory_md_reaches_the_model_fenced_and_labelled_as_data() {
     let sid = c.new_session().await.unwrap();
     turn(&mut c, &sid, &[say("hello")]).await;
     let requests = org.mock.requests();
-    let system = requests.last().unwrap().body["system"].as_str().unwrap().to_owned();
+    let system = requests.last().unwrap().system_text();
     let at = system.find("# Org memory\n").expect("the memory section");
     let section = &system[at..];
     let open = section.find("\n<org-data-").unwrap() + 1;
@@ -266,6 +266,6 @@ async fn memory_md_reaches_the_model_fenced_and_labelled_as_data() {
     );
     // Unchanged files give a byte-identical prompt (provider prompt caches).
     turn(&mut c, &sid, &[say("again")]).await;
-    let again = org.mock.requests().last().unwrap().body["system"].as_str().unwrap().to_owned();
+    let again = org.mock.requests().last().unwrap().system_text();
     assert_eq!(again, system);
 }
