@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +18,6 @@ use outboard_server::netproxy::{
 use outboard_server::sandbox::{ExecResult, Sandbox, SandboxConfig};
 use outboard_shared::{OrgId, SessionId};
 use outboard_tests::harness::bin;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
 const T: Duration = Duration::from_secs(60);
@@ -103,6 +102,7 @@ fn sandbox(literals: Vec<u16>, inject: Vec<(u16, Arc<Injection>)>) -> Net {
     let ca = Arc::new(OrgCa::generate("acme").unwrap());
     let network = SessionNet {
         org: OrgId::from("acme"),
+        org_name: "acme".into(),
         session: SessionId::from("s_intercept"),
         user: "alice".into(),
         decide: Arc::new(Policy {
@@ -112,6 +112,7 @@ fn sandbox(literals: Vec<u16>, inject: Vec<(u16, Arc<Injection>)>) -> Net {
         audit: audit.clone(),
         limits: NetLimits::DEFAULT,
         ca: Some(ca.clone()),
+        env: Vec::new(),
     };
     let config = SandboxConfig {
         agent_exe: Some(bin("outboard-server").unwrap()),
@@ -132,7 +133,10 @@ const VIA_PROXY: &str = "unset NO_PROXY no_proxy; ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upstream_gets_the_credential_and_the_sandbox_only_placeholders_and_scrubbed_text() {
-    let (up, up_ca, seen) = outboard_tests::tls::echo_upstream("the upstream itself", "upstream test CA").await.unwrap();
+    let (up, up_ca, seen) =
+        outboard_tests::tls::echo_upstream("the upstream itself", "upstream test CA")
+            .await
+            .unwrap();
     let net = sandbox(vec![up.port()], vec![(up.port(), injection(&up_ca))]);
     let r = run(
         &net.sandbox,
@@ -179,9 +183,12 @@ async fn the_upstream_gets_the_credential_and_the_sandbox_only_placeholders_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_hosts_keep_their_own_certificate_and_an_unverified_upstream_gets_no_credential() {
-    let (plain, plain_ca, plain_seen) = outboard_tests::tls::echo_upstream("not intercepted", "tunnel test CA").await.unwrap();
-    let (rogue, _rogue_ca, rogue_seen) = outboard_tests::tls::echo_upstream("rogue", "rogue CA").await.unwrap();
-    let (_, named_ca, _) = outboard_tests::tls::echo_upstream("unused", "the CA the secret names").await.unwrap();
+    let (plain, plain_ca, plain_seen) =
+        outboard_tests::tls::echo_upstream("not intercepted", "tunnel test CA").await.unwrap();
+    let (rogue, _rogue_ca, rogue_seen) =
+        outboard_tests::tls::echo_upstream("rogue", "rogue CA").await.unwrap();
+    let (_, named_ca, _) =
+        outboard_tests::tls::echo_upstream("unused", "the CA the secret names").await.unwrap();
     let net = sandbox(vec![plain.port(), rogue.port()], vec![(rogue.port(), injection(&named_ca))]);
     std::fs::write(net.ws.join("tunnel-ca.pem"), &plain_ca).unwrap();
     let r = run(
