@@ -471,6 +471,10 @@ pub struct LogRow {
     pub bytes_down: u64,
     /// How long it lasted, ms.
     pub duration_ms: u64,
+    /// Whether the proxy terminated its TLS to inject an org secret (`admin secret set
+    /// --inject-header`); tunnels and refusals: `false`.
+    #[serde(default)]
+    pub intercepted: bool,
 }
 
 /// Rows of the network log an org keeps; older ones are dropped as new ones come.
@@ -485,8 +489,8 @@ pub async fn append(store: &Store, org: &OrgId, rows: Vec<LogRow>) -> Result<(),
             for r in &rows {
                 tx.execute(
                     "INSERT INTO network_log (org_id, session_id, user, host, port, allowed,
-                         reason, bytes_up, bytes_down, duration_ms, at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                         reason, bytes_up, bytes_down, duration_ms, at, intercepted)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                     params![
                         org.0,
                         r.session_id,
@@ -498,7 +502,8 @@ pub async fn append(store: &Store, org: &OrgId, rows: Vec<LogRow>) -> Result<(),
                         r.bytes_up as i64,
                         r.bytes_down as i64,
                         r.duration_ms as i64,
-                        r.at
+                        r.at,
+                        r.intercepted
                     ],
                 )?;
             }
@@ -522,7 +527,7 @@ pub async fn log(store: &Store, org: &str, limit: u32) -> Result<Vec<LogRow>, Po
             let Some(id) = org_id_by_name(c, &name)? else { return Ok(None) };
             let mut stmt = c.prepare(
                 "SELECT at, session_id, user, host, port, allowed, reason, bytes_up, bytes_down,
-                        duration_ms
+                        duration_ms, intercepted
                  FROM network_log WHERE org_id = ?1 ORDER BY id DESC LIMIT ?2",
             )?;
             let mut rows = stmt
@@ -538,6 +543,7 @@ pub async fn log(store: &Store, org: &str, limit: u32) -> Result<Vec<LogRow>, Po
                         bytes_up: r.get::<_, i64>(7)? as u64,
                         bytes_down: r.get::<_, i64>(8)? as u64,
                         duration_ms: r.get::<_, i64>(9)? as u64,
+                        intercepted: r.get(10)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -557,7 +563,9 @@ pub fn log_table(rows: &[LogRow]) -> String {
         "AT                        SESSION  USER  DESTINATION  VERDICT  UP  DOWN  MS\n",
     );
     for r in rows {
-        let verdict = if r.allowed {
+        let verdict = if r.allowed && r.intercepted {
+            "allowed, credential injected".to_owned()
+        } else if r.allowed {
             "allowed".to_owned()
         } else {
             format!("refused ({})", r.reason.as_deref().unwrap_or("?"))

@@ -347,6 +347,7 @@ impl AuditWriter {
                 bytes_up: 0,
                 bytes_down: 0,
                 duration_ms: 0,
+                intercepted: false,
             });
         }
         if rows.is_empty() {
@@ -369,6 +370,7 @@ impl AuditWriter {
             bytes_up: e.bytes_up,
             bytes_down: e.bytes_down,
             duration_ms: u64::try_from(e.duration.as_millis()).unwrap_or(u64::MAX),
+            intercepted: e.intercepted,
         }
     }
 }

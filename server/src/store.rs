@@ -243,6 +243,8 @@ CREATE INDEX network_log_by_org ON network_log(org_id, id);
 -- What a session asked of the network (`netpolicy::Narrowing` as its snake_case name); NULL: the
 -- org's policy.
 ALTER TABLE sessions ADD COLUMN network TEXT;
+-- Whether the proxy terminated the connection's TLS to inject an org secret.
+ALTER TABLE network_log ADD COLUMN intercepted INTEGER NOT NULL DEFAULT 0;
 -- An org secret bound to outbound HTTP for its host (`admin secret set --inject-header`): the
 -- header template (`{}` is the value), the placeholder variables the sandbox gets (JSON array of
 -- names), and extra roots (PEM) that verify the host's certificate.

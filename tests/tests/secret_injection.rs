@@ -127,6 +127,22 @@ async fn the_sandbox_uses_the_credential_and_never_holds_it() {
         assert!(!hit, "{file} holds the value in clear");
     }
     assert!(!server.log().contains(VALUE), "the server's log holds the value");
+    // The audit log marks the intercepted connections (and holds no value either).
+    let port = u64::from(up.port());
+    let log = || server.admin(&["network", "log", "--org", "acme", "--json"], None).unwrap().1;
+    let intercepted = |text: &str| {
+        text.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["port"] == port && r["intercepted"] == true)
+            .count()
+    };
+    outboard_tests::harness::wait_until(
+        "both intercepted connections in the network log",
+        std::time::Duration::from_secs(10),
+        || intercepted(&log()) >= 2,
+    )
+    .unwrap();
+    assert!(!log().contains(VALUE));
 }
 
 /// `git clone https://…` of a repository that needs a credential, with the credential injected by

@@ -443,3 +443,25 @@ fn two_terminals_of_one_user_each_show_their_own_role() {
     let effects = driver.handle(AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
     assert!(!effects.iter().any(|e| matches!(e, Effect::Send(_))), "{effects:?}");
 }
+
+#[test]
+fn a_network_refusal_is_one_line_naming_the_host_the_policy_and_the_fix() {
+    let mut events = turn_start();
+    events.push(ev(
+        3,
+        EventKind::Network {
+            host: "evil.example".into(),
+            port: 443,
+            policy: "org acme: registries".into(),
+            reason: "evil.example:443 is not allowed by the org's network policy".into(),
+            hint: "outboard-server admin network set --org acme registries+ evil.example".into(),
+            repeated: 2,
+        },
+    ));
+    let app = app("alice", Role::Driver, events, None);
+    let text = screen(&app, 200, 24);
+    let line = "⊘ network: evil.example:443 refused (and 2 more times) by org acme: registries: \
+                evil.example:443 is not allowed by the org's network policy; outboard-server admin";
+    assert!(text.contains(line), "{text}");
+    assert!(text.contains("registries+ evil.example"), "{text}");
+}

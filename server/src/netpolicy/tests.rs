@@ -122,6 +122,7 @@ async fn the_policy_and_the_log_are_kept_per_org() {
         bytes_up: 10,
         bytes_down: 20,
         duration_ms: 3,
+        intercepted: allowed,
     };
     append(&store, &alice.org_id, vec![row("a.example", true), row("b.example", false)])
         .await
@@ -133,4 +134,6 @@ async fn the_policy_and_the_log_are_kept_per_org() {
     );
     assert!(log(&store, "other", 10).await.unwrap().is_empty());
     assert!(log_table(&rows).contains("refused (not allowed)"));
+    assert!(rows[0].intercepted && !rows[1].intercepted, "{rows:?}");
+    assert!(log_table(&rows).contains("a.example:443  allowed, credential injected"));
 }

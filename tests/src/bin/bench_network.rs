@@ -242,6 +242,9 @@ async fn main() -> anyhow::Result<()> {
         vec![up.port(), tunnelled.port(), intercepted.port()],
         Some((intercepted.port(), injection)),
     )?;
+    // A session whose org binds no secret has no CA (and no bundle to write and bind).
+    let without_ca = SessionNet { ca: None, ..net.clone() };
+    let proxy_only = SandboxConfig { network: Some(without_ca), ..plain.clone() };
     let wired = SandboxConfig { network: Some(net), ..plain.clone() };
     let ws = tempfile::tempdir()?;
     std::fs::write(ws.path().join("tunnel-ca.pem"), &tunnel_ca)?;
@@ -385,8 +388,16 @@ async fn main() -> anyhow::Result<()> {
     println!("| wiring | p50 | p99 |");
     println!("|---|---:|---:|");
     // Interleaved, so a build running beside the bench weighs on both alike.
-    let configs = [("no network", &plain), ("proxy wired", &wired)];
-    let mut samples = [Vec::with_capacity(COLD_RUNS), Vec::with_capacity(COLD_RUNS)];
+    let configs = [
+        ("no network", &plain),
+        ("proxy wired", &proxy_only),
+        ("proxy wired, with the org CA bundle", &wired),
+    ];
+    let mut samples = [
+        Vec::with_capacity(COLD_RUNS),
+        Vec::with_capacity(COLD_RUNS),
+        Vec::with_capacity(COLD_RUNS),
+    ];
     for _ in 0..COLD_RUNS {
         for (i, (_, config)) in configs.iter().enumerate() {
             let sandbox = Sandbox::new((*config).clone(), ws.path().to_path_buf());
@@ -402,6 +413,7 @@ async fn main() -> anyhow::Result<()> {
         println!("| {name} | {p50:.2} | {p99:.2} |");
         rows.push(p50);
     }
-    println!("| difference (p50) | {:.2} | |", rows[1] - rows[0]);
+    println!("| difference, proxy (p50) | {:.2} | |", rows[1] - rows[0]);
+    println!("| difference, proxy and CA bundle (p50) | {:.2} | |", rows[2] - rows[0]);
     Ok(())
 }
