@@ -98,8 +98,11 @@ pub async fn build(
         outbound.injections.clear();
         outbound.env.clear();
     }
-    let ca = match (&deps.secrets, outbound.injections.is_empty()) {
-        (Some(secrets), false) => match secrets.org_ca(&row.org_id).await {
+    // With any secret in the org, not only a bound one: a secret bound while the session runs
+    // is injected at the next refresh, and that needs the CA in the sandbox's bundle already.
+    let any_secret = !outbound.injections.is_empty() || !outbound.scrub.is_empty();
+    let ca = match (&deps.secrets, any_secret && row.network != SessionNetwork::None) {
+        (Some(secrets), true) => match secrets.org_ca(&row.org_id).await {
             Ok(ca) => Some(Arc::new(ca)),
             Err(e) => {
                 tracing::error!(session = %row.id, "cannot make the org's sandbox CA; injected hosts are refused: {e}");

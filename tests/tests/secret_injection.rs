@@ -221,3 +221,72 @@ async fn git_clones_over_https_with_a_credential_it_never_sees() {
         "{requests:?}"
     );
 }
+
+/// A secret bound while a session runs is injected from the next policy refresh on: the
+/// session's sandbox already trusts the org's CA, since the org had a secret when it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_bound_while_the_session_runs_is_injected_without_a_new_session() {
+    let (up, up_ca, seen) = echo_upstream("late upstream", "late test CA").await.unwrap();
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let token = server.add_user("alice", "acme").unwrap();
+    let host = up.to_string();
+    // A git credential: the org has a secret, none bound to outbound HTTP yet.
+    let git = ["secret", "set", "--org", "acme", "--host", "git.example.com", "ci"];
+    let (code, _, err) = server.admin(&git, Some("git-token-0123456789")).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) =
+        server.admin(&["network", "set", "--org", "acme", "registries+", &host], None).unwrap();
+    assert_eq!(code, 0, "{err}");
+    mock.push(MockStep::tool_call("Bash", json!({"command": "echo started"})));
+    mock.push(MockStep::text("started"));
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let sid = c.new_session().await.unwrap();
+    let ended = |e: &outboard_shared::SessionEvent| {
+        matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+    };
+    c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
+    c.events_until(ended).await.unwrap();
+
+    let ca_file = server.data_dir().join("late-ca.pem");
+    std::fs::write(&ca_file, &up_ca).unwrap();
+    let bind = [
+        "secret",
+        "set",
+        "--org",
+        "acme",
+        "--host",
+        &host,
+        "late",
+        "--inject-header",
+        "Authorization: Bearer {}",
+        "--upstream-ca",
+        ca_file.to_str().unwrap(),
+    ];
+    let (code, _, err) = server.admin(&bind, Some(VALUE)).unwrap();
+    assert_eq!(code, 0, "{err}");
+    // Until the refresh the host is tunnelled (its own certificate, which the sandbox does not
+    // trust): the command retries until the proxy intercepts, for at most 20 s.
+    mock.push(MockStep::tool_call(
+        "Bash",
+        json!({"command": format!(
+            "unset NO_PROXY no_proxy; for i in $(seq 1 80); do \
+               out=$(curl -sS https://{up}/late 2>&1); \
+               case \"$out\" in *'[secret late]'*) echo \"$out\"; exit 0;; esac; sleep 0.25; \
+             done; echo \"never intercepted: $out\"; exit 1"
+        )}),
+    ));
+    mock.push(MockStep::text("done"));
+    c.request("turn/send", json!({"session_id": sid, "text": "again"})).await.unwrap().unwrap();
+    let events = c.events_until(ended).await.unwrap();
+    let output = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(output.contains("authorization: Bearer [secret late]"), "{output}");
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|h| h.contains(&format!("authorization: Bearer {VALUE}"))), "{seen:?}");
+}
