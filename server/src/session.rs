@@ -367,8 +367,17 @@ impl Scrubbers {
 
     /// `kind` scrubbed: through its JSON, so every string field is covered, and kinds added
     /// later too. Unchanged (and not re-parsed) when no value occurs.
-    fn event(&self, kind: EventKind) -> EventKind {
+    fn event(&self, mut kind: EventKind) -> EventKind {
         if self.json.is_empty() {
+            return kind;
+        }
+        // The streaming chunks, many per step, are one text each: scanned as is, no JSON.
+        if let EventKind::AssistantDelta { text } | EventKind::ToolOutputDelta { text, .. } =
+            &mut kind
+        {
+            if let std::borrow::Cow::Owned(clean) = self.text.scrub_str(text) {
+                *text = clean;
+            }
             return kind;
         }
         let Ok(json) = serde_json::to_string(&kind) else { return kind };

@@ -586,4 +586,34 @@ impl WsClient {
             }
         }
     }
+    /// Sends `text` to `session_id` and returns the events up to the turn's end (completed or
+    /// failed), that one included.
+    pub async fn turn(
+        &mut self,
+        session_id: &str,
+        text: &str,
+    ) -> anyhow::Result<Vec<outboard_shared::SessionEvent>> {
+        use outboard_shared::EventKind;
+        let params = serde_json::json!({"session_id": session_id, "text": text});
+        if let Err(e) = self.request("turn/send", params).await? {
+            bail!("turn/send was refused: {}", e.message);
+        }
+        self.events_until(|e| {
+            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+        })
+        .await
+    }
+}
+
+/// The outputs of the `Bash` results among `events`, in order.
+pub fn bash_outputs(events: &[outboard_shared::SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            outboard_shared::EventKind::ToolResult { name, output, .. } if name == "Bash" => {
+                Some(output.clone())
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use outboard_shared::{EventKind, SessionEvent};
 use outboard_tests::git_http::{make_repo, GitHttp};
-use outboard_tests::harness::{outboard, wait_until, Api, TestServer, WsClient};
+use outboard_tests::harness::{bash_outputs, outboard, wait_until, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use serde_json::{json, Value};
 
@@ -85,29 +85,10 @@ fn network_events(events: &[SessionEvent]) -> Vec<(String, u16, String, String, 
         .collect()
 }
 
-fn bash_outputs(events: &[SessionEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn log_rows(server: &TestServer, org: &str) -> Vec<Value> {
     let (code, out, err) = server.admin(&["network", "log", "--org", org, "--json"], None).unwrap();
     assert_eq!(code, 0, "{err}");
     out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
-async fn turn(c: &mut WsClient, sid: &str) -> Vec<SessionEvent> {
-    c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    c.events_until(|e| {
-        matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
-    })
-    .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +153,7 @@ async fn an_allowed_upstream_is_reached_and_every_refusal_explains_itself() {
     }
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = c.new_session().await.unwrap();
-    let events = turn(&mut c, &sid).await;
+    let events = c.turn(&sid, "go").await.unwrap();
     let out = bash_outputs(&events);
     assert_eq!(out.len(), 3, "{out:?}");
 
@@ -259,7 +240,7 @@ async fn full_mode_still_refuses_the_way_back_in_and_none_refuses_everything() {
     );
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = c.new_session().await.unwrap();
-    let events = turn(&mut c, &sid).await;
+    let events = c.turn(&sid, "go").await.unwrap();
     let out = bash_outputs(&events).join("\n");
     assert!(!out.contains("hello from upstream"), "full mode reached loopback: {out}");
     assert_eq!(out.matches("403").count(), 3, "{out}");

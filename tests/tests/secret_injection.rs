@@ -6,8 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
-use outboard_shared::EventKind;
-use outboard_tests::harness::{Api, TestServer, WsClient};
+use outboard_tests::harness::{bash_outputs, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use outboard_tests::tls::echo_upstream;
 use serde_json::json;
@@ -71,13 +70,7 @@ async fn the_sandbox_uses_the_credential_and_never_holds_it() {
     }
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = c.new_session().await.unwrap();
-    c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    let events = c
-        .events_until(|e| {
-            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
-        })
-        .await
-        .unwrap();
+    let events = c.turn(&sid, "go").await.unwrap();
 
     // The upstream got the real value, both ways of asking.
     let seen: Vec<String> = seen.lock().unwrap().clone();
@@ -85,13 +78,7 @@ async fn the_sandbox_uses_the_credential_and_never_holds_it() {
     assert!(seen[0].contains(&format!("authorization: Bearer {VALUE}")), "{}", seen[0]);
     assert!(seen[1].contains(&format!("authorization: Bearer {VALUE}")), "{}", seen[1]);
 
-    let output = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let output = bash_outputs(&events).remove(0);
     assert!(output.starts_with("[secret api]\nGH=outboard-placeholder-GH_TOKEN\n0\n"), "{output}");
     // The echo came back scrubbed.
     assert!(output.contains("authorization: Bearer [secret api]"), "{output}");
@@ -193,20 +180,8 @@ async fn git_clones_over_https_with_a_credential_it_never_sees() {
     mock.push(MockStep::text("done"));
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = c.new_session().await.unwrap();
-    c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    let events = c
-        .events_until(|e| {
-            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
-        })
-        .await
-        .unwrap();
-    let output = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let events = c.turn(&sid, "go").await.unwrap();
+    let output = bash_outputs(&events).remove(0);
     assert!(
         output.starts_with(&format!("cloned over https\nhttps://{host}/git/demo.git\n0\n")),
         "{output}"
@@ -242,11 +217,7 @@ async fn a_secret_bound_while_the_session_runs_is_injected_without_a_new_session
     mock.push(MockStep::text("started"));
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = c.new_session().await.unwrap();
-    let ended = |e: &outboard_shared::SessionEvent| {
-        matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
-    };
-    c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    c.events_until(ended).await.unwrap();
+    c.turn(&sid, "go").await.unwrap();
 
     let ca_file = server.data_dir().join("late-ca.pem");
     std::fs::write(&ca_file, &up_ca).unwrap();
@@ -277,15 +248,8 @@ async fn a_secret_bound_while_the_session_runs_is_injected_without_a_new_session
         )}),
     ));
     mock.push(MockStep::text("done"));
-    c.request("turn/send", json!({"session_id": sid, "text": "again"})).await.unwrap().unwrap();
-    let events = c.events_until(ended).await.unwrap();
-    let output = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let events = c.turn(&sid, "again").await.unwrap();
+    let output = bash_outputs(&events).remove(0);
     assert!(output.contains("authorization: Bearer [secret late]"), "{output}");
     let seen = seen.lock().unwrap().clone();
     assert!(seen.iter().any(|h| h.contains(&format!("authorization: Bearer {VALUE}"))), "{seen:?}");
