@@ -163,7 +163,8 @@ async fn an_allowed_upstream_is_reached_and_every_refusal_explains_itself() {
     assert!(first.contains("blocked.example") && first.contains("org acme"), "{first}");
     assert!(first.contains("admin network set --org acme"), "{first}");
     assert!(first.contains("localhost resolves to 127.0.0.1"), "{first}");
-    assert_eq!(first.matches("403").count(), 4, "four refusals, each a 403: {first}");
+    // Counted as whole lines (curl's `-w '%{http_code}\n'`): a port number may contain "403".
+    assert_eq!(status_lines(first, "403"), 4, "four refusals, each a 403: {first}");
     assert!(first.contains("no-direct-route") && !first.contains("direct-open"), "{first}");
     assert!(out[1].contains("cloned through the proxy"), "git clone: {}", out[1]);
     assert!(out[2].contains(WHEEL), "pip download: {}", out[2]);
@@ -243,7 +244,7 @@ async fn full_mode_still_refuses_the_way_back_in_and_none_refuses_everything() {
     let events = c.turn(&sid, "go").await.unwrap();
     let out = bash_outputs(&events).join("\n");
     assert!(!out.contains("hello from upstream"), "full mode reached loopback: {out}");
-    assert_eq!(out.matches("403").count(), 3, "{out}");
+    assert_eq!(status_lines(&out, "403"), 3, "{out}");
     assert!(out.contains("is loopback") || out.contains("loopback"), "{out}");
     assert!(out.contains("169.254.169.254"), "{out}");
     let refused = network_events(&events);
@@ -277,7 +278,7 @@ async fn full_mode_still_refuses_the_way_back_in_and_none_refuses_everything() {
     assert_eq!(net[0]["policy"], "session none");
     assert_eq!(net[0]["host"], "127.0.0.1");
     let result = lines.iter().find(|l| l["type"] == "tool_result").unwrap();
-    assert!(result["output"].as_str().unwrap().contains("403"), "{result}");
+    assert_eq!(status_lines(result["output"].as_str().unwrap(), "403"), 1, "{result}");
     assert!(!result["output"].as_str().unwrap().contains("hello from upstream"), "{result}");
     let session = run.json_lines().unwrap()[0]["session_id"].as_str().unwrap().to_owned();
     let listed =
@@ -309,4 +310,9 @@ async fn full_mode_still_refuses_the_way_back_in_and_none_refuses_everything() {
         log_rows(&server, "acme").into_iter().any(|r| r["host"] == "blocked.example")
     })
     .unwrap();
+}
+
+/// How many lines of `out` are exactly `status`, as curl's `-w '%{http_code}\n'` prints it.
+fn status_lines(out: &str, status: &str) -> usize {
+    out.lines().filter(|l| l.trim() == status).count()
 }
