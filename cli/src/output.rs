@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 
 use outboard_shared::headless::{Reconnected, RunFinished, RunStarted};
-use outboard_shared::{EventKind, Role, SessionEvent, StopReason, ToolCall};
+use outboard_shared::{CompactionTrigger, EventKind, Role, SessionEvent, StopReason, ToolCall};
 use serde_json::Value;
 
 /// How many characters of a tool's key argument are shown.
@@ -215,7 +215,13 @@ impl<O: Write, E: Write> Printer<O, E> {
                 )?;
                 self.err.flush()
             }
+            EventKind::Compaction { tokens_before, tokens_after, trigger, .. } => {
+                self.end_line()?;
+                writeln!(self.err, "{}", compaction_line(*trigger, *tokens_before, *tokens_after))?;
+                self.err.flush()
+            }
             EventKind::TurnStarted { .. }
+            | EventKind::CompactionStarted { .. }
             | EventKind::UserMessage { .. }
             | EventKind::ToolOutputDelta { .. }
             | EventKind::TurnFailed { .. }
@@ -226,6 +232,33 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::Unknown => Ok(()),
         }
     }
+}
+
+/// A compaction, for a person: what started it and how much smaller the conversation is.
+pub fn compaction_line(trigger: CompactionTrigger, before: u64, after: u64) -> String {
+    let why = match trigger {
+        CompactionTrigger::Auto => "the context window was filling up",
+        CompactionTrigger::Overflow => "the provider said the request was too long",
+        CompactionTrigger::Manual => "as asked",
+    };
+    format!(
+        "⟳ compacted the conversation ({why}): ~{} → ~{} tokens; the log keeps every message",
+        thousands(before),
+        thousands(after)
+    )
+}
+
+/// `12,345`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// One refusal of the sandbox's network proxy, for a person: what was refused, by which policy,

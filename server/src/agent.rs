@@ -12,22 +12,26 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use outboard_shared::{EventKind, OutputStream, SessionId, StopReason, ToolCall, TurnId, Usage};
+use outboard_shared::{
+    CompactionTrigger, EventKind, OutputStream, SessionId, StopReason, ToolCall, TurnId, Usage,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::llm::{
-    ContentBlock, LlmError, Message, ModelRequest, ModelStop, Provider, Role, StreamDelta,
-};
+use crate::llm::{context, ContentBlock, LlmError, ModelRequest, ModelStop, Provider, StreamDelta};
 use crate::sandbox::Sandbox;
 use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
 
+pub mod compact;
+pub mod conversation;
 pub mod project;
 mod relay;
 mod sink;
 
+pub use compact::{CompactError, Compacted, Window};
+pub use conversation::Conversation;
 pub use sink::{EmitError, EmitFuture, Emitter, EventSink};
 
 /// What a session's tools act on; owned by the running turn, or by the actor between turns.
@@ -61,7 +65,9 @@ pub struct Turn {
     /// The model.
     pub provider: Arc<Provider>,
     /// The conversation so far, ending with this turn's user message.
-    pub conversation: Vec<Message>,
+    pub conversation: Conversation,
+    /// The session's context window and when to compact.
+    pub window: Window,
     /// The tool environment.
     pub env: ToolEnv,
     /// Where events go.
@@ -103,7 +109,10 @@ pub struct PendingCall {
 /// What a turn hands back to its session.
 pub struct TurnEnd {
     /// The conversation including everything this turn added.
-    pub conversation: Vec<Message>,
+    pub conversation: Conversation,
+    /// The window, smaller than the turn started with if the provider taught it so (kept by
+    /// the session for its next turns, not across a restart).
+    pub window: Window,
     /// The tool environment.
     pub env: ToolEnv,
 }
@@ -132,44 +141,68 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
         Ending::Failed(error) => EventKind::TurnFailed { turn_id: turn.turn_id.clone(), error },
         Ending::Suspended => {
             tracing::info!(session = %turn.session_id, turn = %turn.turn_id, "turn suspended for shutdown");
-            return TurnEnd { conversation: turn.conversation, env: turn.env };
+            return TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window };
         }
     };
     if let Err(e) = turn.emitter.durable(kind).await {
         tracing::error!(session = %turn.session_id, "cannot record the end of the turn: {e}");
     }
-    TurnEnd { conversation: turn.conversation, env: turn.env }
+    TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window }
 }
 
 async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> {
     rebuild_reads(&mut turn.env).await;
     let specs = tools::specs();
     let system = turn_system_prompt(&mut turn.env).await;
+    let fixed_bytes = context::fixed_bytes(&system, &specs);
     let pending = std::mem::take(&mut turn.resume.pending);
-    if !pending.is_empty() {
-        for p in pending {
-            let outcome = if turn.cancel.is_cancelled() {
-                let outcome = not_run();
-                record_result(turn, &p.call, &outcome, Instant::now()).await?;
-                outcome
-            } else {
-                recover_call(turn, p.clone()).await?
-            };
-            push_user(
-                &mut turn.conversation,
-                ContentBlock::ToolResult {
-                    tool_use_id: p.call.call_id.clone(),
-                    content: outcome.output,
-                    is_error: outcome.is_error,
-                },
-            );
-        }
+    for p in pending {
+        let (outcome, seq) = if turn.cancel.is_cancelled() {
+            let outcome = not_run();
+            let seq = record_result(turn, &p.call, &outcome, Instant::now()).await?;
+            (outcome, seq)
+        } else {
+            recover_call(turn, p.clone()).await?
+        };
+        turn.conversation.push_result(seq, &p.call.call_id, &outcome.output, outcome.is_error);
     }
-    for _step in turn.resume.steps_used..turn.limits.max_steps {
+    let mut step = turn.resume.steps_used;
+    // A provider's "too long" is answered by compacting and retrying the step once.
+    let mut overflow_retried = false;
+    while step < turn.limits.max_steps {
         if turn.shutdown.is_cancelled() {
             return Ok(Ending::Suspended);
         }
-        let request = ModelRequest { system: &system, messages: &turn.conversation, tools: &specs };
+        let compactor = compact::Compactor {
+            provider: &turn.provider,
+            system: &system,
+            tools: &specs,
+            fixed_bytes,
+            window: turn.window,
+            emitter: &turn.emitter,
+            cancel: &turn.cancel,
+            shutdown: &turn.shutdown,
+        };
+        let mut tokens = compactor.tokens(&turn.conversation);
+        if turn.window.over(tokens) {
+            match compactor.compact(&mut turn.conversation, CompactionTrigger::Auto, None).await {
+                Ok(done) => {
+                    usage.add(done.usage);
+                    tokens = done.tokens_after;
+                }
+                Err(e) => {
+                    if let Some(ending) = compaction_failed(turn, e)? {
+                        return Ok(ending);
+                    }
+                }
+            }
+        }
+        let request = ModelRequest {
+            system: &system,
+            messages: turn.conversation.messages(),
+            tools: &specs,
+            max_tokens: turn.window.answer_room(tokens, turn.provider.max_tokens()),
+        };
         let response = tokio::select! {
             r = call_model(&turn.provider, &request, &turn.emitter) => r?,
             _ = turn.cancel.cancelled() => return Ok(Ending::Completed(StopReason::Interrupted)),
@@ -179,8 +212,35 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
         };
         let response = match response {
             Ok(r) => r,
+            Err(e) if e.is_context_overflow() && !overflow_retried => {
+                overflow_retried = true;
+                if let Some(learned) = turn.window.learned_from(tokens) {
+                    tracing::warn!(
+                        session = %turn.session_id, window = turn.window.tokens,
+                        learned = learned.tokens,
+                        "the provider refused a request of ~{tokens} tokens as too long ({e}); \
+                         the session goes on assuming a window of {} tokens (set the real one \
+                         with `serve --context-window`)",
+                        learned.tokens
+                    );
+                    turn.window = learned;
+                }
+                let compactor = compact::Compactor { window: turn.window, ..compactor };
+                let trigger = CompactionTrigger::Overflow;
+                match compactor.compact(&mut turn.conversation, trigger, None).await {
+                    Ok(done) => usage.add(done.usage),
+                    Err(CompactError::Emit(e)) => return Err(e),
+                    Err(CompactError::Stopped) => return Ok(stopped(turn)),
+                    Err(c) => {
+                        return Ok(Ending::Failed(format!("{e}; compacting did not help: {c}")))
+                    }
+                }
+                continue;
+            }
             Err(e) => return Ok(Ending::Failed(e.to_string())),
         };
+        step += 1;
+        overflow_retried = false;
         usage.add(response.usage);
 
         let mut text = String::new();
@@ -196,14 +256,15 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
                 ContentBlock::ToolResult { .. } => {}
             }
         }
-        turn.emitter
+        let seq = turn
+            .emitter
             .durable(EventKind::AssistantMessage {
                 text,
                 tool_calls: calls.clone(),
                 usage: Some(response.usage),
             })
             .await?;
-        turn.conversation.push(Message { role: Role::Assistant, content: response.content });
+        turn.conversation.push_assistant(seq, response.content);
 
         if calls.is_empty() {
             let stop = match response.stop {
@@ -219,29 +280,71 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
                 // The calls not started yet run when the turn resumes.
                 return Ok(Ending::Suspended);
             }
-            let outcome = if turn.cancel.is_cancelled() {
+            let (outcome, seq) = if turn.cancel.is_cancelled() {
                 // Every tool call gets exactly one result, so the conversation stays valid for
                 // the next message; calls after an interrupt are answered without running.
                 let outcome = not_run();
-                record_result(turn, &call, &outcome, Instant::now()).await?;
-                outcome
+                let seq = record_result(turn, &call, &outcome, Instant::now()).await?;
+                (outcome, seq)
             } else {
                 start_and_run(turn, &call, i == last).await?
             };
-            push_user(
-                &mut turn.conversation,
-                ContentBlock::ToolResult {
-                    tool_use_id: call.call_id.clone(),
-                    content: outcome.output,
-                    is_error: outcome.is_error,
-                },
-            );
+            turn.conversation.push_result(seq, &call.call_id, &outcome.output, outcome.is_error);
         }
         if turn.cancel.is_cancelled() {
             return Ok(Ending::Completed(StopReason::Interrupted));
         }
     }
     Ok(Ending::Completed(StopReason::StepLimit))
+}
+
+/// Compacts the conversation on request (`session/compact`, `/compact [focus]`) between turns:
+/// the same summary as an automatic compaction, with the person's focus. Takes the turn's
+/// parts (no turn events are written) and hands them back with the outcome.
+pub async fn run_compaction(
+    mut turn: Turn,
+    focus: Option<String>,
+) -> (TurnEnd, Result<Compacted, CompactError>) {
+    let specs = tools::specs();
+    let system = turn_system_prompt(&mut turn.env).await;
+    let compactor = compact::Compactor {
+        provider: &turn.provider,
+        system: &system,
+        tools: &specs,
+        fixed_bytes: context::fixed_bytes(&system, &specs),
+        window: turn.window,
+        emitter: &turn.emitter,
+        cancel: &turn.cancel,
+        shutdown: &turn.shutdown,
+    };
+    let result = compactor
+        .compact(&mut turn.conversation, CompactionTrigger::Manual, focus.as_deref())
+        .await;
+    (TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window }, result)
+}
+
+/// How a turn ends when a compaction was stopped: interrupted, or suspended for a shutdown.
+fn stopped(turn: &Turn) -> Ending {
+    if turn.shutdown.is_cancelled() {
+        Ending::Suspended
+    } else {
+        Ending::Completed(StopReason::Interrupted)
+    }
+}
+
+/// What an automatic compaction that did not happen means for the turn: it goes on (the
+/// request may still fit, and the provider says so if not) unless it was stopped or the log
+/// failed.
+fn compaction_failed(turn: &Turn, e: CompactError) -> Result<Option<Ending>, EmitError> {
+    match e {
+        CompactError::Emit(e) => Err(e),
+        CompactError::Stopped => Ok(Some(stopped(turn))),
+        CompactError::Nothing => Ok(None),
+        e => {
+            tracing::warn!(session = %turn.session_id, "cannot compact; the turn goes on: {e}");
+            Ok(None)
+        }
+    }
 }
 
 /// One streaming model call, its deltas forwarded to the session as transient events.
@@ -288,7 +391,7 @@ async fn start_and_run(
     turn: &mut Turn,
     call: &ToolCall,
     last_of_step: bool,
-) -> Result<ToolOutcome, EmitError> {
+) -> Result<(ToolOutcome, u64), EmitError> {
     let target_before = write_target_digest(&turn.env, call).await;
     turn.emitter.durable(EventKind::ToolCall { call: call.clone(), target_before }).await?;
     run_tool(turn, call, last_of_step).await
@@ -307,7 +410,7 @@ pub const COMMAND_OUTCOME_UNKNOWN: &str = "The harness restarted while this comm
 /// started runs now; read-only tools run again; a file write runs again only if its target still
 /// holds the content it had before the write; a command is never run twice — the model is told
 /// its outcome is unknown and decides.
-async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<ToolOutcome, EmitError> {
+async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<(ToolOutcome, u64), EmitError> {
     let call = &p.call;
     let Some(before) = p.started else {
         return start_and_run(turn, call, false).await;
@@ -325,8 +428,8 @@ async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<ToolOutcome, Em
         }
         _ => ToolOutcome { output: COMMAND_OUTCOME_UNKNOWN.into(), is_error: true },
     };
-    record_result(turn, call, &outcome, Instant::now()).await?;
-    Ok(outcome)
+    let seq = record_result(turn, call, &outcome, Instant::now()).await?;
+    Ok((outcome, seq))
 }
 
 /// For `Write` and `Edit`: the SHA-256 of the target's current content, or `absent`.
@@ -363,12 +466,13 @@ async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
     digest.await.ok().flatten()
 }
 
+/// Records a call's result; returns its seq.
 async fn record_result(
     turn: &Turn,
     call: &ToolCall,
     outcome: &ToolOutcome,
     started: Instant,
-) -> Result<(), EmitError> {
+) -> Result<u64, EmitError> {
     turn.emitter
         .durable(EventKind::ToolResult {
             call_id: call.call_id.clone(),
@@ -377,8 +481,7 @@ async fn record_result(
             is_error: outcome.is_error,
             duration_ms: started.elapsed().as_millis() as u64,
         })
-        .await?;
-    Ok(())
+        .await
 }
 
 /// Runs one tool call and records its result.
@@ -386,7 +489,7 @@ async fn run_tool(
     turn: &mut Turn,
     call: &ToolCall,
     last_of_step: bool,
-) -> Result<ToolOutcome, EmitError> {
+) -> Result<(ToolOutcome, u64), EmitError> {
     let started = Instant::now();
     let (mut relay, mut rx) = relay::relay::<(OutputStream, String)>();
     let emitter = turn.emitter.clone();
@@ -449,8 +552,8 @@ async fn run_tool(
     };
     let (outcome, forwarded) = tokio::join!(run, forward);
     forwarded?;
-    record_result(turn, call, &outcome, started).await?;
-    Ok(outcome)
+    let seq = record_result(turn, call, &outcome, started).await?;
+    Ok((outcome, seq))
 }
 
 /// The system prompt without org context (used where there is no org).
@@ -673,54 +776,6 @@ on shared files an Edit merges with teammates' concurrent changes, a Write of a 
 since you read it is refused.
 - Tool errors are returned to you as results: read them and correct your next call.";
 
-/// Rebuilds the model's conversation from a session's durable log: user messages, assistant
-/// messages with their tool calls, and tool results grouped into one user message per step.
-pub fn conversation_from_log(events: &[outboard_shared::SessionEvent]) -> Vec<Message> {
-    let mut out: Vec<Message> = Vec::new();
-    for event in events {
-        match &event.kind {
-            EventKind::UserMessage { text } => {
-                push_user(&mut out, ContentBlock::Text(text.clone()));
-            }
-            EventKind::AssistantMessage { text, tool_calls, .. } => {
-                let mut content = Vec::new();
-                if !text.is_empty() {
-                    content.push(ContentBlock::Text(text.clone()));
-                }
-                for c in tool_calls {
-                    content.push(ContentBlock::ToolUse {
-                        id: c.call_id.clone(),
-                        name: c.name.clone(),
-                        input: c.input.clone(),
-                    });
-                }
-                out.push(Message { role: Role::Assistant, content });
-            }
-            EventKind::ToolResult { call_id, output, is_error, .. } => {
-                push_user(
-                    &mut out,
-                    ContentBlock::ToolResult {
-                        tool_use_id: call_id.clone(),
-                        content: output.clone(),
-                        is_error: *is_error,
-                    },
-                );
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// Appends a user block, merging it into the last message when that is a user message already
-/// (tool results followed by the next prompt): both APIs want one user message per turn there.
-pub fn push_user(conversation: &mut Vec<Message>, block: ContentBlock) {
-    match conversation.last_mut() {
-        Some(last) if last.role == Role::User => last.content.push(block),
-        _ => conversation.push(Message { role: Role::User, content: vec![block] }),
-    }
-}
-
 /// What to do with a log that ends inside a turn: the open turn and where it resumes — the tool
 /// calls of its last assistant message that have no result (with whether each had started), and
 /// the model calls it already made. `None` when the last turn ended.
@@ -759,6 +814,8 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
                 }
             }
             EventKind::ToolResult { call_id, .. } => pending.retain(|p| &p.call.call_id != call_id),
+            // A summary written during the open turn is part of its cost.
+            EventKind::Compaction { usage: Some(u), .. } if open.is_some() => usage.add(*u),
             _ => {}
         }
     }

@@ -90,6 +90,13 @@ pub struct Limits {
     /// for a local model whose `n_ctx` is not its family's); `None`: the window table of
     /// [`crate::llm::context::context_window`]. A session may override it at creation.
     pub context_window: Option<u64>,
+    /// Compact the conversation when a request would pass this percentage of the window
+    /// (`serve --compact-at`; 0: only on the provider's overflow error and on request).
+    pub compact_percent: u8,
+    /// How many characters of a tool result the model sees, cut in the middle beyond
+    /// (`serve --tool-result-chars`; never more than an eighth of the window, see
+    /// [`crate::agent::Window::result_chars`]). The log keeps the whole result.
+    pub result_chars: usize,
 }
 
 /// The default [`Limits::max_upload_bytes`]: 200 MiB holds the source of all but the largest
@@ -111,6 +118,8 @@ impl Default for Limits {
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             network: crate::netproxy::NetLimits::DEFAULT,
             context_window: None,
+            compact_percent: crate::agent::compact::DEFAULT_COMPACT_PERCENT,
+            result_chars: crate::agent::conversation::DEFAULT_RESULT_CHARS,
         }
     }
 }

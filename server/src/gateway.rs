@@ -76,6 +76,10 @@ const WS_READ_BUFFER: usize = 16 * 1024;
 
 pub use crate::auth::EMBEDDED_TOKEN_LABEL;
 
+/// The longest focus `session/compact` takes: a sentence or two of what the summary should keep,
+/// not a document (it goes into the summary request).
+pub const MAX_FOCUS_CHARS: usize = 2_000;
+
 /// The WebSocket layer refuses messages above this size outright; between [`MAX_FRAME_BYTES`]
 /// and this we still read the frame, so we can answer with a clear `too_large` error.
 const WS_HARD_LIMIT: usize = 4 * MAX_FRAME_BYTES;
@@ -605,7 +609,7 @@ impl Connection {
         }
     }
 
-    /// Runs a request that takes a while (a clone, a push) in a task of its own, so the
+    /// Runs a request that takes a while (a clone, a push, a compaction) in a task of its own, so the
     /// connection keeps serving meanwhile; its progress and then its answer are queued on the
     /// connection. At most [`LONG_REQUESTS_PER_CONNECTION`] at once.
     fn spawn_long<F, Fut>(&self, id: RequestId, work: F) -> Result<(), ErrorBody>
@@ -617,8 +621,8 @@ impl Connection {
             return Err(ErrorBody::new(
                 ErrorCode::QuotaExceeded,
                 format!(
-                    "{LONG_REQUESTS_PER_CONNECTION} clones or pushes are already running on this \
-                     connection: wait for one to finish"
+                    "{LONG_REQUESTS_PER_CONNECTION} clones, pushes or compactions are already \
+                     running on this connection: wait for one to finish"
                 ),
             ));
         };
@@ -799,6 +803,28 @@ impl Connection {
                 hub.may_drive(&row, &user, self.id)?;
                 let sent = hub.send(&row, &p.text, &user.name).await?;
                 Ok(Some(Response::ok(id, &sent)))
+            }
+            Method::SessionCompact(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                hub.may_drive(&row, &user, self.id)?;
+                let focus = p.focus.map(|f| f.trim().to_owned()).filter(|f| !f.is_empty());
+                if let Some(f) = focus.as_ref().filter(|f| f.chars().count() > MAX_FOCUS_CHARS) {
+                    return Err(ErrorBody::new(
+                        ErrorCode::BadRequest,
+                        format!(
+                            "the focus of a compaction is {} characters; say it in at most \
+                             {MAX_FOCUS_CHARS}",
+                            f.chars().count()
+                        ),
+                    ));
+                }
+                // A summary takes as long as a model call: the connection keeps serving (an
+                // interrupt, a detach) meanwhile.
+                self.spawn_long(id, move |hub, _| async move {
+                    let compacted = hub.compact(&row, focus).await?;
+                    Ok(Response::ok(id, &compacted))
+                })?;
+                Ok(None)
             }
             Method::TurnInterrupt(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;

@@ -30,7 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outboard_shared::{
-    ErrorBody, ErrorCode, EventKind, PresenceEntry, Role, SessionId, TurnSendResponse, UserId,
+    ErrorBody, ErrorCode, EventKind, PresenceEntry, Role, SessionCompactResponse, SessionId,
+    TurnSendResponse, UserId,
 };
 use rusqlite::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
@@ -344,6 +345,19 @@ impl Hub {
         self.with_actor(row, |h| {
             let (text, by) = (text.to_owned(), by.to_owned());
             async move { h.send(text, by).await }
+        })
+        .await
+    }
+
+    /// Compacts the session's conversation now (see [`SessionHandle::compact`]).
+    pub async fn compact(
+        &self,
+        row: &SessionRow,
+        focus: Option<String>,
+    ) -> Result<SessionCompactResponse, ErrorBody> {
+        self.with_actor(row, |h| {
+            let focus = focus.clone();
+            async move { h.compact(focus).await }
         })
         .await
     }

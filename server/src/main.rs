@@ -114,6 +114,19 @@ struct ServeArgs {
     #[arg(long, env = "OUTBOARD_CONTEXT_WINDOW", value_name = "TOKENS",
           value_parser = clap::value_parser!(u64).range(1..))]
     context_window: Option<u64>,
+    /// Compact a session's conversation when a request would pass this percentage of its
+    /// context window (0: only when the provider refuses a request as too long, or on
+    /// `/compact`).
+    #[arg(long, env = "OUTBOARD_COMPACT_AT", value_name = "PERCENT",
+          default_value_t = Limits::default().compact_percent,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    compact_at: u8,
+    /// Characters of a tool result the model sees; a longer one is cut in the middle with a
+    /// note (the session's log keeps all of it).
+    #[arg(long, env = "OUTBOARD_TOOL_RESULT_CHARS", value_name = "CHARS",
+          default_value_t = Limits::default().result_chars as u64,
+          value_parser = clap::value_parser!(u64).range(1000..))]
+    tool_result_chars: u64,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -779,6 +792,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 session_bytes: args.net_session_bytes,
             },
             context_window: args.context_window,
+            compact_percent: args.compact_at,
+            result_chars: usize::try_from(args.tool_result_chars).unwrap_or(usize::MAX),
             ..Limits::default()
         },
         net: args.net.config(args.listen)?,

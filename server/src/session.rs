@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use outboard_shared::{
-    ErrorBody, ErrorCode, EventKind, InFlight, SandboxState, SessionEvent, SessionId,
-    SessionStatus, ToolOutputSoFar, TurnId, TurnSendResponse,
+    ErrorBody, ErrorCode, EventKind, InFlight, SandboxState, SessionCompactResponse, SessionEvent,
+    SessionId, SessionStatus, ToolOutputSoFar, TurnId, TurnSendResponse,
 };
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -147,6 +147,13 @@ enum Command {
     },
     /// Boxed: the turn hands back its whole tool environment, and every other command is small.
     TurnEnded(Option<Box<TurnEnd>>),
+    /// Compact the conversation now (`session/compact`); answered when it is done.
+    Compact {
+        focus: Option<String>,
+        reply: oneshot::Sender<Result<SessionCompactResponse, ErrorBody>>,
+    },
+    /// A compaction asked for by `Compact` ended (`None`: its task panicked).
+    CompactEnded(Option<Box<(TurnEnd, Result<agent::Compacted, agent::CompactError>)>>),
     /// Stop for good (the session is being deleted): refused while a turn runs; otherwise the
     /// actor leaves the hub's map, stops its sandbox and ends.
     Close {
@@ -198,6 +205,13 @@ impl SessionHandle {
         let org_id = row.org_id.clone();
         let epoch = NEXT_EPOCH.fetch_add(1, Ordering::Relaxed);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let window = agent::Window {
+            tokens: row
+                .context_window
+                .or(config.limits.context_window)
+                .unwrap_or_else(|| crate::llm::context::context_window(&row.model)),
+            compact_percent: config.limits.compact_percent,
+        };
         let actor = Actor {
             // A recorded workspace is worked on in place; otherwise the session's own directory.
             workspace_dir: match &row.workspace {
@@ -212,7 +226,8 @@ impl SessionHandle {
             store,
             org_fs,
             provider,
-            conversation: Vec::new(),
+            conversation: agent::Conversation::new(window.result_chars(config.limits.result_chars)),
+            window,
             env: None,
             running: None,
             in_flight: InFlight::default(),
@@ -286,6 +301,17 @@ impl SessionHandle {
         rx.await.unwrap_or(Ok(()))
     }
 
+    /// Compacts the conversation now, with what the summary should focus on; answers once the
+    /// `compaction` event is durable. Refused while a turn runs.
+    pub async fn compact(
+        &self,
+        focus: Option<String>,
+    ) -> Result<SessionCompactResponse, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Compact { focus, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
     /// Interrupts the turn in flight; false when there is none.
     pub async fn interrupt(&self) -> Result<bool, ErrorBody> {
         let (reply, rx) = oneshot::channel();
@@ -301,6 +327,8 @@ fn gone() -> ErrorBody {
 struct Running {
     turn_id: TurnId,
     cancel: CancellationToken,
+    /// For a compaction asked for between turns: who waits for it.
+    compaction: Option<oneshot::Sender<Result<SessionCompactResponse, ErrorBody>>>,
 }
 
 struct Actor {
@@ -315,7 +343,9 @@ struct Actor {
     sandbox_config: crate::sandbox::SandboxConfig,
     limits: crate::config::Limits,
     last_seq: u64,
-    conversation: Vec<crate::llm::Message>,
+    conversation: agent::Conversation,
+    /// The session's context window and when to compact.
+    window: agent::Window,
     /// `None` while a turn owns it (or before the first turn creates it).
     env: Option<ToolEnv>,
     running: Option<Running>,
@@ -441,6 +471,12 @@ impl Actor {
                     }
                 }
                 Command::TurnEnded(end) => self.turn_ended(end).await,
+                Command::Compact { focus, reply } => {
+                    if let Err(e) = self.start_compaction(focus, reply) {
+                        tracing::debug!(session = %self.row.id, "compaction refused: {}", e.message);
+                    }
+                }
+                Command::CompactEnded(end) => self.compaction_ended(end).await,
                 Command::Close { reply } => {
                     if self.running.is_some() {
                         let _ = reply.send(Err(ErrorBody::new(
@@ -495,7 +531,7 @@ impl Actor {
             Err(e) => return Err(e),
         };
         self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
-        self.conversation = agent::conversation_from_log(&log);
+        self.conversation = agent::Conversation::from_log(&log, self.result_chars());
         self.files_touched = agent::files_touched(&log);
         if let Some(by) = log.iter().rev().find_map(|e| match &e.kind {
             EventKind::TurnStarted { by, .. } => Some(by.clone()),
@@ -589,11 +625,13 @@ impl Actor {
                 "the server is restarting; send the message again in a moment",
             ));
         }
-        if self.running.is_some() {
-            return Err(ErrorBody::new(
-                ErrorCode::Conflict,
-                "a turn is already running in this session: wait for it to end or interrupt it",
-            ));
+        if let Some(r) = &self.running {
+            let what = if r.compaction.is_some() {
+                "the conversation is being compacted: send the message again when it is done"
+            } else {
+                "a turn is already running in this session: wait for it to end or interrupt it"
+            };
+            return Err(ErrorBody::new(ErrorCode::Conflict, what));
         }
         if text.trim().is_empty() {
             return Err(ErrorBody::new(ErrorCode::BadRequest, "the message is empty"));
@@ -611,7 +649,7 @@ impl Actor {
         let seq = started.await.map_err(|e| {
             ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
         })?;
-        agent::push_user(&mut self.conversation, ContentBlock::Text(text));
+        self.conversation.push_user(seq, ContentBlock::Text(text));
         self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
         Ok(TurnSendResponse { turn_id, seq })
     }
@@ -702,8 +740,110 @@ impl Actor {
         Sandbox::with_transitions(config, self.workspace_dir.clone(), tx)
     }
 
+    /// How many characters of a tool result the model sees in this session.
+    fn result_chars(&self) -> usize {
+        self.window.result_chars(self.limits.result_chars)
+    }
+
     /// Hands the conversation and tools to a new turn task (a new turn, or one being resumed).
     fn spawn_turn(&mut self, turn_id: TurnId, resume: agent::Resume) -> Result<(), ErrorBody> {
+        let (turn, tx, cancel) = self.lend(turn_id.clone(), resume)?;
+        let task = tokio::spawn(agent::run_turn(turn));
+        // A panic in the turn must not wedge the session: the watcher reports the end either way.
+        tokio::spawn(async move {
+            let end = task.await.ok().map(Box::new);
+            let _ = tx.send(Command::TurnEnded(end)).await;
+        });
+        self.running = Some(Running { turn_id, cancel, compaction: None });
+        Ok(())
+    }
+
+    /// Starts a compaction asked for between turns; `reply` is answered when it ends (or at
+    /// once, with the refusal, which is also returned).
+    fn start_compaction(
+        &mut self,
+        focus: Option<String>,
+        reply: oneshot::Sender<Result<SessionCompactResponse, ErrorBody>>,
+    ) -> Result<(), ErrorBody> {
+        let refused = if self.running.is_some() {
+            Some(ErrorBody::new(
+                ErrorCode::Conflict,
+                "a turn is running in this session: compact when it has ended (long turns \
+                 compact by themselves)",
+            ))
+        } else if let Some(reason) = &self.row.failure {
+            Some(ErrorBody::new(ErrorCode::Conflict, format!("this session failed: {reason}")))
+        } else if self.shutdown.is_cancelled() {
+            Some(ErrorBody::new(
+                ErrorCode::ShuttingDown,
+                "the server is restarting; ask again in a moment",
+            ))
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            let _ = reply.send(Err(e.clone()));
+            return Err(e);
+        }
+        let turn_id = TurnId(new_id("compaction"));
+        let (turn, tx, cancel) = match self.lend(turn_id.clone(), agent::Resume::default()) {
+            Ok(parts) => parts,
+            Err(e) => {
+                let _ = reply.send(Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let task = tokio::spawn(agent::run_compaction(turn, focus));
+        tokio::spawn(async move {
+            let end = task.await.ok().map(Box::new);
+            let _ = tx.send(Command::CompactEnded(end)).await;
+        });
+        self.running = Some(Running { turn_id, cancel, compaction: Some(reply) });
+        Ok(())
+    }
+
+    async fn compaction_ended(
+        &mut self,
+        end: Option<Box<(TurnEnd, Result<agent::Compacted, agent::CompactError>)>>,
+    ) {
+        let reply = self.running.as_mut().and_then(|r| r.compaction.take());
+        let outcome = match end {
+            Some(end) => {
+                let (end, result) = *end;
+                self.turn_ended(Some(Box::new(end))).await;
+                result.map_err(|e| {
+                    let code = match e {
+                        agent::CompactError::Nothing | agent::CompactError::NoRoom { .. } => {
+                            ErrorCode::BadRequest
+                        }
+                        agent::CompactError::Stopped => ErrorCode::Conflict,
+                        _ => ErrorCode::Internal,
+                    };
+                    ErrorBody::new(code, e.to_string())
+                })
+            }
+            None => {
+                self.running = None;
+                self.turn_ended(None).await;
+                Err(ErrorBody::new(ErrorCode::Internal, "internal error while compacting"))
+            }
+        };
+        if let Some(reply) = reply {
+            let _ = reply.send(outcome.map(|c| SessionCompactResponse {
+                seq: c.seq,
+                tokens_before: c.tokens_before,
+                tokens_after: c.tokens_after,
+            }));
+        }
+    }
+
+    /// The conversation, the tool environment (made on first use) and what else a task needs
+    /// to work on the session, lent to a turn or a compaction until it hands them back.
+    fn lend(
+        &mut self,
+        turn_id: TurnId,
+        resume: agent::Resume,
+    ) -> Result<(Turn, mpsc::Sender<Command>, CancellationToken), ErrorBody> {
         let Some(tx) = self.tx.upgrade() else {
             return Err(gone());
         };
@@ -757,9 +897,10 @@ impl Actor {
         let cancel = CancellationToken::new();
         let turn = Turn {
             session_id: self.row.id.clone(),
-            turn_id: turn_id.clone(),
+            turn_id,
             provider: self.provider.clone(),
             conversation: std::mem::take(&mut self.conversation),
+            window: self.window,
             env,
             emitter: emitter(tx.clone()),
             cancel: cancel.clone(),
@@ -767,14 +908,7 @@ impl Actor {
             limits: self.limits.clone(),
             resume,
         };
-        let task = tokio::spawn(agent::run_turn(turn));
-        // A panic in the turn must not wedge the session: the watcher reports the end either way.
-        tokio::spawn(async move {
-            let end = task.await.ok().map(Box::new);
-            let _ = tx.send(Command::TurnEnded(end)).await;
-        });
-        self.running = Some(Running { turn_id, cancel });
-        Ok(())
+        Ok((turn, tx, cancel))
     }
 
     async fn turn_ended(&mut self, end: Option<Box<TurnEnd>>) {
@@ -783,12 +917,13 @@ impl Actor {
             Some(end) => {
                 self.conversation = end.conversation;
                 self.env = Some(end.env);
+                self.window = end.window;
             }
             None => {
                 // The turn task panicked: its conversation and tools are lost with it. Record the
                 // failure and rebuild from the log, which is the source of truth.
                 tracing::error!(session = %self.row.id, "the turn task panicked");
-                if let Some(r) = running {
+                if let Some(r) = running.filter(|r| r.compaction.is_none()) {
                     let _ = self
                         .emit(
                             EventKind::TurnFailed {
@@ -800,7 +935,9 @@ impl Actor {
                         .await;
                 }
                 match self.store.events_after(&self.row.id, 0).await {
-                    Ok(log) => self.conversation = agent::conversation_from_log(&log),
+                    Ok(log) => {
+                        self.conversation = agent::Conversation::from_log(&log, self.result_chars())
+                    }
                     Err(e) => tracing::error!(session = %self.row.id, "cannot reload: {e}"),
                 }
             }

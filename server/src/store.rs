@@ -21,7 +21,8 @@
 //! - `drive_grants`: the user a session's driving was granted to, if not its owner
 //!   ([`crate::hub`]).
 //! - `model_usage`: every model call's tokens, with the session's totals in `sessions.usage_*`
-//!   and its `context_window` (written with the `assistant_message` that carries the usage);
+//!   and its `context_window` (written with the `assistant_message` or `compaction` that
+//!   carries the usage);
 //! - `sessions.source` (where the workspace came from), `org_secrets` (sealed credentials,
 //!   [`crate::secrets`]), `session_pushes` (branches `session/push` created) and `uploads`
 //!   (working trees waiting for their session, [`crate::uploads`]).
@@ -825,7 +826,9 @@ pub fn append_event(
             params![event.session_id.0, event.seq as i64, event.ts],
         )?,
     };
-    if let EventKind::AssistantMessage { usage: Some(u), .. } = &event.kind {
+    if let EventKind::AssistantMessage { usage: Some(u), .. }
+    | EventKind::Compaction { usage: Some(u), .. } = &event.kind
+    {
         record_usage(&tx, event, u)?;
     }
     if let Some(title) = title.filter(|t| !t.is_empty()) {

@@ -264,6 +264,54 @@ methods! {
     /// Token usage of the caller's org, grouped by session, user or day, per model. Answered
     /// with [`UsageReportResponse`].
     UsageReport = "usage/report" (UsageReportParams) -> UsageReportResponse;
+    /// Compact the session's conversation now: the model summarises it and the harness goes on
+    /// from the summary and the most recent steps. Answered with [`SessionCompactResponse`] once
+    /// the [`EventKind::Compaction`] is durable; refused while a turn runs.
+    SessionCompact = "session/compact" (SessionCompactParams) -> SessionCompactResponse;
+}
+
+/// Parameters of `session/compact`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCompactParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// What the summary should keep in particular (`/compact the failing test`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
+}
+
+/// Result of `session/compact`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCompactResponse {
+    /// The `seq` of the [`EventKind::Compaction`].
+    pub seq: u64,
+    /// The conversation's estimated tokens before.
+    pub tokens_before: u64,
+    /// And after.
+    pub tokens_after: u64,
+}
+
+/// What started a compaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionTrigger {
+    /// The next request would have passed the session's threshold of its context window.
+    Auto,
+    /// The provider refused a request as too long for its window; the step is retried once.
+    Overflow,
+    /// A person asked (`/compact`, `session/compact`).
+    Manual,
+}
+
+impl CompactionTrigger {
+    /// The wire name (`auto`, `overflow`, `manual`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionTrigger::Auto => "auto",
+            CompactionTrigger::Overflow => "overflow",
+            CompactionTrigger::Manual => "manual",
+        }
+    }
 }
 
 /// How `usage/report` groups its rows.
@@ -1028,6 +1076,37 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "is_zero_u32")]
         repeated: u32,
     },
+    /// The conversation the model sees was compacted (durable): from here on it is the summary,
+    /// then the messages of the events from `kept_from_seq` on, kept verbatim. The log keeps
+    /// every event it replaces; a replay applies the same cut, so a restarted server rebuilds
+    /// the same conversation.
+    Compaction {
+        /// The model's summary of the replaced part.
+        summary: String,
+        /// The first `seq` it replaces (1, or the seq of the compaction it summarises again).
+        from_seq: u64,
+        /// The first event kept verbatim (an `assistant_message`); everything from `from_seq`
+        /// up to it is replaced by the summary.
+        kept_from_seq: u64,
+        /// The conversation's estimated tokens before (system prompt and tools included).
+        tokens_before: u64,
+        /// And after.
+        tokens_after: u64,
+        /// What started it.
+        trigger: CompactionTrigger,
+        /// What the person asked the summary to keep (`manual` only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
+        /// The tokens of the model call that wrote the summary.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// A compaction started; its `compaction` event follows, or nothing if it failed
+    /// (transient: clients show that the model is summarising).
+    CompactionStarted {
+        /// What started it.
+        trigger: CompactionTrigger,
+    },
     /// Who is attached to the session and in which role; sent whenever that changes
     /// (transient).
     Presence {
@@ -1088,6 +1167,7 @@ impl EventKind {
             EventKind::AssistantDelta { .. }
                 | EventKind::ToolOutputDelta { .. }
                 | EventKind::ModelRetry { .. }
+                | EventKind::CompactionStarted { .. }
                 | EventKind::Presence { .. }
                 | EventKind::DriveRequested { .. }
                 | EventKind::MemoryChanged { .. }
@@ -1110,6 +1190,8 @@ impl EventKind {
             EventKind::TurnFailed { .. } => "turn_failed",
             EventKind::Network { .. } => "network",
             EventKind::Sandbox { .. } => "sandbox",
+            EventKind::Compaction { .. } => "compaction",
+            EventKind::CompactionStarted { .. } => "compaction_started",
             EventKind::Presence { .. } => "presence",
             EventKind::DriveRequested { .. } => "drive_requested",
             EventKind::MemoryChanged { .. } => "memory_changed",

@@ -41,6 +41,7 @@ fn sample_params(kind: MethodKind) -> Value {
             json!({"files": [{"path": "deploy/SKILL.md", "content": "---\nname: deploy\n---\n"}]})
         }
         MethodKind::UsageReport => json!({"session_id": sid, "by": "user", "since": "2026-01-01"}),
+        MethodKind::SessionCompact => json!({"session_id": sid, "focus": "the failing test"}),
     }
 }
 

@@ -172,6 +172,9 @@ impl TestServer {
             .args(["--base-url", base_url, "--model", "mock-model"])
             .args(extra)
             .env(api.key_var(), TEST_API_KEY)
+            // `mock-model` is no known family (8,192 tokens): the suites stand for a Claude-size
+            // window unless a test gives `--context-window` (which wins over the variable).
+            .env("OUTBOARD_CONTEXT_WINDOW", "200000")
             .env("OUTBOARD_LOG", "debug")
             .env_remove("OUTBOARD_LISTEN")
             .stdin(Stdio::null())

@@ -52,7 +52,12 @@ struct Request {
 
 impl Request {
     fn borrow(&self) -> ModelRequest<'_> {
-        ModelRequest { system: &self.system, messages: &self.messages, tools: &self.tools }
+        ModelRequest {
+            system: &self.system,
+            messages: &self.messages,
+            tools: &self.tools,
+            max_tokens: None,
+        }
     }
 }
 

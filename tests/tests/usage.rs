@@ -339,8 +339,9 @@ async fn a_session_gets_its_model_family_window_the_servers_or_its_own() {
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let window = |v: Value| v["session"]["context_window"].as_u64();
     let created = c.request("session/create", json!({})).await.unwrap().unwrap();
-    // `mock-model` is no known family: the conservative default.
-    assert_eq!(window(created), Some(outboard_server::llm::context::DEFAULT_CONTEXT_WINDOW));
+    // The harness's servers run with OUTBOARD_CONTEXT_WINDOW=200000 (`mock-model` is no known
+    // family; the table's default is unit-tested in `llm::context`).
+    assert_eq!(window(created), Some(200_000));
     let created =
         c.request("session/create", json!({"context_window": 16000})).await.unwrap().unwrap();
     assert_eq!(window(created.clone()), Some(16_000));

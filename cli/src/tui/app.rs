@@ -36,6 +36,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/memory", "[PATH] list the org's memory, or show one file"),
     ("/skills", "list the org's skills"),
     ("/diff", "the session's changes against its base (--stat: a summary)"),
+    ("/compact", "[FOCUS] summarise the conversation now, keeping FOCUS in particular"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
     ("/quit", "leave (also Ctrl-C twice)"),
 ];
@@ -117,6 +118,8 @@ pub enum Effect {
     Skills,
     /// Show the session's diff (`true`: the summary only).
     Diff(bool),
+    /// Compact the session's conversation, with what the summary should focus on.
+    Compact(Option<String>),
     /// Leave.
     Quit,
 }
@@ -492,6 +495,16 @@ impl App {
                     Vec::new()
                 }
             },
+            ("/compact", _) => {
+                // The focus is the rest of the line, every word of it.
+                let focus = line.trim_start().trim_start_matches("/compact").trim();
+                if self.running {
+                    self.notice = Some("a turn is running: compact when it ends".into());
+                    return Vec::new();
+                }
+                self.notice = Some("compacting the conversation…".into());
+                vec![Effect::Compact((!focus.is_empty()).then(|| focus.to_owned()))]
+            }
             ("/interrupt", _) => vec![Effect::Interrupt],
             ("/quit", _) => vec![Effect::Quit],
             ("/attach" | "/handover", None) => {
@@ -610,6 +623,15 @@ impl App {
                     t.result = Some((is_error, output, duration_ms));
                 }
                 self.rerender(i);
+            }
+            EventKind::CompactionStarted { .. } => {
+                self.notice = Some("compacting the conversation…".into());
+            }
+            EventKind::Compaction { tokens_before, tokens_after, trigger, .. } => {
+                self.context_used = Some(tokens_after);
+                self.notice = None;
+                let line = crate::output::compaction_line(trigger, tokens_before, tokens_after);
+                self.push_notice(line, false);
             }
             EventKind::ModelRetry { attempt, delay_ms, reason } => {
                 self.streaming.clear();

@@ -474,6 +474,19 @@ fn on_effect(
                     app,
                     "",
                 ),
+                Effect::Compact(focus) => {
+                    let call = client.call::<outboard_shared::methods::SessionCompact>(
+                        outboard_shared::SessionCompactParams { session_id: id, focus },
+                    );
+                    let app = app.clone();
+                    tokio::spawn(async move {
+                        // Success shows as the `compaction` event, to every attached client.
+                        if let Err(e) = call.await {
+                            let text = format!("not compacted: {}", short(&e));
+                            let _ = app.send(AppEvent::Notice(text)).await;
+                        }
+                    });
+                }
                 Effect::DriveRequest => spawn_request(client.drive_request(id), app, ""),
                 Effect::DriveTake => spawn_request(client.drive_take(id), app, ""),
                 Effect::DriveGrant(user) => spawn_request(

@@ -495,7 +495,8 @@ mod tests {
                 }],
             },
         ];
-        let request = ModelRequest { system: "", messages: &messages, tools: &[] };
+        let request =
+            ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
         let body: Value = serde_json::from_slice(&request_body("m", 7, &request).unwrap()).unwrap();
         assert_eq!(
             body,
@@ -570,7 +571,8 @@ mod tests {
             assistant_call("b"),
             user(vec![result("b", "two")]),
         ];
-        let request = ModelRequest { system: &system, messages: &messages, tools: &tools };
+        let request =
+            ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
         let body: Value =
             serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
                 .unwrap();
@@ -597,7 +599,8 @@ mod tests {
             assistant_call("a"),
             user(vec![result("a", &"y".repeat(5_000))]),
         ];
-        let request = ModelRequest { system: "terse", messages: &messages, tools: &tools };
+        let request =
+            ModelRequest { system: "terse", messages: &messages, tools: &tools, max_tokens: None };
         let body: Value =
             serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
                 .unwrap();

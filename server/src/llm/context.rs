@@ -1,13 +1,16 @@
 //! How big a model's context is and how many tokens a text takes, in one place: the window
 //! table per model family, the estimate of tokens from bytes, and Anthropic's minimum cacheable
-//! prefix. The harness sizes requests with these (prompt-cache breakpoints today; compaction's
-//! threshold and the mock's accounting build on the same functions), so one estimate is used
-//! everywhere a count is compared with a window.
+//! prefix, and the estimated size of a request body. The harness sizes requests with these
+//! (prompt-cache breakpoints, compaction's threshold; the tests measure the mock's recorded
+//! bodies with the same [`estimate_tokens`]), so one estimate is used everywhere a count is
+//! compared with a window.
 //!
 //! The estimate is deliberately simple — a token per 4 bytes of UTF-8, rounded up — because no
 //! tokenizer of every provider can ship with the server: it is within ~20 % for English and code
 //! with the Claude and GPT tokenizers, and only decides when to act, never what is billed (the
 //! provider's reported usage is what the log keeps).
+
+use super::{ContentBlock, Message, ModelRequest, ToolSpec};
 
 /// Bytes per token of [`estimate_tokens`].
 pub const BYTES_PER_TOKEN: usize = 4;
@@ -59,6 +62,77 @@ pub fn estimate_tokens(bytes: usize) -> u64 {
     bytes.div_ceil(BYTES_PER_TOKEN) as u64
 }
 
+/// What a message adds to a request body besides its blocks (`{"role":"assistant","content":[]}`
+/// and a separator), rounded up.
+pub const MESSAGE_OVERHEAD_BYTES: usize = 48;
+
+/// What a block adds besides its strings (`{"type":"tool_result","tool_use_id":,"content":,
+/// "is_error":false}`, OpenAI's `{"role":"tool","tool_call_id":…}`), rounded up; an Anthropic
+/// breakpoint (`"cache_control":{"type":"ephemeral"}`) fits in it too.
+pub const BLOCK_OVERHEAD_BYTES: usize = 96;
+
+/// What a request body adds besides its messages, system prompt and tools (model, `max_tokens`,
+/// `stream`, the OpenAI usage options), rounded up.
+pub const REQUEST_OVERHEAD_BYTES: usize = 256;
+
+/// The length of `s` as a JSON string, quotes and escapes included (`serde_json`'s escapes:
+/// `\"`, `\\`, the short control escapes, `\u00XX` for the other control characters).
+pub fn json_string_bytes(s: &str) -> usize {
+    let escapes: usize = s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    s.len() + 2 + escapes
+}
+
+/// The estimated bytes a block takes in either dialect's request body: an upper bound of both
+/// (a tool call's input is counted as the JSON string OpenAI wraps it in, escaped twice).
+pub fn block_bytes(block: &ContentBlock) -> usize {
+    BLOCK_OVERHEAD_BYTES
+        + match block {
+            ContentBlock::Text(text) => json_string_bytes(text),
+            ContentBlock::ToolUse { id, name, input } => {
+                json_string_bytes(id)
+                    + json_string_bytes(name)
+                    + json_string_bytes(&input.to_string())
+            }
+            ContentBlock::ToolResult { tool_use_id, content, .. } => {
+                json_string_bytes(tool_use_id) + json_string_bytes(content)
+            }
+        }
+}
+
+/// The estimated bytes a message takes in a request body.
+pub fn message_bytes(message: &Message) -> usize {
+    MESSAGE_OVERHEAD_BYTES + message.content.iter().map(block_bytes).sum::<usize>()
+}
+
+/// The estimated bytes of what every request of a turn carries besides its messages: the
+/// system prompt, the tools' definitions and the body's own fields.
+pub fn fixed_bytes(system: &str, tools: &[ToolSpec]) -> usize {
+    let tools: usize = tools
+        .iter()
+        .map(|t| {
+            BLOCK_OVERHEAD_BYTES
+                + json_string_bytes(&t.name)
+                + json_string_bytes(&t.description)
+                + t.input_schema.to_string().len()
+        })
+        .sum();
+    REQUEST_OVERHEAD_BYTES + BLOCK_OVERHEAD_BYTES + json_string_bytes(system) + tools
+}
+
+/// The estimated bytes of a whole request body: never less than either dialect sends (checked
+/// against both serialisers in their tests), within a few percent for real conversations.
+pub fn request_bytes(request: &ModelRequest<'_>) -> usize {
+    fixed_bytes(request.system, request.tools)
+        + request.messages.iter().map(message_bytes).sum::<usize>()
+}
+
 /// The shortest prefix, in tokens, that Anthropic caches for `model`: a breakpoint on a shorter
 /// prefix is accepted but not cached (and a write would be billed for nothing), so the request
 /// body marks none there. From Anthropic's prompt-caching page: 4,096 for Claude Opus 4.5 and
@@ -97,6 +171,64 @@ mod tests {
         assert_eq!(estimate_tokens(1), 1);
         assert_eq!(estimate_tokens(8), 2);
         assert_eq!(estimate_tokens(9), 3);
+    }
+
+    #[test]
+    fn the_request_estimate_bounds_both_dialects_bodies() {
+        use crate::llm::{ContentBlock, Message, Role};
+        use serde_json::json;
+        let tools = crate::tools::specs();
+        let system = crate::agent::system_prompt();
+        let mut messages = vec![Message {
+            role: Role::User,
+            content: vec![ContentBlock::Text("fix \"the\" build\n\ttabs \u{1} €".into())],
+        }];
+        for i in 0..50 {
+            let id = format!("toolu_{i:020}");
+            messages.push(Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::Text(format!("Step {i}: let me look.")),
+                    ContentBlock::ToolUse {
+                        id: id.clone(),
+                        name: "Bash".into(),
+                        input: json!({"command": format!("grep -n \"fn \\w+\" src/{i}.rs"),
+                                      "description": "Find \"functions\""}),
+                    },
+                ],
+            });
+            let output: String =
+                (0..40).map(|l| format!("src/{i}.rs:{l}:\tfn \"x\"() {{ \\ }}\n")).collect();
+            messages.push(Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: id,
+                    content: output,
+                    is_error: i % 7 == 0,
+                }],
+            });
+        }
+        let request =
+            ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
+        let estimate = request_bytes(&request);
+        for (dialect, body) in [
+            ("anthropic", crate::llm::anthropic::request_body("claude-sonnet-4-5", 8192, &request)),
+            ("openai", crate::llm::openai::request_body("gpt-4.1", 8192, &request)),
+        ] {
+            let sent = body.unwrap().len();
+            assert!(estimate >= sent, "{dialect}: estimated {estimate} < {sent} bytes sent");
+            assert!(
+                estimate * 100 <= sent * 125,
+                "{dialect}: estimated {estimate}, more than 25 % over {sent} bytes sent"
+            );
+        }
+    }
+
+    #[test]
+    fn json_lengths_count_escapes() {
+        for s in ["", "plain", "q\"uote", "back\\slash", "nl\n\r\t", "\u{1}\u{1f}", "€ é"] {
+            assert_eq!(json_string_bytes(s), serde_json::to_string(s).unwrap().len(), "{s:?}");
+        }
     }
 
     #[test]

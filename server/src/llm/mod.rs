@@ -148,6 +148,9 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     /// The tools on offer.
     pub tools: &'a [ToolSpec],
+    /// `max_tokens` of this call when not the configured one (a summary is kept short; a
+    /// request near the end of its window may not ask for more than is left).
+    pub max_tokens: Option<u32>,
 }
 
 /// Why the model stopped.
@@ -209,6 +212,34 @@ pub enum LlmError {
     /// The configuration is unusable (bad base URL, missing key for a hosted provider).
     #[error("model configuration: {0}")]
     Config(String),
+}
+
+impl LlmError {
+    /// Whether the provider refused the request as too long for the model's context window:
+    /// Anthropic's `prompt is too long`, OpenAI's `context_length_exceeded`, llama.cpp's
+    /// `exceed_context_size_error`, vLLM's and Ollama's wordings. The harness then compacts and
+    /// retries once.
+    pub fn is_context_overflow(&self) -> bool {
+        let LlmError::Status { status, message, .. } = self else { return false };
+        if !matches!(status, 400 | 413 | 422) {
+            return false;
+        }
+        let m = message.to_lowercase();
+        [
+            "prompt is too long",
+            "context_length_exceeded",
+            "maximum context length",
+            "context length",
+            "context window",
+            "exceed_context_size",
+            "exceeds the available context size",
+            "too many tokens",
+            "input is too long",
+            "reduce the length",
+        ]
+        .iter()
+        .any(|needle| m.contains(needle))
+    }
 }
 
 /// How long a stream may stay silent before it counts as cut. Anthropic pings every few seconds
@@ -324,6 +355,11 @@ impl Provider {
         self
     }
 
+    /// The configured `max_tokens` of a call.
+    pub fn max_tokens(&self) -> u32 {
+        self.config.max_tokens
+    }
+
     /// `provider/model`, for session listings.
     pub fn label(&self) -> String {
         format!("{}/{}", self.config.kind.as_str(), self.config.model)
@@ -336,7 +372,8 @@ impl Provider {
         request: &ModelRequest<'_>,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ModelResponse, LlmError> {
-        let (model, max_tokens) = (&self.config.model, self.config.max_tokens);
+        let model = &self.config.model;
+        let max_tokens = request.max_tokens.unwrap_or(self.config.max_tokens).max(1);
         let body = match self.config.kind {
             ProviderKind::Anthropic => anthropic::request_body(model, max_tokens, request),
             ProviderKind::OpenAi => openai::request_body(model, max_tokens, request),

@@ -461,7 +461,7 @@ mod tests {
     use super::*;
 
     fn body(system: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        let request = ModelRequest { system, messages, tools };
+        let request = ModelRequest { system, messages, tools, max_tokens: None };
         serde_json::from_slice(&request_body("m", 7, &request).unwrap()).unwrap()
     }
 

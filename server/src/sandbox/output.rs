@@ -5,10 +5,12 @@
 //! first error at the top and its summary at the bottom; the middle is what the model can most
 //! afford to lose. The note says how much was cut so the model can re-run with a filter.
 
-/// Bytes of output kept from the start of a command's output.
-pub const OUTPUT_HEAD_BYTES: usize = 15_000;
+/// Bytes of output kept from the start of a command's output, in its result (and so in the
+/// session's log). The model sees less: the harness cuts every tool result to its own cap (30,000
+/// characters by default) in the middle, so the log keeps what the model was not shown.
+pub const OUTPUT_HEAD_BYTES: usize = 64 * 1024;
 /// Bytes of output kept from the end of a command's output.
-pub const OUTPUT_TAIL_BYTES: usize = 15_000;
+pub const OUTPUT_TAIL_BYTES: usize = 64 * 1024;
 
 /// Decodes a byte stream into text chunk by chunk. An incomplete character at the end of a chunk
 /// waits for the next one; invalid bytes become U+FFFD.
@@ -96,6 +98,14 @@ impl CappedOutput {
             self.head_cap = self.head.len();
         }
         self.tail.push_str(text);
+        // Trimmed once it holds twice its cap, not at every push: a command printing gigabytes
+        // in small chunks would otherwise move the whole tail for each one.
+        if self.tail.len() > 2 * self.tail_cap {
+            self.trim_tail();
+        }
+    }
+
+    fn trim_tail(&mut self) {
         if self.tail.len() > self.tail_cap {
             let excess = self.tail.len() - self.tail_cap;
             let drop = ceil_char_boundary(&self.tail, excess);
@@ -106,11 +116,12 @@ impl CappedOutput {
 
     /// Bytes dropped from the middle so far.
     pub fn cut_bytes(&self) -> usize {
-        self.cut
+        self.cut + self.tail.len().saturating_sub(self.tail_cap)
     }
 
     /// The kept text, with a note where the middle was cut.
-    pub fn into_string(self) -> String {
+    pub fn into_string(mut self) -> String {
+        self.trim_tail();
         if self.cut == 0 {
             return self.head + &self.tail;
         }

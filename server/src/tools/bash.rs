@@ -137,9 +137,10 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     outcome
 }
 
-/// Bytes of a command's output streamed to watchers: what its result keeps (head and tail).
-pub(super) const STREAM_CAP_BYTES: usize =
-    crate::sandbox::output::OUTPUT_HEAD_BYTES + crate::sandbox::output::OUTPUT_TAIL_BYTES;
+/// Bytes of a command's output streamed to watchers: about what the model sees of it (the
+/// harness's default cut of a tool result); the result in the log keeps more
+/// (`crate::sandbox::output::OUTPUT_HEAD_BYTES` and `OUTPUT_TAIL_BYTES`).
+pub(super) const STREAM_CAP_BYTES: usize = 30_000;
 
 /// Counts a command's streamed output and lets through its first `cap` bytes (cut on a character
 /// boundary); what it holds back is announced by [`StreamCap::truncation_line`] at the end.
