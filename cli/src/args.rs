@@ -67,6 +67,10 @@ pub enum Command {
     Sessions(SessionsArgs),
     /// Token usage of your org's model calls and an estimated cost, by session, user or day.
     Usage(UsageArgs),
+    /// Compact a session's conversation now: the model summarises it and the session goes on
+    /// from the summary and its newest step (sessions also compact by themselves when their
+    /// context window fills up). Your session, with no one else driving it.
+    Compact(CompactArgs),
     /// Open the TUI on an existing session (yours or a teammate's) as a watcher, or as the
     /// driver with --drive (the owner drives at once; anyone else asks the driver).
     Attach(AttachArgs),
@@ -461,6 +465,23 @@ pub struct UsageArgs {
     /// A JSON price table (model → USD per million tokens) over the built-in one.
     #[arg(long, env = "OUTBOARD_PRICES", value_name = "FILE")]
     pub prices: Option<PathBuf>,
+}
+
+/// `outboard compact`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct CompactArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// What the summary should keep in particular (the rest of the line).
+    #[arg(value_name = "FOCUS", trailing_var_arg = true)]
+    pub focus: Vec<String>,
 }
 
 /// `--by` of `outboard usage`.

@@ -11,6 +11,7 @@
 pub mod args;
 pub mod changes;
 pub mod client;
+pub mod compact;
 pub mod embedded;
 pub mod files;
 pub mod http;

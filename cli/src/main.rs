@@ -76,6 +76,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
             None => Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout()))),
         },
+        Command::Compact(args) => {
+            Ok(runtime.block_on(outboard_cli::compact::compact(&args, &mut std::io::stdout())))
+        }
         Command::Usage(args) => {
             Ok(runtime.block_on(outboard_cli::usage::usage(&args, &mut std::io::stdout())))
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use outboard_server::agent::compact::INSTRUCTION_MARK;
 use outboard_server::llm::context::estimate_tokens;
 use outboard_shared::{EventKind, SessionEvent};
-use outboard_tests::harness::{wait_until, Api, TestServer, WsClient};
+use outboard_tests::harness::{outboard, wait_until, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall, RecordedRequest};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
@@ -412,4 +412,17 @@ async fn session_compact_summarises_on_request_with_a_focus() {
     assert!(matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }));
     let first = mock.requests()[n + 1].body["messages"][0].to_string();
     assert!(first.contains("<summary>"), "{first}");
+
+    // `outboard compact` does the same from a script, once nobody drives the session.
+    c.request("session/detach", json!({"session_id": sid})).await.unwrap().unwrap();
+    let run = outboard(
+        &["compact", "--json", "--server", &server.url, "--token", &token, &sid, "the", "tests"],
+        None,
+    )
+    .unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let done: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert!(done["seq"].as_u64().unwrap() > 0, "{done}");
+    let asked = mock.requests().into_iter().rev().find(|r| is_summary(&r.body)).unwrap();
+    assert!(asked.body["messages"].to_string().contains("focus on: the tests"));
 }

@@ -404,8 +404,60 @@ fn slash_commands() {
     assert_eq!(run("/skills"), vec![Effect::Skills]);
     assert_eq!(run("/diff"), vec![Effect::Diff(false)]);
     assert_eq!(run("/diff --stat"), vec![Effect::Diff(true)]);
+    assert_eq!(run("/compact"), vec![Effect::Compact(None)]);
+    assert_eq!(
+        run("/compact  the failing test  and its fix"),
+        vec![Effect::Compact(Some("the failing test  and its fix".into()))]
+    );
     app.composer.set("/qu");
     assert_eq!(app.completions(), vec!["/quit"]);
+}
+
+#[test]
+fn a_compaction_is_one_line_and_resets_the_context_fill() {
+    let mut events = turn_start();
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage {
+            text: "Reading.".into(),
+            tool_calls: vec![],
+            usage: Some(Usage { input_tokens: 160_000, output_tokens: 500, ..Usage::default() }),
+        },
+    ));
+    let mut app = app("alice", Role::Driver, events, None);
+    assert!(screen(&app, 120, 8).contains("ctx 160.5k/200.0k (80%)"), "{}", screen(&app, 120, 8));
+    app.handle(AppEvent::Server(Box::new(ev(
+        3,
+        EventKind::CompactionStarted { trigger: outboard_shared::CompactionTrigger::Auto },
+    ))));
+    assert!(
+        screen(&app, 120, 8).contains("compacting the conversation…"),
+        "{}",
+        screen(&app, 120, 8)
+    );
+    app.handle(AppEvent::Server(Box::new(ev(
+        4,
+        EventKind::Compaction {
+            summary: "The user wants the build fixed.".into(),
+            from_seq: 1,
+            kept_from_seq: 3,
+            tokens_before: 160_412,
+            tokens_after: 31_000,
+            trigger: outboard_shared::CompactionTrigger::Auto,
+            focus: None,
+            usage: None,
+        },
+    ))));
+    let text = screen(&app, 160, 8);
+    assert!(
+        text.contains(
+            "⟳ compacted the conversation (the context window was filling up): ~160,412 → \
+             ~31,000 tokens"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("ctx 31.0k/200.0k (15%)"), "{text}");
+    assert!(!text.contains("compacting the conversation…"), "{text}");
 }
 
 #[test]
