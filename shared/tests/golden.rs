@@ -150,6 +150,16 @@ fn client_frames() {
         ))
     );
     insta::assert_json_snapshot!(
+        "session_compact",
+        roundtrip(&request(
+            8,
+            Method::SessionCompact(SessionCompactParams {
+                session_id: sid(),
+                focus: Some("the failing test".into()),
+            })
+        ))
+    );
+    insta::assert_json_snapshot!(
         "session_drive_request",
         roundtrip(&request(8, Method::SessionDriveRequest(SessionRef { session_id: sid() })))
     );
@@ -331,6 +341,14 @@ fn responses() {
                 context_window: Some(200_000),
                 ..info()
             }]
+        })
+    );
+    insta::assert_json_snapshot!(
+        "session_compact_response",
+        roundtrip(&SessionCompactResponse {
+            seq: 418,
+            tokens_before: 161_204,
+            tokens_after: 38_950
         })
     );
     insta::assert_json_snapshot!(
@@ -544,6 +562,22 @@ fn session_events() {
             ],
         },
         EventKind::DriveRequested { user: "bob".into() },
+        EventKind::CompactionStarted { trigger: CompactionTrigger::Auto },
+        EventKind::Compaction {
+            summary: "The user asked to fix the flaky test; src/retry.rs now backs off.".into(),
+            from_seq: 1,
+            kept_from_seq: 212,
+            tokens_before: 161_204,
+            tokens_after: 38_950,
+            trigger: CompactionTrigger::Auto,
+            focus: None,
+            usage: Some(Usage {
+                input_tokens: 150_000,
+                output_tokens: 900,
+                cache_read_tokens: 149_000,
+                cache_write_tokens: 0,
+            }),
+        },
         EventKind::MemoryChanged {
             path: "/memory/deploys.md".into(),
             version: 4,
