@@ -10,87 +10,15 @@
 
 use std::time::Duration;
 
-use outboard_server::agent::compact::INSTRUCTION_MARK;
 use outboard_server::llm::context::estimate_tokens;
 use outboard_shared::{EventKind, SessionEvent};
 use outboard_tests::harness::{outboard, wait_until, Api, TestServer, WsClient};
-use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall, RecordedRequest};
+use outboard_tests::long_turn::{is_summary, last_step, long_turn_mock, step_call};
+use outboard_tests::mock_llm::{MockLlm, MockStep, RecordedRequest};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
 const WINDOW: u64 = 16_000;
-
-/// How long the summary a test kills the server during takes.
-const SLOW_SUMMARY_MS: u64 = 5_000;
-
-/// Whether `body` asks for a summary.
-fn is_summary(body: &Value) -> bool {
-    body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .is_some_and(|m| m.to_string().contains(INSTRUCTION_MARK))
-}
-
-/// The number of the newest `step-N` tool call in `body` (the tail after a compaction always
-/// keeps the newest step), or `None` before the first.
-fn last_step(body: &Value) -> Option<u64> {
-    body["messages"]
-        .as_array()?
-        .iter()
-        .rev()
-        .filter_map(|m| m["content"].as_array())
-        .flat_map(|blocks| blocks.iter().rev())
-        .filter(|b| b["type"] == "tool_use")
-        .find_map(|b| b["id"].as_str()?.strip_prefix("step-")?.parse().ok())
-}
-
-/// The steps' commands: the first writes ten 3 KiB files, then `Read`s of them (cheap: no
-/// sandbox), every 10th step a `Bash` that appends its number to `ran.txt` (so a command run
-/// twice shows), and at `big` one printing 100 kB.
-fn step_call(n: u64, big: Option<u64>) -> MockToolCall {
-    let id = format!("step-{n}");
-    let call = if n == 0 {
-        MockToolCall::new(
-            "Bash",
-            json!({"command": "for i in 0 1 2 3 4 5 6 7 8 9; do head -c 2300 /dev/urandom | base64 > f$i.txt; done; echo made"}),
-        )
-    } else if Some(n) == big {
-        MockToolCall::new("Bash", json!({"command": "head -c 100000 /dev/zero | tr '\\0' x; echo"}))
-    } else if n.is_multiple_of(10) {
-        MockToolCall::new(
-            "Bash",
-            json!({"command": format!("echo {n} >> ran.txt; cat f{}.txt", n % 10)}),
-        )
-    } else {
-        MockToolCall::new("Read", json!({"file_path": format!("/workspace/f{}.txt", n % 10)}))
-    };
-    call.with_id(&id)
-}
-
-/// A mock answering a turn of `steps` steps from each body, and summaries; the `slow`th summary
-/// (counting from 1) takes `SLOW_SUMMARY_MS`.
-async fn long_turn_mock(steps: u64, big: Option<u64>, slow: usize) -> MockLlm {
-    let summaries = std::sync::atomic::AtomicUsize::new(0);
-    MockLlm::start_responder(move |body| {
-        if is_summary(body) {
-            let nth = summaries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            let summary_latency_ms = if nth == slow { SLOW_SUMMARY_MS } else { 0 };
-            let upto = last_step(body).unwrap_or(0);
-            let summary = format!(
-                "The user asked for a long scripted task. Steps up to {upto} are done: the files \
-                 f0..f9 were made and read; ran.txt records the commands."
-            );
-            return Some(MockStep::text(&summary).latency(summary_latency_ms));
-        }
-        let next = last_step(body).map_or(0, |n| n + 1);
-        if next >= steps {
-            return Some(MockStep::text("All steps done."));
-        }
-        Some(MockStep::tool_calls(vec![step_call(next, big)]))
-    })
-    .await
-    .unwrap()
-}
 
 /// Checks one Anthropic request: inside the window (with its `max_tokens`), user first, roles
 /// alternating, every tool call answered in the next message and every result answering one.
@@ -154,7 +82,7 @@ fn compactions(events: &[SessionEvent]) -> Vec<(u64, u64, u64, u64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_step_turn_compacts_and_stays_inside_the_window() {
     const STEPS: u64 = 1_000;
-    let mock = long_turn_mock(STEPS, Some(500), 0).await;
+    let mock = long_turn_mock(STEPS, Some(500), 0).await.unwrap();
     let server = TestServer::start_in(
         tempfile::tempdir().unwrap(),
         Api::Anthropic,
@@ -235,7 +163,7 @@ async fn a_thousand_step_turn_compacts_and_stays_inside_the_window() {
 async fn a_sigkill_during_a_summary_resumes_the_turn_and_runs_no_command_twice() {
     const STEPS: u64 = 120;
     // The third summary takes a while: the kill lands inside it.
-    let mock = long_turn_mock(STEPS, None, 3).await;
+    let mock = long_turn_mock(STEPS, None, 3).await.unwrap();
     let flags = ["--context-window", "16000", "--max-steps", "1000"];
     let server = TestServer::start_in(
         tempfile::tempdir().unwrap(),
@@ -353,7 +281,7 @@ async fn a_too_long_answer_from_the_provider_is_compacted_and_retried_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_compact_summarises_on_request_with_a_focus() {
-    let mock = long_turn_mock(6, None, 0).await;
+    let mock = long_turn_mock(6, None, 0).await.unwrap();
     let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
     let token = server.add_user("alice", "acme").unwrap();
     let bob = server.add_user("bob", "acme").unwrap();
