@@ -9,10 +9,12 @@
 //! [`Conversation::tail_start`]) and the summary at most [`SUMMARY_PERCENT`], so a compacted
 //! conversation sits at about half the room and the next compaction is many steps away.
 //!
-//! The summary request is the conversation being replaced, with the same system prompt and tools
-//! (so a provider's prompt cache serves most of it, and the tool calls in it stay valid), ending
-//! with [`instruction`]. If even that does not fit the window, long tool results in it are cut
-//! and then the oldest steps left out, and the model is told.
+//! The summary request is the whole conversation with the same system prompt and tools (so it is
+//! the previous step's request plus the newest result, read from a provider's prompt cache, and
+//! the tool calls in it stay valid), ending with [`instruction`], which says how many of the last
+//! messages stay verbatim. When that does not fit the window, only the part being replaced is
+//! sent; if even that does not fit, long tool results in it are cut and then the oldest steps
+//! left out, and the model is told.
 //!
 //! Durability: nothing is written until the summary is complete; then one `compaction` event
 //! records it with the seq range it replaces, and the conversation is cut exactly as a replay of
@@ -200,8 +202,7 @@ impl Compactor<'_> {
             .min(u64::from(self.provider.max_tokens()));
         let tokens_before = self.tokens(conversation);
 
-        let messages =
-            self.summary_request(&conversation.messages()[..tail], focus, summary_tokens);
+        let messages = self.summary_request(conversation.messages(), tail, focus, summary_tokens);
         self.emitter.transient(EventKind::CompactionStarted { trigger }).await?;
         let request = ModelRequest {
             system: self.system,
@@ -257,11 +258,14 @@ impl Compactor<'_> {
         Ok(Compacted { seq, tokens_before, tokens_after, usage: response.usage })
     }
 
-    /// The messages of a summary request for `replaced`, made to fit the window with
-    /// `summary_tokens` left for the answer.
+    /// The messages of a summary request replacing `conversation[..tail]`, made to fit the
+    /// window with `summary_tokens` left for the answer: the whole conversation when it fits, so
+    /// the request is the previous step's plus the newest result, read from the provider's
+    /// cache, and the model sees what the kept steps build on; else only the replaced part.
     fn summary_request(
         &self,
-        replaced: &[Message],
+        conversation: &[Message],
+        tail: usize,
         focus: Option<&str>,
         summary_tokens: u64,
     ) -> Vec<Message> {
@@ -274,7 +278,11 @@ impl Compactor<'_> {
                 + context::BLOCK_OVERHEAD_BYTES
                 + INSTRUCTION_BYTES
         };
-        let mut messages = replaced.to_vec();
+        let (mut messages, kept) = if size(conversation) <= budget {
+            (conversation.to_vec(), conversation.len() - tail)
+        } else {
+            (conversation[..tail].to_vec(), 0)
+        };
         if size(&messages) > budget {
             for block in messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
                 if let ContentBlock::ToolResult { content, .. } = block {
@@ -292,7 +300,7 @@ impl Compactor<'_> {
             messages.drain(1..3);
             left_out += 2;
         }
-        let text = instruction(focus, left_out);
+        let text = instruction(focus, left_out, kept);
         match messages.last_mut() {
             Some(last) if last.role == Role::User => last.content.push(ContentBlock::Text(text)),
             _ => {
@@ -306,8 +314,9 @@ impl Compactor<'_> {
 /// An upper bound of [`instruction`]'s length without the focus.
 const INSTRUCTION_BYTES: usize = 2_048;
 
-/// What the model is asked, at the end of the conversation it summarises.
-pub fn instruction(focus: Option<&str>, left_out: usize) -> String {
+/// What the model is asked, at the end of the conversation it summarises; the last `kept`
+/// messages stay verbatim after the summary.
+pub fn instruction(focus: Option<&str>, left_out: usize, kept: usize) -> String {
     let mut text = format!(
         "{INSTRUCTION_MARK}\nThe conversation is about to be compacted to fit the context \
          window: everything above will be replaced by your summary, and the work goes on from \
@@ -322,6 +331,12 @@ pub fn instruction(focus: Option<&str>, left_out: usize) -> String {
          6. What you were doing right now, and the next step.\n\
          Be concise but specific: paths, names, commands, numbers."
     );
+    if kept > 0 {
+        text.push_str(&format!(
+            "\n\nThe last {kept} messages above stay verbatim after your summary: summarise \
+             what comes before them, and of them only what is needed to follow on."
+        ));
+    }
     if left_out > 0 {
         text.push_str(&format!(
             "\n\n({left_out} older messages were left out of this request to fit the window: \
@@ -363,9 +378,9 @@ mod tests {
 
     #[test]
     fn the_instruction_fits_its_bound_and_carries_the_focus() {
-        let text = instruction(None, 40);
+        let text = instruction(None, 40, 120);
         assert!(text.len() <= INSTRUCTION_BYTES, "{}", text.len());
         assert!(text.starts_with(INSTRUCTION_MARK));
-        assert!(instruction(Some(" the flaky test "), 0).ends_with("focus on: the flaky test"));
+        assert!(instruction(Some(" the flaky test "), 0, 0).ends_with("focus on: the flaky test"));
     }
 }
