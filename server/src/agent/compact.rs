@@ -202,7 +202,9 @@ impl Compactor<'_> {
             .min(u64::from(self.provider.max_tokens()));
         let tokens_before = self.tokens(conversation);
 
-        let messages = self.summary_request(conversation.messages(), tail, focus, summary_tokens);
+        let budget = self.window.tokens.saturating_sub(summary_tokens);
+        let messages =
+            summary_request(conversation.messages(), tail, focus, self.fixed_bytes, budget);
         self.emitter.transient(EventKind::CompactionStarted { trigger }).await?;
         let request = ModelRequest {
             system: self.system,
@@ -257,58 +259,56 @@ impl Compactor<'_> {
         );
         Ok(Compacted { seq, tokens_before, tokens_after, usage: response.usage })
     }
+}
 
-    /// The messages of a summary request replacing `conversation[..tail]`, made to fit the
-    /// window with `summary_tokens` left for the answer: the whole conversation when it fits, so
-    /// the request is the previous step's plus the newest result, read from the provider's
-    /// cache, and the model sees what the kept steps build on; else only the replaced part.
-    fn summary_request(
-        &self,
-        conversation: &[Message],
-        tail: usize,
-        focus: Option<&str>,
-        summary_tokens: u64,
-    ) -> Vec<Message> {
-        let budget = usize::try_from(self.window.tokens.saturating_sub(summary_tokens))
-            .unwrap_or(usize::MAX)
-            .saturating_mul(context::BYTES_PER_TOKEN);
-        let size = |messages: &[Message]| {
-            self.fixed_bytes
-                + messages.iter().map(context::message_bytes).sum::<usize>()
-                + context::BLOCK_OVERHEAD_BYTES
-                + INSTRUCTION_BYTES
-        };
-        let (mut messages, kept) = if size(conversation) <= budget {
-            (conversation.to_vec(), conversation.len() - tail)
-        } else {
-            (conversation[..tail].to_vec(), 0)
-        };
-        if size(&messages) > budget {
-            for block in messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
-                if let ContentBlock::ToolResult { content, .. } = block {
-                    if let std::borrow::Cow::Owned(cut) = cut_middle(content, SUMMARY_RESULT_CHARS)
-                    {
-                        *content = cut;
-                    }
+/// The messages of a summary request replacing `conversation[..tail]`, made to fit `budget`
+/// tokens with the request's `fixed_bytes`: the whole conversation when it fits, so the request
+/// is the previous step's plus the newest result, read from the provider's cache, and the model
+/// sees what the kept steps build on; else only the replaced part, its tool results cut and then
+/// its oldest steps left out as needed.
+fn summary_request(
+    conversation: &[Message],
+    tail: usize,
+    focus: Option<&str>,
+    fixed_bytes: usize,
+    budget: u64,
+) -> Vec<Message> {
+    let budget =
+        usize::try_from(budget).unwrap_or(usize::MAX).saturating_mul(context::BYTES_PER_TOKEN);
+    let size = |messages: &[Message]| {
+        fixed_bytes
+            + messages.iter().map(context::message_bytes).sum::<usize>()
+            + context::BLOCK_OVERHEAD_BYTES
+            + INSTRUCTION_BYTES
+            + focus.map_or(0, str::len)
+    };
+    let (mut messages, kept) = if size(conversation) <= budget {
+        (conversation.to_vec(), conversation.len() - tail)
+    } else {
+        (conversation[..tail].to_vec(), 0)
+    };
+    if size(&messages) > budget {
+        for block in messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
+            if let ContentBlock::ToolResult { content, .. } = block {
+                if let std::borrow::Cow::Owned(cut) = cut_middle(content, SUMMARY_RESULT_CHARS) {
+                    *content = cut;
                 }
             }
         }
-        // Then whole steps from the oldest on (an assistant message and the user message of its
-        // results), keeping the first message: the previous summary or the user's first words.
-        let mut left_out = 0;
-        while size(&messages) > budget && messages.len() > 3 {
-            messages.drain(1..3);
-            left_out += 2;
-        }
-        let text = instruction(focus, left_out, kept);
-        match messages.last_mut() {
-            Some(last) if last.role == Role::User => last.content.push(ContentBlock::Text(text)),
-            _ => {
-                messages.push(Message { role: Role::User, content: vec![ContentBlock::Text(text)] })
-            }
-        }
-        messages
     }
+    // Then whole steps from the oldest on (an assistant message and the user message of its
+    // results), keeping the first message: the previous summary or the user's first words.
+    let mut left_out = 0;
+    while size(&messages) > budget && messages.len() > 3 {
+        messages.drain(1..3);
+        left_out += 2;
+    }
+    let text = instruction(focus, left_out, kept);
+    match messages.last_mut() {
+        Some(last) if last.role == Role::User => last.content.push(ContentBlock::Text(text)),
+        _ => messages.push(Message { role: Role::User, content: vec![ContentBlock::Text(text)] }),
+    }
+    messages
 }
 
 /// An upper bound of [`instruction`]'s length without the focus.
@@ -367,6 +367,70 @@ mod tests {
         assert_eq!(w.answer_room(15_900, 512), Some(512));
         assert_eq!(w.learned_from(20_000), None, "a bigger refusal teaches nothing");
         assert_eq!(w.learned_from(10_000), Some(Window { tokens: 9_000, compact_percent: 80 }));
+    }
+
+    fn conversation(steps: usize, result: usize) -> Vec<Message> {
+        let mut out =
+            vec![Message { role: Role::User, content: vec![ContentBlock::Text("go".into())] }];
+        for i in 0..steps {
+            let id = format!("c{i}");
+            out.push(Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: id.clone(),
+                    name: "Read".into(),
+                    input: serde_json::json!({"file_path": "a"}),
+                }],
+            });
+            out.push(Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: id,
+                    content: "r".repeat(result),
+                    is_error: false,
+                }],
+            });
+        }
+        out
+    }
+
+    fn bytes(messages: &[Message]) -> usize {
+        messages.iter().map(context::message_bytes).sum()
+    }
+
+    #[test]
+    fn a_summary_request_is_the_whole_conversation_when_it_fits() {
+        let all = conversation(10, 1_000);
+        let got = summary_request(&all, 15, None, 0, 1_000_000);
+        assert_eq!(got.len(), all.len(), "the whole conversation, the instruction in its last");
+        assert_eq!(got[..20], all[..20]);
+        let ContentBlock::Text(text) = got[20].content.last().unwrap() else { panic!() };
+        assert!(
+            text.starts_with(INSTRUCTION_MARK) && text.contains("The last 6 messages"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_summary_request_shrinks_to_fit_its_budget() {
+        let all = conversation(10, 10_000);
+        // Too big whole: only the replaced part (steps 0..7), results cut.
+        let budget = 40_000 / 4;
+        let got = summary_request(&all, 15, None, 0, budget as u64);
+        assert_eq!(got.len(), 15);
+        assert!(bytes(&got) <= budget * 4);
+        let ContentBlock::ToolResult { content, .. } = &got[2].content[0] else { panic!() };
+        assert!(content.len() < 3_000 && content.contains("cut from the middle"), "{content}");
+        // Tighter still: the oldest steps go, the first message stays, the model is told.
+        let got = summary_request(&all, 15, Some("the build"), 0, 3_000);
+        assert!(bytes(&got) <= 3_000 * 4, "{}", bytes(&got));
+        assert_eq!(got[0], all[0]);
+        assert_eq!(got[1].role, Role::Assistant);
+        let ContentBlock::Text(text) = got.last().unwrap().content.last().unwrap() else {
+            panic!()
+        };
+        assert!(text.contains("older messages were left out"), "{text}");
+        assert!(text.ends_with("focus on: the build"), "{text}");
     }
 
     #[test]
