@@ -1,5 +1,5 @@
 //! `scripts/bench.sh long`, the turn half: one 1,000-step turn through a real in-process server in
-//! a 16,000-token window (the mock LLM answering from each body, `outboard_tests::long_turn`),
+//! a 16,000-token window (and a 64,000-token one) (the mock LLM answering from each body, `outboard_tests::long_turn`),
 //! for each dialect. It prints the request bytes per step over the turn — flat after the first
 //! compactions, not growing with the step count — the compactions, and the share of input tokens
 //! the mock's prompt cache (which imitates each vendor's, see `mock_llm`) reports as read from
@@ -16,21 +16,23 @@ use outboard_tests::long_turn::{is_summary, long_turn_mock};
 use serde_json::json;
 
 const STEPS: u64 = 1_000;
-const WINDOW: u64 = 16_000;
 /// Steps per row of the bytes table.
 const BUCKET: usize = 100;
 
 fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
-        for api in ["anthropic", "openai"] {
-            long_turn(api).await?;
+        // Each step adds about 1,000 new tokens: in a 16k window that is a tenth of every
+        // request, which bounds the cache's share; a bigger window shows the share a long turn
+        // gets from a Claude-size model.
+        for (api, window) in [("anthropic", 16_000), ("openai", 16_000), ("anthropic", 64_000)] {
+            long_turn(api, window).await?;
         }
         Ok(())
     })
 }
 
-async fn long_turn(api: &str) -> anyhow::Result<()> {
+async fn long_turn(api: &str, window: u64) -> anyhow::Result<()> {
     let mock = long_turn_mock(STEPS, None, 0).await?;
     let data = tempfile::tempdir_in(std::env::temp_dir())?;
     let base = if api == "anthropic" { mock.anthropic_base_url() } else { mock.openai_base_url() };
@@ -42,7 +44,7 @@ async fn long_turn(api: &str) -> anyhow::Result<()> {
         sandbox: sandbox_config(),
         limits: Limits {
             max_steps: STEPS as u32 + 10,
-            context_window: Some(WINDOW),
+            context_window: Some(window),
             ..Limits::default()
         },
         net: outboard_server::NetConfig::default(),
@@ -69,7 +71,7 @@ async fn long_turn(api: &str) -> anyhow::Result<()> {
     let requests = mock.requests();
     let summaries = requests.iter().filter(|r| is_summary(&r.body)).count();
     println!(
-        "## A {STEPS}-step turn in a {WINDOW}-token window ({api}; {} model calls, {summaries} \
+        "## A {STEPS}-step turn in a {window}-token window ({api}; {} model calls, {summaries} \
          compactions, {:.1} s)",
         requests.len(),
         wall.as_secs_f64()
