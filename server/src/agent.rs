@@ -169,6 +169,12 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
         if turn.shutdown.is_cancelled() {
             return Ok(Ending::Suspended);
         }
+        // Background commands that ended since the last step: told at the end of the newest
+        // message, so the cached prefix stays as it was; durable, so a rebuilt conversation has it.
+        if let Some(text) = tools::background::reminder(&turn.env.sandbox).await {
+            turn.emitter.durable(EventKind::SystemReminder { text: text.clone() }).await?;
+            push_user(&mut turn.conversation, ContentBlock::Text(text));
+        }
         let request = ModelRequest { system: &system, messages: &turn.conversation, tools: &specs };
         let response = tokio::select! {
             r = call_model(&turn.provider, &request, &turn.emitter) => r?,
@@ -402,6 +408,7 @@ async fn run_tool(
             cancel: turn.cancel.clone(),
             default_timeout: turn.limits.bash_timeout,
             org: turn.env.org.as_ref(),
+            events: Some(&turn.emitter),
         };
         let mut outcome = tools::run(&call.name, &call.input, ctx).await;
         // The forwarder ends once the relay is finished and read out.
@@ -679,7 +686,7 @@ pub fn conversation_from_log(events: &[outboard_shared::SessionEvent]) -> Vec<Me
     let mut out: Vec<Message> = Vec::new();
     for event in events {
         match &event.kind {
-            EventKind::UserMessage { text } => {
+            EventKind::UserMessage { text } | EventKind::SystemReminder { text } => {
                 push_user(&mut out, ContentBlock::Text(text.clone()));
             }
             EventKind::AssistantMessage { text, tool_calls, .. } => {

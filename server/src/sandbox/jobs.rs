@@ -32,6 +32,8 @@ pub enum JobState {
     Exited(i32),
     /// Killed (by `KillShell`, a signal, or the sandbox's end).
     Killed,
+    /// It was running when the server stopped or crashed (found in the log at the start).
+    Lost,
 }
 
 impl JobState {
@@ -41,6 +43,7 @@ impl JobState {
             JobState::Running => TaskStatus::Running,
             JobState::Exited(_) => TaskStatus::Completed,
             JobState::Killed => TaskStatus::Killed,
+            JobState::Lost => TaskStatus::Lost,
         }
     }
 
@@ -121,6 +124,24 @@ impl Jobs {
             }
             _ => false,
         }
+    }
+
+    /// Jobs the log shows running when the server stopped: known as lost, their end not told
+    /// to the model yet, and not reported again (the session logged them).
+    pub fn adopt_lost(&mut self, lost: Vec<(String, String)>) {
+        for (shell_id, command) in lost {
+            self.jobs.push(Job {
+                shell_id,
+                agent_id: 0,
+                command,
+                state: JobState::Lost,
+                unread: VecDeque::new(),
+                unread_bytes: 0,
+                dropped: 0,
+                told: false,
+            });
+        }
+        self.forget_old();
     }
 
     /// Records a started job.

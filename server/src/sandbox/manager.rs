@@ -199,8 +199,11 @@ impl Manager {
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
         jobs: Option<mpsc::Sender<JobReport>>,
+        lost: Vec<(String, String)>,
         myself: mpsc::WeakSender<Request>,
     ) -> Self {
+        let mut table = Jobs::default();
+        table.adopt_lost(lost);
         Manager {
             member: super::pool::PoolTicket::member_id(),
             myself,
@@ -213,7 +216,7 @@ impl Manager {
             idle_since: Instant::now(),
             hits: Hits::default(),
             reports: transitions.map(Reports::new),
-            jobs: Jobs::default(),
+            jobs: table,
             job_reports: jobs.map(Reports::new),
         }
     }

@@ -275,21 +275,24 @@ impl Sandbox {
     }
 
     /// Like [`Sandbox::with_transitions`], also reporting each background job's start and end
-    /// on `jobs`, in order (through the same kind of backlog).
+    /// on `jobs`, in order (through the same kind of backlog). `lost` are the `(shell id,
+    /// command)` of jobs the session's log shows running when the server stopped: the model is
+    /// told at its next step, and `BashOutput` answers `lost` for them.
     pub fn with_reports(
         config: SandboxConfig,
         workspace: PathBuf,
         transitions: mpsc::Sender<SandboxTransition>,
         jobs: mpsc::Sender<jobs::JobReport>,
+        lost: Vec<(String, String)>,
     ) -> Self {
-        Self::spawn(config, workspace, Some(transitions), Some(jobs))
+        Self::spawn(config, workspace, Some(transitions), Some((jobs, lost)))
     }
 
     fn spawn(
         config: SandboxConfig,
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
-        jobs: Option<mpsc::Sender<jobs::JobReport>>,
+        jobs: Option<(mpsc::Sender<jobs::JobReport>, Vec<(String, String)>)>,
     ) -> Self {
         let audit = match config.backend {
             Backend::Bwrap => config.network.as_ref().map(|n| n.audit.clone()),
@@ -300,7 +303,8 @@ impl Sandbox {
             return Sandbox { tx: None, audit };
         };
         let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
-        let manager = manager::Manager::new(config, workspace, transitions, jobs, tx.downgrade());
+        let (jobs, lost) = jobs.map_or((None, Vec::new()), |(tx, lost)| (Some(tx), lost));
+        let manager = manager::Manager::new(config, workspace, transitions, jobs, lost, tx.downgrade());
         runtime.spawn(manager.run(rx));
         Sandbox { tx: Some(tx), audit }
     }

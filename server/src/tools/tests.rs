@@ -69,6 +69,7 @@ impl Fixture {
             on_output,
             cancel: self.cancel.clone(),
             default_timeout: Duration::from_secs(20),
+            events: None,
             reads: &mut self.reads,
             org: None,
         };
