@@ -16,6 +16,7 @@ pub mod highlight;
 pub mod markdown;
 pub mod net;
 pub mod render;
+pub mod tasks;
 pub mod theme;
 pub mod wrap;
 
