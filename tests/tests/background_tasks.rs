@@ -87,6 +87,7 @@ async fn a_background_loop_keeps_the_sandbox_unfrozen_is_read_in_parts_killed_an
     let events = c.turn(&sid, "start the loop").await.unwrap();
     let id = shell_id(&events);
     assert!(id.starts_with("bash_"), "{id}");
+    assert!(host_process_with("seq 1 100000"), "the loop runs");
     assert!(
         events.iter().any(|e| matches!(&e.kind, EventKind::BackgroundTask { shell_id, status: TaskStatus::Running, .. } if *shell_id == id)),
         "its start is an event"
@@ -203,7 +204,7 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
     mock.push(MockStep::text("Started."));
     let events = c.turn(&sid, "start it").await.unwrap();
     let id = shell_id(&events);
-    wait_until("the job's process", WAIT, || host_process_with("sleep 987654")).unwrap();
+    wait_until("the job's process", WAIT, || host_process_with("987654")).unwrap();
     // Its start is durable before the crash.
     if !events.iter().any(|e| matches!(e.kind, EventKind::BackgroundTask { .. })) {
         c.events_until(|e| matches!(e.kind, EventKind::BackgroundTask { .. })).await.unwrap();
@@ -211,7 +212,7 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
     let url = server.url.clone();
     let workspace = server.workspace(&sid);
     let data = server.kill().unwrap();
-    wait_until("the sandbox to die with the server", WAIT, || !host_process_with("sleep 987654"))
+    wait_until("the sandbox to die with the server", WAIT, || !host_process_with("987654"))
         .unwrap();
 
     let server = TestServer::restart_at(&url, data, Api::Anthropic, &mock.anthropic_base_url(), &[])
@@ -244,7 +245,7 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
     let read = &results(&events, "BashOutput")[0].0;
     assert!(read.starts_with("<status>lost</status>"), "{read}");
     assert_eq!(std::fs::read_to_string(workspace.join("runs")).unwrap(), "run\n", "never re-run");
-    assert!(!host_process_with("sleep 987654"));
+    assert!(!host_process_with("987654"));
 }
 
 #[tokio::test]
@@ -261,7 +262,7 @@ async fn a_foreground_command_past_its_timeout_is_killed_and_says_so() {
     assert!(out.contains("begun"), "{out}");
     assert!(!out.contains("never"), "{out}");
     assert!(out.contains("Command timed out after 1000 ms and was killed"), "{out}");
-    assert!(!host_process_with("sleep 600123"), "its processes are gone");
+    assert!(!host_process_with("600123"), "its processes are gone");
 }
 
 #[tokio::test]

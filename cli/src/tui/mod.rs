@@ -22,6 +22,8 @@ pub mod wrap;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tasks_tests;
 
 use std::time::{Duration, Instant};
 
