@@ -66,6 +66,26 @@ struct World {
     token: String,
 }
 
+/// Events up to the first that `stop` accepts, failing after [`WAIT`] with `what`.
+async fn until(
+    c: &mut WsClient,
+    what: &str,
+    stop: impl FnMut(&SessionEvent) -> bool,
+) -> Vec<SessionEvent> {
+    tokio::time::timeout(WAIT, c.events_until(stop))
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
+        .unwrap()
+}
+
+/// A turn, failing after [`WAIT`].
+async fn turn(c: &mut WsClient, sid: &str, text: &str) -> Vec<SessionEvent> {
+    tokio::time::timeout(WAIT, c.turn(sid, text))
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for the turn {text:?}"))
+        .unwrap()
+}
+
 async fn start(extra: &[&str]) -> World {
     let mock = MockLlm::start(vec![]).await.unwrap();
     let data = tempfile::tempdir().unwrap();
@@ -81,10 +101,11 @@ async fn start(extra: &[&str]) -> World {
 async fn a_background_loop_keeps_the_sandbox_unfrozen_is_read_in_parts_killed_and_reported() {
     let World { mock, server, mut c, sid, .. } = start(&["--sandbox-freeze-after", "1"]).await;
     // Each line also goes to a workspace file, so the test can see the loop go on from outside.
-    let command = "for i in $(seq 1 100000); do echo line$i; echo line$i >> progress; sleep 0.1; done";
+    let command =
+        "for i in $(seq 1 100000); do echo line$i; echo line$i >> progress; sleep 0.1; done";
     mock.push(MockStep::tool_call("Bash", json!({"command": command, "run_in_background": true})));
     mock.push(MockStep::text("Started."));
-    let events = c.turn(&sid, "start the loop").await.unwrap();
+    let events = turn(&mut c, &sid, "start the loop").await;
     let id = shell_id(&events);
     assert!(id.starts_with("bash_"), "{id}");
     assert!(host_process_with("seq 1 100000"), "the loop runs");
@@ -108,7 +129,7 @@ async fn a_background_loop_keeps_the_sandbox_unfrozen_is_read_in_parts_killed_an
     mock.push(MockStep::tool_call("BashOutput", json!({"bash_id": id})));
     mock.push(MockStep::tool_call("KillShell", json!({"shell_id": id})));
     mock.push(MockStep::text("Stopped."));
-    let events = c.turn(&sid, "read it, then stop it").await.unwrap();
+    let events = turn(&mut c, &sid, "read it, then stop it").await;
     let states: Vec<SandboxState> = events
         .iter()
         .filter_map(|e| match e.kind {
@@ -150,9 +171,10 @@ async fn a_background_loop_keeps_the_sandbox_unfrozen_is_read_in_parts_killed_an
     assert!(std::fs::read_to_string(&progress).unwrap().len() <= len + 16);
 
     // With nothing running the idle timer counts again: the sandbox freezes.
-    c.events_until(|e| matches!(e.kind, EventKind::Sandbox { state: SandboxState::Suspended, .. }))
-        .await
-        .unwrap();
+    until(&mut c, "the freeze once nothing runs", |e| {
+        matches!(e.kind, EventKind::Sandbox { state: SandboxState::Suspended, .. })
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -163,19 +185,18 @@ async fn a_background_command_that_ends_is_told_to_the_model_at_its_next_step() 
         json!({"command": "echo working; sleep 1; echo finished; exit 3", "run_in_background": true}),
     ));
     mock.push(MockStep::text("Started."));
-    let events = c.turn(&sid, "start it").await.unwrap();
+    let events = turn(&mut c, &sid, "start it").await;
     let id = shell_id(&events);
     let requests_before = mock.requests().len();
     // Its end arrives as an event with nobody asking (the turn is over).
-    c.events_until(|e| {
+    until(&mut c, "the job's end", |e| {
         matches!(&e.kind, EventKind::BackgroundTask { shell_id, status: TaskStatus::Completed, exit_code: Some(3), .. } if *shell_id == id)
     })
-    .await
-    .unwrap();
+    .await;
 
     mock.push(MockStep::tool_call("BashOutput", json!({"bash_id": id})));
     mock.push(MockStep::text("It failed with 3."));
-    let events = c.turn(&sid, "how did it go?").await.unwrap();
+    let events = turn(&mut c, &sid, "how did it go?").await;
     let told = last_message_text(&mock, requests_before);
     assert!(told.contains("how did it go?"), "{told}");
     assert!(
@@ -202,12 +223,13 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
         json!({"command": "echo run >> runs; sleep 987654", "run_in_background": true}),
     ));
     mock.push(MockStep::text("Started."));
-    let events = c.turn(&sid, "start it").await.unwrap();
+    let events = turn(&mut c, &sid, "start it").await;
     let id = shell_id(&events);
     wait_until("the job's process", WAIT, || host_process_with("987654")).unwrap();
     // Its start is durable before the crash.
     if !events.iter().any(|e| matches!(e.kind, EventKind::BackgroundTask { .. })) {
-        c.events_until(|e| matches!(e.kind, EventKind::BackgroundTask { .. })).await.unwrap();
+        until(&mut c, "the job's start", |e| matches!(e.kind, EventKind::BackgroundTask { .. }))
+            .await;
     }
     let url = server.url.clone();
     let workspace = server.workspace(&sid);
@@ -215,8 +237,9 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
     wait_until("the sandbox to die with the server", WAIT, || !host_process_with("987654"))
         .unwrap();
 
-    let server = TestServer::restart_at(&url, data, Api::Anthropic, &mock.anthropic_base_url(), &[])
-        .unwrap();
+    let server =
+        TestServer::restart_at(&url, data, Api::Anthropic, &mock.anthropic_base_url(), &[])
+            .unwrap();
     // The owner's token from the first process is still valid: the store kept it.
     drop(c);
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
@@ -225,13 +248,16 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
         .await
         .unwrap()
         .unwrap();
-    let mut log: Vec<SessionEvent> =
-        serde_json::from_value(attached["events"].clone()).unwrap();
-    if !log.iter().any(|e| matches!(e.kind, EventKind::BackgroundTask { status: TaskStatus::Lost, .. })) {
+    let mut log: Vec<SessionEvent> = serde_json::from_value(attached["events"].clone()).unwrap();
+    if !log
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::BackgroundTask { status: TaskStatus::Lost, .. }))
+    {
         log.extend(
-            c.events_until(|e| matches!(e.kind, EventKind::BackgroundTask { status: TaskStatus::Lost, .. }))
-                .await
-                .unwrap(),
+            until(&mut c, "the job reported lost", |e| {
+                matches!(e.kind, EventKind::BackgroundTask { status: TaskStatus::Lost, .. })
+            })
+            .await,
         );
     }
     assert!(log.iter().any(|e| matches!(&e.kind, EventKind::BackgroundTask { shell_id, status: TaskStatus::Lost, .. } if *shell_id == id)));
@@ -239,9 +265,12 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
     let before = mock.requests().len();
     mock.push(MockStep::tool_call("BashOutput", json!({"bash_id": id})));
     mock.push(MockStep::text("It was lost."));
-    let events = c.turn(&sid, "and the job?").await.unwrap();
+    let events = turn(&mut c, &sid, "and the job?").await;
     let told = last_message_text(&mock, before);
-    assert!(told.contains(&format!("Background shell {id}")) && told.contains("was lost"), "{told}");
+    assert!(
+        told.contains(&format!("Background shell {id}")) && told.contains("was lost"),
+        "{told}"
+    );
     let read = &results(&events, "BashOutput")[0].0;
     assert!(read.starts_with("<status>lost</status>"), "{read}");
     assert_eq!(std::fs::read_to_string(workspace.join("runs")).unwrap(), "run\n", "never re-run");
@@ -256,7 +285,7 @@ async fn a_foreground_command_past_its_timeout_is_killed_and_says_so() {
         json!({"command": "echo begun; sleep 600123; echo never", "timeout": 1000}),
     ));
     mock.push(MockStep::text("It timed out."));
-    let events = c.turn(&sid, "run it").await.unwrap();
+    let events = turn(&mut c, &sid, "run it").await;
     let (out, is_error) = results(&events, "Bash").pop().unwrap();
     assert!(is_error, "{out}");
     assert!(out.contains("begun"), "{out}");
@@ -286,7 +315,7 @@ async fn todo_write_reaches_a_watcher_survives_a_restart_and_shows_in_the_listin
     mock.push(MockStep::tool_call("TodoWrite", json!({"todos": two_active})));
     mock.push(MockStep::tool_call("TodoWrite", json!({"todos": todos})));
     mock.push(MockStep::text("Planned."));
-    let events = c.turn(&sid, "plan it").await.unwrap();
+    let events = turn(&mut c, &sid, "plan it").await;
     let writes = results(&events, "TodoWrite");
     assert!(writes[0].1 && writes[0].0.contains("Items 1, 2 are all in_progress"), "{writes:?}");
     assert!(!writes[1].1, "{writes:?}");
@@ -299,7 +328,10 @@ async fn todo_write_reaches_a_watcher_survives_a_restart_and_shows_in_the_listin
         .collect();
     assert_eq!(lists, [3], "only the valid list is recorded");
 
-    let seen = watcher.events_until(|e| matches!(e.kind, EventKind::Todos { .. })).await.unwrap();
+    let seen = until(&mut watcher, "the list at the watcher", |e| {
+        matches!(e.kind, EventKind::Todos { .. })
+    })
+    .await;
     let EventKind::Todos { todos: got } = &seen.last().unwrap().kind else { unreachable!() };
     assert_eq!(serde_json::to_value(got).unwrap(), todos, "the watcher gets the list");
 
@@ -307,8 +339,9 @@ async fn todo_write_reaches_a_watcher_survives_a_restart_and_shows_in_the_listin
     assert_eq!(listed["sessions"][0]["todos"], json!({"done": 1, "total": 3}));
 
     let (url, data) = (server.url.clone(), server.kill().unwrap());
-    let server = TestServer::restart_at(&url, data, Api::Anthropic, &mock.anthropic_base_url(), &[])
-        .unwrap();
+    let server =
+        TestServer::restart_at(&url, data, Api::Anthropic, &mock.anthropic_base_url(), &[])
+            .unwrap();
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let listed = c.request("session/list", json!({})).await.unwrap().unwrap();
     assert_eq!(listed["sessions"][0]["todos"], json!({"done": 1, "total": 3}), "kept");

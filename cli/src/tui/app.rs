@@ -523,7 +523,8 @@ impl App {
                 Vec::new()
             }
             (Some("kill"), Some(id)) if !self.driving() => {
-                self.notice = Some(format!("only the driver kills {id}: /drive asks for the wheel"));
+                self.notice =
+                    Some(format!("only the driver kills {id}: /drive asks for the wheel"));
                 Vec::new()
             }
             (Some("kill"), Some(id)) if !self.work.is_running(id) => {

@@ -21,9 +21,9 @@ pub mod theme;
 pub mod wrap;
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod tasks_tests;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, Instant};
 

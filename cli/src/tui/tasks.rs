@@ -100,7 +100,9 @@ impl Work {
                 TodoStatus::Completed => {
                     ("☒ ", &t.content, theme.dim().add_modifier(Modifier::CROSSED_OUT))
                 }
-                TodoStatus::InProgress => ("◐ ", &t.active_form, Style::default().add_modifier(Modifier::BOLD)),
+                TodoStatus::InProgress => {
+                    ("◐ ", &t.active_form, Style::default().add_modifier(Modifier::BOLD))
+                }
                 TodoStatus::Pending => ("☐ ", &t.content, Style::default()),
             };
             lines.push(Line::from(vec![

@@ -24,7 +24,12 @@ fn todo(content: &str, status: TodoStatus, active: &str) -> TodoItem {
 }
 
 fn task(shell_id: &str, command: &str, status: TaskStatus, exit_code: Option<i32>) -> EventKind {
-    EventKind::BackgroundTask { shell_id: shell_id.into(), command: command.into(), status, exit_code }
+    EventKind::BackgroundTask {
+        shell_id: shell_id.into(),
+        command: command.into(),
+        status,
+        exit_code,
+    }
 }
 
 /// An app attached to s_1 (alice's) as `me` in `role`, with `events` in the snapshot.

@@ -84,11 +84,19 @@ struct BgJob {
 
 /// What a job's reader task tells the main loop.
 enum JobMsg {
-    Output { id: u64, stream: OutputStream, text: String },
+    Output {
+        id: u64,
+        stream: OutputStream,
+        text: String,
+    },
     /// Both pipes reached their end.
-    Eof { id: u64 },
+    Eof {
+        id: u64,
+    },
     /// [`JOB_PIPE_GRACE`] passed since the job's exit.
-    Grace { id: u64 },
+    Grace {
+        id: u64,
+    },
 }
 
 /// How the server configures the agent (JSON, the argument after [`AGENT_ARG`]).

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::agent::{AgentConfig, AGENT_ARG};
 use super::bwrap;
-use super::jobs::Jobs;
 use super::cgroup::{Cgroup, Controls};
+use super::jobs::Jobs;
 use super::launch::{LaunchConfig, UidLease, LAUNCH_ARG};
 use super::output::CappedOutput;
 use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};

@@ -259,7 +259,11 @@ impl Jobs {
             .filter(|j| j.state != JobState::Running && !j.told)
             .map(|j| {
                 j.told = true;
-                JobReport { shell_id: j.shell_id.clone(), command: j.command.clone(), state: j.state }
+                JobReport {
+                    shell_id: j.shell_id.clone(),
+                    command: j.command.clone(),
+                    state: j.state,
+                }
             })
             .collect()
     }
@@ -292,8 +296,10 @@ mod tests {
             written += line.len();
         }
         let read = jobs.read("bash_a").unwrap();
-        assert_eq!(read.output.len(), JOB_UNREAD_BYTES);
-        assert_eq!(read.dropped, written - JOB_UNREAD_BYTES);
+        // Cut on a character boundary: up to 3 bytes under the bound, never over it.
+        assert!((JOB_UNREAD_BYTES - 3..=JOB_UNREAD_BYTES).contains(&read.output.len()));
+        assert!(read.output.ends_with("é\n"));
+        assert_eq!(read.output.len() + read.dropped, written, "every byte is accounted for");
         assert_eq!(read.state, JobState::Running);
         // Only what is new since the last read.
         assert!(jobs.output(7, "next\n".into()));

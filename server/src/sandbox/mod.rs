@@ -304,7 +304,8 @@ impl Sandbox {
         };
         let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
         let (jobs, lost) = jobs.map_or((None, Vec::new()), |(tx, lost)| (Some(tx), lost));
-        let manager = manager::Manager::new(config, workspace, transitions, jobs, lost, tx.downgrade());
+        let manager =
+            manager::Manager::new(config, workspace, transitions, jobs, lost, tx.downgrade());
         runtime.spawn(manager.run(rx));
         Sandbox { tx: Some(tx), audit }
     }

@@ -121,11 +121,13 @@ pub(super) async fn output(params: BashOutputParams, sandbox: &Sandbox) -> ToolO
         return unknown(&params.bash_id);
     };
     let mut text = match &filter {
-        Some(re) => read.output.lines().filter(|l| re.is_match(l)).fold(String::new(), |mut a, l| {
-            a.push_str(l);
-            a.push('\n');
-            a
-        }),
+        Some(re) => {
+            read.output.lines().filter(|l| re.is_match(l)).fold(String::new(), |mut a, l| {
+                a.push_str(l);
+                a.push('\n');
+                a
+            })
+        }
         None => read.output,
     };
     let mut cut = read.dropped;

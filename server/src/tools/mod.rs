@@ -57,7 +57,10 @@ pub use org::{changed_since_read, OrgCtx};
 pub trait ToolEvents: Send + Sync {
     /// Commits `kind` to the session's log and sends it to everyone attached; the error says why
     /// it could not be.
-    fn durable(&self, kind: outboard_shared::EventKind) -> futures_util::future::BoxFuture<'_, Result<(), String>>;
+    fn durable(
+        &self,
+        kind: outboard_shared::EventKind,
+    ) -> futures_util::future::BoxFuture<'_, Result<(), String>>;
 }
 
 /// What a tool call may use.
@@ -103,17 +106,8 @@ impl ToolOutcome {
 }
 
 /// The names of the tools [`run`] knows, in the order [`specs`] lists them.
-pub const TOOL_NAMES: &[&str] = &[
-    "Bash",
-    "BashOutput",
-    "KillShell",
-    "Glob",
-    "Grep",
-    "Read",
-    "Edit",
-    "Write",
-    "TodoWrite",
-];
+pub const TOOL_NAMES: &[&str] =
+    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "TodoWrite"];
 
 /// The tools offered to the model.
 pub fn specs() -> Vec<ToolSpec> {

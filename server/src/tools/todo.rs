@@ -157,8 +157,9 @@ mod tests {
     #[test]
     fn a_list_is_refused_with_what_to_fix() {
         use TodoStatus::*;
-        assert!(validate(&[item("a", Completed), item("b", InProgress), item("c", Pending)])
-            .is_ok());
+        assert!(
+            validate(&[item("a", Completed), item("b", InProgress), item("c", Pending)]).is_ok()
+        );
         let two = validate(&[item("a", InProgress), item("b", Pending), item("c", InProgress)]);
         assert!(two.unwrap_err().contains("Items 1, 3 are all in_progress"));
         let long = validate(&[item(&"x".repeat(MAX_TODO_TEXT_BYTES + 1), Pending)]);
