@@ -41,6 +41,7 @@ fn sample_params(kind: MethodKind) -> Value {
             json!({"files": [{"path": "deploy/SKILL.md", "content": "---\nname: deploy\n---\n"}]})
         }
         MethodKind::UsageReport => json!({"session_id": sid, "by": "user", "since": "2026-01-01"}),
+        MethodKind::SessionKillTask => json!({"session_id": sid, "shell_id": "bash_1f2e3d4c"}),
     }
 }
 

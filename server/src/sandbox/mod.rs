@@ -234,6 +234,10 @@ const OUTPUT_CHANNEL_CAPACITY: usize = 64;
 /// Requests queued to the manager: one command at a time plus a few state queries.
 const REQUEST_CHANNEL_CAPACITY: usize = 8;
 
+/// Where a sandbox reports its background jobs' starts and ends, and the `(shell id, command)`
+/// of jobs a restart lost.
+type JobWiring = (mpsc::Sender<jobs::JobReport>, Vec<(String, String)>);
+
 /// Handle to a session's sandbox manager (cheap to clone). The manager task ends, and the
 /// sandbox is stopped, when the last handle is dropped.
 #[derive(Clone)]
@@ -292,7 +296,7 @@ impl Sandbox {
         config: SandboxConfig,
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
-        jobs: Option<(mpsc::Sender<jobs::JobReport>, Vec<(String, String)>)>,
+        jobs: Option<JobWiring>,
     ) -> Self {
         let audit = match config.backend {
             Backend::Bwrap => config.network.as_ref().map(|n| n.audit.clone()),
