@@ -542,6 +542,17 @@ impl Client {
         self.call::<methods::TurnInterrupt>(SessionRef { session_id })
     }
 
+    /// `session/kill_task`: kill one of the session's background commands (driver only).
+    pub fn kill_task(
+        &self,
+        session_id: SessionId,
+        shell_id: String,
+    ) -> impl Future<Output = Result<(), ClientError>> + Send + 'static {
+        let params = outboard_shared::KillTaskParams { session_id, shell_id };
+        let call = self.call::<methods::SessionKillTask>(params);
+        async move { call.await.map(|_| ()) }
+    }
+
     /// `session/detach`: stop receiving a session's events.
     pub fn detach(
         &self,

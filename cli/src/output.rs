@@ -220,9 +220,22 @@ impl<O: Write, E: Write> Printer<O, E> {
                 writeln!(self.err, "{}", compaction_line(*trigger, *tokens_before, *tokens_after))?;
                 self.err.flush()
             }
+            EventKind::Todos { todos } => {
+                self.end_line()?;
+                for line in todo_lines(todos) {
+                    writeln!(self.err, "{line}")?;
+                }
+                self.err.flush()
+            }
+            EventKind::BackgroundTask { shell_id, command, status, exit_code } => {
+                self.end_line()?;
+                writeln!(self.err, "{}", task_line(shell_id, command, *status, *exit_code))?;
+                self.err.flush()
+            }
             EventKind::TurnStarted { .. }
             | EventKind::CompactionStarted { .. }
             | EventKind::UserMessage { .. }
+            | EventKind::SystemReminder { .. }
             | EventKind::ToolOutputDelta { .. }
             | EventKind::TurnFailed { .. }
             | EventKind::Sandbox { .. }
@@ -259,6 +272,41 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// The model's todo list, one line per item: `☒` done, `◐` in progress (its active form), `☐`
+/// pending, under a `Todos 1/3` heading.
+pub fn todo_lines(todos: &[outboard_shared::TodoItem]) -> Vec<String> {
+    use outboard_shared::TodoStatus;
+    let done = todos.iter().filter(|t| t.status == TodoStatus::Completed).count();
+    let mut lines = vec![format!("Todos {done}/{}", todos.len())];
+    for t in todos {
+        lines.push(match t.status {
+            TodoStatus::Completed => format!("  ☒ {}", t.content),
+            TodoStatus::InProgress => format!("  ◐ {}", t.active_form),
+            TodoStatus::Pending => format!("  ☐ {}", t.content),
+        });
+    }
+    lines
+}
+
+/// A background command's state in one line: `⧗ bash_1f2e3d4c running: npm run dev`.
+pub fn task_line(
+    shell_id: &str,
+    command: &str,
+    status: outboard_shared::TaskStatus,
+    exit_code: Option<i32>,
+) -> String {
+    use outboard_shared::TaskStatus;
+    let state = match (status, exit_code) {
+        (TaskStatus::Running, _) => "running".to_owned(),
+        (TaskStatus::Completed, Some(code)) => format!("completed (exit {code})"),
+        (TaskStatus::Completed, None) => "completed".to_owned(),
+        (TaskStatus::Killed, _) => "killed".to_owned(),
+        (TaskStatus::Lost, _) => "lost (the server restarted; not re-run)".to_owned(),
+        (TaskStatus::Unknown, _) => "unknown".to_owned(),
+    };
+    format!("⧗ {shell_id} {state}: {}", truncate(command, SUMMARY_CHARS))
 }
 
 /// One refusal of the sandbox's network proxy, for a person: what was refused, by which policy,

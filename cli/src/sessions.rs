@@ -46,9 +46,10 @@ pub fn table(sessions: &[SessionInfo]) -> String {
     if sessions.is_empty() {
         return "no sessions yet — start one with: outboard run PROMPT\n".to_owned();
     }
-    let header = ["ID", "TITLE", "OWNER", "STATUS", "ATTACHED", "MODEL", "UPDATED", "SOURCE"]
-        .map(str::to_owned);
-    let rows: Vec<[String; 8]> = sessions
+    let header =
+        ["ID", "TITLE", "OWNER", "STATUS", "TODOS", "ATTACHED", "MODEL", "UPDATED", "SOURCE"]
+            .map(str::to_owned);
+    let rows: Vec<[String; 9]> = sessions
         .iter()
         .map(|s| {
             [
@@ -56,6 +57,7 @@ pub fn table(sessions: &[SessionInfo]) -> String {
                 truncate(&s.title, TITLE_COLUMN),
                 s.owner.clone(),
                 status(s.status).to_owned(),
+                s.todos.map_or_else(|| "-".to_owned(), |t| format!("{}/{}", t.done, t.total)),
                 attached(s),
                 s.model.clone(),
                 s.updated_at.clone(),
@@ -160,11 +162,12 @@ mod tests {
             ],
             usage: None,
             context_window: None,
+            todos: Some(outboard_shared::TodoProgress { done: 3, total: 7 }),
         };
         assert_eq!(
             table(&[s]),
-            "ID   TITLE          OWNER  STATUS   ATTACHED           MODEL             UPDATED               SOURCE\n\
-             s_1  fix the build  ada    running  ada (driver), bob  anthropic/claude  2026-01-02T00:00:00Z  /home/ada/build\n"
+            "ID   TITLE          OWNER  STATUS   TODOS  ATTACHED           MODEL             UPDATED               SOURCE\n\
+             s_1  fix the build  ada    running  3/7    ada (driver), bob  anthropic/claude  2026-01-02T00:00:00Z  /home/ada/build\n"
         );
         assert!(table(&[]).starts_with("no sessions yet"));
     }

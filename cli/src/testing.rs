@@ -48,6 +48,7 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         attached: Vec::new(),
         usage: None,
         context_window: None,
+        todos: None,
     }
 }
 

@@ -173,6 +173,13 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
         if turn.shutdown.is_cancelled() {
             return Ok(Ending::Suspended);
         }
+        // Background commands that ended since the last step: told at the end of the newest
+        // message, so the cached prefix stays as it was; durable, so a rebuilt conversation has it.
+        if let Some(text) = tools::background::reminder(&turn.env.sandbox).await {
+            let seq =
+                turn.emitter.durable(EventKind::SystemReminder { text: text.clone() }).await?;
+            turn.conversation.push_user(seq, ContentBlock::Text(text));
+        }
         let compactor = compact::Compactor {
             provider: &turn.provider,
             system: &system,
@@ -505,6 +512,7 @@ async fn run_tool(
             cancel: turn.cancel.clone(),
             default_timeout: turn.limits.bash_timeout,
             org: turn.env.org.as_ref(),
+            events: Some(&turn.emitter),
         };
         let mut outcome = tools::run(&call.name, &call.input, ctx).await;
         // The forwarder ends once the relay is finished and read out.

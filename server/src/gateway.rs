@@ -832,6 +832,12 @@ impl Connection {
                 let interrupted = hub.interrupt(&row).await?;
                 Ok(Some(Response::ok(id, &TurnInterruptResponse { interrupted })))
             }
+            Method::SessionKillTask(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                hub.may_drive(&row, &user, self.id)?;
+                hub.kill_task(&row, p.shell_id).await?;
+                Ok(Some(Response::ok(id, &Empty {})))
+            }
             Method::SessionDriveRequest(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 match hub.role(&p.session_id, self.id) {

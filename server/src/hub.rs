@@ -367,6 +367,15 @@ impl Hub {
         self.with_actor(row, |h| async move { h.interrupt().await }).await
     }
 
+    /// Kills one of the session's background commands.
+    pub async fn kill_task(&self, row: &SessionRow, shell_id: String) -> Result<(), ErrorBody> {
+        self.with_actor(row, |h| {
+            let shell_id = shell_id.clone();
+            async move { h.kill_task(shell_id).await }
+        })
+        .await
+    }
+
     /// Broadcasts a transient event to everyone attached to the session.
     pub async fn transient(&self, row: &SessionRow, kind: EventKind) -> Result<(), ErrorBody> {
         self.with_actor(row, |h| {

@@ -35,6 +35,7 @@ use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
 use crate::llm::{ContentBlock, Provider};
 use crate::orgfs::{Author, OrgFs};
+use crate::sandbox::jobs::JobReport;
 use crate::sandbox::{Sandbox, SandboxTransition};
 use crate::store::{SessionRow, Store, StoreError};
 use crate::tools::{OrgCtx, ReadLedger};
@@ -55,6 +56,11 @@ pub const BROADCAST_CAPACITY: usize = 1024;
 /// session is this far behind, the sandbox manager keeps the rest in its own bounded backlog
 /// (`sandbox::manager`) rather than block or drop them.
 const SANDBOX_TRANSITIONS: usize = 16;
+
+/// Background jobs' starts and ends waiting to be logged: two per job, and at most
+/// `sandbox::jobs::MAX_RUNNING_JOBS` run at once; beyond it the sandbox manager's backlog keeps
+/// them, as for transitions.
+const SANDBOX_JOB_REPORTS: usize = 16;
 
 pub use crate::agent::{EmitError, Emitter};
 
@@ -159,6 +165,11 @@ enum Command {
     Close {
         reply: oneshot::Sender<Result<(), ErrorBody>>,
     },
+    /// Kill a background command (`session/kill_task`).
+    KillTask {
+        shell_id: String,
+        reply: oneshot::Sender<Result<(), ErrorBody>>,
+    },
 }
 
 /// A handle to a session actor. Cheap to clone.
@@ -242,6 +253,8 @@ impl SessionHandle {
             network_deps: network,
             network: None,
             scrub: None,
+            sandbox: None,
+            lost_jobs: Vec::new(),
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -312,12 +325,27 @@ impl SessionHandle {
         rx.await.map_err(|_| gone())?
     }
 
+    /// Kills one of the session's running background commands; `not_found` when none of that
+    /// id runs.
+    pub async fn kill_task(&self, shell_id: String) -> Result<(), ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::KillTask { shell_id, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
     /// Interrupts the turn in flight; false when there is none.
     pub async fn interrupt(&self) -> Result<bool, ErrorBody> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Interrupt { reply }).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())
     }
+}
+
+fn no_task(shell_id: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::NotFound,
+        format!("no background command {shell_id} is running in this session (see /tasks)"),
+    )
 }
 
 fn gone() -> ErrorBody {
@@ -371,6 +399,12 @@ struct Actor {
     network: Option<crate::netsession::SessionNetworkParts>,
     /// The org's secret values to replace in events and tool results; read with the network.
     scrub: Option<Scrubbers>,
+    /// A handle to the session's sandbox once made (the tool environment's, which a turn owns
+    /// while it runs), to kill background commands at any time.
+    sandbox: Option<Sandbox>,
+    /// Background commands the log shows running when the server stopped, `(shell id,
+    /// command)`: logged as lost at load, handed to the next sandbox so the model is told.
+    lost_jobs: Vec<(String, String)>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -477,6 +511,21 @@ impl Actor {
                     }
                 }
                 Command::CompactEnded(end) => self.compaction_ended(end).await,
+                Command::KillTask { shell_id, reply } => {
+                    let Some(sandbox) = self.sandbox.clone() else {
+                        let _ = reply.send(Err(no_task(&shell_id)));
+                        continue;
+                    };
+                    // In a task of its own: the sandbox may be busy with a command for minutes.
+                    tokio::spawn(async move {
+                        let answer = match sandbox.kill_job(&shell_id).await {
+                            Ok(true) => Ok(()),
+                            Ok(false) => Err(no_task(&shell_id)),
+                            Err(e) => Err(ErrorBody::new(ErrorCode::Internal, e.to_string())),
+                        };
+                        let _ = reply.send(answer);
+                    });
+                }
                 Command::Close { reply } => {
                     if self.running.is_some() {
                         let _ = reply.send(Err(ErrorBody::new(
@@ -533,6 +582,18 @@ impl Actor {
         self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
         self.conversation = agent::Conversation::from_log(&log, self.result_chars());
         self.files_touched = agent::files_touched(&log);
+        self.lost_jobs = crate::tools::background::running_in_log(&log);
+        for (shell_id, command) in self.lost_jobs.clone() {
+            let lost = EventKind::BackgroundTask {
+                shell_id,
+                command,
+                status: outboard_shared::TaskStatus::Lost,
+                exit_code: None,
+            };
+            if let Err(e) = self.emit(lost, true).await {
+                tracing::error!(session = %self.row.id, "cannot record a lost background command: {e}");
+            }
+        }
         if let Some(by) = log.iter().rev().find_map(|e| match &e.kind {
             EventKind::TurnStarted { by, .. } => Some(by.clone()),
             _ => None,
@@ -586,6 +647,9 @@ impl Actor {
             self.last_seq = seq;
             self.row.last_seq = seq;
             self.row.updated_at = event.ts.clone();
+        }
+        if let (true, EventKind::Todos { todos }) = (durable, &event.kind) {
+            self.row.todos = Some(crate::store::todo_progress(todos));
         }
         self.track_in_flight(&event.kind);
         // No receivers is fine: nobody is attached.
@@ -698,8 +762,24 @@ impl Actor {
     /// The session's sandbox handle. Its state changes (including a freeze between turns) become
     /// durable `sandbox` events: a forwarder task turns each transition into an event through
     /// the actor, holding only a weak sender so it never keeps the actor alive.
-    fn new_sandbox(&self) -> Sandbox {
+    fn new_sandbox(&mut self) -> Sandbox {
         let (tx, mut rx) = mpsc::channel::<SandboxTransition>(SANDBOX_TRANSITIONS);
+        let (jobs_tx, mut jobs_rx) = mpsc::channel::<JobReport>(SANDBOX_JOB_REPORTS);
+        let actor = self.tx.clone();
+        tokio::spawn(async move {
+            while let Some(job) = jobs_rx.recv().await {
+                let Some(tx) = actor.upgrade() else { return };
+                let kind = EventKind::BackgroundTask {
+                    shell_id: job.shell_id,
+                    command: job.command,
+                    status: job.state.status(),
+                    exit_code: job.state.exit_code(),
+                };
+                if emitter(tx).durable(kind).await.is_err() {
+                    return;
+                }
+            }
+        });
         let actor = self.tx.clone();
         tokio::spawn(async move {
             while let Some(t) = rx.recv().await {
@@ -737,7 +817,10 @@ impl Actor {
             });
             config.pool = Some(live.ticket(self.row.org_id.as_str(), limit));
         }
-        Sandbox::with_transitions(config, self.workspace_dir.clone(), tx)
+        let lost = std::mem::take(&mut self.lost_jobs);
+        let sandbox = Sandbox::with_reports(config, self.workspace_dir.clone(), tx, jobs_tx, lost);
+        self.sandbox = Some(sandbox.clone());
+        sandbox
     }
 
     /// How many characters of a tool result the model sees in this session.

@@ -288,6 +288,13 @@ CREATE TABLE model_usage (
 ) WITHOUT ROWID;
 CREATE INDEX model_usage_by_org ON model_usage(org_id, at);
 "#,
+    r#"
+-- Schema 11: the model's todo list in numbers (`TodoWrite`), written in the transaction of the
+-- `todos` event that carries the list, so `session/list` shows progress without reading logs.
+-- NULL until the session's first `TodoWrite`.
+ALTER TABLE sessions ADD COLUMN todos_done INTEGER;
+ALTER TABLE sessions ADD COLUMN todos_total INTEGER;
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -386,6 +393,8 @@ pub struct SessionRow {
     pub context_window: Option<u64>,
     /// The tokens of all its model calls so far.
     pub usage: Usage,
+    /// Its todo list in numbers; `None` before its first `TodoWrite`.
+    pub todos: Option<outboard_shared::TodoProgress>,
 }
 
 impl SessionRow {
@@ -409,6 +418,7 @@ impl SessionRow {
             network: outboard_shared::SessionNetwork::Org,
             context_window: None,
             usage: Usage::default(),
+            todos: None,
         }
     }
 
@@ -436,6 +446,7 @@ impl SessionRow {
                 self.context_window
                     .unwrap_or_else(|| crate::llm::context::context_window(&self.model)),
             ),
+            todos: self.todos,
         }
     }
 }
@@ -831,6 +842,13 @@ pub fn append_event(
     {
         record_usage(&tx, event, u)?;
     }
+    if let EventKind::Todos { todos } = &event.kind {
+        let progress = todo_progress(todos);
+        tx.execute(
+            "UPDATE sessions SET todos_done = ?2, todos_total = ?3 WHERE id = ?1",
+            params![event.session_id.0, progress.done, progress.total],
+        )?;
+    }
     if let Some(title) = title.filter(|t| !t.is_empty()) {
         tx.execute(
             "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title = ''",
@@ -839,6 +857,13 @@ pub fn append_event(
     }
     tx.commit()?;
     Ok(())
+}
+
+/// A todo list in numbers: items completed of items listed.
+pub fn todo_progress(todos: &[outboard_shared::TodoItem]) -> outboard_shared::TodoProgress {
+    let done = todos.iter().filter(|t| t.status == outboard_shared::TodoStatus::Completed).count();
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    outboard_shared::TodoProgress { done: count(done), total: count(todos.len()) }
 }
 
 /// How many characters of a first message's first line become the title of a session created
@@ -861,7 +886,7 @@ pub fn derived_title(message: &str, max_bytes: usize) -> String {
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
     s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path,
     s.source, s.context_window, s.usage_input, s.usage_output, s.usage_cache_read,
-    s.usage_cache_write, s.network FROM sessions s JOIN users u ON u.id = s.owner_id";
+    s.usage_cache_write, s.network, s.todos_done, s.todos_total FROM sessions s JOIN users u ON u.id = s.owner_id";
 
 /// Records one model call's usage (inside the transaction appending the `assistant_message` that
 /// carries it): a `model_usage` row for reports, and the session's running totals. The turn is
@@ -969,6 +994,13 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
             .map_or(outboard_shared::SessionNetwork::Org, |n| {
                 n.parse().unwrap_or(outboard_shared::SessionNetwork::None)
             }),
+        todos: match (r.get::<_, Option<i64>>(19)?, r.get::<_, Option<i64>>(20)?) {
+            (Some(done), Some(total)) => Some(outboard_shared::TodoProgress {
+                done: u32::try_from(done.max(0)).unwrap_or(u32::MAX),
+                total: u32::try_from(total.max(0)).unwrap_or(u32::MAX),
+            }),
+            _ => None,
+        },
     })
 }
 

@@ -268,6 +268,10 @@ methods! {
     /// from the summary and the most recent steps. Answered with [`SessionCompactResponse`] once
     /// the [`EventKind::Compaction`] is durable; refused while a turn runs.
     SessionCompact = "session/compact" (SessionCompactParams) -> SessionCompactResponse;
+    /// The driver kills one of the session's background commands (`Bash` with
+    /// `run_in_background`). Answered with [`Empty`]; a [`EventKind::BackgroundTask`] with
+    /// status `killed` follows.
+    SessionKillTask = "session/kill_task" (KillTaskParams) -> Empty;
 }
 
 /// Parameters of `session/compact`.
@@ -312,6 +316,65 @@ impl CompactionTrigger {
             CompactionTrigger::Manual => "manual",
         }
     }
+}
+
+/// Parameters of `session/kill_task`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillTaskParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The background command, as its [`EventKind::BackgroundTask`] named it.
+    pub shell_id: String,
+}
+
+/// One item of the model's todo list (Claude Code's `TodoWrite`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    /// What to do, imperative (`Run the tests`).
+    pub content: String,
+    /// Where it stands.
+    pub status: TodoStatus,
+    /// The same in the present continuous, shown while it is in progress (`Running the tests`).
+    #[serde(rename = "activeForm")]
+    pub active_form: String,
+}
+
+/// Where a todo item stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on (at most one item at a time).
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// A session's todo list in numbers, as `session/list` shows it (`3/7`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoProgress {
+    /// Items completed.
+    pub done: u32,
+    /// Items in the list.
+    pub total: u32,
+}
+
+/// Where a background command stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Running in the sandbox.
+    Running,
+    /// Exited by itself (see `exit_code`).
+    Completed,
+    /// Killed (`KillShell`, `session/kill_task`, or the sandbox was replaced).
+    Killed,
+    /// It was running when the server stopped or crashed: it is gone and is never re-run.
+    Lost,
+    /// A status this client does not know.
+    #[serde(other)]
+    Unknown,
 }
 
 /// How `usage/report` groups its rows.
@@ -869,6 +932,9 @@ pub struct SessionInfo {
     /// model's family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// The model's todo list in numbers (absent until its first `TodoWrite`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todos: Option<TodoProgress>,
 }
 
 /// Result of `session/create`.
@@ -1134,6 +1200,31 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session: Option<SessionId>,
     },
+    /// The model's todo list, replaced whole by each `TodoWrite` (durable): the last one in the
+    /// log is the session's list.
+    Todos {
+        /// Every item, in the model's order.
+        todos: Vec<TodoItem>,
+    },
+    /// A background command (`Bash` with `run_in_background`) started or changed state
+    /// (durable): one event when it starts, one when it ends.
+    BackgroundTask {
+        /// Its id, as `BashOutput` and `KillShell` name it.
+        shell_id: String,
+        /// The command.
+        command: String,
+        /// Where it stands.
+        status: TaskStatus,
+        /// Its exit code (status `completed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+    },
+    /// A note the harness added to the model's conversation at the start of a step (durable),
+    /// e.g. that a background command ended; the model sees it as a `<system-reminder>`.
+    SystemReminder {
+        /// The note, `<system-reminder>` tags included.
+        text: String,
+    },
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
@@ -1195,6 +1286,9 @@ impl EventKind {
             EventKind::Presence { .. } => "presence",
             EventKind::DriveRequested { .. } => "drive_requested",
             EventKind::MemoryChanged { .. } => "memory_changed",
+            EventKind::Todos { .. } => "todos",
+            EventKind::BackgroundTask { .. } => "background_task",
+            EventKind::SystemReminder { .. } => "system_reminder",
             EventKind::Unknown => "unknown",
         }
     }

@@ -50,6 +50,7 @@ fn info() -> SessionInfo {
         attached: Vec::new(),
         usage: None,
         context_window: None,
+        todos: Some(TodoProgress { done: 1, total: 3 }),
     }
 }
 
@@ -584,6 +585,24 @@ fn session_events() {
             op: FileOp::Edit,
             author: "alice".into(),
             session: Some(sid()),
+        },
+        EventKind::Todos {
+            todos: vec![TodoItem {
+                content: "Run the tests".into(),
+                status: TodoStatus::InProgress,
+                active_form: "Running the tests".into(),
+            }],
+        },
+        EventKind::BackgroundTask {
+            shell_id: "bash_1f2e3d4c".into(),
+            command: "npm run dev".into(),
+            status: TaskStatus::Completed,
+            exit_code: Some(0),
+        },
+        EventKind::SystemReminder {
+            text: "<system-reminder>\nBackground shell bash_1f2e3d4c (npm run dev) completed \
+                   with exit code 0.\n</system-reminder>"
+                .into(),
         },
     ];
     for (i, kind) in events.into_iter().enumerate() {

@@ -42,6 +42,7 @@ fn sample_params(kind: MethodKind) -> Value {
         }
         MethodKind::UsageReport => json!({"session_id": sid, "by": "user", "since": "2026-01-01"}),
         MethodKind::SessionCompact => json!({"session_id": sid, "focus": "the failing test"}),
+        MethodKind::SessionKillTask => json!({"session_id": sid, "shell_id": "bash_1f2e3d4c"}),
     }
 }
 

@@ -38,6 +38,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/diff", "the session's changes against its base (--stat: a summary)"),
     ("/compact", "[FOCUS] summarise the conversation now, keeping FOCUS in particular"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
+    ("/tasks", "the background commands; /tasks kill ID stops one"),
     ("/quit", "leave (also Ctrl-C twice)"),
 ];
 
@@ -120,6 +121,8 @@ pub enum Effect {
     Diff(bool),
     /// Compact the session's conversation, with what the summary should focus on.
     Compact(Option<String>),
+    /// Kill this background command of the session.
+    KillTask(String),
     /// Leave.
     Quit,
 }
@@ -215,6 +218,8 @@ pub struct App {
     pub context_used: Option<u64>,
     /// The sandbox's last state and transition time.
     pub sandbox: Option<(SandboxState, f64)>,
+    /// The session's todo list and background commands.
+    pub work: super::tasks::Work,
     /// Who is attached.
     pub presence: Vec<PresenceEntry>,
     /// The composer.
@@ -246,6 +251,7 @@ impl App {
             cells: Vec::new(),
             streaming: String::new(),
             streaming_lines: Vec::new(),
+            work: super::tasks::Work::default(),
             turn_by: None,
             running: false,
             usage: Usage::default(),
@@ -460,6 +466,9 @@ impl App {
         let mut words = line.split_whitespace();
         let name = words.next().unwrap_or("");
         let arg = words.next().map(str::to_owned);
+        if name == "/tasks" {
+            return self.tasks_command(arg.as_deref(), words.next());
+        }
         match (name, arg) {
             ("/help", _) => {
                 let text =
@@ -518,6 +527,31 @@ impl App {
         }
     }
 
+    /// `/tasks` lists the background commands; `/tasks kill ID` (the driver) stops one.
+    fn tasks_command(&mut self, sub: Option<&str>, id: Option<&str>) -> Vec<Effect> {
+        match (sub, id) {
+            (None, _) => {
+                let listing = self.work.listing();
+                self.push_notice(listing, false);
+                Vec::new()
+            }
+            (Some("kill"), Some(id)) if !self.driving() => {
+                self.notice =
+                    Some(format!("only the driver kills {id}: /drive asks for the wheel"));
+                Vec::new()
+            }
+            (Some("kill"), Some(id)) if !self.work.is_running(id) => {
+                self.notice = Some(format!("{id} is not running (see /tasks)"));
+                Vec::new()
+            }
+            (Some("kill"), Some(id)) => vec![Effect::KillTask(id.to_owned())],
+            _ => {
+                self.notice = Some("/tasks, or /tasks kill ID".into());
+                Vec::new()
+            }
+        }
+    }
+
     fn attached(&mut self, snapshot: SessionAttachResponse, resumed: bool) {
         let same = self.session.as_ref().is_some_and(|s| s.id == snapshot.session.id);
         if !(resumed && same) {
@@ -526,6 +560,7 @@ impl App {
             self.usage = Usage::default();
             self.context_used = None;
             self.sandbox = None;
+            self.work = super::tasks::Work::default();
             self.presence.clear();
             self.scroll = 0;
         }
@@ -692,7 +727,17 @@ impl App {
                     );
                 }
             }
-            EventKind::Unknown => {}
+            EventKind::Todos { .. } => {
+                self.work.apply(&event.kind);
+            }
+            EventKind::BackgroundTask { ref shell_id, ref command, status, exit_code } => {
+                if status != outboard_shared::TaskStatus::Running {
+                    let line = crate::output::task_line(shell_id, command, status, exit_code);
+                    self.push_notice(line, false);
+                }
+                self.work.apply(&event.kind);
+            }
+            EventKind::SystemReminder { .. } | EventKind::Unknown => {}
         }
     }
 

@@ -16,9 +16,12 @@ pub mod highlight;
 pub mod markdown;
 pub mod net;
 pub mod render;
+pub mod tasks;
 pub mod theme;
 pub mod wrap;
 
+#[cfg(test)]
+mod tasks_tests;
 #[cfg(test)]
 mod tests;
 

@@ -488,6 +488,11 @@ fn on_effect(
                     });
                 }
                 Effect::DriveRequest => spawn_request(client.drive_request(id), app, ""),
+                Effect::KillTask(shell_id) => spawn_request(
+                    client.kill_task(id, shell_id.clone()),
+                    app,
+                    &format!("killed {shell_id}"),
+                ),
                 Effect::DriveTake => spawn_request(client.drive_take(id), app, ""),
                 Effect::DriveGrant(user) => spawn_request(
                     client.drive_grant(id, user.clone()),

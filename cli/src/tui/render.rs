@@ -22,9 +22,12 @@ pub fn draw(app: &App, frame: &mut Frame<'_>) {
     let composer_lines =
         (app.composer.text().split('\n').count() as u16).clamp(1, COMPOSER_MAX_LINES);
     let completions = u16::from(!app.completions().is_empty());
-    let [top, body, hints, composer, status] = Layout::vertical([
+    let todo_panel = app.work.todo_panel(&app.theme);
+    let todo_rows = todo_panel.len() as u16;
+    let [top, body, todos, hints, composer, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
+        Constraint::Length(todo_rows),
         Constraint::Length(completions),
         Constraint::Length(composer_lines + 2),
         Constraint::Length(1),
@@ -32,6 +35,9 @@ pub fn draw(app: &App, frame: &mut Frame<'_>) {
     .areas(area);
     frame.render_widget(presence_bar(app), top);
     draw_transcript(app, frame, body);
+    if todo_rows > 0 {
+        frame.render_widget(Paragraph::new(todo_panel), todos);
+    }
     if completions > 0 {
         let text = app.completions().join("  ");
         frame.render_widget(Paragraph::new(Span::styled(text, app.theme.dim())), hints);

@@ -35,6 +35,7 @@ fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         attached: Vec::new(),
         usage: None,
         context_window: Some(200_000),
+        todos: None,
     }
 }
 

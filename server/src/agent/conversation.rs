@@ -47,7 +47,7 @@ impl Conversation {
         let mut out = Conversation::new(result_chars);
         for event in events {
             match &event.kind {
-                EventKind::UserMessage { text } => {
+                EventKind::UserMessage { text } | EventKind::SystemReminder { text } => {
                     out.push_user(event.seq, ContentBlock::Text(text.clone()));
                 }
                 EventKind::AssistantMessage { text, tool_calls, .. } => {

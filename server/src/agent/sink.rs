@@ -54,3 +54,12 @@ impl Emitter {
         self.sink.emit(kind, false).await.map(|_| ())
     }
 }
+
+/// `TodoWrite` records its list through the turn's emitter.
+impl crate::tools::ToolEvents for Emitter {
+    fn durable(&self, kind: EventKind) -> futures_util::future::BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            Emitter::durable(self, kind).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+    }
+}

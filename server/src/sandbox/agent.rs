@@ -23,12 +23,18 @@
 //! - Timeout and cancel kill the command's process group and, when the agent is PID 1, every
 //!   process that appeared in the namespace since the command started (a `setsid` daemon of a
 //!   timed-out command goes too); background processes of earlier commands stay.
+//! - Background jobs ([`ToAgent::Spawn`]) run like commands, in their own process group, with
+//!   no timeout; a task per job reads its pipes and hands output to the main loop over a bounded
+//!   channel (a job that writes faster than the server takes it waits on its pipe). The job's
+//!   end is sent unsolicited ([`FromAgent::JobDone`]) once its `bash` exited and its pipes are
+//!   drained, or [`JOB_PIPE_GRACE`] after the exit when a process it left behind holds them
+//!   open. A foreground command's timeout spares the jobs' process groups.
 //! - When its stdin closes (the server went away), it exits, and the kernel kills everything
 //!   in the namespace with it.
 //! - For a session with network it also relays `127.0.0.1:3128` to the server's proxy socket
 //!   (`crate::netproxy::relay`), on the same thread: the relay only copies bytes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt as _;
@@ -41,6 +47,7 @@ use rustix::process::{Pid, Signal, WaitOptions};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::output::Utf8Stream;
@@ -51,6 +58,46 @@ pub const AGENT_ARG: &str = "__sandbox-agent";
 
 /// Read size of each pipe read; small enough to stream promptly.
 const READ_CHUNK: usize = 8192;
+
+/// Background jobs running at once. The server keeps to its own lower cap
+/// ([`super::jobs::MAX_RUNNING_JOBS`]); this one only stops a confused server from making the
+/// agent hold pipes and reader tasks without end.
+const MAX_AGENT_JOBS: usize = 64;
+
+/// Messages from the jobs' reader tasks queued for the main loop: a few chunks per job; when it
+/// is full the readers wait, so the jobs block on their pipes, never the agent's memory.
+const JOB_MSG_QUEUE: usize = 64;
+
+/// How long after a job's `bash` exited its pipes may stay open before its end is reported: a
+/// process it started in the background may hold them for as long as it lives, and the job is
+/// over when its shell is.
+const JOB_PIPE_GRACE: Duration = Duration::from_millis(200);
+
+/// A background job's state in the main loop.
+struct BgJob {
+    pid: Pid,
+    /// Exit code and signal, once its `bash` was reaped.
+    exit: Option<(Option<i32>, Option<i32>)>,
+    /// Its pipes may still hold output.
+    open: bool,
+}
+
+/// What a job's reader task tells the main loop.
+enum JobMsg {
+    Output {
+        id: u64,
+        stream: OutputStream,
+        text: String,
+    },
+    /// Both pipes reached their end.
+    Eof {
+        id: u64,
+    },
+    /// [`JOB_PIPE_GRACE`] passed since the job's exit.
+    Grace {
+        id: u64,
+    },
+}
 
 /// How the server configures the agent (JSON, the argument after [`AGENT_ARG`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +217,8 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
 
     let mut cwd = config.workspace.clone();
     let mut current: Option<Running> = None;
+    let mut jobs: HashMap<u64, BgJob> = HashMap::new();
+    let (job_tx, mut job_rx) = mpsc::channel::<JobMsg>(JOB_MSG_QUEUE);
     let (mut out_buf, mut err_buf) = (vec![0u8; READ_CHUNK], vec![0u8; READ_CHUNK]);
     loop {
         let deadline = current.as_ref().filter(|r| !r.killed).map(|r| r.deadline);
@@ -197,20 +246,74 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
                         }
                     }
                 }
+                Ok(Some(ToAgent::Spawn { id, command })) => {
+                    if jobs.len() >= MAX_AGENT_JOBS {
+                        let message = format!("{MAX_AGENT_JOBS} background jobs are running already");
+                        write_frame(&mut out, &FromAgent::Error { id: Some(id), message }).await?;
+                    } else {
+                        if !cwd.is_dir() {
+                            cwd = config.workspace.clone();
+                        }
+                        match start_job(&config, &cwd, id, &command, job_tx.clone()) {
+                            Ok(pid) => {
+                                jobs.insert(id, BgJob { pid, exit: None, open: true });
+                                write_frame(&mut out, &FromAgent::Spawned { id }).await?;
+                            }
+                            Err(e) => {
+                                let message = format!("could not start bash: {e}");
+                                write_frame(&mut out, &FromAgent::Error { id: Some(id), message }).await?;
+                            }
+                        }
+                    }
+                }
+                Ok(Some(ToAgent::KillJob { id })) => {
+                    if let Some(job) = jobs.get(&id).filter(|j| j.exit.is_none()) {
+                        let _ = rustix::process::kill_process_group(job.pid, Signal::KILL);
+                    }
+                }
                 Ok(Some(ToAgent::Cancel { id })) => {
                     if let Some(run) = current.as_mut().filter(|r| r.id == id) {
-                        kill_command(run);
+                        kill_command(run, &job_groups(&jobs));
                     }
                 }
                 Ok(None) | Err(_) => {
                     if let Some(run) = current.as_mut() {
-                        kill_command(run);
+                        kill_command(run, &job_groups(&jobs));
                     }
                     return Ok(());
                 }
             },
+            Some(msg) = job_rx.recv() => {
+                let id = match msg {
+                    JobMsg::Output { id, stream, text } => {
+                        send_output(&mut out, id, stream, text).await?;
+                        continue;
+                    }
+                    JobMsg::Eof { id } | JobMsg::Grace { id } => id,
+                };
+                if let Some(job) = jobs.get_mut(&id) {
+                    job.open = false;
+                }
+                job_done(&mut jobs, id, &mut out).await?;
+            }
             _ = sigchld.recv() => {
-                let finished = reap(current.as_ref().map(|r| r.pid));
+                let reaped = reap();
+                for (pid, status) in &reaped {
+                    let Some((&id, job)) = jobs.iter_mut().find(|(_, j)| j.pid == *pid) else {
+                        continue;
+                    };
+                    job.exit = Some((status.exit_status(), status.terminating_signal()));
+                    if job.open {
+                        let tx = job_tx.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(JOB_PIPE_GRACE).await;
+                            let _ = tx.send(JobMsg::Grace { id }).await;
+                        });
+                    }
+                    job_done(&mut jobs, id, &mut out).await?;
+                }
+                let watched = current.as_ref().map(|r| r.pid);
+                let finished = reaped.iter().find(|(pid, _)| Some(*pid) == watched).map(|(_, s)| *s);
                 if let (Some(status), Some(mut run)) = (finished, current.take()) {
                     finish(&mut run, &mut out).await?;
                     if let Ok(dir) = std::fs::read_to_string(&config.cwd_file) {
@@ -254,7 +357,7 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
             _ = sleep_opt(deadline) => {
                 if let Some(run) = current.as_mut() {
                     run.timed_out = true;
-                    kill_command(run);
+                    kill_command(run, &job_groups(&jobs));
                 }
             }
         }
@@ -336,15 +439,94 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-/// Reaps every exited child; returns the status of `watch` if it was among them.
-fn reap(watch: Option<Pid>) -> Option<rustix::process::WaitStatus> {
-    let mut found = None;
+/// Reaps every exited child; returns the pids that ended and how.
+fn reap() -> Vec<(Pid, rustix::process::WaitStatus)> {
+    let mut ended = Vec::new();
     while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
-        if Some(pid) == watch && (status.exited() || status.signaled()) {
-            found = Some(status);
+        if status.exited() || status.signaled() {
+            ended.push((pid, status));
         }
     }
-    found
+    ended
+}
+
+/// Reports job `id`'s end once its shell exited and its pipes are drained (or given up on).
+async fn job_done(
+    jobs: &mut HashMap<u64, BgJob>,
+    id: u64,
+    out: &mut pipe::Sender,
+) -> std::io::Result<()> {
+    let Some(&BgJob { exit: Some((exit_code, signal)), open: false, .. }) = jobs.get(&id) else {
+        return Ok(());
+    };
+    jobs.remove(&id);
+    write_frame(out, &FromAgent::JobDone { id, exit_code, signal }).await
+}
+
+/// The process groups of the running jobs (each job leads its own).
+fn job_groups(jobs: &HashMap<u64, BgJob>) -> HashSet<i32> {
+    jobs.values().filter(|j| j.exit.is_none()).map(|j| j.pid.as_raw_nonzero().get()).collect()
+}
+
+/// Starts background job `id`; a task reads its pipes into `tx`.
+fn start_job(
+    config: &AgentConfig,
+    cwd: &Path,
+    id: u64,
+    command: &str,
+    tx: mpsc::Sender<JobMsg>,
+) -> std::io::Result<Pid> {
+    let script = format!("{}{command}", config.ulimit_prefix);
+    let mut child = std::process::Command::new("/bin/bash")
+        .args(["--noprofile", "--norc", "-c", &script])
+        .env_clear()
+        .envs(config.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()?;
+    let pid = Pid::from_child(&child);
+    let stdout =
+        child.stdout.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
+    let stderr =
+        child.stderr.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
+    tokio::spawn(read_job(id, stdout, stderr, tx));
+    Ok(pid)
+}
+
+/// Reads a job's pipes until both end, decoding each as UTF-8 across reads.
+async fn read_job(
+    id: u64,
+    mut stdout: Option<pipe::Receiver>,
+    mut stderr: Option<pipe::Receiver>,
+    tx: mpsc::Sender<JobMsg>,
+) {
+    let (mut out_dec, mut err_dec) = (Utf8Stream::default(), Utf8Stream::default());
+    let (mut out_buf, mut err_buf) = (vec![0u8; READ_CHUNK], vec![0u8; READ_CHUNK]);
+    while stdout.is_some() || stderr.is_some() {
+        let (stream, text) = tokio::select! {
+            read = read_opt(stdout.as_mut(), &mut out_buf) => match read {
+                Ok(n) if n > 0 => (OutputStream::Stdout, out_dec.push(&out_buf[..n])),
+                _ => {
+                    stdout = None;
+                    (OutputStream::Stdout, out_dec.finish())
+                }
+            },
+            read = read_opt(stderr.as_mut(), &mut err_buf) => match read {
+                Ok(n) if n > 0 => (OutputStream::Stderr, err_dec.push(&err_buf[..n])),
+                _ => {
+                    stderr = None;
+                    (OutputStream::Stderr, err_dec.finish())
+                }
+            },
+        };
+        if !text.is_empty() && tx.send(JobMsg::Output { id, stream, text }).await.is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(JobMsg::Eof { id }).await;
 }
 
 /// After `bash` exited: takes what its pipes already hold, then leaves them to a task that
@@ -384,8 +566,9 @@ async fn discard(mut pipe: pipe::Receiver) {
     while matches!(pipe.read(&mut buf).await, Ok(n) if n > 0) {}
 }
 
-/// Kills the command's process group and, as PID 1, every process newer than the command.
-fn kill_command(run: &mut Running) {
+/// Kills the command's process group and, as PID 1, every process newer than the command except
+/// those of the background jobs' groups (`spare`).
+fn kill_command(run: &mut Running, spare: &HashSet<i32>) {
     run.killed = true;
     let _ = rustix::process::kill_process_group(run.pid, Signal::KILL);
     if let Some(before) = &run.before {
@@ -394,6 +577,10 @@ fn kill_command(run: &mut Running) {
             for pid in live_pids() {
                 if pid != 1 && !before.contains(&pid) {
                     if let Some(pid) = Pid::from_raw(pid) {
+                        let group = rustix::process::getpgid(Some(pid));
+                        if group.is_ok_and(|g| spare.contains(&g.as_raw_nonzero().get())) {
+                            continue;
+                        }
                         let _ = rustix::process::kill_process(pid, Signal::KILL);
                     }
                 }

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::agent::{AgentConfig, AGENT_ARG};
 use super::bwrap;
 use super::cgroup::{Cgroup, Controls};
+use super::jobs::Jobs;
 use super::launch::{LaunchConfig, UidLease, LAUNCH_ARG};
 use super::output::CappedOutput;
 use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
@@ -57,6 +58,15 @@ pub(super) struct Finished {
     pub timed_out: bool,
     pub cancelled: bool,
     pub output: CappedOutput,
+}
+
+/// What a live sandbox did between commands.
+#[derive(Debug)]
+pub(super) enum Event {
+    /// A frame the agent sent unasked.
+    Frame(FromAgent),
+    /// The sandbox is gone: why.
+    Exited(String),
 }
 
 /// Why a command did not finish normally.
@@ -294,6 +304,7 @@ impl Instance {
         timeout: Duration,
         output: &mpsc::Sender<(OutputStream, String)>,
         cancel: &CancellationToken,
+        jobs: &mut Jobs,
     ) -> Result<Finished, ExecFailure> {
         self.next_id += 1;
         let id = self.next_id;
@@ -324,7 +335,9 @@ impl Instance {
                     Ok(Some(FromAgent::Error { id: Some(got), message })) if got == id => {
                         return Err(ExecFailure::Refused(message));
                     }
-                    Ok(Some(_)) => {}
+                    Ok(Some(other)) => {
+                        jobs.frame(&other);
+                    }
                     Ok(None) => return Err(ExecFailure::Lost("the sandbox exited".into())),
                     Err(e) => return Err(lost("reading from the agent", &e)),
                 },
@@ -342,6 +355,58 @@ impl Instance {
                     )));
                 }
             }
+        }
+    }
+
+    /// Starts `command` as a background job; its agent id. Frames of other jobs that arrive
+    /// meanwhile go to `jobs`.
+    pub(super) async fn spawn_job(
+        &mut self,
+        command: &str,
+        jobs: &mut Jobs,
+    ) -> Result<u64, ExecFailure> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let spawn = ToAgent::Spawn { id, command: command.to_string() };
+        write_frame(&mut self.stdin, &spawn).await.map_err(|e| lost("starting a job", &e))?;
+        let wait = async {
+            loop {
+                match self.frames.next::<FromAgent>().await {
+                    Ok(Some(FromAgent::Spawned { id: got })) if got == id => return Ok(id),
+                    Ok(Some(FromAgent::Error { id: Some(got), message })) if got == id => {
+                        return Err(ExecFailure::Refused(message));
+                    }
+                    Ok(Some(other)) => {
+                        jobs.frame(&other);
+                    }
+                    Ok(None) => return Err(ExecFailure::Lost("the sandbox exited".into())),
+                    Err(e) => return Err(lost("waiting for the job to start", &e)),
+                }
+            }
+        };
+        tokio::time::timeout(PING_TIMEOUT, wait)
+            .await
+            .map_err(|_| ExecFailure::Lost("the sandbox did not start the job".into()))?
+    }
+
+    /// Asks the agent to kill background job `id` (its end follows as a frame).
+    pub(super) async fn kill_job(&mut self, id: u64) -> Result<(), ExecFailure> {
+        write_frame(&mut self.stdin, &ToAgent::KillJob { id })
+            .await
+            .map_err(|e| lost("killing a job", &e))
+    }
+
+    /// Between commands: the next frame the agent sends unasked (a job's output or end), or
+    /// the sandbox's exit. Cancel-safe.
+    pub(super) async fn next_event(&mut self) -> Event {
+        let frame = tokio::select! {
+            frame = self.frames.next::<FromAgent>() => frame,
+            status = self.child.wait() => return Event::Exited(exit_reason(status)),
+        };
+        match frame {
+            Ok(Some(frame)) => Event::Frame(frame),
+            Ok(None) => Event::Exited(self.exited().await),
+            Err(e) => Event::Exited(format!("the connection to the sandbox broke: {e}")),
         }
     }
 
@@ -394,10 +459,7 @@ impl Instance {
 
     /// Resolves when the sandbox process exits.
     pub(super) async fn exited(&mut self) -> String {
-        match self.child.wait().await {
-            Ok(status) => format!("the sandbox exited ({status})"),
-            Err(e) => format!("the sandbox could not be waited for: {e}"),
-        }
+        exit_reason(self.child.wait().await)
     }
 
     /// Kills the sandbox (every process in it) and removes its cgroup.
@@ -418,6 +480,13 @@ impl Instance {
             let _ = self.signal_all(Signal::CONT);
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+fn exit_reason(status: std::io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(status) => format!("the sandbox exited ({status})"),
+        Err(e) => format!("the sandbox could not be waited for: {e}"),
     }
 }
 

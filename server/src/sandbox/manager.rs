@@ -27,7 +27,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::cgroup::Hits;
-use super::instance::{ExecFailure, Instance};
+use super::instance::{Event, ExecFailure, Instance};
+use super::jobs::{JobRead, JobReport, Jobs, MAX_RUNNING_JOBS};
 use super::{
     resolve_agent_exe, Backend, ExecResult, SandboxConfig, SandboxError, SandboxTransition,
 };
@@ -43,20 +44,25 @@ pub(super) const TRANSITION_BACKLOG: usize = 64;
 /// transitions (the final `stopped`) before it ends anyway.
 const LAST_REPORTS_WAIT: Duration = Duration::from_secs(5);
 
-/// The session's transition channel and what is waiting for room in it.
-struct Reports {
-    tx: mpsc::Sender<SandboxTransition>,
-    backlog: VecDeque<SandboxTransition>,
+/// A session's report channel (sandbox transitions, background jobs' starts and ends) and
+/// what is waiting for room in it.
+struct Reports<T> {
+    tx: mpsc::Sender<T>,
+    backlog: VecDeque<T>,
 }
 
-impl Reports {
+impl<T: Clone + std::fmt::Debug> Reports<T> {
+    fn new(tx: mpsc::Sender<T>) -> Self {
+        Reports { tx, backlog: VecDeque::new() }
+    }
+
     /// Queues `t` behind what waits, then sends what fits.
-    fn push(&mut self, t: SandboxTransition) {
+    fn push(&mut self, t: T) {
         if self.backlog.len() >= TRANSITION_BACKLOG {
             if let Some(lost) = self.backlog.pop_front() {
                 tracing::error!(
-                    state = ?lost.state,
-                    "sandbox transition lost: the session has not taken the last {} reports",
+                    ?lost,
+                    "sandbox report lost: the session has not taken the last {} reports",
                     TRANSITION_BACKLOG
                 );
             }
@@ -82,7 +88,7 @@ impl Reports {
 
     /// Sends waiting transitions, oldest first, while the channel has room.
     fn flush(&mut self) {
-        while let Some(&t) = self.backlog.front() {
+        while let Some(t) = self.backlog.front().cloned() {
             match self.tx.try_send(t) {
                 Ok(()) => {
                     self.backlog.pop_front();
@@ -115,6 +121,23 @@ pub(super) enum Request {
     Pid(oneshot::Sender<Option<u32>>),
     Cwd(oneshot::Sender<Option<String>>),
     Stop(oneshot::Sender<()>),
+    /// Start a background job; its shell id.
+    Spawn {
+        command: String,
+        reply: oneshot::Sender<Result<String, SandboxError>>,
+    },
+    /// A job's output since the last read; `None` for an unknown id.
+    ReadJob {
+        shell_id: String,
+        reply: oneshot::Sender<Option<JobRead>>,
+    },
+    /// Kill a running job: `Ok(false)` when it is not running (unknown or ended).
+    KillJob {
+        shell_id: String,
+        reply: oneshot::Sender<Result<bool, SandboxError>>,
+    },
+    /// Ended jobs the model was not told of yet (marked told).
+    Untold(oneshot::Sender<Vec<JobReport>>),
 }
 
 pub(super) struct Manager {
@@ -131,11 +154,21 @@ pub(super) struct Manager {
     idle_since: Instant,
     /// Limit hits seen after the last command (a background fork bomb shows up later).
     hits: Hits,
-    reports: Option<Reports>,
+    reports: Option<Reports<SandboxTransition>>,
+    /// Background commands, and where their starts and ends go (the session's log).
+    jobs: Jobs,
+    job_reports: Option<Reports<JobReport>>,
     /// This manager's id in the live-sandbox pool, and a weak handle others use to stop it.
     member: u64,
     myself: mpsc::WeakSender<Request>,
 }
+
+/// How long `KillShell` waits for the agent to report the job's end.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Characters of a shell id: `bash_` and 8 hex digits, short for the model to repeat, random so
+/// ids of a sandbox before a restart are never reused.
+const SHELL_ID_LEN: usize = 13;
 
 /// Whether the state machine has the edge `from → to`.
 fn allowed(from: SandboxState, to: SandboxState) -> bool {
@@ -154,6 +187,8 @@ enum Wake {
     Request(Option<Request>),
     Idle,
     Died(String),
+    /// The agent sent a frame unasked: a background job's output or end.
+    Frame(super::protocol::FromAgent),
     /// The transition channel has room for the backlog.
     Room,
 }
@@ -163,8 +198,12 @@ impl Manager {
         config: SandboxConfig,
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
+        jobs: Option<mpsc::Sender<JobReport>>,
+        lost: Vec<(String, String)>,
         myself: mpsc::WeakSender<Request>,
     ) -> Self {
+        let mut table = Jobs::default();
+        table.adopt_lost(lost);
         Manager {
             member: super::pool::PoolTicket::member_id(),
             myself,
@@ -176,7 +215,9 @@ impl Manager {
             instance: None,
             idle_since: Instant::now(),
             hits: Hits::default(),
-            reports: transitions.map(|tx| Reports { tx, backlog: VecDeque::new() }),
+            reports: transitions.map(Reports::new),
+            jobs: table,
+            job_reports: jobs.map(Reports::new),
         }
     }
 
@@ -200,6 +241,9 @@ impl Manager {
     fn next_wake(&self) -> Option<Instant> {
         let c = &self.config;
         match self.state {
+            // A background job is work: the sandbox is neither frozen nor stopped under it, and
+            // the idle time counts from its end.
+            SandboxState::Running if self.jobs.running() > 0 => None,
             SandboxState::Running => Some(self.idle_since + c.idle_freeze.min(c.idle_stop)),
             SandboxState::Suspended => Some(self.idle_since + c.idle_stop),
             _ => None,
@@ -212,13 +256,21 @@ impl Manager {
             let event = tokio::select! {
                 req = rx.recv() => Wake::Request(req),
                 _ = sleep_opt(wake) => Wake::Idle,
-                why = exited(self.instance.as_mut()) => Wake::Died(why),
+                event = next_event(self.instance.as_mut()) => match event {
+                    Event::Exited(why) => Wake::Died(why),
+                    Event::Frame(frame) => Wake::Frame(frame),
+                },
                 () = room(self.reports.as_ref()) => Wake::Room,
+                () = room(self.job_reports.as_ref()) => Wake::Room,
             };
             match event {
                 Wake::Request(None) => {
                     self.stop().await;
+                    self.report_jobs();
                     if let Some(reports) = self.reports.take() {
+                        reports.hand_over().await;
+                    }
+                    if let Some(reports) = self.job_reports.take() {
                         reports.hand_over().await;
                     }
                     return;
@@ -229,13 +281,90 @@ impl Manager {
                     tracing::warn!(workspace = %self.workspace.display(), "{why}");
                     self.bury().await;
                 }
+                Wake::Frame(frame) => {
+                    let was_running = self.jobs.running();
+                    self.jobs.frame(&frame);
+                    if self.jobs.running() < was_running {
+                        self.idle_since = Instant::now();
+                    }
+                }
                 Wake::Room => {
                     if let Some(reports) = &mut self.reports {
                         reports.flush();
                     }
+                    if let Some(reports) = &mut self.job_reports {
+                        reports.flush();
+                    }
                 }
             }
+            self.report_jobs();
         }
+    }
+
+    /// Hands the jobs' starts and ends to the session.
+    fn report_jobs(&mut self) {
+        let reports = self.jobs.take_reports();
+        if let Some(out) = &mut self.job_reports {
+            for report in reports {
+                out.push(report);
+            }
+        }
+    }
+
+    async fn spawn_job(&mut self, command: &str) -> Result<String, SandboxError> {
+        if self.jobs.running() >= MAX_RUNNING_JOBS {
+            return Err(SandboxError::Refused(format!(
+                "{MAX_RUNNING_JOBS} background commands are running already: read their output \
+                 with BashOutput and stop those you no longer need with KillShell"
+            )));
+        }
+        self.ensure_running().await?;
+        let Some(instance) = self.instance.as_mut() else {
+            return Err(SandboxError::Start("the sandbox is not running".into()));
+        };
+        match instance.spawn_job(command, &mut self.jobs).await {
+            Ok(agent_id) => {
+                let mut shell_id = crate::util::new_id("bash");
+                shell_id.truncate(SHELL_ID_LEN);
+                self.jobs.add(shell_id.clone(), agent_id, command.to_owned());
+                Ok(shell_id)
+            }
+            Err(ExecFailure::Refused(message)) => Err(SandboxError::Refused(message)),
+            Err(ExecFailure::Lost(why)) => {
+                self.bury().await;
+                Err(SandboxError::Died(why))
+            }
+        }
+    }
+
+    async fn kill_job(&mut self, shell_id: &str) -> Result<bool, SandboxError> {
+        let Some(agent_id) = self.jobs.agent_id(shell_id) else { return Ok(false) };
+        let Some(instance) = self.instance.as_mut() else { return Ok(false) };
+        if let Err(ExecFailure::Lost(why) | ExecFailure::Refused(why)) =
+            instance.kill_job(agent_id).await
+        {
+            self.bury().await;
+            return Err(SandboxError::Died(why));
+        }
+        // The end follows from the agent; wait for it so the caller's next read sees `killed`.
+        let deadline = Instant::now() + KILL_WAIT;
+        while self.jobs.agent_id(shell_id).is_some() {
+            let Some(instance) = self.instance.as_mut() else { break };
+            match tokio::time::timeout_at(deadline, instance.next_event()).await {
+                Ok(Event::Frame(frame)) => {
+                    self.jobs.frame(&frame);
+                }
+                Ok(Event::Exited(why)) => {
+                    tracing::warn!("{why}");
+                    self.bury().await;
+                }
+                Err(_) => break,
+            }
+        }
+        if self.jobs.running() == 0 {
+            self.idle_since = Instant::now();
+        }
+        Ok(true)
     }
 
     async fn handle(&mut self, req: Request) {
@@ -256,6 +385,18 @@ impl Manager {
             Request::Stop(reply) => {
                 self.stop().await;
                 let _ = reply.send(());
+            }
+            Request::Spawn { command, reply } => {
+                let _ = reply.send(self.spawn_job(&command).await);
+            }
+            Request::ReadJob { shell_id, reply } => {
+                let _ = reply.send(self.jobs.read(&shell_id));
+            }
+            Request::KillJob { shell_id, reply } => {
+                let _ = reply.send(self.kill_job(&shell_id).await);
+            }
+            Request::Untold(reply) => {
+                let _ = reply.send(self.jobs.untold());
             }
         }
     }
@@ -287,6 +428,7 @@ impl Manager {
         if let Some(instance) = self.instance.take() {
             instance.kill().await;
         }
+        self.jobs.all_killed();
         if matches!(
             self.state,
             SandboxState::Running | SandboxState::Suspended | SandboxState::Provisioning
@@ -301,6 +443,7 @@ impl Manager {
         if let Some(instance) = self.instance.take() {
             instance.kill().await;
         }
+        self.jobs.all_killed();
         if matches!(
             self.state,
             SandboxState::Running | SandboxState::Suspended | SandboxState::Dead
@@ -458,7 +601,7 @@ impl Manager {
         let Some(instance) = self.instance.as_mut() else {
             return Err(SandboxError::Start("the sandbox is not running".into()));
         };
-        let result = instance.exec(command, timeout, output, cancel).await;
+        let result = instance.exec(command, timeout, output, cancel, &mut self.jobs).await;
         let hits = instance.cgroup().map(|c| c.hits()).unwrap_or_default();
         self.idle_since = Instant::now();
         let finished = match result {
@@ -523,7 +666,7 @@ async fn sleep_opt(at: Option<Instant>) {
 }
 
 /// Resolves when the channel has room for a waiting transition (never when none waits).
-async fn room(reports: Option<&Reports>) {
+async fn room<T>(reports: Option<&Reports<T>>) {
     match reports {
         Some(r) if !r.backlog.is_empty() => {
             // The permit is released at once; `flush` then takes the slot with `try_send`
@@ -535,9 +678,9 @@ async fn room(reports: Option<&Reports>) {
     }
 }
 
-async fn exited(instance: Option<&mut Instance>) -> String {
+async fn next_event(instance: Option<&mut Instance>) -> Event {
     match instance {
-        Some(instance) => instance.exited().await,
+        Some(instance) => instance.next_event().await,
         None => std::future::pending().await,
     }
 }

@@ -18,6 +18,7 @@ pub mod agent;
 pub mod bwrap;
 pub mod cgroup;
 mod instance;
+pub mod jobs;
 pub mod launch;
 mod manager;
 pub mod output;
@@ -233,6 +234,10 @@ const OUTPUT_CHANNEL_CAPACITY: usize = 64;
 /// Requests queued to the manager: one command at a time plus a few state queries.
 const REQUEST_CHANNEL_CAPACITY: usize = 8;
 
+/// Where a sandbox reports its background jobs' starts and ends, and the `(shell id, command)`
+/// of jobs a restart lost.
+type JobWiring = (mpsc::Sender<jobs::JobReport>, Vec<(String, String)>);
+
 /// Handle to a session's sandbox manager (cheap to clone). The manager task ends, and the
 /// sandbox is stopped, when the last handle is dropped.
 #[derive(Clone)]
@@ -259,7 +264,7 @@ impl Sandbox {
     /// A sandbox for the workspace at `workspace` that reports no transitions; nothing starts
     /// until a command runs. Call within a tokio runtime (the manager is a task).
     pub fn new(config: SandboxConfig, workspace: PathBuf) -> Self {
-        Self::spawn(config, workspace, None)
+        Self::spawn(config, workspace, None, None)
     }
 
     /// Like [`Sandbox::new`], reporting every state change on `transitions`, in order. The
@@ -270,13 +275,28 @@ impl Sandbox {
         workspace: PathBuf,
         transitions: mpsc::Sender<SandboxTransition>,
     ) -> Self {
-        Self::spawn(config, workspace, Some(transitions))
+        Self::spawn(config, workspace, Some(transitions), None)
+    }
+
+    /// Like [`Sandbox::with_transitions`], also reporting each background job's start and end
+    /// on `jobs`, in order (through the same kind of backlog). `lost` are the `(shell id,
+    /// command)` of jobs the session's log shows running when the server stopped: the model is
+    /// told at its next step, and `BashOutput` answers `lost` for them.
+    pub fn with_reports(
+        config: SandboxConfig,
+        workspace: PathBuf,
+        transitions: mpsc::Sender<SandboxTransition>,
+        jobs: mpsc::Sender<jobs::JobReport>,
+        lost: Vec<(String, String)>,
+    ) -> Self {
+        Self::spawn(config, workspace, Some(transitions), Some((jobs, lost)))
     }
 
     fn spawn(
         config: SandboxConfig,
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
+        jobs: Option<JobWiring>,
     ) -> Self {
         let audit = match config.backend {
             Backend::Bwrap => config.network.as_ref().map(|n| n.audit.clone()),
@@ -287,7 +307,9 @@ impl Sandbox {
             return Sandbox { tx: None, audit };
         };
         let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
-        let manager = manager::Manager::new(config, workspace, transitions, tx.downgrade());
+        let (jobs, lost) = jobs.map_or((None, Vec::new()), |(tx, lost)| (Some(tx), lost));
+        let manager =
+            manager::Manager::new(config, workspace, transitions, jobs, lost, tx.downgrade());
         runtime.spawn(manager.run(rx));
         Sandbox { tx: Some(tx), audit }
     }
@@ -337,6 +359,36 @@ impl Sandbox {
                 }
             }
         }
+    }
+
+    /// Starts `command` as a background job (no timeout; the sandbox stays unfrozen while it
+    /// runs); its shell id. Refused past [`jobs::MAX_RUNNING_JOBS`] running jobs.
+    pub async fn spawn_job(&self, command: &str) -> Result<String, SandboxError> {
+        let command = command.to_owned();
+        self.ask(|reply| manager::Request::Spawn { command, reply })
+            .await
+            .unwrap_or(Err(SandboxError::Gone))
+    }
+
+    /// A job's output since the last read and its state; `None` for an unknown shell id. Never
+    /// wakes the sandbox.
+    pub async fn read_job(&self, shell_id: &str) -> Option<jobs::JobRead> {
+        let shell_id = shell_id.to_owned();
+        self.ask(|reply| manager::Request::ReadJob { shell_id, reply }).await.flatten()
+    }
+
+    /// Kills a running job's process group and waits for its end; `Ok(false)` when no job of
+    /// that id is running.
+    pub async fn kill_job(&self, shell_id: &str) -> Result<bool, SandboxError> {
+        let shell_id = shell_id.to_owned();
+        self.ask(|reply| manager::Request::KillJob { shell_id, reply })
+            .await
+            .unwrap_or(Err(SandboxError::Gone))
+    }
+
+    /// Jobs that ended since the model was last told (each is returned once).
+    pub async fn untold_jobs(&self) -> Vec<jobs::JobReport> {
+        self.ask(manager::Request::Untold).await.unwrap_or_default()
     }
 
     /// The lifecycle state now (does not wake the sandbox).

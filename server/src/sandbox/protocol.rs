@@ -7,7 +7,11 @@
 //! `strace`. Versioned: the agent's first frame is [`FromAgent::Hello`] with
 //! [`PROTOCOL_VERSION`]; the server refuses any other version (a stale agent binary).
 //!
-//! One command runs at a time; ids pair a [`ToAgent::Exec`] with its output and [`FromAgent::Done`].
+//! One foreground command runs at a time; ids pair a [`ToAgent::Exec`] with its output and
+//! [`FromAgent::Done`]. Background commands ([`ToAgent::Spawn`], version 2) run beside it, each
+//! with an id of the same sequence: their output comes as [`FromAgent::Output`] frames with that
+//! id whenever it is produced (between commands too), and their end as an unsolicited
+//! [`FromAgent::JobDone`], so the server learns of it without asking.
 
 use bytes::{Buf, BytesMut};
 use outboard_shared::OutputStream;
@@ -16,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The protocol version both ends must speak.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame either end accepts; output chunks are far smaller (one pipe read).
 pub const MAX_FRAME_BYTES: usize = 4 << 20;
@@ -37,6 +41,19 @@ pub enum ToAgent {
     /// Kill the running command `id`; a [`FromAgent::Done`] follows.
     Cancel {
         /// The command.
+        id: u64,
+    },
+    /// Start `command` with `bash -c` in the current working directory as a background job in
+    /// its own process group, with no timeout; [`FromAgent::Spawned`] (or an error) answers.
+    Spawn {
+        /// Names the job in its output and its [`FromAgent::JobDone`].
+        id: u64,
+        /// The shell command.
+        command: String,
+    },
+    /// Kill background job `id` (its process group); its [`FromAgent::JobDone`] follows.
+    KillJob {
+        /// The job.
         id: u64,
     },
     /// Answer with [`FromAgent::Pong`] (proves a thawed agent is live).
@@ -79,6 +96,20 @@ pub enum FromAgent {
         /// agents that predate it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
+    },
+    /// Background job `id` started.
+    Spawned {
+        /// The job.
+        id: u64,
+    },
+    /// Background job `id` ended (after its output); sent whenever it happens.
+    JobDone {
+        /// The job.
+        id: u64,
+        /// Exit code, when it exited.
+        exit_code: Option<i32>,
+        /// Terminating signal, when killed.
+        signal: Option<i32>,
     },
     /// Answer to [`ToAgent::Ping`].
     Pong {

@@ -619,3 +619,44 @@ async fn a_stuck_consumer_loses_only_what_overflows_the_backlog() {
     drop(sandbox);
     assert_eq!(rx.recv().await, None, "nothing more");
 }
+
+#[tokio::test]
+async fn background_jobs_are_capped_lose_no_output_and_survive_a_foreground_timeout() {
+    let ws = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    let mut ids = Vec::new();
+    for n in 0..jobs::MAX_RUNNING_JOBS {
+        ids.push(sandbox.spawn_job(&format!("sleep 271.{n}")).await.unwrap());
+    }
+    let refused = sandbox.spawn_job("true").await.unwrap_err().to_string();
+    assert!(refused.contains("8 background commands are running already"), "{refused}");
+
+    // A foreground command that times out kills what it started, never the jobs.
+    let r = sandbox
+        .exec("sleep 30.5772", Duration::from_millis(500), &mut |_, _| {}, CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(r.timed_out);
+    assert!(host_process_with("271.0"), "the jobs survive the command's timeout");
+
+    assert!(sandbox.kill_job(&ids[0]).await.unwrap());
+    assert!(!sandbox.kill_job(&ids[0]).await.unwrap(), "not running any more");
+    assert_eq!(sandbox.read_job(&ids[0]).await.unwrap().state, jobs::JobState::Killed);
+    wait_until_gone("271.0").await;
+
+    // Output far past the agent's queue (64 chunks of at most 8 KiB) and the unread buffer:
+    // nothing is lost on the way, the oldest unread is dropped and counted.
+    let total: usize = 3 << 20;
+    let big = sandbox.spawn_job(&format!("head -c {total} /dev/zero | tr '\\0' x")).await.unwrap();
+    // Its end is told once, without a read (a read would consume the output).
+    wait_for("the big job's end", || async {
+        sandbox.untold_jobs().await.iter().any(|j| j.shell_id == big)
+    })
+    .await;
+    let read = sandbox.read_job(&big).await.unwrap();
+    assert_eq!(read.state, jobs::JobState::Exited(0));
+    assert_eq!(read.output.len(), jobs::JOB_UNREAD_BYTES);
+    assert_eq!(read.dropped, total - jobs::JOB_UNREAD_BYTES, "every byte is accounted for");
+    assert!(read.output.bytes().all(|b| b == b'x'));
+    sandbox.stop().await;
+}

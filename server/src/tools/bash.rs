@@ -23,7 +23,7 @@ Bash. Change them with the Write or Edit tool, which keeps every version.)";
 
 pub(super) const PARAMS: &str =
     "{\"command\": string (required), \"timeout\": integer (optional, milliseconds, max 600000), \
-     \"description\": string (optional, 5-10 words)}";
+     \"description\": string (optional, 5-10 words), \"run_in_background\": boolean (optional)}";
 
 /// `description` is for the people watching; the tool ignores it (serde skips unknown fields).
 #[derive(Debug, Deserialize)]
@@ -31,6 +31,8 @@ pub(super) struct BashParams {
     command: String,
     #[serde(default, deserialize_with = "lenient::opt_count")]
     timeout: Option<u64>,
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    run_in_background: Option<bool>,
 }
 
 pub(super) fn spec() -> ToolSpec {
@@ -56,14 +58,20 @@ are kept) before being returned to you.\n\
 `head`, `tail` to read files: use Read instead.\n\
 - When issuing multiple commands, use the ';' or '&&' operator to separate them. DO NOT use \
 newlines (newlines are ok in quoted strings).\n\
-- Prefer absolute paths under /workspace."
+- Prefer absolute paths under /workspace.\n\
+- You can use the `run_in_background` parameter to run the command in the background, which \
+allows you to continue working while the command runs. You can monitor the output using the \
+BashOutput tool as it becomes available, and stop it with KillShell. You will be told when it \
+ends. Never use `run_in_background` to run `sleep` as it will return immediately; you do not \
+need to use `&` at the end of the command when using this parameter."
             .into(),
         input_schema: json!({
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The command to execute"},
                 "timeout": {"type": "number", "description": "Optional timeout in milliseconds (max 600000)"},
-                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words. Examples:\nInput: ls\nOutput: Lists files in current directory\n\nInput: git status\nOutput: Shows working tree status\n\nInput: npm install\nOutput: Installs package dependencies"}
+                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words. Examples:\nInput: ls\nOutput: Lists files in current directory\n\nInput: git status\nOutput: Shows working tree status\n\nInput: npm install\nOutput: Installs package dependencies"},
+                "run_in_background": {"type": "boolean", "description": "Set to true to run this command in the background. Use BashOutput to read the output later."}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -89,6 +97,9 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         if let Err(e) = org.fs.project(&org.org_id).await {
             tracing::warn!("the org files could not be projected before a command: {e}");
         }
+    }
+    if params.run_in_background == Some(true) {
+        return super::background::start(&params.command, ctx.sandbox).await;
     }
     let timeout = match params.timeout.filter(|&ms| ms > 0) {
         Some(ms) => Duration::from_millis(ms.min(MAX_TIMEOUT_MS)),
@@ -209,7 +220,12 @@ fn phrase(
         return ToolOutcome::error(text);
     }
     if result.timed_out {
-        note(format!("Command timed out after {} ms", timeout.as_millis()));
+        note(format!(
+            "Command timed out after {} ms and was killed. Give a longer timeout (at most {} ms), \
+             or run it with run_in_background and read its output with BashOutput.",
+            timeout.as_millis(),
+            MAX_TIMEOUT_MS
+        ));
         return ToolOutcome::error(text);
     }
     if cancel.is_cancelled() && result.exit_code.is_none() {

@@ -1,6 +1,8 @@
 //! The model's tools, with Claude Code's names and parameters: `Read`, `Write`, `Edit`, `Glob`,
 //! `Grep` act on the session's workspace through [`crate::vfs`]; `Bash` runs in the session's
-//! [`crate::sandbox::Sandbox`].
+//! [`crate::sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
+//! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
+//! list as session state ([`todo`]).
 //!
 //! CONTRACT (used by `agent`): [`specs`], [`run`], [`ToolCtx`], [`ToolOutcome`], [`ReadLedger`].
 //! A tool never panics and never returns a Rust error: every failure, including invalid input
@@ -19,12 +21,14 @@
 //! tool deserialises its input into a typed struct, so a malformed call is answered with the
 //! exact field at fault and the expected parameters rather than with a guess.
 
+pub mod background;
 mod bash;
 pub mod bashguard;
 mod file;
 mod ledger;
 mod org;
 mod search;
+pub mod todo;
 
 #[cfg(test)]
 mod race_tests;
@@ -48,6 +52,17 @@ pub use file::MAX_FILE_BYTES;
 pub use ledger::{OrgStamp, ReadLedger, ReadStamp};
 pub use org::{changed_since_read, OrgCtx};
 
+/// Where a tool records a durable event of the session (`TodoWrite`'s list): the turn's
+/// emitter, behind a small trait so `tools` never imports `agent`.
+pub trait ToolEvents: Send + Sync {
+    /// Commits `kind` to the session's log and sends it to everyone attached; the error says why
+    /// it could not be.
+    fn durable(
+        &self,
+        kind: outboard_shared::EventKind,
+    ) -> futures_util::future::BoxFuture<'_, Result<(), String>>;
+}
+
 /// What a tool call may use.
 pub struct ToolCtx<'a> {
     /// The session's workspace (`/workspace`).
@@ -65,6 +80,8 @@ pub struct ToolCtx<'a> {
     pub reads: &'a mut ReadLedger,
     /// The org's shared files (`/memory`, `/skills`); `None` where there is no org (unit tests).
     pub org: Option<&'a OrgCtx>,
+    /// The session's log, for tools whose effect is an event (`TodoWrite`); `None` in unit tests.
+    pub events: Option<&'a dyn ToolEvents>,
 }
 
 /// The result of a tool call, as the model will see it.
@@ -89,17 +106,21 @@ impl ToolOutcome {
 }
 
 /// The names of the tools [`run`] knows, in the order [`specs`] lists them.
-pub const TOOL_NAMES: &[&str] = &["Bash", "Glob", "Grep", "Read", "Edit", "Write"];
+pub const TOOL_NAMES: &[&str] =
+    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "TodoWrite"];
 
 /// The tools offered to the model.
 pub fn specs() -> Vec<ToolSpec> {
     vec![
         bash::spec(),
+        background::output_spec(),
+        background::kill_spec(),
         search::glob_spec(),
         search::grep_spec(),
         file::read_spec(),
         file::edit_spec(),
         file::write_spec(),
+        todo::spec(),
     ]
 }
 
@@ -201,6 +222,18 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         },
         "Bash" => match parse(name, input, bash::PARAMS) {
             Ok(params) => bash::run(params, ctx).await,
+            Err(e) => e,
+        },
+        "BashOutput" => match parse(name, input, background::OUTPUT_PARAMS) {
+            Ok(params) => background::output(params, ctx.sandbox).await,
+            Err(e) => e,
+        },
+        "KillShell" => match parse(name, input, background::KILL_PARAMS) {
+            Ok(params) => background::kill(params, ctx.sandbox).await,
+            Err(e) => e,
+        },
+        "TodoWrite" => match parse(name, input, todo::PARAMS) {
+            Ok(params) => todo::run(params, ctx.events).await,
             Err(e) => e,
         },
         _ => ToolOutcome::error(format!(

@@ -60,6 +60,7 @@ impl Env {
             on_output: &mut on_output,
             cancel: self.cancel.clone(),
             default_timeout: Duration::from_secs(20),
+            events: None,
             reads: &mut self.reads,
             org: None,
         };

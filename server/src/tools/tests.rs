@@ -69,6 +69,7 @@ impl Fixture {
             on_output,
             cancel: self.cancel.clone(),
             default_timeout: Duration::from_secs(20),
+            events: None,
             reads: &mut self.reads,
             org: None,
         };
@@ -134,7 +135,8 @@ async fn invalid_input_is_an_error_naming_the_problem() {
     let r = f.call("Frobnicate", json!({})).await;
     assert_eq!(
         r,
-        err("Unknown tool \"Frobnicate\". Available tools: Bash, Glob, Grep, Read, Edit, Write")
+        err("Unknown tool \"Frobnicate\". Available tools: Bash, BashOutput, KillShell, Glob, \
+             Grep, Read, Edit, Write, TodoWrite")
     );
 }
 
@@ -507,7 +509,12 @@ async fn bash_runs_in_workspace_and_reports_failures() {
     let r = f.call("Bash", json!({"command": "echo oops >&2; exit 3"})).await;
     assert_eq!(r, err("oops\nExit code 3"));
     let r = f.call("Bash", json!({"command": "echo start; sleep 30", "timeout": 300})).await;
-    assert_eq!(r, err("start\nCommand timed out after 300 ms"));
+    assert_eq!(
+        r,
+        err("start\nCommand timed out after 300 ms and was killed. Give a longer timeout (at \
+             most 600000 ms), or run it with run_in_background and read its output with \
+             BashOutput.")
+    );
     let r = f.call("Bash", json!({"command": "  "})).await;
     assert!(r.is_error);
 }
@@ -543,4 +550,42 @@ async fn grep_caps_its_answer() {
     assert!(r.output.len() <= MAX_GREP_OUTPUT_BYTES + 200, "{}", r.output.len());
     assert!(r.output.starts_with("/workspace/big.txt:1:match line number 00000"));
     assert!(r.output.ends_with("entries: narrow the search with path, glob, type or head_limit.)"));
+}
+
+#[tokio::test]
+async fn bash_output_returns_at_most_a_results_worth_and_checks_its_filter() {
+    let mut f = Fixture::new();
+    let r = f
+        .call(
+            "Bash",
+            json!({"command": "head -c 50000 /dev/zero | tr '\\0' y", "run_in_background": true}),
+        )
+        .await;
+    assert!(!r.is_error, "{}", r.output);
+    let id: String = r.output["Command running in background with ID: ".len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !f.sandbox.untold_jobs().await.iter().any(|j| j.shell_id == id) {
+        assert!(std::time::Instant::now() < deadline, "the job did not end");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = f.call("BashOutput", json!({"bash_id": id, "filter": "(unclosed"})).await;
+    assert!(r.is_error && r.output.contains("not a valid regular expression"), "{}", r.output);
+    let long = "a".repeat(1001);
+    let r = f.call("BashOutput", json!({"bash_id": id, "filter": long})).await;
+    assert_eq!(r, err("The filter is 1001 bytes; at most 1000 are allowed."));
+    // The refused reads consumed nothing; this one gets the newest 30,000 bytes.
+    let r = f.call("BashOutput", json!({"bash_id": id})).await;
+    let body = r.output.split("<output>\n").nth(1).unwrap_or("");
+    let kept = body.trim_end_matches("\n</output>").len();
+    assert_eq!(kept, super::background::MAX_READ_BYTES, "{}", &r.output[..200]);
+    assert!(
+        r.output.contains("<note>20000 bytes of earlier output were not kept"),
+        "{}",
+        &r.output[..200]
+    );
+    let r = f.call("BashOutput", json!({"bash_id": "bash_nope"})).await;
+    assert!(r.is_error && r.output.starts_with("No background shell with ID bash_nope"));
 }

@@ -59,6 +59,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         attached: Vec::new(),
         usage: None,
         context_window: None,
+        todos: None,
     };
     let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
