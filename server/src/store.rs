@@ -643,26 +643,76 @@ impl Store {
         session: &SessionId,
         after: u64,
     ) -> Result<Vec<SessionEvent>, StoreError> {
+        self.events_after_limited(session, after, u32::MAX).await
+    }
+
+    /// At most `limit` durable events of a session with `seq > after`, in order: a range read
+    /// on the `(session_id, seq)` primary key, however long the log.
+    pub async fn events_after_limited(
+        &self,
+        session: &SessionId,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
         let sid = session.clone();
         self.call(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
+                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND seq > ?2
+                 ORDER BY seq LIMIT ?3",
             )?;
-            let rows = stmt.query_map(params![sid.0, after.min(i64::MAX as u64) as i64], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
-            })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (seq, payload, ts) = row?;
-                let kind: EventKind = serde_json::from_str(&payload).map_err(|e| {
-                    StoreError::Corrupt(format!("session {} seq {seq}: {e}", sid.0))
-                })?;
-                out.push(SessionEvent { session_id: sid.clone(), seq: seq as u64, ts, kind });
-            }
-            Ok(out)
+            let rows =
+                stmt.query_map(params![sid.0, to_i64(after), i64::from(limit)], event_row)?;
+            decode_events(&sid, rows)
         })
         .await
     }
+
+    /// The newest `limit` durable events of a session with `seq < before`, oldest first: the
+    /// primary key walked backwards from `before`, so a page costs the same at any depth.
+    pub async fn events_before(
+        &self,
+        session: &SessionId,
+        before: u64,
+        limit: u32,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let sid = session.clone();
+        self.call(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND seq < ?2
+                 ORDER BY seq DESC LIMIT ?3",
+            )?;
+            let rows =
+                stmt.query_map(params![sid.0, to_i64(before), i64::from(limit)], event_row)?;
+            let mut events = decode_events(&sid, rows)?;
+            events.reverse();
+            Ok(events)
+        })
+        .await
+    }
+}
+
+fn to_i64(seq: u64) -> i64 {
+    seq.min(i64::MAX as u64) as i64
+}
+
+type EventRow = (i64, String, String);
+
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn decode_events(
+    sid: &SessionId,
+    rows: impl Iterator<Item = rusqlite::Result<EventRow>>,
+) -> Result<Vec<SessionEvent>, StoreError> {
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, payload, ts) = row?;
+        let kind: EventKind = serde_json::from_str(&payload)
+            .map_err(|e| StoreError::Corrupt(format!("session {} seq {seq}: {e}", sid.0)))?;
+        out.push(SessionEvent { session_id: sid.clone(), seq: seq as u64, ts, kind });
+    }
+    Ok(out)
 }
 
 impl Store {

@@ -84,6 +84,8 @@ fn app(me: &str, role: Role, events: Vec<SessionEvent>, in_flight: Option<InFlig
         role,
         events,
         in_flight,
+        has_more: false,
+        cursor: None,
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let last = app.last_seq;
@@ -369,6 +371,8 @@ fn duplicates_after_a_resume_are_skipped() {
         role: Role::Driver,
         events: turn_start(),
         in_flight: None,
+        has_more: false,
+        cursor: None,
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), true));
     assert_eq!(app.cells.len(), n);
@@ -417,6 +421,8 @@ fn two_terminals_of_one_user_each_show_their_own_role() {
         role,
         events: turn_start(),
         in_flight: None,
+        has_more: false,
+        cursor: None,
     };
     let both = presence_of(&[("alice", Role::Driver, 1), ("alice", Role::Watcher, 2)]);
     let mut driver = App::new(Theme { color: false }, 80, 24);
