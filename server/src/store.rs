@@ -831,6 +831,29 @@ pub fn append_event(
     event: &SessionEvent,
     title: Option<&str>,
 ) -> Result<(), StoreError> {
+    let tx = c.transaction()?;
+    insert_event(&tx, event, title)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Appends `events` in order in one transaction, with the same checks as [`append_event`]: how
+/// tests and benchmarks build logs of a hundred thousand events in a second instead of paying
+/// one commit per event.
+pub fn append_events(c: &mut Connection, events: &[SessionEvent]) -> Result<(), StoreError> {
+    let tx = c.transaction()?;
+    for event in events {
+        insert_event(&tx, event, None)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn insert_event(
+    tx: &rusqlite::Transaction<'_>,
+    event: &SessionEvent,
+    title: Option<&str>,
+) -> Result<(), StoreError> {
     let payload =
         serde_json::to_string(&event.kind).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let turn_id = match &event.kind {
@@ -839,7 +862,6 @@ pub fn append_event(
         | EventKind::TurnFailed { turn_id, .. } => Some(turn_id.0.clone()),
         _ => None,
     };
-    let tx = c.transaction()?;
     let last: i64 =
         tx.query_row("SELECT last_seq FROM sessions WHERE id = ?1", [&event.session_id.0], |r| {
             r.get(0)
@@ -884,7 +906,6 @@ pub fn append_event(
             params![event.session_id.0, title],
         )?;
     }
-    tx.commit()?;
     Ok(())
 }
 

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod crash;
 pub mod git_http;
 pub mod harness;
+pub mod long_session;
 pub mod mock_llm;
 pub mod scripted;
 pub mod tls;
