@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -33,6 +33,13 @@ case "${1:-all}" in
     shift
     exec cargo run --quiet --release -p outboard-tests --bin bench_workspace -- "$@"
     ;;
+  long)
+    # Long sessions against the real release server: attach time to the first screen at 1k, 10k
+    # and 100k events, server RSS with 1,000 idle sessions. Sections: `long [attach|rss|all]`.
+    cargo build --quiet --release -p outboard-cli -p outboard-server
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_long -- "${@:-all}"
+    ;;
   harness|durable)
     # In-process servers use the sandbox agent of the release outboard-server beside the bench.
     cargo build --quiet --release -p outboard-server --bin outboard-server
@@ -45,10 +52,11 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_network
     cargo run --quiet --release -p outboard-tests --bin bench_vfs
     cargo run --quiet --release -p outboard-tests --bin bench_workspace
+    cargo run --quiet --release -p outboard-tests --bin bench_long -- all
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|all]" >&2
     exit 2
     ;;
 esac

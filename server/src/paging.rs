@@ -6,7 +6,7 @@
 //! this module cuts that page to [`HISTORY_PAGE_BYTES`] measured on the encoded response frame
 //! itself (not an estimate), so a client's first screen is one small frame. An event larger than
 //! the byte bound still goes out, alone in its page: events are bounded where they are made
-//! (tool results by their tools, user messages by the org's quota, model output by its token
+//! (tool results by their tools, user messages by [`message_fits`], model output by its token
 //! limit), and [`bounded_frame`] refuses anything that would still exceed the frame limit.
 
 use outboard_shared::{
@@ -168,6 +168,28 @@ pub fn bounded_frame(frame: &ServerFrame) -> Option<String> {
     serde_json::to_string(&replacement).ok()
 }
 
+/// Room a `user_message` event frame needs around its text (session id, seq, time, tags): the
+/// request that carried the text had a smaller envelope, so a text that fit in its request frame
+/// could still make an event frame over the limit without this margin.
+pub const EVENT_ENVELOPE_BYTES: usize = 1024;
+
+/// Refuses a user message whose event could not be sent to the session's clients in one frame:
+/// the message would be durable but no client could ever be shown it.
+pub fn message_fits(text: &str) -> Result<(), ErrorBody> {
+    let encoded = serde_json::to_string(text).map_or(usize::MAX, |s| s.len());
+    let most = MAX_FRAME_BYTES - EVENT_ENVELOPE_BYTES;
+    if encoded <= most {
+        return Ok(());
+    }
+    Err(ErrorBody::new(
+        ErrorCode::TooLarge,
+        format!(
+            "the message is {encoded} bytes encoded; at most {most} fit in an event: put large \
+             content in a file in the workspace and refer to it"
+        ),
+    ))
+}
+
 fn internal(e: StoreError) -> ErrorBody {
     ErrorBody::new(ErrorCode::Internal, e.to_string())
 }
@@ -213,6 +235,24 @@ mod tests {
         let events = vec![event(1, 10), event(2, HISTORY_PAGE_BYTES + 10)];
         let page = fit(200, events, Keep::Newest);
         assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
+    }
+
+    #[test]
+    fn a_message_is_refused_when_its_event_would_not_fit_a_frame() {
+        let most = MAX_FRAME_BYTES - EVENT_ENVELOPE_BYTES;
+        // Two bytes of quotes around it when encoded.
+        assert!(message_fits(&"a".repeat(most - 2)).is_ok());
+        let refused = message_fits(&"a".repeat(most - 1)).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::TooLarge);
+        // Escaping counts: a newline is two bytes in the frame.
+        assert!(message_fits(&"\n".repeat(most / 2)).is_err());
+        // The biggest accepted message still makes an event frame within the limit.
+        let event = event(1, 0);
+        let text = "a".repeat(most - 2);
+        let frame = ServerFrame::Event(EventFrame {
+            event: SessionEvent { kind: EventKind::UserMessage { text }, ..event },
+        });
+        assert!(serde_json::to_string(&frame).unwrap().len() <= MAX_FRAME_BYTES);
     }
 
     #[test]
