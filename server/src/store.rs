@@ -898,7 +898,7 @@ fn insert_event(
         )?,
     };
     if let EventKind::AssistantMessage { usage: Some(u), .. } = &event.kind {
-        record_usage(&tx, event, u)?;
+        record_usage(tx, event, u)?;
     }
     if let Some(title) = title.filter(|t| !t.is_empty()) {
         tx.execute(
