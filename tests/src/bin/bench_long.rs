@@ -7,7 +7,8 @@
 //!   new connection; the first attach of each session, which starts its actor (the log read
 //!   whole to rebuild the conversation), is shown apart as "cold". Target: p50 ≤ 20 ms.
 //! - rss: the real server process's VmRSS with 1,000 idle sessions of 500 steps each, after a
-//!   client attached to each one once and left. Target: ≤ 200 MiB.
+//!   client attached to each one once and left (their actors still alive), and again once the
+//!   idle actors were evicted (`SESSION_IDLE` later). Target: ≤ 200 MiB.
 //!
 //! The sessions are written through the server's own store before it starts
 //! ([`outboard_tests::long_session`]); the server is the real `outboard-server` process.
@@ -128,18 +129,30 @@ async fn rss(quick: bool) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = vm(pid, "VmRSS")?;
     let peak = vm(pid, "VmHWM")?;
+    // Actors with nobody attached stop after the idle time (`SESSION_IDLE`) and free their
+    // conversations: the steady state of sessions nobody watches.
+    tokio::time::sleep(outboard_server::config::SESSION_IDLE + Duration::from_secs(5)).await;
+    let evicted = vm(pid, "VmRSS")?;
     println!("server memory with idle sessions (each attached once, then left)");
     println!(
-        "{:>9} {:>7} {:>12} {:>12} {:>12} {:>10} {:>10}",
-        "sessions", "steps", "RSS start", "RSS after", "RSS peak", "seed s", "touch s"
+        "{:>9} {:>7} {:>12} {:>12} {:>12} {:>14} {:>10} {:>10}",
+        "sessions",
+        "steps",
+        "RSS start",
+        "RSS after",
+        "RSS peak",
+        "RSS evicted",
+        "seed s",
+        "touch s"
     );
     println!(
-        "{:>9} {:>7} {:>8.1} MiB {:>8.1} MiB {:>8.1} MiB {:>10.1} {:>10.1}",
+        "{:>9} {:>7} {:>8.1} MiB {:>8.1} MiB {:>8.1} MiB {:>10.1} MiB {:>10.1} {:>10.1}",
         count,
         steps,
         before as f64 / 1024.0,
         after as f64 / 1024.0,
         peak as f64 / 1024.0,
+        evicted as f64 / 1024.0,
         seeded.as_secs_f64(),
         touched.as_secs_f64()
     );
