@@ -34,10 +34,19 @@ case "${1:-all}" in
     exec cargo run --quiet --release -p outboard-tests --bin bench_workspace -- "$@"
     ;;
   long)
-    # Long sessions: a 1,000-step turn in a 16k-token window through an in-process server
-    # (request bytes per step, compactions, the prompt cache's share), the sandbox agent beside it.
-    cargo build --quiet --release -p outboard-server --bin outboard-server
-    exec cargo run --quiet --release -p outboard-tests --bin bench_long_turn
+    # Long sessions. `turn`: a 1,000-step turn in a 16k- and a 64k-token window through an
+    # in-process server (request bytes per step, compactions, the prompt cache's share). `attach`,
+    # `rss`: against the real release server, attach time to the first screen at 1k, 10k and 100k
+    # events, server RSS with 1,000 idle sessions. `long [turn|attach|rss|all] [--quick]`.
+    cargo build --quiet --release -p outboard-cli -p outboard-server
+    shift
+    section="${1:-all}"
+    if [ "$section" = all ] || [ "$section" = turn ]; then
+      cargo run --quiet --release -p outboard-tests --bin bench_long_turn
+    fi
+    if [ "$section" != turn ]; then
+      exec cargo run --quiet --release -p outboard-tests --bin bench_long -- "${@:-all}"
+    fi
     ;;
   harness|durable)
     # In-process servers use the sandbox agent of the release outboard-server beside the bench.
@@ -52,6 +61,7 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_vfs
     cargo run --quiet --release -p outboard-tests --bin bench_workspace
     cargo run --quiet --release -p outboard-tests --bin bench_long_turn
+    cargo run --quiet --release -p outboard-tests --bin bench_long -- all
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)

@@ -33,10 +33,11 @@ use outboard_shared::{
     EventKind, FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams,
     FilesListParams, FilesReadParams, FilesReadResponse, FilesRestoreParams, FilesWriteParams,
     Hello, ImportFile, Method, ProgressFrame, Request, RequestId, Response, Role, ServerFrame,
-    SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionEvent, SessionId,
-    SessionInfo, SessionListParams, SessionRef, SkillInfo, SkillsImportParams,
-    SkillsImportResponse, TurnInterruptResponse, TurnSendParams, TurnSendResponse, Welcome,
-    CLIENT_PING_INTERVAL, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+    SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionEvent,
+    SessionHistoryParams, SessionHistoryResponse, SessionId, SessionInfo, SessionListParams,
+    SessionRef, SkillInfo, SkillsImportParams, SkillsImportResponse, TurnInterruptResponse,
+    TurnSendParams, TurnSendResponse, Welcome, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
 };
 use serde_json::Value;
 use tokio::net::TcpStream;
@@ -523,6 +524,20 @@ impl Client {
         after_seq: Option<u64>,
     ) -> impl Future<Output = Result<SessionAttachResponse, ClientError>> + Send + 'static {
         self.call::<methods::SessionAttach>(SessionAttachParams { session_id, role, after_seq })
+    }
+
+    /// `session/history`: the page of durable events just before `before` (oldest first), with
+    /// whether older ones remain and the cursor to ask for them.
+    pub fn history(
+        &self,
+        session_id: SessionId,
+        before: u64,
+    ) -> impl Future<Output = Result<SessionHistoryResponse, ClientError>> + Send + 'static {
+        self.call::<methods::SessionHistory>(SessionHistoryParams {
+            session_id,
+            before,
+            limit: None,
+        })
     }
 
     /// `turn/send`: starts a turn; resolves once the user message is durable.

@@ -234,6 +234,8 @@ pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedRecei
                         role: Role::Driver,
                         events,
                         in_flight: None,
+                        has_more: false,
+                        cursor: None,
                     };
                     (Response::ok(id, &snapshot), vec![])
                 }

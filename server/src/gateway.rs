@@ -53,6 +53,7 @@ use crate::config::{NetConfig, ServerConfig};
 use crate::hub::{ConnId, Hub, Member};
 use crate::llm::Provider;
 use crate::net::ConnInfo;
+use crate::paging::{self, Keep};
 use crate::sandbox::Sandbox;
 use crate::session::SessionHandle;
 use crate::store::{Durability, Store, UserRow};
@@ -376,12 +377,9 @@ async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
                 Outbound::Frame(f) => (f, false),
                 Outbound::Last(f) => (f, true),
             };
-            let text = match serde_json::to_string(&frame) {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::error!("cannot encode a frame: {e}");
-                    continue;
-                }
+            let Some(text) = crate::paging::bounded_frame(&frame) else {
+                tracing::error!("cannot encode a frame");
+                continue;
             };
             if sink.send(WsMessage::Text(text.into())).await.is_err() {
                 break;
@@ -759,26 +757,40 @@ impl Connection {
                     (Role::Watcher, Some(Role::Driver)) => Role::Driver,
                     (asked, _) => asked,
                 };
-                let (handle, attached) = hub.attach(&row, p.after_seq.unwrap_or(0)).await?;
+                let (handle, attached) = hub.attach(&row, p.after_seq).await?;
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
-                let response = Response::ok(
-                    id,
-                    &SessionAttachResponse {
-                        session: attached.session.info(),
-                        role,
-                        events: attached.events,
-                        in_flight: attached.in_flight,
-                    },
-                );
+                let mut snapshot = SessionAttachResponse {
+                    session: attached.session.info(),
+                    role,
+                    events: Vec::new(),
+                    in_flight: attached.in_flight,
+                    has_more: true,
+                    cursor: Some(last_seq),
+                };
+                let keep = if p.after_seq.is_some() { Keep::Oldest } else { Keep::Newest };
+                snapshot.events =
+                    paging::fit(paging::response_len(id, &snapshot), attached.events, keep);
+                // Without `after_seq` older history is paged with `session/history`; with it
+                // the rest up to `last_seq` is streamed by the forwarder before live events.
+                let sent_to =
+                    snapshot.events.last().map_or(p.after_seq.unwrap_or(last_seq), |e| e.seq);
+                snapshot.cursor = snapshot.events.first().map(|e| e.seq);
+                snapshot.has_more = p.after_seq.is_none() && snapshot.cursor.is_some_and(|c| c > 1);
                 // The snapshot goes into the queue before the forwarder starts, so it precedes
                 // every live event; events broadcast meanwhile wait in `live`.
-                self.send(ServerFrame::Response(response)).await;
+                self.send(ServerFrame::Response(Response::ok(id, &snapshot))).await;
+                let catch_up = (sent_to < last_seq).then(|| CatchUp {
+                    store: hub.store().clone(),
+                    from: sent_to,
+                    until: last_seq,
+                });
                 let forwarder = tokio::spawn(forward(
                     p.session_id.clone(),
                     attached.live,
                     self.out.clone(),
                     last_seq,
+                    catch_up,
                 ));
                 let member = Member {
                     conn: self.id,
@@ -791,6 +803,12 @@ impl Connection {
                 self.attached.insert(p.session_id, Attachment { handle, forwarder });
                 Ok(None)
             }
+            Method::SessionHistory(p) => {
+                hub.visible_session(&user, &p.session_id).await?;
+                let page =
+                    paging::history(hub.store(), id, &p.session_id, p.before, p.limit).await?;
+                Ok(Some(page))
+            }
             Method::SessionDetach(p) => {
                 if let Some(old) = self.attached.remove(&p.session_id) {
                     old.forwarder.abort();
@@ -801,6 +819,7 @@ impl Connection {
             Method::TurnSend(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;
+                paging::message_fits(&p.text)?;
                 let sent = hub.send(&row, &p.text, &user.name).await?;
                 Ok(Some(Response::ok(id, &sent)))
             }
@@ -875,6 +894,13 @@ impl Connection {
     }
 }
 
+/// The durable events an attach still owes after its snapshot frame: `(from, until]`.
+struct CatchUp {
+    store: crate::store::Store,
+    from: u64,
+    until: u64,
+}
+
 /// Tells everyone attached to a session who is attached now.
 async fn broadcast_presence(handle: &SessionHandle, attached: Vec<PresenceEntry>) {
     if let Err(e) = handle.transient(EventKind::Presence { attached }).await {
@@ -885,12 +911,39 @@ async fn broadcast_presence(handle: &SessionHandle, attached: Vec<PresenceEntry>
 /// Moves a session's live events into a connection's queue. When the connection falls so far
 /// behind that the broadcast drops events for it, it stops with a `lagged` error naming the last
 /// durable `seq` delivered (see the module header): the client re-attaches for a fresh snapshot.
+///
+/// With a `catch_up` (an attach after `after_seq` whose snapshot did not fit one frame) it first
+/// sends the snapshot's remaining durable events from the store, in order, as `event` frames;
+/// live events wait in `live` meanwhile, so the stream has no gap either way.
 async fn forward(
     session_id: SessionId,
     mut live: broadcast::Receiver<outboard_shared::SessionEvent>,
     out: mpsc::Sender<Outbound>,
     mut last_durable: u64,
+    catch_up: Option<CatchUp>,
 ) {
+    if let Some(c) = catch_up {
+        let sent = paging::catch_up(&c.store, &session_id, c.from, c.until, |event| {
+            let out = out.clone();
+            async move {
+                out.send(Outbound::Frame(ServerFrame::Event(EventFrame { event }))).await.is_ok()
+            }
+        })
+        .await;
+        match sent {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                let message = format!(
+                    "session {session_id}: cannot read its log to catch up ({e}); attach again"
+                );
+                let _ = out
+                    .send(Outbound::Frame(connection_error(ErrorCode::Internal, &message, false)))
+                    .await;
+                return;
+            }
+        }
+    }
     loop {
         match live.recv().await {
             Ok(event) => {

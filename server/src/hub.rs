@@ -326,7 +326,7 @@ impl Hub {
     pub async fn attach(
         &self,
         row: &SessionRow,
-        after_seq: u64,
+        after_seq: Option<u64>,
     ) -> Result<(SessionHandle, Attached), ErrorBody> {
         self.with_actor(row, |h| async move {
             let attached = h.attach(after_seq).await?;

@@ -24,6 +24,7 @@ pub mod netpolicy;
 pub mod netproxy;
 pub mod netsession;
 pub mod orgfs;
+pub mod paging;
 pub mod quota;
 pub mod sandbox;
 pub mod scrub;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use outboard_shared::{
     ErrorBody, ErrorCode, EventKind, InFlight, SandboxState, SessionCompactResponse, SessionEvent,
-    SessionId, SessionStatus, ToolOutputSoFar, TurnId, TurnSendResponse,
+    SessionId, SessionStatus, ToolOutputSoFar, TurnId, TurnSendResponse, HISTORY_PAGE_EVENTS,
 };
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -122,7 +122,9 @@ impl crate::netsession::RefusalEvents for ActorRefusals {
 pub struct Attached {
     /// The session row at the time of the snapshot.
     pub session: SessionRow,
-    /// Durable events after the requested `seq`.
+    /// At most [`HISTORY_PAGE_EVENTS`] durable events: the first ones after the requested `seq`,
+    /// or the newest ones when none was given (the gateway fits them into a frame and sends
+    /// the rest up to `session.last_seq`, read from the store, before any live event).
     pub events: Vec<SessionEvent>,
     /// The turn in flight, if any.
     pub in_flight: Option<InFlight>,
@@ -136,7 +138,7 @@ enum Command {
         ack: Option<oneshot::Sender<Result<u64, EmitError>>>,
     },
     Attach {
-        after_seq: u64,
+        after_seq: Option<u64>,
         reply: oneshot::Sender<Result<Attached, ErrorBody>>,
     },
     Send {
@@ -276,8 +278,9 @@ impl SessionHandle {
         &self.org_id
     }
 
-    /// Attaches: a snapshot after `after_seq` and a live receiver.
-    pub async fn attach(&self, after_seq: u64) -> Result<Attached, ErrorBody> {
+    /// Attaches: a page of the snapshot after `after_seq` (the newest page when `None`) and a
+    /// live receiver.
+    pub async fn attach(&self, after_seq: Option<u64>) -> Result<Attached, ErrorBody> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Attach { after_seq, reply }).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
@@ -662,8 +665,15 @@ impl Actor {
         track_in_flight(&mut self.in_flight, kind);
     }
 
-    async fn attach(&mut self, after_seq: u64) -> Result<Attached, ErrorBody> {
-        let events = self.store.events_after(&self.row.id, after_seq).await.map_err(internal)?;
+    /// One page, read with a LIMIT on the log's primary key: a long log costs no more to attach
+    /// to than a short one, and the actor is busy for one page's read only.
+    async fn attach(&mut self, after_seq: Option<u64>) -> Result<Attached, ErrorBody> {
+        let page = HISTORY_PAGE_EVENTS as u32;
+        let events = match after_seq {
+            Some(after) => self.store.events_after_limited(&self.row.id, after, page).await,
+            None => self.store.events_before(&self.row.id, u64::MAX, page).await,
+        }
+        .map_err(internal)?;
         Ok(Attached {
             session: self.row.clone(),
             events,

@@ -32,6 +32,17 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// prompt of 4 MiB is better sent as a file in the workspace.
 pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
 
+/// The most events one page of history holds (`session/attach`, `session/history`). 500 events
+/// are several screens of transcript (a screen shows a few dozen), yet reading and encoding them
+/// takes a few milliseconds, so the first screen of even a huge session arrives at once.
+pub const HISTORY_PAGE_EVENTS: usize = 500;
+
+/// The most bytes one page of history takes on the wire, the whole response frame included. A
+/// quarter of [`MAX_FRAME_BYTES`]: a page is never near the frame limit even with the in-flight
+/// partial output of a running turn added (about 1 MiB at most), and one page is a small enough
+/// burst for a slow link. A single event larger than this still goes out alone in its page.
+pub const HISTORY_PAGE_BYTES: usize = 1024 * 1024;
+
 /// How often a client sends a WebSocket ping when it has nothing else to send. The server closes
 /// a connection after its idle timeout (default 300 s) without any frame from the client; 30 s
 /// keeps an idle TUI well inside it, even against a server configured ten times stricter.
@@ -219,6 +230,9 @@ methods! {
     /// Attach to a session's events. Answered with [`SessionAttachResponse`] (a snapshot), then
     /// live [`ServerFrame::Event`]s with a higher `seq`.
     SessionAttach = "session/attach" (SessionAttachParams) -> SessionAttachResponse;
+    /// A page of a session's durable events older than a cursor (from `session/attach` or an
+    /// earlier page). Answered with [`SessionHistoryResponse`].
+    SessionHistory = "session/history" (SessionHistoryParams) -> SessionHistoryResponse;
     /// Stop receiving a session's events. Answered with [`Empty`].
     SessionDetach = "session/detach" (SessionRef) -> Empty;
     /// Start a turn with a user message. Answered with [`TurnSendResponse`] once the message is
@@ -670,9 +684,35 @@ pub struct SessionAttachParams {
     pub session_id: SessionId,
     /// The role asked for.
     pub role: Role,
-    /// Resume after this durable `seq` (the last one the client saw); absent = from the start.
+    /// Resume after this durable `seq` (the last one the client saw): the response holds the
+    /// first page after it and the rest up to the snapshot follows as `event` frames. Absent: the
+    /// newest page of history only ([`SessionAttachResponse::has_more`] tells if there is more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_seq: Option<u64>,
+}
+
+/// Parameters of `session/history`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionHistoryParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// Events with a `seq` below this one: the `cursor` of the attach or of the previous page.
+    pub before: u64,
+    /// At most this many events (default and most: [`HISTORY_PAGE_EVENTS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// Result of `session/history`: the page of events just before `before`, at most
+/// [`HISTORY_PAGE_EVENTS`] events and [`HISTORY_PAGE_BYTES`] in all (one larger event alone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHistoryResponse {
+    /// Durable events, oldest first, the last one's `seq` being `before - 1`.
+    pub events: Vec<SessionEvent>,
+    /// Older events exist: ask again with `before: cursor`.
+    pub has_more: bool,
+    /// The `seq` of the oldest event returned (`before` when none was).
+    pub cursor: u64,
 }
 
 /// Parameters of `session/drive_grant`.
@@ -959,11 +999,21 @@ pub struct SessionAttachResponse {
     pub session: SessionInfo,
     /// The role granted.
     pub role: Role,
-    /// Durable events with `seq > after_seq`, in order.
+    /// Durable events, in order: without `after_seq` the newest page of history; with it the
+    /// first page after it (the rest up to `session.last_seq` follows as `event` frames before
+    /// any live event). A page holds at most [`HISTORY_PAGE_EVENTS`] events and the whole frame at
+    /// most [`HISTORY_PAGE_BYTES`], unless one event alone or the in-flight output is larger.
     pub events: Vec<SessionEvent>,
     /// The turn in flight, if any: what has streamed so far and is not yet durable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight: Option<InFlight>,
+    /// Events older than `events` exist (only without `after_seq`): page back with
+    /// `session/history {before: cursor}`. False from a server that sends the whole log.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub has_more: bool,
+    /// The `seq` of the oldest event in `events`, the `before` of the next `session/history`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<u64>,
 }
 
 /// The not-yet-durable part of a turn in flight, so a client joining mid-stream can draw it.

@@ -381,6 +381,16 @@ fn responses() {
                     text: "building…\n".into()
                 }],
             }),
+            has_more: true,
+            cursor: Some(1),
+        })
+    );
+    insta::assert_json_snapshot!(
+        "session_history_response",
+        roundtrip(&SessionHistoryResponse {
+            events: vec![event(1, EventKind::UserMessage { text: "hi".into() })],
+            has_more: false,
+            cursor: 1,
         })
     );
     insta::assert_json_snapshot!(

@@ -20,6 +20,7 @@ fn sample_params(kind: MethodKind) -> Value {
         }),
         MethodKind::SessionList => json!({"limit": 5}),
         MethodKind::SessionAttach => json!({"session_id": sid, "role": "watcher", "after_seq": 3}),
+        MethodKind::SessionHistory => json!({"session_id": sid, "before": 501, "limit": 100}),
         MethodKind::SessionDetach
         | MethodKind::TurnInterrupt
         | MethodKind::SessionDriveRequest

@@ -476,6 +476,8 @@ pub struct WsClient {
     pub welcome: Option<outboard_shared::Welcome>,
     /// Progress frames received while waiting for responses, in order.
     pub progress: Vec<outboard_shared::ProgressFrame>,
+    /// The size in bytes of the last text frame received (the paging tests bound it).
+    pub last_frame_bytes: usize,
 }
 
 impl WsClient {
@@ -489,6 +491,7 @@ impl WsClient {
             backlog: Default::default(),
             welcome: None,
             progress: Vec::new(),
+            last_frame_bytes: 0,
         };
         let hello = serde_json::json!({
             "type": "hello", "protocol_version": outboard_shared::PROTOCOL_VERSION,
@@ -515,6 +518,7 @@ impl WsClient {
                 .context("no frame within 30 s")?
                 .context("connection closed")??;
             if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+                self.last_frame_bytes = t.len();
                 return Ok(serde_json::from_str(&t)?);
             }
         }

@@ -8,6 +8,7 @@ pub mod bench;
 pub mod crash;
 pub mod git_http;
 pub mod harness;
+pub mod long_session;
 pub mod long_turn;
 pub mod mock_llm;
 pub mod scripted;

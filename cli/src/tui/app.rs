@@ -9,8 +9,8 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use outboard_shared::{
-    EventKind, PresenceEntry, Role, SandboxState, SessionAttachResponse, SessionEvent, SessionId,
-    SessionInfo, StopReason, Usage,
+    EventKind, PresenceEntry, Role, SandboxState, SessionAttachResponse, SessionEvent,
+    SessionHistoryResponse, SessionId, SessionInfo, StopReason, Usage,
 };
 use ratatui::text::{Line, Span};
 use serde_json::Value;
@@ -88,6 +88,8 @@ pub enum AppEvent {
     Attached(Box<SessionAttachResponse>, bool),
     /// A live session event.
     Server(Box<SessionEvent>),
+    /// A page of older history of this session (`session/history`), or why it failed.
+    Older(SessionId, Result<Box<SessionHistoryResponse>, String>),
     /// The org's sessions, for the picker.
     Sessions(Vec<SessionInfo>),
     /// Something to tell the user (a refused request, a warning).
@@ -107,6 +109,9 @@ pub enum Effect {
     ListSessions,
     /// Attach to a session (as driver when we own it, else watcher).
     Attach(SessionId),
+    /// Fetch the page of this session's history before this `seq` (the user scrolled up past
+    /// the oldest event loaded).
+    LoadOlder(SessionId, u64),
     /// Ask the driver for the wheel.
     DriveRequest,
     /// The owner takes the wheel.
@@ -234,6 +239,19 @@ pub struct App {
     pub quit_armed: bool,
     /// The last durable `seq` applied (duplicates at or below it are skipped).
     pub last_seq: u64,
+    /// How much of the session's history is loaded: an attach brings its newest page only.
+    pub history: History,
+}
+
+/// The part of a session's history not loaded yet, paged in as the user scrolls up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct History {
+    /// The `seq` of the oldest event loaded (`before` of the next `session/history`).
+    pub cursor: Option<u64>,
+    /// Older events exist on the server.
+    pub has_more: bool,
+    /// A page is being fetched (one at a time).
+    pub loading: bool,
 }
 
 impl App {
@@ -264,6 +282,7 @@ impl App {
             notice: None,
             quit_armed: false,
             last_seq: 0,
+            history: History::default(),
         }
     }
 
@@ -272,10 +291,29 @@ impl App {
         usize::from(self.width).saturating_sub(1).max(10)
     }
 
-    /// Total transcript lines (cells, separators, the streaming tail).
+    /// Total transcript lines (cells, separators, the streaming tail, the history line).
     pub fn transcript_len(&self) -> usize {
         let cells: usize = self.cells.iter().map(|c| c.lines.len() + 1).sum();
-        cells + self.streaming_lines.len()
+        cells + self.streaming_lines.len() + usize::from(self.history_note().is_some())
+    }
+
+    /// Transcript lines without the history line (which comes and goes as one scrolls).
+    fn content_len(&self) -> usize {
+        self.transcript_len() - usize::from(self.history_note().is_some())
+    }
+
+    /// The line above the oldest event loaded: whether older history is coming or there is none.
+    pub fn history_note(&self) -> Option<&'static str> {
+        if self.session.is_none() || self.cells.is_empty() {
+            return None;
+        }
+        match self.history {
+            History { loading: true, .. } => Some("loading older…"),
+            History { has_more: true, .. } => Some("older history: scroll up to load it"),
+            // Said only to someone scrolled up looking for more; a short session needs no label.
+            _ if self.scroll > 0 => Some("beginning of session"),
+            _ => None,
+        }
     }
 
     /// Whether this client may send messages.
@@ -299,17 +337,14 @@ impl App {
 
     /// Applies one event; returns what the runtime must do.
     pub fn handle(&mut self, event: AppEvent) -> Vec<Effect> {
-        let before = self.transcript_len();
+        let before = self.content_len();
         let effects = match event {
             AppEvent::Key(key) => self.key(key),
             AppEvent::Paste(text) => {
                 self.composer.insert(&text);
                 Vec::new()
             }
-            AppEvent::Scroll(lines) => {
-                self.scroll_by(lines);
-                Vec::new()
-            }
+            AppEvent::Scroll(lines) => self.scroll_by(lines),
             AppEvent::Resize(w, h) => {
                 let rewrap = w != self.width;
                 self.width = w;
@@ -335,6 +370,11 @@ impl App {
                 self.apply(*event);
                 Vec::new()
             }
+            AppEvent::Older(id, page) => {
+                // Lines above the view: the view, counted from the bottom, stays where it is.
+                self.older(&id, page);
+                return Vec::new();
+            }
             AppEvent::Sessions(sessions) => {
                 self.picker = Some(Picker { sessions, selected: 0 });
                 Vec::new()
@@ -352,18 +392,60 @@ impl App {
             }
         };
         // Scrolled up: stay on the same lines while new ones arrive below.
-        let after = self.transcript_len();
+        let after = self.content_len();
         if self.scroll > 0 && after > before {
             self.scroll += after - before;
         }
         effects
     }
 
-    fn scroll_by(&mut self, lines: i32) {
+    fn scroll_by(&mut self, lines: i32) -> Vec<Effect> {
         let max = self.transcript_len();
         let by = lines.unsigned_abs() as usize;
         self.scroll =
             if lines > 0 { (self.scroll + by).min(max) } else { self.scroll.saturating_sub(by) };
+        // The oldest line loaded is on screen: fetch the page before it.
+        let top_visible = self.scroll + self.page().unsigned_abs() as usize >= max;
+        match (&self.session, self.history) {
+            (Some(s), History { cursor: Some(before), has_more: true, loading: false })
+                if lines > 0 && top_visible =>
+            {
+                self.history.loading = true;
+                vec![Effect::LoadOlder(s.id.clone(), before)]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Puts a page of older history above the transcript. Its events are drawn on their own
+    /// (a scratch app applies them) so the live state — running, streaming, the last `seq` —
+    /// is not touched by events from the past.
+    fn older(&mut self, id: &SessionId, page: Result<Box<SessionHistoryResponse>, String>) {
+        if self.session.as_ref().is_none_or(|s| s.id != *id) {
+            return;
+        }
+        self.history.loading = false;
+        let page = match page {
+            Ok(page) => page,
+            Err(e) => {
+                self.notice = Some(format!("cannot load older history: {e}"));
+                return;
+            }
+        };
+        if self.history.cursor.is_some_and(|c| page.events.last().is_some_and(|e| e.seq >= c)) {
+            return;
+        }
+        let mut past = App::new(self.theme, self.width, self.height);
+        past.session = self.session.clone();
+        past.connection_id = self.connection_id;
+        for event in page.events {
+            past.apply(event);
+        }
+        past.flush_streaming();
+        past.cells.append(&mut self.cells);
+        self.cells = past.cells;
+        self.history.cursor = Some(page.cursor);
+        self.history.has_more = page.has_more;
     }
 
     fn page(&self) -> i32 {
@@ -410,8 +492,8 @@ impl App {
                 self.notice = Some("interrupting…".into());
                 return vec![Effect::Interrupt];
             }
-            KeyCode::PageUp => self.scroll_by(self.page()),
-            KeyCode::PageDown => self.scroll_by(-self.page()),
+            KeyCode::PageUp => return self.scroll_by(self.page()),
+            KeyCode::PageDown => return self.scroll_by(-self.page()),
             KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::SHIFT) => {
                 self.composer.insert("\n")
             }
@@ -563,6 +645,8 @@ impl App {
             self.work = super::tasks::Work::default();
             self.presence.clear();
             self.scroll = 0;
+            self.history =
+                History { cursor: snapshot.cursor, has_more: snapshot.has_more, loading: false };
         }
         self.running = false;
         self.role = snapshot.role;

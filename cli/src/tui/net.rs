@@ -397,6 +397,15 @@ fn on_effect(
             // As driver when we own it; the server refuses otherwise and we fall back to watching.
             Some(attach(client, id, Role::Driver, None, false))
         }
+        Effect::LoadOlder(id, before) => {
+            let call = client.history(id.clone(), before);
+            let app = app.clone();
+            tokio::spawn(async move {
+                let page = call.await.map(Box::new).map_err(|e| short(&e));
+                let _ = app.send(AppEvent::Older(id, page)).await;
+            });
+            None
+        }
         Effect::ListSessions => {
             let call = client.list_sessions(Some(50));
             let app = app.clone();

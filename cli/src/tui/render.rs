@@ -103,12 +103,21 @@ fn draw_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
             rev.push(l);
         }
     }
-    let skip = app.scroll.min(rev.len());
+    // Above the oldest event loaded: older history coming, or the session's very beginning.
+    let note =
+        app.history_note().map(|n| Line::from(Span::styled(format!("· {n}"), app.theme.dim())));
+    if let Some(note) = &note {
+        if rev.len() < want {
+            rev.push(note);
+        }
+    }
+    // Scrolled to the very top, the screen stays full: its first line is the transcript's.
+    let skip = app.scroll.min(rev.len().saturating_sub(height));
     let lines: Vec<Line<'static>> =
         rev[skip..].iter().rev().take(height).map(|l| (*l).clone()).collect();
     frame.render_widget(Paragraph::new(lines), area);
-    if app.scroll > 0 {
-        let tag = format!(" ↑ {} lines below · PgDn ", app.scroll);
+    if skip > 0 {
+        let tag = format!(" ↑ {skip} lines below · PgDn ");
         let w = tag.chars().count() as u16;
         if area.width > w {
             let r = Rect { x: area.x + area.width - w, y: area.y, width: w, height: 1 };

@@ -85,6 +85,8 @@ fn app(me: &str, role: Role, events: Vec<SessionEvent>, in_flight: Option<InFlig
         role,
         events,
         in_flight,
+        has_more: false,
+        cursor: None,
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let last = app.last_seq;
@@ -370,6 +372,8 @@ fn duplicates_after_a_resume_are_skipped() {
         role: Role::Driver,
         events: turn_start(),
         in_flight: None,
+        has_more: false,
+        cursor: None,
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), true));
     assert_eq!(app.cells.len(), n);
@@ -470,6 +474,8 @@ fn two_terminals_of_one_user_each_show_their_own_role() {
         role,
         events: turn_start(),
         in_flight: None,
+        has_more: false,
+        cursor: None,
     };
     let both = presence_of(&[("alice", Role::Driver, 1), ("alice", Role::Watcher, 2)]);
     let mut driver = App::new(Theme { color: false }, 80, 24);
@@ -517,4 +523,79 @@ fn a_network_refusal_is_one_line_naming_the_host_the_policy_and_the_fix() {
                 evil.example:443 is not allowed by the org's network policy; outboard-server admin";
     assert!(text.contains(line), "{text}");
     assert!(text.contains("registries+ evil.example"), "{text}");
+}
+
+/// A turn of `n` user/assistant exchanges from `seq` on, enough lines to fill a screen.
+fn exchanges(mut seq: u64, n: usize, label: &str) -> Vec<SessionEvent> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.push(ev(seq, EventKind::UserMessage { text: format!("{label} question {i}") }));
+        seq += 1;
+        let answer = EventKind::AssistantMessage {
+            text: format!("{label} answer {i}"),
+            tool_calls: Vec::new(),
+            usage: None,
+        };
+        out.push(ev(seq, answer));
+        seq += 1;
+    }
+    out
+}
+
+#[test]
+fn scrolling_up_past_the_oldest_event_loads_and_shows_the_older_page() {
+    // The attach brought the newest page only: seq 101.. of a longer session.
+    let mut app = App::new(Theme { color: false }, 60, 16);
+    connected(&mut app, "alice", MY_CONN);
+    let snapshot = SessionAttachResponse {
+        session: info("s_1", "alice", "A long session"),
+        role: Role::Driver,
+        events: exchanges(101, 6, "newer"),
+        in_flight: None,
+        has_more: true,
+        cursor: Some(101),
+    };
+    app.handle(AppEvent::Attached(Box::new(snapshot), false));
+    assert!(screen(&app, 60, 16).contains("newer answer 5"));
+    let page_up = AppEvent::Key(KeyEvent::new(KeyCode::PageUp, KeyModifiers::NONE));
+    let mut asked = Vec::new();
+    for _ in 0..10 {
+        asked = app.handle(page_up.clone());
+        if !asked.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(asked, vec![Effect::LoadOlder(SessionId("s_1".into()), 101)]);
+    let top = screen(&app, 60, 16);
+    assert!(top.contains("loading older…"), "{top}");
+    assert!(top.contains("newer question 0"), "{top}");
+    // One fetch at a time.
+    assert_eq!(app.handle(page_up.clone()), Vec::new());
+
+    let page = outboard_shared::SessionHistoryResponse {
+        events: exchanges(89, 6, "older"),
+        has_more: false,
+        cursor: 89,
+    };
+    let scroll = app.scroll;
+    app.handle(AppEvent::Older(SessionId("s_1".into()), Ok(Box::new(page))));
+    // The page goes above: the view, counted from the bottom, does not move.
+    assert_eq!(app.scroll, scroll);
+    for _ in 0..10 {
+        assert_eq!(app.handle(page_up.clone()), Vec::new(), "nothing older to ask for");
+    }
+    let top = screen(&app, 60, 16);
+    assert!(top.contains("beginning of session"), "{top}");
+    assert!(top.contains("older question 0"), "{top}");
+    let order: Vec<String> = app
+        .cells
+        .iter()
+        .filter_map(|c| match &c.kind {
+            super::app::CellKind::User { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order.first().map(String::as_str), Some("older question 0"));
+    assert_eq!(order.last().map(String::as_str), Some("newer question 5"));
+    assert_eq!(app.last_seq, 112, "the live position is the newest event's, not the page's");
 }

@@ -61,7 +61,14 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         context_window: None,
         todos: None,
     };
-    let snapshot = SessionAttachResponse { session, role: Role::Driver, events, in_flight: None };
+    let snapshot = SessionAttachResponse {
+        session,
+        role: Role::Driver,
+        events,
+        in_flight: None,
+        has_more: false,
+        cursor: None,
+    };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let lines = app.transcript_len();
     let mut terminal = Terminal::new(TestBackend::new(120, 40))?;

@@ -1,0 +1,97 @@
+//! Long sessions made fast for the paging tests and `bench_long`: complete turns written through
+//! the server's own [`Store`] (the same `append_event` the session actor uses, so the seq rules,
+//! the session row and the log format are the real ones) into a data dir before the server
+//! starts on it. A scripted turn would take minutes for 20,000 events; this takes a second.
+
+use anyhow::Context as _;
+use outboard_server::store::{Durability, Store, UserRow};
+use outboard_shared::{EventKind, SessionEvent, SessionId, StopReason, ToolCall, TurnId, Usage};
+
+/// The events one step writes: the assistant's message with a tool call, the call, its result.
+pub const EVENTS_PER_STEP: u64 = 3;
+
+/// The store of the data dir `dir` (created and migrated if new).
+pub fn open(dir: &std::path::Path) -> anyhow::Result<Store> {
+    Store::open(&dir.join(outboard_server::config::DB_FILE), Durability::Normal)
+        .context("cannot open the store")
+}
+
+/// Creates `user` in `org` (if new) and returns it with a token.
+pub async fn user(store: &Store, name: &str, org: &str) -> anyhow::Result<(UserRow, String)> {
+    Ok(store.add_user(org, name).await?)
+}
+
+/// Creates a session of `owner` holding at least `events` durable events: turns of
+/// `steps_per_turn` steps (each a `Bash` call with a result of `result_bytes`), every turn
+/// complete, so the server finds nothing to resume. Returns the session's id and its last seq.
+pub async fn seed(
+    store: &Store,
+    owner: &UserRow,
+    events: u64,
+    steps_per_turn: u64,
+    result_bytes: usize,
+) -> anyhow::Result<(SessionId, u64)> {
+    let row = store.create_session(owner, "a long session", "anthropic/mock-model").await?;
+    let mut log = Log { session: row.id.clone(), events: Vec::new() };
+    let mut turn = 0u64;
+    while log.seq() < events {
+        turn += 1;
+        let turn_id = TurnId(format!("t_{turn}"));
+        log.push(EventKind::TurnStarted { turn_id: turn_id.clone(), by: owner.name.clone() });
+        log.push(EventKind::UserMessage { text: format!("turn {turn}: go on") });
+        for step in 0..steps_per_turn {
+            let call = ToolCall {
+                call_id: format!("c_{turn}_{step}"),
+                name: "Bash".into(),
+                input: serde_json::json!({"command": format!("echo step {step}")}),
+            };
+            log.push(EventKind::AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![call.clone()],
+                usage: None,
+            });
+            let call_id = call.call_id.clone();
+            log.push(EventKind::ToolCall { call, target_before: None });
+            let line = format!("step {step} of turn {turn}\n");
+            let output: String = line.repeat(result_bytes / line.len() + 1);
+            log.push(EventKind::ToolResult {
+                call_id,
+                name: "Bash".into(),
+                output: output[..result_bytes].to_owned(),
+                is_error: false,
+                duration_ms: 3,
+            });
+        }
+        log.push(EventKind::AssistantMessage {
+            text: format!("done with turn {turn}"),
+            tool_calls: Vec::new(),
+            usage: None,
+        });
+        log.push(EventKind::TurnCompleted {
+            turn_id,
+            stop_reason: StopReason::EndTurn,
+            usage: Usage::default(),
+        });
+    }
+    let last = log.seq();
+    let Log { session, events } = log;
+    store.call(move |c| outboard_server::store::append_events(c, &events)).await?;
+    Ok((session, last))
+}
+
+struct Log {
+    session: SessionId,
+    events: Vec<SessionEvent>,
+}
+
+impl Log {
+    fn seq(&self) -> u64 {
+        self.events.len() as u64
+    }
+
+    fn push(&mut self, kind: EventKind) {
+        let seq = self.seq() + 1;
+        let ts = format!("2026-01-01T00:00:00.{:03}Z", seq % 1000);
+        self.events.push(SessionEvent { session_id: self.session.clone(), seq, ts, kind });
+    }
+}
