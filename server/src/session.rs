@@ -239,7 +239,7 @@ impl SessionHandle {
             store,
             org_fs,
             provider,
-            conversation: agent::Conversation::new(window.result_chars(config.limits.result_chars)),
+            conversation: None,
             window,
             env: None,
             running: None,
@@ -374,7 +374,9 @@ struct Actor {
     sandbox_config: crate::sandbox::SandboxConfig,
     limits: crate::config::Limits,
     last_seq: u64,
-    conversation: agent::Conversation,
+    /// Built from the log when first needed (a turn, a compaction), not when the actor starts:
+    /// attaching to a long session, or keeping many idle ones, costs no conversation in memory.
+    conversation: Option<agent::Conversation>,
     /// The session's context window and when to compact.
     window: agent::Window,
     /// `None` while a turn owns it (or before the first turn creates it).
@@ -509,6 +511,10 @@ impl Actor {
                 }
                 Command::TurnEnded(end) => self.turn_ended(end).await,
                 Command::Compact { focus, reply } => {
+                    if let Err(e) = self.conversation_loaded().await {
+                        let _ = reply.send(Err(e));
+                        continue;
+                    }
                     if let Err(e) = self.start_compaction(focus, reply) {
                         tracing::debug!(session = %self.row.id, "compaction refused: {}", e.message);
                     }
@@ -570,21 +576,27 @@ impl Actor {
     /// server stopped or crashed mid-turn): see [`agent::recover_plan`] for what is re-run. A log
     /// that cannot be read marks the session failed, with the reason, instead of leaving it stuck.
     async fn load(&mut self) -> Result<(), StoreError> {
-        let log = match self.store.events_after(&self.row.id, 0).await {
+        // Only a session whose last turn is open needs its whole log now, to resume the turn;
+        // any other needs the few events that say who spoke last and what was running.
+        let resuming = self.row.status == SessionStatus::Running;
+        let read = if resuming {
+            self.store.events_after(&self.row.id, 0).await
+        } else {
+            self.store.events_of_kinds(&self.row.id, &["turn_started", "background_task"]).await
+        };
+        let log = match read {
             Ok(log) => log,
             Err(e @ StoreError::Corrupt(_)) => {
-                let reason = format!("the session's log cannot be read ({e}); start a new session");
-                tracing::error!(session = %self.row.id, "{reason}");
-                self.store.fail_session(&self.row.id, &reason).await?;
-                self.row.status = SessionStatus::Failed;
-                self.row.failure = Some(reason);
+                self.fail_unreadable(&e).await?;
                 return Ok(());
             }
             Err(e) => return Err(e),
         };
-        self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
-        self.conversation = agent::Conversation::from_log(&log, self.result_chars());
-        self.files_touched = agent::files_touched(&log);
+        if resuming {
+            self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
+            self.conversation = Some(agent::Conversation::from_log(&log, self.result_chars()));
+            self.files_touched = agent::files_touched(&log);
+        }
         self.lost_jobs = crate::tools::background::running_in_log(&log);
         for (shell_id, command) in self.lost_jobs.clone() {
             let lost = EventKind::BackgroundTask {
@@ -606,7 +618,7 @@ impl Actor {
         if self.row.status == SessionStatus::Failed {
             return Ok(());
         }
-        if let Some((turn_id, resume)) = agent::recover_plan(&log) {
+        if let Some((turn_id, resume)) = agent::recover_plan(&log).filter(|_| resuming) {
             tracing::info!(
                 session = %self.row.id, turn = %turn_id, pending = resume.pending.len(),
                 "resuming a turn cut short by a restart"
@@ -615,6 +627,43 @@ impl Actor {
             if let Err(e) = self.spawn_turn(turn_id, resume) {
                 tracing::error!(session = %self.row.id, "cannot resume: {}", e.message);
             }
+        }
+        Ok(())
+    }
+
+    /// Marks the session failed because its log cannot be read, with the reason.
+    async fn fail_unreadable(&mut self, e: &StoreError) -> Result<(), StoreError> {
+        let reason = format!("the session's log cannot be read ({e}); start a new session");
+        tracing::error!(session = %self.row.id, "{reason}");
+        self.store.fail_session(&self.row.id, &reason).await?;
+        self.row.status = SessionStatus::Failed;
+        self.row.failure = Some(reason);
+        Ok(())
+    }
+
+    /// Builds the conversation (and the files to rebuild the read ledger from) from the log,
+    /// unless it is in memory already.
+    async fn conversation_loaded(&mut self) -> Result<(), ErrorBody> {
+        if self.conversation.is_some() {
+            return Ok(());
+        }
+        let log = match self.store.events_after(&self.row.id, 0).await {
+            Ok(log) => log,
+            Err(e @ StoreError::Corrupt(_)) => {
+                self.fail_unreadable(&e).await.map_err(internal)?;
+                return Err(ErrorBody::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "this session failed: {}",
+                        self.row.failure.clone().unwrap_or_default()
+                    ),
+                ));
+            }
+            Err(e) => return Err(internal(e)),
+        };
+        self.conversation = Some(agent::Conversation::from_log(&log, self.result_chars()));
+        if self.env.is_none() {
+            self.files_touched = agent::files_touched(&log);
         }
         Ok(())
     }
@@ -710,6 +759,7 @@ impl Actor {
         if text.trim().is_empty() {
             return Err(ErrorBody::new(ErrorCode::BadRequest, "the message is empty"));
         }
+        self.conversation_loaded().await?;
         let turn_id = TurnId(new_id("t"));
         self.turn_by = by.clone();
         // Before the first event of the turn: its events are scrubbed with the org's secrets.
@@ -723,7 +773,9 @@ impl Actor {
         let seq = started.await.map_err(|e| {
             ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
         })?;
-        self.conversation.push_user(seq, ContentBlock::Text(text));
+        if let Some(conversation) = &mut self.conversation {
+            conversation.push_user(seq, ContentBlock::Text(text));
+        }
         self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
         Ok(TurnSendResponse { turn_id, seq })
     }
@@ -992,7 +1044,10 @@ impl Actor {
             session_id: self.row.id.clone(),
             turn_id,
             provider: self.provider.clone(),
-            conversation: std::mem::take(&mut self.conversation),
+            conversation: self
+                .conversation
+                .take()
+                .unwrap_or_else(|| agent::Conversation::new(self.result_chars())),
             window: self.window,
             env,
             emitter: emitter(tx.clone()),
@@ -1008,7 +1063,7 @@ impl Actor {
         let running = self.running.take();
         match end {
             Some(end) => {
-                self.conversation = end.conversation;
+                self.conversation = Some(end.conversation);
                 self.env = Some(end.env);
                 self.window = end.window;
             }
@@ -1029,7 +1084,8 @@ impl Actor {
                 }
                 match self.store.events_after(&self.row.id, 0).await {
                     Ok(log) => {
-                        self.conversation = agent::Conversation::from_log(&log, self.result_chars())
+                        self.conversation =
+                            Some(agent::Conversation::from_log(&log, self.result_chars()))
                     }
                     Err(e) => tracing::error!(session = %self.row.id, "cannot reload: {e}"),
                 }

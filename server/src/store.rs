@@ -679,6 +679,29 @@ impl Store {
         .await
     }
 
+    /// The durable events of a session of the given kinds (`turn_started`, …), in order: what
+    /// a session actor needs at start without reading the whole log (the `kind` column is
+    /// filtered before any payload is decoded).
+    pub async fn events_of_kinds(
+        &self,
+        session: &SessionId,
+        kinds: &'static [&'static str],
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let sid = session.clone();
+        self.call(move |c| {
+            let list =
+                kinds.iter().map(|k| format!("'{}'", k.replace('\'', ""))).collect::<Vec<_>>();
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND kind IN ({})
+                 ORDER BY seq",
+                list.join(", ")
+            ))?;
+            let rows = stmt.query_map(params![sid.0], event_row)?;
+            decode_events(&sid, rows)
+        })
+        .await
+    }
+
     /// The newest `limit` durable events of a session with `seq < before`, oldest first: the
     /// primary key walked backwards from `before`, so a page costs the same at any depth.
     pub async fn events_before(

@@ -56,8 +56,14 @@ fn app(me: &str, role: Role, events: Vec<SessionEvent>) -> App {
         context_window: Some(200_000),
         todos: None,
     };
-    let snapshot =
-        SessionAttachResponse { session, role, events, in_flight: None, has_more: false, cursor: None };
+    let snapshot = SessionAttachResponse {
+        session,
+        role,
+        events,
+        in_flight: None,
+        has_more: false,
+        cursor: None,
+    };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let attached = vec![
         PresenceEntry {
