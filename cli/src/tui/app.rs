@@ -442,8 +442,33 @@ impl App {
             past.apply(event);
         }
         past.flush_streaming();
+        // A call at the end of the older page whose result opens the newer part is one cell:
+        // the older page has its input, the newer part its result.
+        let mut merged = Vec::new();
+        for (i, cell) in past.cells.iter_mut().enumerate() {
+            let CellKind::Tool(older) = &mut cell.kind else { continue };
+            if older.result.is_some() {
+                continue;
+            }
+            let newer = self
+                .cells
+                .iter()
+                .position(|c| matches!(&c.kind, CellKind::Tool(t) if t.call_id == older.call_id));
+            if let Some(j) = newer {
+                if let CellKind::Tool(t) = self.cells.remove(j).kind {
+                    older.result = t.result;
+                    if older.output.is_empty() {
+                        older.output = t.output;
+                    }
+                }
+                merged.push(i);
+            }
+        }
         past.cells.append(&mut self.cells);
         self.cells = past.cells;
+        for i in merged {
+            self.rerender(i);
+        }
         self.history.cursor = Some(page.cursor);
         self.history.has_more = page.has_more;
     }

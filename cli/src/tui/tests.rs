@@ -599,3 +599,57 @@ fn scrolling_up_past_the_oldest_event_loads_and_shows_the_older_page() {
     assert_eq!(order.last().map(String::as_str), Some("newer question 5"));
     assert_eq!(app.last_seq, 112, "the live position is the newest event's, not the page's");
 }
+
+#[test]
+fn a_tool_call_split_by_a_page_boundary_is_one_cell() {
+    // The newest page starts with the result of a call whose input is in the older page.
+    let mut app = App::new(Theme { color: false }, 80, 16);
+    connected(&mut app, "alice", MY_CONN);
+    let result = EventKind::ToolResult {
+        call_id: "c1".into(),
+        name: "Bash".into(),
+        output: "built".into(),
+        is_error: false,
+        duration_ms: 7,
+    };
+    let snapshot = SessionAttachResponse {
+        session: info("s_1", "alice", "A long session"),
+        role: Role::Driver,
+        events: vec![ev(10, result)],
+        in_flight: None,
+        has_more: true,
+        cursor: Some(10),
+    };
+    app.handle(AppEvent::Attached(Box::new(snapshot), false));
+    let call =
+        ToolCall { call_id: "c1".into(), name: "Bash".into(), input: json!({"command": "make"}) };
+    let page = outboard_shared::SessionHistoryResponse {
+        events: vec![
+            ev(7, EventKind::TurnStarted { turn_id: TurnId("t".into()), by: "alice".into() }),
+            ev(
+                8,
+                EventKind::AssistantMessage {
+                    text: String::new(),
+                    tool_calls: vec![call.clone()],
+                    usage: None,
+                },
+            ),
+            ev(9, EventKind::ToolCall { call, target_before: None }),
+        ],
+        has_more: false,
+        cursor: 7,
+    };
+    app.handle(AppEvent::Older(SessionId("s_1".into()), Ok(Box::new(page))));
+    let tools: Vec<&super::app::ToolCell> = app
+        .cells
+        .iter()
+        .filter_map(|c| match &c.kind {
+            super::app::CellKind::Tool(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools.len(), 1, "{tools:?}");
+    assert_eq!(tools[0].input, json!({"command": "make"}));
+    assert_eq!(tools[0].result, Some((false, "built".into(), 7)));
+    assert!(screen(&app, 80, 16).contains("make"), "{}", screen(&app, 80, 16));
+}
