@@ -236,6 +236,7 @@ pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedRecei
                         in_flight: None,
                         has_more: false,
                         cursor: None,
+                        standing: Vec::new(),
                     };
                     (Response::ok(id, &snapshot), vec![])
                 }

@@ -767,6 +767,8 @@ impl Connection {
                     in_flight: attached.in_flight,
                     has_more: true,
                     cursor: Some(last_seq),
+                    // Counted in the frame's size now, cut to those older than the page below.
+                    standing: attached.standing,
                 };
                 let keep = if p.after_seq.is_some() { Keep::Oldest } else { Keep::Newest };
                 snapshot.events =
@@ -776,6 +778,8 @@ impl Connection {
                 let sent_to =
                     snapshot.events.last().map_or(p.after_seq.unwrap_or(last_seq), |e| e.seq);
                 snapshot.cursor = snapshot.events.first().map(|e| e.seq);
+                let oldest = snapshot.cursor.unwrap_or(u64::MAX);
+                snapshot.standing.retain(|e| e.seq < oldest);
                 snapshot.has_more = p.after_seq.is_none() && snapshot.cursor.is_some_and(|c| c > 1);
                 // The snapshot goes into the queue before the forwarder starts, so it precedes
                 // every live event; events broadcast meanwhile wait in `live`.

@@ -128,6 +128,9 @@ pub struct Attached {
     pub events: Vec<SessionEvent>,
     /// The turn in flight, if any.
     pub in_flight: Option<InFlight>,
+    /// Without `after_seq`: the events whose state still holds (the last `todos`, the running
+    /// background commands'), for [`outboard_shared::SessionAttachResponse::standing`].
+    pub standing: Vec<SessionEvent>,
     /// Live events from here on.
     pub live: broadcast::Receiver<SessionEvent>,
 }
@@ -723,10 +726,22 @@ impl Actor {
             None => self.store.events_before(&self.row.id, u64::MAX, page).await,
         }
         .map_err(internal)?;
+        let standing = match after_seq {
+            Some(_) => Vec::new(),
+            None => {
+                let marks = self
+                    .store
+                    .events_of_kinds(&self.row.id, &["todos", "background_task"])
+                    .await
+                    .map_err(internal)?;
+                standing(marks)
+            }
+        };
         Ok(Attached {
             session: self.row.clone(),
             events,
             in_flight: self.running.as_ref().map(|_| self.in_flight.clone()),
+            standing,
             live: self.events.subscribe(),
         })
     }
@@ -1096,6 +1111,32 @@ impl Actor {
             let _ = waiter.send(());
         }
     }
+}
+
+/// Of a log's `todos` and `background_task` events, those whose state still holds: the last
+/// `todos`, and the last event of each background command whose last event says it runs.
+fn standing(marks: Vec<SessionEvent>) -> Vec<SessionEvent> {
+    let mut todos = None;
+    let mut tasks: Vec<SessionEvent> = Vec::new();
+    for event in marks {
+        match &event.kind {
+            EventKind::Todos { .. } => todos = Some(event),
+            EventKind::BackgroundTask { shell_id, status, .. } => {
+                let running = *status == outboard_shared::TaskStatus::Running;
+                let id = shell_id.clone();
+                tasks.retain(|t| {
+                    !matches!(&t.kind, EventKind::BackgroundTask { shell_id, .. } if *shell_id == id)
+                });
+                if running {
+                    tasks.push(event);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out: Vec<SessionEvent> = todos.into_iter().chain(tasks).collect();
+    out.sort_by_key(|e| e.seq);
+    out
 }
 
 fn internal(e: StoreError) -> ErrorBody {

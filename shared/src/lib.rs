@@ -1014,6 +1014,12 @@ pub struct SessionAttachResponse {
     /// The `seq` of the oldest event in `events`, the `before` of the next `session/history`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<u64>,
+    /// Events older than `events` whose state still holds (without `after_seq`): the last
+    /// `todos`, and the last `background_task` of each command still running, oldest first.
+    /// A client applies them to its state (the todo panel, `/tasks`) before `events`; they are
+    /// history too, and come again when older pages are read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub standing: Vec<SessionEvent>,
 }
 
 /// The not-yet-durable part of a turn in flight, so a client joining mid-stream can draw it.

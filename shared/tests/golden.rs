@@ -383,6 +383,7 @@ fn responses() {
             }),
             has_more: true,
             cursor: Some(1),
+            standing: Vec::new(),
         })
     );
     insta::assert_json_snapshot!(

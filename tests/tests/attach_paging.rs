@@ -167,3 +167,78 @@ async fn a_reconnect_far_behind_gets_every_missed_event_in_order_before_live_one
     assert!(matches!(live.kind, EventKind::Presence { .. }), "{live:?}");
     assert_eq!(live.seq, long.last);
 }
+
+#[tokio::test]
+async fn state_from_before_the_page_comes_with_the_attach() {
+    // The todo list and two background commands are set early; 600 events follow, so the newest
+    // page holds none of them.
+    use outboard_shared::{SessionEvent, TaskStatus, TodoItem, TodoStatus, TurnId};
+    let data = tempfile::tempdir().unwrap();
+    let store = long_session::open(data.path()).unwrap();
+    let (owner, alice) = long_session::user(&store, "alice", "acme").await.unwrap();
+    let row = store.create_session(&owner, "todos", "anthropic/mock-model").await.unwrap();
+    let todos = vec![TodoItem {
+        content: "Fix the build".into(),
+        status: TodoStatus::InProgress,
+        active_form: "Fixing the build".into(),
+    }];
+    let task = |id: &str, status| EventKind::BackgroundTask {
+        shell_id: id.into(),
+        command: "npm run dev".into(),
+        status,
+        exit_code: None,
+    };
+    let mut kinds = vec![
+        EventKind::TurnStarted { turn_id: TurnId("t_0".into()), by: "alice".into() },
+        EventKind::Todos { todos: todos.clone() },
+        task("bash_1", TaskStatus::Running),
+        task("bash_2", TaskStatus::Running),
+        task("bash_2", TaskStatus::Killed),
+        EventKind::TurnCompleted {
+            turn_id: TurnId("t_0".into()),
+            stop_reason: outboard_shared::StopReason::EndTurn,
+            usage: Default::default(),
+        },
+    ];
+    for i in 0..200 {
+        let turn_id = TurnId(format!("t_{}", i + 1));
+        kinds.push(EventKind::TurnStarted { turn_id: turn_id.clone(), by: "alice".into() });
+        kinds.push(EventKind::UserMessage { text: format!("message {i}") });
+        kinds.push(EventKind::TurnCompleted {
+            turn_id,
+            stop_reason: outboard_shared::StopReason::EndTurn,
+            usage: Default::default(),
+        });
+    }
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let event = SessionEvent {
+            session_id: row.id.clone(),
+            seq: i as u64 + 1,
+            ts: "2026-12-01T00:00:00.000Z".into(),
+            kind,
+        };
+        store.append_event(event).await.unwrap();
+    }
+    drop(store);
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server =
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+    let mut c = WsClient::connect(&server.url, &alice).await.unwrap();
+    let snap = c
+        .request("session/attach", json!({"session_id": row.id.0, "role": "watcher"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let snap: SessionAttachResponse = serde_json::from_value(snap).unwrap();
+    assert!(snap.has_more && snap.cursor.unwrap() > 6, "the early events are not in the page");
+    // bash_1 ran when the server stopped: the restarted actor records it lost (the newest
+    // event), so only the todo list still holds.
+    let last = snap.events.last().unwrap();
+    assert!(
+        matches!(&last.kind, EventKind::BackgroundTask { shell_id, status: TaskStatus::Lost, .. } if shell_id == "bash_1"),
+        "{last:?}"
+    );
+    assert_eq!(snap.standing.len(), 1, "{:?}", snap.standing);
+    assert_eq!(snap.standing[0].seq, 2);
+    assert_eq!(snap.standing[0].kind, EventKind::Todos { todos });
+}

@@ -677,6 +677,10 @@ impl App {
         self.role = snapshot.role;
         self.session = Some(snapshot.session);
         self.streaming.clear();
+        // What still holds from before the page: the todo panel, the running commands.
+        for event in &snapshot.standing {
+            self.work.apply(&event.kind);
+        }
         for event in snapshot.events {
             self.apply(event);
         }

@@ -63,6 +63,7 @@ fn app(me: &str, role: Role, events: Vec<SessionEvent>) -> App {
         in_flight: None,
         has_more: false,
         cursor: None,
+        standing: Vec::new(),
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let attached = vec![

@@ -87,6 +87,7 @@ fn app(me: &str, role: Role, events: Vec<SessionEvent>, in_flight: Option<InFlig
         in_flight,
         has_more: false,
         cursor: None,
+        standing: Vec::new(),
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let last = app.last_seq;
@@ -374,6 +375,7 @@ fn duplicates_after_a_resume_are_skipped() {
         in_flight: None,
         has_more: false,
         cursor: None,
+        standing: Vec::new(),
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), true));
     assert_eq!(app.cells.len(), n);
@@ -476,6 +478,7 @@ fn two_terminals_of_one_user_each_show_their_own_role() {
         in_flight: None,
         has_more: false,
         cursor: None,
+        standing: Vec::new(),
     };
     let both = presence_of(&[("alice", Role::Driver, 1), ("alice", Role::Watcher, 2)]);
     let mut driver = App::new(Theme { color: false }, 80, 24);
@@ -554,6 +557,7 @@ fn scrolling_up_past_the_oldest_event_loads_and_shows_the_older_page() {
         in_flight: None,
         has_more: true,
         cursor: Some(101),
+        standing: Vec::new(),
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     assert!(screen(&app, 60, 16).contains("newer answer 5"));
@@ -619,6 +623,7 @@ fn a_tool_call_split_by_a_page_boundary_is_one_cell() {
         in_flight: None,
         has_more: true,
         cursor: Some(10),
+        standing: Vec::new(),
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let call =

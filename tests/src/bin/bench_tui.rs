@@ -68,6 +68,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
         in_flight: None,
         has_more: false,
         cursor: None,
+        standing: Vec::new(),
     };
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
     let lines = app.transcript_len();
