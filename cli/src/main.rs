@@ -50,6 +50,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             drive: false,
             source: cli.source.repo_spec(),
             network: cli.source.network,
+            context_window: cli.source.context_window,
             upload: cli.upload,
         };
         return Ok(runtime.block_on(tui::run(args)));
@@ -103,6 +104,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 drive: args.drive,
                 source: None,
                 network: outboard_shared::SessionNetwork::Org,
+                context_window: None,
                 upload: None,
             };
             Ok(runtime.block_on(tui::run(args)))

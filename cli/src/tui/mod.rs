@@ -64,6 +64,8 @@ pub struct TuiArgs {
     pub source: Option<outboard_shared::SourceSpec>,
     /// What new sessions' sandboxes may reach (`--network`).
     pub network: outboard_shared::SessionNetwork,
+    /// New sessions' context window in tokens, when not the server's (`--context-window`).
+    pub context_window: Option<u64>,
     /// Send this directory first and work on the copy (`outboard --upload [DIR]`, with
     /// `--server` only).
     pub upload: Option<std::path::PathBuf>,
@@ -143,7 +145,9 @@ pub async fn run(args: TuiArgs) -> i32 {
         }
         (_, initial) => initial,
     };
-    let code = match ui(url, token, options, initial, args.network).await {
+    let new_sessions =
+        net::NewSessions { network: args.network, context_window: args.context_window };
+    let code = match ui(url, token, options, initial, new_sessions).await {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("outboard: {e:#}");
@@ -166,7 +170,7 @@ async fn ui(
     token: String,
     options: crate::client::ConnectOptions,
     initial: net::Initial,
-    network: outboard_shared::SessionNetwork,
+    new_sessions: net::NewSessions,
 ) -> anyhow::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let hook = std::panic::take_hook();
@@ -175,7 +179,7 @@ async fn ui(
         hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), EnableMouseCapture, EnableBracketedPaste);
-    let result = event_loop(&mut terminal, url, token, options, initial, network).await;
+    let result = event_loop(&mut terminal, url, token, options, initial, new_sessions).await;
     restore();
     result
 }
@@ -186,14 +190,21 @@ async fn event_loop(
     token: String,
     options: crate::client::ConnectOptions,
     initial: net::Initial,
-    network: outboard_shared::SessionNetwork,
+    new_sessions: net::NewSessions,
 ) -> anyhow::Result<()> {
     let size = terminal.size()?;
     let mut app = App::new(theme::Theme::from_env(), size.width, size.height);
     let (tx, mut rx) = mpsc::channel::<AppEvent>(APP_QUEUE);
     let (effects_tx, effects_rx) = mpsc::channel::<Effect>(EFFECT_QUEUE);
-    let net =
-        tokio::spawn(net::run_with(url, token, options, initial, network, effects_rx, tx.clone()));
+    let net = tokio::spawn(net::run_with(
+        url,
+        token,
+        options,
+        initial,
+        new_sessions,
+        effects_rx,
+        tx.clone(),
+    ));
     let input = tokio::spawn(read_input(tx));
 
     let mut last_frame = Instant::now() - FRAME;

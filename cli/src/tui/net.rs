@@ -61,8 +61,8 @@ struct State {
     workspace: Option<String>,
     /// What new sessions are made from, if not a directory.
     source: Option<outboard_shared::SourceSpec>,
-    /// What new sessions' sandboxes may reach (`--network`).
-    network: outboard_shared::SessionNetwork,
+    /// How new sessions are made (`--network`, `--context-window`).
+    new_sessions: NewSessions,
     /// The server's HTTP endpoints.
     http: crate::http::Endpoint,
     /// The upload the first new session is made from (taken by that `session/create`).
@@ -78,7 +78,16 @@ pub async fn run(
     app: mpsc::Sender<AppEvent>,
 ) {
     let options = crate::client::ConnectOptions::default();
-    run_with(url, token, options, initial, outboard_shared::SessionNetwork::Org, effects, app).await
+    run_with(url, token, options, initial, NewSessions::default(), effects, app).await
+}
+
+/// How the TUI makes new sessions, from its flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NewSessions {
+    /// What their sandboxes may reach (`--network`).
+    pub network: outboard_shared::SessionNetwork,
+    /// Their context window in tokens, when not the server's (`--context-window`).
+    pub context_window: Option<u64>,
 }
 
 /// [`run`] with the transport options of the connection flags (`--ca-cert`, `--insecure`).
@@ -87,7 +96,7 @@ pub async fn run_with(
     token: String,
     options: crate::client::ConnectOptions,
     initial: Initial,
-    network: outboard_shared::SessionNetwork,
+    new_sessions: NewSessions,
     mut effects: mpsc::Receiver<Effect>,
     app: mpsc::Sender<AppEvent>,
 ) {
@@ -112,7 +121,7 @@ pub async fn run_with(
         want_drive: false,
         workspace,
         source,
-        network,
+        new_sessions,
         upload,
         http,
     };
@@ -262,8 +271,8 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
             title: None,
             workspace: state.workspace.clone(),
             source: None,
-            network: state.network,
-            context_window: None,
+            network: state.new_sessions.network,
+            context_window: state.new_sessions.context_window,
         });
         return Box::pin(async move { Step::Created(call.await) });
     };
@@ -271,7 +280,8 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
         title: None,
         workspace: None,
         source: Some(source),
-        network: state.network,
+        network: state.new_sessions.network,
+        context_window: state.new_sessions.context_window,
         ..Default::default()
     };
     let (call, mut progress) =
