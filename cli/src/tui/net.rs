@@ -282,7 +282,6 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
         source: Some(source),
         network: state.new_sessions.network,
         context_window: state.new_sessions.context_window,
-        ..Default::default()
     };
     let (call, mut progress) =
         client.call_with_progress::<outboard_shared::methods::SessionCreate>(params);
