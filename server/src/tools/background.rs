@@ -14,10 +14,10 @@ use crate::llm::ToolSpec;
 use crate::sandbox::jobs::{JobReport, JobState};
 use crate::sandbox::Sandbox;
 
-/// Bytes of new output one `BashOutput` returns: the `Bash` result's cap. What is beyond it is
-/// consumed and counted, as when more than the job's buffer waited.
-pub const MAX_READ_BYTES: usize =
-    crate::sandbox::output::OUTPUT_HEAD_BYTES + crate::sandbox::output::OUTPUT_TAIL_BYTES;
+/// Bytes of new output one `BashOutput` returns: the newest 30,000, what the model is shown of
+/// a result by default. What is beyond it is consumed and counted, as when more than the job's
+/// buffer waited.
+pub const MAX_READ_BYTES: usize = 30_000;
 
 /// Bytes of a `filter` regex: a pattern, not a program.
 const MAX_FILTER_BYTES: usize = 1000;
