@@ -921,7 +921,7 @@ async fn broadcast_presence(handle: &SessionHandle, attached: Vec<PresenceEntry>
 /// live events wait in `live` meanwhile, so the stream has no gap either way.
 async fn forward(
     session_id: SessionId,
-    mut live: broadcast::Receiver<outboard_shared::SessionEvent>,
+    mut live: broadcast::Receiver<std::sync::Arc<outboard_shared::SessionEvent>>,
     out: mpsc::Sender<Outbound>,
     mut last_durable: u64,
     catch_up: Option<CatchUp>,
@@ -951,6 +951,7 @@ async fn forward(
     loop {
         match live.recv().await {
             Ok(event) => {
+                let event = std::sync::Arc::unwrap_or_clone(event);
                 if event.kind.is_durable() {
                     if event.seq <= last_durable {
                         continue;
