@@ -28,3 +28,54 @@ pub fn sandbox_config() -> outboard_server::sandbox::SandboxConfig {
         ..outboard_server::sandbox::SandboxConfig::default()
     }
 }
+
+/// An in-process server for a benchmark talking to `mock` in the `api` dialect, with one
+/// session its driver is attached to.
+pub struct BenchSession {
+    /// The server.
+    pub server: outboard_server::ServerHandle,
+    /// The driver's connection.
+    pub client: crate::harness::WsClient,
+    /// The session's id.
+    pub session: String,
+    _data: tempfile::TempDir,
+}
+
+impl BenchSession {
+    /// Starts the server (data in a fresh temp dir, the sandbox agent beside the bench) with
+    /// `limits`, creates a session and attaches to it as its driver.
+    pub async fn start(
+        api: &str,
+        mock: &crate::mock_llm::MockLlm,
+        limits: outboard_server::Limits,
+    ) -> anyhow::Result<BenchSession> {
+        use anyhow::Context as _;
+        let data = tempfile::tempdir_in(std::env::temp_dir())?;
+        let base =
+            if api == "anthropic" { mock.anthropic_base_url() } else { mock.openai_base_url() };
+        let mut llm = outboard_server::config::llm_config(Some(api), Some(&base), Some("bench"))?;
+        llm.api_key = Some(outboard_server::Secret::new("bench-key"));
+        let config = outboard_server::ServerConfig {
+            data_dir: data.path().to_path_buf(),
+            llm,
+            sandbox: sandbox_config(),
+            limits,
+            net: outboard_server::NetConfig::default(),
+            allow_client_workspaces: false,
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let server = outboard_server::launch(listener, config).await?;
+        let token = server.mint_token("bench", "bench").await?;
+        let mut client = crate::harness::WsClient::connect(&server.url(), &token).await?;
+        let created = client
+            .request("session/create", serde_json::json!({}))
+            .await?
+            .map_err(anyhow::Error::msg)?;
+        let session = created["session"]["id"].as_str().context("no id")?.to_owned();
+        client
+            .request("session/attach", serde_json::json!({"session_id": session, "role": "driver"}))
+            .await?
+            .map_err(anyhow::Error::msg)?;
+        Ok(BenchSession { server, client, session, _data: data })
+    }
+}

@@ -3,8 +3,8 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use outboard_shared::{
-    EventKind, PresenceEntry, Role, SessionAttachResponse, SessionEvent, SessionId, SessionInfo,
-    SessionStatus, TaskStatus, TodoItem, TodoStatus, TurnId, UserId,
+    EventKind, PresenceEntry, Role, SessionAttachResponse, SessionEvent, SessionId, TaskStatus,
+    TodoItem, TodoStatus, TurnId,
 };
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -37,25 +37,7 @@ fn app(me: &str, role: Role, events: Vec<SessionEvent>) -> App {
     let mut app = App::new(Theme { color: false }, 80, 24);
     let who = Me { user: me.into(), connection_id: MY_CONN };
     app.handle(AppEvent::Connection(ConnState::Connected, Some(who)));
-    let session = SessionInfo {
-        id: SessionId("s_1".into()),
-        title: "Fix the flaky test".into(),
-        owner_id: UserId("u_alice".into()),
-        owner: "alice".into(),
-        status: SessionStatus::Idle,
-        model: "anthropic/claude-sonnet-4-5".into(),
-        last_seq: 0,
-        created_at: "2026-11-29T07:00:00.000Z".into(),
-        updated_at: "2026-11-29T07:18:16.123Z".into(),
-        failure: None,
-        workspace: None,
-        source: None,
-        network: outboard_shared::SessionNetwork::Org,
-        attached: Vec::new(),
-        usage: None,
-        context_window: Some(200_000),
-        todos: None,
-    };
+    let session = super::tests::info("s_1", "alice", "Fix the flaky test");
     let snapshot = SessionAttachResponse {
         session,
         role,

@@ -17,7 +17,8 @@ use super::app::{App, AppEvent, ConnState, Effect, Me};
 use super::render;
 use super::theme::Theme;
 
-fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
+/// A session as the server lists it (shared with the other TUI test modules).
+pub(super) fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
     SessionInfo {
         id: SessionId(id.into()),
         title: title.into(),

@@ -232,10 +232,15 @@ impl Compactor<'_> {
         if summary.is_empty() {
             return Err(CompactError::Empty);
         }
-        let mut after = conversation.clone();
-        // The seq is known once the event is durable; the cut does not depend on it.
-        after.apply_compaction(0, summary, kept_from_seq);
-        let tokens_after = self.tokens(&after);
+        // What the cut leaves: the summary's message and the tail (which starts with the
+        // model's message, so nothing merges into the summary).
+        let summary_bytes = context::message_bytes(&Message {
+            role: Role::User,
+            content: vec![ContentBlock::Text(super::conversation::summary_message(summary))],
+        });
+        let tokens_after = context::estimate_tokens(
+            self.fixed_bytes + summary_bytes + conversation.bytes_from(tail),
+        );
         let seq = self
             .emitter
             .durable(EventKind::Compaction {

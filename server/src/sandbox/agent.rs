@@ -405,8 +405,31 @@ fn start(
         config.ulimit_prefix,
         shell_quote(&config.cwd_file.to_string_lossy()),
     );
+    let (pid, stdout, stderr) = spawn_bash(config, cwd, &script)?;
+    Ok(Running {
+        id,
+        pid,
+        stdout,
+        stderr,
+        out_dec: Utf8Stream::default(),
+        err_dec: Utf8Stream::default(),
+        deadline: Instant::now() + Duration::from_millis(timeout_ms),
+        timed_out: false,
+        killed: false,
+        before,
+    })
+}
+
+/// Starts `bash -c script` in `cwd` with the sandbox's environment, in a process group of its
+/// own (so a kill reaches everything it started), its output piped. The `Child` is dropped
+/// without waiting: std never reaps, [`reap`] does.
+fn spawn_bash(
+    config: &AgentConfig,
+    cwd: &Path,
+    script: &str,
+) -> std::io::Result<(Pid, Option<pipe::Receiver>, Option<pipe::Receiver>)> {
     let mut child = std::process::Command::new("/bin/bash")
-        .args(["--noprofile", "--norc", "-c", &script])
+        .args(["--noprofile", "--norc", "-c", script])
         .env_clear()
         .envs(config.env.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd)
@@ -420,19 +443,7 @@ fn start(
         child.stdout.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
     let stderr =
         child.stderr.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
-    // `child` is dropped without waiting: std never reaps, [`reap`] does.
-    Ok(Running {
-        id,
-        pid,
-        stdout,
-        stderr,
-        out_dec: Utf8Stream::default(),
-        err_dec: Utf8Stream::default(),
-        deadline: Instant::now() + Duration::from_millis(timeout_ms),
-        timed_out: false,
-        killed: false,
-        before,
-    })
+    Ok((pid, stdout, stderr))
 }
 
 fn shell_quote(s: &str) -> String {
@@ -477,21 +488,7 @@ fn start_job(
     tx: mpsc::Sender<JobMsg>,
 ) -> std::io::Result<Pid> {
     let script = format!("{}{command}", config.ulimit_prefix);
-    let mut child = std::process::Command::new("/bin/bash")
-        .args(["--noprofile", "--norc", "-c", &script])
-        .env_clear()
-        .envs(config.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()?;
-    let pid = Pid::from_child(&child);
-    let stdout =
-        child.stdout.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
-    let stderr =
-        child.stderr.take().map(|p| pipe::Receiver::from_owned_fd(p.into())).transpose()?;
+    let (pid, stdout, stderr) = spawn_bash(config, cwd, &script)?;
     tokio::spawn(read_job(id, stdout, stderr, tx));
     Ok(pid)
 }

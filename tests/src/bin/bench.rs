@@ -9,15 +9,13 @@
 //!
 //! Nothing here asserts: the numbers are for people (and closing notes).
 
-use outboard_tests::bench::{percentile, sandbox_config, us};
+use outboard_tests::bench::{percentile, sandbox_config, us, BenchSession};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use outboard_server::llm::{ContentBlock, Message, ModelRequest, Provider, Role};
 use outboard_server::store::{Durability, Store};
 use outboard_server::{Limits, ServerConfig};
 use outboard_shared::{EventKind, SessionEvent};
-use outboard_tests::harness::WsClient;
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use serde_json::json;
 
@@ -82,28 +80,9 @@ fn steps() -> Vec<MockStep> {
 /// One turn of `STEPS` steps through the real server; returns (wall time, summed tool time).
 async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
     let mock = MockLlm::start(steps()).await?;
-    let data = tempfile::tempdir_in(std::env::temp_dir())?;
-    let base = if api == "anthropic" { mock.anthropic_base_url() } else { mock.openai_base_url() };
-    let mut llm = outboard_server::config::llm_config(Some(api), Some(&base), Some("bench"))?;
-    llm.api_key = Some(outboard_server::Secret::new("bench-key"));
-    let config = ServerConfig {
-        data_dir: data.path().to_path_buf(),
-        llm,
-        sandbox: sandbox_config(),
-        limits: Limits { max_steps: STEPS as u32 + 1, ..Limits::default() },
-        net: outboard_server::NetConfig::default(),
-        allow_client_workspaces: false,
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let server = outboard_server::launch(listener, config).await?;
-    let token = server.mint_token("bench", "bench").await?;
-    let mut client = WsClient::connect(&server.url(), &token).await?;
-    let created = client.request("session/create", json!({})).await?.map_err(anyhow::Error::msg)?;
-    let sid = created["session"]["id"].as_str().context("no id")?.to_owned();
-    client
-        .request("session/attach", json!({"session_id": sid, "role": "driver"}))
-        .await?
-        .map_err(anyhow::Error::msg)?;
+    let limits = Limits { max_steps: STEPS as u32 + 1, ..Limits::default() };
+    let BenchSession { server, mut client, session: sid, .. } =
+        BenchSession::start(api, &mock, limits).await?;
     let started = Instant::now();
     client
         .request("turn/send", json!({"session_id": sid, "text": "go"}))

@@ -7,13 +7,10 @@
 
 use std::time::Instant;
 
-use anyhow::Context as _;
-use outboard_server::{Limits, ServerConfig};
+use outboard_server::Limits;
 use outboard_shared::EventKind;
-use outboard_tests::bench::sandbox_config;
-use outboard_tests::harness::WsClient;
+use outboard_tests::bench::BenchSession;
 use outboard_tests::long_turn::{is_summary, long_turn_mock};
-use serde_json::json;
 
 const STEPS: u64 = 1_000;
 /// Steps per row of the bytes table.
@@ -34,32 +31,10 @@ fn main() -> anyhow::Result<()> {
 
 async fn long_turn(api: &str, window: u64) -> anyhow::Result<()> {
     let mock = long_turn_mock(STEPS, None, 0).await?;
-    let data = tempfile::tempdir_in(std::env::temp_dir())?;
-    let base = if api == "anthropic" { mock.anthropic_base_url() } else { mock.openai_base_url() };
-    let mut llm = outboard_server::config::llm_config(Some(api), Some(&base), Some("bench"))?;
-    llm.api_key = Some(outboard_server::Secret::new("bench-key"));
-    let config = ServerConfig {
-        data_dir: data.path().to_path_buf(),
-        llm,
-        sandbox: sandbox_config(),
-        limits: Limits {
-            max_steps: STEPS as u32 + 10,
-            context_window: Some(window),
-            ..Limits::default()
-        },
-        net: outboard_server::NetConfig::default(),
-        allow_client_workspaces: false,
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let server = outboard_server::launch(listener, config).await?;
-    let token = server.mint_token("bench", "bench").await?;
-    let mut client = WsClient::connect(&server.url(), &token).await?;
-    let created = client.request("session/create", json!({})).await?.map_err(anyhow::Error::msg)?;
-    let sid = created["session"]["id"].as_str().context("no id")?.to_owned();
-    client
-        .request("session/attach", json!({"session_id": sid, "role": "driver"}))
-        .await?
-        .map_err(anyhow::Error::msg)?;
+    let limits =
+        Limits { max_steps: STEPS as u32 + 10, context_window: Some(window), ..Limits::default() };
+    let BenchSession { server, mut client, session: sid, .. } =
+        BenchSession::start(api, &mock, limits).await?;
     let started = Instant::now();
     let events = client.turn(&sid, "Run the long scripted task.").await?;
     let wall = started.elapsed();
