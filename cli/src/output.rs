@@ -433,6 +433,7 @@ mod tests {
             seq,
             ts: "2026-01-01T00:00:00.000Z".into(),
             kind,
+            parent: None,
         }
     }
 

@@ -166,6 +166,7 @@ pub(crate) fn ev(session: &str, seq: u64, kind: EventKind) -> SessionEvent {
         seq,
         ts: "2026-01-01T00:00:00.000Z".into(),
         kind,
+        parent: None,
     }
 }
 

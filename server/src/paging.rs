@@ -205,6 +205,7 @@ mod tests {
             seq,
             ts: "2026-01-01T00:00:00.000Z".into(),
             kind: EventKind::UserMessage { text: "x".repeat(text_bytes) },
+            parent: None,
         }
     }
 

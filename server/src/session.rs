@@ -84,15 +84,20 @@ struct ActorSink {
 }
 
 impl crate::agent::EventSink for ActorSink {
-    fn emit(&self, kind: EventKind, durable: bool) -> crate::agent::EmitFuture<'_> {
+    fn emit(
+        &self,
+        kind: EventKind,
+        durable: bool,
+        parent: Option<Arc<str>>,
+    ) -> crate::agent::EmitFuture<'_> {
         Box::pin(async move {
             if !durable {
-                let emit = Command::Emit { kind, ack: None };
+                let emit = Command::Emit { kind, parent, ack: None };
                 self.tx.send(emit).await.map_err(|_| EmitError::Closed)?;
                 return Ok(0);
             }
             let (ack, rx) = oneshot::channel();
-            let emit = Command::Emit { kind, ack: Some(ack) };
+            let emit = Command::Emit { kind, parent, ack: Some(ack) };
             self.tx.send(emit).await.map_err(|_| EmitError::Closed)?;
             rx.await.map_err(|_| EmitError::Closed)?
         })
@@ -138,6 +143,8 @@ pub struct Attached {
 enum Command {
     Emit {
         kind: EventKind,
+        /// The `Task` call of the subagent that emits it.
+        parent: Option<Arc<str>>,
         ack: Option<oneshot::Sender<Result<u64, EmitError>>>,
     },
     Attach {
@@ -308,7 +315,7 @@ impl SessionHandle {
     /// Broadcasts a transient event (presence, a drive request) to everyone attached, in order
     /// with the session's other events; it gets the last durable `seq` and is not logged.
     pub async fn transient(&self, kind: EventKind) -> Result<(), ErrorBody> {
-        self.tx.send(Command::Emit { kind, ack: None }).await.map_err(|_| gone())
+        self.tx.send(Command::Emit { kind, parent: None, ack: None }).await.map_err(|_| gone())
     }
 
     /// Stops the actor for good, unless a turn runs (`conflict`); its sandbox stops with it.
@@ -485,8 +492,8 @@ impl Actor {
                 }
             };
             match cmd {
-                Command::Emit { kind, ack } => {
-                    let result = self.emit(kind, ack.is_some()).await;
+                Command::Emit { kind, parent, ack } => {
+                    let result = self.emit_from(kind, ack.is_some(), None, parent).await;
                     if let Some(ack) = ack {
                         let _ = ack.send(result);
                     }
@@ -675,7 +682,7 @@ impl Actor {
     }
 
     async fn emit(&mut self, kind: EventKind, durable: bool) -> Result<u64, EmitError> {
-        self.emit_titled(kind, durable, None).await
+        self.emit_from(kind, durable, None, None).await
     }
 
     /// [`Actor::emit`]; a durable event with a `title` also gives the session that title, in
@@ -686,10 +693,27 @@ impl Actor {
         durable: bool,
         title: Option<String>,
     ) -> Result<u64, EmitError> {
+        self.emit_from(kind, durable, title, None).await
+    }
+
+    /// [`Actor::emit_titled`] of an event that a subagent (`parent`) may have produced.
+    async fn emit_from(
+        &mut self,
+        kind: EventKind,
+        durable: bool,
+        title: Option<String>,
+        parent: Option<Arc<str>>,
+    ) -> Result<u64, EmitError> {
         let durable = durable && kind.is_durable();
         let kind = self.scrubbed(kind);
         let seq = if durable { self.last_seq + 1 } else { self.last_seq };
-        let event = SessionEvent { session_id: self.row.id.clone(), seq, ts: now_rfc3339(), kind };
+        let event = SessionEvent {
+            session_id: self.row.id.clone(),
+            seq,
+            ts: now_rfc3339(),
+            kind,
+            parent: parent.map(|p| p.to_string()),
+        };
         if durable {
             let store_err = |e: StoreError| EmitError::Store(e.to_string());
             match title {
@@ -709,7 +733,13 @@ impl Actor {
         if let (true, EventKind::Todos { todos }) = (durable, &event.kind) {
             self.row.todos = Some(crate::store::todo_progress(todos));
         }
-        self.track_in_flight(&event.kind);
+        if event.parent.is_none() {
+            // A subagent's streamed text is its own; clients see it live and then as events.
+            self.track_in_flight(&event.kind);
+        } else if let EventKind::ToolOutputDelta { .. } | EventKind::ToolResult { .. } = &event.kind
+        {
+            self.track_in_flight(&event.kind);
+        }
         // No receivers is fine: nobody is attached.
         let _ = self.events.send(Arc::new(event));
         Ok(seq)

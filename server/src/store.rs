@@ -295,6 +295,12 @@ CREATE INDEX model_usage_by_org ON model_usage(org_id, at);
 ALTER TABLE sessions ADD COLUMN todos_done INTEGER;
 ALTER TABLE sessions ADD COLUMN todos_total INTEGER;
 "#,
+    r#"
+-- Schema 12: subagents (`Task`). A subagent's events are in its session's log like the
+-- session's own, each naming the `call_id` of the `Task` call that runs it; NULL for the
+-- session's own events.
+ALTER TABLE events ADD COLUMN parent TEXT;
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -669,7 +675,7 @@ impl Store {
         let sid = session.clone();
         self.call(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND seq > ?2
+                "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1 AND seq > ?2
                  ORDER BY seq LIMIT ?3",
             )?;
             let rows =
@@ -692,7 +698,7 @@ impl Store {
             let list =
                 kinds.iter().map(|k| format!("'{}'", k.replace('\'', ""))).collect::<Vec<_>>();
             let mut stmt = c.prepare_cached(&format!(
-                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND kind IN ({})
+                "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1 AND kind IN ({})
                  ORDER BY seq",
                 list.join(", ")
             ))?;
@@ -713,7 +719,7 @@ impl Store {
         let sid = session.clone();
         self.call(move |c| {
             let mut stmt = c.prepare_cached(
-                "SELECT seq, payload, ts FROM events WHERE session_id = ?1 AND seq < ?2
+                "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1 AND seq < ?2
                  ORDER BY seq DESC LIMIT ?3",
             )?;
             let rows =
@@ -730,10 +736,10 @@ fn to_i64(seq: u64) -> i64 {
     seq.min(i64::MAX as u64) as i64
 }
 
-type EventRow = (i64, String, String);
+type EventRow = (i64, String, String, Option<String>);
 
 fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 
 fn decode_events(
@@ -742,10 +748,10 @@ fn decode_events(
 ) -> Result<Vec<SessionEvent>, StoreError> {
     let mut out = Vec::new();
     for row in rows {
-        let (seq, payload, ts) = row?;
+        let (seq, payload, ts, parent) = row?;
         let kind: EventKind = serde_json::from_str(&payload)
             .map_err(|e| StoreError::Corrupt(format!("session {} seq {seq}: {e}", sid.0)))?;
-        out.push(SessionEvent { session_id: sid.clone(), seq: seq as u64, ts, kind });
+        out.push(SessionEvent { session_id: sid.clone(), seq: seq as u64, ts, kind, parent });
     }
     Ok(out)
 }
@@ -905,15 +911,16 @@ fn insert_event(
         return Err(StoreError::SeqGap { last: last as u64, got: event.seq });
     }
     tx.execute(
-        "INSERT INTO events (session_id, seq, kind, turn_id, payload, ts)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO events (session_id, seq, kind, turn_id, payload, ts, parent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             event.session_id.0,
             event.seq as i64,
             event.kind.type_name(),
             turn_id,
             payload,
-            event.ts
+            event.ts,
+            event.parent
         ],
     )?;
     match &event.kind {
@@ -1234,6 +1241,7 @@ mod tests {
             seq,
             ts: now_rfc3339(),
             kind: EventKind::UserMessage { text: text.into() },
+            parent: None,
         }
     }
 
@@ -1280,6 +1288,7 @@ mod tests {
                 seq: 2,
                 ts: now_rfc3339(),
                 kind: EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() },
+                parent: None,
             })
             .await
             .unwrap();

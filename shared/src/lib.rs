@@ -1077,6 +1077,12 @@ pub struct SessionEvent {
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
+    /// The `call_id` of the `Task` call whose subagent produced this event; absent for the
+    /// session's own events. A subagent's events are the same kinds as the session's (its
+    /// prompt as `user_message`, its `assistant_message`s, tool calls and results), interleaved
+    /// in the one log; the `Task` call's `tool_result` is the subagent's final report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// What happened in a session.

@@ -25,7 +25,13 @@ fn sid() -> SessionId {
 }
 
 fn event(seq: u64, kind: EventKind) -> SessionEvent {
-    SessionEvent { session_id: sid(), seq, ts: "2026-11-29T07:18:16.123Z".into(), kind }
+    SessionEvent {
+        session_id: sid(),
+        seq,
+        ts: "2026-11-29T07:18:16.123Z".into(),
+        kind,
+        parent: None,
+    }
 }
 
 fn info() -> SessionInfo {

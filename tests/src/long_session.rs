@@ -92,6 +92,12 @@ impl Log {
     fn push(&mut self, kind: EventKind) {
         let seq = self.seq() + 1;
         let ts = format!("2026-01-01T00:00:00.{:03}Z", seq % 1000);
-        self.events.push(SessionEvent { session_id: self.session.clone(), seq, ts, kind });
+        self.events.push(SessionEvent {
+            session_id: self.session.clone(),
+            seq,
+            ts,
+            kind,
+            parent: None,
+        });
     }
 }

@@ -216,6 +216,7 @@ async fn state_from_before_the_page_comes_with_the_attach() {
             seq: i as u64 + 1,
             ts: "2026-12-01T00:00:00.000Z".into(),
             kind,
+            parent: None,
         };
         store.append_event(event).await.unwrap();
     }

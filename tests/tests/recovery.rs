@@ -42,6 +42,7 @@ async fn craft(events: Vec<EventKind>) -> (tempfile::TempDir, String, String) {
             seq: i as u64 + 1,
             ts: "2026-11-29T00:00:00.000Z".into(),
             kind,
+            parent: None,
         };
         store.append_event(event).await.unwrap();
     }

@@ -251,6 +251,7 @@ async fn usage_is_durable_summed_across_a_restart_and_reported() {
             seq: i as u64 + 1,
             ts: "2026-11-29T00:00:00.000Z".into(),
             kind,
+            parent: None,
         };
         store.append_event(event).await.unwrap();
     }

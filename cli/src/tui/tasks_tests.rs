@@ -16,7 +16,7 @@ use super::theme::Theme;
 const MY_CONN: u64 = 7;
 
 fn ev(seq: u64, kind: EventKind) -> SessionEvent {
-    SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind }
+    SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind, parent: None }
 }
 
 fn todo(content: &str, status: TodoStatus, active: &str) -> TodoItem {

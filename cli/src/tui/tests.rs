@@ -41,7 +41,7 @@ pub(super) fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
 }
 
 fn ev(seq: u64, kind: EventKind) -> SessionEvent {
-    SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind }
+    SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind, parent: None }
 }
 
 /// Presence of connections `(user, role, connection id)`.

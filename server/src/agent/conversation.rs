@@ -251,7 +251,13 @@ mod tests {
     use serde_json::json;
 
     fn event(seq: u64, kind: EventKind) -> SessionEvent {
-        SessionEvent { session_id: SessionId("s".into()), seq, ts: String::new(), kind }
+        SessionEvent {
+            session_id: SessionId("s".into()),
+            seq,
+            ts: String::new(),
+            kind,
+            parent: None,
+        }
     }
 
     fn step(seq: u64, id: &str, output: &str) -> Vec<SessionEvent> {

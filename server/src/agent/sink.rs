@@ -28,30 +28,44 @@ pub type EmitFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, EmitError>> + 
 /// Receives a turn's events. `durable` events resolve only once committed to the session's log,
 /// with their `seq`; transient ones once handed over (their `seq` is meaningless).
 pub trait EventSink: Send + Sync {
-    /// Emits one event.
-    fn emit(&self, kind: EventKind, durable: bool) -> EmitFuture<'_>;
+    /// Emits one event; `parent` is the `Task` call whose subagent produced it (see
+    /// [`outboard_shared::SessionEvent::parent`]), `None` for the session's own.
+    fn emit(&self, kind: EventKind, durable: bool, parent: Option<Arc<str>>) -> EmitFuture<'_>;
 }
 
 /// A turn's cheap, cloneable handle to its sink.
 #[derive(Clone)]
 pub struct Emitter {
     sink: Arc<dyn EventSink>,
+    /// Set on a subagent's emitter: every event it emits names this `Task` call.
+    parent: Option<Arc<str>>,
 }
 
 impl Emitter {
     /// Wraps a sink.
     pub fn new(sink: Arc<dyn EventSink>) -> Self {
-        Emitter { sink }
+        Emitter { sink, parent: None }
+    }
+
+    /// The emitter of the subagent that the `Task` call `call_id` runs: the same sink, each
+    /// event marked with its parent call.
+    pub fn child(&self, call_id: &str) -> Self {
+        Emitter { sink: self.sink.clone(), parent: Some(Arc::from(call_id)) }
+    }
+
+    /// The `Task` call this emitter's events belong to, if it is a subagent's.
+    pub fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
     }
 
     /// Emits a durable event and returns its `seq` once it is committed to the log.
     pub async fn durable(&self, kind: EventKind) -> Result<u64, EmitError> {
-        self.sink.emit(kind, true).await
+        self.sink.emit(kind, true, self.parent.clone()).await
     }
 
     /// Emits a transient event (broadcast only).
     pub async fn transient(&self, kind: EventKind) -> Result<(), EmitError> {
-        self.sink.emit(kind, false).await.map(|_| ())
+        self.sink.emit(kind, false, self.parent.clone()).await.map(|_| ())
     }
 }
 

@@ -136,7 +136,13 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
     let mut seq = 0;
     let mut push = |kind: EventKind| {
         seq += 1;
-        log.push(SessionEvent { session_id: SessionId("s".into()), seq, ts: String::new(), kind });
+        log.push(SessionEvent {
+            session_id: SessionId("s".into()),
+            seq,
+            ts: String::new(),
+            kind,
+            parent: None,
+        });
     };
     for (i, path) in ["a", "b", "a", "c", "b"].iter().enumerate() {
         let call = ToolCall {

@@ -186,6 +186,7 @@ async fn durable() -> anyhow::Result<()> {
                     is_error: false,
                     duration_ms: 3,
                 },
+                parent: None,
             };
             let t = Instant::now();
             store.append_event(event).await?;
@@ -233,6 +234,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
                         seq: seq as u64 + 1,
                         ts,
                         kind,
+                        parent: None,
                     })
                     .await?;
             }

@@ -26,7 +26,7 @@ use ratatui::Terminal;
 use serde_json::json;
 
 fn ev(seq: u64, kind: EventKind) -> SessionEvent {
-    SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind }
+    SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind, parent: None }
 }
 
 fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
