@@ -109,6 +109,12 @@ impl ToolOutcome {
 pub const TOOL_NAMES: &[&str] =
     &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "TodoWrite"];
 
+/// The tools a subagent (`Task`) may be given: all but `Task` itself (a subagent does not
+/// start subagents, so the tree stays one level deep) and `TodoWrite` (the todo list is the
+/// session's, kept by its main loop). An org agent's `tools` list picks among these.
+pub const SUBAGENT_TOOLS: &[&str] =
+    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write"];
+
 /// The tools offered to the model.
 pub fn specs() -> Vec<ToolSpec> {
     vec![
