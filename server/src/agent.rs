@@ -12,8 +12,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::StreamExt as _;
 use outboard_shared::{
-    CompactionTrigger, EventKind, OutputStream, SessionId, StopReason, ToolCall, TurnId, Usage,
+    CompactionTrigger, EventKind, OutputStream, SessionEvent, SessionId, StopReason, ToolCall,
+    TurnId, Usage,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +26,7 @@ use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
 
+pub mod child;
 pub mod compact;
 pub mod conversation;
 pub mod project;
@@ -82,6 +85,16 @@ pub struct Turn {
     /// When resuming after a restart: the tool calls of the last assistant message that have no
     /// result yet, and the model calls this turn already made.
     pub resume: Resume,
+    /// The session's own loop, or a subagent's.
+    pub role: Role,
+}
+
+/// Which loop a [`Turn`] drives.
+pub enum Role {
+    /// The session's own loop: every tool, `Task` included.
+    Main,
+    /// A subagent's loop, run by a `Task` call (see [`child`]).
+    Child(child::ChildRole),
 }
 
 /// Where a resumed turn picks up.
@@ -104,6 +117,9 @@ pub struct PendingCall {
     /// Whether its `tool_call` event was written, i.e. it may have started running; with the
     /// target file's digest at that moment for writes.
     pub started: Option<Option<String>>,
+    /// For a started `Task` call: its subagent's events so far, from which the subagent
+    /// resumes.
+    pub child_log: Vec<SessionEvent>,
 }
 
 /// What a turn hands back to its session.
@@ -152,19 +168,22 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
 
 async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> {
     rebuild_reads(&mut turn.env).await;
-    let specs = tools::specs();
-    let system = turn_system_prompt(&mut turn.env).await;
+    rebuild_org_reads(&mut turn.env).await;
+    let (system, specs, agents) = match &turn.role {
+        Role::Main => {
+            let system = turn_system_prompt(&mut turn.env).await;
+            let agents = child::agent_types(turn.env.org.as_ref()).await;
+            let mut specs = tools::specs();
+            specs.push(child::task_spec(&agents));
+            (system, specs, agents)
+        }
+        Role::Child(role) => (role.system.clone(), role.specs(), Vec::new()),
+    };
     let fixed_bytes = context::fixed_bytes(&system, &specs);
     let pending = std::mem::take(&mut turn.resume.pending);
-    for p in pending {
-        let (outcome, seq) = if turn.cancel.is_cancelled() {
-            let outcome = not_run();
-            let seq = record_result(turn, &p.call, &outcome, Instant::now()).await?;
-            (outcome, seq)
-        } else {
-            recover_call(turn, p.clone()).await?
-        };
-        turn.conversation.push_result(seq, &p.call.call_id, &outcome.output, outcome.is_error);
+    let recovered = pending.into_iter().map(Planned::Recovered).collect();
+    if let Flow::Suspended = run_calls(turn, usage, &system, &agents, recovered, false).await? {
+        return Ok(Ending::Suspended);
     }
     let mut step = turn.resume.steps_used;
     // A provider's "too long" is answered by compacting and retrying the step once.
@@ -175,7 +194,13 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
         }
         // Background commands that ended since the last step: told at the end of the newest
         // message, so the cached prefix stays as it was; durable, so a rebuilt conversation has it.
-        if let Some(text) = tools::background::reminder(&turn.env.sandbox).await {
+        // Only the session's own loop is told (each job is told once); a subagent polls its jobs
+        // with `BashOutput`.
+        let reminder = match turn.role {
+            Role::Main => tools::background::reminder(&turn.env.sandbox).await,
+            Role::Child(_) => None,
+        };
+        if let Some(text) = reminder {
             let seq =
                 turn.emitter.durable(EventKind::SystemReminder { text: text.clone() }).await?;
             turn.conversation.push_user(seq, ContentBlock::Text(text));
@@ -281,22 +306,9 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
             return Ok(Ending::Completed(stop));
         }
 
-        let last = calls.len().saturating_sub(1);
-        for (i, call) in calls.into_iter().enumerate() {
-            if turn.shutdown.is_cancelled() {
-                // The calls not started yet run when the turn resumes.
-                return Ok(Ending::Suspended);
-            }
-            let (outcome, seq) = if turn.cancel.is_cancelled() {
-                // Every tool call gets exactly one result, so the conversation stays valid for
-                // the next message; calls after an interrupt are answered without running.
-                let outcome = not_run();
-                let seq = record_result(turn, &call, &outcome, Instant::now()).await?;
-                (outcome, seq)
-            } else {
-                start_and_run(turn, &call, i == last).await?
-            };
-            turn.conversation.push_result(seq, &call.call_id, &outcome.output, outcome.is_error);
+        let planned = calls.into_iter().map(Planned::Fresh).collect();
+        if let Flow::Suspended = run_calls(turn, usage, &system, &agents, planned, true).await? {
+            return Ok(Ending::Suspended);
         }
         if turn.cancel.is_cancelled() {
             return Ok(Ending::Completed(StopReason::Interrupted));
@@ -391,17 +403,210 @@ fn not_run() -> ToolOutcome {
     ToolOutcome { output: "Not run: the user interrupted the turn.".into(), is_error: true }
 }
 
-/// Records that a call starts (with the digest of a write's target), runs it, records the result.
-/// The last call of a step also carries the notice of org files changed by others since this
-/// session read them, so the model learns of them at its next step (and the log keeps it).
-async fn start_and_run(
+/// A tool call to settle: new in this step, or left without a result by a restart.
+enum Planned {
+    Fresh(ToolCall),
+    Recovered(PendingCall),
+}
+
+impl Planned {
+    fn call(&self) -> &ToolCall {
+        match self {
+            Planned::Fresh(call) => call,
+            Planned::Recovered(p) => &p.call,
+        }
+    }
+}
+
+/// What to do with one call, decided (and its start made durable) before it runs.
+enum Action {
+    /// Answer without running.
+    Answer(ToolOutcome),
+    /// Run the tool; for `Task`, a fresh subagent.
+    Run,
+    /// Resume the subagent of a `Task` call from its events.
+    Resume(Vec<SessionEvent>),
+}
+
+/// What running one call came to.
+enum Ran {
+    Done {
+        outcome: ToolOutcome,
+        usage: Usage,
+        duration: std::time::Duration,
+    },
+    /// Its subagent stopped for a server shutdown: no result is written and the call resumes
+    /// with the turn.
+    Suspended,
+}
+
+/// How a batch of calls ended.
+enum Flow {
+    Done,
+    Suspended,
+}
+
+/// Calls of one assistant message running at once, at most: Claude Code's default, enough to
+/// overlap the model latency of several subagents, few enough that one message cannot start
+/// hundreds of model streams.
+pub const MAX_PARALLEL_CALLS: usize = 10;
+
+/// Whether a call may run at the same time as its neighbours of the same message: read-only
+/// tools, and `Task` (a subagent works in its own conversation).
+fn concurrent(call: &ToolCall) -> bool {
+    call.name == child::TASK || tools::runs_concurrently(&call.name)
+}
+
+/// Settles `calls` in order, each with exactly one result, so the conversation stays valid for
+/// the next message. Consecutive calls that may run at once ([`concurrent`]) form a group:
+/// their starts are recorded first, in call order, then they run together (at most
+/// [`MAX_PARALLEL_CALLS`] at a time) and their results are recorded in call order. Other calls
+/// run alone. `note_last`: the last call's result carries the notice of org files changed by
+/// others since this session read them, so the model learns of them at its next step.
+async fn run_calls(
     turn: &mut Turn,
+    usage: &mut Usage,
+    system: &str,
+    agents: &[child::SubagentType],
+    calls: Vec<Planned>,
+    note_last: bool,
+) -> Result<Flow, EmitError> {
+    let mut calls = calls.into_iter().peekable();
+    while let Some(first) = calls.next() {
+        let mut group = vec![first];
+        if concurrent(group[0].call()) {
+            while let Some(next) = calls.next_if(|p| concurrent(p.call())) {
+                group.push(next);
+            }
+        }
+        if turn.shutdown.is_cancelled() {
+            // The calls not started yet run when the turn resumes.
+            return Ok(Flow::Suspended);
+        }
+        let note = note_last && calls.peek().is_none();
+        let mut started = Vec::with_capacity(group.len());
+        for planned in group {
+            started.push(start(turn, planned).await?);
+        }
+        // The ledger leaves the environment while the group runs: one call gets it whole, calls
+        // running together get a copy each, and what their reads recorded is merged back.
+        let mut ledger = std::mem::take(&mut turn.env.reads);
+        let ran = if let [(call, _)] = started.as_slice() {
+            let call = call.clone();
+            let Some((_, action)) = started.pop() else { continue };
+            vec![(call.clone(), execute(turn, agents, system, &call, action, &mut ledger).await)]
+        } else {
+            let view: &Turn = turn;
+            let base = &ledger;
+            let ran: Vec<_> = futures_util::stream::iter(started)
+                .map(|(call, action)| async move {
+                    let mut reads = base.clone();
+                    let ran = execute(view, agents, system, &call, action, &mut reads).await;
+                    (call, ran, reads)
+                })
+                .buffered(MAX_PARALLEL_CALLS)
+                .collect()
+                .await;
+            let mut out = Vec::with_capacity(ran.len());
+            let mut merged = Vec::new();
+            for (call, ran, reads) in ran {
+                if call.name == "Read" {
+                    merged.push(reads);
+                }
+                out.push((call, ran));
+            }
+            for reads in merged {
+                ledger.merge(reads);
+            }
+            out
+        };
+        turn.env.reads = ledger;
+        let last = ran.len().saturating_sub(1);
+        for (i, (call, ran)) in ran.into_iter().enumerate() {
+            let Ran::Done { mut outcome, usage: used, duration } = ran? else {
+                return Ok(Flow::Suspended);
+            };
+            usage.add(used);
+            if let (true, true, Some(org)) = (note, i == last, &turn.env.org) {
+                if let Some(note) = tools::changed_since_read(org, &mut turn.env.reads).await {
+                    outcome.output.push_str("\n\n");
+                    outcome.output.push_str(&note);
+                }
+            }
+            let seq = record_result(turn, &call, &outcome, duration).await?;
+            turn.conversation.push_result(seq, &call.call_id, &outcome.output, outcome.is_error);
+        }
+    }
+    Ok(Flow::Done)
+}
+
+/// Records that a call starts (with the digest of a write's target) and decides how it runs,
+/// following the recovery rules for a call left by a restart (docs/ARCHITECTURE.md,
+/// "Durability"): a call that never started runs now; read-only tools run again; a file write
+/// runs again only if its target still holds the content it had before the write; a subagent
+/// resumes from its events; a command is never run twice — the model is told its outcome is
+/// unknown and decides. After an interrupt, calls are answered without running.
+async fn start(turn: &Turn, planned: Planned) -> Result<(ToolCall, Action), EmitError> {
+    let (call, started, child_log) = match planned {
+        Planned::Fresh(call) => (call, None, Vec::new()),
+        Planned::Recovered(p) => (p.call, p.started, p.child_log),
+    };
+    if turn.cancel.is_cancelled() {
+        return Ok((call, Action::Answer(not_run())));
+    }
+    let Some(before) = started else {
+        let target_before = write_target_digest(&turn.env, &call).await;
+        turn.emitter.durable(EventKind::ToolCall { call: call.clone(), target_before }).await?;
+        return Ok((call, Action::Run));
+    };
+    let action = match call.name.as_str() {
+        child::TASK => Action::Resume(child_log),
+        name if tools::is_read_only(name) => Action::Run,
+        "Write" | "Edit" => {
+            let now = write_target_digest(&turn.env, &call).await;
+            if before.is_none() || now == before {
+                Action::Run
+            } else {
+                Action::Answer(ToolOutcome { output: WRITE_MAYBE_DONE.into(), is_error: false })
+            }
+        }
+        _ => Action::Answer(ToolOutcome { output: COMMAND_OUTCOME_UNKNOWN.into(), is_error: true }),
+    };
+    Ok((call, action))
+}
+
+/// Runs one call as decided by [`start`]; `reads` is the ledger it reads and records in.
+async fn execute(
+    turn: &Turn,
+    agents: &[child::SubagentType],
+    system: &str,
     call: &ToolCall,
-    last_of_step: bool,
-) -> Result<(ToolOutcome, u64), EmitError> {
-    let target_before = write_target_digest(&turn.env, call).await;
-    turn.emitter.durable(EventKind::ToolCall { call: call.clone(), target_before }).await?;
-    run_tool(turn, call, last_of_step).await
+    action: Action,
+    reads: &mut tools::ReadLedger,
+) -> Result<Ran, EmitError> {
+    let started = Instant::now();
+    let done = |outcome: ToolOutcome, usage: Usage| Ran::Done {
+        outcome,
+        usage,
+        duration: started.elapsed(),
+    };
+    if let Role::Child(role) = &turn.role {
+        if let Some(refusal) = role.refusal(&call.name) {
+            return Ok(done(refusal, Usage::default()));
+        }
+    }
+    let resume = match action {
+        Action::Answer(outcome) => return Ok(done(outcome, Usage::default())),
+        Action::Run => None,
+        Action::Resume(log) => Some(log),
+    };
+    if call.name == child::TASK {
+        return Ok(match child::run(turn, agents, system, call, resume).await? {
+            Some((outcome, usage)) => done(outcome, usage),
+            None => Ran::Suspended,
+        });
+    }
+    Ok(done(run_tool(turn, call, reads).await?, Usage::default()))
 }
 
 /// What the model is told of a `Write`/`Edit` cut by a restart whose target has changed since.
@@ -412,32 +617,6 @@ pub const WRITE_MAYBE_DONE: &str = "The harness restarted while this write ran. 
 /// What the model is told of a command cut by a restart: it is never run twice.
 pub const COMMAND_OUTCOME_UNKNOWN: &str = "The harness restarted while this command ran; its \
     outcome is unknown. Check its effects (files, processes) before running it again.";
-
-/// Settles a tool call left without a result by a restart, following the recovery rules (docs/ARCHITECTURE.md, "Durability"): a call that never
-/// started runs now; read-only tools run again; a file write runs again only if its target still
-/// holds the content it had before the write; a command is never run twice — the model is told
-/// its outcome is unknown and decides.
-async fn recover_call(turn: &mut Turn, p: PendingCall) -> Result<(ToolOutcome, u64), EmitError> {
-    let call = &p.call;
-    let Some(before) = p.started else {
-        return start_and_run(turn, call, false).await;
-    };
-    if tools::is_read_only(&call.name) {
-        return run_tool(turn, call, false).await;
-    }
-    let outcome = match call.name.as_str() {
-        "Write" | "Edit" => {
-            let now = write_target_digest(&turn.env, call).await;
-            if before.is_none() || now == before {
-                return run_tool(turn, call, false).await;
-            }
-            ToolOutcome { output: WRITE_MAYBE_DONE.into(), is_error: false }
-        }
-        _ => ToolOutcome { output: COMMAND_OUTCOME_UNKNOWN.into(), is_error: true },
-    };
-    let seq = record_result(turn, call, &outcome, Instant::now()).await?;
-    Ok((outcome, seq))
-}
 
 /// For `Write` and `Edit`: the SHA-256 of the target's current content, or `absent`.
 async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
@@ -478,7 +657,7 @@ async fn record_result(
     turn: &Turn,
     call: &ToolCall,
     outcome: &ToolOutcome,
-    started: Instant,
+    duration: std::time::Duration,
 ) -> Result<u64, EmitError> {
     turn.emitter
         .durable(EventKind::ToolResult {
@@ -486,18 +665,18 @@ async fn record_result(
             name: call.name.clone(),
             output: outcome.output.clone(),
             is_error: outcome.is_error,
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: duration.as_millis() as u64,
         })
         .await
 }
 
-/// Runs one tool call and records its result.
+/// Runs one tool call, streaming its output to the session; the outcome as the model will see
+/// it (secrets scrubbed).
 async fn run_tool(
-    turn: &mut Turn,
+    turn: &Turn,
     call: &ToolCall,
-    last_of_step: bool,
-) -> Result<(ToolOutcome, u64), EmitError> {
-    let started = Instant::now();
+    reads: &mut tools::ReadLedger,
+) -> Result<ToolOutcome, EmitError> {
     let (mut relay, mut rx) = relay::relay::<(OutputStream, String)>();
     let emitter = turn.emitter.clone();
     let call_id = call.call_id.clone();
@@ -506,8 +685,8 @@ async fn run_tool(
             |stream: OutputStream, text: &str| relay.push((stream, text.to_owned()));
         let ctx = ToolCtx {
             workspace: &turn.env.workspace,
-            sandbox: &mut turn.env.sandbox,
-            reads: &mut turn.env.reads,
+            sandbox: &turn.env.sandbox,
+            reads,
             on_output: &mut on_output,
             cancel: turn.cancel.clone(),
             default_timeout: turn.limits.bash_timeout,
@@ -519,12 +698,6 @@ async fn run_tool(
         relay.finish().await;
         if let std::borrow::Cow::Owned(clean) = turn.env.scrub.scrub_str(&outcome.output) {
             outcome.output = clean;
-        }
-        if let (true, Some(org)) = (last_of_step, &turn.env.org) {
-            if let Some(note) = tools::changed_since_read(org, &mut turn.env.reads).await {
-                outcome.output.push_str("\n\n");
-                outcome.output.push_str(&note);
-            }
         }
         outcome
     };
@@ -560,8 +733,7 @@ async fn run_tool(
     };
     let (outcome, forwarded) = tokio::join!(run, forward);
     forwarded?;
-    let seq = record_result(turn, call, &outcome, started).await?;
-    Ok((outcome, seq))
+    Ok(outcome)
 }
 
 /// The system prompt without org context (used where there is no org).
@@ -733,14 +905,6 @@ async fn turn_system_prompt(env: &mut ToolEnv) -> String {
         prompt.push_str(&project);
         return prompt;
     };
-    let touched = std::mem::take(&mut env.org_touched);
-    if !touched.is_empty() {
-        if let Ok(heads) = org.fs.heads(&org.org_id, touched).await {
-            for head in heads.into_iter().filter(|h| !h.deleted) {
-                env.reads.record_org(&head.path, head.version);
-            }
-        }
-    }
     let memory = match org.fs.memory_md(&org.org_id).await {
         Ok(memory) => memory,
         Err(e) => {
@@ -797,6 +961,14 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
     let mut usage = Usage::default();
     let mut pending: Vec<PendingCall> = Vec::new();
     for event in log {
+        if let Some(parent) = &event.parent {
+            // A subagent's event: kept for its `Task` call if that call may resume; the
+            // subagent's own steps and calls are its business (see `child::plan`).
+            if let Some(p) = pending.iter_mut().find(|p| &p.call.call_id == parent) {
+                p.child_log.push(event.clone());
+            }
+            continue;
+        }
         match &event.kind {
             EventKind::TurnStarted { turn_id, .. } => {
                 open = Some(turn_id.clone());
@@ -813,7 +985,7 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
                 usage.add(call_usage.unwrap_or_default());
                 pending = tool_calls
                     .iter()
-                    .map(|c| PendingCall { call: c.clone(), started: None })
+                    .map(|c| PendingCall { call: c.clone(), started: None, child_log: Vec::new() })
                     .collect();
             }
             EventKind::ToolCall { call, target_before } => {
@@ -835,6 +1007,11 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
 /// can go on editing the files it was working on. A change made by someone else while the server
 /// was down is therefore not detected — the price of not storing every file's digest per read.
 pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
+    files_touched_in(log.iter().filter(|e| e.parent.is_none()))
+}
+
+/// [`files_touched`] of the given events (one loop's: the session's or a subagent's).
+pub fn files_touched_in<'a>(log: impl Iterator<Item = &'a SessionEvent>) -> Vec<String> {
     let mut inputs: std::collections::HashMap<&str, &ToolCall> = std::collections::HashMap::new();
     // In the order each was first touched, once each (a long session touches a file often).
     let mut files: Vec<String> = Vec::new();
@@ -869,6 +1046,18 @@ pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
 /// ones. Each costs a capped read (at most the Read tool's limit) at the first turn after a
 /// restart; an older file simply needs a fresh `Read` before it is edited.
 pub const LEDGER_REBUILD_FILES: usize = 256;
+
+/// Records the current versions of the org files the log showed this session touched (after a
+/// restart) in its ledger.
+async fn rebuild_org_reads(env: &mut ToolEnv) {
+    let touched = std::mem::take(&mut env.org_touched);
+    let Some(org) = env.org.as_ref().filter(|_| !touched.is_empty()) else { return };
+    if let Ok(heads) = org.fs.heads(&org.org_id, touched).await {
+        for head in heads.into_iter().filter(|h| !h.deleted) {
+            env.reads.record_org(&head.path, head.version);
+        }
+    }
+}
 
 /// Reads the files the log showed this session touched into its ledger, on the blocking pool:
 /// many files, each up to the Read limit, must not hold an async worker.

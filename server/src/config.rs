@@ -73,6 +73,9 @@ pub struct TlsFiles {
 pub struct Limits {
     /// Model calls per turn before the turn stops with `step_limit`.
     pub max_steps: u32,
+    /// Model calls of one subagent (`Task`) before it stops and reports so (`serve
+    /// --task-max-steps`): its own budget, not taken from its parent turn's.
+    pub task_max_steps: u32,
     /// Default timeout of a Bash command when the model gives none.
     pub bash_timeout: Duration,
     /// How long a session actor with nothing to do (no turn, nobody attached, no live sandbox)
@@ -113,6 +116,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_steps: 50,
+            task_max_steps: 50,
             bash_timeout: Duration::from_secs(120),
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,

@@ -95,6 +95,9 @@ struct ServeArgs {
     /// Model calls per turn before it stops.
     #[arg(long, default_value_t = Limits::default().max_steps)]
     max_steps: u32,
+    /// Model calls of one subagent (a `Task` call) before it stops.
+    #[arg(long, default_value_t = Limits::default().task_max_steps)]
+    task_max_steps: u32,
     /// The largest upload (`outboard run --upload`) taken, in bytes of its archive; a larger one
     /// is refused with 413 naming its size and this cap.
     #[arg(long, env = "OUTBOARD_MAX_UPLOAD_BYTES", default_value_t = Limits::default().max_upload_bytes)]
@@ -785,6 +788,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         limits: Limits {
             max_steps: args.max_steps,
+            task_max_steps: args.task_max_steps.max(1),
             max_upload_bytes: args.max_upload_bytes,
             network: NetLimits {
                 max_connections: args.net_max_connections.max(1),

@@ -1103,6 +1103,7 @@ impl Actor {
             shutdown: self.shutdown.clone(),
             limits: self.limits.clone(),
             resume,
+            role: agent::Role::Main,
         };
         Ok((turn, tx, cancel))
     }

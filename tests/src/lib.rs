@@ -1,10 +1,12 @@
 //! Outboard's test support: the mock LLM server ([`mock_llm`]) shared by the end-to-end suites
 //! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
-//! runs the real CLI, the crash harness ([`crash`]), and a real git smart-HTTP host with test
+//! runs the real CLI, the crash harness ([`crash`]), a mock model answering several conversations at
+//! once ([`conversations`]), and a real git smart-HTTP host with test
 //! repositories ([`git_http`]), HTTPS upstreams with throwaway CAs ([`tls`]), and a long scripted
 //! turn answered from each request ([`long_turn`]).
 
 pub mod bench;
+pub mod conversations;
 pub mod crash;
 pub mod git_http;
 pub mod harness;

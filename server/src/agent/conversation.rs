@@ -43,7 +43,17 @@ impl Conversation {
     /// Rebuilds the model's conversation from a session's durable log: user messages, assistant
     /// messages with their tool calls, tool results grouped into one user message per step, and
     /// each compaction applied where it was recorded.
+    /// A subagent's events (see [`SessionEvent::parent`]) are not part of it.
     pub fn from_log(events: &[SessionEvent], result_chars: usize) -> Self {
+        Self::from_events(events.iter().filter(|e| e.parent.is_none()), result_chars)
+    }
+
+    /// [`Conversation::from_log`] of the given events, all of one loop (the session's or a
+    /// subagent's).
+    pub fn from_events<'a>(
+        events: impl Iterator<Item = &'a SessionEvent>,
+        result_chars: usize,
+    ) -> Self {
         let mut out = Conversation::new(result_chars);
         for event in events {
             match &event.kind {

@@ -68,7 +68,7 @@ pub struct ToolCtx<'a> {
     /// The session's workspace (`/workspace`).
     pub workspace: &'a Workspace,
     /// The session's sandbox, for `Bash`.
-    pub sandbox: &'a mut Sandbox,
+    pub sandbox: &'a Sandbox,
     /// Receives output as it is produced (Bash's stdout/stderr).
     pub on_output: &'a mut (dyn FnMut(OutputStream, &str) + Send),
     /// Cancelled when the turn is interrupted; a running command is killed.
@@ -133,6 +133,13 @@ pub fn specs() -> Vec<ToolSpec> {
 /// Whether a tool only reads (safe to re-run after a restart).
 pub fn is_read_only(name: &str) -> bool {
     matches!(name, "Read" | "Glob" | "Grep")
+}
+
+/// Whether calls of this tool may run at the same time as the other such calls of one
+/// assistant message: they change nothing the others see (a `BashOutput` reads a job's new
+/// output, which no other call reads).
+pub fn runs_concurrently(name: &str) -> bool {
+    is_read_only(name) || name == "BashOutput"
 }
 
 /// Runs one tool call.
@@ -395,7 +402,11 @@ async fn scope(
 }
 
 /// Deserialises a tool's input, or answers with what is wrong and what `expected` looks like.
-fn parse<T: DeserializeOwned>(tool: &str, input: &Value, expected: &str) -> Result<T, ToolOutcome> {
+pub(crate) fn parse<T: DeserializeOwned>(
+    tool: &str,
+    input: &Value,
+    expected: &str,
+) -> Result<T, ToolOutcome> {
     match input {
         Value::String(raw) => {
             let head: String = raw.chars().take(200).collect();

@@ -56,7 +56,7 @@ impl Env {
         let mut on_output = |_: outboard_shared::OutputStream, _: &str| {};
         let ctx = ToolCtx {
             workspace: &self.workspace,
-            sandbox: &mut self.sandbox,
+            sandbox: &self.sandbox,
             on_output: &mut on_output,
             cancel: self.cancel.clone(),
             default_timeout: Duration::from_secs(20),

@@ -65,7 +65,7 @@ impl Fixture {
     ) -> ToolOutcome {
         let ctx = ToolCtx {
             workspace: &self.workspace,
-            sandbox: &mut self.sandbox,
+            sandbox: &self.sandbox,
             on_output,
             cancel: self.cancel.clone(),
             default_timeout: Duration::from_secs(20),

@@ -1,0 +1,519 @@
+//! Subagents: the `Task` tool. A `Task` call runs a child loop — the same [`super::drive`] as
+//! the session's, with its own conversation, step limit and read ledger — that shares the
+//! session's workspace, sandbox and org files; the parent gets only the child's final message
+//! as the call's result.
+//!
+//! Every event the child produces is durable in the session's one log, marked with the `Task`
+//! call's id ([`outboard_shared::SessionEvent::parent`]): attached clients draw it nested, and a
+//! server that stops mid-child rebuilds the child from those events ([`plan`]) and resumes it
+//! under the same recovery rules as the main loop, so no command runs twice.
+//!
+//! Design choices:
+//! - One level deep: a subagent has no `Task` (nor `TodoWrite`, the session's list), as in
+//!   Claude Code. Recovery and the clients' nesting stay simple, and a model cannot fork
+//!   without bound.
+//! - The child's system prompt is the parent's (org memory, skills, project instructions)
+//!   plus what it means to be a subagent and, for an org agent, its instructions: the
+//!   environment the tools act on is the same, so the rules for using them are too.
+//! - An agent type's `tools` list is enforced at the call, not only by the tools offered: a
+//!   model that calls another tool anyway learns which ones it has.
+//! - The child's ledger starts empty: it must `Read` a file before it edits it, whatever the
+//!   parent read, and what it reads does not vouch for the parent either.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use outboard_shared::{EventKind, SessionEvent, StopReason, ToolCall, Usage};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Conversation, EmitError, Ending, PendingCall, Resume, Role, ToolEnv, Turn};
+use crate::llm::{ContentBlock, Role as MessageRole, ToolSpec};
+use crate::tools::{OrgCtx, ReadLedger, ToolOutcome, SUBAGENT_TOOLS};
+
+/// The tool's name.
+pub const TASK: &str = "Task";
+
+/// The agent type that always exists.
+pub const GENERAL_PURPOSE: &str = "general-purpose";
+
+/// What the model is shown of the parameters when a call is malformed.
+const TASK_PARAMS: &str = "{\"description\": string (3-5 words), \"prompt\": string, \
+    \"subagent_type\": string (\"general-purpose\" or an agent type listed in the tool's \
+    description)}";
+
+/// A `Task` prompt is refused beyond this: a subagent's task, not a document (it is the
+/// child's first message and stays in its every request).
+pub const MAX_TASK_PROMPT_BYTES: usize = 64 * 1024;
+
+/// An agent type a `Task` call may name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentType {
+    /// Its name, as `subagent_type` gives it.
+    pub name: String,
+    /// When to use it, for the parent model.
+    pub description: String,
+    /// The tools it may call; `None`: every one of [`SUBAGENT_TOOLS`].
+    pub tools: Option<Vec<String>>,
+    /// Its instructions (an org agent's body); empty for `general-purpose`.
+    pub prompt: String,
+    /// Where it is defined (`/agents/NAME.md v3`); `None` when built in.
+    pub source: Option<String>,
+}
+
+impl SubagentType {
+    /// The built-in `general-purpose` type: every subagent tool, no instructions of its own.
+    pub fn general_purpose() -> Self {
+        SubagentType {
+            name: GENERAL_PURPOSE.to_owned(),
+            description: "General-purpose agent for researching complex questions, searching \
+                          for code, and executing multi-step tasks. When you are searching for \
+                          a keyword or file and are not confident that you will find the right \
+                          match in the first few tries, use this agent to do the search for \
+                          you."
+                .to_owned(),
+            tools: None,
+            prompt: String::new(),
+            source: None,
+        }
+    }
+
+    /// The tools it may call, in [`SUBAGENT_TOOLS`] order.
+    pub fn tool_names(&self) -> Vec<&'static str> {
+        SUBAGENT_TOOLS
+            .iter()
+            .copied()
+            .filter(|t| self.tools.as_ref().is_none_or(|list| list.iter().any(|l| l == t)))
+            .collect()
+    }
+}
+
+/// The agent types of a turn: `general-purpose`, then the org's (`/agents/NAME.md`).
+pub async fn agent_types(org: Option<&OrgCtx>) -> Vec<SubagentType> {
+    let mut types = vec![SubagentType::general_purpose()];
+    if let Some(org) = org {
+        types.extend(org_agent_types(org).await);
+    }
+    types
+}
+
+/// The org's agent types; none when they cannot be read (the turn goes on with the built-in).
+async fn org_agent_types(_org: &OrgCtx) -> Vec<SubagentType> {
+    Vec::new()
+}
+
+/// The `Task` tool as the model sees it, listing `types` (byte-stable while they are unchanged,
+/// so the provider's prompt cache holds).
+pub fn task_spec(types: &[SubagentType]) -> ToolSpec {
+    let mut listing = String::new();
+    for t in types {
+        let tools = match &t.tools {
+            None => "*".to_owned(),
+            Some(_) => t.tool_names().join(", "),
+        };
+        listing.push_str(&format!("- {}: {} (Tools: {tools})\n", t.name, t.description));
+    }
+    ToolSpec {
+        name: TASK.to_owned(),
+        description: format!(
+            "Launch a new agent to handle a complex, multi-step task autonomously.\n\n\
+             Available agent types and the tools they have access to:\n{listing}\n\
+             When using the Task tool, specify a subagent_type to select the agent type.\n\n\
+             Usage notes:\n\
+             - Launch multiple agents concurrently whenever possible, to maximize performance; \
+             to do that, use a single message with multiple tool uses.\n\
+             - When the agent is done, it returns a single message back to you. The result \
+             returned by the agent is not visible to the user: to show it, send the user a \
+             text message with a concise summary of the result.\n\
+             - Each agent invocation is stateless: you cannot send additional messages to the \
+             agent, nor can the agent talk to you outside of its final report. Your prompt \
+             should therefore contain a highly detailed task description for the agent to \
+             perform autonomously, and you should say exactly what information the agent \
+             should return in its final message.\n\
+             - The agent works in the same /workspace, sandbox and org files as you; its \
+             changes are real. Tell it whether it should write code or only research.\n\
+             - The agent's outputs should generally be trusted."
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "description": {
+                    "type": "string",
+                    "description": "A short (3-5 word) description of the task"
+                },
+                "prompt": {"type": "string", "description": "The task for the agent to perform"},
+                "subagent_type": {
+                    "type": "string",
+                    "description": "The type of specialized agent to use for this task"
+                }
+            },
+            "required": ["description", "prompt", "subagent_type"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// What a subagent's loop knows beyond a [`Turn`]'s.
+pub struct ChildRole {
+    /// Its system prompt.
+    pub(super) system: String,
+    /// Its agent type's name.
+    pub(super) agent: String,
+    /// The tools it may call.
+    pub(super) tools: Vec<&'static str>,
+}
+
+impl ChildRole {
+    /// The tools offered to its model.
+    pub(super) fn specs(&self) -> Vec<ToolSpec> {
+        crate::tools::specs()
+            .into_iter()
+            .filter(|s| self.tools.contains(&s.name.as_str()))
+            .collect()
+    }
+
+    /// The answer to a call of a tool this agent does not have; `None` when it has it.
+    pub(super) fn refusal(&self, tool: &str) -> Option<ToolOutcome> {
+        if self.tools.contains(&tool) {
+            return None;
+        }
+        let why = match tool {
+            TASK => " (a subagent cannot start subagents)",
+            "TodoWrite" => " (the todo list is the main agent's)",
+            _ => "",
+        };
+        Some(ToolOutcome::error(format!(
+            "The tool \"{tool}\" is not available to the \"{}\" agent{why}. Its tools are: {}. \
+             Do the task with these, and say in your final report what needed another tool.",
+            self.agent,
+            self.tools.join(", ")
+        )))
+    }
+}
+
+#[derive(Deserialize)]
+struct TaskParams {
+    description: String,
+    prompt: String,
+    #[serde(default)]
+    subagent_type: Option<String>,
+}
+
+/// Where a subagent starts, from its events in the log.
+enum Start {
+    /// Nothing of it is durable yet: its prompt is written and it starts.
+    Fresh,
+    /// It ran before a restart: its conversation, where its loop picks up, and the files it
+    /// touched (for its ledger).
+    Resume { conversation: Conversation, resume: Resume, touched: Vec<String> },
+    /// It had written its final message: that is the result, nothing runs.
+    Finished { report: String, usage: Usage },
+}
+
+/// Where the subagent whose events are `log` (all of one `Task` call, in order) resumes: the
+/// same rules as the main loop's [`super::recover_plan`], within the child.
+fn plan(log: &[SessionEvent], result_chars: usize) -> Start {
+    if log.is_empty() {
+        return Start::Fresh;
+    }
+    let mut steps = 0u32;
+    let mut usage = Usage::default();
+    let mut pending: Vec<PendingCall> = Vec::new();
+    let mut finished: Option<String> = None;
+    for event in log {
+        match &event.kind {
+            EventKind::AssistantMessage { text, tool_calls, usage: call_usage } => {
+                steps += 1;
+                usage.add(call_usage.unwrap_or_default());
+                finished = tool_calls.is_empty().then(|| text.clone());
+                pending = tool_calls
+                    .iter()
+                    .map(|c| PendingCall { call: c.clone(), started: None, child_log: Vec::new() })
+                    .collect();
+            }
+            EventKind::ToolCall { call, target_before } => {
+                if let Some(p) = pending.iter_mut().find(|p| p.call.call_id == call.call_id) {
+                    p.started = Some(target_before.clone());
+                }
+            }
+            EventKind::ToolResult { call_id, .. } => pending.retain(|p| &p.call.call_id != call_id),
+            EventKind::Compaction { usage: Some(u), .. } => usage.add(*u),
+            _ => {}
+        }
+    }
+    if let Some(report) = finished {
+        return Start::Finished { report, usage };
+    }
+    Start::Resume {
+        conversation: Conversation::from_events(log.iter(), result_chars),
+        resume: Resume { pending, steps_used: steps, usage },
+        touched: super::files_touched_in(log.iter()),
+    }
+}
+
+/// The system prompt of a subagent of type `kind`, under the parent's `system`.
+fn system_prompt(system: &str, kind: &SubagentType) -> String {
+    let mut prompt = format!(
+        "{system}\n\n# You are a subagent\nThe main agent of this session started you with its \
+         Task tool to do one task: the user message below. You work in the same /workspace, \
+         sandbox and org files as the main agent, possibly alongside other subagents, with \
+         your own conversation. Nobody reads your intermediate messages: work autonomously, \
+         and end with one final message that is your complete report — what you found or \
+         did, with file paths, and anything left undone. The main agent sees only that \
+         message."
+    );
+    if !kind.prompt.trim().is_empty() {
+        let from = kind.source.as_deref().unwrap_or("the harness");
+        prompt.push_str(&format!(
+            "\n\n# Your instructions as the \"{}\" agent\nFrom {from}:\n{}",
+            kind.name,
+            kind.prompt.trim_end()
+        ));
+    }
+    prompt
+}
+
+/// The text of the last assistant message of `conversation`.
+fn last_text(conversation: &Conversation) -> String {
+    let Some(last) =
+        conversation.messages().iter().rev().find(|m| m.role == MessageRole::Assistant)
+    else {
+        return String::new();
+    };
+    let mut text = String::new();
+    for block in &last.content {
+        if let ContentBlock::Text(t) = block {
+            text.push_str(t);
+        }
+    }
+    text
+}
+
+/// The `Task` call's result for a report.
+fn report_outcome(report: String) -> ToolOutcome {
+    if report.trim().is_empty() {
+        return ToolOutcome::ok("The agent finished without a final report.");
+    }
+    ToolOutcome::ok(report)
+}
+
+/// What [`run`] returns: boxed, since [`super::drive`] calls it and it calls `drive` again.
+type TaskFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<(ToolOutcome, Usage)>, EmitError>> + Send + 'a>>;
+
+/// Runs (or, with `log`, resumes) the subagent of the `Task` call `call` of `parent`; its
+/// result and the tokens it used, or `None` when it stopped for a server shutdown (the call
+/// resumes with the turn).
+pub(super) fn run<'a>(
+    parent: &'a Turn,
+    types: &'a [SubagentType],
+    system: &'a str,
+    call: &'a ToolCall,
+    log: Option<Vec<SessionEvent>>,
+) -> TaskFuture<'a> {
+    Box::pin(run_child(parent, types, system, call, log))
+}
+
+async fn run_child(
+    parent: &Turn,
+    types: &[SubagentType],
+    system: &str,
+    call: &ToolCall,
+    log: Option<Vec<SessionEvent>>,
+) -> Result<Option<(ToolOutcome, Usage)>, EmitError> {
+    let answer = |o: ToolOutcome| Ok(Some((o, Usage::default())));
+    let params = match crate::tools::parse::<TaskParams>(TASK, &call.input, TASK_PARAMS) {
+        Ok(params) => params,
+        Err(refusal) => return answer(refusal),
+    };
+    if params.prompt.trim().is_empty() {
+        return answer(ToolOutcome::error(
+            "The Task prompt is empty: say what the agent should do.",
+        ));
+    }
+    if params.prompt.len() > MAX_TASK_PROMPT_BYTES {
+        return answer(ToolOutcome::error(format!(
+            "The Task prompt has {} bytes; at most {MAX_TASK_PROMPT_BYTES} are accepted. Put \
+             long material in a file under /workspace and tell the agent to read it.",
+            params.prompt.len()
+        )));
+    }
+    let name = params.subagent_type.as_deref().map(str::trim).filter(|n| !n.is_empty());
+    let name = name.unwrap_or(GENERAL_PURPOSE);
+    let Some(kind) = types.iter().find(|t| t.name == name) else {
+        let known: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+        return answer(ToolOutcome::error(format!(
+            "Unknown subagent_type \"{name}\". Available agent types: {}.",
+            known.join(", ")
+        )));
+    };
+    tracing::debug!(session = %parent.session_id, task = %params.description, agent = %kind.name, "subagent");
+    let result_chars = parent.conversation.result_chars();
+    let emitter = parent.emitter.child(&call.call_id);
+    let (conversation, resume, touched) = match log.map(|l| plan(&l, result_chars)) {
+        None | Some(Start::Fresh) => {
+            let mut conversation = Conversation::new(result_chars);
+            let text = params.prompt.clone();
+            let seq = emitter.durable(EventKind::UserMessage { text: text.clone() }).await?;
+            conversation.push_user(seq, ContentBlock::Text(text));
+            (conversation, Resume::default(), Vec::new())
+        }
+        Some(Start::Finished { report, usage }) => {
+            return Ok(Some((report_outcome(report), usage)));
+        }
+        Some(Start::Resume { conversation, resume, touched }) => (conversation, resume, touched),
+    };
+    let (org_touched, workspace_touched) = touched
+        .into_iter()
+        .partition(|f| matches!(crate::vfs::route(f), Ok(crate::vfs::Route::Org(_))));
+    let env = ToolEnv {
+        workspace: parent.env.workspace.clone(),
+        sandbox: parent.env.sandbox.clone(),
+        reads: ReadLedger::default(),
+        org: parent.env.org.clone(),
+        org_touched,
+        workspace_touched,
+        scrub: Arc::clone(&parent.env.scrub),
+    };
+    let mut limits = parent.limits.clone();
+    limits.max_steps = parent.limits.task_max_steps;
+    let max_steps = limits.max_steps;
+    let mut usage = resume.usage;
+    let mut child = Turn {
+        session_id: parent.session_id.clone(),
+        turn_id: parent.turn_id.clone(),
+        provider: parent.provider.clone(),
+        conversation,
+        window: parent.window,
+        env,
+        emitter,
+        cancel: parent.cancel.clone(),
+        shutdown: parent.shutdown.clone(),
+        limits,
+        resume,
+        role: Role::Child(ChildRole {
+            system: system_prompt(system, kind),
+            agent: kind.name.clone(),
+            tools: kind.tool_names(),
+        }),
+    };
+    let ending = match super::drive(&mut child, &mut usage).await {
+        Ok(ending) => ending,
+        Err(EmitError::Store(e)) => Ending::Failed(format!("the event log failed: {e}")),
+        Err(e) => return Err(e),
+    };
+    let outcome = match ending {
+        Ending::Suspended => return Ok(None),
+        Ending::Completed(StopReason::EndTurn | StopReason::MaxTokens | StopReason::Unknown) => {
+            report_outcome(last_text(&child.conversation))
+        }
+        Ending::Completed(StopReason::StepLimit) => ToolOutcome::error(format!(
+            "The agent stopped at its step limit ({max_steps} model calls) before it finished. \
+             Its last message:\n{}",
+            last_text(&child.conversation)
+        )),
+        Ending::Completed(StopReason::Interrupted) => ToolOutcome::error("Interrupted by the user"),
+        Ending::Failed(error) => ToolOutcome::error(format!("The agent failed: {error}")),
+    };
+    Ok(Some((outcome, usage)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use outboard_shared::SessionId;
+
+    fn ev(seq: u64, kind: EventKind) -> SessionEvent {
+        SessionEvent {
+            session_id: SessionId("s".into()),
+            seq,
+            ts: String::new(),
+            kind,
+            parent: Some("task_1".into()),
+        }
+    }
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall { call_id: id.into(), name: name.into(), input: json!({"command": "true"}) }
+    }
+
+    #[test]
+    fn a_child_resumes_after_its_last_durable_item() {
+        let log = vec![
+            ev(3, EventKind::UserMessage { text: "look".into() }),
+            ev(
+                4,
+                EventKind::AssistantMessage {
+                    text: String::new(),
+                    tool_calls: vec![call("c1", "Bash"), call("c2", "Read")],
+                    usage: Some(Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() }),
+                },
+            ),
+            ev(5, EventKind::ToolCall { call: call("c1", "Bash"), target_before: None }),
+        ];
+        let Start::Resume { conversation, resume, .. } = plan(&log, 1000) else {
+            panic!("a child with calls left resumes");
+        };
+        assert_eq!(resume.steps_used, 1);
+        assert_eq!(resume.usage.input_tokens, 10);
+        let pending: Vec<_> =
+            resume.pending.iter().map(|p| (p.call.call_id.as_str(), p.started.is_some())).collect();
+        assert_eq!(pending, [("c1", true), ("c2", false)]);
+        assert_eq!(conversation.len(), 2);
+    }
+
+    #[test]
+    fn a_child_whose_report_is_durable_does_not_run_again() {
+        let log = vec![
+            ev(3, EventKind::UserMessage { text: "look".into() }),
+            ev(
+                4,
+                EventKind::AssistantMessage {
+                    text: "found it".into(),
+                    tool_calls: Vec::new(),
+                    usage: Some(Usage { output_tokens: 7, ..Usage::default() }),
+                },
+            ),
+        ];
+        let Start::Finished { report, usage } = plan(&log, 1000) else {
+            panic!("a finished child is not resumed");
+        };
+        assert_eq!((report.as_str(), usage.output_tokens), ("found it", 7));
+        assert!(matches!(plan(&[], 1000), Start::Fresh));
+    }
+
+    #[test]
+    fn a_restricted_agent_is_told_which_tools_it_has() {
+        let kind = SubagentType {
+            tools: Some(vec!["Read".into(), "Grep".into(), "WebFetch".into()]),
+            ..SubagentType::general_purpose()
+        };
+        let role =
+            ChildRole { system: String::new(), agent: "reader".into(), tools: kind.tool_names() };
+        assert_eq!(role.tools, ["Grep", "Read"]);
+        assert!(role.refusal("Read").is_none());
+        let refusal = role.refusal("Bash").unwrap();
+        assert!(refusal.is_error);
+        assert!(refusal.output.contains("\"Bash\" is not available to the \"reader\" agent"));
+        assert!(refusal.output.contains("Its tools are: Grep, Read"), "{}", refusal.output);
+        let names: Vec<String> = role.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["Grep", "Read"]);
+        assert!(role.refusal(TASK).unwrap().output.contains("cannot start subagents"));
+    }
+
+    #[test]
+    fn the_task_spec_lists_every_type_with_its_tools() {
+        let reviewer = SubagentType {
+            name: "reviewer".into(),
+            description: "Reviews diffs.".into(),
+            tools: Some(vec!["Read".into(), "Grep".into()]),
+            prompt: "Be strict.".into(),
+            source: Some("/agents/reviewer.md v2".into()),
+        };
+        let spec = task_spec(&[SubagentType::general_purpose(), reviewer]);
+        assert!(spec.description.contains("- general-purpose: General-purpose agent"));
+        assert!(spec.description.contains("(Tools: *)"));
+        assert!(spec.description.contains("- reviewer: Reviews diffs. (Tools: Grep, Read)"));
+    }
+}
