@@ -697,6 +697,7 @@ impl App {
         self.role = snapshot.role;
         self.session = Some(snapshot.session);
         self.streaming.clear();
+        self.clear_child_streaming();
         // What still holds from before the page: the todo panel, the running commands.
         for event in &snapshot.standing {
             self.work.apply(&event.kind);
@@ -804,7 +805,7 @@ impl App {
                 }
             }
             EventKind::ToolResult { call_id, name, output, is_error, duration_ms }
-                if name == TASK_TOOL || self.task_index(&call_id).is_some() =>
+                if name == TASK_TOOL =>
             {
                 // The subagent's report. Its call may be on an older page not loaded yet.
                 let i = match self.task_index(&call_id) {
@@ -947,6 +948,21 @@ impl App {
                 CellKind::User { .. } => break,
                 CellKind::Task(t) if t.running() => {
                     t.cut = true;
+                    self.rerender(i);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A resumed attach's `in_flight` has the main loop's text only: what children had streamed
+    /// before the drop is stale (their next complete message brings it whole).
+    fn clear_child_streaming(&mut self) {
+        for i in (0..self.cells.len()).rev() {
+            match &mut self.cells[i].kind {
+                CellKind::User { .. } => break,
+                CellKind::Task(t) if !t.streaming.is_empty() => {
+                    t.streaming.clear();
                     self.rerender(i);
                 }
                 _ => {}

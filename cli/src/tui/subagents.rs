@@ -22,6 +22,11 @@ use super::{markdown, wrap};
 /// enough that several children running at once still fit a screen.
 pub const CHILD_ITEMS_SHOWN: usize = 5;
 
+/// Child items a running group shows when Ctrl-O shows everything: it is rendered again at each
+/// of the child's events, so even then its cost stays bounded; a finished group (rendered once)
+/// shows all.
+pub const CHILD_ITEMS_EXPANDED: usize = 200;
+
 /// Lines of one child message shown in a group (its first lines; the log has the whole text).
 pub const CHILD_TEXT_LINES: usize = 3;
 
@@ -310,9 +315,18 @@ pub fn lines(t: &TaskCell, expand: bool, width: usize, theme: &Theme) -> Vec<Lin
             items = rest;
         }
     }
-    let skip = if expand { 0 } else { items.len().saturating_sub(CHILD_ITEMS_SHOWN) };
+    let shown = match (expand, status) {
+        (false, _) => CHILD_ITEMS_SHOWN,
+        (true, TaskStatus::Running) => CHILD_ITEMS_EXPANDED,
+        (true, _) => items.len(),
+    };
+    let skip = items.len().saturating_sub(shown);
     if skip > 0 {
-        let more = format!("… +{skip} more (ctrl-o shows all)");
+        let more = if expand {
+            format!("… +{skip} more (all of them once it is done)")
+        } else {
+            format!("… +{skip} more (ctrl-o shows all)")
+        };
         body.push(Line::from(Span::styled(more, theme.dim())));
     }
     for item in &items[skip..] {

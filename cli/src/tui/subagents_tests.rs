@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::app::{App, AppEvent, ConnState, Me};
 use super::render;
-use super::subagents::CHILD_ITEMS_SHOWN;
+use super::subagents::{CHILD_ITEMS_EXPANDED, CHILD_ITEMS_SHOWN};
 use super::theme::Theme;
 
 const MY_CONN: u64 = 7;
@@ -344,6 +344,31 @@ fn a_running_child_shows_its_newest_items_and_how_many_more() {
 }
 
 #[test]
+fn ctrl_o_on_a_running_child_still_bounds_what_it_shows() {
+    let mut log = Log::new(1);
+    turn_started(&mut log, "Survey the crate.");
+    start_task(&mut log, "c_task", "read every module");
+    let n = CHILD_ITEMS_EXPANDED + 5;
+    for i in 0..n {
+        let read = call(&format!("r{i}"), "Read", json!({"file_path": format!("/m{i}.rs")}));
+        log.child("c_task", tool_call(read));
+    }
+    let mut app = app(log.take());
+    ctrl_o(&mut app);
+    let text = screen(&app, 80, 240);
+    assert!(text.contains("  │ … +5 more (all of them once it is done)"), "{text}");
+    assert!(!text.contains("/m4.rs"), "{text}");
+    assert!(text.contains("/m5.rs"), "{text}");
+    // Once done, the whole group.
+    log = Log::new(app.last_seq + 1);
+    log.main(result("c_task", "Task", "Read them all.", false, 10));
+    live(&mut app, log.take());
+    let text = screen(&app, 80, 240);
+    assert!(text.contains("/m4.rs"), "{text}");
+    assert!(!text.contains("more (all of them"), "{text}");
+}
+
+#[test]
 fn two_children_running_at_once_each_fill_their_own_group() {
     let mut log = Log::new(1);
     turn_started(&mut log, "Check both crates.");
@@ -528,4 +553,31 @@ fn an_attach_mid_child_shows_the_partial_output_of_its_running_call() {
     };
     live(&mut app, vec![more]);
     assert!(screen(&app, 80, 24).contains("  │   Compiling c"), "{}", screen(&app, 80, 24));
+}
+
+#[test]
+fn a_resumed_attach_drops_what_children_had_streamed() {
+    let mut log = Log::new(1);
+    turn_started(&mut log, "Look.");
+    start_task(&mut log, "c_task", "look around");
+    log.child("c_task", delta("Half a sente"));
+    let mut app = app(log.take());
+    assert!(screen(&app, 80, 24).contains("  │ Half a sente"), "{}", screen(&app, 80, 24));
+    // The connection dropped; the re-attach brings what came since, and the main loop's text.
+    log = Log::new(app.last_seq + 1);
+    log.child("c_task", message("Half a sentence, whole.", vec![], None));
+    let snapshot = SessionAttachResponse {
+        session: super::tests::info("s_1", "alice", "Fix the flaky test"),
+        role: Role::Driver,
+        events: Vec::new(),
+        in_flight: Some(InFlight { assistant_text: String::new(), tool_output: Vec::new() }),
+        has_more: false,
+        cursor: None,
+        standing: Vec::new(),
+    };
+    app.handle(AppEvent::Attached(Box::new(snapshot), true));
+    let text = screen(&app, 80, 24);
+    assert!(!text.contains("Half a sente"), "{text}");
+    live(&mut app, log.take());
+    assert!(screen(&app, 80, 24).contains("  │ Half a sentence, whole."));
 }
