@@ -586,6 +586,10 @@ mod tests {
             ),
             (call("TodoWrite", json!({"todos": [{}, {}, {}]})), "TodoWrite(3 todos)"),
             (
+                call("Task", json!({"prompt": "Look\nhard.", "description": "find the flake"})),
+                "Task(find the flake)",
+            ),
+            (
                 call("WebFetch", json!({"url": "https://example.com"})),
                 "WebFetch(https://example.com)",
             ),
