@@ -2,6 +2,11 @@
 //! summary per tool call on stderr, Claude-Code-like) and the `--json` lines (the headless schema
 //! of `outboard_shared::headless`).
 //!
+//! A subagent's events (`parent` set: the `Task` call that runs it) go to stderr under a gutter
+//! (`  │ `), its tool calls summarised like the main loop's and its messages cut to their first
+//! lines; while several subagents run at once each line also names its `Task`. stdout stays the
+//! main loop's words only.
+//!
 //! [`Printer`] is written against `io::Write` for both streams so tests capture exactly what a
 //! terminal or a pipe would get. Every JSON line is flushed as it is written: a script reading the
 //! pipe sees each event when it happens, not when a buffer fills.
@@ -14,6 +19,20 @@ use serde_json::Value;
 
 /// How many characters of a tool's key argument are shown.
 pub const SUMMARY_CHARS: usize = 80;
+
+/// Lines of a subagent's message printed (its first ones; the log has the whole text).
+pub const CHILD_TEXT_LINES: usize = 3;
+
+/// Characters of a `Task`'s description that label its subagent's lines while several run.
+pub const TASK_LABEL_CHARS: usize = 24;
+
+/// `Task` calls tracked as running, for the labels. The model starts a handful per message; a
+/// call whose result never comes (the turn was cut) is dropped at the turn's end, and past this
+/// many the oldest is forgotten (its lines then carry its call id).
+pub const MAX_RUNNING_TASKS: usize = 64;
+
+/// The tool whose calls run a subagent.
+const TASK_TOOL: &str = "Task";
 
 /// The output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +56,8 @@ pub struct Printer<O: Write, E: Write> {
     /// The progress phase last shown, and whether its completion was.
     progress_phase: Option<String>,
     progress_done: bool,
+    /// The `Task` calls running (call id, label), oldest first, at most [`MAX_RUNNING_TASKS`].
+    tasks: Vec<(String, String)>,
 }
 
 impl<O: Write, E: Write> Printer<O, E> {
@@ -50,6 +71,7 @@ impl<O: Write, E: Write> Printer<O, E> {
             streamed: false,
             progress_phase: None,
             progress_done: false,
+            tasks: Vec::new(),
         }
     }
 
@@ -68,15 +90,73 @@ impl<O: Write, E: Write> Printer<O, E> {
 
     /// One event of the run.
     pub fn event(&mut self, event: &SessionEvent) -> io::Result<()> {
-        if let EventKind::TurnFailed { error, .. } = &event.kind {
+        if let (EventKind::TurnFailed { error, .. }, None) = (&event.kind, &event.parent) {
             // In both modes: the one line that explains exit status 1.
             self.end_line()?;
             writeln!(self.err, "error: {error}")?;
         }
-        match self.mode {
-            Mode::Json => self.json_line(event),
-            Mode::Plain => self.plain_event(&event.kind),
+        match (self.mode, &event.parent) {
+            (Mode::Json, _) => self.json_line(event),
+            (Mode::Plain, Some(parent)) if child_kind(&event.kind) => {
+                self.child_event(parent, &event.kind)
+            }
+            (Mode::Plain, _) => self.plain_event(&event.kind),
         }
+    }
+
+    /// The `Task` calls being tracked as running, for tests.
+    pub fn running_tasks(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// What starts a subagent's line: the gutter, and its `Task`'s label while others run too.
+    fn child_prefix(&self, parent: &str) -> String {
+        if self.tasks.len() <= 1 {
+            return "  │ ".to_owned();
+        }
+        let label = self
+            .tasks
+            .iter()
+            .find(|(id, _)| id == parent)
+            .map_or(parent, |(_, label)| label.as_str());
+        format!("  │ [{label}] ")
+    }
+
+    /// One event of a subagent, on stderr under its `Task` call.
+    fn child_event(&mut self, parent: &str, kind: &EventKind) -> io::Result<()> {
+        let prefix = self.child_prefix(parent);
+        let lines = match kind {
+            EventKind::AssistantMessage { text, .. } => {
+                let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+                let mut lines: Vec<String> =
+                    all.iter().take(CHILD_TEXT_LINES).map(|l| l.trim_end().to_owned()).collect();
+                if all.len() > CHILD_TEXT_LINES {
+                    lines.push("…".to_owned());
+                }
+                lines
+            }
+            EventKind::ToolCall { call, .. } => vec![format!("● {}", tool_call_summary(call))],
+            EventKind::ToolResult { output, is_error, duration_ms, .. } => {
+                vec![format!("  ⎿  {}", tool_result_summary(output, *is_error, *duration_ms))]
+            }
+            EventKind::ModelRetry { attempt, delay_ms, reason } => {
+                vec![retry_line(*attempt, *delay_ms, reason).trim_start().to_owned()]
+            }
+            EventKind::Compaction { tokens_before, tokens_after, trigger, .. } => {
+                vec![compaction_line(*trigger, *tokens_before, *tokens_after)]
+            }
+            // Its prompt is the call's input; its streamed text would interleave with the
+            // others': the complete message is printed instead.
+            _ => Vec::new(),
+        };
+        if lines.is_empty() {
+            return Ok(());
+        }
+        self.end_line()?;
+        for line in lines {
+            writeln!(self.err, "{prefix}{line}")?;
+        }
+        self.err.flush()
     }
 
     /// The run reconnected mid-turn: a `reconnected` line for `--json`, one line on stderr for a
@@ -180,10 +260,23 @@ impl<O: Write, E: Write> Printer<O, E> {
             }
             EventKind::ToolCall { call, .. } => {
                 self.end_line()?;
-                writeln!(self.err, "● {}", tool_call_summary(call))?;
+                let mut line = format!("● {}", tool_call_summary(call));
+                if call.name == TASK_TOOL {
+                    if let Some(kind) = call.input.get("subagent_type").and_then(Value::as_str) {
+                        line.push_str(&format!(" · {kind}"));
+                    }
+                    let label = key_argument(TASK_TOOL, &call.input);
+                    let label = if label.is_empty() { call.call_id.clone() } else { label };
+                    if self.tasks.len() >= MAX_RUNNING_TASKS {
+                        self.tasks.remove(0);
+                    }
+                    self.tasks.push((call.call_id.clone(), truncate(&label, TASK_LABEL_CHARS)));
+                }
+                writeln!(self.err, "{line}")?;
                 self.err.flush()
             }
-            EventKind::ToolResult { output, is_error, duration_ms, .. } => {
+            EventKind::ToolResult { call_id, output, is_error, duration_ms, .. } => {
+                self.tasks.retain(|(id, _)| id != call_id);
                 self.end_line()?;
                 writeln!(
                     self.err,
@@ -198,6 +291,7 @@ impl<O: Write, E: Write> Printer<O, E> {
                 self.err.flush()
             }
             EventKind::TurnCompleted { stop_reason, .. } => {
+                self.tasks.clear();
                 let note = match stop_reason {
                     StopReason::EndTurn | StopReason::Unknown => return Ok(()),
                     StopReason::MaxTokens => "(stopped: the model hit its output token limit)",
@@ -232,12 +326,15 @@ impl<O: Write, E: Write> Printer<O, E> {
                 writeln!(self.err, "{}", task_line(shell_id, command, *status, *exit_code))?;
                 self.err.flush()
             }
+            EventKind::TurnFailed { .. } => {
+                self.tasks.clear();
+                Ok(())
+            }
             EventKind::TurnStarted { .. }
             | EventKind::CompactionStarted { .. }
             | EventKind::UserMessage { .. }
             | EventKind::SystemReminder { .. }
             | EventKind::ToolOutputDelta { .. }
-            | EventKind::TurnFailed { .. }
             | EventKind::Sandbox { .. }
             | EventKind::Presence { .. }
             | EventKind::DriveRequested { .. }
@@ -245,6 +342,27 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::Unknown => Ok(()),
         }
     }
+}
+
+/// Whether a subagent's event of this kind is printed under its `Task` (the others — a
+/// background command's state, a network refusal — are the session's, printed as such).
+fn child_kind(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::UserMessage { .. }
+            | EventKind::AssistantDelta { .. }
+            | EventKind::AssistantMessage { .. }
+            | EventKind::ToolCall { .. }
+            | EventKind::ToolOutputDelta { .. }
+            | EventKind::ToolResult { .. }
+            | EventKind::ModelRetry { .. }
+            | EventKind::CompactionStarted { .. }
+            | EventKind::Compaction { .. }
+            | EventKind::TurnStarted { .. }
+            | EventKind::TurnCompleted { .. }
+            | EventKind::TurnFailed { .. }
+            | EventKind::SystemReminder { .. }
+    )
 }
 
 /// A compaction, for a person: what started it and how much smaller the conversation is.
@@ -352,6 +470,7 @@ fn key_argument(tool: &str, input: &Value) -> String {
             field("file_path").or_else(|| field("path")).unwrap_or_default()
         }
         ("Glob" | "Grep", _) => with_path(field("pattern")),
+        (TASK_TOOL, _) => field("description").map(|d| first_line(&d)).unwrap_or_default(),
         ("TodoWrite", _) => match input.get("todos").and_then(Value::as_array) {
             Some(todos) if todos.len() == 1 => "1 todo".to_owned(),
             Some(todos) => format!("{} todos", todos.len()),
@@ -466,6 +585,10 @@ mod tests {
                 "Grep(fn main in /workspace)",
             ),
             (call("TodoWrite", json!({"todos": [{}, {}, {}]})), "TodoWrite(3 todos)"),
+            (
+                call("Task", json!({"prompt": "Look\nhard.", "description": "find the flake"})),
+                "Task(find the flake)",
+            ),
             (
                 call("WebFetch", json!({"url": "https://example.com"})),
                 "WebFetch(https://example.com)",
@@ -614,6 +737,186 @@ mod tests {
             String::from_utf8(err).unwrap(),
             "● Bash(ls)\n  ⎿  a… (2 lines, 35 ms)\n  retrying model call (attempt 1, in 2 s): 429\n"
         );
+    }
+
+    fn child(seq: u64, parent: &str, kind: EventKind) -> SessionEvent {
+        SessionEvent { parent: Some(parent.to_owned()), ..ev(seq, kind) }
+    }
+
+    fn task(id: &str, description: &str) -> ToolCall {
+        ToolCall {
+            call_id: id.into(),
+            name: "Task".into(),
+            input: json!({"description": description, "prompt": "p",
+                          "subagent_type": "general-purpose"}),
+        }
+    }
+
+    fn tool_result(id: &str, name: &str, output: &str, ms: u64) -> EventKind {
+        EventKind::ToolResult {
+            call_id: id.into(),
+            name: name.into(),
+            output: output.into(),
+            is_error: false,
+            duration_ms: ms,
+        }
+    }
+
+    #[test]
+    fn two_interleaved_subagents_print_under_their_tasks_each_line_labelled() {
+        let mut p = Printer::new(Mode::Plain, Vec::new(), Vec::new());
+        let bash = |id: &str, command: &str| ToolCall {
+            call_id: id.into(),
+            name: "Bash".into(),
+            input: json!({"command": command}),
+        };
+        let (a, b) = (task("c_a", "check the server crate"), task("c_b", "check the client"));
+        let events = [
+            ev(3, EventKind::AssistantDelta { text: "Two checks.".into() }),
+            ev(
+                3,
+                EventKind::AssistantMessage {
+                    text: "Two checks.".into(),
+                    tool_calls: vec![a.clone(), b.clone()],
+                    usage: None,
+                },
+            ),
+            ev(4, EventKind::ToolCall { call: a, target_before: None }),
+            ev(5, EventKind::ToolCall { call: b, target_before: None }),
+            child(6, "c_a", EventKind::UserMessage { text: "p".into() }),
+            child(7, "c_b", EventKind::UserMessage { text: "p".into() }),
+            child(7, "c_a", EventKind::AssistantDelta { text: "Building".into() }),
+            child(7, "c_b", EventKind::AssistantDelta { text: "Linting".into() }),
+            child(
+                8,
+                "c_a",
+                EventKind::AssistantMessage {
+                    text: "Building the server.".into(),
+                    tool_calls: vec![bash("a1", "cargo build -p server")],
+                    usage: None,
+                },
+            ),
+            child(
+                9,
+                "c_a",
+                EventKind::ToolCall {
+                    call: bash("a1", "cargo build -p server"),
+                    target_before: None,
+                },
+            ),
+            child(
+                10,
+                "c_b",
+                EventKind::ToolCall { call: bash("b1", "cargo clippy"), target_before: None },
+            ),
+            child(
+                10,
+                "c_a",
+                EventKind::ToolOutputDelta {
+                    call_id: "a1".into(),
+                    stream: outboard_shared::OutputStream::Stdout,
+                    text: "Compiling".into(),
+                },
+            ),
+            child(11, "c_b", tool_result("b1", "Bash", "clean\n", 900)),
+            child(
+                12,
+                "c_b",
+                EventKind::AssistantMessage {
+                    text: "The client is clean.\n\n1. no warnings\n2. no errors\n3. fmt ok".into(),
+                    tool_calls: vec![],
+                    usage: None,
+                },
+            ),
+            ev(13, tool_result("c_b", "Task", "The client is clean.", 2_000)),
+            // One subagent left: its lines need no label.
+            child(14, "c_a", tool_result("a1", "Bash", "Finished\n", 4_000)),
+            child(
+                14,
+                "c_a",
+                EventKind::ModelRetry { attempt: 2, delay_ms: 500, reason: "529".into() },
+            ),
+            ev(15, tool_result("c_a", "Task", "The server builds.", 6_000)),
+            ev(16, EventKind::AssistantDelta { text: "Both fine.".into() }),
+            ev(
+                16,
+                EventKind::AssistantMessage {
+                    text: "Both fine.".into(),
+                    tool_calls: vec![],
+                    usage: None,
+                },
+            ),
+        ];
+        for e in &events {
+            p.event(e).unwrap();
+        }
+        let (out, err) = p.into_inner();
+        // stdout is the main loop's words only.
+        assert_eq!(String::from_utf8(out).unwrap(), "Two checks.\nBoth fine.");
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "● Task(check the server crate) · general-purpose\n\
+             ● Task(check the client) · general-purpose\n\
+             \x20 │ [check the server crate] Building the server.\n\
+             \x20 │ [check the server crate] ● Bash(cargo build -p server)\n\
+             \x20 │ [check the client] ● Bash(cargo clippy)\n\
+             \x20 │ [check the client]   ⎿  clean (1 line, 900 ms)\n\
+             \x20 │ [check the client] The client is clean.\n\
+             \x20 │ [check the client] 1. no warnings\n\
+             \x20 │ [check the client] 2. no errors\n\
+             \x20 │ [check the client] …\n\
+             \x20 ⎿  The client is clean. (1 line, 2000 ms)\n\
+             \x20 │   ⎿  Finished (1 line, 4000 ms)\n\
+             \x20 │ retrying model call (attempt 2, in 0.5 s): 529\n\
+             \x20 ⎿  The server builds. (1 line, 6000 ms)\n"
+        );
+    }
+
+    #[test]
+    fn the_running_tasks_are_bounded_and_forgotten_at_the_turns_end() {
+        let mut p = Printer::new(Mode::Plain, Vec::new(), Vec::new());
+        for i in 0..=MAX_RUNNING_TASKS {
+            let call = task(&format!("c_{i}"), &format!("job {i}"));
+            p.event(&ev(i as u64, EventKind::ToolCall { call, target_before: None })).unwrap();
+        }
+        assert_eq!(p.running_tasks(), MAX_RUNNING_TASKS);
+        // The oldest was forgotten: its lines carry its call id; a tracked one its label.
+        let bash =
+            ToolCall { call_id: "k".into(), name: "Bash".into(), input: json!({"command": "ls"}) };
+        let call = EventKind::ToolCall { call: bash, target_before: None };
+        p.event(&child(100, "c_0", call.clone())).unwrap();
+        p.event(&child(101, "c_1", call)).unwrap();
+        let done = EventKind::TurnCompleted {
+            turn_id: TurnId::from("t_1"),
+            stop_reason: StopReason::Interrupted,
+            usage: Usage::default(),
+        };
+        p.event(&ev(102, done)).unwrap();
+        assert_eq!(p.running_tasks(), 0, "a turn's end ends its subagents");
+        let (_, err) = p.into_inner();
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.contains("  │ [c_0] ● Bash(ls)\n"), "{err}");
+        assert!(err.contains("  │ [job 1] ● Bash(ls)\n"), "{err}");
+    }
+
+    #[test]
+    fn json_lines_carry_the_parent_of_a_subagents_events() {
+        let mut p = Printer::new(Mode::Json, Vec::new(), Vec::new());
+        let call = task("c_a", "check");
+        p.event(&ev(4, EventKind::ToolCall { call, target_before: None })).unwrap();
+        let delta = EventKind::AssistantDelta { text: "Building".into() };
+        p.event(&child(5, "c_a", delta)).unwrap();
+        p.event(&child(6, "c_a", tool_result("a1", "Bash", "ok", 3))).unwrap();
+        let (out, err) = p.into_inner();
+        let lines: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let parents: Vec<Option<&str>> = lines.iter().map(|l| l["parent"].as_str()).collect();
+        assert_eq!(parents, [None, Some("c_a"), Some("c_a")]);
+        assert!(lines[0].get("parent").is_none(), "absent, not null, for the session's own");
+        assert!(err.is_empty());
     }
 
     #[test]

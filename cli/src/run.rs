@@ -766,6 +766,10 @@ fn on_event<O: Write, E: Write>(
     }
     let turn_id = &follow.turn_id;
     printer.event(event)?;
+    if event.parent.is_some() {
+        // A subagent's event never ends the session's turn.
+        return Ok(None);
+    }
     Ok(match &event.kind {
         EventKind::TurnCompleted { turn_id: id, stop_reason, .. } if id == turn_id => {
             Some(Ending::Completed { interrupted: *stop_reason == StopReason::Interrupted })
@@ -899,6 +903,72 @@ mod tests {
                 }),
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_json_run_carries_the_parent_of_a_subagents_events_as_the_server_sent_it() {
+        let task = outboard_shared::ToolCall {
+            call_id: "c_task".into(),
+            name: "Task".into(),
+            input: json!({"description": "look", "prompt": "Look.", "subagent_type": "general-purpose"}),
+        };
+        let turn = vec![
+            EventKind::TurnStarted { turn_id: TurnId::from("t_1"), by: "ada".into() },
+            EventKind::AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![task.clone()],
+                usage: None,
+            },
+            EventKind::ToolCall { call: task, target_before: None },
+            EventKind::UserMessage { text: "Look.".into() },
+            EventKind::AssistantDelta { text: "Found it.".into() },
+            EventKind::AssistantMessage {
+                text: "Found it.".into(),
+                tool_calls: vec![],
+                usage: None,
+            },
+            // A child's turn-shaped event must not end the run.
+            completed(),
+            EventKind::ToolResult {
+                call_id: "c_task".into(),
+                name: "Task".into(),
+                output: "Found it.".into(),
+                is_error: false,
+                duration_ms: 5,
+            },
+            completed(),
+        ];
+        let child = Some("c_task".to_owned());
+        let parents =
+            vec![None, None, None, child.clone(), child.clone(), child.clone(), child, None, None];
+        let (url, _seen) = fake_server(Script { turn, parents, ..Script::default() }).await;
+        let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        let lines: Vec<Value> = ran.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let events: Vec<(&str, Option<&str>)> = lines
+            .iter()
+            .filter(|l| !l["type"].as_str().unwrap().starts_with("run_"))
+            .map(|l| (l["type"].as_str().unwrap(), l["parent"].as_str()))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                ("turn_started", None),
+                ("assistant_message", None),
+                ("tool_call", None),
+                ("user_message", Some("c_task")),
+                ("assistant_delta", Some("c_task")),
+                ("assistant_message", Some("c_task")),
+                ("turn_completed", Some("c_task")),
+                ("tool_result", None),
+                ("turn_completed", None),
+            ]
+        );
+        for line in &lines {
+            if line.get("parent").is_some() {
+                assert_eq!(line["parent"], "c_task", "{line}");
+            }
+        }
     }
 
     #[tokio::test]

@@ -22,6 +22,8 @@ use tokio_tungstenite::WebSocketStream;
 pub(crate) struct Script {
     /// Events pushed after answering `turn/send`.
     pub(crate) turn: Vec<EventKind>,
+    /// The `parent` of each event of `turn`, by position (a subagent's events; none past the end).
+    pub(crate) parents: Vec<Option<String>>,
     /// Events pushed after answering `turn/interrupt`.
     pub(crate) interrupt: Vec<EventKind>,
     /// Close the connection after pushing `turn`.
@@ -256,12 +258,13 @@ pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedRecei
             };
             let was_send = push.len() == script.turn.len() && !script.turn.is_empty();
             send(&mut ws, &ServerFrame::Response(response)).await;
-            for kind in push {
+            for (i, kind) in push.into_iter().enumerate() {
                 // Durable events get the next seq; transient ones carry the last.
                 if kind.is_durable() {
                     seq += 1;
                 }
-                let event = ev(&attached, seq, kind);
+                let parent = if was_send { script.parents.get(i).cloned().flatten() } else { None };
+                let event = SessionEvent { parent, ..ev(&attached, seq, kind) };
                 send(&mut ws, &ServerFrame::Event(EventFrame { event })).await;
             }
             if was_send && script.lag_then_snapshot.is_some() {

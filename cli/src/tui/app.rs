@@ -22,6 +22,9 @@ use super::{diff, markdown, wrap};
 /// Tool output lines shown in a cell (the tail); the full output is in the log.
 pub const TOOL_OUTPUT_LINES: usize = 8;
 
+/// The tool whose calls run a subagent: its call is a group in the transcript.
+pub const TASK_TOOL: &str = "Task";
+
 /// Lines scrolled per mouse-wheel step.
 pub const WHEEL_LINES: usize = 3;
 
@@ -161,6 +164,8 @@ pub enum CellKind {
     Assistant(String),
     /// A tool call.
     Tool(ToolCell),
+    /// A `Task` call: its subagent's events as one collapsible group.
+    Task(super::subagents::TaskCell),
     /// A line from the harness or the client (turn ended, failed, retry, drive request).
     Notice {
         /// The text.
@@ -241,6 +246,9 @@ pub struct App {
     pub last_seq: u64,
     /// How much of the session's history is loaded: an attach brings its newest page only.
     pub history: History,
+    /// Ctrl-O: every subagent group shown whole (else a running one shows its newest items and
+    /// a finished one folds to its header and report).
+    pub expand_tasks: bool,
 }
 
 /// The part of a session's history not loaded yet, paged in as the user scrolls up.
@@ -283,6 +291,7 @@ impl App {
             quit_armed: false,
             last_seq: 0,
             history: History::default(),
+            expand_tasks: false,
         }
     }
 
@@ -438,30 +447,40 @@ impl App {
         let mut past = App::new(self.theme, self.width, self.height);
         past.session = self.session.clone();
         past.connection_id = self.connection_id;
+        past.expand_tasks = self.expand_tasks;
         for event in page.events {
             past.apply(event);
         }
         past.flush_streaming();
         // A call at the end of the older page whose result opens the newer part is one cell:
-        // the older page has its input, the newer part its result.
+        // the older page has its input, the newer part its result. So is a subagent's group
+        // split by the boundary: the older page has the call and the first child events.
         let mut merged = Vec::new();
         for (i, cell) in past.cells.iter_mut().enumerate() {
-            let CellKind::Tool(older) = &mut cell.kind else { continue };
-            if older.result.is_some() {
-                continue;
-            }
-            let newer = self
-                .cells
-                .iter()
-                .position(|c| matches!(&c.kind, CellKind::Tool(t) if t.call_id == older.call_id));
-            if let Some(j) = newer {
-                if let CellKind::Tool(t) = self.cells.remove(j).kind {
-                    older.result = t.result;
-                    if older.output.is_empty() {
-                        older.output = t.output;
+            match &mut cell.kind {
+                CellKind::Tool(older) if older.result.is_none() => {
+                    let newer = self.cells.iter().position(
+                        |c| matches!(&c.kind, CellKind::Tool(t) if t.call_id == older.call_id),
+                    );
+                    if let Some(j) = newer {
+                        if let CellKind::Tool(t) = self.cells.remove(j).kind {
+                            older.result = t.result;
+                            if older.output.is_empty() {
+                                older.output = t.output;
+                            }
+                        }
+                        merged.push(i);
                     }
                 }
-                merged.push(i);
+                CellKind::Task(older) if older.result.is_none() => {
+                    if let Some(j) = self.task_index(&older.call_id) {
+                        if let CellKind::Task(t) = self.cells.remove(j).kind {
+                            older.absorb(t);
+                        }
+                        merged.push(i);
+                    }
+                }
+                _ => {}
             }
         }
         past.cells.append(&mut self.cells);
@@ -538,6 +557,7 @@ impl App {
             KeyCode::Up => self.composer.up(),
             KeyCode::Down => self.composer.down(),
             KeyCode::Char('u') if ctrl => self.composer.clear(),
+            KeyCode::Char('o') if ctrl => self.toggle_tasks(),
             KeyCode::Char(c) if !ctrl => self.composer.insert(c.encode_utf8(&mut [0; 4])),
             _ => {}
         }
@@ -580,7 +600,7 @@ impl App {
             ("/help", _) => {
                 let text =
                     COMMANDS.iter().map(|(c, h)| format!("{c} {h}")).collect::<Vec<_>>().join("\n");
-                self.push_notice(format!("{text}\nPgUp/PgDn or the wheel scroll; Esc interrupts; Alt-Enter or Ctrl-J for a newline"), false);
+                self.push_notice(format!("{text}\nPgUp/PgDn or the wheel scroll; Esc interrupts; Alt-Enter or Ctrl-J for a newline; Ctrl-O shows subagents' work whole or folds it"), false);
                 Vec::new()
             }
             ("/new", _) => vec![Effect::NewSession],
@@ -677,6 +697,7 @@ impl App {
         self.role = snapshot.role;
         self.session = Some(snapshot.session);
         self.streaming.clear();
+        self.clear_child_streaming();
         // What still holds from before the page: the todo panel, the running commands.
         for event in &snapshot.standing {
             self.work.apply(&event.kind);
@@ -690,6 +711,12 @@ impl App {
             for partial in in_flight.tool_output {
                 if let Some(cell) = self.tool_mut(&partial.call_id) {
                     cell.output = partial.text;
+                } else if let Some(i) = self.child_tool_index(&partial.call_id) {
+                    if let CellKind::Task(group) = &mut self.cells[i].kind {
+                        if let Some(cell) = group.tool_mut(&partial.call_id) {
+                            cell.output = partial.text;
+                        }
+                    }
                 }
             }
             self.rerender_all();
@@ -709,6 +736,12 @@ impl App {
             self.last_seq = event.seq;
             if let Some(s) = &mut self.session {
                 s.last_seq = event.seq;
+            }
+        }
+        if let Some(parent) = event.parent {
+            if super::subagents::shown_in_group(&event.kind) {
+                self.apply_child(parent, event.kind);
+                return;
             }
         }
         match event.kind {
@@ -734,6 +767,17 @@ impl App {
                     self.push(CellKind::Assistant(text));
                 }
             }
+            EventKind::ToolCall { call, .. } if call.name == TASK_TOOL => {
+                match self.task_index(&call.call_id) {
+                    Some(i) => {
+                        if let CellKind::Task(t) = &mut self.cells[i].kind {
+                            t.set_call(&call.input);
+                        }
+                        self.rerender(i);
+                    }
+                    None => self.push(CellKind::Task(super::subagents::TaskCell::from_call(&call))),
+                }
+            }
             EventKind::ToolCall { call, .. } => {
                 if self.tool_mut(&call.call_id).is_none() {
                     self.push(CellKind::Tool(ToolCell {
@@ -751,7 +795,31 @@ impl App {
                         t.output.push_str(&text);
                     }
                     self.rerender(i);
+                } else if let Some(i) = self.child_tool_index(&call_id) {
+                    if let CellKind::Task(group) = &mut self.cells[i].kind {
+                        if let Some(t) = group.tool_mut(&call_id) {
+                            t.output.push_str(&text);
+                        }
+                    }
+                    self.rerender(i);
                 }
+            }
+            EventKind::ToolResult { call_id, name, output, is_error, duration_ms }
+                if name == TASK_TOOL =>
+            {
+                // The subagent's report. Its call may be on an older page not loaded yet.
+                let i = match self.task_index(&call_id) {
+                    Some(i) => i,
+                    None => {
+                        let group = super::subagents::TaskCell::new(call_id);
+                        self.push(CellKind::Task(group));
+                        self.cells.len() - 1
+                    }
+                };
+                if let CellKind::Task(t) = &mut self.cells[i].kind {
+                    t.result = Some((is_error, output, duration_ms));
+                }
+                self.rerender(i);
             }
             EventKind::ToolResult { call_id, name, output, is_error, duration_ms } => {
                 let i = match self.tool_index(&call_id) {
@@ -793,6 +861,7 @@ impl App {
                 self.running = false;
                 self.usage.add(usage);
                 self.flush_streaming();
+                self.cut_open_tasks();
                 match stop_reason {
                     StopReason::Interrupted => self.push_notice("interrupted".into(), true),
                     StopReason::StepLimit => {
@@ -807,6 +876,7 @@ impl App {
             EventKind::TurnFailed { error, .. } => {
                 self.running = false;
                 self.flush_streaming();
+                self.cut_open_tasks();
                 self.push_notice(format!("turn failed: {error}"), true);
             }
             EventKind::Sandbox { state, ms } => self.sandbox = Some((state, ms)),
@@ -854,6 +924,83 @@ impl App {
         }
     }
 
+    /// A child's event: into its `Task` call's group, opened headed by the call's id when the
+    /// call is not loaded (the page began mid-child).
+    fn apply_child(&mut self, parent: String, kind: EventKind) {
+        let i = match self.task_index(&parent) {
+            Some(i) => i,
+            None => {
+                self.push(CellKind::Task(super::subagents::TaskCell::new(parent)));
+                self.cells.len() - 1
+            }
+        };
+        if let CellKind::Task(t) = &mut self.cells[i].kind {
+            t.apply(kind);
+        }
+        self.rerender(i);
+    }
+
+    /// The turn ended: a group still open got no report and will get none.
+    fn cut_open_tasks(&mut self) {
+        // Open groups are the turn's own: the scan stops at the message that started it.
+        for i in (0..self.cells.len()).rev() {
+            match &mut self.cells[i].kind {
+                CellKind::User { .. } => break,
+                CellKind::Task(t) if t.running() => {
+                    t.cut = true;
+                    self.rerender(i);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A resumed attach's `in_flight` has the main loop's text only: what children had streamed
+    /// before the drop is stale (their next complete message brings it whole).
+    fn clear_child_streaming(&mut self) {
+        for i in (0..self.cells.len()).rev() {
+            match &mut self.cells[i].kind {
+                CellKind::User { .. } => break,
+                CellKind::Task(t) if !t.streaming.is_empty() => {
+                    t.streaming.clear();
+                    self.rerender(i);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Ctrl-O: every group whole, or back to the newest items of running ones and folded
+    /// finished ones.
+    fn toggle_tasks(&mut self) {
+        self.expand_tasks = !self.expand_tasks;
+        let mut any = false;
+        for i in 0..self.cells.len() {
+            if matches!(self.cells[i].kind, CellKind::Task(_)) {
+                any = true;
+                self.rerender(i);
+            }
+        }
+        if any {
+            let what = if self.expand_tasks { "shown whole" } else { "folded" };
+            self.notice = Some(format!("subagents' work {what} (Ctrl-O)"));
+        }
+    }
+
+    fn task_index(&self, call_id: &str) -> Option<usize> {
+        self.cells
+            .iter()
+            .rposition(|c| matches!(&c.kind, CellKind::Task(t) if t.call_id == call_id))
+    }
+
+    /// The group holding the child tool call `call_id` (a delta sent without its parent, an
+    /// attach's partial output): running groups are searched, newest first.
+    fn child_tool_index(&self, call_id: &str) -> Option<usize> {
+        self.cells.iter().rposition(
+            |c| matches!(&c.kind, CellKind::Task(t) if t.running() && t.has_tool(call_id)),
+        )
+    }
+
     fn flush_streaming(&mut self) {
         if !self.streaming.trim().is_empty() {
             let text = std::mem::take(&mut self.streaming);
@@ -878,7 +1025,7 @@ impl App {
     }
 
     fn push(&mut self, kind: CellKind) {
-        let lines = render_cell(&kind, self.text_width(), &self.theme);
+        let lines = render_cell(&kind, self.expand_tasks, self.text_width(), &self.theme);
         self.cells.push(Cell { kind, lines });
     }
 
@@ -890,7 +1037,7 @@ impl App {
     fn rerender(&mut self, i: usize) {
         let width = self.text_width();
         let cell = &mut self.cells[i];
-        cell.lines = render_cell(&cell.kind, width, &self.theme);
+        cell.lines = render_cell(&cell.kind, self.expand_tasks, width, &self.theme);
     }
 
     fn rerender_all(&mut self) {
@@ -925,7 +1072,7 @@ pub fn tool_summary(name: &str, input: &Value) -> String {
     })
 }
 
-fn render_cell(kind: &CellKind, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+fn render_cell(kind: &CellKind, expand: bool, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let indent = [Span::raw("  ")];
     match kind {
         CellKind::User { by, text } => {
@@ -957,6 +1104,7 @@ fn render_cell(kind: &CellKind, width: usize, theme: &Theme) -> Vec<Line<'static
                 .collect()
         }
         CellKind::Tool(t) => tool_lines(t, width, theme),
+        CellKind::Task(t) => super::subagents::lines(t, expand, width, theme),
     }
 }
 

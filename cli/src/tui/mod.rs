@@ -16,10 +16,13 @@ pub mod highlight;
 pub mod markdown;
 pub mod net;
 pub mod render;
+pub mod subagents;
 pub mod tasks;
 pub mod theme;
 pub mod wrap;
 
+#[cfg(test)]
+mod subagents_tests;
 #[cfg(test)]
 mod tasks_tests;
 #[cfg(test)]

@@ -232,7 +232,7 @@ fn status_line(app: &App) -> Paragraph<'static> {
 }
 
 /// `950`, `12.3k`, `4.1M`.
-fn compact(n: u64) -> String {
+pub fn compact(n: u64) -> String {
     match n {
         0..=999 => n.to_string(),
         1000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),

@@ -2,7 +2,9 @@
 //!
 //! - frame: render time of one frame of a 10,000-line transcript at 120×40 (ratatui's
 //!   `TestBackend`, so the figure is our layout and ratatui's buffer work, without terminal IO),
-//!   while an answer streams into it (one delta applied per frame), p50/p99;
+//!   while an answer streams into it (one delta applied per frame), p50/p99; and again with a
+//!   subagent's text streaming into its group (a running `Task` whose child made 300 calls: the
+//!   group renders its newest items only). `--frames` prints these rows and stops;
 //! - idle CPU: the real `outboard` binary in tmux, connected and doing nothing, over 5 s;
 //! - fan-out: the latency the server adds between a model delta and its delivery to each attached
 //!   client, at 1, 10 and 50 clients, each with and without a stalled client (see [`fanout`]).
@@ -17,7 +19,7 @@ use outboard_cli::tui::theme::Theme;
 use outboard_server::{Limits, ServerConfig};
 use outboard_shared::{
     EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, SessionInfo, SessionStatus,
-    UserId,
+    ToolCall, UserId,
 };
 use outboard_tests::harness::Api;
 use outboard_tests::mock_llm::{MockLlm, MockStep};
@@ -29,7 +31,42 @@ fn ev(seq: u64, kind: EventKind) -> SessionEvent {
     SessionEvent { session_id: SessionId("s_1".into()), seq, ts: String::new(), kind, parent: None }
 }
 
-fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
+/// The `Task` call of [`frame_bench`]'s subagent, and how many tool calls its child made before
+/// the measured stream: a long child, so the figure shows a group's render stays bounded.
+const BENCH_TASK: &str = "c_task";
+const BENCH_CHILD_CALLS: u64 = 300;
+
+/// The events of a running subagent after `seq`: the Task call, then its child's tool calls.
+fn subagent_events(seq: u64) -> Vec<SessionEvent> {
+    let task = ToolCall {
+        call_id: BENCH_TASK.into(),
+        name: "Task".into(),
+        input: json!({"description": "survey", "prompt": "p", "subagent_type": "general-purpose"}),
+    };
+    let mut out = vec![ev(seq + 1, EventKind::ToolCall { call: task, target_before: None })];
+    for i in 0..BENCH_CHILD_CALLS {
+        let call = ToolCall {
+            call_id: format!("k{i}"),
+            name: "Read".into(),
+            input: json!({"file_path": format!("/workspace/src/m{i}.rs")}),
+        };
+        let result = EventKind::ToolResult {
+            call_id: format!("k{i}"),
+            name: "Read".into(),
+            output: "fn main() {}".into(),
+            is_error: false,
+            duration_ms: 2,
+        };
+        let child = |seq, kind| SessionEvent { parent: Some(BENCH_TASK.into()), ..ev(seq, kind) };
+        out.push(child(seq + 2 + 2 * i, EventKind::ToolCall { call, target_before: None }));
+        out.push(child(seq + 3 + 2 * i, result));
+    }
+    out
+}
+
+/// Frame times while an answer streams into a ~10,000-line transcript: the main loop's answer,
+/// or (`subagent`) a subagent's text into its group (after [`BENCH_CHILD_CALLS`] child calls).
+fn frame_bench(subagent: bool) -> anyhow::Result<(usize, Duration, Duration)> {
     let mut app = App::new(Theme { color: true }, 120, 40);
     let me = Me { user: "alice".into(), connection_id: 1 };
     app.handle(AppEvent::Connection(ConnState::Connected, Some(me)));
@@ -41,6 +78,7 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
             );
             ev(i + 1, EventKind::AssistantMessage { text, tool_calls: vec![], usage: None })
         })
+        .chain(if subagent { subagent_events(1000) } else { Vec::new() })
         .collect();
     let session = SessionInfo {
         id: SessionId("s_1".into()),
@@ -75,7 +113,10 @@ fn frame_bench() -> anyhow::Result<(usize, Duration, Duration)> {
     let mut terminal = Terminal::new(TestBackend::new(120, 40))?;
     let mut times = Vec::new();
     for i in 0..2000 {
-        let delta = ev(1000, EventKind::AssistantDelta { text: format!("word{i} ") });
+        let mut delta = ev(1000, EventKind::AssistantDelta { text: format!("word{i} ") });
+        if subagent {
+            delta.parent = Some(BENCH_TASK.into());
+        }
         let t = Instant::now();
         app.handle(AppEvent::Server(Box::new(delta)));
         terminal.draw(|f| render::draw(&app, f))?;
@@ -570,15 +611,25 @@ async fn fanout() -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let (lines, p50, p99) = frame_bench()?;
     println!("tui");
     println!("{:<58} {:>10} {:>10}", "", "p50", "p99");
-    println!(
-        "{:<58} {:>10} {:>10}",
-        format!("frame, {lines}-line transcript, 120x40, streaming"),
-        format!("{:.3} ms", p50.as_secs_f64() * 1000.0),
-        format!("{:.3} ms", p99.as_secs_f64() * 1000.0)
-    );
+    for subagent in [false, true] {
+        let (lines, p50, p99) = frame_bench(subagent)?;
+        let what = if subagent {
+            format!("frame, {lines} lines, a subagent streaming ({BENCH_CHILD_CALLS} calls)")
+        } else {
+            format!("frame, {lines}-line transcript, 120x40, streaming")
+        };
+        println!(
+            "{:<58} {:>10} {:>10}",
+            what,
+            format!("{:.3} ms", p50.as_secs_f64() * 1000.0),
+            format!("{:.3} ms", p99.as_secs_f64() * 1000.0)
+        );
+    }
+    if std::env::args().any(|a| a == "--frames") {
+        return Ok(());
+    }
     match idle_cpu().await {
         Ok(cpu) => {
             println!("{:<58} {:>10}", "idle CPU of a connected TUI (5 s)", format!("{cpu:.2} %"))
