@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -48,6 +48,14 @@ case "${1:-all}" in
       exec cargo run --quiet --release -p outboard-tests --bin bench_long -- "${@:-all}"
     fi
     ;;
+  tasks)
+    # Subagents: 8 children × 20 steps against one agent × 160 (wall time, the mock answering at
+    # once and after 50 ms), and a child's start to its first model request (an in-process
+    # server, which wants the release sandbox agent beside the bench). `tasks [--quick]`.
+    cargo build --quiet --release -p outboard-server --bin outboard-server
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_tasks -- "$@"
+    ;;
   harness|durable)
     # In-process servers use the sandbox agent of the release outboard-server beside the bench.
     cargo build --quiet --release -p outboard-server --bin outboard-server
@@ -62,10 +70,11 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_workspace
     cargo run --quiet --release -p outboard-tests --bin bench_long_turn
     cargo run --quiet --release -p outboard-tests --bin bench_long -- all
+    cargo run --quiet --release -p outboard-tests --bin bench_tasks
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|all]" >&2
     exit 2
     ;;
 esac

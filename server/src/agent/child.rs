@@ -47,6 +47,10 @@ const TASK_PARAMS: &str = "{\"description\": string (3-5 words), \"prompt\": str
 /// child's first message and stays in its every request).
 pub const MAX_TASK_PROMPT_BYTES: usize = 64 * 1024;
 
+/// The tracing target of the event each subagent's start emits (with its `call_id`): how
+/// `bench_tasks` times a child from its start to its first model request.
+pub const SPAWN_TARGET: &str = "outboard_server::subagent";
+
 /// An agent type a `Task` call may name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubagentType {
@@ -322,6 +326,7 @@ async fn run_child(
     call: &ToolCall,
     log: Option<Vec<SessionEvent>>,
 ) -> Result<Option<(ToolOutcome, Usage)>, EmitError> {
+    tracing::debug!(target: SPAWN_TARGET, call_id = %call.call_id, "subagent starting");
     let answer = |o: ToolOutcome| Ok(Some((o, Usage::default())));
     let params = match crate::tools::parse::<TaskParams>(TASK, &call.input, TASK_PARAMS) {
         Ok(params) => params,
