@@ -1,6 +1,6 @@
 //! The org's shared files, `/memory/**`, `/skills/**` and `/agents/**`: versioned text in the
 //! store, read and written by every session and person of the org, projected read-only onto the
-//! host for Bash, `Glob` and `Grep`. [`agents`] reads the agent types out of `/agents`.
+//! host for Bash, `Glob` and `Grep` (`crate::agent_types` reads the agent types out of `/agents`).
 //!
 //! CONTRACT (used by `tools`, `agent`, `session`, `gateway`): [`OrgFs`] and its methods,
 //! [`Author`], [`Precondition`], [`FsError`], [`OrgChange`], [`describe`].
@@ -43,8 +43,6 @@ use crate::auth::hex_sha256;
 use crate::store::{Store, StoreError};
 use crate::util::now_rfc3339;
 use crate::vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
-
-pub mod agents;
 
 /// The largest org file, in bytes: memory and skills are prose and small scripts, and every
 /// version is kept.
@@ -413,7 +411,8 @@ impl OrgFs {
         .map(|(written, ())| written)
     }
 
-    /// Writes many files under `/skills` in one transaction; files already current are skipped.
+    /// Writes many files (under `/skills` or `/agents`) in one transaction; files already
+    /// current are skipped.
     pub async fn import(
         &self,
         org: &OrgId,
@@ -684,10 +683,11 @@ enum Change {
     Delete,
 }
 
-const FILE_COLUMNS: &str = "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
+pub(crate) const FILE_COLUMNS: &str =
+    "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
                             f.at, f.content IS NULL, f.restored_from";
 
-fn file_version(r: &Row<'_>) -> rusqlite::Result<FileVersion> {
+pub(crate) fn file_version(r: &Row<'_>) -> rusqlite::Result<FileVersion> {
     let op: String = r.get(2)?;
     Ok(FileVersion {
         path: r.get(0)?,
