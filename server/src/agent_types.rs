@@ -347,7 +347,8 @@ fn value(no: usize, rest: &str, block: &[(usize, &str)]) -> Result<Value, String
     let inner = || block.iter().map(|(_, l)| l.trim()).collect::<Vec<_>>();
     if rest.is_empty() {
         let items = inner();
-        let listed = items.iter().filter(|l| !l.is_empty()).collect::<Vec<_>>();
+        let listed =
+            items.iter().filter(|l| !l.is_empty() && !l.starts_with('#')).collect::<Vec<_>>();
         if !listed.is_empty() && listed.iter().all(|l| l.starts_with('-')) {
             return listed
                 .iter()
@@ -482,7 +483,7 @@ impl OrgFs {
         let mut types: Vec<AgentType> = rows
             .into_iter()
             .filter_map(|(row, parsed)| {
-                parsed.problem.is_none().then(|| AgentType {
+                parsed.problem.is_none().then_some(AgentType {
                     name: parsed.name,
                     description: parsed.description,
                     tools: parsed.tools,

@@ -43,7 +43,7 @@ fn claude_codes_format_with_a_comma_separated_tools_string() {
 fn tools_as_a_yaml_list_block_or_flow() {
     let block = ok(
         "explorer.md",
-        "---\nname: explorer\ndescription: Finds code\ntools:\n  - Glob\n  - Grep # search\n  \
+        "---\nname: explorer\ndescription: Finds code\ntools:\n  - Glob\n  # the searches\n  - Grep # search\n  \
          - \"Read\"\n---\nExplore.\n",
     );
     assert_eq!(block.tools, tools(&["Glob", "Grep", "Read"]));
