@@ -236,12 +236,16 @@ fn prompt(file: &str, body: &str, truncated: bool, warnings: &mut Vec<String>) -
         .map(|(i, _)| i)
         .or(truncated.then_some(body.len()));
     let Some(at) = cut else { return body.to_owned() };
-    warnings.push(format!(
-        "the body is over {MAX_AGENT_PROMPT_BYTES} bytes: the agent's prompt is cut there"
-    ));
+    warnings.push(if at < body.len() || !truncated {
+        format!("the body is over {MAX_AGENT_PROMPT_BYTES} bytes: the agent's prompt is cut there")
+    } else {
+        format!(
+            "the file is longer than the {READ_CHARS} characters read of it: the agent's prompt \
+             is cut at {at} bytes; shorten the front matter or the body"
+        )
+    });
     format!(
-        "{}\n\n[This prompt was cut at {MAX_AGENT_PROMPT_BYTES} bytes; Read {AGENTS_PREFIX}/{file} \
-         for the rest]",
+        "{}\n\n[This prompt was cut at {at} bytes; Read {AGENTS_PREFIX}/{file} for the rest]",
         &body[..at]
     )
 }

@@ -259,4 +259,20 @@ async fn a_huge_file_is_read_only_as_far_as_its_prompt() {
         "{}",
         &prompt[prompt.len() - 80..]
     );
+
+    // A long front matter leaves less of the prompt in what is read: still cut with the note,
+    // never passed off as whole.
+    let description = "d".repeat(30 * 1024);
+    let body = "p".repeat(30 * 1024);
+    write(
+        &f,
+        "/agents/wordy.md",
+        &format!("---\nname: wordy\ndescription: {description}\n---\n{body}"),
+    )
+    .await;
+    let wordy =
+        f.fs.agent_types(&f.org).await.unwrap().into_iter().find(|a| a.name == "wordy").unwrap();
+    assert_eq!(wordy.description.len(), 30 * 1024);
+    assert!(wordy.prompt.len() < body.len(), "only what was read: {}", wordy.prompt.len());
+    assert!(wordy.prompt.ends_with("Read /agents/wordy.md for the rest]"), "a cut prompt says so");
 }
