@@ -1211,6 +1211,8 @@ mod tests {
             // Redirections.
             ("echo x > /memory/a", None, "/memory/a"),
             ("echo x >> /skills/s/SKILL.md", None, "/skills/s/SKILL.md"),
+            ("echo x > /agents/reviewer.md", None, "/agents/reviewer.md"),
+            ("cd /agents && rm reviewer.md", None, "/agents/reviewer.md"),
             ("echo x >| /memory/a", None, "/memory/a"),
             ("echo x &> /memory/a", None, "/memory/a"),
             ("echo x &>> /memory/a", None, "/memory/a"),
