@@ -80,6 +80,10 @@ pub enum Command {
     /// List, read and import the org's skills (`/skills/NAME/SKILL.md` and their files).
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// List, read and import the org's agent types (`/agents/NAME.md`, Claude Code's agent
+    /// files), which the model can start as subagents.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
     /// Print a session's changes as a git diff against its base (the commit it was cloned at,
     /// the uploaded tree, or HEAD for a session working in place).
     Diff(DiffArgs),
@@ -136,7 +140,7 @@ pub struct PushArgs {
 }
 
 /// `outboard memory …`. A PATH is relative to `/memory` (`deploys.md`), or starts with
-/// `memory/`, `/memory/` or `/skills/`.
+/// `memory/`, `/memory/`, `/skills/` or `/agents/`.
 #[derive(Debug, Clone, PartialEq, Subcommand)]
 pub enum MemoryCommand {
     /// List the files under PATH (default `/memory`): path, version, size, author, time.
@@ -285,6 +289,52 @@ pub struct SkillsImportArgs {
     #[command(flatten)]
     pub connect: ConnectArgs,
     /// A directory of skills, or one skill's directory.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// `outboard agents …`.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum AgentsCommand {
+    /// List the org's agent types: name, description, tools ("all" when not restricted), model,
+    /// version, and what is left out of or wrong with one.
+    Ls(AgentsLsArgs),
+    /// Print an agent's file (`/agents/NAME.md`): front matter and system prompt.
+    Cat(AgentsCatArgs),
+    /// Import Claude Code agent files from DIR (like `.claude/agents/`): each `*.md` in it,
+    /// all checked before anything is written.
+    Import(AgentsImportArgs),
+}
+
+/// `outboard agents ls`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct AgentsLsArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the agents as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `outboard agents cat`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct AgentsCatArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The agent's name (its file `/agents/NAME.md`).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+/// `outboard agents import`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct AgentsImportArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// A directory of agent files (`NAME.md`).
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
 }
@@ -704,6 +754,16 @@ mod tests {
         let cli = Cli::try_parse_from(["outboard", "skills", "import", "./skills"]).unwrap();
         let Some(Command::Skills(SkillsCommand::Import(args))) = cli.command else { panic!() };
         assert_eq!(args.dir, PathBuf::from("./skills"));
+
+        let cli = Cli::try_parse_from(["outboard", "agents", "ls", "--json"]).unwrap();
+        let Some(Command::Agents(AgentsCommand::Ls(args))) = cli.command else { panic!() };
+        assert!(args.json);
+        let cli = Cli::try_parse_from(["outboard", "agents", "cat", "reviewer"]).unwrap();
+        let Some(Command::Agents(AgentsCommand::Cat(args))) = cli.command else { panic!() };
+        assert_eq!(args.name, "reviewer");
+        let cli = Cli::try_parse_from(["outboard", "agents", "import", ".claude/agents"]).unwrap();
+        let Some(Command::Agents(AgentsCommand::Import(args))) = cli.command else { panic!() };
+        assert_eq!(args.dir, PathBuf::from(".claude/agents"));
 
         let bad = Cli::try_parse_from(["outboard", "memory", "restore", "x.md", "two"]);
         assert_eq!(bad.unwrap_err().exit_code(), 2);

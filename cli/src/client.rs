@@ -29,15 +29,15 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
-    methods, Call, ClientFrame, ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode,
-    EventKind, FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams,
-    FilesListParams, FilesReadParams, FilesReadResponse, FilesRestoreParams, FilesWriteParams,
-    Hello, ImportFile, Method, ProgressFrame, Request, RequestId, Response, Role, ServerFrame,
-    SessionAttachParams, SessionAttachResponse, SessionCreateParams, SessionEvent,
-    SessionHistoryParams, SessionHistoryResponse, SessionId, SessionInfo, SessionListParams,
-    SessionRef, SkillInfo, SkillsImportParams, SkillsImportResponse, TurnInterruptResponse,
-    TurnSendParams, TurnSendResponse, Welcome, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
+    methods, AgentsImportParams, AgentsImportResponse, AgentsListResponse, Call, ClientFrame,
+    ConnectionError, DriveGrantParams, Empty, ErrorBody, ErrorCode, EventKind, FileVersion,
+    FilesChangeResponse, FilesDeleteParams, FilesHistoryParams, FilesListParams, FilesReadParams,
+    FilesReadResponse, FilesRestoreParams, FilesWriteParams, Hello, ImportFile, Method,
+    ProgressFrame, Request, RequestId, Response, Role, ServerFrame, SessionAttachParams,
+    SessionAttachResponse, SessionCreateParams, SessionEvent, SessionHistoryParams,
+    SessionHistoryResponse, SessionId, SessionInfo, SessionListParams, SessionRef, SkillInfo,
+    SkillsImportParams, SkillsImportResponse, TurnInterruptResponse, TurnSendParams,
+    TurnSendResponse, Welcome, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES, PROTOCOL_VERSION,
 };
 use serde_json::Value;
 use tokio::net::TcpStream;
@@ -678,6 +678,22 @@ impl Client {
         files: Vec<ImportFile>,
     ) -> impl Future<Output = Result<SkillsImportResponse, ClientError>> + Send + 'static {
         self.call::<methods::SkillsImport>(SkillsImportParams { files })
+    }
+
+    /// `agents/list`: the org's agent types, usable or not, sorted by name.
+    pub fn list_agents(
+        &self,
+    ) -> impl Future<Output = Result<AgentsListResponse, ClientError>> + Send + 'static {
+        self.call::<methods::AgentsList>(Empty {})
+    }
+
+    /// `agents/import`: write agent files (`NAME.md`, relative to `/agents`) in one
+    /// transaction, each checked first; one bad file refuses them all.
+    pub fn import_agents(
+        &self,
+        files: Vec<ImportFile>,
+    ) -> impl Future<Output = Result<AgentsImportResponse, ClientError>> + Send + 'static {
+        self.call::<methods::AgentsImport>(AgentsImportParams { files })
     }
 
     /// `ping`.

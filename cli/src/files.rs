@@ -1,6 +1,6 @@
-//! `outboard memory …` and `outboard skills …`: the org's shared, versioned text files
-//! (`/memory/**`, `/skills/**`) from a terminal or a script. Same connection flags and embedded
-//! mode as `outboard sessions`.
+//! `outboard memory …` and `outboard skills …` (and [`agents`]: `outboard agents …`): the org's
+//! shared, versioned text files (`/memory/**`, `/skills/**`, `/agents/**`) from a terminal or a
+//! script. Same connection flags and embedded mode as `outboard sessions`.
 //!
 //! Everything that can go wrong locally (a bad path, an unreadable or binary file, an empty skills
 //! directory) is checked before connecting, so a usage error never starts the embedded server.
@@ -126,7 +126,11 @@ pub async fn skills(command: &SkillsCommand, out: &mut impl Write, err: &mut imp
     finish(result, out, err)
 }
 
-fn finish(result: Result<(), FilesError>, out: &mut impl Write, err: &mut impl Write) -> i32 {
+pub(crate) fn finish(
+    result: Result<(), FilesError>,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> i32 {
     match result.and_then(|()| out.flush().map_err(FilesError::from)) {
         Ok(()) => exit::OK,
         Err(e) => {
@@ -313,7 +317,10 @@ pub struct Imported {
     pub unchanged: u64,
 }
 
-fn print_content(read: &FilesReadResponse, out: &mut impl Write) -> Result<(), FilesError> {
+pub(crate) fn print_content(
+    read: &FilesReadResponse,
+    out: &mut impl Write,
+) -> Result<(), FilesError> {
     let file = &read.file;
     if file.deleted {
         return Err(FilesError::Refused(format!(
@@ -325,7 +332,10 @@ fn print_content(read: &FilesReadResponse, out: &mut impl Write) -> Result<(), F
     Ok(())
 }
 
-fn json_line(out: &mut impl Write, value: &impl serde::Serialize) -> Result<(), FilesError> {
+pub(crate) fn json_line(
+    out: &mut impl Write,
+    value: &impl serde::Serialize,
+) -> Result<(), FilesError> {
     serde_json::to_writer(&mut *out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
     Ok(())
@@ -365,7 +375,7 @@ pub fn read_content(file: Option<&Path>, stdin: impl Read) -> Result<String, Fil
 
 /// The absolute org path for a memory command's PATH: relative paths are under `/memory`
 /// (`deploys.md`, `./deploys.md`, `memory/deploys.md` → `/memory/deploys.md`); absolute ones must
-/// be `/`, or under `/memory` or `/skills`. Empty and `.` components and a trailing `/` are
+/// be `/`, or under `/memory`, `/skills` or `/agents`. Empty and `.` components and a trailing `/` are
 /// dropped; `..` is refused. The server checks the rest (length, characters).
 pub fn memory_path(arg: &str) -> Result<String, FilesError> {
     let usage = |why: &str| FilesError::Usage(format!("{arg:?} is not an org file path: {why}"));
@@ -388,8 +398,8 @@ pub fn memory_path(arg: &str) -> Result<String, FilesError> {
     }
     match parts.first() {
         None => Ok("/".to_owned()),
-        Some(&("memory" | "skills")) => Ok(format!("/{}", parts.join("/"))),
-        Some(_) => Err(usage("org files live under /memory or /skills")),
+        Some(&("memory" | "skills" | "agents")) => Ok(format!("/{}", parts.join("/"))),
+        Some(_) => Err(usage("org files live under /memory, /skills or /agents")),
     }
 }
 
@@ -450,7 +460,7 @@ pub fn short_time(at: &str) -> String {
 }
 
 /// Rows as columns separated by two spaces, each as wide as its widest cell; no trailing blanks.
-fn columns(rows: &[Vec<String>]) -> String {
+pub(crate) fn columns(rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = Vec::new();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -552,7 +562,7 @@ pub fn skills_lines(skills: &[SkillInfo]) -> String {
     columns(&rows)
 }
 
-fn plural(n: u64, one: &str, many: &str) -> String {
+pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
@@ -848,6 +858,8 @@ pub fn batches(skills: &[Skill], budget: usize) -> Vec<Vec<ImportFile>> {
     }
     batches
 }
+
+pub mod agents;
 
 #[cfg(test)]
 mod tests;

@@ -97,6 +97,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ))),
+        Command::Agents(command) => Ok(runtime.block_on(files::agents::agents(
+            &command,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
         Command::Attach(args) => {
             let args = TuiArgs {
                 connect: args.connect,

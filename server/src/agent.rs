@@ -935,7 +935,8 @@ did.
 Your environment has three kinds of path:
 - /workspace is this session's working directory and persists between turns. Relative paths in \
 file tools are relative to /workspace.
-- /memory is your org's shared memory and /skills its shared skills: files shared by every \
+- /memory is your org's shared memory, /skills its shared skills and /agents its agent types \
+(/agents/NAME.md): files shared by every \
 session and teammate of your org, stored by the harness with every version kept. Use Read, \
 Write, Edit, Glob and Grep on them; what you write there is seen at once by everyone in your \
 org, so keep it accurate and useful. Bash sees them read-only: never write them from Bash.

@@ -1,15 +1,15 @@
-//! The `files/*` and `skills/*` methods: people's access to their org's shared files over the
-//! WebSocket (`outboard memory …`, `outboard skills …`), and the forwarding of every change to
-//! the org's live sessions as `memory_changed`.
+//! The `files/*`, `skills/*` and `agents/*` methods: people's access to their org's shared files
+//! over the WebSocket (`outboard memory …`, `outboard skills …`, `outboard agents …`), and the
+//! forwarding of every change to the org's live sessions as `memory_changed`.
 //!
 //! Every call is scoped to the caller's org, taken from the authenticated token: another org's
 //! files are indistinguishable from missing ones. Changes made here are authored by the user,
 //! with no session.
 
 use outboard_shared::{
-    ErrorBody, ErrorCode, EventKind, FileOp, FilesChangeResponse, FilesHistoryResponse,
-    FilesListResponse, FilesReadResponse, Method, RequestId, Response, SkillsImportResponse,
-    SkillsListResponse,
+    AgentsImportResponse, ErrorBody, ErrorCode, EventKind, FileOp, FilesChangeResponse,
+    FilesHistoryResponse, FilesListResponse, FilesReadResponse, ImportFile, Method, RequestId,
+    Response, SkillsImportResponse, SkillsListResponse,
 };
 use tokio::sync::broadcast;
 
@@ -37,7 +37,7 @@ fn changed(id: RequestId, w: Written) -> Response {
     Response::ok(id, &FilesChangeResponse { file: w.file, changed: w.changed })
 }
 
-/// Answers one `files/*` or `skills/*` request for `user`.
+/// Answers one `files/*`, `skills/*` or `agents/*` request for `user`.
 pub async fn handle(
     hub: &Hub,
     user: &UserRow,
@@ -103,11 +103,39 @@ pub async fn handle(
             let (written, unchanged) = fs.import(org, files, &author).await.map_err(error)?;
             Ok(Response::ok(id, &SkillsImportResponse { written, unchanged }))
         }
+        Method::AgentsList(_) => Ok(Response::ok(id, &fs.agents(org).await.map_err(error)?)),
+        Method::AgentsImport(p) => {
+            let files = agent_files(p.files)?;
+            let (written, unchanged) = fs.import(org, files, &author).await.map_err(error)?;
+            Ok(Response::ok(id, &AgentsImportResponse { written, unchanged }))
+        }
         other => Err(ErrorBody::new(
             ErrorCode::UnknownMethod,
             format!("{} is not an org files method", other.name()),
         )),
     }
+}
+
+/// The files of an `agents/import`, each checked to be a usable agent before anything is
+/// written: a bad one refuses the whole request, naming it and what is wrong.
+fn agent_files(files: Vec<ImportFile>) -> Result<Vec<(OrgPath, String)>, ErrorBody> {
+    use crate::agent_types::{parse, MAX_AGENTS};
+    let bad = |message: String| ErrorBody::new(ErrorCode::BadRequest, message);
+    if files.len() > MAX_AGENTS {
+        return Err(bad(format!(
+            "{} agent files in one import; an org has at most {MAX_AGENTS} agents",
+            files.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let name = f.path.trim_start_matches('/');
+        if let Some(problem) = parse(name, &f.content, false).problem {
+            return Err(bad(format!("{name}: {problem}; nothing was imported")));
+        }
+        out.push((path(&format!("{}/{name}", crate::vfs::AGENTS_PREFIX))?, f.content));
+    }
+    Ok(out)
 }
 
 /// Sends every committed org file change to the live sessions of its org as a transient

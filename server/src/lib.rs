@@ -11,6 +11,7 @@
 //! [`uploads`] (working trees sent by clients), [`auth`].
 
 pub mod agent;
+pub mod agent_types;
 pub mod auth;
 pub mod config;
 pub mod files_api;

@@ -1,6 +1,6 @@
-//! The org's shared files, `/memory/**` and `/skills/**`: versioned text in the store, read and
-//! written by every session and person of the org, projected read-only onto the host for Bash,
-//! `Glob` and `Grep`.
+//! The org's shared files, `/memory/**`, `/skills/**` and `/agents/**`: versioned text in the
+//! store, read and written by every session and person of the org, projected read-only onto the
+//! host for Bash, `Glob` and `Grep` (`crate::agent_types` reads the agent types out of `/agents`).
 //!
 //! CONTRACT (used by `tools`, `agent`, `session`, `gateway`): [`OrgFs`] and its methods,
 //! [`Author`], [`Precondition`], [`FsError`], [`OrgChange`], [`describe`].
@@ -22,11 +22,11 @@
 //!   live file or the path has live descendants, so the projection onto the host always exists.
 //! - **Changes are pushed**: each committed change goes on a broadcast channel ([`OrgChange`]);
 //!   the gateway forwards it to every live session of that org as `memory_changed`.
-//! - **The projection** (`<data dir>/orgs/<org>/{memory,skills}`) is a plain directory tree
+//! - **The projection** (`<data dir>/orgs/<org>/{memory,skills,agents}`) is a plain directory tree
 //!   kept in step with the store lazily: [`OrgFs::project`] compares the org's change counter
 //!   with the one it last applied (one indexed read when nothing changed) and applies only the
 //!   paths whose head moved since, atomically (temp file + rename) with each version's time as
-//!   mtime. Sandboxes bind it read-only at `/memory` and `/skills`, so `grep -r` works and a
+//!   mtime. Sandboxes bind it read-only at `/memory`, `/skills` and `/agents`, so `grep -r` works and a
 //!   write fails with EROFS; `Glob` and `Grep` walk it too, so they see exactly what Bash sees.
 //!   The first projection of an org in a process is a full one that also removes strays.
 
@@ -42,14 +42,14 @@ use tokio::sync::broadcast;
 use crate::auth::hex_sha256;
 use crate::store::{Store, StoreError};
 use crate::util::now_rfc3339;
-use crate::vfs::{OrgPath, VfsError, MEMORY_PREFIX, SKILLS_PREFIX};
+use crate::vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
 
 /// The largest org file, in bytes: memory and skills are prose and small scripts, and every
 /// version is kept.
 pub const MAX_ORG_FILE_BYTES: usize = 1024 * 1024;
 /// Changes queued for slow subscribers before they lag.
 const CHANGE_CHANNEL: usize = 1024;
-/// Files `skills/import` accepts in one request.
+/// Files `skills/import` (and `agents/import`) accepts in one request.
 pub const MAX_IMPORT_FILES: usize = 5000;
 
 /// Who makes a change.
@@ -154,13 +154,32 @@ struct Projection {
     applied: Mutex<HashMap<OrgId, Arc<tokio::sync::Mutex<Option<u64>>>>>,
 }
 
-/// The two projected roots of one org, on the host.
+/// The projected roots of one org, on the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectionDirs {
     /// Seen as `/memory`.
     pub memory: PathBuf,
     /// Seen as `/skills`.
     pub skills: PathBuf,
+    /// Seen as `/agents`.
+    pub agents: PathBuf,
+}
+
+impl ProjectionDirs {
+    /// Each root's host directory with the path it is seen at (`/memory`, `/skills`,
+    /// `/agents`): what a sandbox binds read-only and what `Glob`/`Grep` walk.
+    pub fn mounts(&self) -> [(&Path, &'static str); 3] {
+        [
+            (&self.memory, MEMORY_PREFIX),
+            (&self.skills, SKILLS_PREFIX),
+            (&self.agents, AGENTS_PREFIX),
+        ]
+    }
+
+    /// Whether `dir` is one of the roots themselves (never removed, the top of every walk up).
+    fn is_root(&self, dir: &Path) -> bool {
+        self.mounts().iter().any(|(root, _)| *root == dir)
+    }
 }
 
 impl OrgFs {
@@ -392,7 +411,8 @@ impl OrgFs {
         .map(|(written, ())| written)
     }
 
-    /// Writes many files under `/skills` in one transaction; files already current are skipped.
+    /// Writes many files (under `/skills` or `/agents`) in one transaction; files already
+    /// current are skipped.
     pub async fn import(
         &self,
         org: &OrgId,
@@ -584,8 +604,12 @@ impl OrgFs {
     /// The host directories of `org`'s projection (created, not synchronised).
     pub fn projection_dirs(&self, org: &OrgId) -> std::io::Result<ProjectionDirs> {
         let base = self.projection.dir.join(safe_dir_name(&org.0));
-        let dirs = ProjectionDirs { memory: base.join("memory"), skills: base.join("skills") };
-        for dir in [&dirs.memory, &dirs.skills] {
+        let dirs = ProjectionDirs {
+            memory: base.join("memory"),
+            skills: base.join("skills"),
+            agents: base.join("agents"),
+        };
+        for (dir, _) in dirs.mounts() {
             std::fs::create_dir_all(dir)?;
             set_mode(dir, PROJECTION_DIR_MODE);
         }
@@ -659,10 +683,11 @@ enum Change {
     Delete,
 }
 
-const FILE_COLUMNS: &str = "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
+pub(crate) const FILE_COLUMNS: &str =
+    "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
                             f.at, f.content IS NULL, f.restored_from";
 
-fn file_version(r: &Row<'_>) -> rusqlite::Result<FileVersion> {
+pub(crate) fn file_version(r: &Row<'_>) -> rusqlite::Result<FileVersion> {
     let op: String = r.get(2)?;
     Ok(FileVersion {
         path: r.get(0)?,
@@ -934,13 +959,9 @@ fn set_mode(path: &Path, mode: u32) {
 
 /// The host path of an org path within the projection.
 fn host_path(dirs: &ProjectionDirs, path: &str) -> Option<PathBuf> {
-    let (root, rest) = if let Some(rest) = path.strip_prefix(MEMORY_PREFIX) {
-        (&dirs.memory, rest)
-    } else if let Some(rest) = path.strip_prefix(SKILLS_PREFIX) {
-        (&dirs.skills, rest)
-    } else {
-        return None;
-    };
+    let (root, rest) = dirs.mounts().into_iter().find_map(|(root, prefix)| {
+        path.strip_prefix(prefix).filter(|r| r.starts_with('/')).map(|rest| (root, rest))
+    })?;
     let rest = rest.trim_start_matches('/');
     // Stored paths were normalised by `OrgPath`; refuse anything else rather than trust it.
     if rest.is_empty() || rest.split('/').any(|n| n.is_empty() || n == "." || n == "..") {
@@ -975,7 +996,7 @@ fn apply_projection(
         live.insert(host);
     }
     if full {
-        for root in [&dirs.memory, &dirs.skills] {
+        for (root, _) in dirs.mounts() {
             remove_strays(root, &live)?;
         }
     }
@@ -1003,7 +1024,7 @@ fn remove_any(host: &Path) -> std::io::Result<()> {
 fn prune_empty(host: &Path, dirs: &ProjectionDirs) {
     let mut at = host.parent();
     while let Some(dir) = at {
-        if dir == dirs.memory || dir == dirs.skills || std::fs::remove_dir(dir).is_err() {
+        if dirs.is_root(dir) || std::fs::remove_dir(dir).is_err() {
             break;
         }
         at = dir.parent();
@@ -1021,7 +1042,7 @@ fn write_projected(
     // A file where a directory must be (left by an earlier shape): remove it.
     let mut at = Some(parent);
     while let Some(dir) = at {
-        if dir == dirs.memory || dir == dirs.skills {
+        if dirs.is_root(dir) {
             break;
         }
         if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
@@ -1051,7 +1072,7 @@ fn write_projected(
     let mut at = Some(parent);
     while let Some(dir) = at {
         set_mode(dir, PROJECTION_DIR_MODE);
-        if dir == dirs.memory || dir == dirs.skills {
+        if dirs.is_root(dir) {
             break;
         }
         at = dir.parent();

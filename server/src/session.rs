@@ -903,11 +903,13 @@ impl Actor {
         });
         let mut config = self.sandbox_config.clone();
         config.network = self.network.as_ref().map(|n| n.net.clone());
-        // The org's files, read-only at /memory and /skills (kept current before each command).
+        // The org's files, read-only at /memory, /skills and /agents (kept current before each
+        // command).
         match self.org_fs.projection_dirs(&self.row.org_id) {
             Ok(dirs) => {
-                config.ro_mounts.push((dirs.memory, crate::vfs::MEMORY_PREFIX.to_owned()));
-                config.ro_mounts.push((dirs.skills, crate::vfs::SKILLS_PREFIX.to_owned()));
+                for (dir, prefix) in dirs.mounts() {
+                    config.ro_mounts.push((dir.to_path_buf(), prefix.to_owned()));
+                }
             }
             Err(e) => tracing::warn!(session = %self.row.id, "no org files in the sandbox: {e}"),
         }

@@ -14,7 +14,7 @@
 //!   checks in the same transaction that `seq` is exactly `last_seq + 1`, so a gap is impossible
 //!   too. Each row holds the whole [`EventKind`] as JSON plus its `kind` and `turn_id` in columns,
 //!   so recovery can find unfinished turns with an index instead of parsing every payload.
-//! - `org_files`, `org_heads`, `org_file_changes`: the org's shared `/memory` and `/skills`
+//! - `org_files`, `org_heads`, `org_file_changes`: the org's shared `/memory`, `/skills`, `/agents`
 //!   files, every version kept; the queries live in [`crate::orgfs`], which runs them here
 //!   through [`Store::call`]; `org_file_usage` counts their versions and bytes per org.
 //! - `org_quotas`: per-org overrides of the quotas' defaults ([`crate::quota`]).

@@ -6,8 +6,8 @@
 //! [`Workspace::resolve`], [`Workspace::model_path`], [`Workspace::display`].
 //!
 //! The three kinds of path (docs/ARCHITECTURE.md, `vfs.rs` and "Org files"):
-//! - `/memory/**` and `/skills/**`: the org's shared files, in the store ([`crate::orgfs`]);
-//!   routed as an [`OrgPath`].
+//! - `/memory/**`, `/skills/**` and `/agents/**`: the org's shared files, in the store
+//!   ([`crate::orgfs`]); routed as an [`OrgPath`].
 //! - `/workspace/**` and relative paths: the session's workspace on the host.
 //! - anything else: refused, naming the valid roots (Bash reaches the rest of the sandbox).
 //!
@@ -24,9 +24,9 @@
 //! links under the tools' feet. [`Workspace::resolve`] only *names* where a path leads (the
 //! read ledger's key, messages); nothing opens the host path it returns. The same [`Workspace`]
 //! type also serves the read-only projection of the org files ([`Workspace::mount`] with prefix
-//! `/memory` or `/skills`), so `Glob` and `Grep` search them with the same code.
+//! `/memory`, `/skills` or `/agents`), so `Glob` and `Grep` search them with the same code.
 //!
-//! Paths shown to the model are always `/workspace/…` (or `/memory/…`, `/skills/…`), never the
+//! Paths shown to the model are always `/workspace/…` (or `/memory/…`, `/skills/…`, `/agents/…`), never the
 //! host path, which would leak the server's data dir.
 //!
 //! Names are also refused when they hold Unicode bidirectional controls: a file name reaches
@@ -46,6 +46,10 @@ pub const WORKSPACE_PREFIX: &str = "/workspace";
 pub const MEMORY_PREFIX: &str = "/memory";
 /// The org's shared skills.
 pub const SKILLS_PREFIX: &str = "/skills";
+/// The org's agent types (`/agents/NAME.md`, see [`crate::orgfs::agents`]).
+pub const AGENTS_PREFIX: &str = "/agents";
+/// Every org root, in the order listings and searches show them.
+pub const ORG_ROOTS: [&str; 3] = [MEMORY_PREFIX, SKILLS_PREFIX, AGENTS_PREFIX];
 /// The longest path accepted, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
 /// The longest file or directory name accepted, in bytes (the host filesystem's limit).
@@ -53,8 +57,8 @@ pub const MAX_NAME_BYTES: usize = 255;
 
 /// The valid roots, for error messages.
 const ROOTS_HINT: &str = "file tools work on /workspace/... (this session's files; relative \
-                          paths too), /memory/... (your org's shared memory) and /skills/... \
-                          (your org's shared skills)";
+                          paths too), /memory/... (your org's shared memory), /skills/... \
+                          (your org's shared skills) and /agents/... (your org's agent types)";
 
 /// Where a path lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +77,7 @@ pub fn route(path: &str) -> Result<Route, VfsError> {
     }
     let first = path.split('/').find(|c| !c.is_empty() && *c != "." && *c != "..");
     match first {
-        Some("memory") | Some("skills") => OrgPath::parse(path).map(Route::Org),
+        Some("memory") | Some("skills") | Some("agents") => OrgPath::parse(path).map(Route::Org),
         Some("workspace") => Ok(Route::Workspace(path.to_owned())),
         None => Err(VfsError::Escapes(format!(
             "{path} is the filesystem root; {ROOTS_HINT}. Use Bash for other files"
@@ -134,13 +138,13 @@ fn shorten(path: &str) -> String {
 pub struct OrgPath(String);
 
 impl OrgPath {
-    /// Parses and normalises an absolute path under `/memory` or `/skills` (see the module
+    /// Parses and normalises an absolute path under an org root (see the module
     /// header for the rules).
     pub fn parse(path: &str) -> Result<OrgPath, VfsError> {
         check_basic(path)?;
         if !path.starts_with('/') {
             return Err(VfsError::Invalid(format!(
-                "{} is relative; org files are named /memory/... or /skills/...",
+                "{} is relative; org files are named /memory/..., /skills/... or /agents/...",
                 shorten(path)
             )));
         }
@@ -160,10 +164,10 @@ impl OrgPath {
                     }
                 }
                 name if root.is_none() => match name {
-                    "memory" | "skills" => root = Some(name),
+                    "memory" | "skills" | "agents" => root = Some(name),
                     _ => {
                         return Err(VfsError::Escapes(format!(
-                            "{} is not under /memory or /skills; {ROOTS_HINT}",
+                            "{} is not under /memory, /skills or /agents; {ROOTS_HINT}",
                             shorten(path)
                         )))
                     }
@@ -182,7 +186,7 @@ impl OrgPath {
         }
         let Some(root) = root else {
             return Err(VfsError::Escapes(format!(
-                "{} is not under /memory or /skills; {ROOTS_HINT}",
+                "{} is not under /memory, /skills or /agents; {ROOTS_HINT}",
                 shorten(path)
             )));
         };
@@ -199,18 +203,15 @@ impl OrgPath {
         &self.0
     }
 
-    /// `/memory` or `/skills`.
+    /// `/memory`, `/skills` or `/agents`.
     pub fn root(&self) -> &'static str {
-        if self.0.starts_with(SKILLS_PREFIX) {
-            SKILLS_PREFIX
-        } else {
-            MEMORY_PREFIX
-        }
+        // A parsed path is a root or starts with `<root>/`, so the prefix test is exact.
+        ORG_ROOTS.into_iter().find(|r| self.0.starts_with(r)).unwrap_or(MEMORY_PREFIX)
     }
 
-    /// Whether this is `/memory` or `/skills` itself.
+    /// Whether this is an org root itself (`/memory`, `/skills`, `/agents`).
     pub fn is_root(&self) -> bool {
-        self.0 == MEMORY_PREFIX || self.0 == SKILLS_PREFIX
+        ORG_ROOTS.contains(&self.0.as_str())
     }
 
     /// The path below the root (`deploys.md`, `deploy/SKILL.md`; empty for the root).
@@ -533,6 +534,12 @@ mod tests {
         assert_eq!(p.ancestors(), vec!["/skills/deploy", "/skills/deploy/scripts"]);
         assert!(OrgPath::parse("/memory").unwrap().is_root());
         assert!(OrgPath::parse("/memory").unwrap().ancestors().is_empty());
+        assert_eq!(org("/agents//reviewer.md"), "/agents/reviewer.md");
+        assert_eq!(org("/agents/"), "/agents");
+        let p = OrgPath::parse("/agents/reviewer.md").unwrap();
+        assert_eq!((p.root(), p.relative()), ("/agents", "reviewer.md"));
+        assert!(OrgPath::parse("/agents").unwrap().is_root());
+        assert!(!p.is_root());
     }
 
     #[test]
@@ -549,6 +556,9 @@ mod tests {
         assert!(msg.contains("/workspace/...") && msg.contains("/skills/..."), "{msg}");
         refused("/memory/./a/../../etc/passwd");
         refused("/skills/..");
+        let msg = refused("/agents/../skills/x");
+        assert!(msg.contains("climbs out of /agents") && msg.contains("/agents/..."), "{msg}");
+        refused("/agentsx/a");
         let msg = refused("/memoryx/a");
         assert!(msg.contains("outside the file tools' roots"), "{msg}");
         refused("/etc/passwd");

@@ -1,5 +1,5 @@
-//! The org's shared files — `/memory/**` and `/skills/**` — as the wire sees them: the
-//! `files/*` and `skills/*` methods and the records they answer with.
+//! The org's shared files — `/memory/**`, `/skills/**` and `/agents/**` — as the wire sees them: the
+//! `files/*`, `skills/*` and `agents/*` methods and the records they answer with.
 //!
 //! Every change of an org file is a new version (`version` counts from 1 per path); a delete is
 //! a version too (a tombstone, `deleted: true`), so history is complete and any version can be
@@ -21,7 +21,7 @@ pub enum FileOp {
     Delete,
     /// A copy of an earlier version (`files/restore`).
     Restore,
-    /// `skills/import`.
+    /// `skills/import` or `agents/import`.
     Import,
     /// An operation this client does not know.
     #[serde(other)]
@@ -205,6 +205,72 @@ pub struct SkillsImportParams {
 /// Result of `skills/import`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkillsImportResponse {
+    /// The versions made.
+    pub written: Vec<FileVersion>,
+    /// Files that were already current.
+    pub unchanged: u64,
+}
+
+/// One agent type of the org, from `/agents/<name>.md`: Claude Code's agent file (front matter
+/// `name`, `description`, optional `tools` and `model`; the body is the agent's system prompt).
+/// A `general-purpose` type always exists besides these, built in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentInfo {
+    /// The file's stem, which the front matter's `name` must equal (lowercase letters, digits,
+    /// `-`).
+    pub name: String,
+    /// The front matter's `description` (empty when missing).
+    pub description: String,
+    /// The tools it may use, those of its `tools` list that exist here; absent: every tool a
+    /// subagent may have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// The front matter's `model` (`sonnet`, `opus`, `haiku`, `inherit` or a model id); absent:
+    /// the session's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The file: `/agents/<name>.md`.
+    pub path: String,
+    /// The file's current version.
+    pub version: u64,
+    /// Who wrote that version.
+    pub author: String,
+    /// What was left out of a usable agent (a tool that does not exist here, a cut prompt).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// What makes the file unusable as an agent (no front matter, a missing `name` or
+    /// `description`, a `name` that differs from the file's, no usable tool), if anything; such
+    /// an agent is not offered to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// Result of `agents/list`, sorted by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentsListResponse {
+    /// The agents, usable or not (see [`AgentInfo::problem`]).
+    pub agents: Vec<AgentInfo>,
+    /// Files under `/agents` beyond the most the server reads, not listed and not offered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Parameters of `agents/import`: agent files written under `/agents` in one transaction, each
+/// `path` a `NAME.md` (relative to `/agents`). Every file is checked first: one that is not a
+/// usable agent refuses the whole request, naming the file and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentsImportParams {
+    /// The files.
+    pub files: Vec<ImportFile>,
+}
+
+/// Result of `agents/import`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentsImportResponse {
     /// The versions made.
     pub written: Vec<FileVersion>,
     /// Files that were already current.

@@ -14,10 +14,11 @@ pub mod headless;
 mod ids;
 
 pub use files::{
-    FileOp, FileVersion, FilesChangeResponse, FilesDeleteParams, FilesHistoryParams,
-    FilesHistoryResponse, FilesListParams, FilesListResponse, FilesReadParams, FilesReadResponse,
-    FilesRestoreParams, FilesWriteParams, ImportFile, SkillInfo, SkillsImportParams,
-    SkillsImportResponse, SkillsListResponse,
+    AgentInfo, AgentsImportParams, AgentsImportResponse, AgentsListResponse, FileOp, FileVersion,
+    FilesChangeResponse, FilesDeleteParams, FilesHistoryParams, FilesHistoryResponse,
+    FilesListParams, FilesListResponse, FilesReadParams, FilesReadResponse, FilesRestoreParams,
+    FilesWriteParams, ImportFile, SkillInfo, SkillsImportParams, SkillsImportResponse,
+    SkillsListResponse,
 };
 pub use ids::{OrgId, RequestId, SessionId, TurnId, UserId};
 
@@ -267,6 +268,12 @@ methods! {
     SkillsList = "skills/list" (Empty) -> SkillsListResponse;
     /// Write a directory of skills under `/skills`. Answered with [`SkillsImportResponse`].
     SkillsImport = "skills/import" (SkillsImportParams) -> SkillsImportResponse;
+    /// The org's agent types (`/agents/NAME.md`), usable or not. Answered with
+    /// [`AgentsListResponse`].
+    AgentsList = "agents/list" (Empty) -> AgentsListResponse;
+    /// Write agent files under `/agents`, each checked first. Answered with
+    /// [`AgentsImportResponse`].
+    AgentsImport = "agents/import" (AgentsImportParams) -> AgentsImportResponse;
     /// Delete one of the caller's sessions: its log, its workspace (never an in-place
     /// directory) and its server-side git state. Answered with [`Empty`]; refused while a turn
     /// is in flight.

@@ -263,6 +263,23 @@ fn org_file_requests() {
             })
         ))
     );
+    insta::assert_json_snapshot!(
+        "agents_list",
+        roundtrip(&request(19, Method::AgentsList(Empty {})))
+    );
+    insta::assert_json_snapshot!(
+        "agents_import",
+        roundtrip(&request(
+            20,
+            Method::AgentsImport(AgentsImportParams {
+                files: vec![ImportFile {
+                    path: "reviewer.md".into(),
+                    content: "---\nname: reviewer\ndescription: Reviews diffs\ntools: Read, Grep\n---\nYou review.\n"
+                        .into(),
+                }],
+            })
+        ))
+    );
 }
 
 #[test]
@@ -514,6 +531,57 @@ fn org_file_responses() {
                 ..version("/skills/deploy/SKILL.md", 1, FileOp::Import)
             }],
             unchanged: 4,
+        })
+    );
+    insta::assert_json_snapshot!(
+        "agents_list_response",
+        roundtrip(&AgentsListResponse {
+            agents: vec![
+                AgentInfo {
+                    name: "explorer".into(),
+                    description: "Finds code".into(),
+                    tools: None,
+                    model: None,
+                    path: "/agents/explorer.md".into(),
+                    version: 1,
+                    author: "alice".into(),
+                    warnings: vec![],
+                    problem: None,
+                },
+                AgentInfo {
+                    name: "reviewer".into(),
+                    description: "Reviews diffs".into(),
+                    tools: Some(vec!["Read".into(), "Grep".into()]),
+                    model: Some("sonnet".into()),
+                    path: "/agents/reviewer.md".into(),
+                    version: 3,
+                    author: "bob".into(),
+                    warnings: vec!["WebFetch is not a tool here; it is left out".into()],
+                    problem: None,
+                },
+                AgentInfo {
+                    name: "broken".into(),
+                    description: String::new(),
+                    tools: None,
+                    model: None,
+                    path: "/agents/broken.md".into(),
+                    version: 1,
+                    author: "bob".into(),
+                    warnings: vec![],
+                    problem: Some("the front matter has no `description`".into()),
+                },
+            ],
+            omitted: 0,
+        })
+    );
+    insta::assert_json_snapshot!(
+        "agents_import_response",
+        roundtrip(&AgentsImportResponse {
+            written: vec![FileVersion {
+                session: None,
+                ..version("/agents/reviewer.md", 2, FileOp::Import)
+            }],
+            unchanged: 1,
         })
     );
 }

@@ -28,7 +28,7 @@ fn sample_params(kind: MethodKind) -> Value {
         | MethodKind::SessionDelete => json!({"session_id": sid}),
         MethodKind::SessionPush => json!({"session_id": sid, "branch": "outboard/fix"}),
         MethodKind::TurnSend => json!({"session_id": sid, "text": "hi"}),
-        MethodKind::Ping | MethodKind::SkillsList => json!({}),
+        MethodKind::Ping | MethodKind::SkillsList | MethodKind::AgentsList => json!({}),
         MethodKind::SessionDriveGrant => json!({"session_id": sid, "user": "bob"}),
         MethodKind::FilesList => json!({"path": "/memory", "include_deleted": true}),
         MethodKind::FilesRead => json!({"path": "/memory/a.md", "version": 2}),
@@ -40,6 +40,9 @@ fn sample_params(kind: MethodKind) -> Value {
         MethodKind::FilesRestore => json!({"path": "/memory/a.md", "version": 1}),
         MethodKind::SkillsImport => {
             json!({"files": [{"path": "deploy/SKILL.md", "content": "---\nname: deploy\n---\n"}]})
+        }
+        MethodKind::AgentsImport => {
+            json!({"files": [{"path": "reviewer.md", "content": "---\nname: reviewer\n---\n"}]})
         }
         MethodKind::UsageReport => json!({"session_id": sid, "by": "user", "since": "2026-01-01"}),
         MethodKind::SessionCompact => json!({"session_id": sid, "focus": "the failing test"}),
@@ -97,6 +100,7 @@ fn call_markers_agree_with_the_table() {
     marker_agrees::<methods::TurnSend>(TurnSendParams { session_id: sid(), text: "x".into() });
     marker_agrees::<methods::Ping>(Empty {});
     marker_agrees::<methods::SkillsList>(Empty {});
+    marker_agrees::<methods::AgentsList>(Empty {});
     marker_agrees::<methods::FilesRestore>(FilesRestoreParams {
         path: "/memory/a".into(),
         version: 1,

@@ -40,8 +40,9 @@ fn memory_paths_are_normalised_under_memory() {
 
 #[test]
 fn bad_memory_paths_are_usage_errors() {
-    assert!(path_err("/etc/passwd").contains("under /memory or /skills"));
-    assert!(path_err("/memoryx/a.md").contains("under /memory or /skills"));
+    assert!(path_err("/etc/passwd").contains("under /memory, /skills or /agents"));
+    assert!(path_err("/memoryx/a.md").contains("under /memory, /skills or /agents"));
+    assert_eq!(path_ok("/agents/reviewer.md"), "/agents/reviewer.md");
     assert!(path_err("../a.md").contains(".."));
     assert!(path_err("/memory/../skills/x").contains(".."));
     assert!(path_err("").contains("empty"));

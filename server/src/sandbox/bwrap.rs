@@ -27,7 +27,7 @@
 //!   store: `/etc/ssl/private` holds the host's keys) and `/etc/localtime`, a private `/proc`
 //!   with `/proc/sys` a read-only bind, `/dev`, a tmpfs
 //!   `/tmp`, the agent binary read-only at [`AGENT_PATH`], the workspace at `/workspace`, and
-//!   the org's projected files read-only at `/memory` and `/skills`. The root itself is
+//!   the org's projected files read-only at `/memory`, `/skills` and `/agents`. The root itself is
 //!   remounted read-only. Nothing of the server's data dir, config or home is visible.
 //! - `bwrap` is spawned in its own process group (terminal signals aimed at the server do not
 //!   reach it) with `--die-with-parent` and `kill_on_drop`: killing `bwrap` kills the agent,

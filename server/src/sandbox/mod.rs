@@ -101,7 +101,7 @@ pub struct SandboxConfig {
     /// and other embedders set it.
     pub agent_exe: Option<PathBuf>,
     /// Host directories bound read-only into the sandbox, with where they appear (the org's
-    /// `/memory` and `/skills`). Ignored by the unsafe host mode.
+    /// `/memory`, `/skills` and `/agents`). Ignored by the unsafe host mode.
     pub ro_mounts: Vec<(PathBuf, String)>,
     /// A private directory (the server's data dir) for the few scratch files the sandbox
     /// machinery needs (the startup check's workspace, the unsafe host mode's working-directory

@@ -18,7 +18,8 @@ use crate::llm::ToolSpec;
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
 /// Added to the output of a command that hit the read-only org files.
-const READ_ONLY_HINT: &str = "(/memory and /skills are your org's shared files: read-only in \
+const READ_ONLY_HINT: &str =
+    "(/memory, /skills and /agents are your org's shared files: read-only in \
 Bash. Change them with the Write or Edit tool, which keeps every version.)";
 
 pub(super) const PARAMS: &str =
@@ -44,7 +45,7 @@ network access, a private /tmp, and read-only system directories. Each command r
 shell, but the working directory (`cd`) and background processes (`server &`) carry over to the \
 next command, as do files; environment variables do not. The sandbox may be restarted (after a \
 long idle period or when a limit is hit): files under /workspace always survive. Your org's \
-shared files are visible read-only at /memory and /skills (always current); change them with \
+shared files are visible read-only at /memory, /skills and /agents (always current); change them with \
 Write or Edit, never from Bash.\n\n\
 Usage notes:\n\
 - The command argument is required.\n\
@@ -91,7 +92,7 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     if let Err(refusal) = super::bashguard::check(&params.command, cwd.as_deref()) {
         return ToolOutcome::error(refusal.message);
     }
-    // Org files are visible read-only at /memory and /skills: bring that view up to date
+    // Org files are visible read-only at /memory, /skills and /agents: bring that view up to date
     // (only what changed since the last command) so the command sees what the store holds.
     if let Some(org) = ctx.org {
         if let Err(e) = org.fs.project(&org.org_id).await {
@@ -205,7 +206,7 @@ fn phrase(
 ) -> ToolOutcome {
     let mut text = result.output;
     let read_only_hit = text.contains("Read-only file system")
-        && ["/memory", "/skills"].iter().any(|root| command.contains(root) || text.contains(root));
+        && crate::vfs::ORG_ROOTS.iter().any(|root| command.contains(root) || text.contains(root));
     let mut note = |line: String| {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');

@@ -1,6 +1,7 @@
-//! The Bash guard: refuses, before it runs, a command that would write to `/memory` or `/skills`.
+//! The Bash guard: refuses, before it runs, a command that would write to `/memory`, `/skills`
+//! or `/agents`.
 //!
-//! `/memory/**` and `/skills/**` are virtual: org-shared files kept in the database and mounted
+//! `/memory/**`, `/skills/**` and `/agents/**` are virtual: org-shared files kept in the database and mounted
 //! read-only in the sandbox. The read-only mount is the guarantee (a write fails with EROFS);
 //! this guard exists only to instruct. A model that runs `echo x >> /memory/notes.md` should
 //! learn at once, with nothing half-done, that those files change through the Write and Edit
@@ -15,7 +16,7 @@
 //! tree gives the commands, their words and their redirections; each word is then evaluated to
 //! its literal value when that value is fully known.
 //!
-//! What counts as a write to a virtual path (a path equal to `/memory` or `/skills` or under
+//! What counts as a write to a virtual path (a path equal to an org root or under
 //! them, after resolving relative words against the tracked working directory and normalising
 //! `.`, `..` and repeated slashes lexically; `/memoryx` is not virtual):
 //! - an output redirection (`>`, `>>`, `>|`, `&>`, `&>>`, `<>`, `N>`, `>&FILE`) to it; `<` reads;
@@ -59,7 +60,7 @@ use std::rc::Rc;
 use tree_sitter::{Node, Parser, Tree};
 
 /// The virtual roots, as the model names them.
-pub const VIRTUAL_ROOTS: &[&str] = &["/memory", "/skills"];
+pub const VIRTUAL_ROOTS: &[&str] = &crate::vfs::ORG_ROOTS;
 
 /// Commands longer than this (bytes) are let through unchecked: the read-only mount still holds.
 const MAX_CHECKED_LEN: usize = 1 << 20;
@@ -83,7 +84,7 @@ pub struct Refusal {
     pub message: String,
 }
 
-/// Refuses a command that writes to /memory or /skills. `cwd` is the sandbox's working directory
+/// Refuses a command that writes to an org root (/memory, /skills, /agents). `cwd` is the sandbox's working directory
 /// before the command (the sandbox keeps `cd` between commands; None = /workspace).
 pub fn check(command: &str, cwd: Option<&str>) -> Result<(), Refusal> {
     if command.len() > MAX_CHECKED_LEN {
@@ -112,8 +113,8 @@ impl Hit {
     fn refusal(self) -> Refusal {
         let Hit { path, why } = self;
         let message = format!(
-            "Refused before running: this command writes to {path} ({why}). /memory and /skills \
-             are shared with your whole org and are read-only in Bash; use the Write or Edit tool \
+            "Refused before running: this command writes to {path} ({why}). /memory, /skills and \
+             /agents are shared with your whole org and are read-only in Bash; use the Write or Edit tool \
              on {path} instead (every change is versioned). Nothing was run."
         );
         Refusal { path, message }
@@ -1210,6 +1211,8 @@ mod tests {
             // Redirections.
             ("echo x > /memory/a", None, "/memory/a"),
             ("echo x >> /skills/s/SKILL.md", None, "/skills/s/SKILL.md"),
+            ("echo x > /agents/reviewer.md", None, "/agents/reviewer.md"),
+            ("cd /agents && rm reviewer.md", None, "/agents/reviewer.md"),
             ("echo x >| /memory/a", None, "/memory/a"),
             ("echo x &> /memory/a", None, "/memory/a"),
             ("echo x &>> /memory/a", None, "/memory/a"),
@@ -1433,9 +1436,10 @@ mod tests {
         assert_eq!(refusal.path, "/memory/a");
         assert_eq!(
             refusal.message,
-            "Refused before running: this command writes to /memory/a (a redirection). /memory \
-             and /skills are shared with your whole org and are read-only in Bash; use the Write \
-             or Edit tool on /memory/a instead (every change is versioned). Nothing was run."
+            "Refused before running: this command writes to /memory/a (a redirection). /memory, \
+             /skills and /agents are shared with your whole org and are read-only in Bash; use \
+             the Write or Edit tool on /memory/a instead (every change is versioned). Nothing \
+             was run."
         );
         let refusal = check("rm /skills/x/SKILL.md", None).unwrap_err();
         assert!(refusal.message.contains("writes to /skills/x/SKILL.md (`rm`)"));

@@ -71,8 +71,8 @@ file assume that path is valid. It is okay to read a file that does not exist; a
 returned.\n\n\
 Usage:\n\
 - The file_path parameter must be an absolute path under /workspace (e.g. /workspace/src/main.rs) \
-or a path relative to /workspace, or a shared org file under /memory or /skills (e.g. \
-/memory/MEMORY.md, /skills/deploy/SKILL.md)\n\
+or a path relative to /workspace, or a shared org file under /memory, /skills or /agents (e.g. \
+/memory/MEMORY.md, /skills/deploy/SKILL.md, /agents/reviewer.md)\n\
 - By default, it reads up to 2000 lines starting from the beginning of the file\n\
 - You can optionally specify a line offset and limit (especially handy for long files), but it's \
 recommended to read the whole file by not providing these parameters\n\
@@ -88,7 +88,7 @@ file contents."
         input_schema: json!({
             "type": "object",
             "properties": {
-                "file_path": {"type": "string", "description": "The absolute path to the file to read (under /workspace, /memory or /skills)"},
+                "file_path": {"type": "string", "description": "The absolute path to the file to read (under /workspace, /memory, /skills or /agents)"},
                 "offset": {"type": "number", "description": "The line number to start reading from. Only provide if the file is too large to read at once"},
                 "limit": {"type": "number", "description": "The number of lines to read. Only provide if the file is too large to read at once."}
             },
@@ -111,13 +111,13 @@ required.\n\
 - NEVER proactively create documentation files (*.md) or README files. Only create \
 documentation files if explicitly requested by the User.\n\
 - Parent directories are created as needed.\n\
-- Files under /memory and /skills are shared with your whole org and versioned: a Write of one \
+- Files under /memory, /skills and /agents are shared with your whole org and versioned: a Write of one \
 that someone changed since you read it is refused; Read it again and redo your change."
             .into(),
         input_schema: json!({
             "type": "object",
             "properties": {
-                "file_path": {"type": "string", "description": "The absolute path to the file to write (under /workspace, /memory or /skills; must be absolute, not relative)"},
+                "file_path": {"type": "string", "description": "The absolute path to the file to write (under /workspace, /memory, /skills or /agents; must be absolute, not relative)"},
                 "content": {"type": "string", "description": "The content to write to the file"}
             },
             "required": ["file_path", "content"],
@@ -144,13 +144,13 @@ with more surrounding context to make it unique or use `replace_all` to change e
 `old_string`.\n\
 - Use `replace_all` for replacing and renaming strings across the file. This parameter is \
 useful if you want to rename a variable for instance.\n\
-- On shared files (/memory, /skills) the replacement is applied to the current version, so it \
+- On shared files (/memory, /skills, /agents) the replacement is applied to the current version, so it \
 merges with teammates' concurrent edits of other parts."
             .into(),
         input_schema: json!({
             "type": "object",
             "properties": {
-                "file_path": {"type": "string", "description": "The absolute path to the file to modify (under /workspace, /memory or /skills)"},
+                "file_path": {"type": "string", "description": "The absolute path to the file to modify (under /workspace, /memory, /skills or /agents)"},
                 "old_string": {"type": "string", "description": "The text to replace"},
                 "new_string": {"type": "string", "description": "The text to replace it with (must be different from old_string)"},
                 "replace_all": {"type": "boolean", "default": false, "description": "Replace all occurences of old_string (default false)"}

@@ -361,19 +361,20 @@ fn routed<'a>(path: &str, org: Option<&'a OrgCtx>) -> Result<Routed<'a>, ToolOut
     }
 }
 
-/// The org's projected roots as searchable trees, brought up to date first.
-async fn org_mounts(org: &OrgCtx) -> Result<(Workspace, Workspace), ToolOutcome> {
+/// The org's projected roots as searchable trees (`/memory`, `/skills`, `/agents`), brought up
+/// to date first.
+async fn org_mounts(org: &OrgCtx) -> Result<Vec<Workspace>, ToolOutcome> {
     let failed = |e: String| ToolOutcome::error(format!("The org files cannot be searched: {e}"));
     let (dirs, _) = org.fs.project(&org.org_id).await.map_err(|e| failed(e.to_string()))?;
-    let memory = Workspace::mount(dirs.memory, crate::vfs::MEMORY_PREFIX)
-        .map_err(|e| failed(e.to_string()))?;
-    let skills = Workspace::mount(dirs.skills, crate::vfs::SKILLS_PREFIX)
-        .map_err(|e| failed(e.to_string()))?;
-    Ok((memory, skills))
+    dirs.mounts()
+        .into_iter()
+        .map(|(dir, prefix)| Workspace::mount(dir.to_path_buf(), prefix))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(e.to_string()))
 }
 
 /// What `Glob`/`Grep` search: the workspace by default, an org root's projection (brought up to
-/// date first) for a path under `/memory` or `/skills`, all three for `/`.
+/// date first) for a path under `/memory`, `/skills` or `/agents`, all of them for `/`.
 async fn scope(
     path: Option<&str>,
     workspace: &Workspace,
@@ -386,16 +387,18 @@ async fn scope(
     if path.split('/').all(|c| c.is_empty() || c == ".") && path.starts_with('/') {
         let mut spaces = vec![workspace.clone()];
         if let Some(org) = org {
-            let (memory, skills) = org_mounts(org).await?;
-            spaces.extend([memory, skills]);
+            spaces.extend(org_mounts(org).await?);
         }
         return Ok(search::Scope::All(spaces));
     }
     match routed(path, org)? {
         Routed::Workspace => Ok(search::Scope::One(workspace.clone(), Some(path.to_owned()))),
         Routed::Org(org_path, org) => {
-            let (memory, skills) = org_mounts(org).await?;
-            let space = if org_path.root() == crate::vfs::MEMORY_PREFIX { memory } else { skills };
+            let roots = crate::vfs::ORG_ROOTS.iter();
+            let space = roots
+                .zip(org_mounts(org).await?)
+                .find_map(|(root, space)| (*root == org_path.root()).then_some(space))
+                .ok_or_else(|| ToolOutcome::error(format!("{org_path} has no projection")))?;
             Ok(search::Scope::One(space, Some(org_path.to_string())))
         }
     }

@@ -161,7 +161,7 @@ speculatively perform multiple searches as a batch that are potentially useful."
             "type": "object",
             "properties": {
                 "pattern": {"type": "string", "description": "The glob pattern to match files against"},
-                "path": {"type": "string", "description": "The directory to search in. If not specified, /workspace is used; /memory or /skills search your org's shared files, / searches all three. IMPORTANT: Omit this field to use the default directory. DO NOT enter \"undefined\" or \"null\" - simply omit it for the default behavior. Must be a valid directory path if provided."}
+                "path": {"type": "string", "description": "The directory to search in. If not specified, /workspace is used; /memory, /skills or /agents search your org's shared files, / searches all of them. IMPORTANT: Omit this field to use the default directory. DO NOT enter \"undefined\" or \"null\" - simply omit it for the default behavior. Must be a valid directory path if provided."}
             },
             "required": ["pattern"],
             "additionalProperties": false
@@ -189,7 +189,7 @@ patterns like `struct \\\\{[\\\\s\\\\S]*?field`, use `multiline: true`"
             "type": "object",
             "properties": {
                 "pattern": {"type": "string", "description": "The regular expression pattern to search for in file contents"},
-                "path": {"type": "string", "description": "File or directory to search in. Defaults to /workspace; /memory or /skills search your org's shared files, / searches all three."},
+                "path": {"type": "string", "description": "File or directory to search in. Defaults to /workspace; /memory, /skills or /agents search your org's shared files, / searches all of them."},
                 "glob": {"type": "string", "description": "Glob pattern to filter files (e.g. \"*.js\", \"*.{ts,tsx}\")"},
                 "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "Output mode: \"content\" shows matching lines (supports -A/-B/-C context, -n line numbers, head_limit), \"files_with_matches\" shows file paths (supports head_limit), \"count\" shows match counts (supports head_limit). Defaults to \"files_with_matches\"."},
                 "-B": {"type": "number", "description": "Number of lines to show before each match. Requires output_mode: \"content\", ignored otherwise."},
@@ -405,7 +405,7 @@ fn glob_targets(params: &GlobParams, scope: Scope) -> Result<(Vec<Target>, Strin
             return Err(format!(
                 "The pattern {} is outside {}: give a pattern relative to path (e.g. \
                  \"**/*.rs\") or starting with {}/, or search from path \"/\" to cover \
-                 /workspace, /memory and /skills at once",
+                 /workspace, /memory, /skills and /agents at once",
                 params.pattern,
                 space.prefix(),
                 space.prefix()

@@ -209,8 +209,9 @@ async fn read_errors_empty_dir_binary_missing() {
     assert_eq!(
         r,
         err("/etc/passwd is outside the file tools' roots: file tools work on /workspace/... \
-             (this session's files; relative paths too), /memory/... (your org's shared memory) \
-             and /skills/... (your org's shared skills). Use Bash for other files")
+             (this session's files; relative paths too), /memory/... (your org's shared memory), \
+             /skills/... (your org's shared skills) and /agents/... (your org's agent types). Use \
+             Bash for other files")
     );
 }
 
