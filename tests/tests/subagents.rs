@@ -437,3 +437,67 @@ async fn read_only_calls_of_one_message_start_together_and_answer_in_call_order(
     assert!(!is_error, "{out}");
     assert_eq!(std::fs::read_to_string(server.workspace(&sid).join("one.txt")).unwrap(), "uno\n");
 }
+
+#[tokio::test]
+async fn an_org_agent_with_a_restricted_tools_list_cannot_call_other_tools() {
+    let scripts = Scripts::default();
+    let definition = "---\nname: reader\ndescription: Reads code, never changes it.\ntools: Read, \
+                      Grep, WebFetch\n---\nOnly read; never run commands.\n";
+    scripts.add(
+        "define a reader",
+        vec![
+            MockStep::tool_calls(vec![MockToolCall::new(
+                "Write",
+                json!({"file_path": "/agents/reader.md", "content": definition}),
+            )
+            .with_id("define")]),
+            MockStep::tool_calls(vec![MockToolCall::new(
+                "Task",
+                json!({"description": "Look around", "prompt": "child-r: look", "subagent_type": "reader"}),
+            )
+            .with_id("task_r")]),
+            MockStep::text("The reader reported."),
+        ],
+    );
+    scripts.add(
+        "child-r",
+        vec![
+            bash("r_bash", "echo should-not-run > ran.txt"),
+            MockStep::text("REPORT: I have no Bash."),
+        ],
+    );
+    scripts.add("which agents", vec![MockStep::text("reader and general-purpose")]);
+    let World { mock, server, mut c, sid, .. } = start(&scripts, &[]).await;
+    let events = turn(&mut c, &sid, "define a reader").await;
+    let (out, is_error, parent) = result_of(&events, "r_bash");
+    assert!(is_error, "{out}");
+    assert!(out.contains("\"Bash\" is not available to the \"reader\" agent"), "{out}");
+    assert!(out.contains("Its tools are: Grep, Read."), "{out}");
+    assert_eq!(parent.as_deref(), Some("task_r"));
+    assert!(!server.workspace(&sid).join("ran.txt").exists(), "the command never ran");
+    assert_eq!(result_of(&events, "task_r").0, "REPORT: I have no Bash.");
+
+    let requests = mock.requests();
+    let child = requests
+        .iter()
+        .find(|r| outboard_tests::conversations::first_user_text(&r.body).starts_with("child-r"))
+        .unwrap();
+    assert_eq!(tools_of(&child.body), ["Grep", "Read"], "only its tools are offered");
+    let system = child.body["system"].to_string();
+    assert!(system.contains("Only read; never run commands."), "{system}");
+    assert!(system.contains("/agents/reader.md v1"), "{system}");
+
+    // The next turn's Task tool lists it, with its tools.
+    turn(&mut c, &sid, "which agents").await;
+    let requests = mock.requests();
+    let task = requests.last().unwrap().body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Task")
+        .unwrap()["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(task.contains("- reader: Reads code, never changes it. (Tools: Grep, Read)"), "{task}");
+}

@@ -35,8 +35,7 @@ use crate::tools::{OrgCtx, ReadLedger, ToolOutcome, SUBAGENT_TOOLS};
 /// The tool's name.
 pub const TASK: &str = "Task";
 
-/// The agent type that always exists.
-pub const GENERAL_PURPOSE: &str = "general-purpose";
+pub use crate::agent_types::GENERAL_PURPOSE;
 
 /// What the model is shown of the parameters when a call is malformed.
 const TASK_PARAMS: &str = "{\"description\": string (3-5 words), \"prompt\": string, \
@@ -102,9 +101,26 @@ pub async fn agent_types(org: Option<&OrgCtx>) -> Vec<SubagentType> {
     types
 }
 
-/// The org's agent types; none when they cannot be read (the turn goes on with the built-in).
-async fn org_agent_types(_org: &OrgCtx) -> Vec<SubagentType> {
-    Vec::new()
+/// The org's usable agent types (`/agents/NAME.md`, see [`crate::agent_types`]); none when
+/// they cannot be read (the turn goes on with the built-in one). An agent's `model` is not
+/// used yet: a subagent runs on its session's model.
+async fn org_agent_types(org: &OrgCtx) -> Vec<SubagentType> {
+    match org.fs.agent_types(&org.org_id).await {
+        Ok(types) => types
+            .into_iter()
+            .map(|t| SubagentType {
+                source: Some(format!("{} v{}", t.path, t.version)),
+                name: t.name,
+                description: t.description,
+                tools: t.tools,
+                prompt: t.prompt,
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!("cannot read the org's agent types for the Task tool: {e}");
+            Vec::new()
+        }
+    }
 }
 
 /// The `Task` tool as the model sees it, listing `types` (byte-stable while they are unchanged,
@@ -346,6 +362,15 @@ async fn run_child(
     }
     let name = params.subagent_type.as_deref().map(str::trim).filter(|n| !n.is_empty());
     let name = name.unwrap_or(GENERAL_PURPOSE);
+    // An agent written during this turn is not in the list the turn started with: look again.
+    let fresh;
+    let types = match types.iter().any(|t| t.name == name) {
+        true => types,
+        false => {
+            fresh = agent_types(parent.env.org.as_ref()).await;
+            fresh.as_slice()
+        }
+    };
     let Some(kind) = types.iter().find(|t| t.name == name) else {
         let known: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
         return answer(ToolOutcome::error(format!(
