@@ -491,10 +491,10 @@ async fn run_calls(
         // The ledger leaves the environment while the group runs: one call gets it whole, calls
         // running together get a copy each, and what their reads recorded is merged back.
         let mut ledger = std::mem::take(&mut turn.env.reads);
-        let ran = if let [(call, _)] = started.as_slice() {
-            let call = call.clone();
-            let Some((_, action)) = started.pop() else { continue };
-            vec![(call.clone(), execute(turn, agents, system, &call, action, &mut ledger).await)]
+        let ran = if started.len() == 1 {
+            let (call, action) = started.remove(0);
+            let ran = execute(turn, agents, system, &call, action, &mut ledger).await;
+            vec![(call, ran)]
         } else {
             let view: &Turn = turn;
             let base = &ledger;
@@ -698,6 +698,20 @@ async fn run_tool(
         relay.finish().await;
         if let std::borrow::Cow::Owned(clean) = turn.env.scrub.scrub_str(&outcome.output) {
             outcome.output = clean;
+        }
+        if let (false, "Write" | "Edit", Some(org)) =
+            (outcome.is_error, call.name.as_str(), &turn.env.org)
+        {
+            let path = call.input.get("file_path").and_then(|p| p.as_str()).unwrap_or_default();
+            if let Ok(Route::Org(org_path)) = crate::vfs::route(path) {
+                let path = org_path.to_string();
+                if path.starts_with(crate::vfs::AGENTS_PREFIX) && path.ends_with(".md") {
+                    if let Some(note) = child::agent_file_note(org, &path).await {
+                        outcome.output.push_str("\n\n");
+                        outcome.output.push_str(&note);
+                    }
+                }
+            }
         }
         outcome
     };

@@ -469,6 +469,12 @@ async fn an_org_agent_with_a_restricted_tools_list_cannot_call_other_tools() {
     scripts.add("which agents", vec![MockStep::text("reader and general-purpose")]);
     let World { mock, server, mut c, sid, .. } = start(&scripts, &[]).await;
     let events = turn(&mut c, &sid, "define a reader").await;
+    let (defined, is_error, _) = result_of(&events, "define");
+    assert!(
+        !is_error && defined.contains("Note: agent type \"reader\" is usable, but:"),
+        "{defined}"
+    );
+    assert!(defined.contains("WebFetch"), "the model learns what was left out: {defined}");
     let (out, is_error, parent) = result_of(&events, "r_bash");
     assert!(is_error, "{out}");
     assert!(out.contains("\"Bash\" is not available to the \"reader\" agent"), "{out}");

@@ -1,5 +1,6 @@
 //! The real `outboard` TUI binary in tmux: a prompt typed into it streams its answer from the
-//! mock model onto the screen, and a second TUI attached as a watcher shows the same transcript.
+//! mock model onto the screen, and a second TUI attached as a watcher shows the same transcript;
+//! a watcher sees a subagent's steps nested under its `Task`.
 //! tmux is required: a missing tmux fails the test (`.ci/run` installs it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
@@ -7,8 +8,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use outboard_tests::harness::{bin, outboard, wait_until, Api, TestServer};
-use outboard_tests::mock_llm::{MockLlm, MockStep};
+use outboard_tests::harness::{bin, outboard, wait_until, Api, TestServer, WsClient};
+use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall};
 
 /// A tmux server of its own (`-L`), so tests never touch a developer's sessions.
 struct Tmux {
@@ -117,4 +118,54 @@ async fn a_prompt_streams_its_answer_and_a_watcher_sees_the_same_transcript() {
         !tmux.cmd(&["list-sessions"]).contains("a:")
     });
     assert!(gone.is_ok(), "still running:\n{}", tmux.screen("a"));
+}
+
+// Multi-threaded for the same reason as above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_sees_a_subagents_steps_nested_under_its_task() {
+    let tmux = Tmux::new("nest").expect("tmux is required: apt-get install tmux");
+    let scripts = outboard_tests::conversations::Scripts::default();
+    scripts.add(
+        "delegate the nap",
+        vec![MockStep::tool_calls(vec![MockToolCall::new(
+            "Task",
+            serde_json::json!({"description": "Nap time", "prompt": "child-n: nap",
+                               "subagent_type": "general-purpose"}),
+        )
+        .with_id("task_n")])],
+    );
+    scripts.add(
+        "child-n",
+        vec![MockStep::tool_calls(vec![MockToolCall::new(
+            "Bash",
+            serde_json::json!({"command": "echo napping; sleep 7654321"}),
+        )])],
+    );
+    let mock = scripts.start().await.unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let alice = server.add_user("alice", "acme").unwrap();
+    let mut driver = WsClient::connect(&server.url, &alice).await.unwrap();
+    let sid = driver.new_session().await.unwrap();
+    let exe = bin("outboard").unwrap();
+    let exe = exe.to_str().unwrap();
+    let env = [("TERM", "xterm-256color"), ("NO_COLOR", "1")];
+    tmux.spawn("w", &env, &[exe, "attach", &sid, "--server", &server.url, "--token", &alice]);
+    tmux.wait_for("w", "watching (read-only)", &server);
+
+    let params = serde_json::json!({"session_id": sid, "text": "delegate the nap"});
+    driver.request("turn/send", params).await.unwrap().unwrap();
+    tmux.wait_for("w", "Task(Nap time)", &server);
+    tmux.wait_for("w", "sleep 7654321", &server);
+    let screen = tmux.screen("w");
+    let line = screen.lines().find(|l| l.contains("sleep 7654321")).unwrap();
+    assert!(line.trim_start().starts_with('│'), "the child's call is nested: {line:?}\n{screen}");
+    let header = screen.lines().find(|l| l.contains("Task(Nap time)")).unwrap();
+    assert!(header.contains("running"), "{header:?}\n{screen}");
+
+    driver
+        .request("turn/interrupt", serde_json::json!({"session_id": sid}))
+        .await
+        .unwrap()
+        .unwrap();
+    tmux.wait_for("w", "interrupted", &server);
 }

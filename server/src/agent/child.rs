@@ -123,6 +123,21 @@ async fn org_agent_types(org: &OrgCtx) -> Vec<SubagentType> {
     }
 }
 
+/// What a model that just wrote the agent file `path` (`/agents/NAME.md`) should know: that it
+/// is not a usable agent type and why, or what of it was left out; `None` when it is fine.
+pub(super) async fn agent_file_note(org: &OrgCtx, path: &str) -> Option<String> {
+    let listing = org.fs.agents(&org.org_id).await.ok()?;
+    let agent = listing.agents.into_iter().find(|a| a.path == path)?;
+    if let Some(problem) = agent.problem {
+        return Some(format!(
+            "Note: {path} is not a usable agent type for the Task tool: {problem}. Fix the file."
+        ));
+    }
+    (!agent.warnings.is_empty()).then(|| {
+        format!("Note: agent type \"{}\" is usable, but: {}", agent.name, agent.warnings.join("; "))
+    })
+}
+
 /// The `Task` tool as the model sees it, listing `types` (byte-stable while they are unchanged,
 /// so the provider's prompt cache holds).
 pub fn task_spec(types: &[SubagentType]) -> ToolSpec {

@@ -24,6 +24,8 @@ use tracing_subscriber::layer::SubscriberExt as _;
 
 const CHILDREN: usize = 8;
 const CHILD_STEPS: usize = 20;
+/// Subagents started one at a time per run, for the overhead of a lone one.
+const SERIAL_TASKS: usize = 20;
 
 /// When each subagent started, by its `Task` call id, from the loop's tracing event.
 #[derive(Clone, Default)]
@@ -186,21 +188,59 @@ fn main() -> anyhow::Result<()> {
                 one.as_secs_f64() / many.as_secs_f64().max(1e-9)
             );
         }
-        overheads.sort();
+        // One subagent at a time: a message with one Task call, twenty times over.
+        let scripts = Scripts::default();
+        let firsts = FirstRequests::default();
+        let mock = mock(&scripts, &firsts).await?;
+        let alone = SERIAL_TASKS * runs;
+        let mut main: Vec<MockStep> = (0..alone)
+            .map(|i| {
+                MockStep::tool_calls(vec![MockToolCall::new(
+                    "Task",
+                    json!({"description": format!("alone {i}"),
+                           "prompt": format!("alone-{i}: report"),
+                           "subagent_type": "general-purpose"}),
+                )
+                .with_id(&format!("alone_{i}"))])
+            })
+            .collect();
+        main.push(MockStep::text("All reported."));
+        scripts.add("one at a time", main);
+        for i in 0..alone {
+            scripts.add(&format!("alone-{i}:"), vec![MockStep::text(&format!("Report {i}."))]);
+        }
+        timed_turn(&mock, "one at a time").await?;
+        let mut single = Vec::new();
+        {
+            let spawned = spawns.0.lock().map(|s| s.clone()).unwrap_or_default();
+            let firsts = firsts.lock().map(|f| f.clone()).unwrap_or_default();
+            for i in 0..alone {
+                let (Some(s), Some(f)) =
+                    (spawned.get(&format!("alone_{i}")), firsts.get(&format!("alone-{i}: report")))
+                else {
+                    anyhow::bail!("subagent alone_{i}: no start or no first request");
+                };
+                single.push(f.saturating_duration_since(*s));
+            }
+        }
         println!();
-        println!(
-            "## A subagent's start to its first model request ({} subagents)",
-            overheads.len()
-        );
+        println!("## A subagent's start to its first model request");
         println!();
-        println!("| p50 | p99 | max |");
-        println!("|---|---|---|");
-        println!(
-            "| {:.0} µs | {:.0} µs | {:.0} µs |",
-            us(percentile(&overheads, 0.5)),
-            us(percentile(&overheads, 0.99)),
-            us(overheads.last().copied().unwrap_or_default())
-        );
+        println!("| subagents | p50 | p99 | max |");
+        println!("|---|---|---|---|");
+        let rows = [
+            (format!("one at a time ({alone})"), single),
+            (format!("{CHILDREN} at once ({})", overheads.len()), overheads),
+        ];
+        for (label, mut samples) in rows {
+            samples.sort();
+            println!(
+                "| {label} | {:.0} µs | {:.0} µs | {:.0} µs |",
+                us(percentile(&samples, 0.5)),
+                us(percentile(&samples, 0.99)),
+                us(samples.last().copied().unwrap_or_default())
+            );
+        }
         Ok(())
     })
 }
