@@ -324,7 +324,9 @@ pub async fn run_compaction(
     mut turn: Turn,
     focus: Option<String>,
 ) -> (TurnEnd, Result<Compacted, CompactError>) {
-    let specs = tools::specs();
+    // The turn's tools, `Task` included: the history's calls stay valid and the prefix cached.
+    let mut specs = tools::specs();
+    specs.push(child::task_spec(&child::agent_types(turn.env.org.as_ref()).await));
     let system = turn_system_prompt(&mut turn.env).await;
     let compactor = compact::Compactor {
         provider: &turn.provider,
