@@ -38,6 +38,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/handover", "USER — hand driving to a watcher"),
     ("/memory", "[PATH] list the org's memory, or show one file"),
     ("/skills", "list the org's skills"),
+    ("/agents", "the agent types the model's Task tool can start"),
     ("/diff", "the session's changes against its base (--stat: a summary)"),
     ("/compact", "[FOCUS] summarise the conversation now, keeping FOCUS in particular"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
@@ -125,6 +126,8 @@ pub enum Effect {
     Memory(Option<String>),
     /// List the org's skills.
     Skills,
+    /// List the agent types (`Task`'s `subagent_type`).
+    Agents,
     /// Show the session's diff (`true`: the summary only).
     Diff(bool),
     /// Compact the session's conversation, with what the summary should focus on.
@@ -620,6 +623,7 @@ impl App {
             ("/handover", Some(user)) => vec![Effect::DriveGrant(user)],
             ("/memory", path) => vec![Effect::Memory(path)],
             ("/skills", _) => vec![Effect::Skills],
+            ("/agents", _) => vec![Effect::Agents],
             ("/diff", arg) => match &self.session {
                 Some(s) => {
                     let stat = arg.as_deref() == Some("--stat");

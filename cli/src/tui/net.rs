@@ -13,8 +13,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use outboard_shared::{
-    ErrorCode, EventKind, FilesListParams, FilesListResponse, FilesReadParams, FilesReadResponse,
-    Method, Role, SessionAttachResponse, SessionId, SessionInfo, SkillsListResponse,
+    AgentsListResponse, ErrorCode, EventKind, FilesListParams, FilesListResponse, FilesReadParams,
+    FilesReadResponse, Method, Role, SessionAttachResponse, SessionId, SessionInfo,
+    SkillsListResponse,
 };
 use tokio::sync::mpsc;
 
@@ -444,6 +445,19 @@ fn on_effect(
             });
             None
         }
+        Effect::Agents => {
+            let app = app.clone();
+            let call = client.request(Method::AgentsList(outboard_shared::Empty {}));
+            tokio::spawn(async move {
+                let text = match call.await.map(serde_json::from_value::<AgentsListResponse>) {
+                    Ok(Ok(list)) => agents_text(&list),
+                    Ok(Err(e)) => format!("cannot read the agent types: {e}"),
+                    Err(e) => format!("cannot list the agent types: {}", short(&e)),
+                };
+                let _ = app.send(AppEvent::Notice(text)).await;
+            });
+            None
+        }
         Effect::Skills => {
             let app = app.clone();
             let call = client.request(Method::SkillsList(outboard_shared::Empty {}));
@@ -630,4 +644,36 @@ async fn diff_text(http: &crate::http::Endpoint, id: &SessionId, stat: bool) -> 
         text.push('\n');
     }
     text
+}
+
+/// `/agents`: the built-in `general-purpose` type, then the org's, each with its tools, and what
+/// is wrong with the unusable ones.
+pub(crate) fn agents_text(list: &AgentsListResponse) -> String {
+    let mut lines = vec![
+        "agent types for the Task tool:".to_owned(),
+        "  general-purpose: built in (tools: all)".to_owned(),
+    ];
+    for a in &list.agents {
+        let tools = a.tools.as_ref().map_or_else(|| "all".to_owned(), |t| t.join(", "));
+        let model = a.model.as_ref().map(|m| format!(", model {m}")).unwrap_or_default();
+        let mut line =
+            format!("  {}: {} (tools: {tools}{model}; v{})", a.name, a.description, a.version);
+        if let Some(problem) = &a.problem {
+            line.push_str(&format!(" — unusable: {problem}"));
+        }
+        for w in &a.warnings {
+            line.push_str(&format!(" — {w}"));
+        }
+        lines.push(line);
+    }
+    if list.omitted > 0 {
+        lines.push(format!("  … and {} more files under /agents, past what is read", list.omitted));
+    }
+    if list.agents.is_empty() {
+        lines.push(
+            "  (the org has none: `outboard agents import DIR` adds /agents/NAME.md files)"
+                .to_owned(),
+        );
+    }
+    lines.join("\n")
 }

@@ -410,6 +410,7 @@ fn slash_commands() {
     assert_eq!(run("/memory"), vec![Effect::Memory(None)]);
     assert_eq!(run("/memory deploys.md"), vec![Effect::Memory(Some("deploys.md".into()))]);
     assert_eq!(run("/skills"), vec![Effect::Skills]);
+    assert_eq!(run("/agents"), vec![Effect::Agents]);
     assert_eq!(run("/diff"), vec![Effect::Diff(false)]);
     assert_eq!(run("/diff --stat"), vec![Effect::Diff(true)]);
     assert_eq!(run("/compact"), vec![Effect::Compact(None)]);
@@ -658,4 +659,39 @@ fn a_tool_call_split_by_a_page_boundary_is_one_cell() {
     assert_eq!(tools[0].input, json!({"command": "make"}));
     assert_eq!(tools[0].result, Some((false, "built".into(), 7)));
     assert!(screen(&app, 80, 16).contains("make"), "{}", screen(&app, 80, 16));
+}
+
+#[test]
+fn agents_lists_the_built_in_type_then_the_orgs_with_their_tools_and_problems() {
+    let agent =
+        |name: &str, tools: Option<Vec<&str>>, problem: Option<&str>| outboard_shared::AgentInfo {
+            name: name.into(),
+            description: format!("{name} things"),
+            tools: tools.map(|t| t.into_iter().map(str::to_owned).collect()),
+            model: None,
+            path: format!("/agents/{name}.md"),
+            version: 2,
+            author: "alice".into(),
+            warnings: if name == "reader" {
+                vec!["WebFetch is not a subagent tool".into()]
+            } else {
+                vec![]
+            },
+            problem: problem.map(str::to_owned),
+        };
+    let list = outboard_shared::AgentsListResponse {
+        agents: vec![
+            agent("reader", Some(vec!["Read", "Grep"]), None),
+            agent("broken", None, Some("no description")),
+        ],
+        omitted: 0,
+    };
+    assert_eq!(
+        super::net::agents_text(&list),
+        "agent types for the Task tool:\n  general-purpose: built in (tools: all)\n  \
+         reader: reader things (tools: Read, Grep; v2) — WebFetch is not a subagent tool\n  \
+         broken: broken things (tools: all; v2) — unusable: no description"
+    );
+    let none = outboard_shared::AgentsListResponse { agents: vec![], omitted: 0 };
+    assert!(super::net::agents_text(&none).contains("`outboard agents import DIR`"));
 }
