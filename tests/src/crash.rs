@@ -4,8 +4,9 @@
 //! `scripts/crash.sh` (the `crash` binary).
 //!
 //! The model is the mock LLM in "responder" mode: it answers from the conversation it is sent
-//! (which session, how many tool results so far), so a model call re-issued after a crash gets the
-//! right next step whatever order the calls arrive in.
+//! (which session or subagent, how many tool results so far), so a model call re-issued after a
+//! crash gets the right next step whatever order the calls arrive in. Odd sessions hand their
+//! commands and edit to a subagent (`Task`), so kills land inside children too.
 //!
 //! At the end it checks, for every session: the turn completed; the log is well formed (seqs
 //! 1..n, every tool call has exactly one result); the files match what the accepted steps did;
@@ -56,9 +57,26 @@ pub struct CrashReport {
 }
 
 /// The scripted task of session `k`, step by step (the step is the number of tool results the
-/// conversation holds so far).
+/// conversation holds so far). An odd session hands its middle steps to a subagent
+/// ([`child_step_for`]), so kills land inside children too.
 fn step_for(k: usize, step: usize) -> MockStep {
     let file = format!("k{k}.txt");
+    if k % 2 == 1 {
+        let s = match step {
+            0 => MockStep::tool_call(
+                "Write",
+                json!({"file_path": file, "content": format!("v1 {k}\n")}),
+            ),
+            1 => MockStep::tool_call(
+                "Task",
+                json!({"description": "run the steps", "prompt": format!("crash child {k}: run \
+                       the steps"), "subagent_type": "general-purpose"}),
+            ),
+            2 => MockStep::tool_call("Read", json!({"file_path": file})),
+            _ => MockStep::text(&format!("done {k}")),
+        };
+        return s.chunk_delay(15);
+    }
     let s = match step {
         0 => {
             MockStep::tool_call("Write", json!({"file_path": file, "content": format!("v1 {k}\n")}))
@@ -82,11 +100,59 @@ fn step_for(k: usize, step: usize) -> MockStep {
     s.chunk_delay(15)
 }
 
-/// Which session a request is for, and how many tool results it carries.
-fn parse_request(body: &Value) -> Option<(usize, usize)> {
-    let text = body.to_string();
-    let k = text.split("crash task ").nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?;
-    let k: usize = k.parse().ok()?;
+/// Session `k`'s subagent (odd sessions): it reads the file before it edits it (its ledger is
+/// its own), then the same commands and edit as an even session's main loop.
+fn child_step_for(k: usize, step: usize) -> MockStep {
+    let file = format!("k{k}.txt");
+    let s = match step {
+        0 => MockStep::tool_call("Read", json!({"file_path": file})),
+        1 => MockStep::tool_call(
+            "Bash",
+            json!({"command": format!("echo {k}-a >> ran.log; sleep 0.2; echo {k}-a done")}),
+        ),
+        2 => MockStep::tool_call(
+            "Edit",
+            json!({"file_path": file, "old_string": format!("v1 {k}"), "new_string": format!("v2 {k}")}),
+        ),
+        3 => MockStep::tool_call(
+            "Bash",
+            json!({"command": format!("echo {k}-b >> ran.log; sleep 0.2; cat {file}")}),
+        ),
+        _ => MockStep::text(&format!("child done {k}")),
+    };
+    s.chunk_delay(15)
+}
+
+/// The text of a request's first user message (both dialects: OpenAI's first message is the
+/// system prompt).
+fn first_user_text(body: &Value) -> String {
+    let messages = body.get("messages").and_then(Value::as_array);
+    let first = messages.and_then(|m| m.iter().find(|m| m["role"] == "user"));
+    match first.map(|m| &m["content"]) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => {
+            blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("")
+        }
+        _ => String::new(),
+    }
+}
+
+/// What a request is for: a session's main loop or its subagent.
+enum Conversation {
+    Main(usize),
+    Child(usize),
+}
+
+/// Which conversation a request is for, and how many tool results it carries.
+fn parse_request(body: &Value) -> Option<(Conversation, usize)> {
+    let first = first_user_text(body);
+    let number = |text: &str, mark: &str| -> Option<usize> {
+        text.split(mark).nth(1)?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    };
+    let conversation = match number(&first, "crash child ") {
+        Some(k) => Conversation::Child(k),
+        None => Conversation::Main(number(&first, "crash task ")?),
+    };
     let messages = body.get("messages")?.as_array()?;
     let mut results = 0;
     for m in messages {
@@ -100,7 +166,7 @@ fn parse_request(body: &Value) -> Option<(usize, usize)> {
                 .count();
         }
     }
-    Some((k, results))
+    Some((conversation, results))
 }
 
 struct Rng(u64);
@@ -127,7 +193,10 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         if let Ok(mut n) = counter.lock() {
             *n += 1;
         }
-        parse_request(body).map(|(k, step)| step_for(k, step))
+        parse_request(body).map(|(conversation, step)| match conversation {
+            Conversation::Main(k) => step_for(k, step),
+            Conversation::Child(k) => child_step_for(k, step),
+        })
     })
     .await?;
     let base = match config.api {
@@ -241,6 +310,23 @@ fn check_session(
     });
     if final_text.as_deref() != Some(&format!("done {k}")) {
         bail!("the final answer is {final_text:?}");
+    }
+    // An odd session's subagent reported, once, and its events name their Task call.
+    if k % 2 == 1 {
+        let task = log.iter().find_map(|e| match &e.kind {
+            EventKind::ToolResult { name, output, call_id, .. } if name == "Task" => {
+                Some((output.clone(), call_id.clone()))
+            }
+            _ => None,
+        });
+        let Some((report, task_id)) = task else { bail!("no Task result") };
+        if report != format!("child done {k}") {
+            bail!("the subagent's report is {report:?}");
+        }
+        let nested = log.iter().filter(|e| e.parent.as_deref() == Some(task_id.as_str())).count();
+        if nested == 0 {
+            bail!("no event names the Task call {task_id}");
+        }
     }
     // Every tool call has exactly one result.
     let mut calls: HashMap<String, usize> = HashMap::new();
