@@ -3,7 +3,8 @@
 //! child that writes, runs a command and reports; two children of one message running at once;
 //! a server killed mid-child that resumes it without running its command twice; an interrupt
 //! that stops a child; a watcher that sees every child event marked with its parent; read-only
-//! calls of one message started together and answered in call order.
+//! calls of one message started together and answered in call order; an org agent whose
+//! `tools` list is enforced; at most `MAX_PARALLEL_CALLS` calls of one message at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
@@ -506,4 +507,41 @@ async fn an_org_agent_with_a_restricted_tools_list_cannot_call_other_tools() {
         .unwrap()
         .to_owned();
     assert!(task.contains("- reader: Reads code, never changes it. (Tools: Grep, Read)"), "{task}");
+}
+
+#[tokio::test]
+async fn at_most_ten_calls_of_one_message_run_at_once() {
+    let scripts = Scripts::default();
+    let n = outboard_server::agent::MAX_PARALLEL_CALLS + 2;
+    let tasks =
+        (0..n).map(|i| task(&format!("task_{i}"), "Wait", &format!("child-{i}: wait"))).collect();
+    scripts.add("start twelve", vec![MockStep::tool_calls(tasks), MockStep::text("All done.")]);
+    // Each child is one slow model call: with every child started at once, all their prompts
+    // would be in the log long before the first answer.
+    for i in 0..n {
+        scripts
+            .add(&format!("child-{i}:"), vec![MockStep::text(&format!("done {i}")).latency(3_000)]);
+    }
+    let World { mock: _mock, server: _server, mut c, sid, .. } = start(&scripts, &[]).await;
+    let events = turn(&mut c, &sid, "start twelve").await;
+    let prompts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.parent.is_some() && matches!(e.kind, EventKind::UserMessage { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let first_report = events
+        .iter()
+        .position(|e| e.parent.is_some() && matches!(e.kind, EventKind::AssistantMessage { .. }))
+        .unwrap();
+    assert_eq!(prompts.len(), n);
+    let before = prompts.iter().filter(|&&p| p < first_report).count();
+    assert_eq!(
+        before,
+        outboard_server::agent::MAX_PARALLEL_CALLS,
+        "the first ten start at once, the rest only as others end"
+    );
+    for i in 0..n {
+        assert_eq!(result_of(&events, &format!("task_{i}")).0, format!("done {i}"));
+    }
 }
