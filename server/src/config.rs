@@ -209,10 +209,16 @@ pub fn secure_data_dir(dir: &std::path::Path) -> Result<(), DataDirError> {
             .open(&db)
             .map_err(err(&db))?;
     }
-    for name in [DB_FILE, "outboard.db-wal", "outboard.db-shm", "outboard.db-journal"] {
+    tighten(&db, 0o600).map_err(err(&db))?;
+    // SQLite's side files come and go with its connections (another process closing the
+    // database removes its WAL): one gone between the look and the chmod needs no securing, and
+    // SQLite makes new ones with the database's own mode.
+    for name in ["outboard.db-wal", "outboard.db-shm", "outboard.db-journal"] {
         let path = dir.join(name);
-        if path.exists() {
-            tighten(&path, 0o600).map_err(err(&path))?;
+        match tighten(&path, 0o600) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err(&path)(e)),
         }
     }
     Ok(())
@@ -338,5 +344,36 @@ mod log_filter_tests {
         assert!(capped.contains("tungstenite=debug"), "{capped}");
         let capped = log_filter(Some("tungstenite=trace"), "off").to_string();
         assert!(capped.contains("tungstenite=debug"), "{capped}");
+    }
+}
+
+#[cfg(test)]
+mod data_dir_tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    fn mode(path: &std::path::Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_database_and_the_side_files_present_are_made_private_and_absent_ones_are_fine() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(dir.path(), open.clone()).unwrap();
+        let db = dir.path().join(DB_FILE);
+        let wal = dir.path().join("outboard.db-wal");
+        std::fs::write(&db, b"").unwrap();
+        std::fs::write(&wal, b"").unwrap();
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o644)).unwrap();
+        secure_data_dir(dir.path()).unwrap();
+        assert_eq!((mode(dir.path()), mode(&db), mode(&wal)), (0o700, 0o600, 0o600));
+        // A side file that is gone (SQLite removed it) needs nothing.
+        std::fs::remove_file(&wal).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("gone"), dir.path().join("outboard.db-shm"))
+            .unwrap();
+        secure_data_dir(dir.path()).unwrap();
     }
 }
