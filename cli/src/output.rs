@@ -97,7 +97,7 @@ impl<O: Write, E: Write> Printer<O, E> {
         }
         match (self.mode, &event.parent) {
             (Mode::Json, _) => self.json_line(event),
-            (Mode::Plain, Some(parent)) if child_kind(&event.kind) => {
+            (Mode::Plain, Some(parent)) if event.kind.is_loop_event() => {
                 self.child_event(parent, &event.kind)
             }
             (Mode::Plain, _) => self.plain_event(&event.kind),
@@ -342,27 +342,6 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::Unknown => Ok(()),
         }
     }
-}
-
-/// Whether a subagent's event of this kind is printed under its `Task` (the others — a
-/// background command's state, a network refusal — are the session's, printed as such).
-fn child_kind(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::UserMessage { .. }
-            | EventKind::AssistantDelta { .. }
-            | EventKind::AssistantMessage { .. }
-            | EventKind::ToolCall { .. }
-            | EventKind::ToolOutputDelta { .. }
-            | EventKind::ToolResult { .. }
-            | EventKind::ModelRetry { .. }
-            | EventKind::CompactionStarted { .. }
-            | EventKind::Compaction { .. }
-            | EventKind::TurnStarted { .. }
-            | EventKind::TurnCompleted { .. }
-            | EventKind::TurnFailed { .. }
-            | EventKind::SystemReminder { .. }
-    )
 }
 
 /// A compaction, for a person: what started it and how much smaller the conversation is.

@@ -974,14 +974,12 @@ since you read it is refused.
 /// settles the calls without a result first (see `recover_call`).
 pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Resume)> {
     let mut open: Option<TurnId> = None;
-    let mut steps = 0u32;
-    let mut usage = Usage::default();
-    let mut pending: Vec<PendingCall> = Vec::new();
+    let mut resume = Resume::default();
     for event in log {
         if let Some(parent) = &event.parent {
             // A subagent's event: kept for its `Task` call if that call may resume; the
             // subagent's own steps and calls are its business (see `child::plan`).
-            if let Some(p) = pending.iter_mut().find(|p| &p.call.call_id == parent) {
+            if let Some(p) = resume.pending.iter_mut().find(|p| &p.call.call_id == parent) {
                 p.child_log.push(event.clone());
             }
             continue;
@@ -989,34 +987,44 @@ pub fn recover_plan(log: &[outboard_shared::SessionEvent]) -> Option<(TurnId, Re
         match &event.kind {
             EventKind::TurnStarted { turn_id, .. } => {
                 open = Some(turn_id.clone());
-                steps = 0;
-                usage = Usage::default();
-                pending.clear();
+                resume = Resume::default();
             }
             EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => {
                 open = None;
-                pending.clear();
+                resume.pending.clear();
             }
-            EventKind::AssistantMessage { tool_calls, usage: call_usage, .. } => {
-                steps += 1;
-                usage.add(call_usage.unwrap_or_default());
-                pending = tool_calls
+            kind => resume.track(kind),
+        }
+    }
+    open.map(|turn_id| (turn_id, resume))
+}
+
+impl Resume {
+    /// Takes one event of a loop's open work into account: a model call (a step, its tokens,
+    /// its tool calls now pending), a call's start or result, a summary's tokens (part of the
+    /// work's cost). The main loop's plan and a subagent's share it.
+    fn track(&mut self, kind: &EventKind) {
+        match kind {
+            EventKind::AssistantMessage { tool_calls, usage, .. } => {
+                self.steps_used += 1;
+                self.usage.add(usage.unwrap_or_default());
+                self.pending = tool_calls
                     .iter()
                     .map(|c| PendingCall { call: c.clone(), started: None, child_log: Vec::new() })
                     .collect();
             }
             EventKind::ToolCall { call, target_before } => {
-                if let Some(p) = pending.iter_mut().find(|p| p.call.call_id == call.call_id) {
+                if let Some(p) = self.pending.iter_mut().find(|p| p.call.call_id == call.call_id) {
                     p.started = Some(target_before.clone());
                 }
             }
-            EventKind::ToolResult { call_id, .. } => pending.retain(|p| &p.call.call_id != call_id),
-            // A summary written during the open turn is part of its cost.
-            EventKind::Compaction { usage: Some(u), .. } if open.is_some() => usage.add(*u),
+            EventKind::ToolResult { call_id, .. } => {
+                self.pending.retain(|p| &p.call.call_id != call_id)
+            }
+            EventKind::Compaction { usage: Some(u), .. } => self.usage.add(*u),
             _ => {}
         }
     }
-    open.map(|turn_id| (turn_id, Resume { pending, steps_used: steps, usage }))
 }
 
 /// The workspace files this session read or wrote successfully, from its log: after a restart

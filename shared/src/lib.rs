@@ -1335,6 +1335,29 @@ impl EventKind {
         )
     }
 
+    /// Whether events of this kind come from an agent loop (the session's or a subagent's):
+    /// what a client draws under a subagent's `Task` when it carries a `parent`. The others (a
+    /// background command's state, a network refusal, presence) are the session's, whoever
+    /// caused them.
+    pub fn is_loop_event(&self) -> bool {
+        matches!(
+            self,
+            EventKind::UserMessage { .. }
+                | EventKind::AssistantDelta { .. }
+                | EventKind::AssistantMessage { .. }
+                | EventKind::ToolCall { .. }
+                | EventKind::ToolOutputDelta { .. }
+                | EventKind::ToolResult { .. }
+                | EventKind::ModelRetry { .. }
+                | EventKind::CompactionStarted { .. }
+                | EventKind::Compaction { .. }
+                | EventKind::TurnStarted { .. }
+                | EventKind::TurnCompleted { .. }
+                | EventKind::TurnFailed { .. }
+                | EventKind::SystemReminder { .. }
+        )
+    }
+
     /// The wire name of the kind.
     pub fn type_name(&self) -> &'static str {
         match self {

@@ -56,70 +56,64 @@ pub struct CrashReport {
     pub events: usize,
 }
 
-/// The scripted task of session `k`, step by step (the step is the number of tool results the
-/// conversation holds so far). An odd session hands its middle steps to a subagent
-/// ([`child_step_for`]), so kills land inside children too.
-fn step_for(k: usize, step: usize) -> MockStep {
-    let file = format!("k{k}.txt");
-    if k % 2 == 1 {
-        let s = match step {
-            0 => MockStep::tool_call(
-                "Write",
-                json!({"file_path": file, "content": format!("v1 {k}\n")}),
-            ),
-            1 => MockStep::tool_call(
-                "Task",
-                json!({"description": "run the steps", "prompt": format!("crash child {k}: run \
-                       the steps"), "subagent_type": "general-purpose"}),
-            ),
-            2 => MockStep::tool_call("Read", json!({"file_path": file})),
-            _ => MockStep::text(&format!("done {k}")),
-        };
-        return s.chunk_delay(15);
-    }
-    let s = match step {
-        0 => {
-            MockStep::tool_call("Write", json!({"file_path": file, "content": format!("v1 {k}\n")}))
-        }
-        1 => MockStep::tool_call(
-            "Bash",
-            json!({"command": format!("echo {k}-a >> ran.log; sleep 0.2; echo {k}-a done")}),
-        ),
-        2 => MockStep::tool_call(
-            "Edit",
-            json!({"file_path": file, "old_string": format!("v1 {k}"), "new_string": format!("v2 {k}")}),
-        ),
-        3 => MockStep::tool_call(
-            "Bash",
-            json!({"command": format!("echo {k}-b >> ran.log; sleep 0.2; cat {file}")}),
-        ),
-        4 => MockStep::tool_call("Read", json!({"file_path": file})),
-        _ => MockStep::text(&format!("done {k}")),
-    };
-    // Slow enough streams that kills land mid-stream too.
-    s.chunk_delay(15)
+/// One scripted step of a crash task.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Write,
+    /// A command that appends its unique line to `ran.log` (so a command run twice shows).
+    BashA,
+    Edit,
+    BashB,
+    Read,
+    /// Hand the commands and the edit to a subagent.
+    Task,
+    Done,
+    ChildDone,
 }
 
-/// Session `k`'s subagent (odd sessions): it reads the file before it edits it (its ledger is
-/// its own), then the same commands and edit as an even session's main loop.
-fn child_step_for(k: usize, step: usize) -> MockStep {
+/// An even session does everything itself; an odd one hands its middle steps to a subagent, so
+/// kills land inside children too. The subagent reads the file before it edits it (its ledger
+/// is its own). The step is the number of tool results the conversation holds so far; past the
+/// end, the last step again.
+fn script(conversation: &Conversation) -> &'static [Step] {
+    use Step::*;
+    match conversation {
+        Conversation::Main(k) if k % 2 == 1 => &[Write, Task, Read, Done],
+        Conversation::Main(_) => &[Write, BashA, Edit, BashB, Read, Done],
+        Conversation::Child(_) => &[Read, BashA, Edit, BashB, ChildDone],
+    }
+}
+
+/// Step `step` of session `k`'s task (or its subagent's).
+fn step_for(k: usize, step: Step) -> MockStep {
     let file = format!("k{k}.txt");
     let s = match step {
-        0 => MockStep::tool_call("Read", json!({"file_path": file})),
-        1 => MockStep::tool_call(
+        Step::Write => {
+            MockStep::tool_call("Write", json!({"file_path": file, "content": format!("v1 {k}\n")}))
+        }
+        Step::BashA => MockStep::tool_call(
             "Bash",
             json!({"command": format!("echo {k}-a >> ran.log; sleep 0.2; echo {k}-a done")}),
         ),
-        2 => MockStep::tool_call(
+        Step::Edit => MockStep::tool_call(
             "Edit",
             json!({"file_path": file, "old_string": format!("v1 {k}"), "new_string": format!("v2 {k}")}),
         ),
-        3 => MockStep::tool_call(
+        Step::BashB => MockStep::tool_call(
             "Bash",
             json!({"command": format!("echo {k}-b >> ran.log; sleep 0.2; cat {file}")}),
         ),
-        _ => MockStep::text(&format!("child done {k}")),
+        Step::Read => MockStep::tool_call("Read", json!({"file_path": file})),
+        Step::Task => MockStep::tool_call(
+            "Task",
+            json!({"description": "run the steps",
+                   "prompt": format!("crash child {k}: run the steps"),
+                   "subagent_type": "general-purpose"}),
+        ),
+        Step::Done => MockStep::text(&format!("done {k}")),
+        Step::ChildDone => MockStep::text(&format!("child done {k}")),
     };
+    // Slow enough streams that kills land mid-stream too.
     s.chunk_delay(15)
 }
 
@@ -193,9 +187,10 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         if let Ok(mut n) = counter.lock() {
             *n += 1;
         }
-        parse_request(body).map(|(conversation, step)| match conversation {
-            Conversation::Main(k) => step_for(k, step),
-            Conversation::Child(k) => child_step_for(k, step),
+        parse_request(body).and_then(|(conversation, step)| {
+            let steps = script(&conversation);
+            let (Conversation::Main(k) | Conversation::Child(k)) = conversation;
+            steps.get(step).or(steps.last()).map(|s| step_for(k, *s))
         })
     })
     .await?;

@@ -153,6 +153,24 @@ pub struct ToolCell {
     pub result: Option<(bool, String, u64)>,
 }
 
+impl ToolCell {
+    /// A call that has started, with no output yet.
+    pub fn started(call: outboard_shared::ToolCall) -> Self {
+        ToolCell {
+            call_id: call.call_id,
+            name: call.name,
+            input: call.input,
+            output: String::new(),
+            result: None,
+        }
+    }
+
+    /// A call known only by its result (its start is on an older page).
+    pub fn from_result(call_id: String, name: String, result: (bool, String, u64)) -> Self {
+        ToolCell { call_id, name, input: Value::Null, output: String::new(), result: Some(result) }
+    }
+}
+
 /// What a transcript cell holds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CellKind {
@@ -743,7 +761,7 @@ impl App {
             }
         }
         if let Some(parent) = event.parent {
-            if super::subagents::shown_in_group(&event.kind) {
+            if event.kind.is_loop_event() {
                 self.apply_child(parent, event.kind);
                 return;
             }
@@ -784,13 +802,7 @@ impl App {
             }
             EventKind::ToolCall { call, .. } => {
                 if self.tool_mut(&call.call_id).is_none() {
-                    self.push(CellKind::Tool(ToolCell {
-                        call_id: call.call_id,
-                        name: call.name,
-                        input: call.input,
-                        output: String::new(),
-                        result: None,
-                    }));
+                    self.push(CellKind::Tool(ToolCell::started(call)));
                 }
             }
             EventKind::ToolOutputDelta { call_id, text, .. } => {
@@ -826,22 +838,19 @@ impl App {
                 self.rerender(i);
             }
             EventKind::ToolResult { call_id, name, output, is_error, duration_ms } => {
+                let result = (is_error, output, duration_ms);
                 let i = match self.tool_index(&call_id) {
-                    Some(i) => i,
+                    Some(i) => {
+                        if let CellKind::Tool(t) = &mut self.cells[i].kind {
+                            t.result = Some(result);
+                        }
+                        i
+                    }
                     None => {
-                        self.push(CellKind::Tool(ToolCell {
-                            call_id: call_id.clone(),
-                            name,
-                            input: Value::Null,
-                            output: String::new(),
-                            result: None,
-                        }));
+                        self.push(CellKind::Tool(ToolCell::from_result(call_id, name, result)));
                         self.cells.len() - 1
                     }
                 };
-                if let CellKind::Tool(t) = &mut self.cells[i].kind {
-                    t.result = Some((is_error, output, duration_ms));
-                }
                 self.rerender(i);
             }
             EventKind::CompactionStarted { .. } => {

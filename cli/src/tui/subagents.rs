@@ -104,29 +104,6 @@ pub enum TaskStatus {
     Interrupted,
 }
 
-/// Whether a child's event of this kind goes into its group. The others (a background command's
-/// state, a network refusal: the session's, whoever caused them) are the session's own.
-pub fn shown_in_group(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::UserMessage { .. }
-            | EventKind::AssistantDelta { .. }
-            | EventKind::AssistantMessage { .. }
-            | EventKind::ToolCall { .. }
-            | EventKind::ToolOutputDelta { .. }
-            | EventKind::ToolResult { .. }
-            | EventKind::ModelRetry { .. }
-            | EventKind::CompactionStarted { .. }
-            | EventKind::Compaction { .. }
-            // The loop's bookkeeping: a child has no turn of its own, and its reminders are the
-            // model's, not the person's.
-            | EventKind::TurnStarted { .. }
-            | EventKind::TurnCompleted { .. }
-            | EventKind::TurnFailed { .. }
-            | EventKind::SystemReminder { .. }
-    )
-}
-
 impl TaskCell {
     /// A group for the call `call_id`, its input not known yet.
     pub fn new(call_id: String) -> Self {
@@ -186,7 +163,7 @@ impl TaskCell {
         })
     }
 
-    /// Applies one of the child's events (a kind [`shown_in_group`]).
+    /// Applies one of the child's events (a kind [`EventKind::is_loop_event`]).
     pub fn apply(&mut self, kind: EventKind) {
         match kind {
             EventKind::UserMessage { text } => {
@@ -210,13 +187,7 @@ impl TaskCell {
             }
             EventKind::ToolCall { call, .. } if !self.has_tool(&call.call_id) => {
                 self.tool_uses += 1;
-                self.items.push(ChildItem::Tool(ToolCell {
-                    call_id: call.call_id,
-                    name: call.name,
-                    input: call.input,
-                    output: String::new(),
-                    result: None,
-                }));
+                self.items.push(ChildItem::Tool(ToolCell::started(call)));
             }
             EventKind::ToolOutputDelta { call_id, text, .. } => {
                 if let Some(t) = self.tool_mut(&call_id) {
@@ -224,19 +195,13 @@ impl TaskCell {
                 }
             }
             EventKind::ToolResult { call_id, name, output, is_error, duration_ms } => {
-                let result = Some((is_error, output, duration_ms));
+                let result = (is_error, output, duration_ms);
                 match self.tool_mut(&call_id) {
-                    Some(t) => t.result = result,
-                    None => {
-                        // Its call is on an older page: counted when the pages merge.
-                        self.items.push(ChildItem::Tool(ToolCell {
-                            call_id,
-                            name,
-                            input: Value::Null,
-                            output: String::new(),
-                            result,
-                        }))
-                    }
+                    Some(t) => t.result = Some(result),
+                    // Its call is on an older page: counted when the pages merge.
+                    None => self
+                        .items
+                        .push(ChildItem::Tool(ToolCell::from_result(call_id, name, result))),
                 }
             }
             EventKind::ModelRetry { attempt, delay_ms, reason } => {

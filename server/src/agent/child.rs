@@ -28,7 +28,7 @@ use outboard_shared::{EventKind, SessionEvent, StopReason, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Conversation, EmitError, Ending, PendingCall, Resume, Role, ToolEnv, Turn};
+use super::{Conversation, EmitError, Ending, Resume, Role, ToolEnv, Turn};
 use crate::llm::{ContentBlock, Role as MessageRole, ToolSpec};
 use crate::tools::{OrgCtx, ReadLedger, ToolOutcome, SUBAGENT_TOOLS};
 
@@ -252,37 +252,20 @@ fn plan(log: &[SessionEvent], result_chars: usize) -> Start {
     if log.is_empty() {
         return Start::Fresh;
     }
-    let mut steps = 0u32;
-    let mut usage = Usage::default();
-    let mut pending: Vec<PendingCall> = Vec::new();
-    let mut finished: Option<String> = None;
+    let mut resume = Resume::default();
     for event in log {
-        match &event.kind {
-            EventKind::AssistantMessage { text, tool_calls, usage: call_usage } => {
-                steps += 1;
-                usage.add(call_usage.unwrap_or_default());
-                finished = tool_calls.is_empty().then(|| text.clone());
-                pending = tool_calls
-                    .iter()
-                    .map(|c| PendingCall { call: c.clone(), started: None, child_log: Vec::new() })
-                    .collect();
-            }
-            EventKind::ToolCall { call, target_before } => {
-                if let Some(p) = pending.iter_mut().find(|p| p.call.call_id == call.call_id) {
-                    p.started = Some(target_before.clone());
-                }
-            }
-            EventKind::ToolResult { call_id, .. } => pending.retain(|p| &p.call.call_id != call_id),
-            EventKind::Compaction { usage: Some(u), .. } => usage.add(*u),
-            _ => {}
-        }
+        resume.track(&event.kind);
     }
-    if let Some(report) = finished {
-        return Start::Finished { report, usage };
+    let last = log.iter().rev().find_map(|e| match &e.kind {
+        EventKind::AssistantMessage { text, tool_calls, .. } => Some((text, tool_calls.is_empty())),
+        _ => None,
+    });
+    if let Some((report, true)) = last {
+        return Start::Finished { report: report.clone(), usage: resume.usage };
     }
     Start::Resume {
         conversation: Conversation::from_events(log.iter(), result_chars),
-        resume: Resume { pending, steps_used: steps, usage },
+        resume,
         touched: super::files_touched_in(log.iter()),
     }
 }
