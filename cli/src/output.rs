@@ -339,6 +339,8 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::Presence { .. }
             | EventKind::DriveRequested { .. }
             | EventKind::MemoryChanged { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalResolved { .. }
             | EventKind::Unknown => Ok(()),
         }
     }

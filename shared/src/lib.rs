@@ -293,6 +293,51 @@ methods! {
     /// `run_in_background`). Answered with [`Empty`]; a [`EventKind::BackgroundTask`] with
     /// status `killed` follows.
     SessionKillTask = "session/kill_task" (KillTaskParams) -> Empty;
+    /// Answer a tool call waiting for approval ([`EventKind::ApprovalRequested`]): the session's
+    /// driver, or any member of its org who is not attached to it as a watcher. Answered with
+    /// [`Empty`] once the loop has the answer; an [`EventKind::ApprovalResolved`] follows.
+    ApprovalAnswer = "approval/answer" (ApprovalAnswerParams) -> Empty;
+}
+
+/// Parameters of `approval/answer`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalAnswerParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The call waiting, as its [`EventKind::ApprovalRequested`] named it.
+    pub call_id: String,
+    /// Run it or not.
+    pub decision: ApprovalDecision,
+    /// For `allow`: this call only, or every call of the same tool for the rest of the session.
+    #[serde(default)]
+    pub scope: ApprovalScope,
+    /// For `deny`: why, passed to the model with the refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The longest reason a person may give with a denial (bytes); the model reads it.
+pub const MAX_APPROVAL_REASON_BYTES: usize = 2048;
+
+/// An answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run the call.
+    Allow,
+    /// Do not run it; the model is told so (with the reason).
+    Deny,
+}
+
+/// How far an `allow` reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalScope {
+    /// This call only.
+    #[default]
+    Once,
+    /// Every later call of the same tool in this session runs without asking.
+    Session,
 }
 
 /// Parameters of `session/compact`.
@@ -1294,6 +1339,37 @@ pub enum EventKind {
         /// The note, `<system-reminder>` tags included.
         text: String,
     },
+    /// A tool call waits for a person's answer before it runs (durable): the org's policy for
+    /// the tool says `ask`. The turn is paused until `approval/answer`; a restart keeps the
+    /// question open.
+    ApprovalRequested {
+        /// The call, as the `assistant_message` named it.
+        call_id: String,
+        /// The tool.
+        name: String,
+        /// Its input, as the model sent it (secrets scrubbed).
+        input: Value,
+        /// The policy rule that asks (`mcp__github__*`, `Write(/skills/**)`).
+        rule: String,
+    },
+    /// An approval request was answered (durable). An `allow` is followed by the call's
+    /// `tool_call`; a `deny` by its `tool_result` saying so.
+    ApprovalResolved {
+        /// The call.
+        call_id: String,
+        /// The tool (so an `allow` for the session is rebuilt from the log).
+        name: String,
+        /// The answer.
+        decision: ApprovalDecision,
+        /// How far an `allow` reaches.
+        #[serde(default)]
+        scope: ApprovalScope,
+        /// Who answered (a user name, or `policy` for a headless `outboard run --approve`).
+        by: String,
+        /// Why, for a denial.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
@@ -1355,6 +1431,8 @@ impl EventKind {
                 | EventKind::TurnCompleted { .. }
                 | EventKind::TurnFailed { .. }
                 | EventKind::SystemReminder { .. }
+                | EventKind::ApprovalRequested { .. }
+                | EventKind::ApprovalResolved { .. }
         )
     }
 
@@ -1381,6 +1459,8 @@ impl EventKind {
             EventKind::Todos { .. } => "todos",
             EventKind::BackgroundTask { .. } => "background_task",
             EventKind::SystemReminder { .. } => "system_reminder",
+            EventKind::ApprovalRequested { .. } => "approval_requested",
+            EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::Unknown => "unknown",
         }
     }

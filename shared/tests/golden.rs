@@ -689,6 +689,20 @@ fn session_events() {
                    with exit code 0.\n</system-reminder>"
                 .into(),
         },
+        EventKind::ApprovalRequested {
+            call_id: "toolu_01".into(),
+            name: "mcp__github__create_issue".into(),
+            input: json!({"title": "Flaky test", "repo": "acme/app"}),
+            rule: "mcp__github__*".into(),
+        },
+        EventKind::ApprovalResolved {
+            call_id: "toolu_01".into(),
+            name: "mcp__github__create_issue".into(),
+            decision: ApprovalDecision::Deny,
+            scope: ApprovalScope::Once,
+            by: "alice".into(),
+            reason: Some("file it in the backlog project instead".into()),
+        },
     ];
     for (i, kind) in events.into_iter().enumerate() {
         let name = format!("event_{}", kind.type_name());

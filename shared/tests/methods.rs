@@ -47,6 +47,10 @@ fn sample_params(kind: MethodKind) -> Value {
         MethodKind::UsageReport => json!({"session_id": sid, "by": "user", "since": "2026-01-01"}),
         MethodKind::SessionCompact => json!({"session_id": sid, "focus": "the failing test"}),
         MethodKind::SessionKillTask => json!({"session_id": sid, "shell_id": "bash_1f2e3d4c"}),
+        MethodKind::ApprovalAnswer => json!({
+            "session_id": sid, "call_id": "toolu_01", "decision": "deny", "scope": "once",
+            "reason": "not on a Friday"
+        }),
     }
 }
 

@@ -933,7 +933,10 @@ impl App {
                 }
                 self.work.apply(&event.kind);
             }
-            EventKind::SystemReminder { .. } | EventKind::Unknown => {}
+            EventKind::SystemReminder { .. }
+            | EventKind::ApprovalRequested { .. }
+            | EventKind::ApprovalResolved { .. }
+            | EventKind::Unknown => {}
         }
     }
 
