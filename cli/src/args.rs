@@ -92,6 +92,11 @@ pub enum Command {
     /// Commit a repository session's changes and push them as a new branch (the server pushes
     /// with the org's credential; it never force-pushes).
     Push(PushArgs),
+    /// Let a tool call that waits for approval run (the org's policy says `ask` for it). Any
+    /// member of the session's org may answer, unless attached to it as a watcher.
+    Approve(ApproveArgs),
+    /// Refuse a tool call that waits for approval; the model is told, with your reason.
+    Deny(DenyArgs),
 }
 
 /// `outboard diff`.
@@ -456,9 +461,59 @@ pub struct RunArgs {
         conflicts_with = "session"
     )]
     pub upload: Option<PathBuf>,
+    /// A tool call the org's policy says to ask about: `deny` it (the model is told nobody was
+    /// there to approve), `allow` it, or `wait` for an answer from elsewhere (`outboard approve`
+    /// or `outboard deny`, the TUI of someone attached) — the request is printed with its call id.
+    #[arg(long, value_enum, value_name = "deny|allow|wait", default_value = "deny")]
+    pub approve: ApproveMode,
     /// The message to send; `-` reads it from stdin.
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
+}
+
+/// How `outboard run` answers approval requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApproveMode {
+    /// Refuse every call that asks.
+    Deny,
+    /// Run every call that asks.
+    Allow,
+    /// Print the request and wait for someone else's answer.
+    Wait,
+}
+
+/// `outboard approve`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ApproveArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Also run every later call of the same tool in this session without asking.
+    #[arg(long = "for-session")]
+    pub for_session: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// The call waiting, as its `approval_requested` event names it.
+    #[arg(value_name = "CALL_ID")]
+    pub call_id: String,
+}
+
+/// `outboard deny`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct DenyArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Why: the model reads it with the refusal.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// The call waiting, as its `approval_requested` event names it.
+    #[arg(value_name = "CALL_ID")]
+    pub call_id: String,
 }
 
 /// `outboard sessions`.
@@ -579,6 +634,8 @@ mod tests {
             "/tmp/ob",
             "--reconnect-for",
             "90s",
+            "--approve",
+            "allow",
             "list the files",
         ]);
         assert_eq!(
@@ -598,6 +655,7 @@ mod tests {
                 reconnect_for: Duration::from_secs(90),
                 source: SourceArgs::default(),
                 upload: None,
+                approve: ApproveMode::Allow,
                 prompt: "list the files".into(),
             }
         );
@@ -616,6 +674,7 @@ mod tests {
                 reconnect_for: Duration::from_secs(120),
                 source: SourceArgs::default(),
                 upload: None,
+                approve: ApproveMode::Deny,
                 prompt: "-".into()
             }
         );

@@ -8,6 +8,7 @@
 //! the only module that depends on `outboard-server`), [`upload`] (`--upload`: the
 //! packer and the HTTP upload of a working tree).
 
+pub mod approve;
 pub mod args;
 pub mod changes;
 pub mod client;

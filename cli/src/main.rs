@@ -77,6 +77,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
             None => Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout()))),
         },
+        Command::Approve(args) => {
+            Ok(runtime.block_on(outboard_cli::approve::approve(&args, &mut std::io::stdout())))
+        }
+        Command::Deny(args) => {
+            Ok(runtime.block_on(outboard_cli::approve::deny(&args, &mut std::io::stdout())))
+        }
         Command::Compact(args) => {
             Ok(runtime.block_on(outboard_cli::compact::compact(&args, &mut std::io::stdout())))
         }

@@ -14,7 +14,10 @@
 use std::io::{self, Write};
 
 use outboard_shared::headless::{Reconnected, RunFinished, RunStarted};
-use outboard_shared::{CompactionTrigger, EventKind, Role, SessionEvent, StopReason, ToolCall};
+use outboard_shared::{
+    ApprovalDecision, ApprovalScope, CompactionTrigger, EventKind, Role, SessionEvent, StopReason,
+    ToolCall,
+};
 use serde_json::Value;
 
 /// How many characters of a tool's key argument are shown.
@@ -94,6 +97,19 @@ impl<O: Write, E: Write> Printer<O, E> {
             // In both modes: the one line that explains exit status 1.
             self.end_line()?;
             writeln!(self.err, "error: {error}")?;
+        }
+        if let (Mode::Plain, Some(lines)) =
+            (self.mode, approval_lines(event.session_id.as_str(), &event.kind))
+        {
+            let prefix = match &event.parent {
+                Some(parent) => self.child_prefix(parent),
+                None => String::new(),
+            };
+            self.end_line()?;
+            for line in lines {
+                writeln!(self.err, "{prefix}{line}")?;
+            }
+            return self.err.flush();
         }
         match (self.mode, &event.parent) {
             (Mode::Json, _) => self.json_line(event),
@@ -343,6 +359,37 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::ApprovalResolved { .. }
             | EventKind::Unknown => Ok(()),
         }
+    }
+}
+
+/// An approval request or its answer, for a person; `None` for other events. The request says
+/// how to answer it from another terminal.
+pub fn approval_lines(session: &str, kind: &EventKind) -> Option<Vec<String>> {
+    match kind {
+        EventKind::ApprovalRequested { call_id, name, input, rule } => {
+            let call =
+                ToolCall { call_id: call_id.clone(), name: name.clone(), input: input.clone() };
+            Some(vec![
+                format!("? {} waits for approval (org rule {rule})", tool_call_summary(&call)),
+                format!(
+                    "  answer with: outboard approve {session} {call_id}  |  outboard deny \
+                     {session} {call_id} --reason TEXT"
+                ),
+            ])
+        }
+        EventKind::ApprovalResolved { name, decision, scope, by, reason, .. } => {
+            Some(vec![match (decision, scope) {
+                (ApprovalDecision::Allow, ApprovalScope::Once) => format!("  ✓ allowed by {by}"),
+                (ApprovalDecision::Allow, ApprovalScope::Session) => {
+                    format!("  ✓ allowed by {by}, with every later {name} call of this session")
+                }
+                (ApprovalDecision::Deny, _) => match reason {
+                    Some(reason) => format!("  ✗ denied by {by}: {}", truncate(reason, 200)),
+                    None => format!("  ✗ denied by {by}"),
+                },
+            }])
+        }
+        _ => None,
     }
 }
 

@@ -24,12 +24,13 @@ use outboard_shared::headless::{
     SCHEMA_VERSION,
 };
 use outboard_shared::{
-    ErrorCode, EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, StopReason, TurnId,
+    methods, ApprovalAnswerParams, ApprovalDecision, ApprovalScope, Empty, ErrorCode, EventKind,
+    Role, SessionAttachResponse, SessionEvent, SessionId, StopReason, TurnId,
     TurnInterruptResponse,
 };
 use tokio::sync::mpsc;
 
-use crate::args::{ConnectArgs, RunArgs};
+use crate::args::{ApproveMode, ConnectArgs, RunArgs};
 use crate::client::{Backoff, Client, ClientError, ConnectOptions};
 use crate::embedded::{EmbeddedError, EmbeddedServer, WorkspaceError};
 use crate::exit;
@@ -437,6 +438,14 @@ type AttachCall = Pin<Box<dyn Future<Output = Result<SessionAttachResponse, Clie
 type InterruptCall =
     Pin<Box<dyn Future<Output = Result<TurnInterruptResponse, ClientError>> + Send>>;
 
+/// An `approval/answer` a run sends by itself (`--approve allow|deny`), with its call id.
+type AnswerCall = Pin<Box<dyn Future<Output = (String, Result<Empty, ClientError>)> + Send>>;
+
+/// What a run tells the model of a call it denies because nobody is there to approve it.
+pub const HEADLESS_DENIAL: &str = "this is a headless `outboard run` with `--approve deny` (the \
+    default), so nobody is there to approve it; the user can run again with `--approve allow` or \
+    `--approve wait`, or ask an admin to change the org's tool policy";
+
 /// Where a run stands in its turn; it survives reconnects.
 struct Follow {
     session_id: SessionId,
@@ -448,6 +457,8 @@ struct Follow {
     interrupting: bool,
     /// That Ctrl-C's `turn/interrupt` is not answered yet: sent (again) once connected.
     interrupt_owed: bool,
+    /// How approval requests are answered.
+    approve: ApproveMode,
 }
 
 impl Follow {
@@ -509,6 +520,7 @@ async fn stream_turn<O: Write, E: Write>(
         last_seq,
         interrupting,
         interrupt_owed: interrupting,
+        approve: args.approve,
     };
     loop {
         let lost = match follow_events(&mut conn.client, &mut follow, interrupts, printer).await? {
@@ -538,6 +550,9 @@ async fn follow_events<O: Write, E: Write>(
         .interrupt_owed
         .then(|| Box::pin(client.interrupt(session_id.clone())) as InterruptCall);
     let mut reattach: Option<AttachCall> = None;
+    // One per call the run answers by itself; a message makes at most a few calls, and a call
+    // is asked about once.
+    let mut answers = futures_util::stream::FuturesUnordered::<AnswerCall>::new();
     loop {
         tokio::select! {
             event = client.next_event() => {
@@ -545,6 +560,9 @@ async fn follow_events<O: Write, E: Write>(
                     Ok(event) => {
                         if let Some(ending) = on_event(&event, follow, printer)? {
                             return Ok(Followed::Ended(ending));
+                        }
+                        if let Some(call) = auto_answer(client, follow, &event) {
+                            answers.push(call);
                         }
                     }
                     Err(err) if err.code() == Some(ErrorCode::Lagged) && !err.is_fatal() => {
@@ -606,10 +624,46 @@ async fn follow_events<O: Write, E: Write>(
                     if let Some(ending) = on_event(&event, follow, printer)? {
                         return Ok(Followed::Ended(ending));
                     }
+                    if let Some(call) = auto_answer(client, follow, &event) {
+                        answers.push(call);
+                    }
+                }
+            }
+            Some((call_id, answered)) = futures_util::StreamExt::next(&mut answers) => {
+                match answered {
+                    Ok(_) => {}
+                    // Gone with the connection: the request is in the log and is seen (and
+                    // answered) again after the reconnect.
+                    Err(err) if err.is_fatal() => {}
+                    Err(err) => printer.note(&format!("outboard: cannot answer {call_id}: {err}"))?,
                 }
             }
         }
     }
+}
+
+/// The answer a run gives by itself to an approval request of its session (`--approve allow`
+/// or `deny`); `None` with `--approve wait` or for any other event.
+fn auto_answer(client: &Client, follow: &Follow, event: &SessionEvent) -> Option<AnswerCall> {
+    let EventKind::ApprovalRequested { call_id, .. } = &event.kind else { return None };
+    if event.session_id != follow.session_id {
+        return None;
+    }
+    let (decision, reason) = match follow.approve {
+        ApproveMode::Wait => return None,
+        ApproveMode::Allow => (ApprovalDecision::Allow, None),
+        ApproveMode::Deny => (ApprovalDecision::Deny, Some(HEADLESS_DENIAL.to_owned())),
+    };
+    let params = ApprovalAnswerParams {
+        session_id: follow.session_id.clone(),
+        call_id: call_id.clone(),
+        decision,
+        scope: ApprovalScope::Once,
+        reason,
+    };
+    let call = client.call::<methods::ApprovalAnswer>(params);
+    let call_id = call_id.clone();
+    Some(Box::pin(async move { (call_id, call.await) }))
 }
 
 /// What a reconnect led to.
@@ -803,6 +857,7 @@ mod tests {
             reconnect_for: std::time::Duration::ZERO,
             source: crate::args::SourceArgs::default(),
             upload: None,
+            approve: crate::args::ApproveMode::Deny,
             prompt: "list the files\nand more".into(),
         }
     }

@@ -26,6 +26,7 @@ use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
 
+mod approve;
 pub mod child;
 pub mod compact;
 pub mod conversation;
@@ -33,6 +34,7 @@ pub mod project;
 mod relay;
 mod sink;
 
+pub use approve::Recorded;
 pub use compact::{CompactError, Compacted, Window};
 pub use conversation::Conversation;
 pub use sink::{EmitError, EmitFuture, Emitter, EventSink};
@@ -87,6 +89,8 @@ pub struct Turn {
     pub resume: Resume,
     /// The session's own loop, or a subagent's.
     pub role: Role,
+    /// The org's tool policy and the session's approvals in flight.
+    pub approvals: crate::approvals::Approvals,
 }
 
 /// Which loop a [`Turn`] drives.
@@ -120,6 +124,8 @@ pub struct PendingCall {
     /// For a started `Task` call: its subagent's events so far, from which the subagent
     /// resumes.
     pub child_log: Vec<SessionEvent>,
+    /// For a call not started: what the log holds of a person's approval of it.
+    pub approval: Option<Recorded>,
 }
 
 /// What a turn hands back to its session.
@@ -171,6 +177,7 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
     rebuild_org_reads(&mut turn.env).await;
     let (system, specs, agents) = match &turn.role {
         Role::Main => {
+            turn.approvals.refresh().await;
             let system = turn_system_prompt(&mut turn.env).await;
             let agents = child::agent_types(turn.env.org.as_ref()).await;
             let mut specs = tools::specs();
@@ -488,7 +495,12 @@ async fn run_calls(
         let note = note_last && calls.peek().is_none();
         let mut started = Vec::with_capacity(group.len());
         for planned in group {
-            started.push(start(turn, planned).await?);
+            match start(turn, planned).await? {
+                Some(ready) => started.push(ready),
+                // Waiting for an approval when the server shut down: the calls of the group
+                // that started resume with the turn (they are read-only or subagents).
+                None => return Ok(Flow::Suspended),
+            }
         }
         // The ledger leaves the environment while the group runs: one call gets it whole, calls
         // running together get a copy each, and what their reads recorded is merged back.
@@ -547,19 +559,26 @@ async fn run_calls(
 /// "Durability"): a call that never started runs now; read-only tools run again; a file write
 /// runs again only if its target still holds the content it had before the write; a subagent
 /// resumes from its events; a command is never run twice — the model is told its outcome is
-/// unknown and decides. After an interrupt, calls are answered without running.
-async fn start(turn: &Turn, planned: Planned) -> Result<(ToolCall, Action), EmitError> {
-    let (call, started, child_log) = match planned {
-        Planned::Fresh(call) => (call, None, Vec::new()),
-        Planned::Recovered(p) => (p.call, p.started, p.child_log),
+/// unknown and decides. After an interrupt, calls are answered without running. Before a call
+/// starts, the org's tool policy decides whether it runs, is refused or waits for a person's
+/// answer ([`approve`]); `None` when the server shut down while it waited.
+async fn start(turn: &Turn, planned: Planned) -> Result<Option<(ToolCall, Action)>, EmitError> {
+    let (call, started, child_log, approval) = match planned {
+        Planned::Fresh(call) => (call, None, Vec::new(), None),
+        Planned::Recovered(p) => (p.call, p.started, p.child_log, p.approval),
     };
     if turn.cancel.is_cancelled() {
-        return Ok((call, Action::Answer(not_run())));
+        return Ok(Some((call, Action::Answer(not_run()))));
     }
     let Some(before) = started else {
+        match approve::check(turn, &call, approval).await? {
+            approve::Verdict::Run => {}
+            approve::Verdict::Refuse(outcome) => return Ok(Some((call, Action::Answer(outcome)))),
+            approve::Verdict::Suspended => return Ok(None),
+        }
         let target_before = write_target_digest(&turn.env, &call).await;
         turn.emitter.durable(EventKind::ToolCall { call: call.clone(), target_before }).await?;
-        return Ok((call, Action::Run));
+        return Ok(Some((call, Action::Run)));
     };
     let action = match call.name.as_str() {
         child::TASK => Action::Resume(child_log),
@@ -574,7 +593,7 @@ async fn start(turn: &Turn, planned: Planned) -> Result<(ToolCall, Action), Emit
         }
         _ => Action::Answer(ToolOutcome { output: COMMAND_OUTCOME_UNKNOWN.into(), is_error: true }),
     };
-    Ok((call, action))
+    Ok(Some((call, action)))
 }
 
 /// Runs one call as decided by [`start`]; `reads` is the ledger it reads and records in.
@@ -1010,8 +1029,28 @@ impl Resume {
                 self.usage.add(usage.unwrap_or_default());
                 self.pending = tool_calls
                     .iter()
-                    .map(|c| PendingCall { call: c.clone(), started: None, child_log: Vec::new() })
+                    .map(|c| PendingCall {
+                        call: c.clone(),
+                        started: None,
+                        child_log: Vec::new(),
+                        approval: None,
+                    })
                     .collect();
+            }
+            EventKind::ApprovalRequested { call_id, .. } => {
+                if let Some(p) = self.pending.iter_mut().find(|p| &p.call.call_id == call_id) {
+                    p.approval = Some(Recorded::Open);
+                }
+            }
+            EventKind::ApprovalResolved { call_id, decision, scope, by, reason, .. } => {
+                if let Some(p) = self.pending.iter_mut().find(|p| &p.call.call_id == call_id) {
+                    p.approval = Some(Recorded::Answered(crate::approvals::Answer {
+                        decision: *decision,
+                        scope: *scope,
+                        by: by.clone(),
+                        reason: reason.clone(),
+                    }));
+                }
             }
             EventKind::ToolCall { call, target_before } => {
                 if let Some(p) = self.pending.iter_mut().find(|p| p.call.call_id == call.call_id) {

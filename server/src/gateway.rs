@@ -41,8 +41,8 @@ use outboard_shared::{
     close, ClientFrame, ConnectionError, Empty, ErrorBody, ErrorCode, EventFrame, EventKind,
     Method, MethodKind, PresenceEntry, Request, RequestId, Response, Role, ServerFrame,
     SessionAttachResponse, SessionCreateResponse, SessionId, SessionListResponse,
-    TurnInterruptResponse, UserInfo, Welcome, MAX_FRAME_BYTES, MAX_PRE_HELLO_BYTES,
-    PROTOCOL_VERSION,
+    TurnInterruptResponse, UserInfo, Welcome, MAX_APPROVAL_REASON_BYTES, MAX_FRAME_BYTES,
+    MAX_PRE_HELLO_BYTES, PROTOCOL_VERSION,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -859,6 +859,31 @@ impl Connection {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;
                 hub.kill_task(&row, p.shell_id).await?;
+                Ok(Some(Response::ok(id, &Empty {})))
+            }
+            Method::ApprovalAnswer(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                if hub.role(&p.session_id, self.id) == Some(Role::Watcher) {
+                    return Err(ErrorBody::new(
+                        ErrorCode::Forbidden,
+                        "you watch this session, and watchers do not answer approvals: ask its \
+                         driver, or ask to drive (/drive)",
+                    ));
+                }
+                let reason = p.reason.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
+                if reason.as_ref().is_some_and(|r| r.len() > MAX_APPROVAL_REASON_BYTES) {
+                    return Err(ErrorBody::new(
+                        ErrorCode::BadRequest,
+                        format!("say the reason in at most {MAX_APPROVAL_REASON_BYTES} bytes"),
+                    ));
+                }
+                let answer = crate::approvals::Answer {
+                    decision: p.decision,
+                    scope: p.scope,
+                    by: user.name.clone(),
+                    reason,
+                };
+                hub.answer(&row, p.call_id, answer).await?;
                 Ok(Some(Response::ok(id, &Empty {})))
             }
             Method::SessionDriveRequest(p) => {

@@ -376,6 +376,20 @@ impl Hub {
         .await
     }
 
+    /// Answers a call of the session waiting for approval.
+    pub async fn answer(
+        &self,
+        row: &SessionRow,
+        call_id: String,
+        answer: crate::approvals::Answer,
+    ) -> Result<(), ErrorBody> {
+        self.with_actor(row, |h| {
+            let (call_id, answer) = (call_id.clone(), answer.clone());
+            async move { h.answer(call_id, answer).await }
+        })
+        .await
+    }
+
     /// Broadcasts a transient event to everyone attached to the session.
     pub async fn transient(&self, row: &SessionRow, kind: EventKind) -> Result<(), ErrorBody> {
         self.with_actor(row, |h| {

@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod agent_types;
+pub mod approvals;
 pub mod auth;
 pub mod config;
 pub mod files_api;
@@ -33,6 +34,7 @@ pub mod secrets;
 pub mod session;
 pub mod sources;
 pub mod store;
+pub mod toolpolicy;
 pub mod tools;
 pub mod uploads;
 pub mod util;

@@ -20,6 +20,8 @@
 //!                  [--inject-header 'NAME: VALUE-WITH-{}'] [--placeholder VAR…] [--upstream-ca PEM]
 //! outboard-server admin secret ls --org ORG          # hosts, names, when set (never values)
 //! outboard-server admin secret rm --org ORG --host HOST[:PORT] NAME
+//! outboard-server admin policy set --org ORG PATTERN allow|ask|deny  # mcp__github__*, Write(/skills/**)
+//! outboard-server admin policy ls|rm --org ORG [PATTERN]
 //! ```
 //! `admin secret` exits 1 when it refuses what it was asked (an unknown org, a missing secret, a
 //! bad host, name or value, a key that does not open the stored secrets), 2 when the data dir or
@@ -229,6 +231,48 @@ enum AdminCommand {
     Secret {
         #[command(subcommand)]
         command: SecretCommand,
+    },
+    /// Which tool calls run, wait for a person's approval, or are refused, per org.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Set the decision for a tool PATTERN: a tool name with `*` wildcards (`mcp__github__*`,
+    /// `Bash`, `*`), optionally with an argument pattern (`Write(/skills/**)`,
+    /// `Edit(/memory/MEMORY.md)`, `Bash(git push*)`, `WebFetch(https://*.example.com/*)`).
+    /// The most specific matching rule applies; calls no rule matches run.
+    Set {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// The tool pattern.
+        pattern: String,
+        /// allow, ask (the call waits for the driver's or an org member's answer) or deny.
+        decision: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// List an org's tool rules.
+    Ls {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Remove the rule of one pattern.
+    Rm {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// The pattern, as `ls` prints it.
+        pattern: String,
+        #[command(flatten)]
+        data: DataArg,
     },
 }
 
@@ -474,6 +518,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             admin_quota(command).await.map(|()| done)
         }
         Command::Admin { command: AdminCommand::Secret { command } } => admin_secret(command).await,
+        Command::Admin { command: AdminCommand::Policy { command } } => admin_policy(command).await,
         Command::Admin { command: AdminCommand::Network { command } } => {
             admin_network(command).await.map(|()| done)
         }
@@ -526,6 +571,49 @@ async fn admin_network(command: NetworkCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `admin policy set|ls|rm`: on the data dir directly; a running server applies the rules from
+/// each session's next turn. Exits 1 when it refuses what it was asked (an unknown org, a bad
+/// pattern or decision, a missing rule, too many rules).
+async fn admin_policy(command: PolicyCommand) -> anyhow::Result<ExitCode> {
+    use outboard_server::toolpolicy::{self, Decision, PolicyError};
+    let open = |data: DataArg| -> anyhow::Result<Store> {
+        Ok(Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?)
+    };
+    let outcome = match command {
+        PolicyCommand::Set { org, pattern, decision, data } => {
+            let store = open(data)?;
+            match Decision::parse(&decision) {
+                Ok(decision) => toolpolicy::set(&store, &org, &pattern, decision)
+                    .await
+                    .map(|()| format!("org {org}: {} {decision}\n", pattern.trim())),
+                Err(e) => Err(e),
+            }
+        }
+        PolicyCommand::Ls { org, data } => toolpolicy::show(&open(data)?, &org).await,
+        PolicyCommand::Rm { org, pattern, data } => {
+            match toolpolicy::remove(&open(data)?, &org, &pattern).await {
+                Ok(true) => Ok(format!("org {org}: removed the rule for {}\n", pattern.trim())),
+                Ok(false) => Err(PolicyError::Invalid(format!(
+                    "org {org} has no rule for {:?} (see `admin policy ls --org {org}`)",
+                    pattern.trim()
+                ))),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match outcome {
+        Ok(text) => {
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(PolicyError::Store(e)) => Err(e.into()),
+        Err(e) => {
+            eprintln!("outboard-server: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 /// The org secrets of a data dir, for the admin commands.

@@ -182,6 +182,12 @@ enum Command {
         shell_id: String,
         reply: oneshot::Sender<Result<(), ErrorBody>>,
     },
+    /// Answer a call waiting for approval (`approval/answer`).
+    Answer {
+        call_id: String,
+        answer: crate::approvals::Answer,
+        reply: oneshot::Sender<Result<(), ErrorBody>>,
+    },
 }
 
 /// A handle to a session actor. Cheap to clone.
@@ -267,6 +273,7 @@ impl SessionHandle {
             scrub: None,
             sandbox: None,
             lost_jobs: Vec::new(),
+            gate: Arc::default(),
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -343,6 +350,17 @@ impl SessionHandle {
     pub async fn kill_task(&self, shell_id: String) -> Result<(), ErrorBody> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::KillTask { shell_id, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Answers the call `call_id` waiting for approval; `not_found` when none waits.
+    pub async fn answer(
+        &self,
+        call_id: String,
+        answer: crate::approvals::Answer,
+    ) -> Result<(), ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Answer { call_id, answer, reply }).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 
@@ -423,6 +441,8 @@ struct Actor {
     /// Background commands the log shows running when the server stopped, `(shell id,
     /// command)`: logged as lost at load, handed to the next sandbox so the model is told.
     lost_jobs: Vec<(String, String)>,
+    /// Tool calls waiting for a person's answer, shared with the running turn.
+    gate: Arc<crate::approvals::Gate>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -533,6 +553,15 @@ impl Actor {
                     }
                 }
                 Command::CompactEnded(end) => self.compaction_ended(end).await,
+                Command::Answer { call_id, answer, reply } => {
+                    let answered = match self.gate.answer(&call_id, answer) {
+                        crate::approvals::Delivery::Delivered => Ok(()),
+                        crate::approvals::Delivery::NotWaiting(answer) => {
+                            self.answer_early(&call_id, answer).await
+                        }
+                    };
+                    let _ = reply.send(answered);
+                }
                 Command::KillTask { shell_id, reply } => {
                     let Some(sandbox) = self.sandbox.clone() else {
                         let _ = reply.send(Err(no_task(&shell_id)));
@@ -566,6 +595,38 @@ impl Actor {
                 }
             }
         }
+    }
+
+    /// An answer for a call no loop waits on: held for the resumed loop if the log shows the
+    /// question open (a restart resumed the turn, which has not reached the call yet).
+    async fn answer_early(
+        &mut self,
+        call_id: &str,
+        answer: crate::approvals::Answer,
+    ) -> Result<(), ErrorBody> {
+        let marks = self
+            .store
+            .events_of_kinds(&self.row.id, crate::approvals::KINDS)
+            .await
+            .map_err(internal)?;
+        if self.running.is_none() || !crate::approvals::is_open(&marks, call_id) {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no call {call_id} waits for approval in this session: it was answered \
+                     already, its turn ended, or the id is wrong (the approval_requested event \
+                     names it)"
+                ),
+            ));
+        }
+        if !self.gate.hold(call_id, answer) {
+            return Err(ErrorBody::new(
+                ErrorCode::Conflict,
+                "too many answers are waiting for this session's turn to resume; try again in \
+                 a moment",
+            ));
+        }
+        Ok(())
     }
 
     /// Nothing would be lost by stopping now: no turn, nobody subscribed, no live sandbox.
@@ -609,6 +670,7 @@ impl Actor {
             self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
             self.conversation = Some(agent::Conversation::from_log(&log, self.result_chars()));
             self.files_touched = agent::files_touched(&log);
+            self.gate.restore(&log);
         }
         self.lost_jobs = crate::tools::background::running_in_log(&log);
         for (shell_id, command) in self.lost_jobs.clone() {
@@ -675,6 +737,7 @@ impl Actor {
             Err(e) => return Err(internal(e)),
         };
         self.conversation = Some(agent::Conversation::from_log(&log, self.result_chars()));
+        self.gate.restore(&log);
         if self.env.is_none() {
             self.files_touched = agent::files_touched(&log);
         }
@@ -767,7 +830,15 @@ impl Actor {
                     .events_of_kinds(&self.row.id, &["todos", "background_task"])
                     .await
                     .map_err(internal)?;
-                standing(marks)
+                let questions = self
+                    .store
+                    .events_of_kinds(&self.row.id, crate::approvals::KINDS)
+                    .await
+                    .map_err(internal)?;
+                let mut standing = standing(marks);
+                standing.extend(crate::approvals::open_requests(&questions).into_iter().cloned());
+                standing.sort_by_key(|e| e.seq);
+                standing
             }
         };
         Ok(Attached {
@@ -1106,6 +1177,11 @@ impl Actor {
             limits: self.limits.clone(),
             resume,
             role: agent::Role::Main,
+            approvals: crate::approvals::Approvals {
+                rules: Arc::default(),
+                gate: self.gate.clone(),
+                source: Some((self.store.clone(), self.row.org_id.clone())),
+            },
         };
         Ok((turn, tx, cancel))
     }

@@ -26,6 +26,8 @@
 //! - `sessions.source` (where the workspace came from), `org_secrets` (sealed credentials,
 //!   [`crate::secrets`]), `session_pushes` (branches `session/push` created) and `uploads`
 //!   (working trees waiting for their session, [`crate::uploads`]).
+//! - `org_tool_policies`: per org and tool pattern, `allow`, `ask` or `deny`
+//!   ([`crate::toolpolicy`]).
 //!
 //! Durability: WAL with `synchronous = NORMAL` by default: a commit survives a crash of the
 //! process (the WAL is written before `COMMIT` returns) but the last commits may be lost on power
@@ -300,6 +302,16 @@ ALTER TABLE sessions ADD COLUMN todos_total INTEGER;
 -- session's own, each naming the `call_id` of the `Task` call that runs it; NULL for the
 -- session's own events.
 ALTER TABLE events ADD COLUMN parent TEXT;
+"#,
+    r#"
+-- Schema 13: tool policies (`admin policy set`): per org and tool pattern, allow | ask | deny.
+CREATE TABLE org_tool_policies (
+    org_id    TEXT NOT NULL REFERENCES orgs(id),
+    pattern   TEXT NOT NULL,
+    decision  TEXT NOT NULL CHECK (decision IN ('allow', 'ask', 'deny')),
+    set_at    TEXT NOT NULL,
+    PRIMARY KEY (org_id, pattern)
+) WITHOUT ROWID;
 "#,
 ];
 

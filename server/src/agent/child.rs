@@ -425,6 +425,7 @@ async fn run_child(
             agent: kind.name.clone(),
             tools: kind.tool_names(),
         }),
+        approvals: parent.approvals.clone(),
     };
     let ending = match super::drive(&mut child, &mut usage).await {
         Ok(ending) => ending,

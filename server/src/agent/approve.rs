@@ -1,0 +1,130 @@
+//! The org's tool policy applied to one call before it starts: run it, refuse it, or ask a person
+//! and wait (see [`crate::approvals`] for the gate and [`crate::toolpolicy`] for the rules).
+//!
+//! The order of events is what makes a restart safe: `approval_requested` and
+//! `approval_resolved` are written before the call's `tool_call`, so a call that waits has
+//! never started — the resumed turn waits again (or acts on the answer in the log) instead of
+//! treating it as a command that may have run.
+
+use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
+
+use super::{not_run, EmitError, Role, Turn};
+use crate::approvals::Answer;
+use crate::toolpolicy::{Decision, Rule};
+use crate::tools::ToolOutcome;
+
+/// What the log holds of a call's approval, for a call found without a result after a restart.
+#[derive(Debug, Clone)]
+pub enum Recorded {
+    /// Asked, not answered: wait again, without asking twice.
+    Open,
+    /// Answered: act on it.
+    Answered(Answer),
+}
+
+/// What to do with the call.
+pub(super) enum Verdict {
+    /// Start it.
+    Run,
+    /// Answer it without running.
+    Refuse(ToolOutcome),
+    /// The server shuts down while the call waits: nothing more is written, and the question
+    /// stays open for the resumed turn.
+    Suspended,
+}
+
+/// Applies the policy to `call` (or, after a restart, what the log `recorded` of it).
+pub(super) async fn check(
+    turn: &Turn,
+    call: &ToolCall,
+    recorded: Option<Recorded>,
+) -> Result<Verdict, EmitError> {
+    let approvals = &turn.approvals;
+    match recorded {
+        Some(Recorded::Answered(answer)) => return Ok(verdict(&answer)),
+        Some(Recorded::Open) => {}
+        None => {
+            if let Role::Child(role) = &turn.role {
+                // A tool the subagent lacks is refused when it runs; nothing to ask about.
+                if role.refusal(&call.name).is_some() {
+                    return Ok(Verdict::Run);
+                }
+            }
+            let Some(rule) = approvals.rules.decide(&call.name, &call.input) else {
+                return Ok(Verdict::Run);
+            };
+            match rule.decision {
+                Decision::Allow => return Ok(Verdict::Run),
+                Decision::Deny => return Ok(Verdict::Refuse(policy_denies(&call.name, rule))),
+                Decision::Ask if approvals.gate.allows(&call.name) => return Ok(Verdict::Run),
+                Decision::Ask => {
+                    let asked = EventKind::ApprovalRequested {
+                        call_id: call.call_id.clone(),
+                        name: call.name.clone(),
+                        input: call.input.clone(),
+                        rule: rule.pattern.as_str().to_owned(),
+                    };
+                    turn.emitter.durable(asked).await?;
+                }
+            }
+        }
+    }
+    tracing::info!(session = %turn.session_id, call = %call.call_id, tool = %call.name, "waiting for approval");
+    let waiting = approvals.gate.wait(&call.call_id);
+    let answer = tokio::select! {
+        answer = waiting => answer.ok(),
+        _ = turn.cancel.cancelled() => None,
+        _ = turn.shutdown.cancelled() => {
+            approvals.gate.forget(&call.call_id);
+            return Ok(Verdict::Suspended);
+        }
+    };
+    let Some(answer) = answer else {
+        approvals.gate.forget(&call.call_id);
+        return Ok(Verdict::Refuse(not_run()));
+    };
+    turn.emitter
+        .durable(EventKind::ApprovalResolved {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            decision: answer.decision,
+            scope: answer.scope,
+            by: answer.by.clone(),
+            reason: answer.reason.clone(),
+        })
+        .await?;
+    if answer.decision == ApprovalDecision::Allow && answer.scope == ApprovalScope::Session {
+        approvals.gate.allow(&call.name);
+    }
+    Ok(verdict(&answer))
+}
+
+fn verdict(answer: &Answer) -> Verdict {
+    match answer.decision {
+        ApprovalDecision::Allow => Verdict::Run,
+        ApprovalDecision::Deny => Verdict::Refuse(person_denies(answer)),
+    }
+}
+
+/// What the model is told of a call the org's policy refuses.
+fn policy_denies(tool: &str, rule: &Rule) -> ToolOutcome {
+    ToolOutcome::error(format!(
+        "Not run: the org's tool policy denies {tool} (rule `{}`). Do not retry it; do the \
+         task another way, or tell the user that an admin must change the policy \
+         (`outboard-server admin policy`).",
+        rule.pattern.as_str()
+    ))
+}
+
+/// What the model is told of a call a person refused.
+fn person_denies(answer: &Answer) -> ToolOutcome {
+    let reason = match answer.reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+        Some(reason) => format!(" Their reason: {reason}"),
+        None => " They gave no reason.".to_owned(),
+    };
+    ToolOutcome::error(format!(
+        "Not run: {} denied this call.{reason} Do not retry the same call; adjust to the \
+         reason, or ask the user how to go on.",
+        answer.by
+    ))
+}

@@ -1,0 +1,254 @@
+//! Tool calls waiting for a person's answer: the session's [`Gate`], where the loop waits on a
+//! call that the org's policy ([`crate::toolpolicy`]) says to `ask` about and where
+//! `approval/answer` delivers the answer.
+//!
+//! The question and the answer are durable events written by the loop (`approval_requested`
+//! before it waits, `approval_resolved` once answered, both before the call's `tool_call`), so a
+//! restart loses neither: a resumed turn that finds its question open waits again without asking
+//! twice, and one that finds it answered acts on that answer. The gate itself is memory only:
+//! which calls wait right now, the answers that arrived before the resumed loop got back to its
+//! call, and the tools allowed for the rest of the session (rebuilt from the log with
+//! [`Gate::restore`]).
+//!
+//! Bounds: a call waits only while its loop runs it, so at most the session's loop and its
+//! parallel subagents' calls ([`crate::agent::MAX_PARALLEL_CALLS`] each) wait at once; answers
+//! held early are capped at [`MAX_EARLY_ANSWERS`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, OrgId, SessionEvent};
+use tokio::sync::oneshot;
+
+use crate::store::Store;
+use crate::toolpolicy::Rules;
+
+/// Answers held for calls whose resumed loop has not reached them yet: one per open question,
+/// and a session has a handful at most; the cap stops a client from filling memory with
+/// answers to call ids that the log shows open but no loop will ask for again.
+pub const MAX_EARLY_ANSWERS: usize = 64;
+
+/// A person's answer to an approval request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Run it or not.
+    pub decision: ApprovalDecision,
+    /// For `allow`: this call, or the tool for the rest of the session.
+    pub scope: ApprovalScope,
+    /// Who answered.
+    pub by: String,
+    /// Why, for a denial.
+    pub reason: Option<String>,
+}
+
+/// What became of an answer given to [`Gate::answer`].
+#[derive(Debug)]
+pub enum Delivery {
+    /// The waiting loop has it.
+    Delivered,
+    /// No loop waits on that call (yet): the answer is handed back.
+    NotWaiting(Answer),
+}
+
+#[derive(Default)]
+struct State {
+    waiting: HashMap<String, oneshot::Sender<Answer>>,
+    early: HashMap<String, Answer>,
+    allowed: HashSet<String>,
+}
+
+/// One session's approvals in flight. Shared by the actor and its turn (and the turn's
+/// subagents).
+#[derive(Default)]
+pub struct Gate {
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate").finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves maps that are still consistent.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts waiting for the answer on `call_id`; an answer that came early is there at once.
+    pub fn wait(&self, call_id: &str) -> oneshot::Receiver<Answer> {
+        let (tx, rx) = oneshot::channel();
+        let mut state = self.state();
+        match state.early.remove(call_id) {
+            Some(answer) => {
+                let _ = tx.send(answer);
+            }
+            None => {
+                state.waiting.insert(call_id.to_owned(), tx);
+            }
+        }
+        rx
+    }
+
+    /// The loop stopped waiting on `call_id` (an interrupt, a shutdown).
+    pub fn forget(&self, call_id: &str) {
+        self.state().waiting.remove(call_id);
+    }
+
+    /// Gives `answer` to the loop waiting on `call_id`, if one does.
+    pub fn answer(&self, call_id: &str, answer: Answer) -> Delivery {
+        let Some(tx) = self.state().waiting.remove(call_id) else {
+            return Delivery::NotWaiting(answer);
+        };
+        match tx.send(answer) {
+            Ok(()) => Delivery::Delivered,
+            Err(answer) => Delivery::NotWaiting(answer),
+        }
+    }
+
+    /// Keeps `answer` for the loop that will wait on `call_id` (the log shows the question
+    /// open); `false` when [`MAX_EARLY_ANSWERS`] are held already.
+    pub fn hold(&self, call_id: &str, answer: Answer) -> bool {
+        let mut state = self.state();
+        if state.early.len() >= MAX_EARLY_ANSWERS && !state.early.contains_key(call_id) {
+            return false;
+        }
+        state.early.insert(call_id.to_owned(), answer);
+        true
+    }
+
+    /// Whether calls of `tool` were allowed for the rest of the session.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.state().allowed.contains(tool)
+    }
+
+    /// Allows `tool` for the rest of the session.
+    pub fn allow(&self, tool: &str) {
+        self.state().allowed.insert(tool.to_owned());
+    }
+
+    /// The tools allowed for the session in `log` (`approval_resolved` with scope `session`).
+    pub fn restore(&self, log: &[SessionEvent]) {
+        let mut state = self.state();
+        for event in log {
+            if let EventKind::ApprovalResolved {
+                name,
+                decision: ApprovalDecision::Allow,
+                scope: ApprovalScope::Session,
+                ..
+            } = &event.kind
+            {
+                state.allowed.insert(name.clone());
+            }
+        }
+    }
+}
+
+/// What a turn decides its calls with: the org's rules (read when the turn starts) and the
+/// session's gate. Cheap to clone; a subagent gets its parent's.
+#[derive(Debug, Clone, Default)]
+pub struct Approvals {
+    /// The org's tool rules.
+    pub rules: Arc<Rules>,
+    /// Where calls wait.
+    pub gate: Arc<Gate>,
+    /// Where the rules are read from: the store and the session's org (`None`: no rules).
+    pub source: Option<(Store, OrgId)>,
+}
+
+impl Approvals {
+    /// Reads the org's rules again (at the start of each turn). A store that cannot be read
+    /// keeps the rules read last, so a failing read never lifts an `ask` or a `deny`.
+    pub async fn refresh(&mut self) {
+        let Some((store, org)) = &self.source else { return };
+        match crate::toolpolicy::load(store, org).await {
+            Ok(rules) => self.rules = Arc::new(rules),
+            Err(e) => {
+                tracing::error!(org = %org.0, "cannot read the org's tool rules, keeping the last ones: {e}")
+            }
+        }
+    }
+}
+
+/// The kinds of event [`open_requests`] reads.
+pub const KINDS: &[&str] =
+    &["approval_requested", "approval_resolved", "turn_completed", "turn_failed"];
+
+/// The questions still open in `log` (asked, not answered, their turn not ended), oldest first.
+pub fn open_requests(log: &[SessionEvent]) -> Vec<&SessionEvent> {
+    let mut open: Vec<&SessionEvent> = Vec::new();
+    for event in log {
+        match &event.kind {
+            EventKind::ApprovalRequested { .. } => open.push(event),
+            EventKind::ApprovalResolved { call_id, .. } => open.retain(|e| {
+                !matches!(&e.kind, EventKind::ApprovalRequested { call_id: c, .. } if c == call_id)
+            }),
+            EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. }
+                if event.parent.is_none() =>
+            {
+                open.clear()
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
+/// Whether the question on `call_id` is open in `log`.
+pub fn is_open(log: &[SessionEvent], call_id: &str) -> bool {
+    open_requests(log)
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::ApprovalRequested { call_id: c, .. } if c == call_id))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn answer(by: &str) -> Answer {
+        Answer {
+            decision: ApprovalDecision::Allow,
+            scope: ApprovalScope::Once,
+            by: by.into(),
+            reason: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_reaches_the_waiting_call_only() {
+        let gate = Gate::default();
+        let rx = gate.wait("c1");
+        assert!(matches!(gate.answer("c2", answer("bob")), Delivery::NotWaiting(_)));
+        assert!(matches!(gate.answer("c1", answer("alice")), Delivery::Delivered));
+        assert_eq!(rx.await.unwrap().by, "alice");
+        // Answered once: a second answer finds nobody waiting.
+        assert!(matches!(gate.answer("c1", answer("bob")), Delivery::NotWaiting(_)));
+    }
+
+    #[tokio::test]
+    async fn an_early_answer_is_held_for_the_call_and_the_hold_is_bounded() {
+        let gate = Gate::default();
+        assert!(gate.hold("c1", answer("alice")));
+        assert_eq!(gate.wait("c1").await.unwrap().by, "alice");
+        for i in 0..MAX_EARLY_ANSWERS {
+            assert!(gate.hold(&format!("x{i}"), answer("a")));
+        }
+        assert!(!gate.hold("one-more", answer("a")));
+        // Replacing a held answer is not a new one.
+        assert!(gate.hold("x0", answer("b")));
+    }
+
+    #[tokio::test]
+    async fn a_call_that_stopped_waiting_takes_no_answer() {
+        let gate = Gate::default();
+        let rx = gate.wait("c1");
+        drop(rx);
+        assert!(matches!(gate.answer("c1", answer("a")), Delivery::NotWaiting(_)));
+        let _rx = gate.wait("c2");
+        gate.forget("c2");
+        assert!(matches!(gate.answer("c2", answer("a")), Delivery::NotWaiting(_)));
+    }
+}
