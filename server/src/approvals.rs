@@ -241,6 +241,67 @@ mod tests {
         assert!(gate.hold("x0", answer("b")));
     }
 
+    fn event(seq: u64, parent: Option<&str>, kind: EventKind) -> SessionEvent {
+        SessionEvent {
+            session_id: outboard_shared::SessionId("s_1".into()),
+            seq,
+            ts: String::new(),
+            parent: parent.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn asked(call_id: &str) -> EventKind {
+        EventKind::ApprovalRequested {
+            call_id: call_id.into(),
+            name: "Bash".into(),
+            input: serde_json::json!({"command": "ls"}),
+            rule: "Bash".into(),
+        }
+    }
+
+    fn resolved(call_id: &str, scope: ApprovalScope) -> EventKind {
+        EventKind::ApprovalResolved {
+            call_id: call_id.into(),
+            name: "Bash".into(),
+            decision: ApprovalDecision::Allow,
+            scope,
+            by: "alice".into(),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn open_questions_are_those_asked_not_answered_in_a_turn_not_ended() {
+        let end = |seq, parent| {
+            event(seq, parent, EventKind::TurnFailed { turn_id: "t_1".into(), error: "x".into() })
+        };
+        let log = vec![
+            event(1, None, asked("old")),
+            end(2, None),
+            event(3, None, asked("a")),
+            event(4, Some("task_1"), asked("b")),
+            event(5, None, asked("c")),
+            event(6, None, resolved("a", ApprovalScope::Once)),
+            // A subagent's end is not its session's turn's.
+            end(7, Some("task_1")),
+        ];
+        let open: Vec<u64> = open_requests(&log).iter().map(|e| e.seq).collect();
+        assert_eq!(open, [4, 5]);
+        assert!(is_open(&log, "c") && !is_open(&log, "a") && !is_open(&log, "old"));
+    }
+
+    #[test]
+    fn tools_allowed_for_the_session_are_rebuilt_from_the_log() {
+        let gate = Gate::default();
+        gate.restore(&[
+            event(1, None, resolved("a", ApprovalScope::Once)),
+            event(2, None, resolved("b", ApprovalScope::Session)),
+        ]);
+        assert!(gate.allows("Bash"));
+        assert!(!Gate::default().allows("Bash"));
+    }
+
     #[tokio::test]
     async fn a_call_that_stopped_waiting_takes_no_answer() {
         let gate = Gate::default();

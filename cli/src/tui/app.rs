@@ -9,8 +9,8 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use outboard_shared::{
-    EventKind, PresenceEntry, Role, SandboxState, SessionAttachResponse, SessionEvent,
-    SessionHistoryResponse, SessionId, SessionInfo, StopReason, Usage,
+    ApprovalScope, EventKind, PresenceEntry, Role, SandboxState, SessionAttachResponse,
+    SessionEvent, SessionHistoryResponse, SessionId, SessionInfo, StopReason, Usage,
 };
 use ratatui::text::{Line, Span};
 use serde_json::Value;
@@ -134,6 +134,8 @@ pub enum Effect {
     Compact(Option<String>),
     /// Kill this background command of the session.
     KillTask(String),
+    /// Answer a call waiting for approval.
+    Answer(super::approvals::Answer),
     /// Leave.
     Quit,
 }
@@ -270,6 +272,8 @@ pub struct App {
     /// Ctrl-O: every subagent group shown whole (else a running one shows its newest items and
     /// a finished one folds to its header and report).
     pub expand_tasks: bool,
+    /// Tool calls waiting for approval, and the driver's prompt.
+    pub approvals: super::approvals::Approvals,
 }
 
 /// The part of a session's history not loaded yet, paged in as the user scrolls up.
@@ -313,6 +317,7 @@ impl App {
             last_seq: 0,
             history: History::default(),
             expand_tasks: false,
+            approvals: super::approvals::Approvals::default(),
         }
     }
 
@@ -513,6 +518,53 @@ impl App {
         self.history.has_more = page.has_more;
     }
 
+    /// The approval prompt's keys (see [`super::approvals`]); `None` lets the key through.
+    fn approval_key(&mut self, key: KeyEvent) -> Option<Vec<Effect>> {
+        if self.approvals.is_empty() || !self.driving() {
+            return None;
+        }
+        let plain = !key.modifiers.intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if self.approvals.denying {
+            return match key.code {
+                KeyCode::Enter if plain => {
+                    let reason = self.composer.text().to_owned();
+                    self.composer.clear();
+                    let answer = self.approvals.deny(&reason)?;
+                    Some(vec![Effect::Answer(answer)])
+                }
+                KeyCode::Esc => {
+                    self.approvals.denying = false;
+                    self.composer.clear();
+                    Some(Vec::new())
+                }
+                _ => None,
+            };
+        }
+        let KeyCode::Char(c) = key.code else { return None };
+        if !plain {
+            return None;
+        }
+        match c {
+            'y' | 'Y' => Some(
+                self.approvals.allow(ApprovalScope::Once).map(Effect::Answer).into_iter().collect(),
+            ),
+            'a' | 'A' => Some(
+                self.approvals
+                    .allow(ApprovalScope::Session)
+                    .map(Effect::Answer)
+                    .into_iter()
+                    .collect(),
+            ),
+            'n' | 'N' => {
+                self.approvals.denying = true;
+                self.composer.clear();
+                Some(Vec::new())
+            }
+            // Modal: a key meant for the prompt never lands in a message.
+            _ => Some(Vec::new()),
+        }
+    }
+
     fn page(&self) -> i32 {
         i32::from(self.height.saturating_sub(6).max(1))
     }
@@ -551,6 +603,9 @@ impl App {
                 _ => {}
             }
             return Vec::new();
+        }
+        if let Some(effects) = self.approval_key(key) {
+            return effects;
         }
         match key.code {
             KeyCode::Esc if self.running && self.driving() => {
@@ -710,6 +765,7 @@ impl App {
             self.context_used = None;
             self.sandbox = None;
             self.work = super::tasks::Work::default();
+            self.approvals = super::approvals::Approvals::default();
             self.presence.clear();
             self.scroll = 0;
             self.history =
@@ -723,6 +779,7 @@ impl App {
         // What still holds from before the page: the todo panel, the running commands.
         for event in &snapshot.standing {
             self.work.apply(&event.kind);
+            self.approvals.apply(&event.kind, event.parent.as_deref());
         }
         for event in snapshot.events {
             self.apply(event);
@@ -760,6 +817,7 @@ impl App {
                 s.last_seq = event.seq;
             }
         }
+        self.approvals.apply(&event.kind, event.parent.as_deref());
         if let Some(parent) = event.parent {
             if event.kind.is_loop_event() {
                 self.apply_child(parent, event.kind);
@@ -933,10 +991,12 @@ impl App {
                 }
                 self.work.apply(&event.kind);
             }
-            EventKind::SystemReminder { .. }
-            | EventKind::ApprovalRequested { .. }
-            | EventKind::ApprovalResolved { .. }
-            | EventKind::Unknown => {}
+            EventKind::ApprovalRequested { .. } | EventKind::ApprovalResolved { .. } => {
+                if let Some((line, error)) = super::approvals::transcript_line(&event.kind) {
+                    self.push_notice(line, error);
+                }
+            }
+            EventKind::SystemReminder { .. } | EventKind::Unknown => {}
         }
     }
 

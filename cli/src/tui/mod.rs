@@ -10,6 +10,7 @@
 //! including a panic (ratatui's hook, extended to mouse capture and bracketed paste).
 
 pub mod app;
+pub mod approvals;
 pub mod composer;
 pub mod diff;
 pub mod highlight;

@@ -525,6 +525,17 @@ fn on_effect(
                     app,
                     &format!("killed {shell_id}"),
                 ),
+                Effect::Answer(answer) => {
+                    let params = outboard_shared::ApprovalAnswerParams {
+                        session_id: id,
+                        call_id: answer.call_id.clone(),
+                        decision: answer.decision,
+                        scope: answer.scope,
+                        reason: answer.reason.clone(),
+                    };
+                    let call = client.call::<outboard_shared::methods::ApprovalAnswer>(params);
+                    spawn_request(async move { call.await.map(|_| ()) }, app, "")
+                }
                 Effect::DriveTake => spawn_request(client.drive_take(id), app, ""),
                 Effect::DriveGrant(user) => spawn_request(
                     client.drive_grant(id, user.clone()),

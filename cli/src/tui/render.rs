@@ -24,10 +24,13 @@ pub fn draw(app: &App, frame: &mut Frame<'_>) {
     let completions = u16::from(!app.completions().is_empty());
     let todo_panel = app.work.todo_panel(&app.theme);
     let todo_rows = todo_panel.len() as u16;
-    let [top, body, todos, hints, composer, status] = Layout::vertical([
+    let approval_panel = app.approvals.panel(&app.theme, app.driving(), area.width);
+    let approval_rows = approval_panel.len() as u16;
+    let [top, body, todos, approvals, hints, composer, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
         Constraint::Length(todo_rows),
+        Constraint::Length(approval_rows),
         Constraint::Length(completions),
         Constraint::Length(composer_lines + 2),
         Constraint::Length(1),
@@ -37,6 +40,9 @@ pub fn draw(app: &App, frame: &mut Frame<'_>) {
     draw_transcript(app, frame, body);
     if todo_rows > 0 {
         frame.render_widget(Paragraph::new(todo_panel), todos);
+    }
+    if approval_rows > 0 {
+        frame.render_widget(Paragraph::new(approval_panel), approvals);
     }
     if completions > 0 {
         let text = app.completions().join("  ");
@@ -128,7 +134,9 @@ fn draw_transcript(app: &App, frame: &mut Frame<'_>, area: Rect) {
 
 fn draw_composer(app: &App, frame: &mut Frame<'_>, area: Rect) {
     let theme = &app.theme;
-    let (title, border) = if app.driving() {
+    let (title, border) = if app.driving() && app.approvals.denying {
+        (" reason for denying · Enter denies · Esc goes back ".to_owned(), theme.warn())
+    } else if app.driving() {
         (" message · Enter sends · Alt-Enter newline ".to_owned(), Style::default())
     } else {
         (" watching (read-only) · /drive asks for the wheel ".to_owned(), theme.dim())

@@ -1,0 +1,257 @@
+//! Tool calls of the attached session that wait for a person's approval (the org's policy says
+//! `ask`): the open requests, from `approval_requested` events until their `approval_resolved`
+//! or the end of their turn, and the prompt the driver answers them with. Watchers see the
+//! panel without the keys: the server refuses their answers.
+//!
+//! Keys while the driver has a request open: `y` allows it once, `a` allows it and every later
+//! call of the same tool in this session, `n` starts a denial whose reason is typed in the
+//! composer (Enter sends it, possibly empty; Esc goes back). The prompt is modal for other
+//! printable keys, so a key meant for the prompt never lands in a message.
+
+use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
+use ratatui::text::{Line, Span};
+use serde_json::Value;
+
+use super::theme::Theme;
+
+/// Lines of a request's input shown in the prompt.
+const INPUT_LINES: usize = 4;
+
+/// One open request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The call.
+    pub call: ToolCall,
+    /// The org rule that asks.
+    pub rule: String,
+    /// Made by a subagent (its `Task` call id).
+    pub parent: Option<String>,
+}
+
+/// An answer the driver gave in the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The call.
+    pub call_id: String,
+    /// Run it or not.
+    pub decision: ApprovalDecision,
+    /// How far an allow reaches.
+    pub scope: ApprovalScope,
+    /// Why, for a denial.
+    pub reason: Option<String>,
+}
+
+/// The session's open requests, oldest first; the prompt answers the first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Approvals {
+    open: Vec<Request>,
+    /// The driver pressed `n`: the composer holds the reason.
+    pub denying: bool,
+}
+
+impl Approvals {
+    /// Takes one event into account.
+    pub fn apply(&mut self, kind: &EventKind, parent: Option<&str>) {
+        match kind {
+            EventKind::ApprovalRequested { call_id, name, input, rule } => {
+                if self.open.iter().all(|r| r.call.call_id != *call_id) {
+                    self.open.push(Request {
+                        call: ToolCall {
+                            call_id: call_id.clone(),
+                            name: name.clone(),
+                            input: input.clone(),
+                        },
+                        rule: rule.clone(),
+                        parent: parent.map(str::to_owned),
+                    });
+                }
+            }
+            EventKind::ApprovalResolved { call_id, .. } => {
+                if self.open.first().is_some_and(|r| r.call.call_id == *call_id) {
+                    self.denying = false;
+                }
+                self.open.retain(|r| r.call.call_id != *call_id);
+            }
+            EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } if parent.is_none() => {
+                self.open.clear();
+                self.denying = false;
+            }
+            _ => {}
+        }
+    }
+
+    /// The request the prompt is about.
+    pub fn first(&self) -> Option<&Request> {
+        self.open.first()
+    }
+
+    /// How many are open.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    /// None open.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// `y`: allow once.
+    pub fn allow(&self, scope: ApprovalScope) -> Option<Answer> {
+        let first = self.first()?;
+        Some(Answer {
+            call_id: first.call.call_id.clone(),
+            decision: ApprovalDecision::Allow,
+            scope,
+            reason: None,
+        })
+    }
+
+    /// Enter while denying: deny with `reason`.
+    pub fn deny(&mut self, reason: &str) -> Option<Answer> {
+        let first = self.first()?;
+        let reason = reason.trim();
+        let answer = Answer {
+            call_id: first.call.call_id.clone(),
+            decision: ApprovalDecision::Deny,
+            scope: ApprovalScope::Once,
+            reason: (!reason.is_empty()).then(|| reason.to_owned()),
+        };
+        self.denying = false;
+        Some(answer)
+    }
+
+    /// The panel above the composer: the request, its input, and the keys (for the driver) or
+    /// who answers (for a watcher). Empty when nothing is open.
+    pub fn panel(&self, theme: &Theme, driving: bool, width: u16) -> Vec<Line<'static>> {
+        let Some(first) = self.first() else { return Vec::new() };
+        let width = usize::from(width.max(20));
+        let mut lines = Vec::new();
+        let more = match self.open.len() {
+            1 => String::new(),
+            n => format!(" (1 of {n})"),
+        };
+        let by = if first.parent.is_some() { " by a subagent" } else { "" };
+        lines.push(Line::from(vec![
+            Span::styled(" ? approval needed".to_owned(), theme.warn()),
+            Span::raw(format!(
+                "{more}{by}: {} (org rule {})",
+                crate::output::tool_call_summary(&first.call),
+                first.rule
+            )),
+        ]));
+        let input = match &first.call.input {
+            Value::Object(map) if map.is_empty() => String::new(),
+            Value::Null => String::new(),
+            other => serde_json::to_string_pretty(other).unwrap_or_default(),
+        };
+        let shown: Vec<&str> = input.lines().collect();
+        for line in shown.iter().take(INPUT_LINES) {
+            lines.push(Line::from(Span::styled(
+                format!("   {}", crate::output::truncate(line, width.saturating_sub(4))),
+                theme.dim(),
+            )));
+        }
+        if shown.len() > INPUT_LINES {
+            let rest = shown.len() - INPUT_LINES;
+            lines.push(Line::from(Span::styled(format!("   … {rest} more lines"), theme.dim())));
+        }
+        let keys = match (driving, self.denying) {
+            (true, false) => {
+                " [y] allow once   [a] allow for this session   [n] deny with a reason   \
+                 [Esc] interrupt the turn"
+            }
+            (true, true) => " type the reason in the composer · Enter denies · Esc goes back",
+            (false, _) => " waiting for the driver (or `outboard approve`) to answer",
+        };
+        lines.push(Line::from(Span::styled(keys.to_owned(), theme.bold())));
+        lines
+    }
+}
+
+/// The transcript's line for an approval event of the session's own loop.
+pub fn transcript_line(kind: &EventKind) -> Option<(String, bool)> {
+    match kind {
+        EventKind::ApprovalRequested { call_id, name, input, rule } => {
+            let call =
+                ToolCall { call_id: call_id.clone(), name: name.clone(), input: input.clone() };
+            Some((
+                format!(
+                    "? {} waits for approval (org rule {rule})",
+                    crate::output::tool_call_summary(&call)
+                ),
+                false,
+            ))
+        }
+        EventKind::ApprovalResolved { .. } => {
+            let lines = crate::output::approval_lines("", kind)?;
+            let line = lines.first()?.trim().to_owned();
+            let denied = matches!(
+                kind,
+                EventKind::ApprovalResolved { decision: ApprovalDecision::Deny, .. }
+            );
+            Some((line, denied))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn requested(id: &str) -> EventKind {
+        EventKind::ApprovalRequested {
+            call_id: id.into(),
+            name: "mcp__github__create_issue".into(),
+            input: json!({"title": "x"}),
+            rule: "mcp__github__*".into(),
+        }
+    }
+
+    fn resolved(id: &str) -> EventKind {
+        EventKind::ApprovalResolved {
+            call_id: id.into(),
+            name: "mcp__github__create_issue".into(),
+            decision: ApprovalDecision::Allow,
+            scope: ApprovalScope::Once,
+            by: "alice".into(),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn requests_open_until_answered_or_their_turn_ends() {
+        let mut a = Approvals::default();
+        a.apply(&requested("c1"), None);
+        a.apply(&requested("c2"), Some("task_1"));
+        a.apply(&requested("c1"), None);
+        assert_eq!(a.len(), 2, "a request seen twice (standing and page) is one");
+        a.apply(&resolved("c1"), None);
+        assert_eq!(a.first().unwrap().call.call_id, "c2");
+        // A subagent's turn end is not the session's.
+        let end = EventKind::TurnFailed { turn_id: "t".into(), error: "x".into() };
+        a.apply(&end, Some("task_1"));
+        assert_eq!(a.len(), 1);
+        a.apply(&end, None);
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn a_denial_carries_the_trimmed_reason_or_none() {
+        let mut a = Approvals::default();
+        a.apply(&requested("c1"), None);
+        a.denying = true;
+        let answer = a.deny("  not on a Friday \n").unwrap();
+        assert_eq!(answer.reason.as_deref(), Some("not on a Friday"));
+        assert!(!a.denying);
+        assert_eq!(a.deny("   ").unwrap().reason, None);
+        let allow = a.allow(ApprovalScope::Session).unwrap();
+        assert_eq!(
+            (allow.decision, allow.scope),
+            (ApprovalDecision::Allow, ApprovalScope::Session)
+        );
+    }
+}
