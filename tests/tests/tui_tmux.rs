@@ -1,6 +1,7 @@
 //! The real `outboard` TUI binary in tmux: a prompt typed into it streams its answer from the
 //! mock model onto the screen, and a second TUI attached as a watcher shows the same transcript;
-//! a watcher sees a subagent's steps nested under its `Task`.
+//! a watcher sees a subagent's steps nested under its `Task`; the driver answers approval
+//! requests with the prompt's keys while a watcher only sees them.
 //! tmux is required: a missing tmux fails the test (`.ci/run` installs it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
@@ -168,4 +169,68 @@ async fn a_watcher_sees_a_subagents_steps_nested_under_its_task() {
         .unwrap()
         .unwrap();
     tmux.wait_for("w", "interrupted", &server);
+}
+
+// Multi-threaded for the same reason as above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_answers_approvals_in_the_tui_and_a_watcher_only_sees_them() {
+    let tmux = Tmux::new("approve").expect("tmux is required: apt-get install tmux");
+    let bash = |id: &str, command: &str| {
+        MockStep::tool_calls(vec![MockToolCall::new(
+            "Bash",
+            serde_json::json!({"command": command}),
+        )
+        .with_id(id)])
+    };
+    let mock = MockLlm::start(vec![
+        bash("b_ok", "echo approved > approved.txt"),
+        bash("b_no", "echo refused > refused.txt"),
+        MockStep::text("Finished what was allowed."),
+    ])
+    .await
+    .unwrap();
+    let server = TestServer::start(Api::Anthropic, &mock.anthropic_base_url()).unwrap();
+    let alice = server.add_user("alice", "acme").unwrap();
+    let bob = server.add_user("bob", "acme").unwrap();
+    let (code, out, err) =
+        server.admin(&["policy", "set", "--org", "acme", "Bash", "ask"], None).unwrap();
+    assert_eq!(code, 0, "{out}{err}");
+    let exe = bin("outboard").unwrap();
+    let exe = exe.to_str().unwrap();
+    let env = [("TERM", "xterm-256color"), ("NO_COLOR", "1")];
+    tmux.spawn("a", &env, &[exe, "--server", &server.url, "--token", &alice]);
+    tmux.wait_for("a", "Type a message", &server);
+    tmux.keys("a", &["-l", "Write both files"]);
+    tmux.keys("a", &["Enter"]);
+    tmux.wait_for("a", "approval needed", &server);
+    tmux.wait_for("a", "[y] allow once", &server);
+
+    let mut c = WsClient::connect(&server.url, &bob).await.unwrap();
+    let listed = c.request("session/list", serde_json::json!({})).await.unwrap().unwrap();
+    let sid = listed["sessions"][0]["id"].as_str().unwrap().to_owned();
+    let workspace = server.workspace(&sid);
+    tmux.spawn("b", &env, &[exe, "attach", &sid, "--server", &server.url, "--token", &bob]);
+    tmux.wait_for("b", "waiting for the driver", &server);
+    // The watcher's keys answer nothing.
+    tmux.keys("b", &["y"]);
+    assert!(!workspace.join("approved.txt").exists());
+
+    tmux.keys("a", &["y"]);
+    tmux.wait_for("a", "allowed by alice", &server);
+    let ran = wait_until("the allowed command to run", Duration::from_secs(60), || {
+        workspace.join("approved.txt").exists()
+    });
+    assert!(ran.is_ok(), "{}", tmux.screen("a"));
+    // The next call asks again; this one is denied with a reason typed in the composer.
+    tmux.wait_for("a", "refused.txt", &server);
+    tmux.keys("a", &["n"]);
+    tmux.wait_for("a", "reason for denying", &server);
+    tmux.keys("a", &["-l", "not that file"]);
+    tmux.keys("a", &["Enter"]);
+    tmux.wait_for("a", "denied by alice: not that file", &server);
+    tmux.wait_for("a", "Finished what was allowed.", &server);
+    tmux.wait_for("b", "denied by alice: not that file", &server);
+    assert!(!workspace.join("refused.txt").exists());
+    let last = mock.requests().last().unwrap().body.to_string();
+    assert!(last.contains("not that file"), "the model read the reason: {last}");
 }
