@@ -650,6 +650,46 @@ mod tests {
     }
 
     #[test]
+    fn approval_lines_say_what_waits_and_how_to_answer() {
+        let asked = EventKind::ApprovalRequested {
+            call_id: "toolu_9".into(),
+            name: "Bash".into(),
+            input: json!({"command": "git push origin main"}),
+            rule: "Bash(git push*)".into(),
+        };
+        assert_eq!(
+            approval_lines("s_1", &asked).unwrap(),
+            [
+                "? Bash(git push origin main) waits for approval (org rule Bash(git push*))",
+                "  answer with: outboard approve s_1 toolu_9  |  outboard deny s_1 toolu_9 --reason \
+                 TEXT",
+            ]
+        );
+        let denied = EventKind::ApprovalResolved {
+            call_id: "toolu_9".into(),
+            name: "Bash".into(),
+            decision: ApprovalDecision::Deny,
+            scope: ApprovalScope::Once,
+            by: "bob".into(),
+            reason: Some("not today".into()),
+        };
+        assert_eq!(approval_lines("s_1", &denied).unwrap(), ["  ✗ denied by bob: not today"]);
+        let for_session = EventKind::ApprovalResolved {
+            call_id: "toolu_9".into(),
+            name: "Bash".into(),
+            decision: ApprovalDecision::Allow,
+            scope: ApprovalScope::Session,
+            by: "bob".into(),
+            reason: None,
+        };
+        assert_eq!(
+            approval_lines("s_1", &for_session).unwrap(),
+            ["  ✓ allowed by bob, with every later Bash call of this session"]
+        );
+        assert_eq!(approval_lines("s_1", &EventKind::Unknown), None);
+    }
+
+    #[test]
     fn retry_lines() {
         assert_eq!(
             retry_line(2, 1500, "529 overloaded"),
