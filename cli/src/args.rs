@@ -97,6 +97,16 @@ pub enum Command {
     Approve(ApproveArgs),
     /// Refuse a tool call that waits for approval; the model is told, with your reason.
     Deny(DenyArgs),
+    /// Print shell completions (`outboard completions zsh > ~/.zfunc/_outboard`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: outboard_server::manual::Shell,
+    },
+    /// Print the man page, or write every page (one per subcommand) into DIR.
+    Man {
+        /// Where to write `outboard.1` and the subcommands' pages.
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `outboard diff`.

@@ -77,6 +77,23 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
             None => Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout()))),
         },
+        Command::Completions { shell } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            outboard_server::manual::completions(cmd, shell, &mut std::io::stdout());
+            Ok(exit::OK)
+        }
+        Command::Man { dir } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            match dir {
+                None => outboard_server::manual::man_page(cmd, &mut std::io::stdout())?,
+                Some(dir) => {
+                    for file in outboard_server::manual::man_pages(cmd, &dir)? {
+                        println!("{}", dir.join(file).display());
+                    }
+                }
+            }
+            Ok(exit::OK)
+        }
         Command::Approve(args) => {
             Ok(runtime.block_on(outboard_cli::approve::approve(&args, &mut std::io::stdout())))
         }

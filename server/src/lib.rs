@@ -21,6 +21,7 @@ pub mod git;
 pub mod http_api;
 pub mod hub;
 pub mod llm;
+pub mod manual;
 pub mod net;
 pub mod netpolicy;
 pub mod netproxy;

@@ -59,6 +59,16 @@ enum Command {
         #[command(subcommand)]
         command: AdminCommand,
     },
+    /// Print shell completions (`outboard-server completions bash > /etc/bash_completion.d/…`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: outboard_server::manual::Shell,
+    },
+    /// Print the man page, or write every page (one per subcommand) into DIR.
+    Man {
+        /// Where to write `outboard-server.1` and the subcommands' pages.
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -501,6 +511,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let done = ExitCode::SUCCESS;
     match cli.command {
         Command::Serve(args) => serve(args).await.map(|()| done),
+        Command::Completions { shell } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            outboard_server::manual::completions(cmd, shell, &mut std::io::stdout());
+            Ok(done)
+        }
+        Command::Man { dir } => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            match dir {
+                None => outboard_server::manual::man_page(cmd, &mut std::io::stdout())?,
+                Some(dir) => {
+                    for file in outboard_server::manual::man_pages(cmd, &dir)? {
+                        println!("{}", dir.join(file).display());
+                    }
+                }
+            }
+            Ok(done)
+        }
         Command::Admin {
             command: AdminCommand::User { command: UserCommand::Add { name, org, data } },
         } => {
