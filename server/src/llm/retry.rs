@@ -70,48 +70,10 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(at.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
 }
 
-/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the only HTTP date form servers may
-/// still send (RFC 9110 §5.6.7).
+/// Parses an HTTP date: the IMF-fixdate servers send (`Sun, 06 Nov 1994 08:49:37 GMT`) and the
+/// two obsolete forms RFC 9110 §5.6.7 asks recipients to accept, with `httpdate` (hyper's).
 fn parse_http_date(value: &str) -> Option<SystemTime> {
-    let rest = value.split_once(", ")?.1;
-    let mut parts = rest.split(' ');
-    let day: u64 = parts.next()?.parse().ok()?;
-    let month = match parts.next()? {
-        "Jan" => 1,
-        "Feb" => 2,
-        "Mar" => 3,
-        "Apr" => 4,
-        "May" => 5,
-        "Jun" => 6,
-        "Jul" => 7,
-        "Aug" => 8,
-        "Sep" => 9,
-        "Oct" => 10,
-        "Nov" => 11,
-        "Dec" => 12,
-        _ => return None,
-    };
-    let year: i64 = parts.next()?.parse().ok()?;
-    let mut hms = parts.next()?.split(':');
-    let (h, m, s): (u64, u64, u64) =
-        (hms.next()?.parse().ok()?, hms.next()?.parse().ok()?, hms.next()?.parse().ok()?);
-    if parts.next()? != "GMT" || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day as i64);
-    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + m * 60 + s;
-    Some(UNIX_EPOCH + Duration::from_secs(secs))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    httpdate::parse_http_date(value).ok()
 }
 
 #[cfg(test)]
@@ -190,6 +152,10 @@ mod tests {
             parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"),
             Some(UNIX_EPOCH + Duration::ZERO)
         );
-        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
+        // The obsolete forms too (RFC 850 and asctime), as the RFC asks of recipients.
+        let nov_1994 = Some(UNIX_EPOCH + Duration::from_secs(784_111_777));
+        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), nov_1994);
+        assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), nov_1994);
+        assert_eq!(parse_http_date("06 Nov 1994"), None);
     }
 }
