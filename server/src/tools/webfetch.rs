@@ -123,7 +123,7 @@ pub(super) async fn run(
         Err(why) => return ToolOutcome::error(why),
     };
     let outcome = tokio::select! {
-        outcome = fetch(egress, url, &params.prompt) => outcome,
+        outcome = fetch(egress, url, &params.prompt, FETCH_TIMEOUT) => outcome,
         () = cancel.cancelled() => ToolOutcome::error("Interrupted by the user"),
     };
     let _ = tokio::time::timeout(AUDIT_FLUSH_WAIT, egress.net.audit.flush()).await;
@@ -210,9 +210,9 @@ struct Fetched {
     cut: bool,
 }
 
-/// The fetch and its redirects, each hop admitted and audited.
-async fn fetch(egress: &Egress, first: Url, prompt: &str) -> ToolOutcome {
-    let deadline = Instant::now() + FETCH_TIMEOUT;
+/// The fetch and its redirects, each hop admitted and audited, all within `budget`.
+async fn fetch(egress: &Egress, first: Url, prompt: &str, budget: Duration) -> ToolOutcome {
+    let deadline = Instant::now() + budget;
     let mut chain: Vec<Url> = Vec::new();
     let mut url = first;
     loop {
@@ -250,7 +250,7 @@ async fn fetch(egress: &Egress, first: Url, prompt: &str) -> ToolOutcome {
             }
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let fetched = match get(&url, &host, &addrs, remaining).await {
+        let fetched = match get(&url, &host, &addrs, remaining, budget).await {
             Ok(fetched) => fetched,
             Err(why) => {
                 record.record(egress, false, format!("WebFetch: {why}"), 0);
@@ -298,9 +298,11 @@ async fn get(
     host: &str,
     addrs: &[SocketAddr],
     timeout: Duration,
+    budget: Duration,
 ) -> Result<Fetched, String> {
+    let too_long = || format!("the fetch took more than {} s", budget.as_secs_f64());
     if timeout.is_zero() {
-        return Err(format!("the fetch took more than {} s", FETCH_TIMEOUT.as_secs()));
+        return Err(too_long());
     }
     let mut builder = reqwest::Client::builder()
         // The server's own proxy variables are not the session's policy: connect directly.
@@ -321,12 +323,19 @@ async fn get(
             "text/markdown, text/html;q=0.9, text/plain;q=0.8, application/json;q=0.8, */*;q=0.5",
         )
         .header(reqwest::header::ACCEPT_ENCODING, "identity");
-    let mut response = request.send().await.map_err(|e| describe(&e, "request"))?;
+    let failed = |e: reqwest::Error, what: &str| {
+        if e.is_timeout() {
+            too_long()
+        } else {
+            describe(&e, what)
+        }
+    };
+    let mut response = request.send().await.map_err(|e| failed(e, "request"))?;
     let status = response.status();
     let headers = response.headers().clone();
     let mut body = Vec::new();
     let mut cut = false;
-    while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e, "body"))? {
+    while let Some(chunk) = response.chunk().await.map_err(|e| failed(e, "body"))? {
         let room = MAX_BODY_BYTES - body.len();
         if chunk.len() > room {
             body.extend_from_slice(&chunk[..room]);
@@ -341,9 +350,6 @@ async fn get(
 /// A reqwest error in words, with its causes (reqwest's own message is often just "error
 /// sending request").
 fn describe(error: &reqwest::Error, what: &str) -> String {
-    if error.is_timeout() {
-        return format!("the fetch took more than {} s", FETCH_TIMEOUT.as_secs());
-    }
     let mut text = format!("the {what} failed: {error}");
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {

@@ -208,3 +208,25 @@ async fn loopback_by_name_and_no_network_are_refused() {
     .await;
     assert!(none.is_error && none.output.contains("not available"), "{}", none.output);
 }
+
+#[tokio::test]
+async fn a_page_that_never_comes_is_given_up_within_the_budget() {
+    // Accepts, reads the request, and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let here = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let kept = Arc::new(Kept::default());
+    let egress = egress(&[here.to_string()], kept.clone());
+    let url = Url::parse(&format!("http://{here}/slow")).unwrap();
+    let out = fetch(&egress, url, "p", Duration::from_millis(300)).await;
+    assert!(out.is_error, "{}", out.output);
+    assert!(out.output.contains("the fetch took more than 0.3 s"), "{}", out.output);
+    let records = kept.0.lock().unwrap().clone();
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert!(records[0].reason.as_deref().unwrap().contains("took more than"), "{records:#?}");
+}
