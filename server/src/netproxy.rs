@@ -276,6 +276,16 @@ impl PartialEq for SessionNet {
 
 impl Eq for SessionNet {}
 
+/// A session's network for requests the server makes itself on the model's behalf
+/// (`WebFetch`): the session's [`SessionNet`] (its policy and audit sink; never its injections,
+/// which are for the sandbox's own clients) and the server's ports, which
+/// [`admit_destination`] refuses on local addresses.
+#[derive(Debug, Clone)]
+pub struct Egress {
+    pub net: SessionNet,
+    pub server_ports: Vec<u16>,
+}
+
 /// The environment that points a command's tools at the proxy.
 pub fn proxy_env() -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> =
@@ -579,8 +589,7 @@ async fn handle(conn: Arc<Conn>, mut req: Request<Incoming>) -> Response<Body> {
     forward(conn, req, &target, io, record).await
 }
 
-/// Whether `target` may be reached, and where: the policy first, then the name resolved here
-/// and every address vetted.
+/// Whether `target` may be reached, and where: the byte budget, then [`admit_destination`].
 async fn admit(shared: &Shared, target: &Target) -> Result<Vec<SocketAddr>, Stop> {
     if shared.budget.spent() {
         return Err(Stop::Refuse(Refusal {
@@ -592,51 +601,88 @@ async fn admit(shared: &Shared, target: &Target) -> Result<Vec<SocketAddr>, Stop
                 .into(),
         }));
     }
-    if let Verdict::Refuse { policy, reason, hint } =
-        shared.ctx.decide.decide(&target.host, target.port)
-    {
-        return Err(Stop::Refuse(Refusal { status: StatusCode::FORBIDDEN, policy, reason, hint }));
+    let ctx = &shared.ctx;
+    admit_destination(&*ctx.decide, &ctx.org_name, &shared.server_ports, &target.host, target.port)
+        .await
+        .map_err(|refused| match refused {
+            Admission::Refused(by) => Stop::Refuse(Refusal {
+                status: StatusCode::FORBIDDEN,
+                policy: by.policy,
+                reason: by.reason,
+                hint: by.hint,
+            }),
+            Admission::Unreachable(why) => Stop::Unreachable(why),
+        })
+}
+
+/// Why [`admit_destination`] gives no address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The policy or the forbidden ranges refused: who, why, and what would allow it.
+    Refused(RefusedBy),
+    /// The name could not be resolved.
+    Unreachable(String),
+}
+
+/// The one destination check of the session's network, shared by the proxy and the server's
+/// own fetches for the model (`WebFetch`): the policy first (`host` as the client named it),
+/// then the name resolved here and every resolved address vetted against the forbidden ranges
+/// and `server_ports`. The caller connects to the addresses returned and never resolves again,
+/// so a name cannot be re-pointed between the check and the connection.
+pub async fn admit_destination(
+    decide: &dyn Decide,
+    org_name: &str,
+    server_ports: &[u16],
+    host: &str,
+    port: u16,
+) -> Result<Vec<SocketAddr>, Admission> {
+    if let Verdict::Refuse { policy, reason, hint } = decide.decide(host, port) {
+        return Err(Admission::Refused(RefusedBy { policy, reason, hint }));
     }
-    let addrs = resolve(&target.host, target.port).await.map_err(Stop::Unreachable)?;
+    let addrs = resolve(host, port).await.map_err(Admission::Unreachable)?;
     for addr in &addrs {
-        if let Some(refusal) = vet(shared, target, addr.ip()) {
-            return Err(Stop::Refuse(refusal));
+        if let Some(refused) = vet(decide, org_name, server_ports, host, *addr) {
+            return Err(Admission::Refused(refused));
         }
     }
     Ok(addrs)
 }
 
 /// The refusal for a resolved address that leads back in, unless an admin named it.
-fn vet(shared: &Shared, target: &Target, ip: IpAddr) -> Option<Refusal> {
-    let port = target.port;
+fn vet(
+    decide: &dyn Decide,
+    org_name: &str,
+    server_ports: &[u16],
+    host: &str,
+    addr: SocketAddr,
+) -> Option<RefusedBy> {
+    let (ip, port) = (addr.ip(), addr.port());
     let why = match forbidden_range(ip) {
         Some(range) => range.to_string(),
-        None if shared.server_ports.contains(&port) && is_local(ip) => {
+        None if server_ports.contains(&port) && is_local(ip) => {
             "a local address, and the port is this server's own".to_string()
         }
         None => return None,
     };
-    if shared.ctx.decide.allows_literal(ip, port) {
+    if decide.allows_literal(ip, port) {
         return None;
     }
     let literal = match ip {
         IpAddr::V4(v4) => format!("{v4}:{port}"),
         IpAddr::V6(v6) => format!("[{v6}]:{port}"),
     };
-    let is_literal = target.host.parse::<IpAddr>().is_ok_and(|named| named == ip);
+    let is_literal = host.parse::<IpAddr>().is_ok_and(|named| named == ip);
     let reason = if is_literal {
         format!("{ip} is {why}; the sandbox may not reach the server's host, its networks or the cloud metadata service")
     } else {
-        format!("{} resolves to {ip}, {why}; the sandbox may not reach the server's host, its networks or the cloud metadata service", target.host)
+        format!("{host} resolves to {ip}, {why}; the sandbox may not reach the server's host, its networks or the cloud metadata service")
     };
-    Some(Refusal {
-        status: StatusCode::FORBIDDEN,
+    Some(RefusedBy {
         policy: "no way back in (built into the proxy, every mode)".into(),
         reason,
         hint: format!(
             "an admin can name this exact address and port: `outboard-server admin network set \
-             --org {} registries+ {literal}`",
-            shared.ctx.org_name
+             --org {org_name} registries+ {literal}`"
         ),
     })
 }

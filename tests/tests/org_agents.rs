@@ -28,7 +28,7 @@ fn ls(server: &TestServer, token: &str) -> Vec<AgentInfo> {
 }
 
 const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews a diff for bugs. Use after \
-                        changes.\ntools: Read, Grep, WebFetch\nmodel: haiku\ncolor: red\n---\n\
+                        changes.\ntools: Read, Grep, WebSearch\nmodel: haiku\ncolor: red\n---\n\
                         You are a careful reviewer.\n";
 const EXPLORER: &str = "---\nname: explorer\ndescription: >\n  Finds where things are\n  in a \
                         codebase\ntools:\n  - Glob\n  - Grep\n  - Read\n---\nExplore, report \
@@ -57,7 +57,7 @@ async fn agent_files_are_imported_listed_shown_and_versioned() {
         imported.stderr
     );
     assert!(
-        imported.stderr.contains("agent reviewer: tool \"WebFetch\" is not available"),
+        imported.stderr.contains("agent reviewer: tool \"WebSearch\" is not available"),
         "the dropped tool is a warning: {}",
         imported.stderr
     );
@@ -74,7 +74,7 @@ async fn agent_files_are_imported_listed_shown_and_versioned() {
     assert_eq!((reviewer.version, reviewer.author.as_str()), (1, "alice"));
     assert_eq!(reviewer.path, "/agents/reviewer.md");
     assert_eq!(reviewer.warnings.len(), 1, "{:?}", reviewer.warnings);
-    assert!(reviewer.warnings[0].contains("WebFetch"), "{:?}", reviewer.warnings);
+    assert!(reviewer.warnings[0].contains("WebSearch"), "{:?}", reviewer.warnings);
     assert_eq!(reviewer.problem, None);
     let text = ok(&server, &alice, &["agents", "ls"]).stdout;
     assert!(text.contains("Read,Grep") && text.contains("haiku") && text.contains("warning: tool"));

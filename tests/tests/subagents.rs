@@ -443,7 +443,7 @@ async fn read_only_calls_of_one_message_start_together_and_answer_in_call_order(
 async fn an_org_agent_with_a_restricted_tools_list_cannot_call_other_tools() {
     let scripts = Scripts::default();
     let definition = "---\nname: reader\ndescription: Reads code, never changes it.\ntools: Read, \
-                      Grep, WebFetch\n---\nOnly read; never run commands.\n";
+                      Grep, WebSearch\n---\nOnly read; never run commands.\n";
     scripts.add(
         "define a reader",
         vec![
@@ -475,7 +475,7 @@ async fn an_org_agent_with_a_restricted_tools_list_cannot_call_other_tools() {
         !is_error && defined.contains("Note: agent type \"reader\" is usable, but:"),
         "{defined}"
     );
-    assert!(defined.contains("WebFetch"), "the model learns what was left out: {defined}");
+    assert!(defined.contains("WebSearch"), "the model learns what was left out: {defined}");
     let (out, is_error, parent) = result_of(&events, "r_bash");
     assert!(is_error, "{out}");
     assert!(out.contains("\"Bash\" is not available to the \"reader\" agent"), "{out}");

@@ -515,7 +515,7 @@ mod tests {
     #[test]
     fn a_restricted_agent_is_told_which_tools_it_has() {
         let kind = SubagentType {
-            tools: Some(vec!["Read".into(), "Grep".into(), "WebFetch".into()]),
+            tools: Some(vec!["Read".into(), "Grep".into(), "WebSearch".into()]),
             ..SubagentType::general_purpose()
         };
         let role =

@@ -77,11 +77,11 @@ fn quoted_folded_and_multi_line_descriptions() {
 fn unknown_tools_are_left_out_with_a_warning() {
     let parsed = ok(
         "writer.md",
-        "---\nname: writer\ndescription: Writes docs\ntools: Read, WebFetch, write, Task, \
+        "---\nname: writer\ndescription: Writes docs\ntools: Read, WebSearch, write, Task, \
          NotebookEdit, TodoWrite, mcp__github__create_issue, Read\n---\nWrite.\n",
     );
     assert_eq!(parsed.tools, tools(&["Read", "Write"]), "known names kept once, canonical case");
-    let dropped: Vec<&str> = ["WebFetch", "Task", "NotebookEdit", "TodoWrite", "mcp__github"]
+    let dropped: Vec<&str> = ["WebSearch", "Task", "NotebookEdit", "TodoWrite", "mcp__github"]
         .into_iter()
         .filter(|t| !parsed.warnings.iter().any(|w| w.contains(t)))
         .collect();
@@ -93,8 +93,8 @@ fn unknown_tools_are_left_out_with_a_warning() {
 #[test]
 fn a_tools_list_with_nothing_usable_is_a_problem() {
     let msg =
-        problem("web.md", "---\nname: web\ndescription: x\ntools: WebFetch, WebSearch\n---\nx");
-    assert!(msg.contains("line 4") && msg.contains("WebFetch, WebSearch"), "{msg}");
+        problem("web.md", "---\nname: web\ndescription: x\ntools: WebSearch, NotebookEdit\n---\nx");
+    assert!(msg.contains("line 4") && msg.contains("WebSearch, NotebookEdit"), "{msg}");
     assert!(msg.contains("leave `tools` out"), "{msg}");
     let msg = problem("web.md", "---\nname: web\ndescription: x\ntools: []\n---\nx");
     assert!(msg.contains("none of its tools (none)"), "{msg}");
@@ -182,7 +182,7 @@ async fn write(f: &Fixture, path: &str, text: &str) {
 #[tokio::test]
 async fn the_org_listing_and_the_usable_types() {
     let f = fixture().await;
-    write(&f, "/agents/reviewer.md", "---\nname: reviewer\ndescription: Reviews\ntools: Read, WebFetch\nmodel: haiku\n---\nReview.\n").await;
+    write(&f, "/agents/reviewer.md", "---\nname: reviewer\ndescription: Reviews\ntools: Read, WebSearch\nmodel: haiku\n---\nReview.\n").await;
     write(&f, "/agents/explorer.md", "---\nname: explorer\ndescription: Explores\n---\nExplore.\n")
         .await;
     write(&f, "/agents/broken.md", "---\nname: other\ndescription: x\n---\n").await;

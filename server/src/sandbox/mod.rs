@@ -245,6 +245,9 @@ pub struct Sandbox {
     tx: Option<mpsc::Sender<manager::Request>>,
     /// The session network's audit sink, flushed after each command (see [`Sandbox::exec`]).
     audit: Option<std::sync::Arc<dyn crate::netproxy::Audit>>,
+    /// The session's network as the server's own fetches for the model use it (`WebFetch`):
+    /// the same policy and audit sink as the proxy, reached without waking the sandbox.
+    egress: Option<std::sync::Arc<crate::netproxy::Egress>>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -302,16 +305,30 @@ impl Sandbox {
             Backend::Bwrap => config.network.as_ref().map(|n| n.audit.clone()),
             Backend::UnsafeHost => None,
         };
+        let egress = match config.backend {
+            Backend::Bwrap => config.network.as_ref().map(|net| {
+                let server_ports = config.server_ports.clone();
+                std::sync::Arc::new(crate::netproxy::Egress { net: net.clone(), server_ports })
+            }),
+            Backend::UnsafeHost => None,
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("Sandbox created outside a tokio runtime: it will refuse commands");
-            return Sandbox { tx: None, audit };
+            return Sandbox { tx: None, audit, egress };
         };
         let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
         let (jobs, lost) = jobs.map_or((None, Vec::new()), |(tx, lost)| (Some(tx), lost));
         let manager =
             manager::Manager::new(config, workspace, transitions, jobs, lost, tx.downgrade());
         runtime.spawn(manager.run(rx));
-        Sandbox { tx: Some(tx), audit }
+        Sandbox { tx: Some(tx), audit, egress }
+    }
+
+    /// The session's network policy, audit sink and the server's own ports, for fetches the
+    /// server makes for the model itself; `None` without a session network (the unsafe host
+    /// mode, or a sandbox made without one). Never starts or thaws the sandbox.
+    pub fn egress(&self) -> Option<&crate::netproxy::Egress> {
+        self.egress.as_deref()
     }
 
     async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> manager::Request) -> Option<T> {

@@ -2,7 +2,8 @@
 //! `Grep` act on the session's workspace through [`crate::vfs`]; `Bash` runs in the session's
 //! [`crate::sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
 //! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
-//! list as session state ([`todo`]).
+//! list as session state ([`todo`]); `WebFetch` fetches a page in the server itself, under the
+//! session's network policy and audit ([`webfetch`]).
 //!
 //! CONTRACT (used by `agent`): [`specs`], [`run`], [`ToolCtx`], [`ToolOutcome`], [`ReadLedger`].
 //! A tool never panics and never returns a Rust error: every failure, including invalid input
@@ -29,6 +30,7 @@ mod ledger;
 mod org;
 mod search;
 pub mod todo;
+mod webfetch;
 
 #[cfg(test)]
 mod race_tests;
@@ -106,14 +108,24 @@ impl ToolOutcome {
 }
 
 /// The names of the tools [`run`] knows, in the order [`specs`] lists them.
-pub const TOOL_NAMES: &[&str] =
-    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "TodoWrite"];
+pub const TOOL_NAMES: &[&str] = &[
+    "Bash",
+    "BashOutput",
+    "KillShell",
+    "Glob",
+    "Grep",
+    "Read",
+    "Edit",
+    "Write",
+    "TodoWrite",
+    "WebFetch",
+];
 
 /// The tools a subagent (`Task`) may be given: all but `Task` itself (a subagent does not
 /// start subagents, so the tree stays one level deep) and `TodoWrite` (the todo list is the
 /// session's, kept by its main loop). An org agent's `tools` list picks among these.
 pub const SUBAGENT_TOOLS: &[&str] =
-    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write"];
+    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "WebFetch"];
 
 /// The tools offered to the model.
 pub fn specs() -> Vec<ToolSpec> {
@@ -127,12 +139,13 @@ pub fn specs() -> Vec<ToolSpec> {
         file::edit_spec(),
         file::write_spec(),
         todo::spec(),
+        webfetch::spec(),
     ]
 }
 
-/// Whether a tool only reads (safe to re-run after a restart).
+/// Whether a tool only reads (safe to re-run after a restart; a `WebFetch` is one GET).
 pub fn is_read_only(name: &str) -> bool {
-    matches!(name, "Read" | "Glob" | "Grep")
+    matches!(name, "Read" | "Glob" | "Grep" | "WebFetch")
 }
 
 /// Whether calls of this tool may run at the same time as the other such calls of one
@@ -247,6 +260,11 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         },
         "TodoWrite" => match parse(name, input, todo::PARAMS) {
             Ok(params) => todo::run(params, ctx.events).await,
+            Err(e) => e,
+        },
+        // The session's network comes with its sandbox handle, which it does not wake.
+        "WebFetch" => match parse(name, input, webfetch::PARAMS) {
+            Ok(params) => webfetch::run(params, ctx.sandbox.egress(), &ctx.cancel).await,
             Err(e) => e,
         },
         _ => ToolOutcome::error(format!(
