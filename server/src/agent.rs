@@ -977,8 +977,12 @@ Write, Edit, Glob and Grep on them; what you write there is seen at once by ever
 org, so keep it accurate and useful. Bash sees them read-only: never write them from Bash.
 - Any other path exists only inside the sandbox: reach it with Bash.
 - Bash runs commands in this session's isolated Linux sandbox, starting in /workspace. A `cd` \
-and background processes (`server &`) carry over to the next command. The sandbox has no network \
-access and an empty environment; files outside /workspace may not survive a sandbox restart.
+and background processes (`server &`) carry over to the next command. The sandbox reaches the \
+network only where your org's policy allows (through a proxy that answers a refused host with \
+403 and the reason); its environment is empty; files outside /workspace may not survive a \
+sandbox restart.
+- WebFetch fetches a web page for you as Markdown, under the same network policy; credentials \
+the org configured for its tools are used by the harness and never shown to you.
 - Read a file before you Edit or overwrite it. Prefer Edit for small changes to existing files: \
 on shared files an Edit merges with teammates' concurrent changes, a Write of a file changed \
 since you read it is refused.

@@ -292,7 +292,7 @@ mod tests {
                 agent(
                     "reviewer",
                     Some(&["Read", "Grep"]),
-                    &["tool \"WebFetch\" is left out"],
+                    &["tool \"WebSearch\" is left out"],
                     None,
                 ),
             ],
@@ -303,7 +303,7 @@ mod tests {
             "broken    Does broken things    all        -      v2  problem: no description\n\
              explorer  Does explorer things  all        -      v2\n\
              reviewer  Does reviewer things  Read,Grep  haiku  v2\n    \
-             warning: tool \"WebFetch\" is left out\n\
+             warning: tool \"WebSearch\" is left out\n\
              … and 3 more files under /agents, not read (at most 200 are)\n\
              general-purpose is built in and always available\n"
         );

@@ -673,7 +673,7 @@ fn agents_lists_the_built_in_type_then_the_orgs_with_their_tools_and_problems() 
             version: 2,
             author: "alice".into(),
             warnings: if name == "reader" {
-                vec!["WebFetch is not a subagent tool".into()]
+                vec!["WebSearch is not a subagent tool".into()]
             } else {
                 vec![]
             },
@@ -689,7 +689,7 @@ fn agents_lists_the_built_in_type_then_the_orgs_with_their_tools_and_problems() 
     assert_eq!(
         super::net::agents_text(&list),
         "agent types for the Task tool:\n  general-purpose: built in (tools: all)\n  \
-         reader: reader things (tools: Read, Grep; v2) — WebFetch is not a subagent tool\n  \
+         reader: reader things (tools: Read, Grep; v2) — WebSearch is not a subagent tool\n  \
          broken: broken things (tools: all; v2) — unusable: no description"
     );
     let none = outboard_shared::AgentsListResponse { agents: vec![], omitted: 0 };
