@@ -20,6 +20,7 @@ pub mod git;
 pub mod http_api;
 pub mod hub;
 pub mod llm;
+pub mod mcp;
 pub mod net;
 pub mod netpolicy;
 pub mod netproxy;

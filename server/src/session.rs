@@ -205,6 +205,8 @@ pub struct Services {
     /// The org secrets (injected into sandboxes' HTTPS, scrubbed from events); `None`: a
     /// server without a secret key.
     pub secrets: Option<crate::secrets::Secrets>,
+    /// The org's MCP servers' shared connections; `None`: no MCP tools.
+    pub mcp: Option<crate::mcp::McpHub>,
 }
 
 impl SessionHandle {
@@ -218,7 +220,7 @@ impl SessionHandle {
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
     ) -> Self {
-        let Services { store, org_fs, provider, secrets } = services;
+        let Services { store, org_fs, provider, secrets, mcp } = services;
         let network = crate::netsession::NetworkDeps {
             store: store.clone(),
             secrets,
@@ -267,6 +269,7 @@ impl SessionHandle {
             scrub: None,
             sandbox: None,
             lost_jobs: Vec::new(),
+            mcp,
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -423,6 +426,8 @@ struct Actor {
     /// Background commands the log shows running when the server stopped, `(shell id,
     /// command)`: logged as lost at load, handed to the next sandbox so the model is told.
     lost_jobs: Vec<(String, String)>,
+    /// The org's MCP connections, for the tool environment.
+    mcp: Option<crate::mcp::McpHub>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -1070,6 +1075,7 @@ impl Actor {
                     fs: self.org_fs.clone(),
                     org_id: self.row.org_id.clone(),
                     author: Author { user: String::new(), session: Some(self.row.id.clone()) },
+                    mcp: self.mcp.clone(),
                 };
                 ToolEnv {
                     workspace,

@@ -26,6 +26,7 @@
 //! - `sessions.source` (where the workspace came from), `org_secrets` (sealed credentials,
 //!   [`crate::secrets`]), `session_pushes` (branches `session/push` created) and `uploads`
 //!   (working trees waiting for their session, [`crate::uploads`]).
+//! - `org_mcp_servers`: the org's MCP servers as defined, templates and all ([`crate::mcp`]).
 //!
 //! Durability: WAL with `synchronous = NORMAL` by default: a commit survives a crash of the
 //! process (the WAL is written before `COMMIT` returns) but the last commits may be lost on power
@@ -300,6 +301,18 @@ ALTER TABLE sessions ADD COLUMN todos_total INTEGER;
 -- session's own, each naming the `call_id` of the `Task` call that runs it; NULL for the
 -- session's own events.
 ALTER TABLE events ADD COLUMN parent TEXT;
+"#,
+    r#"
+-- Schema 13: the org's MCP servers (`crate::mcp`, `admin mcp add`). `spec` is the transport as
+-- JSON (URL and header templates, or command, arguments and environment templates): templates
+-- name secrets (`{secret:NAME}`), never hold their values.
+CREATE TABLE org_mcp_servers (
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    name        TEXT NOT NULL,
+    spec        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (org_id, name)
+) WITHOUT ROWID;
 "#,
 ];
 

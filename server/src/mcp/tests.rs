@@ -1,0 +1,131 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
+
+use super::config::{
+    parse_env, parse_header, parse_template, validate_name, Part, ServerDef, Transport,
+};
+use super::names::{server_of, shown, MAX_TOOL_NAME};
+use super::render;
+
+fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+#[test]
+fn plain_tool_names_are_kept() {
+    assert_eq!(shown("github", "create_issue"), "mcp__github__create_issue");
+    assert_eq!(server_of("mcp__github__create_issue"), Some("github"));
+    assert_eq!(server_of("mcp__my-db__a__b"), Some("my-db"));
+    assert_eq!(server_of("Bash"), None);
+}
+
+#[test]
+fn odd_or_long_tool_names_are_mapped_to_valid_stable_distinct_names() {
+    let dotted = shown("srv", "files.read");
+    assert!(dotted.starts_with("mcp__srv__files_read_"), "{dotted}");
+    assert!(valid_tool_name(&dotted), "{dotted}");
+    // `files.read` and `files/read` sanitize alike; the digest keeps them apart.
+    assert_ne!(dotted, shown("srv", "files/read"));
+    assert_eq!(dotted, shown("srv", "files.read"));
+    let long = "a".repeat(100);
+    let mapped = shown("a-server-with-a-long-name-abcdef", &long);
+    assert!(valid_tool_name(&mapped), "{mapped}");
+    assert_eq!(mapped.len(), MAX_TOOL_NAME);
+    assert_ne!(mapped, shown("a-server-with-a-long-name-abcdef", &"a".repeat(101)));
+    assert_eq!(server_of(&mapped), Some("a-server-with-a-long-name-abcdef"));
+    // Every name the longest server name can take fits.
+    assert!(valid_tool_name(&shown(&"s".repeat(32), "é")));
+}
+
+#[test]
+fn server_names_are_checked() {
+    for good in ["github", "my-db", "a", "x_1", &"a".repeat(32)] {
+        assert!(validate_name(good).is_ok(), "{good}");
+    }
+    for bad in ["", "GitHub", "a__b", "-a", "_a", "a_", "a.b", "a b", &"a".repeat(33)] {
+        assert!(validate_name(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn templates_split_into_text_and_secrets() {
+    assert_eq!(
+        parse_template("Bearer {secret:gh-token}").unwrap(),
+        vec![Part::Text("Bearer ".into()), Part::Secret("gh-token".into())]
+    );
+    assert_eq!(
+        parse_template("{secret:a}:{secret:b}").unwrap(),
+        vec![Part::Secret("a".into()), Part::Text(":".into()), Part::Secret("b".into())]
+    );
+    assert_eq!(parse_template("{x} plain").unwrap(), vec![Part::Text("{x} plain".into())]);
+    assert!(parse_template("Bearer {secret:gh").is_err());
+    assert!(parse_template("{secret:bad name}").is_err());
+    assert_eq!(
+        parse_header("Authorization: Bearer {secret:t}").unwrap(),
+        ("authorization".into(), "Bearer {secret:t}".into())
+    );
+    assert!(parse_header("no colon").is_err());
+    assert_eq!(parse_env("K=a=b").unwrap(), ("K".into(), "a=b".into()));
+    assert!(parse_env("K").is_err());
+}
+
+#[test]
+fn definitions_refuse_secrets_where_they_would_show() {
+    let http = |url: &str, headers: Vec<(&str, &str)>| ServerDef {
+        name: "s".into(),
+        transport: Transport::Http {
+            url: url.into(),
+            headers: headers.into_iter().map(|(a, b)| (a.into(), b.into())).collect(),
+        },
+    };
+    assert!(http("http://127.0.0.1:1/mcp", vec![("authorization", "Bearer {secret:t}")])
+        .validate()
+        .is_ok());
+    assert!(http("ftp://x/", vec![]).validate().is_err());
+    assert!(http("https://u:p@x/", vec![]).validate().is_err());
+    assert!(http("https://x/?k={secret:t}", vec![]).validate().is_err());
+    assert!(http("https://x/", vec![("accept", "x")]).validate().is_err());
+    assert!(http("https://x/", vec![("a", "1"), ("a", "2")]).validate().is_err());
+    let stdio = |args: Vec<&str>, env: Vec<(&str, &str)>| ServerDef {
+        name: "s".into(),
+        transport: Transport::Stdio {
+            command: "python3".into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: env.into_iter().map(|(a, b)| (a.into(), b.into())).collect(),
+        },
+    };
+    assert!(stdio(vec!["server.py"], vec![("TOKEN", "{secret:t}")]).validate().is_ok());
+    assert!(stdio(vec!["--token={secret:t}"], vec![]).validate().is_err());
+    assert!(stdio(vec![], vec![("1BAD", "x")]).validate().is_err());
+    let def = stdio(vec![], vec![("A", "{secret:t}"), ("B", "x{secret:u}{secret:t}")]);
+    assert_eq!(def.secret_names(), vec!["t".to_owned(), "u".to_owned()]);
+    assert_eq!(
+        def.settings(),
+        vec!["A={secret:t}".to_owned(), "B=x{secret:u}{secret:t}".to_owned()]
+    );
+}
+
+#[test]
+fn results_become_text_with_images_described_and_big_ones_cut() {
+    use rmcp::model::{CallToolResult, ContentBlock};
+    let result = CallToolResult::success(vec![
+        ContentBlock::text("hello"),
+        ContentBlock::image("iVBORw0KGgo=", "image/png"),
+        ContentBlock::embedded_text("file:///a.txt", "inside"),
+    ]);
+    let (text, is_error) = render(&result);
+    assert!(!is_error);
+    assert_eq!(text, "hello\n[image: image/png, 8 bytes]\n[resource file:///a.txt]\ninside");
+    let (text, is_error) = render(&CallToolResult::error(vec![ContentBlock::text("no")]));
+    assert!(is_error);
+    assert_eq!(text, "no");
+    let big = "y".repeat(super::MAX_RESULT_BYTES + 10);
+    let (text, _) = render(&CallToolResult::success(vec![ContentBlock::text(big)]));
+    assert!(text.len() < super::MAX_RESULT_BYTES + 200, "{}", text.len());
+    assert!(text.ends_with(&format!(
+        "cut at {} of {} bytes]",
+        super::MAX_RESULT_BYTES,
+        super::MAX_RESULT_BYTES + 10
+    )));
+}
