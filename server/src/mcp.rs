@@ -234,6 +234,16 @@ impl McpHub {
         Arc::clone(slots.entry((org.clone(), name.to_owned())).or_default())
     }
 
+    /// The slot of (org, name) if there is one: a call naming an unknown server must not add
+    /// one (the map holds at most the defined servers of each org, see [`Self::forget_others`]).
+    fn existing_slot(&self, org: &OrgId, name: &str) -> Option<Arc<Slot>> {
+        let slots = match self.inner.slots.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        slots.get(&(org.clone(), name.to_owned())).cloned()
+    }
+
     /// Drops the connections of the org's servers that are no longer defined.
     fn forget_others(&self, org: &OrgId, defs: &[ServerDef]) {
         let mut slots = match self.inner.slots.lock() {
@@ -300,7 +310,7 @@ impl McpHub {
 
     /// Drops `live` if it is still the slot's connection: the next call opens a new one.
     async fn drop_live(&self, org: &OrgId, name: &str, live: &Arc<Live>) {
-        let slot = self.slot(org, name);
+        let Some(slot) = self.existing_slot(org, name) else { return };
         let mut st = slot.state.lock().await;
         if st.live.as_ref().is_some_and(|l| Arc::ptr_eq(l, live)) {
             st.live = None;
@@ -369,9 +379,10 @@ impl McpHub {
     /// The definition of server `name` of `org`: the one its connection was opened with, else
     /// the store's.
     async fn def(&self, org: &OrgId, name: &str) -> Result<Option<ServerDef>, McpError> {
-        let slot = self.slot(org, name);
-        if let Some(def) = slot.state.lock().await.def.clone() {
-            return Ok(Some(def));
+        if let Some(slot) = self.existing_slot(org, name) {
+            if let Some(def) = slot.state.lock().await.def.clone() {
+                return Ok(Some(def));
+            }
         }
         Ok(config::list(&self.inner.store, org).await?.into_iter().find(|d| d.name == name))
     }

@@ -126,7 +126,7 @@ async fn a_stdio_servers_tools_reach_the_model_from_outboard_run() {
     let last = serde_json::to_string(&requests.last().unwrap().body).unwrap();
     for want in [
         "echo: hi from the model",
-        "[image: image/png, 6",
+        "[image: image/png, 70 bytes]",
         "failed on purpose: testing",
         "set, 25 characters",
         "has no tool mcp__local__nope",
@@ -308,4 +308,69 @@ async fn admin_mcp_adds_lists_tests_and_removes_with_clear_refusals() {
     assert_eq!(code, 1, "{err}");
     let (_, listed, _) = server.admin(&["mcp", "ls", "--org", "acme"], None).unwrap();
     assert!(!listed.contains("down"), "{listed}");
+}
+
+/// The hub on its own (as the server holds it) with the stdio server: sessions share one
+/// connection; a call past the call timeout is a tool error and the next call gets a new
+/// connection; a big result is cut; the org's server count is bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_shares_one_connection_cuts_big_results_and_replaces_a_hung_one() {
+    use outboard_server::mcp::config::{put, ServerDef, Transport};
+    use outboard_server::mcp::{McpError, McpHub, MAX_RESULT_BYTES, MAX_SERVERS_PER_ORG};
+    use outboard_server::store::{org_id_by_name, Durability, Store};
+    use std::time::Duration;
+    use tokio_util::sync::CancellationToken;
+
+    let data = tempfile::tempdir().unwrap();
+    let store = Store::open(&data.path().join("outboard.db"), Durability::Normal).unwrap();
+    store.add_user("acme", "alice").await.unwrap();
+    let org = store.call(|c| org_id_by_name(c, "acme")).await.unwrap().unwrap();
+    let def = |name: &str| ServerDef {
+        name: name.into(),
+        transport: Transport::Stdio {
+            command: "python3".into(),
+            args: vec![script_path("stdio_server.py")],
+            env: vec![],
+        },
+    };
+    put(&store, &org, &def("local")).await.unwrap();
+    let hub =
+        McpHub::with_timeouts(store.clone(), None, Duration::from_secs(20), Duration::from_secs(2));
+    let cancel = CancellationToken::new();
+    let tools = hub.org_tools(&org).await;
+    assert!(tools.specs.iter().any(|s| s.name == "mcp__local__pid"), "{}", tools.prompt);
+
+    // Eight callers at once (sessions of the org), one server process.
+    let calls = (0..8).map(|_| {
+        let (hub, org, cancel) = (hub.clone(), org.clone(), cancel.clone());
+        tokio::spawn(async move { hub.call(&org, "mcp__local__pid", &json!({}), &cancel).await })
+    });
+    let mut pids = Vec::new();
+    for call in calls {
+        let out = call.await.unwrap();
+        assert!(!out.is_error, "{}", out.output);
+        pids.push(out.output);
+    }
+    pids.dedup();
+    assert_eq!(pids.len(), 1, "one connection for all: {pids:?}");
+
+    let big = hub.call(&org, "mcp__local__big", &json!({"kib": 300}), &cancel).await;
+    assert!(!big.is_error);
+    assert!(big.output.len() < MAX_RESULT_BYTES + 200, "{}", big.output.len());
+    assert!(big.output.ends_with(&format!("cut at {MAX_RESULT_BYTES} of {} bytes]", 300 * 1024)));
+
+    let slow = hub.call(&org, "mcp__local__sleep", &json!({"seconds": 60}), &cancel).await;
+    assert!(slow.is_error, "{}", slow.output);
+    assert!(slow.output.contains("did not answer within 2 s"), "{}", slow.output);
+    let after = hub.call(&org, "mcp__local__pid", &json!({}), &cancel).await;
+    assert!(!after.is_error, "{}", after.output);
+    assert_ne!(after.output, pids[0], "the hung connection was replaced");
+
+    for i in 1..MAX_SERVERS_PER_ORG {
+        put(&store, &org, &def(&format!("s{i}"))).await.unwrap();
+    }
+    let refused = put(&store, &org, &def("one-too-many")).await;
+    assert!(matches!(refused, Err(McpError::TooMany)), "{refused:?}");
+    // Replacing an existing one is not adding.
+    put(&store, &org, &def("local")).await.unwrap();
 }

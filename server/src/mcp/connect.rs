@@ -291,7 +291,7 @@ fn http_client() -> Result<reqwest013::Client, String> {
 }
 
 /// The tools as the model sees them, capped, and the names of those left out with why.
-fn shown_tools(server: &str, listed: Vec<Tool>) -> (Vec<McpTool>, Vec<String>) {
+pub(super) fn shown_tools(server: &str, listed: Vec<Tool>) -> (Vec<McpTool>, Vec<String>) {
     let mut tools = Vec::new();
     let mut left_out = Vec::new();
     for tool in listed {

@@ -129,3 +129,25 @@ fn results_become_text_with_images_described_and_big_ones_cut() {
         super::MAX_RESULT_BYTES + 10
     )));
 }
+
+#[test]
+fn tool_lists_are_capped_and_oversized_schemas_left_out() {
+    use std::sync::Arc;
+    let schema = |bytes: usize| {
+        let mut o = serde_json::Map::new();
+        o.insert("type".into(), "object".into());
+        o.insert("description".into(), "d".repeat(bytes).into());
+        Arc::new(o)
+    };
+    let mut listed: Vec<rmcp::model::Tool> = (0..super::MAX_TOOLS_PER_SERVER + 2)
+        .map(|i| rmcp::model::Tool::new(format!("t{i}"), "x".repeat(3000), schema(10)))
+        .collect();
+    listed.insert(0, rmcp::model::Tool::new("huge", "h", schema(super::MAX_SCHEMA_BYTES)));
+    let (tools, left_out) = super::connect::shown_tools("s", listed);
+    assert_eq!(tools.len(), super::MAX_TOOLS_PER_SERVER);
+    assert_eq!(tools[0].shown, "mcp__s__t0");
+    assert!(tools[0].description.len() <= super::MAX_DESCRIPTION_BYTES + 3);
+    assert_eq!(left_out.len(), 3, "{left_out:?}");
+    assert!(left_out[0].starts_with("huge (input schema"), "{left_out:?}");
+    assert!(left_out[2].contains("over 128 tools"), "{left_out:?}");
+}
