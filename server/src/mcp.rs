@@ -526,7 +526,7 @@ pub fn render(result: &rmcp::model::CallToolResult) -> (String, bool) {
                     mime_type.as_deref().unwrap_or("application/octet-stream"),
                     decoded_len(blob)
                 ),
-                _ => format!("[a resource of a type this harness does not show]"),
+                _ => "[a resource of a type this harness does not show]".to_owned(),
             },
             ContentBlock::ResourceLink(r) => format!("[resource link: {} ({})]", r.uri, r.name),
             _ => "[content of a type this harness does not show]".to_owned(),
