@@ -151,3 +151,57 @@ fn tool_lists_are_capped_and_oversized_schemas_left_out() {
     assert!(left_out[0].starts_with("huge (input schema"), "{left_out:?}");
     assert!(left_out[2].contains("over 128 tools"), "{left_out:?}");
 }
+
+#[tokio::test]
+async fn secrets_resolve_by_name_preferring_the_servers_host() {
+    use crate::secrets::{SecretKey, SecretValue, Secrets};
+    use crate::store::{org_id_by_name, Durability, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("outboard.db"), Durability::Normal).unwrap();
+    store.add_user("acme", "alice").await.unwrap();
+    let org = store.call(|c| org_id_by_name(c, "acme")).await.unwrap().unwrap();
+    let secrets = Secrets::new(store.clone(), SecretKey::load(dir.path()).unwrap());
+    let set = |host: &'static str, name: &'static str, value: &'static str| {
+        let (secrets, org) = (secrets.clone(), org.clone());
+        async move { secrets.set(&org, host, name, SecretValue::new(value.into())).await.unwrap() }
+    };
+    set("a.example", "tok", "value-for-a-example").await;
+    set("127.0.0.1:8080", "tok", "value-for-loopback").await;
+    set("only.example", "single", "the-only-value-1").await;
+    let http = |url: &str, header: &str| ServerDef {
+        name: "s".into(),
+        transport: Transport::Http {
+            url: url.into(),
+            headers: vec![("authorization".into(), header.into())],
+        },
+    };
+    let resolved = super::connect::resolve(
+        Some(&secrets),
+        &org,
+        &http("http://127.0.0.1:8080/mcp", "Bearer {secret:tok}"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resolved.pairs[0].1.expose(), "Bearer value-for-loopback");
+    assert_eq!(resolved.scrub.scrub_str("x value-for-loopback y"), "x [secret tok] y");
+    // Held by several hosts, none the server's: ambiguous, naming the hosts, not the values.
+    let e = super::connect::resolve(
+        Some(&secrets),
+        &org,
+        &http("https://elsewhere.example/", "{secret:tok}"),
+    )
+    .await
+    .err()
+    .unwrap();
+    let text = e.to_string();
+    assert!(text.contains("several hosts (127.0.0.1:8080, a.example)"), "{text}");
+    assert!(!text.contains("value-for"), "{text}");
+    let one = http("https://elsewhere.example/", "t={secret:single}");
+    let resolved = super::connect::resolve(Some(&secrets), &org, &one).await.unwrap();
+    assert_eq!(resolved.pairs[0].1.expose(), "t=the-only-value-1");
+    let missing = http("https://x.example/", "{secret:nope}");
+    let e = super::connect::resolve(Some(&secrets), &org, &missing).await.err().unwrap();
+    assert!(matches!(e, super::McpError::MissingSecret { .. }), "{e}");
+    let e = super::connect::resolve(None, &org, &one).await.err().unwrap();
+    assert!(matches!(e, super::McpError::NoSecrets { .. }), "{e}");
+}
