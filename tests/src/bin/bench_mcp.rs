@@ -58,7 +58,11 @@ async fn main() -> anyhow::Result<()> {
 
     let mut cmd = tokio::process::Command::new("python3");
     cmd.arg(server_script());
-    let direct = ().serve(rmcp::transport::TokioChildProcess::new(cmd)?).await?;
+    // Its log lines ("Processing request …") would flood the table; the hub drains its own.
+    let (process, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let direct = ().serve(process).await?;
     let peer = direct.peer().clone();
     let params = || {
         let args = json!({"text": "hello"}).as_object().cloned().unwrap_or_default();
