@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -56,6 +56,13 @@ case "${1:-all}" in
     shift
     exec cargo run --quiet --release -p outboard-tests --bin bench_tasks -- "$@"
     ;;
+  mcp)
+    # MCP: a tool call through the server's McpHub against the same call made directly with the
+    # same SDK client, to the test stdio server on the Python SDK (`pip install 'mcp>=1,<2'`), and
+    # calls per second with 16 callers sharing one connection. `mcp [--quick]`.
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_mcp -- "$@"
+    ;;
   harness|durable)
     # In-process servers use the sandbox agent of the release outboard-server beside the bench.
     cargo build --quiet --release -p outboard-server --bin outboard-server
@@ -71,6 +78,7 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_long_turn
     cargo run --quiet --release -p outboard-tests --bin bench_long -- all
     cargo run --quiet --release -p outboard-tests --bin bench_tasks
+    cargo run --quiet --release -p outboard-tests --bin bench_mcp
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)

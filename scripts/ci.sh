@@ -8,6 +8,12 @@ if ! command -v bwrap >/dev/null 2>&1; then
   exit 1
 fi
 
+# The MCP tests and bench talk to servers built on the official Python SDK (tests/mcp/).
+if ! python3 -c 'import mcp' >/dev/null 2>&1; then
+  echo "== pip install 'mcp>=1,<2' (the MCP tests' servers)"
+  python3 -m pip install --quiet 'mcp>=1,<2'
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

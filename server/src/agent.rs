@@ -178,13 +178,22 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
     let (system, specs, agents) = match &turn.role {
         Role::Main => {
             turn.approvals.refresh().await;
-            let system = turn_system_prompt(&mut turn.env).await;
+            let mut system = turn_system_prompt(&mut turn.env).await;
             let agents = child::agent_types(turn.env.org.as_ref()).await;
             let mut specs = tools::specs();
             specs.push(child::task_spec(&agents));
+            let mcp = mcp_tools(&turn.env).await;
+            system.push_str(&mcp.prompt);
+            specs.extend(mcp.specs);
             (system, specs, agents)
         }
-        Role::Child(role) => (role.system.clone(), role.specs(), Vec::new()),
+        Role::Child(role) => {
+            let mut specs = role.specs();
+            if role.mcp {
+                specs.extend(mcp_tools(&turn.env).await.specs);
+            }
+            (role.system.clone(), specs, Vec::new())
+        }
     };
     let fixed_bytes = context::fixed_bytes(&system, &specs);
     let pending = std::mem::take(&mut turn.resume.pending);
@@ -334,7 +343,10 @@ pub async fn run_compaction(
     // The turn's tools, `Task` included: the history's calls stay valid and the prefix cached.
     let mut specs = tools::specs();
     specs.push(child::task_spec(&child::agent_types(turn.env.org.as_ref()).await));
-    let system = turn_system_prompt(&mut turn.env).await;
+    let mut system = turn_system_prompt(&mut turn.env).await;
+    let mcp = mcp_tools(&turn.env).await;
+    system.push_str(&mcp.prompt);
+    specs.extend(mcp.specs);
     let compactor = compact::Compactor {
         provider: &turn.provider,
         system: &system,
@@ -349,6 +361,14 @@ pub async fn run_compaction(
         .compact(&mut turn.conversation, CompactionTrigger::Manual, focus.as_deref())
         .await;
     (TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window }, result)
+}
+
+/// The org's MCP tools and the prompt's section on its servers (none outside an org).
+async fn mcp_tools(env: &ToolEnv) -> crate::mcp::OrgTools {
+    match env.org.as_ref().and_then(|o| o.mcp.as_ref().map(|m| (m, &o.org_id))) {
+        Some((mcp, org)) => mcp.org_tools(org).await,
+        None => crate::mcp::OrgTools::default(),
+    }
 }
 
 /// How a turn ends when a compaction was stopped: interrupted, or suspended for a shutdown.
@@ -583,6 +603,9 @@ async fn start(turn: &Turn, planned: Planned) -> Result<Option<(ToolCall, Action
     let action = match call.name.as_str() {
         child::TASK => Action::Resume(child_log),
         name if tools::is_read_only(name) => Action::Run,
+        name if crate::mcp::is_mcp_name(name) => {
+            Action::Answer(ToolOutcome { output: MCP_OUTCOME_UNKNOWN.into(), is_error: true })
+        }
         "Write" | "Edit" => {
             let now = write_target_digest(&turn.env, &call).await;
             if before.is_none() || now == before {
@@ -638,6 +661,11 @@ pub const WRITE_MAYBE_DONE: &str = "The harness restarted while this write ran. 
 /// What the model is told of a command cut by a restart: it is never run twice.
 pub const COMMAND_OUTCOME_UNKNOWN: &str = "The harness restarted while this command ran; its \
     outcome is unknown. Check its effects (files, processes) before running it again.";
+
+/// What the model is told of an MCP call cut by a restart: like a command, never run twice.
+pub const MCP_OUTCOME_UNKNOWN: &str = "The harness restarted while this MCP tool call ran; its \
+    outcome is unknown. Check its effects with the server's read-only tools before calling it \
+    again.";
 
 /// For `Write` and `Edit`: the SHA-256 of the target's current content, or `absent`.
 async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {

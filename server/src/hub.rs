@@ -53,6 +53,8 @@ pub struct Hub {
     sources: Arc<crate::sources::Sources>,
     /// The org secrets (credentials for git hosts); none in a hub made without a key.
     secrets: Option<crate::secrets::Secrets>,
+    /// The org's MCP servers' connections, shared by every session ([`crate::mcp`]).
+    mcp: crate::mcp::McpHub,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
     rooms: Mutex<HashMap<SessionId, Room>>,
@@ -135,6 +137,7 @@ impl Hub {
     pub fn new(store: Store, provider: Arc<Provider>, config: ServerConfig) -> Self {
         Hub {
             org_fs: OrgFs::new(store.clone(), config.data_dir.join("orgs")),
+            mcp: crate::mcp::McpHub::new(store.clone(), None),
             store,
             provider,
             sources: Arc::new(crate::sources::Sources::new(&config.data_dir)),
@@ -163,6 +166,7 @@ impl Hub {
 
     /// This hub with the org secrets to authenticate to git hosts with.
     pub fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> Self {
+        self.mcp = crate::mcp::McpHub::new(self.store.clone(), Some(secrets.clone()));
         self.secrets = Some(secrets);
         self
     }
@@ -298,6 +302,7 @@ impl Hub {
             org_fs: self.org_fs.clone(),
             provider: self.provider.clone(),
             secrets: self.secrets.clone(),
+            mcp: Some(self.mcp.clone()),
         };
         let handle =
             SessionHandle::spawn(row.clone(), services, &self.config, self.shutdown.clone(), evict);

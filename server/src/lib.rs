@@ -22,6 +22,7 @@ pub mod http_api;
 pub mod hub;
 pub mod llm;
 pub mod manual;
+pub mod mcp;
 pub mod net;
 pub mod netpolicy;
 pub mod netproxy;

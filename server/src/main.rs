@@ -242,6 +242,12 @@ enum AdminCommand {
         #[command(subcommand)]
         command: SecretCommand,
     },
+    /// The org's MCP servers: their tools are offered to every session of the org, run by the
+    /// server with the org's secrets (never in a sandbox).
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Which tool calls run, wait for a person's approval, or are refused, per org.
     Policy {
         #[command(subcommand)]
@@ -281,6 +287,71 @@ enum PolicyCommand {
         org: String,
         /// The pattern, as `ls` prints it.
         pattern: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Add an MCP server (or replace the one of that NAME): Streamable HTTP with --url, or a
+    /// stdio server with --command. `{secret:NAME}` in a header or environment value is the org
+    /// secret NAME (`admin secret set`), resolved when the server connects. Sessions pick it up
+    /// at their next turn.
+    Add {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// The server's name: 1 to 32 of a-z 0-9 _ - (its tools are `mcp__NAME__TOOL`).
+        name: String,
+        /// A Streamable HTTP server's URL.
+        #[arg(long, conflicts_with = "command", required_unless_present = "command")]
+        url: Option<String>,
+        /// A header sent with every request, e.g. 'Authorization: Bearer {secret:NAME}'
+        /// (repeatable; with --url).
+        #[arg(long, value_name = "'NAME: VALUE'", requires = "url")]
+        header: Vec<String>,
+        /// A stdio server's program and arguments; it runs as the server's user, outside any
+        /// sandbox, with only PATH and the --env variables (arguments starting with `-` go after
+        /// `--`).
+        #[arg(long, num_args = 1.., value_name = "CMD [ARGS]")]
+        command: Option<Vec<String>>,
+        /// A variable of the stdio server's environment, e.g. API_TOKEN={secret:NAME}
+        /// (repeatable; with --command).
+        #[arg(long, value_name = "KEY=VALUE", requires = "command")]
+        env: Vec<String>,
+        /// More arguments of --command (after `--`).
+        #[arg(last = true)]
+        rest: Vec<String>,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// List the org's MCP servers: name, transport, URL or command, and the headers or
+    /// environment as written (templates, never values).
+    Ls {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Remove an MCP server.
+    Rm {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Connect to an MCP server and list its tools (exit 1 when it cannot be reached).
+    Test {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// Its name.
+        name: String,
         #[command(flatten)]
         data: DataArg,
     },
@@ -546,6 +617,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Admin { command: AdminCommand::Secret { command } } => admin_secret(command).await,
         Command::Admin { command: AdminCommand::Policy { command } } => admin_policy(command).await,
+        Command::Admin { command: AdminCommand::Mcp { command } } => admin_mcp(command).await,
         Command::Admin { command: AdminCommand::Network { command } } => {
             admin_network(command).await.map(|()| done)
         }
@@ -742,6 +814,116 @@ async fn admin_secret_inner(command: SecretCommand) -> anyhow::Result<ExitCode> 
                 );
                 Ok(ExitCode::from(1))
             }
+        }
+    }
+}
+
+/// `admin mcp add|ls|rm|test`: on the data dir directly, like `admin secret`; a running server
+/// reads the definitions at each turn's start, so a change applies at the next turn.
+async fn admin_mcp(command: McpCommand) -> anyhow::Result<ExitCode> {
+    use outboard_server::mcp::McpError;
+    use outboard_server::secrets::SecretError;
+    match admin_mcp_inner(command).await {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            let refused = match e.downcast_ref::<McpError>() {
+                Some(McpError::Store(_)) => false,
+                Some(_) => true,
+                None => matches!(e.downcast_ref::<SecretError>(), Some(SecretError::NoOrg(_))),
+            };
+            if refused {
+                eprintln!("outboard-server: {e:#}");
+                Ok(ExitCode::from(1))
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+async fn admin_mcp_inner(command: McpCommand) -> anyhow::Result<ExitCode> {
+    use outboard_server::mcp::config::{self, ServerDef, Transport};
+    use outboard_server::mcp::McpHub;
+    use outboard_server::secrets::{SecretKey, Secrets};
+    let open = |data: DataArg| -> anyhow::Result<(Store, Secrets, McpHub)> {
+        let dir = data_dir(data)?;
+        outboard_server::config::secure_data_dir(&dir)?;
+        let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+        let secrets = Secrets::new(store.clone(), SecretKey::load(&dir)?);
+        let hub = McpHub::new(store.clone(), Some(secrets.clone()));
+        Ok((store, secrets, hub))
+    };
+    match command {
+        McpCommand::Add { org, name, url, header, command, env, rest, data } => {
+            let transport = match (url, command) {
+                (Some(url), _) => Transport::Http {
+                    url,
+                    headers: header
+                        .iter()
+                        .map(|h| config::parse_header(h))
+                        .collect::<Result<_, _>>()?,
+                },
+                (None, Some(mut command)) => {
+                    command.extend(rest);
+                    let program = command.remove(0);
+                    Transport::Stdio {
+                        command: program,
+                        args: command,
+                        env: env.iter().map(|e| config::parse_env(e)).collect::<Result<_, _>>()?,
+                    }
+                }
+                (None, None) => anyhow::bail!(outboard_server::mcp::McpError::BadDefinition(
+                    "give --url URL or --command CMD".into()
+                )),
+            };
+            let def = ServerDef { name, transport };
+            def.validate()?;
+            let (store, secrets, hub) = open(data)?;
+            let org_id = secrets.org_by_name(&org).await?;
+            hub.check_secrets(&org_id, &def).await?;
+            let replaced = config::put(&store, &org_id, &def).await?;
+            println!(
+                "{} MCP server {} ({} {}) for org {org}; `outboard-server admin mcp test --org                  {org} {}` connects to it",
+                if replaced { "replaced" } else { "added" },
+                def.name,
+                def.kind(),
+                def.target(),
+                def.name
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::Ls { org, data } => {
+            let (store, secrets, _) = open(data)?;
+            let org_id = secrets.org_by_name(&org).await?;
+            println!("{:<32}  {:<9}  URL / COMMAND", "NAME", "TRANSPORT");
+            for def in config::list(&store, &org_id).await? {
+                println!("{:<32}  {:<9}  {}", def.name, def.kind(), def.target());
+                for setting in def.settings() {
+                    println!("{:<32}  {:<9}    {setting}", "", "");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        McpCommand::Rm { org, name, data } => {
+            let (store, secrets, _) = open(data)?;
+            let org_id = secrets.org_by_name(&org).await?;
+            if config::remove(&store, &org_id, &name).await? {
+                println!("removed MCP server {name} from org {org}");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                anyhow::bail!(outboard_server::mcp::McpError::NoServer(name))
+            }
+        }
+        McpCommand::Test { org, name, data } => {
+            let (_, secrets, hub) = open(data)?;
+            let org_id = secrets.org_by_name(&org).await?;
+            let tools = hub.test(&org_id, &name).await?;
+            println!("MCP server {name} of org {org}: connected, {} tools", tools.len());
+            for tool in tools {
+                let line = tool.description.lines().next().unwrap_or_default().to_owned();
+                println!("  {:<40}  {line}", tool.shown);
+            }
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

@@ -681,6 +681,43 @@ impl Secrets {
     }
 }
 
+impl Secrets {
+    /// Every secret of `org` named `name`, with its host, opened (for `{secret:NAME}` in an MCP
+    /// server's headers or environment, [`crate::mcp`], which picks among them); most recently
+    /// set first.
+    pub async fn named(
+        &self,
+        org: &OrgId,
+        name: &str,
+    ) -> Result<Vec<(String, SecretValue)>, SecretError> {
+        let (id, owned) = (org.clone(), name.to_owned());
+        let rows: Vec<(String, Vec<u8>, Vec<u8>)> = self
+            .store
+            .call(move |c| {
+                let mut stmt = c.prepare(
+                    "SELECT host, nonce, sealed FROM org_secrets WHERE org_id = ?1 AND name = ?2
+                     ORDER BY created_at DESC, host",
+                )?;
+                let rows = stmt
+                    .query_map(params![id.0, owned], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (host, nonce, sealed) in rows {
+            match self.key.open(org, &host, name, &nonce, sealed) {
+                Some(value) => out.push((host, value)),
+                None => {
+                    let (org, name) = (org.0.clone(), name.to_owned());
+                    return Err(SecretError::WrongKey { org, host, name });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A stored secret as selected: org id, host, name, nonce, sealed value.
 type SealedRow = (String, String, String, Vec<u8>, Vec<u8>);
 

@@ -211,6 +211,8 @@ pub struct Services {
     /// The org secrets (injected into sandboxes' HTTPS, scrubbed from events); `None`: a
     /// server without a secret key.
     pub secrets: Option<crate::secrets::Secrets>,
+    /// The org's MCP servers' shared connections; `None`: no MCP tools.
+    pub mcp: Option<crate::mcp::McpHub>,
 }
 
 impl SessionHandle {
@@ -224,7 +226,7 @@ impl SessionHandle {
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
     ) -> Self {
-        let Services { store, org_fs, provider, secrets } = services;
+        let Services { store, org_fs, provider, secrets, mcp } = services;
         let network = crate::netsession::NetworkDeps {
             store: store.clone(),
             secrets,
@@ -274,6 +276,7 @@ impl SessionHandle {
             sandbox: None,
             lost_jobs: Vec::new(),
             gate: Arc::default(),
+            mcp,
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -443,6 +446,8 @@ struct Actor {
     lost_jobs: Vec<(String, String)>,
     /// Tool calls waiting for a person's answer, shared with the running turn.
     gate: Arc<crate::approvals::Gate>,
+    /// The org's MCP connections, for the tool environment.
+    mcp: Option<crate::mcp::McpHub>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -1141,6 +1146,7 @@ impl Actor {
                     fs: self.org_fs.clone(),
                     org_id: self.row.org_id.clone(),
                     author: Author { user: String::new(), session: Some(self.row.id.clone()) },
+                    mcp: self.mcp.clone(),
                 };
                 ToolEnv {
                     workspace,

@@ -26,6 +26,7 @@
 //! - `sessions.source` (where the workspace came from), `org_secrets` (sealed credentials,
 //!   [`crate::secrets`]), `session_pushes` (branches `session/push` created) and `uploads`
 //!   (working trees waiting for their session, [`crate::uploads`]).
+//! - `org_mcp_servers`: the org's MCP servers as defined, templates and all ([`crate::mcp`]).
 //! - `org_tool_policies`: per org and tool pattern, `allow`, `ask` or `deny`
 //!   ([`crate::toolpolicy`]).
 //!
@@ -304,7 +305,19 @@ ALTER TABLE sessions ADD COLUMN todos_total INTEGER;
 ALTER TABLE events ADD COLUMN parent TEXT;
 "#,
     r#"
--- Schema 13: tool policies (`admin policy set`): per org and tool pattern, allow | ask | deny.
+-- Schema 13: the org's MCP servers (`crate::mcp`, `admin mcp add`). `spec` is the transport as
+-- JSON (URL and header templates, or command, arguments and environment templates): templates
+-- name secrets (`{secret:NAME}`), never hold their values.
+CREATE TABLE org_mcp_servers (
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    name        TEXT NOT NULL,
+    spec        TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (org_id, name)
+) WITHOUT ROWID;
+"#,
+    r#"
+-- Schema 14: tool policies (`admin policy set`): per org and tool pattern, allow | ask | deny.
 CREATE TABLE org_tool_policies (
     org_id    TEXT NOT NULL REFERENCES orgs(id),
     pattern   TEXT NOT NULL,

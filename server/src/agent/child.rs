@@ -197,6 +197,9 @@ pub struct ChildRole {
     pub(super) agent: String,
     /// The tools it may call.
     pub(super) tools: Vec<&'static str>,
+    /// Whether it has the org's MCP tools too: an agent type without a `tools` list has every
+    /// tool, MCP ones included; a list names only built-in tools.
+    pub(super) mcp: bool,
 }
 
 impl ChildRole {
@@ -210,7 +213,7 @@ impl ChildRole {
 
     /// The answer to a call of a tool this agent does not have; `None` when it has it.
     pub(super) fn refusal(&self, tool: &str) -> Option<ToolOutcome> {
-        if self.tools.contains(&tool) {
+        if self.tools.contains(&tool) || (self.mcp && crate::mcp::is_mcp_name(tool)) {
             return None;
         }
         let why = match tool {
@@ -424,6 +427,7 @@ async fn run_child(
             system: system_prompt(system, kind),
             agent: kind.name.clone(),
             tools: kind.tool_names(),
+            mcp: kind.tools.is_none(),
         }),
         approvals: parent.approvals.clone(),
     };
@@ -518,8 +522,12 @@ mod tests {
             tools: Some(vec!["Read".into(), "Grep".into(), "WebSearch".into()]),
             ..SubagentType::general_purpose()
         };
-        let role =
-            ChildRole { system: String::new(), agent: "reader".into(), tools: kind.tool_names() };
+        let role = ChildRole {
+            system: String::new(),
+            agent: "reader".into(),
+            tools: kind.tool_names(),
+            mcp: kind.tools.is_none(),
+        };
         assert_eq!(role.tools, ["Grep", "Read"]);
         assert!(role.refusal("Read").is_none());
         let refusal = role.refusal("Bash").unwrap();

@@ -267,6 +267,14 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             Ok(params) => webfetch::run(params, ctx.sandbox.egress(), &ctx.cancel).await,
             Err(e) => e,
         },
+        name if crate::mcp::is_mcp_name(name) => {
+            match ctx.org.and_then(|o| o.mcp.as_ref().map(|m| (m, &o.org_id))) {
+                Some((mcp, org)) => mcp.call(org, name, input, &ctx.cancel).await,
+                None => ToolOutcome::error(format!(
+                    "{name}: MCP tools are not available in this session"
+                )),
+            }
+        }
         _ => ToolOutcome::error(format!(
             "Unknown tool \"{name}\". Available tools: {}",
             TOOL_NAMES.join(", ")

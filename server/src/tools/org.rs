@@ -23,6 +23,8 @@ pub struct OrgCtx {
     pub org_id: OrgId,
     /// The user driving the turn, and the session.
     pub author: Author,
+    /// The org's MCP servers (`mcp__SERVER__TOOL` calls); `None`: none offered.
+    pub mcp: Option<crate::mcp::McpHub>,
 }
 
 /// Where org files are not available (a context without an org).
