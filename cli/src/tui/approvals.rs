@@ -53,18 +53,19 @@ impl Approvals {
     /// Takes one event into account.
     pub fn apply(&mut self, kind: &EventKind, parent: Option<&str>) {
         match kind {
-            EventKind::ApprovalRequested { call_id, name, input, rule } => {
-                if self.open.iter().all(|r| r.call.call_id != *call_id) {
-                    self.open.push(Request {
-                        call: ToolCall {
-                            call_id: call_id.clone(),
-                            name: name.clone(),
-                            input: input.clone(),
-                        },
-                        rule: rule.clone(),
-                        parent: parent.map(str::to_owned),
-                    });
-                }
+            // Seen twice (in `standing` and in the page): one request.
+            EventKind::ApprovalRequested { call_id, name, input, rule }
+                if self.open.iter().all(|r| r.call.call_id != *call_id) =>
+            {
+                self.open.push(Request {
+                    call: ToolCall {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                    },
+                    rule: rule.clone(),
+                    parent: parent.map(str::to_owned),
+                });
             }
             EventKind::ApprovalResolved { call_id, .. } => {
                 if self.open.first().is_some_and(|r| r.call.call_id == *call_id) {
