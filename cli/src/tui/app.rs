@@ -245,7 +245,7 @@ pub struct App {
     pub turn_by: Option<String>,
     /// A turn is in flight.
     pub running: bool,
-    /// Tokens used in this session (turns seen completing).
+    /// Tokens used in this session: its total at attach, plus every model call since.
     pub usage: Usage,
     /// The input tokens of the latest model call: how full the context window is now.
     pub context_used: Option<u64>,
@@ -758,6 +758,7 @@ impl App {
 
     fn attached(&mut self, snapshot: SessionAttachResponse, resumed: bool) {
         let same = self.session.as_ref().is_some_and(|s| s.id == snapshot.session.id);
+        let total = snapshot.session.usage;
         if !(resumed && same) {
             self.cells.clear();
             self.last_seq = 0;
@@ -783,6 +784,11 @@ impl App {
         }
         for event in snapshot.events {
             self.apply(event);
+        }
+        // The session's total counts every call up to the snapshot, pages not loaded included;
+        // a resumed attach adds the calls it missed instead.
+        if let (false, Some(total)) = (resumed && same, total) {
+            self.usage = total;
         }
         if let Some(in_flight) = snapshot.in_flight {
             self.running = true;
@@ -818,6 +824,13 @@ impl App {
             }
         }
         self.approvals.apply(&event.kind, event.parent.as_deref());
+        // Every model call, the session's, its subagents' and its summaries', as it lands: an
+        // attach starts from the session's total (see `attached`).
+        if let EventKind::AssistantMessage { usage: Some(u), .. }
+        | EventKind::Compaction { usage: Some(u), .. } = &event.kind
+        {
+            self.usage.add(*u);
+        }
         if let Some(parent) = event.parent {
             if event.kind.is_loop_event() {
                 self.apply_child(parent, event.kind);
@@ -928,9 +941,8 @@ impl App {
                     true,
                 );
             }
-            EventKind::TurnCompleted { stop_reason, usage, .. } => {
+            EventKind::TurnCompleted { stop_reason, .. } => {
                 self.running = false;
-                self.usage.add(usage);
                 self.flush_streaming();
                 self.cut_open_tasks();
                 match stop_reason {

@@ -202,18 +202,18 @@ fn status_line(app: &App) -> Paragraph<'static> {
         spans.push(Span::styled("│ working (Esc stops) ", theme.warn()));
     }
     if let Some(s) = &app.session {
-        // `provider/model`: the model says enough on a narrow line.
+        // `provider/model`: the model says enough on a narrow line. The cost is estimated with
+        // the built-in list prices (`outboard usage` takes a price file too).
         let model = s.model.rsplit('/').next().unwrap_or(&s.model);
-        spans.push(Span::raw(format!("│ {model} ")));
+        let cost = crate::usage::PriceTable::default()
+            .price(&s.model)
+            .map(|price| format!(" ~${:.2}", price.cost(&app.usage)))
+            .unwrap_or_default();
+        spans.push(Span::raw(format!("│ {model}{cost} ")));
         if let Some(source) = &s.source {
             spans.push(Span::raw(format!("│ {} ", source.label())));
         }
     }
-    spans.push(Span::raw(format!(
-        "│ {} in {} out tok ",
-        compact(app.usage.input_tokens),
-        compact(app.usage.output_tokens)
-    )));
     if let (Some(used), Some(window)) =
         (app.context_used, app.session.as_ref().and_then(|s| s.context_window))
     {
@@ -225,6 +225,11 @@ fn status_line(app: &App) -> Paragraph<'static> {
             style,
         ));
     }
+    spans.push(Span::raw(format!(
+        "│ {} in {} out tok ",
+        compact(app.usage.input_tokens),
+        compact(app.usage.output_tokens)
+    )));
     let sandbox = match app.sandbox {
         None | Some((SandboxState::None, _)) => "cold".to_owned(),
         Some((SandboxState::Running, ms)) if ms > 0.0 => format!("running (resumed in {ms:.0} ms)"),

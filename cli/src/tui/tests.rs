@@ -695,3 +695,46 @@ fn agents_lists_the_built_in_type_then_the_orgs_with_their_tools_and_problems() 
     let none = outboard_shared::AgentsListResponse { agents: vec![], omitted: 0 };
     assert!(super::net::agents_text(&none).contains("`outboard agents import DIR`"));
 }
+
+#[test]
+fn the_status_line_counts_the_sessions_total_then_every_call_and_estimates_the_cost() {
+    let mut app = App::new(Theme { color: false }, 120, 8);
+    connected(&mut app, "alice", MY_CONN);
+    let mut session = info("s_1", "alice", "Fix the flaky test");
+    // Calls made before the attach, on pages never loaded.
+    session.usage = Some(Usage { input_tokens: 1_000_000, output_tokens: 0, ..Usage::default() });
+    let snapshot = SessionAttachResponse {
+        session,
+        role: Role::Driver,
+        events: turn_start(),
+        in_flight: None,
+        has_more: true,
+        cursor: Some(1),
+        standing: Vec::new(),
+    };
+    app.handle(AppEvent::Attached(Box::new(snapshot), false));
+    let last = app.last_seq;
+    let status = |app: &App| screen(app, 120, 8).lines().last().unwrap_or_default().to_owned();
+    // claude-sonnet-4-5 lists at $3 per million input tokens.
+    assert!(
+        status(&app).contains("claude-sonnet-4-5 ~$3.00") && status(&app).contains("1.0M in 0 out"),
+        "{}",
+        status(&app)
+    );
+    for (i, text) in ["One.", "Two."].into_iter().enumerate() {
+        app.handle(AppEvent::Server(Box::new(ev(
+            last + 1 + i as u64,
+            EventKind::AssistantMessage {
+                text: text.into(),
+                tool_calls: vec![],
+                usage: Some(Usage { input_tokens: 0, output_tokens: 100_000, ..Usage::default() }),
+            },
+        ))));
+    }
+    // $15 per million output tokens: 200k more is $3.
+    assert!(
+        status(&app).contains("~$6.00") && status(&app).contains("1.0M in 200.0k out"),
+        "{}",
+        status(&app)
+    );
+}
