@@ -84,14 +84,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Man { dir } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            match dir {
-                None => outboard_server::manual::man_page(cmd, &mut std::io::stdout())?,
-                Some(dir) => {
-                    for file in outboard_server::manual::man_pages(cmd, &dir)? {
-                        println!("{}", dir.join(file).display());
-                    }
-                }
-            }
+            outboard_server::manual::man(cmd, dir.as_deref(), &mut std::io::stdout())?;
             Ok(exit::OK)
         }
         Command::Approve(args) => {

@@ -589,14 +589,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Man { dir } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            match dir {
-                None => outboard_server::manual::man_page(cmd, &mut std::io::stdout())?,
-                Some(dir) => {
-                    for file in outboard_server::manual::man_pages(cmd, &dir)? {
-                        println!("{}", dir.join(file).display());
-                    }
-                }
-            }
+            outboard_server::manual::man(cmd, dir.as_deref(), &mut std::io::stdout())?;
             Ok(done)
         }
         Command::Admin {

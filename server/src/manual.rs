@@ -35,6 +35,17 @@ pub fn man_page(cmd: clap::Command, out: &mut dyn Write) -> Result<(), ManualErr
         .map_err(|source| ManualError::Io { what: "the man page".into(), source })
 }
 
+/// `man [DIR]` of a binary: its top page to `out`, or every page into `dir` with the paths
+/// written listed on `out`.
+pub fn man(cmd: clap::Command, dir: Option<&Path>, out: &mut dyn Write) -> Result<(), ManualError> {
+    let Some(dir) = dir else { return man_page(cmd, out) };
+    for file in man_pages(cmd, dir)? {
+        writeln!(out, "{}", dir.join(file).display())
+            .map_err(|source| ManualError::Io { what: "the list of pages".into(), source })?;
+    }
+    Ok(())
+}
+
 /// Writes every page of `cmd` into `dir` (created if missing); returns the files written.
 pub fn man_pages(cmd: clap::Command, dir: &Path) -> Result<Vec<String>, ManualError> {
     std::fs::create_dir_all(dir)

@@ -832,16 +832,12 @@ impl Actor {
             None => {
                 let marks = self
                     .store
-                    .events_of_kinds(&self.row.id, &["todos", "background_task"])
+                    .events_of_kinds(&self.row.id, STANDING_KINDS)
                     .await
                     .map_err(internal)?;
-                let questions = self
-                    .store
-                    .events_of_kinds(&self.row.id, crate::approvals::KINDS)
-                    .await
-                    .map_err(internal)?;
-                let mut standing = standing(marks);
-                standing.extend(crate::approvals::open_requests(&questions).into_iter().cloned());
+                let mut standing: Vec<SessionEvent> =
+                    crate::approvals::open_requests(&marks).into_iter().cloned().collect();
+                standing.extend(self::standing(marks));
                 standing.sort_by_key(|e| e.seq);
                 standing
             }
@@ -1231,6 +1227,18 @@ impl Actor {
     }
 }
 
+/// The kinds of event an attach's `standing` is made from, read at once: the todo list and
+/// background commands ([`standing`]) and the open approval requests
+/// ([`crate::approvals::KINDS`]).
+const STANDING_KINDS: &[&str] = &[
+    "todos",
+    "background_task",
+    "approval_requested",
+    "approval_resolved",
+    "turn_completed",
+    "turn_failed",
+];
+
 /// Of a log's `todos` and `background_task` events, those whose state still holds: the last
 /// `todos`, and the last event of each background command whose last event says it runs.
 fn standing(marks: Vec<SessionEvent>) -> Vec<SessionEvent> {
@@ -1389,5 +1397,15 @@ mod in_flight_tests {
         track_in_flight(&mut f, &EventKind::AssistantDelta { text: "Hi".into() });
         assert_eq!(f.tool_output[0].text, "one\ntwo\n");
         assert_eq!(f.assistant_text, "Hi");
+    }
+}
+
+#[cfg(test)]
+mod standing_tests {
+    #[test]
+    fn standing_reads_every_kind_the_open_requests_need() {
+        for kind in crate::approvals::KINDS {
+            assert!(super::STANDING_KINDS.contains(kind), "{kind}");
+        }
     }
 }
