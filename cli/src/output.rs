@@ -759,6 +759,8 @@ mod tests {
                 text: "Let me look.".into(),
                 tool_calls: vec![call("Bash", json!({"command": "ls"}))],
                 usage: None,
+                reasoning: Vec::new(),
+                model: None,
             },
             EventKind::ToolCall {
                 call: call("Bash", json!({"command": "ls"})),
@@ -782,6 +784,8 @@ mod tests {
                 text: "Two files.".into(),
                 tool_calls: vec![],
                 usage: None,
+                reasoning: Vec::new(),
+                model: None,
             },
             EventKind::TurnCompleted {
                 turn_id: turn,
@@ -847,6 +851,8 @@ mod tests {
                     text: "Two checks.".into(),
                     tool_calls: vec![a.clone(), b.clone()],
                     usage: None,
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
             ev(4, EventKind::ToolCall { call: a, target_before: None }),
@@ -862,6 +868,8 @@ mod tests {
                     text: "Building the server.".into(),
                     tool_calls: vec![bash("a1", "cargo build -p server")],
                     usage: None,
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
             child(
@@ -894,6 +902,8 @@ mod tests {
                     text: "The client is clean.\n\n1. no warnings\n2. no errors\n3. fmt ok".into(),
                     tool_calls: vec![],
                     usage: None,
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
             ev(13, tool_result("c_b", "Task", "The client is clean.", 2_000)),
@@ -912,6 +922,8 @@ mod tests {
                     text: "Both fine.".into(),
                     tool_calls: vec![],
                     usage: None,
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
         ];

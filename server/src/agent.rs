@@ -293,8 +293,10 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
 
         let mut text = String::new();
         let mut calls = Vec::new();
+        let mut reasoning = Vec::new();
         for block in &response.content {
             match block {
+                ContentBlock::Reasoning(r) => reasoning.push(r.clone()),
                 ContentBlock::Text(t) => text.push_str(t),
                 ContentBlock::ToolUse { id, name, input } => calls.push(ToolCall {
                     call_id: id.clone(),
@@ -310,6 +312,8 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
                 text,
                 tool_calls: calls.clone(),
                 usage: Some(response.usage),
+                reasoning,
+                model: Some(turn.provider.label()),
             })
             .await?;
         turn.conversation.push_assistant(seq, response.content);

@@ -1169,6 +1169,16 @@ pub enum EventKind {
         /// was recorded, and for a call whose provider reported none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// The model's reasoning before this message, kept so it can be sent back to the provider
+        /// that made it as that provider requires (Anthropic thinking blocks with their signatures
+        /// across tool steps; OpenAI Responses reasoning items). Absent when the model reasoned
+        /// not at all or not visibly.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<Reasoning>,
+        /// The model that answered, as `provider/model` (absent in logs written before models
+        /// were recorded per step).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// The harness started running a tool call (durable: recovery needs to know it began).
     ToolCall {
@@ -1462,6 +1472,50 @@ impl EventKind {
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// A piece of a model's reasoning, as its provider returned it. Only the provider that made it
+/// can read it back: each dialect sends its own kinds and leaves the others out, so a session that
+/// switches model mid-way loses nothing but the other model's private reasoning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// An Anthropic extended-thinking block: the (summarised) thinking and the signature that
+    /// lets the API verify it when it is sent back.
+    Thinking {
+        /// The thinking text, as streamed.
+        thinking: String,
+        /// The block's signature, opaque.
+        signature: String,
+    },
+    /// An Anthropic thinking block the safety system encrypted: sent back as is, never shown.
+    RedactedThinking {
+        /// The encrypted block, opaque.
+        data: String,
+    },
+    /// An OpenAI Responses API reasoning item.
+    OpenaiReasoning {
+        /// The item's id (`rs_…`).
+        id: String,
+        /// Its summary parts, in order (may be empty).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        summary: Vec<String>,
+        /// The encrypted reasoning (`include: ["reasoning.encrypted_content"]`), which lets a
+        /// stateless caller carry it across steps.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encrypted_content: Option<String>,
+    },
+}
+
+impl Reasoning {
+    /// The readable text of the piece, for a person (empty for encrypted kinds).
+    pub fn text(&self) -> String {
+        match self {
+            Reasoning::Thinking { thinking, .. } => thinking.clone(),
+            Reasoning::RedactedThinking { .. } => String::new(),
+            Reasoning::OpenaiReasoning { summary, .. } => summary.join("\n\n"),
         }
     }
 }

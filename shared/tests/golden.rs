@@ -606,6 +606,8 @@ fn session_events() {
                 cache_read_tokens: 4800,
                 cache_write_tokens: 390,
             }),
+            reasoning: Vec::new(),
+            model: None,
         },
         EventKind::ToolCall { call, target_before: None },
         EventKind::ToolOutputDelta {

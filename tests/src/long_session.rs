@@ -49,6 +49,8 @@ pub async fn seed(
                 text: String::new(),
                 tool_calls: vec![call.clone()],
                 usage: None,
+                reasoning: Vec::new(),
+                model: None,
             });
             let call_id = call.call_id.clone();
             log.push(EventKind::ToolCall { call, target_before: None });
@@ -66,6 +68,8 @@ pub async fn seed(
             text: format!("done with turn {turn}"),
             tool_calls: Vec::new(),
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         });
         log.push(EventKind::TurnCompleted {
             turn_id,

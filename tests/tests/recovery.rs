@@ -120,6 +120,8 @@ async fn after_a_tool_result_the_model_is_called_again() {
             text: String::new(),
             tool_calls: vec![glob.clone()],
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         },
         EventKind::ToolCall { call: glob, target_before: None },
         EventKind::ToolResult {
@@ -149,6 +151,8 @@ async fn read_only_tools_run_again_and_unstarted_calls_run() {
             text: String::new(),
             tool_calls: vec![read.clone(), write],
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         },
         // The Read had started; the Write never did.
         EventKind::ToolCall { call: read, target_before: None },
@@ -179,6 +183,8 @@ fn two_writes(a: &str, b: &str) -> Vec<EventKind> {
             text: String::new(),
             tool_calls: vec![untouched.clone(), applied.clone()],
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         },
         EventKind::ToolCall { call: untouched, target_before: Some("absent".into()) },
         EventKind::ToolCall {

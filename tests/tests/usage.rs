@@ -235,6 +235,8 @@ async fn usage_is_durable_summed_across_a_restart_and_reported() {
             text: String::new(),
             tool_calls: vec![glob.clone()],
             usage: Some(before),
+            reasoning: Vec::new(),
+            model: None,
         },
         EventKind::ToolCall { call: glob, target_before: None },
         EventKind::ToolResult {

@@ -74,7 +74,13 @@ fn task_call(id: &str, description: &str) -> ToolCall {
 }
 
 fn message(text: &str, calls: Vec<ToolCall>, usage: Option<Usage>) -> EventKind {
-    EventKind::AssistantMessage { text: text.into(), tool_calls: calls, usage }
+    EventKind::AssistantMessage {
+        text: text.into(),
+        tool_calls: calls,
+        usage,
+        reasoning: Vec::new(),
+        model: None,
+    }
 }
 
 fn tool_call(c: ToolCall) -> EventKind {

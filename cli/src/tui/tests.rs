@@ -166,6 +166,8 @@ fn tool_cell_running_then_finished() {
             text: "Let me run the tests.".into(),
             tool_calls: vec![],
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         },
     ));
     events.push(bash_call(4));
@@ -219,6 +221,8 @@ fn status_line_shows_how_full_the_context_window_is() {
             text: "Reading.".into(),
             tool_calls: vec![],
             usage: Some(usage(20_000)),
+            reasoning: Vec::new(),
+            model: None,
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);
@@ -231,6 +235,8 @@ fn status_line_shows_how_full_the_context_window_is() {
             text: "More.".into(),
             tool_calls: vec![],
             usage: Some(usage(169_000)),
+            reasoning: Vec::new(),
+            model: None,
         },
     ))));
     assert!(status(&app).contains("ctx 170.0k/200.0k (85%)"), "{}", status(&app));
@@ -274,7 +280,13 @@ fn watcher_view_with_disabled_composer() {
     let mut events = turn_start();
     events.push(ev(
         3,
-        EventKind::AssistantMessage { text: "Looking.".into(), tool_calls: vec![], usage: None },
+        EventKind::AssistantMessage {
+            text: "Looking.".into(),
+            tool_calls: vec![],
+            usage: None,
+            reasoning: Vec::new(),
+            model: None,
+        },
     ));
     events.push(bash_call(4));
     let in_flight = InFlight {
@@ -331,6 +343,8 @@ fn small_terminal_40x12() {
             text: "The writer races the reader; see `store.rs`.".into(),
             tool_calls: vec![],
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         },
     ));
     events.push(bash_call(4));
@@ -348,6 +362,8 @@ fn keys_interrupt_quit_and_scroll() {
                 text: format!("line {i}"),
                 tool_calls: vec![],
                 usage: None,
+                reasoning: Vec::new(),
+                model: None,
             },
         ));
     }
@@ -431,6 +447,8 @@ fn a_compaction_is_one_line_and_resets_the_context_fill() {
             text: "Reading.".into(),
             tool_calls: vec![],
             usage: Some(Usage { input_tokens: 160_000, output_tokens: 500, ..Usage::default() }),
+            reasoning: Vec::new(),
+            model: None,
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);
@@ -540,6 +558,8 @@ fn exchanges(mut seq: u64, n: usize, label: &str) -> Vec<SessionEvent> {
             text: format!("{label} answer {i}"),
             tool_calls: Vec::new(),
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         };
         out.push(ev(seq, answer));
         seq += 1;
@@ -639,6 +659,8 @@ fn a_tool_call_split_by_a_page_boundary_is_one_cell() {
                     text: String::new(),
                     tool_calls: vec![call.clone()],
                     usage: None,
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
             ev(9, EventKind::ToolCall { call, target_before: None }),
@@ -728,6 +750,8 @@ fn the_status_line_counts_the_sessions_total_then_every_call_and_estimates_the_c
                 text: text.into(),
                 tool_calls: vec![],
                 usage: Some(Usage { input_tokens: 0, output_tokens: 100_000, ..Usage::default() }),
+                reasoning: Vec::new(),
+                model: None,
             },
         ))));
     }

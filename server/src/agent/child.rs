@@ -481,6 +481,8 @@ mod tests {
                     text: String::new(),
                     tool_calls: vec![call("c1", "Bash"), call("c2", "Read")],
                     usage: Some(Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() }),
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
             ev(5, EventKind::ToolCall { call: call("c1", "Bash"), target_before: None }),
@@ -506,6 +508,8 @@ mod tests {
                     text: "found it".into(),
                     tool_calls: Vec::new(),
                     usage: Some(Usage { output_tokens: 7, ..Usage::default() }),
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
         ];

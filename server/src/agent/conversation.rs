@@ -60,8 +60,9 @@ impl Conversation {
                 EventKind::UserMessage { text } | EventKind::SystemReminder { text } => {
                     out.push_user(event.seq, ContentBlock::Text(text.clone()));
                 }
-                EventKind::AssistantMessage { text, tool_calls, .. } => {
-                    let mut content = Vec::new();
+                EventKind::AssistantMessage { text, tool_calls, reasoning, .. } => {
+                    let mut content: Vec<ContentBlock> =
+                        reasoning.iter().cloned().map(ContentBlock::Reasoning).collect();
                     if !text.is_empty() {
                         content.push(ContentBlock::Text(text.clone()));
                     }
@@ -282,6 +283,8 @@ mod tests {
                         input: json!({"command": "ls"}),
                     }],
                     usage: None,
+                    reasoning: Vec::new(),
+                    model: None,
                 },
             ),
             event(

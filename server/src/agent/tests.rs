@@ -154,6 +154,8 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
             text: String::new(),
             tool_calls: vec![call],
             usage: None,
+            reasoning: Vec::new(),
+            model: None,
         });
         push(EventKind::ToolResult {
             call_id: format!("c{i}"),

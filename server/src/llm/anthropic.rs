@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use outboard_shared::Usage;
+use outboard_shared::{Reasoning, Usage};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
@@ -121,12 +121,32 @@ fn block_bytes(block: &ContentBlock) -> usize {
             id.len() + name.len() + input.to_string().len()
         }
         ContentBlock::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
+        ContentBlock::Reasoning(r) => reasoning_bytes(r),
+    }
+}
+
+/// The bytes of a reasoning block as this dialect sends it (none for another provider's kind).
+fn reasoning_bytes(reasoning: &Reasoning) -> usize {
+    match reasoning {
+        Reasoning::Thinking { thinking, signature } => thinking.len() + signature.len(),
+        Reasoning::RedactedThinking { data } => data.len(),
+        Reasoning::OpenaiReasoning { .. } => 0,
+    }
+}
+
+/// Whether a block goes on the wire: the API rejects empty text blocks (they carry nothing
+/// anyway), and another provider's reasoning means nothing to it.
+fn is_sent(block: &ContentBlock) -> bool {
+    match block {
+        ContentBlock::Text(t) => !t.is_empty(),
+        ContentBlock::Reasoning(r) => !matches!(r, Reasoning::OpenaiReasoning { .. }),
+        ContentBlock::ToolUse { .. } | ContentBlock::ToolResult { .. } => true,
     }
 }
 
 /// Whether a message has a block that is sent (empty text is not), to carry a breakpoint.
 fn has_blocks(message: &Message) -> bool {
-    message.content.iter().any(|b| !matches!(b, ContentBlock::Text(t) if t.is_empty()))
+    message.content.iter().any(is_sent)
 }
 
 /// The request body; empty `system` and `tools` are left out.
@@ -211,15 +231,13 @@ struct Blocks<'a> {
 
 impl Serialize for Blocks<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // The API rejects empty text blocks; they carry nothing anyway.
-        let sent = |b: &&ContentBlock| !matches!(b, ContentBlock::Text(t) if t.is_empty());
-        let last = self.blocks.iter().rposition(|b| sent(&b));
-        serializer.collect_seq(self.blocks.iter().enumerate().filter(|(_, b)| sent(b)).map(
-            |(i, b)| Marked {
-                block: WireBlock::from(b),
+        let last = self.blocks.iter().rposition(is_sent);
+        serializer.collect_seq(self.blocks.iter().enumerate().filter_map(|(i, b)| {
+            Some(Marked {
+                block: WireBlock::from_block(b)?,
                 cache_control: (self.mark_last && Some(i) == last).then_some(EPHEMERAL),
-            },
-        ))
+            })
+        }))
     }
 }
 
@@ -238,11 +256,17 @@ enum WireBlock<'a> {
     Text { text: &'a str },
     ToolUse { id: &'a str, name: &'a str, input: ObjectInput<'a> },
     ToolResult { tool_use_id: &'a str, content: &'a str, is_error: bool },
+    Thinking { thinking: &'a str, signature: &'a str },
+    RedactedThinking { data: &'a str },
 }
 
-impl<'a> From<&'a ContentBlock> for WireBlock<'a> {
-    fn from(block: &'a ContentBlock) -> Self {
-        match block {
+impl<'a> WireBlock<'a> {
+    /// The block as sent, `None` for one that is not (see [`is_sent`]).
+    fn from_block(block: &'a ContentBlock) -> Option<Self> {
+        if !is_sent(block) {
+            return None;
+        }
+        Some(match block {
             ContentBlock::Text(text) => WireBlock::Text { text },
             ContentBlock::ToolUse { id, name, input } => {
                 WireBlock::ToolUse { id, name, input: ObjectInput(input) }
@@ -250,7 +274,14 @@ impl<'a> From<&'a ContentBlock> for WireBlock<'a> {
             ContentBlock::ToolResult { tool_use_id, content, is_error } => {
                 WireBlock::ToolResult { tool_use_id, content, is_error: *is_error }
             }
-        }
+            ContentBlock::Reasoning(Reasoning::Thinking { thinking, signature }) => {
+                WireBlock::Thinking { thinking, signature }
+            }
+            ContentBlock::Reasoning(Reasoning::RedactedThinking { data }) => {
+                WireBlock::RedactedThinking { data }
+            }
+            ContentBlock::Reasoning(Reasoning::OpenaiReasoning { .. }) => return None,
+        })
     }
 }
 

@@ -10,6 +10,8 @@
 //! with the Claude and GPT tokenizers, and only decides when to act, never what is billed (the
 //! provider's reported usage is what the log keeps).
 
+use outboard_shared::Reasoning;
+
 use super::{ContentBlock, Message, ModelRequest, ToolSpec};
 
 /// Bytes per token of [`estimate_tokens`].
@@ -103,7 +105,23 @@ pub fn block_bytes(block: &ContentBlock) -> usize {
             ContentBlock::ToolResult { tool_use_id, content, .. } => {
                 json_string_bytes(tool_use_id) + json_string_bytes(content)
             }
+            ContentBlock::Reasoning(r) => reasoning_bytes(r),
         }
+}
+
+/// The estimated bytes a reasoning block takes in whichever dialect sends it.
+fn reasoning_bytes(reasoning: &Reasoning) -> usize {
+    match reasoning {
+        Reasoning::Thinking { thinking, signature } => {
+            json_string_bytes(thinking) + json_string_bytes(signature)
+        }
+        Reasoning::RedactedThinking { data } => json_string_bytes(data),
+        Reasoning::OpenaiReasoning { id, summary, encrypted_content } => {
+            json_string_bytes(id)
+                + summary.iter().map(|s| json_string_bytes(s)).sum::<usize>()
+                + encrypted_content.as_deref().map_or(0, json_string_bytes)
+        }
+    }
 }
 
 /// The estimated bytes a message takes in a request body.

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use outboard_shared::Usage;
+use outboard_shared::{Reasoning, Usage};
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
@@ -124,6 +124,9 @@ pub enum ContentBlock {
     ToolUse { id: String, name: String, input: Value },
     /// A tool's result, in a user message.
     ToolResult { tool_use_id: String, content: String, is_error: bool },
+    /// The model's reasoning, in an assistant message, before its text and tool calls. Each
+    /// dialect sends back only the kinds its provider made (see [`Reasoning`]).
+    Reasoning(Reasoning),
 }
 
 /// A tool the model may call.
