@@ -65,6 +65,9 @@ pub enum Command {
     Run(RunArgs),
     /// List the sessions of your org.
     Sessions(SessionsArgs),
+    /// List the models the server offers (`--model NAME` picks one for a session; `*` marks
+    /// the default).
+    Models(ModelsArgs),
     /// Token usage of your org's model calls and an estimated cost, by session, user or day.
     Usage(UsageArgs),
     /// Compact a session's conversation now: the model summarises it and the session goes on
@@ -421,9 +424,14 @@ pub struct ConnectArgs {
     /// Embedded mode: the provider's base URL (a local or mock server).
     #[arg(long, env = "OUTBOARD_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
-    /// Embedded mode: the model name.
+    /// The model of new sessions (and of `run --session`'s next turn), by its name in
+    /// `outboard models`; embedded mode without --models: the provider's model id.
     #[arg(long, env = "OUTBOARD_MODEL", value_name = "NAME")]
     pub model: Option<String>,
+    /// Embedded mode: a TOML file of the models sessions may pick (as `outboard-server serve
+    /// --models`).
+    #[arg(long, env = "OUTBOARD_MODELS", value_name = "FILE", conflicts_with_all = ["provider", "base_url"])]
+    pub models: Option<PathBuf>,
     /// Embedded mode: the data directory (default: $XDG_DATA_HOME/outboard).
     #[arg(long = "data", env = "OUTBOARD_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -538,6 +546,17 @@ pub struct SessionsArgs {
     /// `rm ID`: delete a session.
     #[command(subcommand)]
     pub command: Option<SessionsCommand>,
+}
+
+/// `outboard models`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ModelsArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the list as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `outboard sessions …`.

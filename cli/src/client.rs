@@ -494,6 +494,7 @@ impl Client {
             source: None,
             network: outboard_shared::SessionNetwork::Org,
             context_window: None,
+            model: None,
         })
     }
 

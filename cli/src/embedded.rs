@@ -31,6 +31,9 @@ pub enum EmbeddedError {
     /// The provider flags or data directory are unusable.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The model file (`--models`) is unusable.
+    #[error(transparent)]
+    Models(#[from] outboard_server::models::ModelsError),
     /// No API key for a hosted provider.
     #[error(
         "no API key for {provider}: set {var}, or point --base-url/OUTBOARD_BASE_URL at a local model server, or --server at a running outboard-server"
@@ -74,6 +77,7 @@ impl EmbeddedError {
     pub fn exit_code(&self) -> i32 {
         match self {
             EmbeddedError::Config(_)
+            | EmbeddedError::Models(_)
             | EmbeddedError::MissingKey { .. }
             | EmbeddedError::DataDir { .. }
             | EmbeddedError::Host(_) => crate::exit::USAGE,
@@ -197,6 +201,12 @@ impl EmbeddedServer {
         args: &ConnectArgs,
         needs_model: bool,
     ) -> Result<EmbeddedServer, EmbeddedError> {
+        if let Some(file) = &args.models {
+            // A model file names its own base URLs and key variables: nothing to default here.
+            let models =
+                outboard_server::models::ModelCatalog::from_file(file, args.model.as_deref())?;
+            return Self::launch(args, models, needs_model).await;
+        }
         let mut llm =
             llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?;
         if !needs_model && llm.api_key.is_none() && args.base_url.is_none() {
@@ -213,6 +223,14 @@ impl EmbeddedServer {
             };
             return Err(EmbeddedError::MissingKey { provider, var });
         }
+        Self::launch(args, llm.into(), needs_model).await
+    }
+
+    async fn launch(
+        args: &ConnectArgs,
+        models: outboard_server::models::ModelCatalog,
+        needs_model: bool,
+    ) -> Result<EmbeddedServer, EmbeddedError> {
         let data_dir = match &args.data_dir {
             Some(dir) => dir.clone(),
             None => default_data_dir()?,
@@ -220,7 +238,7 @@ impl EmbeddedServer {
         create_dir(&data_dir)?;
         let config = ServerConfig {
             data_dir,
-            llm,
+            models,
             sandbox: SandboxConfig::Bwrap,
             limits: Limits::default(),
             net: NetConfig::default(),

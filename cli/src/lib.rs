@@ -16,6 +16,7 @@ pub mod compact;
 pub mod embedded;
 pub mod files;
 pub mod http;
+pub mod models;
 pub mod output;
 pub mod run;
 pub mod sessions;

@@ -77,6 +77,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
             None => Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout()))),
         },
+        Command::Models(args) => {
+            Ok(runtime.block_on(outboard_cli::models::models(&args, &mut std::io::stdout())))
+        }
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();
             outboard_server::manual::completions(cmd, shell, &mut std::io::stdout());

@@ -358,6 +358,11 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalResolved { .. }
             | EventKind::Unknown => Ok(()),
+            EventKind::ModelChanged { model, label, by, .. } => {
+                self.end_line()?;
+                writeln!(self.err, "● model: {model} ({label}), by {by}")?;
+                self.err.flush()
+            }
         }
     }
 }

@@ -325,6 +325,7 @@ async fn open_session<O: Write, E: Write>(
                     source: Some(source),
                     network: args.source.network,
                     context_window: args.source.context_window,
+                    model: args.connect.model.clone(),
                 };
                 create_reporting(client, params, printer).await?
             }
@@ -336,6 +337,7 @@ async fn open_session<O: Write, E: Write>(
                         source: None,
                         network: args.source.network,
                         context_window: args.source.context_window,
+                        model: args.connect.model.clone(),
                     })
                     .await?
             }
@@ -350,7 +352,18 @@ async fn open_session<O: Write, E: Write>(
     let sessions = client.list_sessions(None).await?;
     let after_seq = sessions.iter().find(|s| s.id == id).map(|s| s.last_seq);
     let attached = client.attach(id, Role::Driver, after_seq).await?;
-    Ok((attached.session.id, attached.session.last_seq))
+    let session = attached.session;
+    // `--model` on an existing session: its turns from this one on use that model.
+    if let Some(model) = &args.connect.model {
+        if session.model_name.as_deref() != Some(model.as_str()) {
+            let params = outboard_shared::SessionSetModelParams {
+                session_id: session.id.clone(),
+                model: model.clone(),
+            };
+            client.call::<outboard_shared::methods::SessionSetModel>(params).await?;
+        }
+    }
+    Ok((session.id, session.last_seq))
 }
 
 /// `session/create` of a session the server prepares (a clone), printing its progress.
@@ -948,6 +961,7 @@ mod tests {
                     source: None,
                     network: outboard_shared::SessionNetwork::Org,
                     context_window: None,
+                    model: None,
                 }),
                 Method::SessionAttach(outboard_shared::SessionAttachParams {
                     session_id: SessionId::from("s_new"),

@@ -139,6 +139,7 @@ mod tests {
             owner: "ada".into(),
             status: SessionStatus::Running,
             model: "anthropic/claude".into(),
+            model_name: None,
             last_seq: 9,
             created_at: "2026-01-01T00:00:00Z".into(),
             updated_at: "2026-01-02T00:00:00Z".into(),

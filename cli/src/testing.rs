@@ -40,6 +40,7 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         owner: "ada".into(),
         status: SessionStatus::Idle,
         model: "mock/m".into(),
+        model_name: None,
         last_seq,
         created_at: "2026-01-01T00:00:00Z".into(),
         updated_at: "2026-01-01T00:00:00Z".into(),

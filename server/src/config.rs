@@ -14,8 +14,8 @@ use crate::sandbox::SandboxConfig;
 pub struct ServerConfig {
     /// Directory holding `outboard.db` and the session workspaces not kept in place.
     pub data_dir: PathBuf,
-    /// The model provider every new session uses.
-    pub llm: LlmConfig,
+    /// The models sessions may use; new sessions get the first unless they name one.
+    pub models: crate::models::ModelCatalog,
     /// How Bash commands are sandboxed.
     pub sandbox: SandboxConfig,
     /// The harness's limits.
@@ -294,28 +294,26 @@ pub fn llm_config(
 ) -> Result<LlmConfig, ConfigError> {
     use crate::llm::{ProviderKind, RetryPolicy};
     let env_key = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let kind = match provider.map(str::trim) {
-        Some("anthropic") => ProviderKind::Anthropic,
-        Some("openai") => ProviderKind::OpenAi,
-        Some(other) => return Err(ConfigError::UnknownProvider(other.to_owned())),
+    let kind = match provider {
+        Some(name) => ProviderKind::parse(name)
+            .ok_or_else(|| ConfigError::UnknownProvider(name.trim().to_owned()))?,
         None if env_key("ANTHROPIC_API_KEY").is_none() && env_key("OPENAI_API_KEY").is_some() => {
             ProviderKind::OpenAi
         }
         None => ProviderKind::Anthropic,
     };
-    let (default_base, default_model, key_var) = match kind {
-        ProviderKind::Anthropic => {
-            ("https://api.anthropic.com", "claude-sonnet-4-5", "ANTHROPIC_API_KEY")
-        }
-        ProviderKind::OpenAi => ("https://api.openai.com/v1", "gpt-4.1", "OPENAI_API_KEY"),
+    let default_model = match kind {
+        ProviderKind::Anthropic => "claude-sonnet-4-5",
+        ProviderKind::OpenAi => "gpt-4.1",
     };
     Ok(LlmConfig {
         kind,
-        base_url: base_url.unwrap_or(default_base).trim_end_matches('/').to_owned(),
+        base_url: base_url.unwrap_or(kind.default_base_url()).trim_end_matches('/').to_owned(),
         model: model.unwrap_or(default_model).to_owned(),
-        api_key: env_key(key_var).map(Secret::new),
-        max_tokens: 8192,
+        api_key: env_key(kind.key_var()).map(Secret::new),
+        max_tokens: crate::models::DEFAULT_MAX_TOKENS,
         retry: RetryPolicy::default(),
+        thinking_budget: None,
     })
 }
 

@@ -51,7 +51,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{NetConfig, ServerConfig};
 use crate::hub::{ConnId, Hub, Member};
-use crate::llm::Provider;
 use crate::net::ConnInfo;
 use crate::paging::{self, Keep};
 use crate::sandbox::Sandbox;
@@ -190,9 +189,9 @@ pub enum LaunchError {
     /// user namespaces disabled); the message says what to install or which sysctl to check.
     #[error("{0}")]
     Sandbox(#[source] crate::sandbox::SandboxError),
-    /// The model provider's configuration is unusable (a base URL that is not a URL).
-    #[error("{0} — fix --base-url/OUTBOARD_BASE_URL")]
-    Provider(#[source] crate::llm::LlmError),
+    /// A model's configuration is unusable (a base URL that is not a URL).
+    #[error("{0} — fix --base-url/OUTBOARD_BASE_URL or the model file")]
+    Models(#[source] crate::models::ModelsError),
     /// The listening socket cannot be used.
     #[error("cannot use the listening socket: {0} — check --listen")]
     Listener(#[source] std::io::Error),
@@ -214,7 +213,7 @@ impl LaunchError {
             LaunchError::DataDir(_)
                 | LaunchError::Tls(_)
                 | LaunchError::Sandbox(_)
-                | LaunchError::Provider(_)
+                | LaunchError::Models(_)
                 | LaunchError::SecretKey(_)
         )
     }
@@ -261,7 +260,8 @@ pub async fn launch_with(
     crate::sandbox::reap_orphans().await;
     Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
     let sandboxes = config.sandbox.live_pool.clone();
-    let provider = Arc::new(Provider::new(config.llm.clone()).map_err(LaunchError::Provider)?);
+    let models = crate::models::Models::new(&config.models, config.limits.context_window)
+        .map_err(LaunchError::Models)?;
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
@@ -269,7 +269,7 @@ pub async fn launch_with(
     config.sandbox.server_ports.push(addr.port());
     let net = config.net.clone();
     let state = Arc::new(AppState {
-        hub: Arc::new(Hub::new(store, provider, config).with_secrets(secrets)),
+        hub: Arc::new(Hub::new(store, Arc::new(models), config).with_secrets(secrets)),
         shutdown: CancellationToken::new(),
         connections: TaskTracker::new(),
         net: net.clone(),
@@ -659,6 +659,7 @@ impl Connection {
                 source: Some(spec),
                 network,
                 context_window,
+                model,
             }) => {
                 if workspace.is_some() {
                     return Err(ErrorBody::new(
@@ -675,6 +676,7 @@ impl Connection {
                         spec,
                         network,
                         context_window,
+                        model.as_deref(),
                         &sink,
                     )
                             .await?;
@@ -696,7 +698,8 @@ impl Connection {
             }
             Method::SessionCreate(p) => {
                 let title = p.title.unwrap_or_default();
-                let mut row = hub.new_session_row(&user, title.trim(), p.context_window)?;
+                let mut row =
+                    hub.new_session_row(&user, title.trim(), p.context_window, p.model.as_deref())?;
                 row.network = p.network;
                 if let Some(requested) = &p.workspace {
                     row.workspace = Some(hub.client_workspace(requested).await?);
@@ -885,6 +888,16 @@ impl Connection {
                 };
                 hub.answer(&row, p.call_id, answer).await?;
                 Ok(Some(Response::ok(id, &Empty {})))
+            }
+            Method::ModelsList(_) => {
+                let models = hub.models().list();
+                Ok(Some(Response::ok(id, &outboard_shared::ModelsListResponse { models })))
+            }
+            Method::SessionSetModel(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                hub.may_drive(&row, &user, self.id)?;
+                let session = hub.set_model(&row, p.model, &user.name).await?;
+                Ok(Some(Response::ok(id, &outboard_shared::SessionSetModelResponse { session })))
             }
             Method::SessionDriveRequest(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;

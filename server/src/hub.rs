@@ -37,7 +37,7 @@ use rusqlite::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
-use crate::llm::Provider;
+use crate::models::Models;
 use crate::orgfs::OrgFs;
 use crate::session::{Attached, Evict, SessionHandle};
 use crate::store::{SessionRow, Store, UserRow};
@@ -46,7 +46,8 @@ use crate::store::{SessionRow, Store, UserRow};
 pub struct Hub {
     store: Store,
     org_fs: OrgFs,
-    provider: Arc<Provider>,
+    /// The models on offer, a provider client each.
+    models: Arc<Models>,
     config: ServerConfig,
     sessions: Arc<Actors>,
     /// The sessions' git state: clones, snapshots, pushes ([`crate::sources`]).
@@ -134,12 +135,12 @@ impl Room {
 
 impl Hub {
     /// A hub over `store`.
-    pub fn new(store: Store, provider: Arc<Provider>, config: ServerConfig) -> Self {
+    pub fn new(store: Store, models: Arc<Models>, config: ServerConfig) -> Self {
         Hub {
             org_fs: OrgFs::new(store.clone(), config.data_dir.join("orgs")),
             mcp: crate::mcp::McpHub::new(store.clone(), None),
             store,
-            provider,
+            models,
             sources: Arc::new(crate::sources::Sources::new(&config.data_dir)),
             secrets: None,
             config,
@@ -242,34 +243,37 @@ impl Hub {
         })
     }
 
-    /// The model label new sessions get.
-    pub fn model_label(&self) -> String {
-        self.provider.label()
+    /// The models on offer.
+    pub fn models(&self) -> &Arc<Models> {
+        &self.models
     }
 
-    /// A new session row of `user` (not stored yet) with the context window it runs with: the
-    /// one `session/create` asked for, else the server's `--context-window`, else the model
-    /// family's (`llm::context::context_window`).
+    /// A new session row of `user` (not stored yet) with its model (`model` by name, else the
+    /// server's default) and the context window it runs with: the one `session/create` asked
+    /// for, else the model's (its entry's, the server's `--context-window`, its family's).
     pub fn new_session_row(
         &self,
         user: &UserRow,
         title: &str,
         context_window: Option<u64>,
+        model: Option<&str>,
     ) -> Result<SessionRow, ErrorBody> {
         if context_window == Some(0) {
             return Err(ErrorBody::new(
                 ErrorCode::BadRequest,
                 "context_window must be a number of tokens above 0; leave it out for the \
-                 server's window",
+                 model's window",
             ));
         }
-        let label = self.model_label();
-        let mut row = SessionRow::new(user, title, &label);
-        row.context_window = Some(
-            context_window
-                .or(self.config.limits.context_window)
-                .unwrap_or_else(|| crate::llm::context::context_window(&label)),
-        );
+        let (entry, _) = match model {
+            Some(name) => {
+                self.models.pick(name).map_err(|e| ErrorBody::new(ErrorCode::BadRequest, e))?
+            }
+            None => self.models.default_model(),
+        };
+        let mut row = SessionRow::new(user, title, &entry.label());
+        row.model_name = Some(entry.name.clone());
+        row.context_window = Some(context_window.unwrap_or_else(|| self.models.window(entry)));
         Ok(row)
     }
 
@@ -300,7 +304,7 @@ impl Hub {
         let services = crate::session::Services {
             store: self.store.clone(),
             org_fs: self.org_fs.clone(),
-            provider: self.provider.clone(),
+            models: self.models.clone(),
             secrets: self.secrets.clone(),
             mcp: Some(self.mcp.clone()),
         };
@@ -377,6 +381,20 @@ impl Hub {
         self.with_actor(row, |h| {
             let shell_id = shell_id.clone();
             async move { h.kill_task(shell_id).await }
+        })
+        .await
+    }
+
+    /// Switches the session to another model for its next turn.
+    pub async fn set_model(
+        &self,
+        row: &SessionRow,
+        model: String,
+        by: &str,
+    ) -> Result<outboard_shared::SessionInfo, ErrorBody> {
+        self.with_actor(row, |h| {
+            let (model, by) = (model.clone(), by.to_owned());
+            async move { h.set_model(model, by).await }
         })
         .await
     }

@@ -23,6 +23,7 @@ pub mod hub;
 pub mod llm;
 pub mod manual;
 pub mod mcp;
+pub mod models;
 pub mod net;
 pub mod netpolicy;
 pub mod netproxy;

@@ -38,6 +38,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use outboard_server::config::{default_data_dir, default_listen, llm_config};
+use outboard_server::models::ModelCatalog;
 use outboard_server::netproxy::NetLimits;
 use outboard_server::sandbox::{Backend, SandboxConfig};
 use outboard_server::store::{Durability, Store};
@@ -86,14 +87,22 @@ struct ServeArgs {
     #[command(flatten)]
     data: DataArg,
     /// Model provider: anthropic or openai (OpenAI-compatible servers too).
-    #[arg(long, env = "OUTBOARD_PROVIDER")]
+    #[arg(long, env = "OUTBOARD_PROVIDER", conflicts_with = "models")]
     provider: Option<String>,
     /// Provider base URL (openai: including /v1; anthropic: without).
-    #[arg(long, env = "OUTBOARD_BASE_URL")]
+    #[arg(long, env = "OUTBOARD_BASE_URL", conflicts_with = "models")]
     base_url: Option<String>,
-    /// Model name.
+    /// Model name: the provider's model id; with --models, the name of the default model.
     #[arg(long, env = "OUTBOARD_MODEL")]
     model: Option<String>,
+    /// A TOML file of the models sessions may pick (name, provider, model id, base URL, key
+    /// variable, context window, thinking budget, prices); see docs/OPERATIONS.md.
+    #[arg(long, env = "OUTBOARD_MODELS", value_name = "FILE")]
+    models: Option<PathBuf>,
+    /// Anthropic extended thinking for models that set no budget of their own: this many tokens
+    /// (at least 1024, below the model's max_tokens).
+    #[arg(long, env = "OUTBOARD_THINKING_BUDGET", value_name = "TOKENS")]
+    thinking_budget: Option<u32>,
     /// Where Bash commands run: `bwrap` (bubblewrap; fails at start if unavailable) or
     /// `unsafe-host` (on the host, unisolated; only where namespaces are unavailable).
     #[arg(long, env = "OUTBOARD_SANDBOX", default_value = "bwrap", value_parser = parse_backend)]
@@ -1065,11 +1074,17 @@ fn raise_nofile_limit(max_connections: usize) {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let llm =
-        llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?;
+    let models = match &args.models {
+        Some(file) => ModelCatalog::from_file(file, args.model.as_deref())?,
+        None => {
+            llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?
+                .into()
+        }
+    };
+    let models = models.with_thinking(args.thinking_budget).map_err(anyhow::Error::msg)?;
     let config = ServerConfig {
         data_dir: data_dir(args.data)?,
-        llm,
+        models,
         sandbox: SandboxConfig {
             backend: args.sandbox,
             idle_freeze: std::time::Duration::from_secs(args.sandbox_freeze_after),
@@ -1100,14 +1115,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     outboard_server::config::secure_data_dir(&config.data_dir)?;
     let secret_key = outboard_server::secrets::SecretKey::load(&config.data_dir)?;
     tracing::info!(key = %secret_key.source(), "org secrets are sealed with this key");
-    tracing::info!(
-        provider = config.llm.kind.as_str(),
-        base_url = %config.llm.base_url,
-        model = %config.llm.model,
-        key = if config.llm.api_key.is_some() { "set" } else { "none" },
-        data = %config.data_dir.display(),
-        "starting"
-    );
+    for (i, entry) in config.models.entries().iter().enumerate() {
+        tracing::info!(
+            name = %entry.name,
+            provider = entry.llm.kind.as_str(),
+            base_url = %entry.llm.base_url,
+            model = %entry.llm.model,
+            key = if entry.llm.api_key.is_some() { "set" } else { "none" },
+            default = i == 0,
+            "model"
+        );
+    }
+    tracing::info!(data = %config.data_dir.display(), "starting");
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

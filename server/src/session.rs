@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 use outboard_shared::{
     ErrorBody, ErrorCode, EventKind, InFlight, SandboxState, SessionCompactResponse, SessionEvent,
-    SessionId, SessionStatus, ToolOutputSoFar, TurnId, TurnSendResponse, HISTORY_PAGE_EVENTS,
+    SessionId, SessionInfo, SessionStatus, ToolOutputSoFar, TurnId, TurnSendResponse,
+    HISTORY_PAGE_EVENTS,
 };
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -34,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
 use crate::llm::{ContentBlock, Provider};
+use crate::models::Models;
 use crate::orgfs::{Author, OrgFs};
 use crate::sandbox::jobs::JobReport;
 use crate::sandbox::{Sandbox, SandboxTransition};
@@ -188,6 +190,12 @@ enum Command {
         answer: crate::approvals::Answer,
         reply: oneshot::Sender<Result<(), ErrorBody>>,
     },
+    /// Use another model from the next turn on (`session/set_model`).
+    SetModel {
+        model: String,
+        by: String,
+        reply: oneshot::Sender<Result<SessionInfo, ErrorBody>>,
+    },
 }
 
 /// A handle to a session actor. Cheap to clone.
@@ -206,8 +214,8 @@ pub struct Services {
     pub store: Store,
     /// The org files.
     pub org_fs: OrgFs,
-    /// The model.
-    pub provider: Arc<Provider>,
+    /// The models on offer; a turn uses its session's.
+    pub models: Arc<Models>,
     /// The org secrets (injected into sandboxes' HTTPS, scrubbed from events); `None`: a
     /// server without a secret key.
     pub secrets: Option<crate::secrets::Secrets>,
@@ -226,7 +234,7 @@ impl SessionHandle {
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
     ) -> Self {
-        let Services { store, org_fs, provider, secrets, mcp } = services;
+        let Services { store, org_fs, models, secrets, mcp } = services;
         let network = crate::netsession::NetworkDeps {
             store: store.clone(),
             secrets,
@@ -256,7 +264,7 @@ impl SessionHandle {
             row,
             store,
             org_fs,
-            provider,
+            models,
             conversation: None,
             window,
             env: None,
@@ -367,6 +375,14 @@ impl SessionHandle {
         rx.await.map_err(|_| gone())?
     }
 
+    /// Switches the session to the model named `model` for its next turn; answers once the
+    /// `model_changed` event is durable, with the session as it now is.
+    pub async fn set_model(&self, model: String, by: String) -> Result<SessionInfo, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::SetModel { model, by, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
     /// Interrupts the turn in flight; false when there is none.
     pub async fn interrupt(&self) -> Result<bool, ErrorBody> {
         let (reply, rx) = oneshot::channel();
@@ -400,7 +416,8 @@ struct Actor {
     org_fs: OrgFs,
     /// Who sent the message of the current (or last) turn: the author of its org file changes.
     turn_by: String,
-    provider: Arc<Provider>,
+    /// The models on offer: each turn takes the session's (`row.model_name`) when it starts.
+    models: Arc<Models>,
     workspace_dir: std::path::PathBuf,
     sandbox_config: crate::sandbox::SandboxConfig,
     limits: crate::config::Limits,
@@ -566,6 +583,9 @@ impl Actor {
                         }
                     };
                     let _ = reply.send(answered);
+                }
+                Command::SetModel { model, by, reply } => {
+                    let _ = reply.send(self.set_model(model, by).await);
                 }
                 Command::KillTask { shell_id, reply } => {
                     let Some(sandbox) = self.sandbox.clone() else {
@@ -747,6 +767,50 @@ impl Actor {
             self.files_touched = agent::files_touched(&log);
         }
         Ok(())
+    }
+
+    /// `session/set_model`: records the change durably and takes it into the session's row and
+    /// window; a turn in flight finishes with the model it started with.
+    async fn set_model(&mut self, name: String, by: String) -> Result<SessionInfo, ErrorBody> {
+        let (entry, _) =
+            self.models.pick(&name).map_err(|e| ErrorBody::new(ErrorCode::BadRequest, e))?;
+        let label = entry.label();
+        let context_window = self.models.window(entry);
+        if self.row.model_name.as_deref() == Some(name.as_str()) && self.row.model == label {
+            return Ok(self.row.info());
+        }
+        let kind = EventKind::ModelChanged {
+            model: name.clone(),
+            label: label.clone(),
+            context_window,
+            by,
+        };
+        self.emit(kind, true)
+            .await
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("cannot record it: {e}")))?;
+        tracing::info!(session = %self.row.id, model = %label, "model changed");
+        self.row.model_name = Some(name);
+        self.row.model = label;
+        self.row.context_window = Some(context_window);
+        self.window.tokens = context_window;
+        Ok(self.row.info())
+    }
+
+    /// The provider of the session's model, for a turn (or a compaction) starting now. A
+    /// session whose recorded model the server no longer offers runs with the default, and its
+    /// log's `assistant_message.model` says so.
+    fn turn_provider(&self) -> Arc<Provider> {
+        let (entry, provider) =
+            self.models.for_session(self.row.model_name.as_deref(), &self.row.model);
+        if entry.label() != self.row.model {
+            tracing::warn!(
+                session = %self.row.id,
+                recorded = %self.row.model,
+                using = %entry.label(),
+                "the session's model is not offered by this server any more; using the default"
+            );
+        }
+        provider.clone()
     }
 
     async fn emit(&mut self, kind: EventKind, durable: bool) -> Result<u64, EmitError> {
@@ -1166,7 +1230,7 @@ impl Actor {
         let turn = Turn {
             session_id: self.row.id.clone(),
             turn_id,
-            provider: self.provider.clone(),
+            provider: self.turn_provider(),
             conversation: self
                 .conversation
                 .take()

@@ -326,6 +326,12 @@ CREATE TABLE org_tool_policies (
     PRIMARY KEY (org_id, pattern)
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- Schema 15: models per session (`crate::models`). `model_name` is the session's model by its
+-- name in the server's catalog (NULL: written before names, found by its `model` label); both
+-- change in the transaction of a `model_changed` event.
+ALTER TABLE sessions ADD COLUMN model_name TEXT;
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -406,6 +412,8 @@ pub struct SessionRow {
     pub status: SessionStatus,
     /// `provider/model`.
     pub model: String,
+    /// The model's name in the server's catalog; `None`: a session made before names.
+    pub model_name: Option<String>,
     /// Last durable seq.
     pub last_seq: u64,
     /// Created, RFC 3339.
@@ -440,6 +448,7 @@ impl SessionRow {
             title: title.to_owned(),
             status: SessionStatus::Idle,
             model: model.to_owned(),
+            model_name: None,
             last_seq: 0,
             created_at: now.clone(),
             updated_at: now,
@@ -462,6 +471,7 @@ impl SessionRow {
             owner: self.owner.clone(),
             status: self.status,
             model: self.model.clone(),
+            model_name: self.model_name.clone(),
             last_seq: self.last_seq,
             created_at: self.created_at.clone(),
             updated_at: self.updated_at.clone(),
@@ -858,8 +868,8 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
     c.execute(
         "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
                                created_at, updated_at, workspace_path, source, context_window,
-                               network)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12)",
+                               network, model_name)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
             r.id.0,
             r.org_id.0,
@@ -873,6 +883,7 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
             source_json(r.source.as_ref())?,
             r.context_window.map(|w| w.min(i64::MAX as u64) as i64),
             (!r.network.is_org()).then(|| r.network.as_str()),
+            r.model_name,
         ],
     )?;
     Ok(())
@@ -969,6 +980,17 @@ fn insert_event(
     {
         record_usage(tx, event, u)?;
     }
+    if let EventKind::ModelChanged { model, label, context_window, .. } = &event.kind {
+        tx.execute(
+            "UPDATE sessions SET model_name = ?2, model = ?3, context_window = ?4 WHERE id = ?1",
+            params![
+                event.session_id.0,
+                model,
+                label,
+                (*context_window).min(i64::MAX as u64) as i64
+            ],
+        )?;
+    }
     if let EventKind::Todos { todos } = &event.kind {
         let progress = todo_progress(todos);
         tx.execute(
@@ -1012,11 +1034,12 @@ pub fn derived_title(message: &str, max_bytes: usize) -> String {
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
     s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path,
     s.source, s.context_window, s.usage_input, s.usage_output, s.usage_cache_read,
-    s.usage_cache_write, s.network, s.todos_done, s.todos_total FROM sessions s JOIN users u ON u.id = s.owner_id";
+    s.usage_cache_write, s.network, s.todos_done, s.todos_total, s.model_name FROM sessions s JOIN users u ON u.id = s.owner_id";
 
 /// Records one model call's usage (inside the transaction appending the `assistant_message` that
 /// carries it): a `model_usage` row for reports, and the session's running totals. The turn is
-/// the session's open one, the user its owner, the model its label.
+/// the session's open one, the user its owner, the model the one that answered (the session's
+/// label for a compaction, and in logs written before the model was recorded per message).
 fn record_usage(
     tx: &rusqlite::Transaction<'_>,
     event: &SessionEvent,
@@ -1026,7 +1049,7 @@ fn record_usage(
     tx.execute(
         "INSERT INTO model_usage (session_id, seq, turn_id, org_id, user_id, model, input_tokens,
                                   output_tokens, cache_read_tokens, cache_write_tokens, at)
-         SELECT id, ?2, open_turn, org_id, owner_id, model, ?3, ?4, ?5, ?6, ?7
+         SELECT id, ?2, open_turn, org_id, owner_id, COALESCE(?8, model), ?3, ?4, ?5, ?6, ?7
          FROM sessions WHERE id = ?1",
         params![
             event.session_id.0,
@@ -1035,7 +1058,11 @@ fn record_usage(
             n(u.output_tokens),
             n(u.cache_read_tokens),
             n(u.cache_write_tokens),
-            event.ts
+            event.ts,
+            match &event.kind {
+                EventKind::AssistantMessage { model, .. } => model.as_deref(),
+                _ => None,
+            }
         ],
     )?;
     tx.execute(
@@ -1127,6 +1154,7 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
             }),
             _ => None,
         },
+        model_name: r.get(21)?,
     })
 }
 

@@ -115,9 +115,10 @@ pub async fn create(
     spec: SourceSpec,
     network: outboard_shared::SessionNetwork,
     context_window: Option<u64>,
+    model: Option<&str>,
     sink: &dyn ProgressSink,
 ) -> Result<SessionRow, ErrorBody> {
-    let mut row = hub.new_session_row(user, title, context_window)?;
+    let mut row = hub.new_session_row(user, title, context_window, model)?;
     row.network = network;
     let sources = hub.sources();
     let prepared = match spec {

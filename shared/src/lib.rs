@@ -297,6 +297,76 @@ methods! {
     /// driver, or any member of its org who is not attached to it as a watcher. Answered with
     /// [`Empty`] once the loop has the answer; an [`EventKind::ApprovalResolved`] follows.
     ApprovalAnswer = "approval/answer" (ApprovalAnswerParams) -> Empty;
+    /// The models this server offers. Answered with [`ModelsListResponse`].
+    ModelsList = "models/list" (Empty) -> ModelsListResponse;
+    /// The driver picks the session's model for its next turn (a turn in flight finishes with
+    /// the model it started with). Answered with [`SessionSetModelResponse`] once the
+    /// [`EventKind::ModelChanged`] is durable.
+    SessionSetModel = "session/set_model" (SessionSetModelParams) -> SessionSetModelResponse;
+}
+
+/// One model the server offers (`models/list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The name clients pick it by (`outboard run --model NAME`, `/model NAME`).
+    pub name: String,
+    /// The wire protocol: `anthropic`, `openai` or `responses`.
+    pub provider: String,
+    /// The provider's model id sent in each request.
+    pub model: String,
+    /// `provider/model`, as sessions and usage reports show it.
+    pub label: String,
+    /// Its context window in tokens.
+    pub context_window: u64,
+    /// The output tokens asked for per call.
+    pub max_tokens: u32,
+    /// The extended-thinking budget in tokens, when thinking is on (Anthropic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Its prices, when the server's model file gives them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<ModelPrices>,
+    /// Whether new sessions get it when they name none.
+    #[serde(default)]
+    pub default: bool,
+}
+
+/// Prices of a model in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ModelPrices {
+    /// Uncached input.
+    pub input: f64,
+    /// Output (thinking included).
+    pub output: f64,
+    /// Input read from the prompt cache.
+    #[serde(default)]
+    pub cache_read: f64,
+    /// Input written to the prompt cache.
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+/// Result of `models/list`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelsListResponse {
+    /// The models, the default first.
+    pub models: Vec<ModelInfo>,
+}
+
+/// Parameters of `session/set_model`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSetModelParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// A model's name from `models/list`.
+    pub model: String,
+}
+
+/// Result of `session/set_model`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSetModelResponse {
+    /// The session as it now is (its `model` the new one's label).
+    pub session: SessionInfo,
 }
 
 /// Parameters of `approval/answer`.
@@ -526,6 +596,9 @@ pub struct SessionCreateParams {
     /// model whose `n_ctx` is smaller than its family's window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// The model to use, by its name in `models/list`; absent: the server's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// A session's network (`session/create`'s `network`, `outboard run --network`).
@@ -995,6 +1068,9 @@ pub struct SessionInfo {
     pub status: SessionStatus,
     /// The provider and model this session talks to, as `provider/model`.
     pub model: String,
+    /// The name of that model in `models/list` (absent from an older server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_name: Option<String>,
     /// The last durable `seq` of its log (0 when empty).
     pub last_seq: u64,
     /// Creation time, RFC 3339 UTC.
@@ -1380,6 +1456,17 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The session's model was changed (durable, `session/set_model`): its next turn uses it.
+    ModelChanged {
+        /// The model's name in `models/list`.
+        model: String,
+        /// Its `provider/model`.
+        label: String,
+        /// The session's context window with it, in tokens.
+        context_window: u64,
+        /// Who changed it.
+        by: String,
+    },
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
@@ -1471,6 +1558,7 @@ impl EventKind {
             EventKind::SystemReminder { .. } => "system_reminder",
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
+            EventKind::ModelChanged { .. } => "model_changed",
             EventKind::Unknown => "unknown",
         }
     }

@@ -42,6 +42,7 @@ fn info() -> SessionInfo {
         owner: "alice".into(),
         status: SessionStatus::Running,
         model: "anthropic/claude-sonnet-4-5".into(),
+        model_name: Some("sonnet".into()),
         last_seq: 7,
         created_at: "2026-11-29T07:00:00.000Z".into(),
         updated_at: "2026-11-29T07:18:16.123Z".into(),
@@ -84,6 +85,7 @@ fn client_frames() {
                 source: None,
                 network: SessionNetwork::Org,
                 context_window: None,
+                model: Some("sonnet".into()),
             })
         ))
     );
@@ -100,6 +102,7 @@ fn client_frames() {
                 }),
                 network: SessionNetwork::None,
                 context_window: Some(16_000),
+                model: None,
             })
         ))
     );

@@ -51,6 +51,8 @@ fn sample_params(kind: MethodKind) -> Value {
             "session_id": sid, "call_id": "toolu_01", "decision": "deny", "scope": "once",
             "reason": "not on a Friday"
         }),
+        MethodKind::ModelsList => json!({}),
+        MethodKind::SessionSetModel => json!({"session_id": sid, "model": "haiku"}),
     }
 }
 

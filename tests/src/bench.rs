@@ -57,7 +57,7 @@ impl BenchSession {
         llm.api_key = Some(outboard_server::Secret::new("bench-key"));
         let config = outboard_server::ServerConfig {
             data_dir: data.path().to_path_buf(),
-            llm,
+            models: llm.into(),
             sandbox: sandbox_config(),
             limits,
             net: outboard_server::NetConfig::default(),

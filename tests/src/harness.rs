@@ -165,11 +165,14 @@ impl TestServer {
         let stderr_path = data.path().join("server.stderr");
         // Appended: a restarted server's log follows the previous one's.
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path)?;
-        let mut child = Command::new(bin("outboard-server")?)
-            .args(["serve", "--listen", listen, "--provider", api.provider()])
-            .arg("--data")
-            .arg(data.path())
-            .args(["--base-url", base_url, "--model", "mock-model"])
+        let mut command = Command::new(bin("outboard-server")?);
+        command.args(["serve", "--listen", listen]).arg("--data").arg(data.path());
+        // A model file (`extra` has `--models FILE`) names providers and URLs itself.
+        if !extra.contains(&"--models") {
+            command.args(["--provider", api.provider(), "--base-url", base_url]);
+            command.args(["--model", "mock-model"]);
+        }
+        let mut child = command
             .args(extra)
             .env(api.key_var(), TEST_API_KEY)
             // `mock-model` is no known family (8,192 tokens): the suites stand for a Claude-size

@@ -34,6 +34,10 @@
 //!   "cut_after": 3,                        // send this many SSE events, then drop the connection
 //!   "latency_ms": 0,                       // delay before the response starts
 //!   "chunk_delay_ms": 0,                   // delay between SSE events
+//!   "thinking": "Let me look…",            // Anthropic: a thinking block first (signed; the
+//!                                          // mock refuses it back changed, or missing in a
+//!                                          // tool loop with thinking on, as the API does)
+//!   "redacted_thinking": "EmwKAhgB…",      // Anthropic: a redacted_thinking block after it
 //!   "openai": {                            // OpenAI dialect knobs (see MockOpenAiDialect)
 //!     "omit_usage": false, "omit_done": false, "args_in_one_chunk": false,
 //!     "omit_tool_index": false, "empty_deltas": false, "reasoning": null,
@@ -196,6 +200,17 @@ pub struct MockStep {
     pub chunk_delay_ms: u64,
     /// OpenAI dialect knobs for this step.
     pub openai: MockOpenAiDialect,
+    /// Anthropic: a thinking block before the answer, with this text (streamed in pieces) and a
+    /// signature the mock checks when the block comes back ([`mock_signature`]).
+    pub thinking: Option<String>,
+    /// Anthropic: a `redacted_thinking` block with this data after the thinking block.
+    pub redacted_thinking: Option<String>,
+}
+
+/// The signature the mock gives a thinking block of `text`, and demands back with it: a
+/// request that changed the text or the signature is refused like the real API refuses one.
+pub fn mock_signature(text: &str) -> String {
+    format!("mocksig{:016x}", hash(text))
 }
 
 impl MockStep {
@@ -290,6 +305,12 @@ impl MockStep {
     /// Waits `ms` milliseconds between SSE events.
     pub fn chunk_delay(mut self, ms: u64) -> Self {
         self.chunk_delay_ms = ms;
+        self
+    }
+
+    /// Starts the answer with an Anthropic thinking block of `text`.
+    pub fn with_thinking(mut self, text: &str) -> Self {
+        self.thinking = Some(text.to_owned());
         self
     }
 
@@ -709,11 +730,66 @@ async fn answer(
     if let Some(status) = step.status {
         return status_response(dialect, &step, status);
     }
+    if let (Dialect::Anthropic, Some(problem)) = (dialect, thinking_problem(&json_body_of(&body))) {
+        let body = error_body(dialect, "invalid_request_error", &problem);
+        return (StatusCode::BAD_REQUEST, body).into_response();
+    }
     let events = match dialect {
         Dialect::Anthropic => anthropic_events(&step, &model, n, usage),
         Dialect::OpenAi => openai_events(&step, &step.openai.merged(&global), &model, n, usage),
     };
     sse_response(events, step.cut_after, Duration::from_millis(step.chunk_delay_ms))
+}
+
+fn json_body_of(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+/// What the Anthropic API would refuse about a request's extended thinking, as it words it: a
+/// budget out of range; in a tool loop with thinking on, a last assistant message that does not
+/// start with its thinking block; any thinking block whose text or signature was changed.
+fn thinking_problem(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    if body["thinking"]["type"] == "enabled" {
+        let budget = body["thinking"]["budget_tokens"].as_u64().unwrap_or(0);
+        let max = body["max_tokens"].as_u64().unwrap_or(0);
+        if budget < 1024 || budget >= max {
+            return Some(format!(
+                "thinking.budget_tokens: {budget} must be ≥ 1024 and less than max_tokens ({max})"
+            ));
+        }
+        let in_tool_loop = messages.last().is_some_and(|m| {
+            m["role"] == "user"
+                && m["content"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+        });
+        let last_assistant =
+            messages.iter().enumerate().rev().find(|(_, m)| m["role"] == "assistant");
+        if let (true, Some((i, m))) = (in_tool_loop, last_assistant) {
+            let first = &m["content"][0]["type"];
+            if first != "thinking" && first != "redacted_thinking" {
+                return Some(format!(
+                    "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but \
+                     found {first}. When `thinking` is enabled, a final `assistant` message must \
+                     start with a thinking block"
+                ));
+            }
+        }
+    }
+    for (i, m) in messages.iter().enumerate() {
+        for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
+            if b["type"] == "thinking" {
+                let text = b["thinking"].as_str().unwrap_or_default();
+                if b["signature"].as_str() != Some(mock_signature(text).as_str()) {
+                    return Some(format!(
+                        "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn error_body(dialect: Dialect, kind: &str, message: &str) -> String {
@@ -854,6 +930,42 @@ fn anthropic_events(step: &MockStep, model: &str, n: u64, usage: Usage) -> Vec<S
         return out;
     }
     let mut index = 0;
+    if let Some(text) = &step.thinking {
+        out.push(frame(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ));
+        for piece in split_pieces(text) {
+            out.push(frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": piece}}),
+            ));
+        }
+        out.push(frame(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "signature_delta", "signature": mock_signature(text)}}),
+        ));
+        out.push(frame(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    if let Some(data) = &step.redacted_thinking {
+        out.push(frame(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index,
+                    "content_block": {"type": "redacted_thinking", "data": data}}),
+        ));
+        out.push(frame(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
     let deltas = step.text_deltas();
     if !deltas.is_empty() {
         out.push(frame(

@@ -36,6 +36,7 @@ fn config(kind: ProviderKind, mock: &MockLlm, key: Option<&str>) -> LlmConfig {
             initial_delay: Duration::from_millis(10),
             max_delay: MAX_DELAY,
         },
+        thinking_budget: None,
     }
 }
 
@@ -529,6 +530,7 @@ async fn the_key_never_appears_in_errors_or_debug() {
         api_key: Some(Secret::new(KEY)),
         max_tokens: 10,
         retry: RetryPolicy { max_attempts: 1, ..RetryPolicy::default() },
+        thinking_budget: None,
     };
     let (result, _) = call(&Provider::new(dead).unwrap(), &simple_request()).await;
     let error = result.unwrap_err();
@@ -659,6 +661,7 @@ async fn the_mock_binary_serves_a_json_script() {
             api_key: None,
             max_tokens: 10,
             retry: RetryPolicy { max_attempts: 1, ..RetryPolicy::default() },
+            thinking_budget: None,
         };
         let (result, _) = call(&Provider::new(config).unwrap(), &simple_request()).await;
         assert!(result.is_ok(), "{kind:?}: {result:?}");

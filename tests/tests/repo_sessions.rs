@@ -562,6 +562,7 @@ async fn a_connection_runs_at_most_four_clones_at_once_and_keeps_serving_meanwhi
         source: Some(SourceSpec::Repo { url: url.clone(), git_ref: None }),
         network: Default::default(),
         context_window: None,
+        model: None,
     };
     use futures_util::FutureExt as _;
     let hanging: Vec<_> = (0..outboard_server::gateway::LONG_REQUESTS_PER_CONNECTION)

@@ -93,7 +93,7 @@ async fn server_with_idle(mock: &MockLlm, idle: Duration) -> (ServerHandle, temp
     llm.api_key = Some(outboard_server::Secret::new("sk-test"));
     let config = ServerConfig {
         data_dir: data.path().to_path_buf(),
-        llm,
+        models: llm.into(),
         // The sandbox agent lives in the `outboard-server` binary, not in this test.
         sandbox: SandboxConfig {
             agent_exe: Some(bin("outboard-server").unwrap()),

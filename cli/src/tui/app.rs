@@ -41,6 +41,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/agents", "the agent types the model's Task tool can start"),
     ("/diff", "the session's changes against its base (--stat: a summary)"),
     ("/compact", "[FOCUS] summarise the conversation now, keeping FOCUS in particular"),
+    ("/model", "[NAME] the models on offer, or use NAME from the next turn"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
     ("/tasks", "the background commands; /tasks kill ID stops one"),
     ("/quit", "leave (also Ctrl-C twice)"),
@@ -136,6 +137,10 @@ pub enum Effect {
     KillTask(String),
     /// Answer a call waiting for approval.
     Answer(super::approvals::Answer),
+    /// List the models the server offers (the session's marked).
+    Models(Option<String>),
+    /// Use this model (by name) from the session's next turn.
+    SetModel(String),
     /// Leave.
     Quit,
 }
@@ -185,6 +190,9 @@ pub enum CellKind {
     },
     /// A complete assistant message.
     Assistant(String),
+    /// The model's reasoning before a message (Anthropic thinking, OpenAI reasoning summaries):
+    /// one folded line, shown whole with Ctrl-O.
+    Thinking(String),
     /// A tool call.
     Tool(ToolCell),
     /// A `Task` call: its subagent's events as one collapsible group.
@@ -676,7 +684,7 @@ impl App {
             ("/help", _) => {
                 let text =
                     COMMANDS.iter().map(|(c, h)| format!("{c} {h}")).collect::<Vec<_>>().join("\n");
-                self.push_notice(format!("{text}\nPgUp/PgDn or the wheel scroll; Esc interrupts; Alt-Enter or Ctrl-J for a newline; Ctrl-O shows subagents' work whole or folds it"), false);
+                self.push_notice(format!("{text}\nPgUp/PgDn or the wheel scroll; Esc interrupts; Alt-Enter or Ctrl-J for a newline; Ctrl-O shows subagents' work and the model's thinking whole or folds them"), false);
                 Vec::new()
             }
             ("/new", _) => vec![Effect::NewSession],
@@ -717,6 +725,21 @@ impl App {
                 }
                 self.notice = Some("compacting the conversation…".into());
                 vec![Effect::Compact((!focus.is_empty()).then(|| focus.to_owned()))]
+            }
+            ("/model", None) => {
+                vec![Effect::Models(self.session.as_ref().and_then(|s| s.model_name.clone()))]
+            }
+            ("/model", Some(name)) => {
+                if self.session.is_none() {
+                    self.notice = Some("attach to a session first".into());
+                    Vec::new()
+                } else if !self.driving() {
+                    self.notice =
+                        Some("only the driver picks the model: /drive asks for the wheel".into());
+                    Vec::new()
+                } else {
+                    vec![Effect::SetModel(name)]
+                }
             }
             ("/interrupt", _) => vec![Effect::Interrupt],
             ("/quit", _) => vec![Effect::Quit],
@@ -850,12 +873,17 @@ impl App {
                 self.streaming.push_str(&text);
                 self.rerender_streaming();
             }
-            EventKind::AssistantMessage { text, usage, .. } => {
+            EventKind::AssistantMessage { text, usage, reasoning, .. } => {
                 if let Some(usage) = usage {
                     self.context_used = Some(usage.input_tokens + usage.output_tokens);
                 }
                 self.streaming.clear();
                 self.rerender_streaming();
+                let thought: Vec<String> =
+                    reasoning.iter().map(|r| r.text()).filter(|t| !t.trim().is_empty()).collect();
+                if !reasoning.is_empty() {
+                    self.push(CellKind::Thinking(thought.join("\n\n")));
+                }
                 if !text.trim().is_empty() {
                     self.push(CellKind::Assistant(text));
                 }
@@ -1008,6 +1036,17 @@ impl App {
                     self.push_notice(line, error);
                 }
             }
+            EventKind::ModelChanged { model, label, context_window, by } => {
+                if let Some(s) = &mut self.session {
+                    s.model = label.clone();
+                    s.model_name = Some(model.clone());
+                    s.context_window = Some(context_window);
+                }
+                self.push_notice(
+                    format!("model: {model} ({label}) from the next turn, by {by}"),
+                    false,
+                );
+            }
             EventKind::SystemReminder { .. } | EventKind::Unknown => {}
         }
     }
@@ -1064,14 +1103,14 @@ impl App {
         self.expand_tasks = !self.expand_tasks;
         let mut any = false;
         for i in 0..self.cells.len() {
-            if matches!(self.cells[i].kind, CellKind::Task(_)) {
+            if matches!(self.cells[i].kind, CellKind::Task(_) | CellKind::Thinking(_)) {
                 any = true;
                 self.rerender(i);
             }
         }
         if any {
             let what = if self.expand_tasks { "shown whole" } else { "folded" };
-            self.notice = Some(format!("subagents' work {what} (Ctrl-O)"));
+            self.notice = Some(format!("subagents' work and thinking {what} (Ctrl-O)"));
         }
     }
 
@@ -1179,6 +1218,25 @@ fn render_cell(kind: &CellKind, expand: bool, width: usize, theme: &Theme) -> Ve
             out
         }
         CellKind::Assistant(text) => markdown::render(text, width, theme),
+        CellKind::Thinking(text) if expand && !text.is_empty() => {
+            let mut out = vec![Line::from(Span::styled("✻ Thinking", theme.dim()))];
+            for l in text.lines() {
+                out.extend(wrap::wrap_line(
+                    &Line::from(Span::styled(l.to_owned(), theme.dim())),
+                    width,
+                    &indent,
+                ));
+            }
+            out
+        }
+        CellKind::Thinking(text) => {
+            let words = text.split_whitespace().count();
+            let what = match words {
+                0 => "✻ Thought (hidden by the provider)".to_owned(),
+                n => format!("✻ Thought for {n} words (Ctrl-O shows it)"),
+            };
+            vec![Line::from(Span::styled(what, theme.dim()))]
+        }
         CellKind::Notice { text, error } => {
             let style = if *error { theme.warn() } else { theme.dim() };
             text.lines()

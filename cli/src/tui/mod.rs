@@ -149,8 +149,11 @@ pub async fn run(args: TuiArgs) -> i32 {
         }
         (_, initial) => initial,
     };
-    let new_sessions =
-        net::NewSessions { network: args.network, context_window: args.context_window };
+    let new_sessions = net::NewSessions {
+        network: args.network,
+        context_window: args.context_window,
+        model: args.connect.model.clone(),
+    };
     let code = match ui(url, token, options, initial, new_sessions).await {
         Ok(()) => exit::OK,
         Err(e) => {

@@ -83,12 +83,14 @@ pub async fn run(
 }
 
 /// How the TUI makes new sessions, from its flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NewSessions {
     /// What their sandboxes may reach (`--network`).
     pub network: outboard_shared::SessionNetwork,
-    /// Their context window in tokens, when not the server's (`--context-window`).
+    /// Their context window in tokens, when not the model's (`--context-window`).
     pub context_window: Option<u64>,
+    /// Their model by name, when not the server's default (`--model`).
+    pub model: Option<String>,
 }
 
 /// [`run`] with the transport options of the connection flags (`--ca-cert`, `--insecure`).
@@ -274,6 +276,7 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
             source: None,
             network: state.new_sessions.network,
             context_window: state.new_sessions.context_window,
+            model: state.new_sessions.model.clone(),
         });
         return Box::pin(async move { Step::Created(call.await) });
     };
@@ -283,6 +286,7 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
         source: Some(source),
         network: state.new_sessions.network,
         context_window: state.new_sessions.context_window,
+        model: state.new_sessions.model.clone(),
     };
     let (call, mut progress) =
         client.call_with_progress::<outboard_shared::methods::SessionCreate>(params);
@@ -481,12 +485,31 @@ fn on_effect(
             });
             None
         }
+        Effect::Models(current) => {
+            let app = app.clone();
+            let call =
+                client.call::<outboard_shared::methods::ModelsList>(outboard_shared::Empty {});
+            tokio::spawn(async move {
+                let text = match call.await {
+                    Ok(list) => models_text(&list.models, current.as_deref()),
+                    Err(e) => format!("cannot list the models: {}", short(&e)),
+                };
+                let _ = app.send(AppEvent::Notice(text)).await;
+            });
+            None
+        }
         other => {
             let Some(id) = current else {
                 need_session();
                 return None;
             };
             match other {
+                Effect::SetModel(model) => {
+                    let params = outboard_shared::SessionSetModelParams { session_id: id, model };
+                    let call = client.call::<outboard_shared::methods::SessionSetModel>(params);
+                    // Success shows as the `model_changed` event, to every attached client.
+                    spawn_request(async move { call.await.map(|_| ()) }, app, "")
+                }
                 Effect::Send(text) => {
                     let call = client.send_turn(id, text);
                     let app = app.clone();
@@ -659,6 +682,24 @@ async fn diff_text(http: &crate::http::Endpoint, id: &SessionId, stat: bool) -> 
 
 /// `/agents`: the built-in `general-purpose` type, then the org's, each with its tools, and what
 /// is wrong with the unusable ones.
+/// `/model`'s listing: the models, the session's marked `▸`, the default `*`.
+pub(crate) fn models_text(models: &[outboard_shared::ModelInfo], current: Option<&str>) -> String {
+    let mut lines = vec!["models (/model NAME uses one from the next turn):".to_owned()];
+    for m in models {
+        let mark = if Some(m.name.as_str()) == current { "▸" } else { " " };
+        let default = if m.default { " *default" } else { "" };
+        let thinking = m.thinking_budget.map(|b| format!(", thinking {b}")).unwrap_or_default();
+        lines.push(format!(
+            "{mark} {}: {} ({} tokens{thinking}){default}",
+            m.name, m.label, m.context_window
+        ));
+    }
+    lines.join(
+        "
+",
+    )
+}
+
 pub(crate) fn agents_text(list: &AgentsListResponse) -> String {
     let mut lines = vec![
         "agent types for the Task tool:".to_owned(),

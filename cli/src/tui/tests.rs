@@ -26,6 +26,7 @@ pub(super) fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         owner: owner.into(),
         status: SessionStatus::Idle,
         model: "anthropic/claude-sonnet-4-5".into(),
+        model_name: None,
         last_seq: 0,
         created_at: "2026-11-29T07:00:00.000Z".into(),
         updated_at: "2026-11-29T07:18:16.123Z".into(),

@@ -14,6 +14,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::sse::SseEvent;
+use crate::models::MIN_THINKING_BUDGET;
+
 use super::{
     context, error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message,
     ModelRequest, ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
@@ -25,20 +27,45 @@ pub(crate) const API_VERSION: &str = "2023-06-01";
 /// The JSON body of a streaming `POST /v1/messages`, serialised straight from the borrowed
 /// request (no intermediate `Value` tree: the conversation is written once per call, not copied),
 /// with the prompt-cache breakpoints of [`Breakpoints::place`].
+///
+/// Extended thinking (`thinking_budget`) is on for a call whose `max_tokens` leaves room for the
+/// budget (the API counts it inside `max_tokens`, and refuses a budget below
+/// [`MIN_THINKING_BUDGET`]): a short summary call is made without it. With thinking on, the
+/// assistant messages carry their thinking blocks back verbatim, signatures included, as the API
+/// requires across the tool steps of a turn (it drops those of earlier turns itself, so sending
+/// every one keeps the cached prefix stable). With thinking off they are left out: the API
+/// refuses thinking blocks in a request without thinking.
 pub(crate) fn request_body(
     model: &str,
     max_tokens: u32,
+    thinking_budget: Option<u32>,
     request: &ModelRequest<'_>,
 ) -> serde_json::Result<Vec<u8>> {
+    let thinking = thinking_budget
+        .filter(|b| *b >= MIN_THINKING_BUDGET && *b < max_tokens)
+        .map(|budget_tokens| Thinking { kind: "enabled", budget_tokens });
     let marks = Breakpoints::place(model, request);
     serde_json::to_vec(&Body {
         model,
         max_tokens,
         system: System { text: request.system, cached: marks.system },
-        messages: Messages { messages: request.messages, marked: &marks.messages },
+        messages: Messages {
+            messages: request.messages,
+            marked: &marks.messages,
+            thinking: thinking.is_some(),
+        },
         tools: Tools { tools: request.tools, cached: marks.tools },
+        thinking,
         stream: true,
     })
+}
+
+/// `thinking: {"type": "enabled", "budget_tokens": N}`.
+#[derive(Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
 }
 
 /// The most `cache_control` breakpoints one request may carry (the API refuses a fifth).
@@ -135,18 +162,19 @@ fn reasoning_bytes(reasoning: &Reasoning) -> usize {
 }
 
 /// Whether a block goes on the wire: the API rejects empty text blocks (they carry nothing
-/// anyway), and another provider's reasoning means nothing to it.
-fn is_sent(block: &ContentBlock) -> bool {
+/// anyway), another provider's reasoning means nothing to it, and thinking blocks go only in a
+/// request with thinking on.
+fn is_sent(block: &ContentBlock, thinking: bool) -> bool {
     match block {
         ContentBlock::Text(t) => !t.is_empty(),
-        ContentBlock::Reasoning(r) => !matches!(r, Reasoning::OpenaiReasoning { .. }),
+        ContentBlock::Reasoning(r) => thinking && !matches!(r, Reasoning::OpenaiReasoning { .. }),
         ContentBlock::ToolUse { .. } | ContentBlock::ToolResult { .. } => true,
     }
 }
 
 /// Whether a message has a block that is sent (empty text is not), to carry a breakpoint.
 fn has_blocks(message: &Message) -> bool {
-    message.content.iter().any(is_sent)
+    message.content.iter().any(|b| is_sent(b, false))
 }
 
 /// The request body; empty `system` and `tools` are left out.
@@ -159,6 +187,8 @@ struct Body<'a> {
     messages: Messages<'a>,
     #[serde(skip_serializing_if = "Tools::is_empty")]
     tools: Tools<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
     stream: bool,
 }
 
@@ -203,6 +233,8 @@ struct Messages<'a> {
     messages: &'a [Message],
     /// Indices of the messages whose last block carries a breakpoint.
     marked: &'a [usize],
+    /// Whether thinking is on (thinking blocks are sent).
+    thinking: bool,
 }
 
 impl Serialize for Messages<'_> {
@@ -212,7 +244,11 @@ impl Serialize for Messages<'_> {
                 Role::User => "user",
                 Role::Assistant => "assistant",
             },
-            content: Blocks { blocks: &m.content, mark_last: self.marked.contains(&i) },
+            content: Blocks {
+                blocks: &m.content,
+                mark_last: self.marked.contains(&i),
+                thinking: self.thinking,
+            },
         }))
     }
 }
@@ -225,16 +261,19 @@ struct WireMessage<'a> {
 
 struct Blocks<'a> {
     blocks: &'a [ContentBlock],
-    /// The last block sent carries a breakpoint.
+    /// The last block sent carries a breakpoint (never a thinking block: the API refuses one
+    /// there).
     mark_last: bool,
+    thinking: bool,
 }
 
 impl Serialize for Blocks<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let last = self.blocks.iter().rposition(is_sent);
+        let thinking = self.thinking;
+        let last = self.blocks.iter().rposition(|b| is_sent(b, false));
         serializer.collect_seq(self.blocks.iter().enumerate().filter_map(|(i, b)| {
             Some(Marked {
-                block: WireBlock::from_block(b)?,
+                block: WireBlock::from_block(b, thinking)?,
                 cache_control: (self.mark_last && Some(i) == last).then_some(EPHEMERAL),
             })
         }))
@@ -262,8 +301,8 @@ enum WireBlock<'a> {
 
 impl<'a> WireBlock<'a> {
     /// The block as sent, `None` for one that is not (see [`is_sent`]).
-    fn from_block(block: &'a ContentBlock) -> Option<Self> {
-        if !is_sent(block) {
+    fn from_block(block: &'a ContentBlock, thinking: bool) -> Option<Self> {
+        if !is_sent(block, thinking) {
             return None;
         }
         Some(match block {
@@ -337,6 +376,8 @@ struct WireTool<'a> {
 enum Partial {
     Text(String),
     Tool { id: String, name: String, json: String, start_input: Option<Value> },
+    Thinking { thinking: String, signature: String },
+    Redacted(String),
 }
 
 /// Decodes the events of one streamed answer.
@@ -398,6 +439,14 @@ impl Decoder {
                             },
                         );
                     }
+                    "thinking" => {
+                        let thinking = text("thinking").to_owned();
+                        let signature = text("signature").to_owned();
+                        self.blocks.insert(index, Partial::Thinking { thinking, signature });
+                    }
+                    "redacted_thinking" => {
+                        self.blocks.insert(index, Partial::Redacted(text("data").to_owned()));
+                    }
                     _ => {}
                 }
             }
@@ -414,6 +463,13 @@ impl Decoder {
                     }
                     (Some(Partial::Tool { json, .. }), "input_json_delta") => {
                         json.push_str(field("partial_json"));
+                    }
+                    (Some(Partial::Thinking { thinking, .. }), "thinking_delta") => {
+                        thinking.push_str(field("thinking"));
+                    }
+                    // The signature comes whole, once, just before the block stops.
+                    (Some(Partial::Thinking { signature, .. }), "signature_delta") => {
+                        *signature = field("signature").to_owned();
                     }
                     _ => {}
                 }
@@ -488,6 +544,12 @@ impl Decoder {
                     };
                     Some(ContentBlock::ToolUse { id, name, input })
                 }
+                Partial::Thinking { thinking, signature } => {
+                    Some(ContentBlock::Reasoning(Reasoning::Thinking { thinking, signature }))
+                }
+                Partial::Redacted(data) => {
+                    Some(ContentBlock::Reasoning(Reasoning::RedactedThinking { data }))
+                }
             })
             .collect();
         let has_tools = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
@@ -528,7 +590,8 @@ mod tests {
         ];
         let request =
             ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
-        let body: Value = serde_json::from_slice(&request_body("m", 7, &request).unwrap()).unwrap();
+        let body: Value =
+            serde_json::from_slice(&request_body("m", 7, None, &request).unwrap()).unwrap();
         assert_eq!(
             body,
             json!({
@@ -605,7 +668,7 @@ mod tests {
         let request =
             ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
         let body: Value =
-            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
+            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, None, &request).unwrap())
                 .unwrap();
         // The empty text block is not sent, so the breakpoint sits on the result before it.
         assert_eq!(
@@ -633,13 +696,13 @@ mod tests {
         let request =
             ModelRequest { system: "terse", messages: &messages, tools: &tools, max_tokens: None };
         let body: Value =
-            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, &request).unwrap())
+            serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, None, &request).unwrap())
                 .unwrap();
         assert_eq!(marked(&body), ["messages[2][0]"], "{body:#}");
         assert_eq!(body["system"], json!("terse"), "an unmarked system prompt stays a string");
         // A Haiku 4.5 needs 4,096 tokens: nothing here is long enough.
         let body: Value =
-            serde_json::from_slice(&request_body("claude-haiku-4-5", 7, &request).unwrap())
+            serde_json::from_slice(&request_body("claude-haiku-4-5", 7, None, &request).unwrap())
                 .unwrap();
         assert!(marked(&body).is_empty(), "{body:#}");
     }
@@ -669,5 +732,89 @@ mod tests {
                 cache_write_tokens: 300
             }
         );
+    }
+
+    #[test]
+    fn thinking_blocks_stream_in_with_their_signature_and_go_back_verbatim() {
+        let mut decoder = Decoder::default();
+        let mut texts = Vec::new();
+        let mut sink = |d: StreamDelta| texts.push(d);
+        let event = |data: Value| SseEvent { event: None, data: data.to_string() };
+        for data in [
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "thinking_delta", "thinking": "Look at "}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "thinking_delta", "thinking": "the tests."}}),
+            json!({"type": "content_block_delta", "index": 0,
+                   "delta": {"type": "signature_delta", "signature": "EqQBCgIYAh"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1,
+                   "content_block": {"type": "redacted_thinking", "data": "EmwKAhgB"}}),
+            json!({"type": "content_block_start", "index": 2,
+                   "content_block": {"type": "tool_use", "id": "toolu_1", "name": "Glob", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 2,
+                   "delta": {"type": "input_json_delta", "partial_json": "{\"pattern\":\"*\"}"}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                   "usage": {"output_tokens": 9}}),
+            json!({"type": "message_stop"}),
+        ] {
+            decoder.on_event(&event(data), &mut sink).unwrap();
+        }
+        // Thinking is not streamed as answer text.
+        assert!(texts.is_empty(), "{texts:?}");
+        let answer = decoder.finish().unwrap();
+        let thinking = Reasoning::Thinking {
+            thinking: "Look at the tests.".into(),
+            signature: "EqQBCgIYAh".into(),
+        };
+        let redacted = Reasoning::RedactedThinking { data: "EmwKAhgB".into() };
+        assert_eq!(answer.content[0], ContentBlock::Reasoning(thinking.clone()));
+        assert_eq!(answer.content[1], ContentBlock::Reasoning(redacted));
+        assert_eq!(answer.stop, ModelStop::ToolUse);
+
+        // The next step sends the blocks back first in the assistant message, unchanged, with
+        // thinking on; the other provider's reasoning is left out; no breakpoint on a thinking
+        // block.
+        let mut content = answer.content.clone();
+        content.insert(
+            0,
+            ContentBlock::Reasoning(Reasoning::OpenaiReasoning {
+                id: "rs_1".into(),
+                summary: vec![],
+                encrypted_content: None,
+            }),
+        );
+        let messages = vec![
+            user(vec![ContentBlock::Text("go".into())]),
+            Message { role: Role::Assistant, content },
+            user(vec![result("toolu_1", "a.rs")]),
+        ];
+        let request =
+            ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+        let body: Value =
+            serde_json::from_slice(&request_body("m", 8192, Some(2048), &request).unwrap())
+                .unwrap();
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+        let sent = &body["messages"][1]["content"];
+        assert_eq!(
+            sent[0],
+            json!({"type": "thinking", "thinking": "Look at the tests.", "signature": "EqQBCgIYAh"})
+        );
+        assert_eq!(sent[1], json!({"type": "redacted_thinking", "data": "EmwKAhgB"}));
+        assert_eq!(sent[2]["type"], "tool_use");
+        assert_eq!(sent.as_array().unwrap().len(), 3);
+
+        // A call whose max_tokens leaves no room for the budget (a short summary) goes without
+        // thinking, and then without thinking blocks, which the API would refuse.
+        let body: Value =
+            serde_json::from_slice(&request_body("m", 2048, Some(2048), &request).unwrap())
+                .unwrap();
+        assert!(body.get("thinking").is_none());
+        let sent = &body["messages"][1]["content"];
+        assert_eq!(sent.as_array().unwrap().len(), 1, "{sent}");
+        assert_eq!(sent[0]["type"], "tool_use");
     }
 }

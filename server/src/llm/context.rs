@@ -230,7 +230,10 @@ mod tests {
             ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
         let estimate = request_bytes(&request);
         for (dialect, body) in [
-            ("anthropic", crate::llm::anthropic::request_body("claude-sonnet-4-5", 8192, &request)),
+            (
+                "anthropic",
+                crate::llm::anthropic::request_body("claude-sonnet-4-5", 8192, None, &request),
+            ),
             ("openai", crate::llm::openai::request_body("gpt-4.1", 8192, &request)),
         ] {
             let sent = body.unwrap().len();

@@ -56,6 +56,31 @@ impl ProviderKind {
             ProviderKind::OpenAi => "openai",
         }
     }
+
+    /// The kind named `name` (as [`ProviderKind::as_str`] writes it).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.trim() {
+            "anthropic" => Some(ProviderKind::Anthropic),
+            "openai" => Some(ProviderKind::OpenAi),
+            _ => None,
+        }
+    }
+
+    /// The vendor's hosted API, following its SDK's base URL convention.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+            ProviderKind::OpenAi => "https://api.openai.com/v1",
+        }
+    }
+
+    /// The environment variable the vendor's SDKs read the key from.
+    pub fn key_var(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::OpenAi => "OPENAI_API_KEY",
+        }
+    }
 }
 
 /// How to reach the model.
@@ -73,6 +98,9 @@ pub struct LlmConfig {
     pub max_tokens: u32,
     /// Retry policy for 429/5xx/overloaded/cut streams.
     pub retry: RetryPolicy,
+    /// Anthropic extended thinking: on with this budget of tokens (inside `max_tokens`), off
+    /// when `None`.
+    pub thinking_budget: Option<u32>,
 }
 
 /// Exponential backoff with jitter, honouring `retry-after`.
@@ -378,7 +406,9 @@ impl Provider {
         let model = &self.config.model;
         let max_tokens = request.max_tokens.unwrap_or(self.config.max_tokens).max(1);
         let body = match self.config.kind {
-            ProviderKind::Anthropic => anthropic::request_body(model, max_tokens, request),
+            ProviderKind::Anthropic => {
+                anthropic::request_body(model, max_tokens, self.config.thinking_budget, request)
+            }
             ProviderKind::OpenAi => openai::request_body(model, max_tokens, request),
         }
         .map_err(|e| LlmError::Decode(format!("cannot encode the request: {e}")))?;
@@ -638,6 +668,7 @@ mod tests {
             api_key: key.map(Secret::new),
             max_tokens: 10,
             retry: RetryPolicy::default(),
+            thinking_budget: None,
         };
         assert!(Provider::new(config(ProviderKind::Anthropic, "not a url", None)).is_err());
         assert!(Provider::new(config(ProviderKind::OpenAi, "ftp://x/v1", None)).is_err());

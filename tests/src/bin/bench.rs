@@ -249,7 +249,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
     llm.api_key = Some(outboard_server::Secret::new("bench-key"));
     let config = ServerConfig {
         data_dir: dir.path().to_path_buf(),
-        llm,
+        models: llm.into(),
         sandbox: sandbox_config(),
         limits: Limits::default(),
         net: outboard_server::NetConfig::default(),

@@ -87,6 +87,7 @@ fn frame_bench(subagent: bool) -> anyhow::Result<(usize, Duration, Duration)> {
         owner: "alice".into(),
         status: SessionStatus::Running,
         model: "mock/model".into(),
+        model_name: None,
         last_seq: 1000,
         created_at: String::new(),
         updated_at: String::new(),
@@ -453,7 +454,7 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
     llm.api_key = Some(outboard_server::Secret::new("bench-key"));
     let config = ServerConfig {
         data_dir: data.path().to_path_buf(),
-        llm,
+        models: llm.into(),
         // The server probes its sandbox at launch; the agent lives in `outboard-server`.
         sandbox: outboard_server::sandbox::SandboxConfig {
             agent_exe: Some(agent_exe),

@@ -304,7 +304,7 @@ async fn visibility_over_websockets() -> anyhow::Result<(Vec<Duration>, Vec<Dura
     llm.api_key = Some(outboard_server::Secret::new("bench-key"));
     let config = ServerConfig {
         data_dir: data.path().to_path_buf(),
-        llm,
+        models: llm.into(),
         sandbox: sandbox_config(),
         limits: Limits::default(),
         net: outboard_server::NetConfig::default(),

@@ -162,6 +162,7 @@ async fn repo_session(client: &Client, url: &str) -> anyhow::Result<SessionId> {
         source: Some(SourceSpec::Repo { url: url.to_owned(), git_ref: Some("main".into()) }),
         network: Default::default(),
         context_window: None,
+        model: None,
     };
     Ok(client.call::<methods::SessionCreate>(params).await?.session.id)
 }
@@ -195,6 +196,7 @@ async fn upload_through_outboard(
         source: Some(SourceSpec::Upload { upload_id: sent.upload_id }),
         network: Default::default(),
         context_window: None,
+        model: None,
     };
     let session = client.call::<methods::SessionCreate>(params).await?.session.id;
     let took = started.elapsed();
@@ -268,7 +270,7 @@ impl Outboard {
         llm.api_key = Some(outboard_server::Secret::new("bench-key"));
         let config = ServerConfig {
             data_dir: data.clone(),
-            llm,
+            models: llm.into(),
             sandbox: sandbox_config(),
             limits: Limits::default(),
             net: outboard_server::NetConfig::default(),
