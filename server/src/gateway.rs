@@ -373,7 +373,7 @@ async fn upgrade(
 
 /// Connections the metrics listener serves at once: a Prometheus server or two and a person with
 /// curl; more is a misconfiguration (or a flood) and is answered 503.
-const METRICS_CONNECTIONS: usize = 8;
+pub const METRICS_CONNECTIONS: usize = 8;
 
 /// How long a scrape waits for the store's count of sessions: a wedged store must not wedge the
 /// scrape that would show it (its queue depth is read without the store).

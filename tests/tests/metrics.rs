@@ -274,6 +274,46 @@ async fn a_tool_name_the_model_invents_adds_no_series() {
     assert_eq!(after.get(r#"outboard_tool_calls_total{tool="mcp",outcome="error"}"#), 1.0);
 }
 
+/// The metrics listener serves [`METRICS_CONNECTIONS`] connections at once; the next is answered
+/// 503 by the edge, and a slot freed is taken again.
+#[tokio::test]
+async fn the_metrics_listener_refuses_connections_past_its_cap() {
+    use outboard_server::gateway::METRICS_CONNECTIONS;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server = TestServer::start_in(
+        tempfile::tempdir().unwrap(),
+        Api::Anthropic,
+        &mock.anthropic_base_url(),
+        &["--metrics-listen", "127.0.0.1:0"],
+    )
+    .unwrap();
+    let url = server.metrics_url.clone().unwrap();
+    let addr = url.trim_start_matches("http://").trim_end_matches("/metrics").to_owned();
+    let get = "GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n";
+    // Each holder has sent a request and reads its answer, keeping its connection (and slot).
+    let mut holders = Vec::new();
+    for _ in 0..METRICS_CONNECTIONS {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: metrics\r\n\r\n").await.unwrap();
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200", "a connection within the cap is served");
+        holders.push(s);
+    }
+    let mut over = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    over.write_all(get.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    over.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "past the cap: {answer}");
+    drop(holders);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !reqwest::get(&url).await.is_ok_and(|r| r.status().is_success()) {
+        assert!(Instant::now() < deadline, "a freed slot is served again within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn the_alert_rules_of_the_operations_guide_pass_promtool() {
     let guide =
