@@ -8,6 +8,11 @@ if ! command -v bwrap >/dev/null 2>&1; then
   exit 1
 fi
 
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "ci.sh: promtool is missing: install it (apt-get install prometheus); the metrics test checks /metrics with it" >&2
+  exit 1
+fi
+
 # The MCP tests and bench talk to servers built on the official Python SDK (tests/mcp/).
 if ! python3 -c 'import mcp' >/dev/null 2>&1; then
   echo "== pip install 'mcp>=1,<2' (the MCP tests' servers)"

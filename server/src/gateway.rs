@@ -51,6 +51,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{NetConfig, ServerConfig};
 use crate::hub::{ConnId, Hub, Member};
+use crate::metrics::{AuthFailure, HandshakeFailure};
 use crate::net::ConnInfo;
 use crate::paging::{self, Keep};
 use crate::sandbox::Sandbox;
@@ -148,6 +149,34 @@ impl ServerHandle {
         self.state.hub.live_actors()
     }
 
+    /// Serves `GET /metrics` (the Prometheus text of [`crate::metrics`]) on `listener`, a port of
+    /// its own so the exposition is never on the clients' one, until shutdown. Returns the
+    /// address it listens on.
+    pub fn serve_metrics(
+        &self,
+        listener: tokio::net::TcpListener,
+    ) -> Result<SocketAddr, LaunchError> {
+        let addr = listener.local_addr().map_err(LaunchError::Listener)?;
+        let router =
+            Router::new().route("/metrics", get(scrape)).with_state(self.state.hub.clone());
+        let config = NetConfig {
+            max_connections: METRICS_CONNECTIONS,
+            max_connections_per_ip: METRICS_CONNECTIONS,
+            tls: None,
+            ..self.state.net.clone()
+        };
+        tokio::spawn(crate::net::serve(crate::net::Edge {
+            listener,
+            router,
+            caps: crate::net::Caps::new(METRICS_CONNECTIONS, METRICS_CONNECTIONS),
+            config,
+            tls: None,
+            shutdown: self.state.shutdown.clone(),
+        }));
+        tracing::info!(%addr, "serving metrics");
+        Ok(addr)
+    }
+
     /// Graceful shutdown: turns stop at their next checkpoint (bounded by [`DRAIN_DEADLINE`]),
     /// then connected clients are told the server is restarting and the listener closes. Turns
     /// left open in the log resume when the server starts again.
@@ -243,10 +272,14 @@ pub async fn launch_with(
     };
     // Opening runs the migrations and may read a large WAL back: off the async workers.
     let db = config.db_path();
-    let store = tokio::task::spawn_blocking(move || Store::open(&db, Durability::Normal))
-        .await
-        .map_err(|_| LaunchError::Store(crate::store::StoreError::Closed))?
-        .map_err(LaunchError::Store)?;
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let observer = Some(metrics.store());
+    let store = tokio::task::spawn_blocking(move || {
+        Store::open_observed(&db, Durability::Normal, observer)
+    })
+    .await
+    .map_err(|_| LaunchError::Store(crate::store::StoreError::Closed))?
+    .map_err(LaunchError::Store)?;
     let mut config = config;
     // Sandbox scratch files live in the private data dir, and one live-sandbox registry serves
     // every session of this server (the `live_sandboxes` quota).
@@ -256,12 +289,14 @@ pub async fn launch_with(
     if config.sandbox.live_pool.is_none() {
         config.sandbox.live_pool = Some(crate::sandbox::pool::LivePool::default());
     }
+    config.sandbox.metrics = Some(metrics.sandbox());
     // Before this process makes any sandbox: kill what dead servers left frozen.
     crate::sandbox::reap_orphans().await;
     Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
     let sandboxes = config.sandbox.live_pool.clone();
     let models = crate::models::Models::new(&config.models, config.limits.context_window)
-        .map_err(LaunchError::Models)?;
+        .map_err(LaunchError::Models)?
+        .with_metrics(&metrics);
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
@@ -269,7 +304,9 @@ pub async fn launch_with(
     config.sandbox.server_ports.push(addr.port());
     let net = config.net.clone();
     let state = Arc::new(AppState {
-        hub: Arc::new(Hub::new(store, Arc::new(models), config).with_secrets(secrets)),
+        hub: Arc::new(
+            Hub::new(store, Arc::new(models), config).with_secrets(secrets).with_metrics(metrics),
+        ),
         shutdown: CancellationToken::new(),
         connections: TaskTracker::new(),
         net: net.clone(),
@@ -334,6 +371,45 @@ async fn upgrade(
         })
 }
 
+/// Connections the metrics listener serves at once: a Prometheus server or two and a person with
+/// curl; more is a misconfiguration (or a flood) and is answered 503.
+pub const METRICS_CONNECTIONS: usize = 8;
+
+/// How long a scrape waits for the store's count of sessions: a wedged store must not wedge the
+/// scrape that would show it (its queue depth is read without the store).
+const SCRAPE_STORE_WAIT: Duration = Duration::from_secs(2);
+
+/// `GET /metrics`: the exposition, with the values read at scrape time.
+async fn scrape(
+    State(hub): State<Arc<Hub>>,
+    Extension(info): Extension<ConnInfo>,
+) -> impl IntoResponse {
+    // A scraper keeps its connection alive: it is let past the pre-hello budget and deadline,
+    // which only the metrics' own connection cap bounds here.
+    info.pre_hello.open();
+    let sessions = match tokio::time::timeout(SCRAPE_STORE_WAIT, hub.store().session_counts()).await
+    {
+        Ok(Ok(counts)) => Some(counts),
+        Ok(Err(e)) => {
+            tracing::warn!("metrics: cannot count the sessions: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                "metrics: the store did not count the sessions within {SCRAPE_STORE_WAIT:?}"
+            );
+            None
+        }
+    };
+    let now = crate::metrics::Scrape {
+        store_queue_depth: hub.store().queue_depth(),
+        session_actors: hub.live_actors(),
+        sessions,
+    };
+    let text = hub.metrics().render(&now);
+    ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text)
+}
+
 /// What the writer task sends.
 enum Outbound {
     Frame(ServerFrame),
@@ -369,6 +445,7 @@ fn close_frame(frame: &ServerFrame) -> Option<CloseFrame> {
 const CUT_LINGER: Duration = crate::net::REFUSAL_LINGER;
 
 async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
+    let _counted = state.hub.metrics().connection();
     let (mut sink, mut stream) = socket.split();
     let (out, mut out_rx) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE);
     let writer = tokio::spawn(async move {
@@ -472,6 +549,10 @@ impl Connection {
         let _ = self.out.send(Outbound::Frame(frame)).await;
     }
 
+    fn handshake_failed(&self, why: HandshakeFailure) {
+        self.state.hub.metrics().handshake_failed(why);
+    }
+
     async fn fatal(&self, code: ErrorCode, message: &str) {
         let _ = self.out.send(Outbound::Last(connection_error(code, message, true))).await;
     }
@@ -485,6 +566,7 @@ impl Connection {
         let first = tokio::select! {
             _ = exceeded => {
                 crate::net::log_pre_hello_cut(peer, "cut a connection that sent too much before hello");
+                self.handshake_failed(HandshakeFailure::TooLarge);
                 let msg = format!(
                     "more than {MAX_PRE_HELLO_BYTES} bytes before hello; send hello alone first \
                      and wait for welcome"
@@ -495,34 +577,41 @@ impl Connection {
         };
         let first = match first {
             Ok(Some(Ok(text))) => text,
-            Ok(Some(Err(msg))) => return self.fatal(ErrorCode::BadRequest, &msg).await,
+            Ok(Some(Err(msg))) => {
+                self.handshake_failed(HandshakeFailure::BadHello);
+                return self.fatal(ErrorCode::BadRequest, &msg).await;
+            }
             Ok(None) => return,
             Err(_) => {
                 tracing::debug!(%peer, "no hello in time");
+                self.handshake_failed(HandshakeFailure::Timeout);
                 let msg = format!("no hello within {}; closing", seconds(net.handshake_timeout));
                 return self.fatal(ErrorCode::HandshakeRequired, &msg).await;
             }
         };
         if first.len() > MAX_FRAME_BYTES {
+            self.handshake_failed(HandshakeFailure::TooLarge);
             return self.fatal(ErrorCode::TooLarge, &too_large(first.len())).await;
         }
         let hello = match serde_json::from_str::<ClientFrame>(&first) {
             Ok(ClientFrame::Hello(h)) => h,
             Ok(ClientFrame::Request(_)) => {
+                self.handshake_failed(HandshakeFailure::BadHello);
                 return self
                     .fatal(
                         ErrorCode::HandshakeRequired,
                         "the first frame must be hello {protocol_version, token}",
                     )
-                    .await
+                    .await;
             }
             Err(e) => {
+                self.handshake_failed(HandshakeFailure::BadHello);
                 return self
                     .fatal(
                         ErrorCode::HandshakeRequired,
                         &format!("the first frame must be hello: {e}"),
                     )
-                    .await
+                    .await;
             }
         };
         if hello.protocol_version != PROTOCOL_VERSION {
@@ -530,12 +619,14 @@ impl Connection {
                 "this server speaks protocol {PROTOCOL_VERSION}, the client {}; upgrade the older one",
                 hello.protocol_version
             );
+            self.handshake_failed(HandshakeFailure::ProtocolVersion);
             return self.fatal(ErrorCode::ProtocolVersion, &msg).await;
         }
         let user = match self.state.hub.store().authenticate(&hello.token).await {
             Ok(Some(user)) => user,
             Ok(None) => {
                 tracing::info!(%peer, client = %hello.client, "refused a hello with an unknown token");
+                self.state.hub.metrics().auth_failed(AuthFailure::UnknownToken);
                 return self
                     .fatal(
                         ErrorCode::Unauthorized,

@@ -78,22 +78,29 @@ pub(crate) async fn authenticate(
     info: &ConnInfo,
 ) -> Result<UserRow, ApiError> {
     let unauthorized = |m: &str| ApiError::new(ErrorCode::Unauthorized, m);
-    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
-        unauthorized("no Authorization header: send `Authorization: Bearer TOKEN`")
-    })?;
+    let missing = |m: &str| {
+        hub.metrics().auth_failed(crate::metrics::AuthFailure::MissingToken);
+        unauthorized(m)
+    };
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| missing("no Authorization header: send `Authorization: Bearer TOKEN`"))?;
     let token = value
         .to_str()
         .ok()
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| unauthorized("the Authorization header is not `Bearer TOKEN`"))?;
+        .ok_or_else(|| missing("the Authorization header is not `Bearer TOKEN`"))?;
     let user = hub
         .store()
         .authenticate(token)
         .await
         .map_err(|e| ApiError::new(ErrorCode::Internal, e.to_string()))?
-        .ok_or_else(|| unauthorized("the token is not valid (revoked, or never issued)"))?;
+        .ok_or_else(|| {
+            hub.metrics().auth_failed(crate::metrics::AuthFailure::UnknownToken);
+            unauthorized("the token is not valid (revoked, or never issued)")
+        })?;
     info.pre_hello.open();
     Ok(user)
 }

@@ -58,6 +58,8 @@ pub struct Hub {
     mcp: crate::mcp::McpHub,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
+    /// The server's metrics ([`crate::metrics`]).
+    metrics: Arc<crate::metrics::Metrics>,
     rooms: Mutex<HashMap<SessionId, Room>>,
 }
 
@@ -146,8 +148,20 @@ impl Hub {
             config,
             sessions: Arc::new(Actors::default()),
             shutdown: CancellationToken::new(),
+            metrics: Arc::default(),
             rooms: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// This hub counting into `metrics` (the ones its store, provider and sandboxes count into).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The server's metrics.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// The configuration the server was launched with.
@@ -307,6 +321,7 @@ impl Hub {
             models: self.models.clone(),
             secrets: self.secrets.clone(),
             mcp: Some(self.mcp.clone()),
+            metrics: self.metrics.clone(),
         };
         let handle =
             SessionHandle::spawn(row.clone(), services, &self.config, self.shutdown.clone(), evict);

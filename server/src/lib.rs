@@ -8,7 +8,7 @@
 //! way out), [`netpolicy`] (where it may lead) and [`netsession`] (both, with the org's
 //! injected credentials, for one session), [`store`] (SQLite), [`secrets`] (org credentials), [`sources`] and
 //! [`workspace_api`] (workspaces from repositories and uploads, and their changes going out),
-//! [`uploads`] (working trees sent by clients), [`auth`].
+//! [`uploads`] (working trees sent by clients), [`auth`], [`metrics`] (Prometheus).
 
 pub mod agent;
 pub mod agent_types;
@@ -23,6 +23,7 @@ pub mod hub;
 pub mod llm;
 pub mod manual;
 pub mod mcp;
+pub mod metrics;
 pub mod models;
 pub mod net;
 pub mod netpolicy;

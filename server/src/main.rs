@@ -7,6 +7,7 @@
 //!                       [--tls-cert PEM --tls-key PEM] [--insecure]
 //!                       [--handshake-timeout SECS] [--idle-timeout SECS]
 //!                       [--max-connections N] [--max-connections-per-ip N]
+//!                       [--metrics-listen 127.0.0.1:9464]
 //! outboard-server admin user add NAME --org ORG      # prints the new user's token
 //! outboard-server admin token ls [--org ORG]         # ids (not the tokens), users, labels
 //! outboard-server admin token revoke ID              # the next hello with it is refused
@@ -28,7 +29,8 @@
 //! the key cannot be used at all, like every other failure.
 //! The process runs with umask 077: everything it creates in the data dir is private to its user.
 //! `serve` prints `outboard-server listening on ws://ADDR` as its first line on stdout (tests
-//! that listen on port 0 read the address from it); logs go to stderr.
+//! that listen on port 0 read the address from it), then, with `--metrics-listen`,
+//! `outboard-server metrics on http://ADDR/metrics`; logs go to stderr.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -151,6 +153,10 @@ struct ServeArgs {
           default_value_t = Limits::default().result_chars as u64,
           value_parser = clap::value_parser!(u64).range(1000..))]
     tool_result_chars: u64,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` on this address of its own (never on
+    /// --listen; keep it on loopback or a private network: it has no authentication).
+    #[arg(long, env = "OUTBOARD_METRICS_LISTEN", value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -1130,8 +1136,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    // Bound before the start, so a taken address stops it before it resumes any turn.
+    let metrics = match args.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (--metrics-listen)"))?,
+        ),
+        None => None,
+    };
     let handle = outboard_server::launch(listener, config).await?;
     println!("outboard-server listening on {}", handle.url());
+    if let Some(listener) = metrics {
+        let addr = handle.serve_metrics(listener)?;
+        println!("outboard-server metrics on http://{addr}/metrics");
+    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     handle.shutdown().await;

@@ -343,6 +343,19 @@ impl Models {
         Ok(Models { entries, server_window })
     }
 
+    /// The same clients, each counting its calls in `metrics`.
+    pub fn with_metrics(self, metrics: &Arc<crate::metrics::Metrics>) -> Self {
+        let entries = self
+            .entries
+            .into_iter()
+            .map(|(e, p)| {
+                let provider = Arc::unwrap_or_clone(p).with_metrics(metrics.clone());
+                (e, Arc::new(provider))
+            })
+            .collect();
+        Models { entries, ..self }
+    }
+
     /// The default model.
     pub fn default_model(&self) -> (&ModelEntry, &Arc<Provider>) {
         let (e, p) = &self.entries[0];

@@ -68,6 +68,8 @@ pub struct NetworkDeps {
     /// The org secrets; `None`: nothing is injected (a server without a secret key).
     pub secrets: Option<Secrets>,
     pub limits: NetLimits,
+    /// Where the proxy's connections are counted (`outboard_egress_*`).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// A session's network as its sandbox gets it.
@@ -141,7 +143,7 @@ pub async fn build(
             session: row.id.clone(),
             user: row.owner.clone(),
             decide: decider,
-            audit: Arc::new(AuditSink { tx, dropped }),
+            audit: Arc::new(AuditSink { tx, dropped, metrics: deps.metrics.clone() }),
             limits: deps.limits,
             ca,
             env,
@@ -244,12 +246,15 @@ enum Msg {
 struct AuditSink {
     tx: mpsc::Sender<Msg>,
     dropped: Arc<AtomicU64>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Audit for AuditSink {
     fn record(&self, entry: AuditEntry) {
+        self.metrics.egress(entry.allowed);
         if self.tx.try_send(Msg::Entry(entry)).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.metrics.egress_audit_dropped();
         }
     }
 

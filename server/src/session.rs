@@ -221,6 +221,8 @@ pub struct Services {
     pub secrets: Option<crate::secrets::Secrets>,
     /// The org's MCP servers' shared connections; `None`: no MCP tools.
     pub mcp: Option<crate::mcp::McpHub>,
+    /// The server's metrics (turns, steps and tool calls are counted from the log's events).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl SessionHandle {
@@ -234,11 +236,12 @@ impl SessionHandle {
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
     ) -> Self {
-        let Services { store, org_fs, models, secrets, mcp } = services;
+        let Services { store, org_fs, models, secrets, mcp, metrics } = services;
         let network = crate::netsession::NetworkDeps {
             store: store.clone(),
             secrets,
             limits: config.limits.network,
+            metrics: metrics.clone(),
         };
         let (tx, rx) = mpsc::channel(SESSION_QUEUE);
         let org_id = row.org_id.clone();
@@ -285,6 +288,7 @@ impl SessionHandle {
             lost_jobs: Vec::new(),
             gate: Arc::default(),
             mcp,
+            metrics,
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -465,6 +469,8 @@ struct Actor {
     gate: Arc<crate::approvals::Gate>,
     /// The org's MCP connections, for the tool environment.
     mcp: Option<crate::mcp::McpHub>,
+    /// Where committed events are counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -861,6 +867,7 @@ impl Actor {
             self.last_seq = seq;
             self.row.last_seq = seq;
             self.row.updated_at = event.ts.clone();
+            self.metrics.event(&event.kind, event.parent.is_some());
         }
         if let (true, EventKind::Todos { todos }) = (durable, &event.kind) {
             self.row.todos = Some(crate::store::todo_progress(todos));

@@ -509,6 +509,15 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens (creating if needed) the database at `path`, migrates it, and starts its thread.
     pub fn open(path: &Path, durability: Durability) -> Result<Store, StoreError> {
+        Store::open_observed(path, durability, None)
+    }
+
+    /// [`Store::open`], timing each job of the thread into `metrics`.
+    pub fn open_observed(
+        path: &Path,
+        durability: Durability,
+        metrics: Option<crate::metrics::StoreMetrics>,
+    ) -> Result<Store, StoreError> {
         let mut conn = open_connection(path, durability)?;
         migrate(&mut conn)?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(STORE_QUEUE);
@@ -518,12 +527,21 @@ impl Store {
             .spawn(move || {
                 let _ = ready_tx.send(());
                 while let Some(job) = rx.blocking_recv() {
+                    let started = std::time::Instant::now();
                     job(&mut conn);
+                    if let Some(m) = &metrics {
+                        m.job_done(started.elapsed());
+                    }
                 }
             })
             .map_err(|e| StoreError::Corrupt(format!("cannot start the store thread: {e}")))?;
         let _ = ready_rx.recv();
         Ok(Store { tx })
+    }
+
+    /// Jobs queued for the store thread and not yet taken (at most [`STORE_QUEUE`]).
+    pub fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
     }
 
     /// Runs `f` on the store thread and returns its result.
@@ -538,6 +556,21 @@ impl Store {
         });
         self.tx.send(job).await.map_err(|_| StoreError::Closed)?;
         reply_rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// How many sessions have each status (for `outboard_sessions`).
+    pub async fn session_counts(&self) -> Result<Vec<(SessionStatus, i64)>, StoreError> {
+        self.call(|c| {
+            let mut stmt = c.prepare("SELECT status, COUNT(*) FROM sessions GROUP BY status")?;
+            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            let mut counts = Vec::new();
+            for row in rows {
+                let (status, n) = row?;
+                counts.push((status_from(&status), n));
+            }
+            Ok(counts)
+        })
+        .await
     }
 
     /// Creates the org if missing and the user (failing if the name is taken), and returns the

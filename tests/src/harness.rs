@@ -80,6 +80,8 @@ pub struct TestServer {
     child: Child,
     /// `ws://127.0.0.1:PORT`.
     pub url: String,
+    /// `http://ADDR/metrics`, when started with `--metrics-listen`.
+    pub metrics_url: Option<String>,
     /// The data dir (removed on drop unless taken by [`TestServer::kill`]).
     data: Option<tempfile::TempDir>,
     stderr_path: PathBuf,
@@ -147,8 +149,8 @@ impl TestServer {
         extra: &[&str],
     ) -> Result<TestServer, StartError> {
         match Self::spawn(&data, listen, api, base_url, extra) {
-            Ok((child, url, stderr_path)) => {
-                Ok(TestServer { url, child, data: Some(data), stderr_path })
+            Ok((child, url, metrics_url, stderr_path)) => {
+                Ok(TestServer { url, metrics_url, child, data: Some(data), stderr_path })
             }
             Err(e) => Err(StartError { data, reason: format!("{e:#}") }),
         }
@@ -160,7 +162,7 @@ impl TestServer {
         api: Api,
         base_url: &str,
         extra: &[&str],
-    ) -> anyhow::Result<(Child, String, PathBuf)> {
+    ) -> anyhow::Result<(Child, String, Option<String>, PathBuf)> {
         use std::io::BufRead as _;
         let stderr_path = data.path().join("server.stderr");
         // Appended: a restarted server's log follows the previous one's.
@@ -187,14 +189,29 @@ impl TestServer {
             .context("cannot start outboard-server")?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut line = String::new();
-        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let mut stdout = std::io::BufReader::new(stdout);
+        stdout.read_line(&mut line)?;
         let Some(url) = line.trim().strip_prefix("outboard-server listening on ") else {
             let _ = child.kill();
             let _ = child.wait();
             let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
             bail!("the server did not start: {line:?}\n{log}");
         };
-        Ok((child, url.to_owned(), stderr_path))
+        // The metrics line follows the listening one.
+        let mut metrics_url = None;
+        if extra.contains(&"--metrics-listen") {
+            let mut line = String::new();
+            stdout.read_line(&mut line)?;
+            match line.trim().strip_prefix("outboard-server metrics on ") {
+                Some(m) => metrics_url = Some(m.to_owned()),
+                None => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("no metrics address after the listening line: {line:?}");
+                }
+            }
+        }
+        Ok((child, url.to_owned(), metrics_url, stderr_path))
     }
 
     /// Adds a user and returns their token (`outboard-server admin user add`).

@@ -273,6 +273,22 @@ impl LlmError {
     }
 }
 
+/// The `outcome` label of a failed call (`outboard_model_requests_total`).
+impl From<&LlmError> for crate::metrics::ModelOutcome {
+    fn from(e: &LlmError) -> Self {
+        use crate::metrics::ModelOutcome;
+        match e {
+            LlmError::Status { status: 429, .. } => ModelOutcome::rate_limited,
+            LlmError::Status { status, .. } if *status >= 500 => ModelOutcome::server_error,
+            LlmError::Status { .. } => ModelOutcome::client_error,
+            LlmError::Cut(_) => ModelOutcome::cut,
+            LlmError::Transport(_) => ModelOutcome::transport,
+            LlmError::Decode(_) => ModelOutcome::decode,
+            LlmError::Config(_) => ModelOutcome::config,
+        }
+    }
+}
+
 /// How long a stream may stay silent before it counts as cut. Anthropic pings every few seconds
 /// and OpenAI-compatible servers send a chunk per token, so two minutes of silence means a dead
 /// connection, not a slow model.
@@ -335,6 +351,8 @@ pub struct Provider {
     client: reqwest::Client,
     url: String,
     idle_timeout: Duration,
+    /// Where each call's outcome, latency and tokens are counted; `None`: nowhere.
+    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 impl Provider {
@@ -376,13 +394,19 @@ impl Provider {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| LlmError::Config(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Provider { config, client, url, idle_timeout: DEFAULT_IDLE_TIMEOUT })
+        Ok(Provider { config, client, url, idle_timeout: DEFAULT_IDLE_TIMEOUT, metrics: None })
     }
 
     /// Sets how long a stream may stay silent before it counts as cut (default
     /// [`DEFAULT_IDLE_TIMEOUT`]).
     pub fn with_idle_timeout(mut self, idle_timeout: Duration) -> Self {
         self.idle_timeout = idle_timeout;
+        self
+    }
+
+    /// Counts every call in `metrics` (`outboard_model_*`).
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -397,8 +421,26 @@ impl Provider {
     }
 
     /// Calls the model with streaming, retrying per the policy; `on_delta` sees text as it
-    /// arrives and each retry.
+    /// arrives and each retry. Counted in the provider's metrics, if it has them.
     pub async fn complete(
+        &self,
+        request: &ModelRequest<'_>,
+        on_delta: &mut (dyn FnMut(StreamDelta) + Send),
+    ) -> Result<ModelResponse, LlmError> {
+        let Some(metrics) = &self.metrics else {
+            return self.complete_unobserved(request, on_delta).await;
+        };
+        let mut call = metrics.model_call(self.config.kind.as_str(), &self.config.model);
+        let mut observed = |d: StreamDelta| {
+            call.delta(matches!(d, StreamDelta::Text(_)), matches!(d, StreamDelta::Retry { .. }));
+            on_delta(d)
+        };
+        let result = self.complete_unobserved(request, &mut observed).await;
+        call.finish(result.as_ref().map(|r| &r.usage).map_err(crate::metrics::ModelOutcome::from));
+        result
+    }
+
+    async fn complete_unobserved(
         &self,
         request: &ModelRequest<'_>,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),

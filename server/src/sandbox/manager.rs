@@ -228,6 +228,9 @@ impl Manager {
             tracing::error!(?from, ?to, "sandbox transition outside the state machine");
         }
         self.state = to;
+        if let Some(metrics) = &self.config.metrics {
+            metrics.transition(from, to, took);
+        }
         if let Some(pool) = &self.config.pool {
             pool.update(self.member, to);
         }

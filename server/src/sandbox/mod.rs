@@ -119,6 +119,8 @@ pub struct SandboxConfig {
     pub network: Option<crate::netproxy::SessionNet>,
     /// The server's own listening ports: the proxy refuses them on every local address.
     pub server_ports: Vec<u16>,
+    /// Where the manager counts its states and transitions; `None`: nowhere.
+    pub metrics: Option<crate::metrics::SandboxMetrics>,
 }
 
 impl SandboxConfig {
@@ -137,6 +139,7 @@ impl SandboxConfig {
         pool: None,
         network: None,
         server_ports: Vec::new(),
+        metrics: None,
     };
 }
 
