@@ -1,5 +1,5 @@
 //! Syntax highlighting of code blocks with syntect: Sublime Text's grammars (dozens of languages,
-//! found by a fence's info string or a file extension), each block parsed line by line with its
+//! found by a fence's info string, a language's name or its file extension: `rust`, `rs`), each block parsed line by line with its
 //! state carried across lines, so a multi-line string or comment is coloured as one.
 //!
 //! Why syntect and not tree-sitter-highlight: tree-sitter needs one grammar crate (a C parser
@@ -36,8 +36,9 @@ pub const MAX_HIGHLIGHT_BYTES: usize = 64 * 1024;
 /// Blocks whose highlighting is remembered. An answer is re-rendered on every streamed delta and
 /// the whole transcript on a resize; with the cache, a block that did not change costs a lookup
 /// and one growing at its end (a streaming block) only its new lines. 256 blocks covers the
-/// code of a long session's recent answers; beyond it the least recently used is dropped, and
-/// each entry holds at most a capped block.
+/// code of a long session's recent answers; beyond it the least recently used is dropped. Each
+/// entry holds at most a capped block, so the worst case is 256 × 64 KiB of text and its spans
+/// (tens of megabytes, for a session of 256 maximal blocks); a chat's blocks are a few KiB.
 pub const HIGHLIGHT_CACHE_BLOCKS: usize = 256;
 
 /// The bundled grammars, loaded on first use.
@@ -67,12 +68,6 @@ fn syntax_for(token: &str) -> Option<&'static SyntaxReference> {
             None
         }
     })
-}
-
-/// The grammar's token for a file path (its extension), for tool outputs of a known file.
-pub fn token_for_path(path: &str) -> &str {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    name.rsplit_once('.').map_or(name, |(_, ext)| ext)
 }
 
 /// Scope prefixes and their palette entry, innermost scope first: the first scope of a token's
@@ -197,7 +192,7 @@ fn highlight_from(
         text.push_str(line);
         text.push('\n');
         let Ok(ops) = state.parse.parse_line(&text, set) else {
-            // A grammar the parser cannot run: this line and the rest plain, from a fresh state.
+            // A grammar the parser cannot run here: this line plain, the next from a fresh state.
             out.push(vec![Span::styled((*line).to_owned(), base)]);
             state = Resume { parse: ParseState::new(syntax), scopes: ScopeStack::new() };
             continue;
@@ -456,13 +451,5 @@ mod tests {
         cache.highlight(rust, "rust", &[newest], 1, base);
         assert_eq!(cache.len(), HIGHLIGHT_CACHE_BLOCKS);
         assert!(!cache.entries.iter().any(|e| e.lines[0] == blocks[0]));
-    }
-
-    #[test]
-    fn a_path_names_its_language() {
-        assert_eq!(token_for_path("/workspace/src/main.rs"), "rs");
-        assert_eq!(token_for_path("Makefile"), "Makefile");
-        let p = parts("x = 1  # n", token_for_path("a/b.py"));
-        assert_eq!(colour_of(&p, "# n"), Some(Color::DarkGray), "{p:?}");
     }
 }
