@@ -6,9 +6,10 @@
 //! compiled at build time) per language, so a few languages cost minutes of build and every new
 //! one a dependency; syntect brings all of its default grammars in one bundled dump, and with
 //! `regex-fancy` its regex engine is pure Rust (no oniguruma C build). Its price is a one-off
-//! load of that dump (milliseconds, done lazily on the first coloured code block, [`syntaxes`])
-//! and a parser slower than a hand-written tokenizer, which the bounds below and the block cache
-//! ([`BlockCache`]) keep off the frame path. It replaces a tokenizer that knew no grammar (it
+//! load of that dump (~140 ms in the release build under load, done lazily on the first coloured
+//! code block, [`syntaxes`]) and a parser much slower than a hand-written tokenizer (~200 µs a
+//! short line), which the bounds below and the block cache ([`BlockCache`]) keep off the frame
+//! path of a streaming answer; a long transcript's first render (an attach) pays it in full. It replaces a tokenizer that knew no grammar (it
 //! coloured a Rust lifetime `'a` as the start of a string).
 //!
 //! Colours: syntect's themes are RGB; the TUI uses only the terminal's named colours
@@ -23,22 +24,23 @@ use syntect::parsing::{ParseState, Scope, ScopeStack, SyntaxReference, SyntaxSet
 
 use super::theme::Theme;
 
-/// Lines of a block highlighted at most; the rest is shown plain. The parser runs at tens of
-/// thousands of lines a second, so 2,000 lines is a one-off of tens of milliseconds for a block
-/// nobody reads whole in a chat transcript anyway.
-pub const MAX_HIGHLIGHT_LINES: usize = 2000;
+/// Lines of a block highlighted at most; the rest is shown plain. syntect with fancy-regex is
+/// slow: about 5,000 short lines a second on this shared 2-core machine (`scripts/bench.sh tui`:
+/// 2,000 lines of Rust cost ~350 ms), so 200 lines is a one-off of ~40 ms for a block (then
+/// cached, [`BlockCache`]) — two or three frames, not a stall.
+pub const MAX_HIGHLIGHT_LINES: usize = 200;
 
 /// Bytes of a block highlighted at most (the lines up to the one that would pass it); the rest is
 /// shown plain. Bounds what [`MAX_HIGHLIGHT_LINES`] cannot: a few minified lines of megabytes,
 /// on which a backtracking regex can take seconds.
-pub const MAX_HIGHLIGHT_BYTES: usize = 64 * 1024;
+pub const MAX_HIGHLIGHT_BYTES: usize = 16 * 1024;
 
 /// Blocks whose highlighting is remembered. An answer is re-rendered on every streamed delta and
 /// the whole transcript on a resize; with the cache, a block that did not change costs a lookup
 /// and one growing at its end (a streaming block) only its new lines. 256 blocks covers the
 /// code of a long session's recent answers; beyond it the least recently used is dropped. Each
-/// entry holds at most a capped block, so the worst case is 256 × 64 KiB of text and its spans
-/// (tens of megabytes, for a session of 256 maximal blocks); a chat's blocks are a few KiB.
+/// entry holds at most a capped block, so the worst case is 256 × 16 KiB of text and its spans
+/// (some megabytes, for a session of 256 maximal blocks); a chat's blocks are a few KiB.
 pub const HIGHLIGHT_CACHE_BLOCKS: usize = 256;
 
 /// The bundled grammars, loaded on first use.

@@ -7,6 +7,7 @@
 //!   group renders its newest items only); and again with the answer streaming a Rust code block
 //!   (two deltas a line, so half the frames end inside a line: the highlighter's per-block cache
 //!   parses only the new lines). `--frames` prints these rows and stops;
+//! - attach: the page of 1,000 answers rendered at once (each with a two-line Rust block);
 //! - the first coloured code block, which loads the highlighter's grammars;
 //! - idle CPU: the real `outboard` binary in tmux, connected and doing nothing, over 5 s;
 //! - fan-out: the latency the server adds between a model delta and its delivery to each attached
@@ -80,7 +81,8 @@ enum Stream {
 
 /// Frame times while an answer streams into a ~10,000-line transcript: the main loop's answer,
 /// a subagent's text into its group (after [`BENCH_CHILD_CALLS`] child calls), or a code block.
-fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration)> {
+/// Also returns the attach's own time: every cell of the page rendered (its code highlighted).
+fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration, Duration)> {
     let subagent = stream == Stream::Subagent;
     let mut app = App::new(Theme { color: true }, 120, 40);
     let me = Me { user: "alice".into(), connection_id: 1 };
@@ -123,7 +125,9 @@ fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration)> {
         cursor: None,
         standing: Vec::new(),
     };
+    let t = Instant::now();
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
+    let attach = t.elapsed();
     let lines = app.transcript_len();
     let mut terminal = Terminal::new(TestBackend::new(120, 40))?;
     let mut times = Vec::new();
@@ -144,7 +148,7 @@ fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration)> {
         times.push(t.elapsed());
     }
     times.sort();
-    Ok((lines, percentile(&times, 0.5), percentile(&times, 0.99)))
+    Ok((lines, attach, percentile(&times, 0.5), percentile(&times, 0.99)))
 }
 
 fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
@@ -649,7 +653,14 @@ async fn main() -> anyhow::Result<()> {
         format!("{:.1} ms", load.as_secs_f64() * 1000.0)
     );
     for stream in [Stream::Prose, Stream::Subagent, Stream::Code] {
-        let (lines, p50, p99) = frame_bench(stream)?;
+        let (lines, attach, p50, p99) = frame_bench(stream)?;
+        if stream == Stream::Prose {
+            println!(
+                "{:<58} {:>10}",
+                "attach of 1,000 answers with 2,000 lines of Rust",
+                format!("{:.1} ms", attach.as_secs_f64() * 1000.0)
+            );
+        }
         let what = match stream {
             Stream::Subagent => {
                 format!("frame, {lines} lines, a subagent streaming ({BENCH_CHILD_CALLS} calls)")
