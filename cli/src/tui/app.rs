@@ -1268,10 +1268,10 @@ fn tool_lines(t: &ToolCell, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     ]);
     let gutter = [Span::styled("  │ ", theme.dim())];
     let mut out = wrap::wrap_line(&header, width, &gutter);
-    let diff = if t.result.as_ref().is_none_or(|r| !r.0) {
-        diff::diff_lines(&t.name, &t.input, theme)
-    } else {
-        None
+    let diff = match &t.result {
+        None => diff::diff_lines(&t.name, &t.input, None, theme),
+        Some((false, output, _)) => diff::diff_lines(&t.name, &t.input, Some(output), theme),
+        Some((true, _, _)) => None,
     };
     let body: String = match (&t.result, &diff) {
         (_, Some(_)) => String::new(),

@@ -8,7 +8,7 @@ use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, T
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
-use super::highlight::highlight_line;
+use super::highlight::highlight_block;
 use super::theme::Theme;
 use super::wrap::wrap_line;
 
@@ -85,10 +85,10 @@ impl Builder<'_> {
     fn code_block(&mut self, lang: &str, body: &str) {
         let indent = self.prefix(false);
         let gutter = Span::styled("▎ ", self.theme.dim());
-        for line in body.trim_end_matches('\n').split('\n') {
+        for line in highlight_block(body, lang, self.theme) {
             let mut spans = indent.clone();
             spans.push(gutter.clone());
-            spans.extend(highlight_line(line, lang, self.theme));
+            spans.extend(line);
             let mut cont = indent.clone();
             cont.push(gutter.clone());
             self.out.extend(wrap_line(&Line::from(spans), self.width, &cont));

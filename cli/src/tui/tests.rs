@@ -267,7 +267,11 @@ fn edit_as_a_diff() {
         EventKind::ToolResult {
             call_id: "c2".into(),
             name: "Edit".into(),
-            output: "ok".into(),
+            output: "The file /workspace/src/store.rs has been updated at line 41. Here's the \
+                     result of running `cat -n` on a snippet of the edited file:\n    \
+                     40\t\n    41\tfn last_seq(&self) -> u64 {\n    42\t    \
+                     self.seq.load(Ordering::Acquire)\n    43\t}\n    44\t\n"
+                .into(),
             is_error: false,
             duration_ms: 4,
         },

@@ -424,8 +424,11 @@ pub(super) fn edited_message(
     } else {
         String::new()
     };
+    // Where one replacement landed (1-based): clients number their diff of old_string →
+    // new_string with it; several replacements have no one line.
+    let at = if *matches == 1 { format!(" at line {}", first_line + 1) } else { String::new() };
     format!(
-        "The file {shown} has been updated{suffix}.{what} Here's the result of running `cat -n` \
-         on a snippet of the edited file:\n{snippet}"
+        "The file {shown} has been updated{at}{suffix}.{what} Here's the result of running \
+         `cat -n` on a snippet of the edited file:\n{snippet}"
     )
 }

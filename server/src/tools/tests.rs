@@ -319,8 +319,8 @@ async fn edit_replaces_unique_strings_and_answers_with_a_snippet() {
         .await;
     assert_eq!(
         r,
-        ok("The file /workspace/a.txt has been updated. Here's the result of running `cat -n` on a \
-            snippet of the edited file:\n     2\tline 2\n     3\tline 3\n     4\tline 4\n     5\t\
+        ok("The file /workspace/a.txt has been updated at line 6. Here's the result of running \
+            `cat -n` on a snippet of the edited file:\n     2\tline 2\n     3\tline 3\n     4\tline 4\n     5\t\
             line 5\n     6\tsix\n     7\tline 7\n     8\tline 8\n     9\tline 9\n    10\tline 10\n")
     );
     assert!(f.get("a.txt").contains("line 5\nsix\nline 7\n"));
@@ -339,6 +339,7 @@ async fn edit_replaces_unique_strings_and_answers_with_a_snippet() {
         .call("Edit", json!({"file_path": "a.txt", "old_string": "line 1", "new_string": "L1", "replace_all": true}))
         .await;
     assert!(!r.is_error && r.output.contains("All 4 occurrences"), "{}", r.output);
+    assert!(!r.output.contains(" at line "), "several replacements have no one line: {}", r.output);
     assert!(f.get("a.txt").starts_with("L1\nline 2\n"));
     assert!(f.get("a.txt").contains("L10\nL11\nL12\n"));
 

@@ -4,7 +4,11 @@
 //!   `TestBackend`, so the figure is our layout and ratatui's buffer work, without terminal IO),
 //!   while an answer streams into it (one delta applied per frame), p50/p99; and again with a
 //!   subagent's text streaming into its group (a running `Task` whose child made 300 calls: the
-//!   group renders its newest items only). `--frames` prints these rows and stops;
+//!   group renders its newest items only); and again with the answer streaming a Rust code block
+//!   (two deltas a line, so half the frames end inside a line: the highlighter's per-block cache
+//!   parses only the new lines). `--frames` prints these rows and stops;
+//! - attach: the page of 1,000 answers rendered at once (each with a two-line Rust block);
+//! - the first coloured code block, which loads the highlighter's grammars;
 //! - idle CPU: the real `outboard` binary in tmux, connected and doing nothing, over 5 s;
 //! - fan-out: the latency the server adds between a model delta and its delivery to each attached
 //!   client, at 1, 10 and 50 clients, each with and without a stalled client (see [`fanout`]).
@@ -64,9 +68,22 @@ fn subagent_events(seq: u64) -> Vec<SessionEvent> {
     out
 }
 
+/// What streams in [`frame_bench`].
+#[derive(Clone, Copy, PartialEq)]
+enum Stream {
+    /// Prose into the main answer.
+    Prose,
+    /// A subagent's text into its group.
+    Subagent,
+    /// A fenced Rust code block into the main answer.
+    Code,
+}
+
 /// Frame times while an answer streams into a ~10,000-line transcript: the main loop's answer,
-/// or (`subagent`) a subagent's text into its group (after [`BENCH_CHILD_CALLS`] child calls).
-fn frame_bench(subagent: bool) -> anyhow::Result<(usize, Duration, Duration)> {
+/// a subagent's text into its group (after [`BENCH_CHILD_CALLS`] child calls), or a code block.
+/// Also returns the attach's own time: every cell of the page rendered (its code highlighted).
+fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration, Duration)> {
+    let subagent = stream == Stream::Subagent;
     let mut app = App::new(Theme { color: true }, 120, 40);
     let me = Me { user: "alice".into(), connection_id: 1 };
     app.handle(AppEvent::Connection(ConnState::Connected, Some(me)));
@@ -109,12 +126,20 @@ fn frame_bench(subagent: bool) -> anyhow::Result<(usize, Duration, Duration)> {
         cursor: None,
         standing: Vec::new(),
     };
+    let t = Instant::now();
     app.handle(AppEvent::Attached(Box::new(snapshot), false));
+    let attach = t.elapsed();
     let lines = app.transcript_len();
     let mut terminal = Terminal::new(TestBackend::new(120, 40))?;
     let mut times = Vec::new();
     for i in 0..2000 {
-        let mut delta = ev(1000, EventKind::AssistantDelta { text: format!("word{i} ") });
+        let text = match (stream, i % 2) {
+            (Stream::Code, _) if i == 0 => "Here:\n\n```rust\n".to_owned(),
+            (Stream::Code, 1) => format!("let v{i}: &'static str = "),
+            (Stream::Code, _) => format!("\"s{i}\"; // line {i}\n"),
+            _ => format!("word{i} "),
+        };
+        let mut delta = ev(1000, EventKind::AssistantDelta { text });
         if subagent {
             delta.parent = Some(BENCH_TASK.into());
         }
@@ -124,7 +149,7 @@ fn frame_bench(subagent: bool) -> anyhow::Result<(usize, Duration, Duration)> {
         times.push(t.elapsed());
     }
     times.sort();
-    Ok((lines, percentile(&times, 0.5), percentile(&times, 0.99)))
+    Ok((lines, attach, percentile(&times, 0.5), percentile(&times, 0.99)))
 }
 
 fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
@@ -614,12 +639,35 @@ async fn fanout() -> anyhow::Result<()> {
 async fn main() -> anyhow::Result<()> {
     println!("tui");
     println!("{:<58} {:>10} {:>10}", "", "p50", "p99");
-    for subagent in [false, true] {
-        let (lines, p50, p99) = frame_bench(subagent)?;
-        let what = if subagent {
-            format!("frame, {lines} lines, a subagent streaming ({BENCH_CHILD_CALLS} calls)")
-        } else {
-            format!("frame, {lines}-line transcript, 120x40, streaming")
+    // Before any frame: the first coloured block pays for loading the grammars.
+    let t = Instant::now();
+    let first = outboard_cli::tui::highlight::highlight_block(
+        "fn main() { let s = \"x\"; }",
+        "rust",
+        &Theme { color: true },
+    );
+    let load = t.elapsed();
+    anyhow::ensure!(first.len() == 1, "one line highlighted");
+    println!(
+        "{:<58} {:>10}",
+        "first code block coloured (loads the grammars)",
+        format!("{:.1} ms", load.as_secs_f64() * 1000.0)
+    );
+    for stream in [Stream::Prose, Stream::Subagent, Stream::Code] {
+        let (lines, attach, p50, p99) = frame_bench(stream)?;
+        if stream == Stream::Prose {
+            println!(
+                "{:<58} {:>10}",
+                "attach of 1,000 answers with 2,000 lines of Rust",
+                format!("{:.1} ms", attach.as_secs_f64() * 1000.0)
+            );
+        }
+        let what = match stream {
+            Stream::Subagent => {
+                format!("frame, {lines} lines, a subagent streaming ({BENCH_CHILD_CALLS} calls)")
+            }
+            Stream::Prose => format!("frame, {lines}-line transcript, 120x40, streaming"),
+            Stream::Code => format!("frame, {lines} lines, a 1,000-line code block streaming"),
         };
         println!(
             "{:<58} {:>10} {:>10}",
