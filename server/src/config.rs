@@ -276,7 +276,7 @@ pub fn default_listen() -> SocketAddr {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// An unknown provider name.
-    #[error("unknown provider {0:?}: use --provider anthropic or --provider openai")]
+    #[error("unknown provider {0:?}: use --provider anthropic, openai or responses")]
     UnknownProvider(String),
     /// No data directory could be found.
     #[error("no data directory: set --data or OUTBOARD_DATA_DIR (HOME is not set either)")]
@@ -297,6 +297,7 @@ pub fn llm_config(
     let kind = match provider.map(str::trim) {
         Some("anthropic") => ProviderKind::Anthropic,
         Some("openai") => ProviderKind::OpenAi,
+        Some("responses") => ProviderKind::Responses,
         Some(other) => return Err(ConfigError::UnknownProvider(other.to_owned())),
         None if env_key("ANTHROPIC_API_KEY").is_none() && env_key("OPENAI_API_KEY").is_some() => {
             ProviderKind::OpenAi
@@ -308,6 +309,7 @@ pub fn llm_config(
             ("https://api.anthropic.com", "claude-sonnet-4-5", "ANTHROPIC_API_KEY")
         }
         ProviderKind::OpenAi => ("https://api.openai.com/v1", "gpt-4.1", "OPENAI_API_KEY"),
+        ProviderKind::Responses => ("https://api.openai.com/v1", "gpt-5", "OPENAI_API_KEY"),
     };
     Ok(LlmConfig {
         kind,
@@ -316,6 +318,7 @@ pub fn llm_config(
         api_key: env_key(key_var).map(Secret::new),
         max_tokens: 8192,
         retry: RetryPolicy::default(),
+        reasoning_effort: None,
     })
 }
 

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! outboard-server serve [--listen 127.0.0.1:7700] [--data DIR]
-//!                       [--provider anthropic|openai] [--base-url URL] [--model NAME]
+//!                       [--provider anthropic|openai|responses] [--base-url URL] [--model NAME]
 //!                       [--sandbox bwrap|unsafe-host]
 //!                       [--tls-cert PEM --tls-key PEM] [--insecure]
 //!                       [--handshake-timeout SECS] [--idle-timeout SECS]
@@ -85,10 +85,11 @@ struct ServeArgs {
     listen: SocketAddr,
     #[command(flatten)]
     data: DataArg,
-    /// Model provider: anthropic or openai (OpenAI-compatible servers too).
+    /// Model provider: anthropic, openai (Chat Completions, OpenAI-compatible servers too) or
+    /// responses (the OpenAI Responses API).
     #[arg(long, env = "OUTBOARD_PROVIDER")]
     provider: Option<String>,
-    /// Provider base URL (openai: including /v1; anthropic: without).
+    /// Provider base URL (openai, responses: including /v1; anthropic: without).
     #[arg(long, env = "OUTBOARD_BASE_URL")]
     base_url: Option<String>,
     /// Model name.
