@@ -419,7 +419,7 @@ pub struct ConnectArgs {
     #[arg(long, env = "OUTBOARD_INSECURE")]
     pub insecure: bool,
     /// Embedded mode: the model provider.
-    #[arg(long, env = "OUTBOARD_PROVIDER", value_parser = ["anthropic", "openai"])]
+    #[arg(long, env = "OUTBOARD_PROVIDER", value_parser = ["anthropic", "openai", "responses"])]
     pub provider: Option<String>,
     /// Embedded mode: the provider's base URL (a local or mock server).
     #[arg(long, env = "OUTBOARD_BASE_URL", value_name = "URL")]

@@ -276,7 +276,7 @@ pub fn default_listen() -> SocketAddr {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// An unknown provider name.
-    #[error("unknown provider {0:?}: use --provider anthropic or --provider openai")]
+    #[error("unknown provider {0:?}: use --provider anthropic, openai or responses")]
     UnknownProvider(String),
     /// No data directory could be found.
     #[error("no data directory: set --data or OUTBOARD_DATA_DIR (HOME is not set either)")]
@@ -305,6 +305,7 @@ pub fn llm_config(
     let default_model = match kind {
         ProviderKind::Anthropic => "claude-sonnet-4-5",
         ProviderKind::OpenAi => "gpt-4.1",
+        ProviderKind::Responses => "gpt-5",
     };
     Ok(LlmConfig {
         kind,
@@ -314,6 +315,7 @@ pub fn llm_config(
         max_tokens: crate::models::DEFAULT_MAX_TOKENS,
         retry: RetryPolicy::default(),
         thinking_budget: None,
+        reasoning_effort: None,
     })
 }
 

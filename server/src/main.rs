@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! outboard-server serve [--listen 127.0.0.1:7700] [--data DIR]
-//!                       [--provider anthropic|openai] [--base-url URL] [--model NAME]
+//!                       [--provider anthropic|openai|responses] [--base-url URL] [--model NAME]
 //!                       [--sandbox bwrap|unsafe-host]
 //!                       [--tls-cert PEM --tls-key PEM] [--insecure]
 //!                       [--handshake-timeout SECS] [--idle-timeout SECS]
@@ -88,17 +88,19 @@ struct ServeArgs {
     listen: SocketAddr,
     #[command(flatten)]
     data: DataArg,
-    /// Model provider: anthropic or openai (OpenAI-compatible servers too).
+    /// Model provider: anthropic, openai (Chat Completions, OpenAI-compatible servers too) or
+    /// responses (the OpenAI Responses API).
     #[arg(long, env = "OUTBOARD_PROVIDER", conflicts_with = "models")]
     provider: Option<String>,
-    /// Provider base URL (openai: including /v1; anthropic: without).
+    /// Provider base URL (openai, responses: including /v1; anthropic: without).
     #[arg(long, env = "OUTBOARD_BASE_URL", conflicts_with = "models")]
     base_url: Option<String>,
     /// Model name: the provider's model id; with --models, the name of the default model.
     #[arg(long, env = "OUTBOARD_MODEL")]
     model: Option<String>,
     /// A TOML file of the models sessions may pick (name, provider, model id, base URL, key
-    /// variable, context window, thinking budget, prices); see docs/OPERATIONS.md.
+    /// variable, context window, thinking budget, reasoning effort, prices); see
+    /// docs/ARCHITECTURE.md, "Models".
     #[arg(long, env = "OUTBOARD_MODELS", value_name = "FILE")]
     models: Option<PathBuf>,
     /// Anthropic extended thinking for models that set no budget of their own: this many tokens

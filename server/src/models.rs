@@ -23,6 +23,7 @@
 //! context_window = 200000          # optional: else the model family's known window
 //! max_tokens = 16000               # optional: output tokens per call (8192)
 //! thinking_budget = 8000           # optional (anthropic): extended thinking on, this budget
+//! reasoning_effort = "medium"      # optional (responses): none, minimal, low, medium, high, xhigh
 //! prices = { input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }  # USD/Mtok
 //! ```
 
@@ -151,6 +152,7 @@ struct FileEntry {
     context_window: Option<u64>,
     max_tokens: Option<u32>,
     thinking_budget: Option<u32>,
+    reasoning_effort: Option<String>,
     prices: Option<ModelPrices>,
 }
 
@@ -207,6 +209,8 @@ impl ModelCatalog {
             }
             check_thinking(kind, e.thinking_budget, max_tokens)
                 .map_err(|p| invalid(format!("{at}: {p}")))?;
+            check_effort(kind, e.reasoning_effort.as_deref())
+                .map_err(|p| invalid(format!("{at}: {p}")))?;
             if let Some(p) = &e.prices {
                 let all = [p.input, p.output, p.cache_read, p.cache_write];
                 if all.iter().any(|v| !v.is_finite() || *v < 0.0) {
@@ -229,6 +233,7 @@ impl ModelCatalog {
                     max_tokens,
                     retry: RetryPolicy::default(),
                     thinking_budget: e.thinking_budget,
+                    reasoning_effort: e.reasoning_effort,
                 },
                 context_window: e.context_window,
                 prices: e.prices,
@@ -316,6 +321,24 @@ fn check_thinking(kind: ProviderKind, budget: Option<u32>, max_tokens: u32) -> R
         return Err(format!(
             "thinking_budget ({budget}) must be below max_tokens ({max_tokens}), which counts it"
         ));
+    }
+    Ok(())
+}
+
+/// The efforts the Responses API takes for `reasoning.effort`.
+const EFFORTS: &[&str] = &["none", "minimal", "low", "medium", "high", "xhigh"];
+
+/// A reasoning effort is the Responses API's, one of [`EFFORTS`].
+fn check_effort(kind: ProviderKind, effort: Option<&str>) -> Result<(), String> {
+    let Some(effort) = effort else { return Ok(()) };
+    if kind != ProviderKind::Responses {
+        return Err(format!(
+            "reasoning_effort is the Responses API's (provider = \"responses\"), not {}'s",
+            kind.as_str()
+        ));
+    }
+    if !EFFORTS.contains(&effort) {
+        return Err(format!("reasoning_effort {effort:?} is not one of {}", EFFORTS.join(", ")));
     }
     Ok(())
 }
@@ -482,6 +505,13 @@ api_key_env = "OPENROUTER_KEY"
         let default = format!("default = \"zz\"\n{}", one(""));
         assert!(err(&default).contains("\"zz\" is not one of its models (a)"), "{}", err(&default));
         assert!(err(&one("prices = { input = -1.0, output = 1.0 }")).contains("0 or more"));
+        assert!(err(&one("reasoning_effort = \"high\"")).contains("Responses API's"));
+        let responses = "[[models]]\nname = \"a\"\nprovider = \"responses\"\nmodel = \"m\"\nreasoning_effort = \"max\"";
+        assert!(err(responses).contains("not one of none, minimal"), "{}", err(responses));
+        let ok = responses.replace("max", "low");
+        let c = ModelCatalog::from_toml(&ok, "m.toml", None, &env).unwrap();
+        assert_eq!(c.default_entry().llm.reasoning_effort.as_deref(), Some("low"));
+        assert_eq!(c.default_entry().llm.base_url, "https://api.openai.com/v1");
     }
 
     #[test]

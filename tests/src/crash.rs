@@ -196,7 +196,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     .await?;
     let base = match config.api {
         Api::Anthropic => mock.anthropic_base_url(),
-        Api::OpenAi => mock.openai_base_url(),
+        Api::OpenAi | Api::Responses => mock.openai_base_url(),
     };
     let mut server = TestServer::start(config.api, &base)?;
     let token = server.add_user("alice", "acme")?;

@@ -55,6 +55,8 @@ pub enum Api {
     Anthropic,
     /// OpenAI Chat Completions.
     OpenAi,
+    /// The OpenAI Responses API.
+    Responses,
 }
 
 impl Api {
@@ -63,6 +65,7 @@ impl Api {
         match self {
             Api::Anthropic => "anthropic",
             Api::OpenAi => "openai",
+            Api::Responses => "responses",
         }
     }
 
@@ -70,7 +73,7 @@ impl Api {
     pub fn key_var(self) -> &'static str {
         match self {
             Api::Anthropic => "ANTHROPIC_API_KEY",
-            Api::OpenAi => "OPENAI_API_KEY",
+            Api::OpenAi | Api::Responses => "OPENAI_API_KEY",
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Outboard's test support: the mock LLM server ([`mock_llm`]) shared by the end-to-end suites
+//! Outboard's test support: the mock LLM server ([`mock_llm`], its Responses API dialect in
+//! [`mock_responses`]) shared by the end-to-end suites
 //! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
 //! runs the real CLI, the crash harness ([`crash`]), a mock model answering several conversations at
 //! once ([`conversations`]), and a real git smart-HTTP host with test
@@ -13,5 +14,6 @@ pub mod harness;
 pub mod long_session;
 pub mod long_turn;
 pub mod mock_llm;
+pub mod mock_responses;
 pub mod scripted;
 pub mod tls;

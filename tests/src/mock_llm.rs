@@ -1,5 +1,6 @@
-//! The mock LLM server: a real axum HTTP server on loopback that speaks the Anthropic Messages
-//! and OpenAI Chat Completions *streaming* wire formats, answering from a script.
+//! The mock LLM server: a real axum HTTP server on loopback that speaks the Anthropic Messages,
+//! OpenAI Chat Completions and OpenAI Responses *streaming* wire formats, answering from a script
+//! (the Responses dialect lives in `mock_responses`).
 //!
 //! Why a real server rather than a fake provider: the provider code under test is mostly wire
 //! handling (SSE framing, chunk assembly, status codes, cut connections), and only real HTTP
@@ -38,6 +39,9 @@
 //!                                          // mock refuses it back changed, or missing in a
 //!                                          // tool loop with thinking on, as the API does)
 //!   "redacted_thinking": "EmwKAhgB…",      // Anthropic: a redacted_thinking block after it
+//!   "openai_reasoning": [                  // Responses API reasoning items, before the text
+//!     {"id": "rs_1", "summary": ["Plan."], "encrypted_content": "opaque"}
+//!   ],
 //!   "openai": {                            // OpenAI dialect knobs (see MockOpenAiDialect)
 //!     "omit_usage": false, "omit_done": false, "args_in_one_chunk": false,
 //!     "omit_tool_index": false, "empty_deltas": false, "reasoning": null,
@@ -59,8 +63,9 @@
 //!   cacheable length (`anthropic_min_cacheable`); `cache_read_input_tokens` is the longest such
 //!   prefix an earlier request wrote, `cache_creation_input_tokens` the rest up to the last
 //!   breakpoint, `input_tokens` what follows it. No breakpoint, no cache.
-//! - OpenAI (automatic prefix caching, as OpenAI, llama.cpp and vLLM do):
-//!   `prompt_tokens_details.cached_tokens` is the longest common byte prefix of the body with
+//! - OpenAI and Responses (automatic prefix caching, as OpenAI, llama.cpp and vLLM do):
+//!   `prompt_tokens_details.cached_tokens` (Responses: `input_tokens_details.cached_tokens`) is
+//!   the longest common byte prefix of the body with
 //!   any of the last [`OPENAI_CACHE_BODIES`] bodies, so a byte that changes early costs the
 //!   whole rest.
 
@@ -158,7 +163,7 @@ impl MockToolCall {
         self
     }
 
-    fn arguments(&self) -> String {
+    pub(crate) fn arguments(&self) -> String {
         match (&self.raw_input, &self.input) {
             (Some(raw), _) => raw.clone(),
             (None, Value::Null) => "{}".to_owned(),
@@ -200,6 +205,8 @@ pub struct MockStep {
     pub chunk_delay_ms: u64,
     /// OpenAI dialect knobs for this step.
     pub openai: MockOpenAiDialect,
+    /// Responses API reasoning items, sent before the text and the calls.
+    pub openai_reasoning: Vec<crate::mock_responses::MockReasoning>,
     /// Anthropic: a thinking block before the answer, with this text (streamed in pieces) and a
     /// signature the mock checks when the block comes back ([`mock_signature`]).
     pub thinking: Option<String>,
@@ -320,14 +327,14 @@ impl MockStep {
         self
     }
 
-    fn text_deltas(&self) -> Vec<String> {
+    pub(crate) fn text_deltas(&self) -> Vec<String> {
         if let Some(deltas) = &self.deltas {
             return deltas.clone();
         }
         split_words(&self.text)
     }
 
-    fn stop_reason(&self) -> String {
+    pub(crate) fn stop_reason(&self) -> String {
         match &self.stop {
             Some(stop) => stop.clone(),
             None if self.tool_calls.is_empty() => "end_turn".into(),
@@ -583,6 +590,7 @@ impl MockLlm {
         let app = Router::new()
             .route("/v1/messages", post(anthropic))
             .route("/v1/chat/completions", post(openai))
+            .route("/v1/responses", post(responses))
             .route("/_mock/requests", get(requests))
             .with_state(state.clone());
         let task = tokio::spawn(async move {
@@ -643,6 +651,7 @@ impl Drop for MockLlm {
 enum Dialect {
     Anthropic,
     OpenAi,
+    Responses,
 }
 
 async fn anthropic(
@@ -663,6 +672,16 @@ async fn openai(
     body: Bytes,
 ) -> Response {
     answer(state, Dialect::OpenAi, method, uri, headers, body).await
+}
+
+async fn responses(
+    State(state): State<SharedState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(state, Dialect::Responses, method, uri, headers, body).await
 }
 
 async fn requests(State(state): State<SharedState>) -> Json<Vec<RecordedRequest>> {
@@ -696,7 +715,7 @@ async fn answer(
         let mut shared = lock(&state);
         let cached = match dialect {
             Dialect::Anthropic => shared.caches.anthropic(&record.body),
-            Dialect::OpenAi => shared.caches.openai(&body),
+            Dialect::OpenAi | Dialect::Responses => shared.caches.openai(&body),
         };
         shared.requests.push(record);
         shared.served += 1;
@@ -737,6 +756,7 @@ async fn answer(
     let events = match dialect {
         Dialect::Anthropic => anthropic_events(&step, &model, n, usage),
         Dialect::OpenAi => openai_events(&step, &step.openai.merged(&global), &model, n, usage),
+        Dialect::Responses => crate::mock_responses::responses_events(&step, &model, n, usage),
     };
     sse_response(events, step.cut_after, Duration::from_millis(step.chunk_delay_ms))
 }
@@ -797,7 +817,7 @@ fn error_body(dialect: Dialect, kind: &str, message: &str) -> String {
         Dialect::Anthropic => {
             json!({"type": "error", "error": {"type": kind, "message": message}}).to_string()
         }
-        Dialect::OpenAi => {
+        Dialect::OpenAi | Dialect::Responses => {
             json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
                 .to_string()
         }
@@ -881,7 +901,7 @@ fn frame(event: Option<&str>, data: &Value) -> String {
 }
 
 /// Splits text into word deltas ("Hello, ", "world!") whose concatenation is the text.
-fn split_words(text: &str) -> Vec<String> {
+pub(crate) fn split_words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut in_space = false;
@@ -899,7 +919,7 @@ fn split_words(text: &str) -> Vec<String> {
 }
 
 /// Splits a string into about three pieces on character boundaries.
-fn split_pieces(text: &str) -> Vec<String> {
+pub(crate) fn split_pieces(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     if chars.len() < 3 {
         return vec![text.to_owned()];

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 fn base_url(mock: &MockLlm, api: Api) -> String {
     match api {
         Api::Anthropic => mock.anthropic_base_url(),
-        Api::OpenAi => mock.openai_base_url(),
+        Api::OpenAi | Api::Responses => mock.openai_base_url(),
     }
 }
 
@@ -73,7 +73,9 @@ fn scripted_task() -> Vec<MockStep> {
 fn sent_key(r: &RecordedRequest, api: Api) -> bool {
     match api {
         Api::Anthropic => r.x_api_key.as_deref() == Some(TEST_API_KEY),
-        Api::OpenAi => r.authorization.as_deref() == Some(&format!("Bearer {TEST_API_KEY}")),
+        Api::OpenAi | Api::Responses => {
+            r.authorization.as_deref() == Some(&format!("Bearer {TEST_API_KEY}"))
+        }
     }
 }
 
@@ -168,6 +170,11 @@ async fn scripted_task_anthropic() {
 #[tokio::test]
 async fn scripted_task_openai() {
     scripted_task_end_to_end(Api::OpenAi).await;
+}
+
+#[tokio::test]
+async fn scripted_task_responses() {
+    scripted_task_end_to_end(Api::Responses).await;
 }
 
 #[tokio::test]

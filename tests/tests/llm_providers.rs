@@ -16,7 +16,8 @@ use outboard_tests::mock_llm::{MockLlm, MockOpenAiDialect, MockScript, MockStep,
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
-const KINDS: [ProviderKind; 2] = [ProviderKind::Anthropic, ProviderKind::OpenAi];
+const KINDS: [ProviderKind; 3] =
+    [ProviderKind::Anthropic, ProviderKind::OpenAi, ProviderKind::Responses];
 const KEY: &str = "sk-test-very-SECRET-key-123";
 const MAX_DELAY: Duration = Duration::from_millis(200);
 
@@ -24,6 +25,7 @@ fn config(kind: ProviderKind, mock: &MockLlm, key: Option<&str>) -> LlmConfig {
     let base_url = match kind {
         ProviderKind::Anthropic => mock.anthropic_base_url(),
         ProviderKind::OpenAi => mock.openai_base_url(),
+        ProviderKind::Responses => mock.responses_base_url(),
     };
     LlmConfig {
         kind,
@@ -37,6 +39,7 @@ fn config(kind: ProviderKind, mock: &MockLlm, key: Option<&str>) -> LlmConfig {
             max_delay: MAX_DELAY,
         },
         thinking_budget: None,
+        reasoning_effort: None,
     }
 }
 
@@ -306,7 +309,7 @@ async fn bad_request_is_not_retried_and_its_message_surfaces() {
             ProviderKind::Anthropic => {
                 r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 999999 > 64000"}}"#
             }
-            ProviderKind::OpenAi => {
+            ProviderKind::OpenAi | ProviderKind::Responses => {
                 r#"{"error":{"message":"max_tokens: 999999 > 64000","type":"invalid_request_error","code":null}}"#
             }
         };
@@ -494,6 +497,82 @@ async fn openai_request_body_and_headers() {
 }
 
 #[tokio::test]
+async fn responses_request_body_and_headers() {
+    let mock = MockLlm::start(vec![MockStep::text("ok")]).await.unwrap();
+    call(&provider(ProviderKind::Responses, &mock), &conversation()).await.0.unwrap();
+    let request = mock.requests().remove(0);
+    assert_eq!(request.path, "/v1/responses");
+    assert_eq!(request.authorization, Some(format!("Bearer {KEY}")));
+    assert_eq!((request.x_api_key, request.anthropic_version), (None, None));
+    assert_eq!(
+        request.body,
+        json!({
+            "model": "mock-model-1",
+            "instructions": "You are Outboard.",
+            "tools": [{
+                "type": "function",
+                "name": "Read",
+                "description": "Reads a file.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+                "strict": false,
+            }],
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "Fix it"}]},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Looking."}]},
+                {"type": "function_call", "call_id": "t1", "name": "Read", "arguments": "{\"path\":\"a.rs\"}"},
+                {"type": "function_call", "call_id": "t2", "name": "Write", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "t1", "output": "fn a() {}"},
+                {"type": "function_call_output", "call_id": "t2", "output": "Error: invalid JSON input"},
+            ],
+            "max_output_tokens": 1024,
+            "include": ["reasoning.encrypted_content"],
+            "store": false,
+            "stream": true,
+        })
+    );
+}
+
+#[tokio::test]
+async fn responses_reasoning_items_are_decoded_and_sent_back_unchanged() {
+    let step = MockStep::tool_call("Read", json!({"path": "a"}))
+        .with_openai_reasoning("rs_1", &["First I look.", "Then I read."], "ENC/+=1")
+        .usage(50, 9);
+    let mock = MockLlm::start(vec![step, MockStep::text("done")]).await.unwrap();
+    let p = provider(ProviderKind::Responses, &mock);
+    let mut request = simple_request();
+    let (result, _) = call(&p, &request).await;
+    let response = result.unwrap();
+    let item = outboard_shared::Reasoning::OpenaiReasoning {
+        id: "rs_1".into(),
+        summary: vec!["First I look.".into(), "Then I read.".into()],
+        encrypted_content: Some("ENC/+=1".into()),
+    };
+    assert_eq!(response.content[0], ContentBlock::Reasoning(item));
+    assert!(matches!(&response.content[1], ContentBlock::ToolUse { name, .. } if name == "Read"));
+    assert_eq!(response.stop, ModelStop::ToolUse);
+    assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (50, 9));
+    let ContentBlock::ToolUse { id, .. } = &response.content[1] else { unreachable!() };
+    let result = ContentBlock::ToolResult {
+        tool_use_id: id.clone(),
+        content: "contents".into(),
+        is_error: false,
+    };
+    request.messages.push(Message { role: Role::Assistant, content: response.content.clone() });
+    request.messages.push(Message { role: Role::User, content: vec![result] });
+    call(&p, &request).await.0.unwrap();
+    let sent = outboard_tests::mock_responses::reasoning_item_json(
+        "rs_1",
+        &["First I look.".into(), "Then I read.".into()],
+        Some("ENC/+=1"),
+    );
+    let second = &mock.requests()[1];
+    assert!(second.raw.contains(&sent), "{}", second.raw);
+    let input = second.body["input"].as_array().unwrap();
+    let types: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap_or("user")).collect();
+    assert_eq!(types, ["user", "reasoning", "function_call", "function_call_output"]);
+}
+
+#[tokio::test]
 async fn no_key_means_no_auth_header() {
     for kind in KINDS {
         let mock = MockLlm::start(vec![MockStep::text("ok")]).await.unwrap();
@@ -531,6 +610,7 @@ async fn the_key_never_appears_in_errors_or_debug() {
         max_tokens: 10,
         retry: RetryPolicy { max_attempts: 1, ..RetryPolicy::default() },
         thinking_budget: None,
+        reasoning_effort: None,
     };
     let (result, _) = call(&Provider::new(dead).unwrap(), &simple_request()).await;
     let error = result.unwrap_err();
@@ -628,8 +708,11 @@ async fn the_mock_binary_serves_a_json_script() {
 
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.json");
-    let steps =
-        vec![MockStep::text("from the binary"), MockStep::tool_call("Read", json!({"path": "p"}))];
+    let steps = vec![
+        MockStep::text("from the binary"),
+        MockStep::tool_call("Read", json!({"path": "p"})),
+        MockStep::text("reasoned").with_openai_reasoning("rs_b", &["Hm."], "enc"),
+    ];
     let file =
         MockScript { steps, openai: MockOpenAiDialect { omit_done: true, ..Default::default() } };
     std::fs::write(&script, serde_json::to_string(&file).unwrap()).unwrap();
@@ -651,9 +734,11 @@ async fn the_mock_binary_serves_a_json_script() {
     let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
     let addr = base.strip_prefix("http://").unwrap().to_owned();
 
-    for (kind, base_url) in
-        [(ProviderKind::Anthropic, base.clone()), (ProviderKind::OpenAi, format!("{base}/v1"))]
-    {
+    for (kind, base_url) in [
+        (ProviderKind::Anthropic, base.clone()),
+        (ProviderKind::OpenAi, format!("{base}/v1")),
+        (ProviderKind::Responses, format!("{base}/v1")),
+    ] {
         let config = LlmConfig {
             kind,
             base_url,
@@ -662,6 +747,7 @@ async fn the_mock_binary_serves_a_json_script() {
             max_tokens: 10,
             retry: RetryPolicy { max_attempts: 1, ..RetryPolicy::default() },
             thinking_budget: None,
+            reasoning_effort: None,
         };
         let (result, _) = call(&Provider::new(config).unwrap(), &simple_request()).await;
         assert!(result.is_ok(), "{kind:?}: {result:?}");
@@ -679,6 +765,6 @@ async fn the_mock_binary_serves_a_json_script() {
     let body = response.split_once("\r\n\r\n").unwrap().1;
     let recorded: Vec<Value> = serde_json::from_str(body).unwrap();
     let paths: Vec<&str> = recorded.iter().map(|r| r["path"].as_str().unwrap()).collect();
-    assert_eq!(paths, vec!["/v1/messages", "/v1/chat/completions"]);
+    assert_eq!(paths, vec!["/v1/messages", "/v1/chat/completions", "/v1/responses"]);
     child.kill().await.unwrap();
 }

@@ -1,12 +1,12 @@
-//! LLM providers: the Anthropic Messages API and OpenAI-compatible Chat Completions, both
-//! streaming with tool calls, behind one provider-neutral conversation model.
+//! LLM providers: the Anthropic Messages API, OpenAI-compatible Chat Completions and the OpenAI
+//! Responses API, all streaming with tool calls, behind one provider-neutral conversation model.
 //!
 //! CONTRACT (used by `agent`): [`Provider::new`] and [`Provider::complete`], the conversation
 //! types below, [`LlmError`]. The API key lives only in [`LlmConfig::api_key`] (a
 //! [`Secret`]) and is read only where the HTTP header is built.
 //!
-//! Layout: [`sse`] parses the event stream both vendors use; `anthropic` and `openai` each own
-//! their request body and stream decoder; `retry` decides what is retried and how long to wait;
+//! Layout: [`sse`] parses the event stream both vendors use; `anthropic`, `openai` and
+//! `responses` each own their request body and stream decoder; `retry` decides what is retried and how long to wait;
 //! this file drives one HTTP attempt (status, idle timeout, decoding) and the retry loop.
 //!
 //! The request side is built for a harness that calls the model once per step with a growing
@@ -14,7 +14,7 @@
 //! dialect serialises its body straight to bytes through borrowing `Serialize` types (no
 //! `serde_json::Value` tree in between), once per call; retries resend the same bytes.
 //!
-//! Why the provider is one struct over a `reqwest::Client` rather than a trait object: the two
+//! Why the provider is one struct over a `reqwest::Client` rather than a trait object: the
 //! dialects share everything but the body and the decoder, and the harness needs no other seam
 //! (tests speak real HTTP to the mock LLM server in `outboard-tests`).
 //!
@@ -27,6 +27,7 @@ pub mod sse;
 
 mod anthropic;
 mod openai;
+mod responses;
 mod retry;
 
 use std::time::Duration;
@@ -46,14 +47,17 @@ pub enum ProviderKind {
     Anthropic,
     /// OpenAI-compatible Chat Completions (`POST {base}/chat/completions`; base includes `/v1`).
     OpenAi,
+    /// The OpenAI Responses API (`POST {base}/responses`; base includes `/v1`), stateless.
+    Responses,
 }
 
 impl ProviderKind {
-    /// `anthropic` or `openai`.
+    /// `anthropic`, `openai` or `responses`.
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::OpenAi => "openai",
+            ProviderKind::Responses => "responses",
         }
     }
 
@@ -62,6 +66,7 @@ impl ProviderKind {
         match name.trim() {
             "anthropic" => Some(ProviderKind::Anthropic),
             "openai" => Some(ProviderKind::OpenAi),
+            "responses" => Some(ProviderKind::Responses),
             _ => None,
         }
     }
@@ -70,7 +75,7 @@ impl ProviderKind {
     pub fn default_base_url(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "https://api.anthropic.com",
-            ProviderKind::OpenAi => "https://api.openai.com/v1",
+            ProviderKind::OpenAi | ProviderKind::Responses => "https://api.openai.com/v1",
         }
     }
 
@@ -78,7 +83,7 @@ impl ProviderKind {
     pub fn key_var(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::OpenAi => "OPENAI_API_KEY",
+            ProviderKind::OpenAi | ProviderKind::Responses => "OPENAI_API_KEY",
         }
     }
 }
@@ -101,6 +106,10 @@ pub struct LlmConfig {
     /// Anthropic extended thinking: on with this budget of tokens (inside `max_tokens`), off
     /// when `None`.
     pub thinking_budget: Option<u32>,
+    /// The Responses API's `reasoning.effort` (`minimal`, `low`, `medium`, `high`…); `None`
+    /// leaves it to the model's default and sends no `reasoning` object (a model that does not
+    /// reason refuses one). Ignored by the other dialects.
+    pub reasoning_effort: Option<String>,
 }
 
 /// Exponential backoff with jitter, honouring `retry-after`.
@@ -247,8 +256,9 @@ pub enum LlmError {
 
 impl LlmError {
     /// Whether the provider refused the request as too long for the model's context window:
-    /// Anthropic's `prompt is too long`, OpenAI's `context_length_exceeded`, llama.cpp's
-    /// `exceed_context_size_error`, vLLM's and Ollama's wordings. The harness then compacts and
+    /// Anthropic's `prompt is too long`, OpenAI's `context_length_exceeded` (the Responses API's
+    /// `exceeds the context window`), llama.cpp's `exceed_context_size_error`, vLLM's and Ollama's
+    /// wordings. The harness then compacts and
     /// retries once.
     pub fn is_context_overflow(&self) -> bool {
         let LlmError::Status { status, message, .. } = self else { return false };
@@ -315,6 +325,7 @@ pub(crate) enum Progress {
 enum Decoder {
     Anthropic(anthropic::Decoder),
     OpenAi(openai::Decoder),
+    Responses(responses::Decoder),
 }
 
 impl Decoder {
@@ -322,6 +333,7 @@ impl Decoder {
         match kind {
             ProviderKind::Anthropic => Decoder::Anthropic(anthropic::Decoder::default()),
             ProviderKind::OpenAi => Decoder::OpenAi(openai::Decoder::default()),
+            ProviderKind::Responses => Decoder::Responses(responses::Decoder::default()),
         }
     }
 
@@ -333,6 +345,7 @@ impl Decoder {
         match self {
             Decoder::Anthropic(d) => d.on_event(event, on_delta),
             Decoder::OpenAi(d) => d.on_event(event, on_delta),
+            Decoder::Responses(d) => d.on_event(event, on_delta),
         }
     }
 
@@ -340,6 +353,7 @@ impl Decoder {
         match self {
             Decoder::Anthropic(d) => d.finish(),
             Decoder::OpenAi(d) => d.finish(),
+            Decoder::Responses(d) => d.finish(),
         }
     }
 }
@@ -371,7 +385,7 @@ impl Provider {
         }
         let (hosted, var) = match config.kind {
             ProviderKind::Anthropic => ("api.anthropic.com", "ANTHROPIC_API_KEY"),
-            ProviderKind::OpenAi => ("api.openai.com", "OPENAI_API_KEY"),
+            ProviderKind::OpenAi | ProviderKind::Responses => ("api.openai.com", "OPENAI_API_KEY"),
         };
         if config.api_key.is_none() && parsed.host_str() == Some(hosted) {
             return Err(LlmError::Config(format!(
@@ -388,6 +402,7 @@ impl Provider {
         let url = match config.kind {
             ProviderKind::Anthropic => format!("{base}/v1/messages"),
             ProviderKind::OpenAi => format!("{base}/chat/completions"),
+            ProviderKind::Responses => format!("{base}/responses"),
         };
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
@@ -452,6 +467,12 @@ impl Provider {
                 anthropic::request_body(model, max_tokens, self.config.thinking_budget, request)
             }
             ProviderKind::OpenAi => openai::request_body(model, max_tokens, request),
+            ProviderKind::Responses => responses::request_body(
+                model,
+                max_tokens,
+                self.config.reasoning_effort.as_deref(),
+                request,
+            ),
         }
         .map_err(|e| LlmError::Decode(format!("cannot encode the request: {e}")))?;
         let body = Bytes::from(body);
@@ -497,7 +518,7 @@ impl Provider {
                     req = req.header("x-api-key", sensitive(key, "")?);
                 }
             }
-            ProviderKind::OpenAi => {
+            ProviderKind::OpenAi | ProviderKind::Responses => {
                 if let Some(key) = &self.config.api_key {
                     req = req.header(AUTHORIZATION, sensitive(key, "Bearer ")?);
                 }
@@ -711,6 +732,7 @@ mod tests {
             max_tokens: 10,
             retry: RetryPolicy::default(),
             thinking_budget: None,
+            reasoning_effort: None,
         };
         assert!(Provider::new(config(ProviderKind::Anthropic, "not a url", None)).is_err());
         assert!(Provider::new(config(ProviderKind::OpenAi, "ftp://x/v1", None)).is_err());
@@ -724,5 +746,11 @@ mod tests {
             .unwrap();
         assert_eq!(ok.url, "http://h:1/v1/chat/completions");
         assert!(!format!("{ok:?}").contains("sk-secret"));
+        let responses =
+            Provider::new(config(ProviderKind::Responses, "http://h:1/v1/", None)).unwrap();
+        assert_eq!(responses.url, "http://h:1/v1/responses");
+        let err = Provider::new(config(ProviderKind::Responses, "https://api.openai.com/v1", None))
+            .unwrap_err();
+        assert!(err.to_string().contains("OPENAI_API_KEY"), "{err}");
     }
 }

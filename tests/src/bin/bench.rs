@@ -42,7 +42,7 @@ async fn harness() -> anyhow::Result<()> {
     println!();
     println!("| provider | turn wall (ms) | tool time (ms) | mock HTTP call of average size alone (µs) | per step, all but tool time (µs) | harness overhead per step (µs) |");
     println!("|---|---|---|---|---|---|");
-    for api in ["anthropic", "openai"] {
+    for api in ["anthropic", "openai", "responses"] {
         let mut per_step = Vec::new();
         let mut walls = Vec::new();
         let mut tools = Vec::new();
