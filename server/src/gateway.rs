@@ -766,8 +766,7 @@ impl Connection {
                         &title,
                         spec,
                         network,
-                        context_window,
-                        model.as_deref(),
+                        crate::hub::ModelChoice { context_window, model: model.as_deref() },
                         &sink,
                     )
                             .await?;
@@ -789,8 +788,11 @@ impl Connection {
             }
             Method::SessionCreate(p) => {
                 let title = p.title.unwrap_or_default();
-                let mut row =
-                    hub.new_session_row(&user, title.trim(), p.context_window, p.model.as_deref())?;
+                let choice = crate::hub::ModelChoice {
+                    context_window: p.context_window,
+                    model: p.model.as_deref(),
+                };
+                let mut row = hub.new_session_row(&user, title.trim(), choice)?;
                 row.network = p.network;
                 if let Some(requested) = &p.workspace {
                     row.workspace = Some(hub.client_workspace(requested).await?);

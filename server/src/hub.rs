@@ -42,6 +42,16 @@ use crate::orgfs::OrgFs;
 use crate::session::{Attached, Evict, SessionHandle};
 use crate::store::{SessionRow, Store, UserRow};
 
+/// What `session/create` asked of a new session's model: which one (by name; `None`: the
+/// server's default) and its context window (`None`: the model's).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelChoice<'a> {
+    /// The window in tokens.
+    pub context_window: Option<u64>,
+    /// The model's name in the catalog.
+    pub model: Option<&'a str>,
+}
+
 /// All live sessions of the server.
 pub struct Hub {
     store: Store,
@@ -269,9 +279,9 @@ impl Hub {
         &self,
         user: &UserRow,
         title: &str,
-        context_window: Option<u64>,
-        model: Option<&str>,
+        choice: ModelChoice<'_>,
     ) -> Result<SessionRow, ErrorBody> {
+        let ModelChoice { context_window, model } = choice;
         if context_window == Some(0) {
             return Err(ErrorBody::new(
                 ErrorCode::BadRequest,

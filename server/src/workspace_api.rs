@@ -114,11 +114,10 @@ pub async fn create(
     title: &str,
     spec: SourceSpec,
     network: outboard_shared::SessionNetwork,
-    context_window: Option<u64>,
-    model: Option<&str>,
+    choice: crate::hub::ModelChoice<'_>,
     sink: &dyn ProgressSink,
 ) -> Result<SessionRow, ErrorBody> {
-    let mut row = hub.new_session_row(user, title, context_window, model)?;
+    let mut row = hub.new_session_row(user, title, choice)?;
     row.network = network;
     let sources = hub.sources();
     let prepared = match spec {
