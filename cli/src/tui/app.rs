@@ -1101,16 +1101,20 @@ impl App {
     /// finished ones.
     fn toggle_tasks(&mut self) {
         self.expand_tasks = !self.expand_tasks;
-        let mut any = false;
+        let (mut tasks, mut thinking) = (false, false);
         for i in 0..self.cells.len() {
-            if matches!(self.cells[i].kind, CellKind::Task(_) | CellKind::Thinking(_)) {
-                any = true;
-                self.rerender(i);
+            match self.cells[i].kind {
+                CellKind::Task(_) => tasks = true,
+                CellKind::Thinking(_) => thinking = true,
+                _ => continue,
             }
+            self.rerender(i);
         }
-        if any {
-            let what = if self.expand_tasks { "shown whole" } else { "folded" };
-            self.notice = Some(format!("subagents' work and thinking {what} (Ctrl-O)"));
+        let what = if self.expand_tasks { "shown whole" } else { "folded" };
+        if tasks {
+            self.notice = Some(format!("subagents' work {what} (Ctrl-O)"));
+        } else if thinking {
+            self.notice = Some(format!("thinking {what} (Ctrl-O)"));
         }
     }
 

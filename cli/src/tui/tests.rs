@@ -767,3 +767,34 @@ fn the_status_line_counts_the_sessions_total_then_every_call_and_estimates_the_c
         status(&app)
     );
 }
+
+#[test]
+fn thinking_is_one_folded_line_that_ctrl_o_opens() {
+    let mut events = turn_start();
+    events.push(ev(
+        3,
+        EventKind::AssistantMessage {
+            text: "The tests pass.".into(),
+            tool_calls: vec![],
+            usage: None,
+            reasoning: vec![
+                outboard_shared::Reasoning::Thinking {
+                    thinking: "Run the suite first, then read the failures.".into(),
+                    signature: "sig".into(),
+                },
+                outboard_shared::Reasoning::RedactedThinking { data: "opaque-data".into() },
+            ],
+            model: Some("anthropic/claude-sonnet-4-5".into()),
+        },
+    ));
+    let mut app = app("alice", Role::Driver, events, None);
+    let folded = screen(&app, 80, 24);
+    assert!(folded.contains("✻ Thought for 8 words (Ctrl-O shows it)"), "{folded}");
+    assert!(!folded.contains("read the failures"), "{folded}");
+    app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL)));
+    let open = screen(&app, 80, 24);
+    assert!(open.contains("Run the suite first, then read the failures."), "{open}");
+    // The encrypted block is never shown.
+    assert!(!open.contains("opaque-data"), "{open}");
+    assert!(open.contains("thinking shown whole (Ctrl-O)"), "{open}");
+}
