@@ -80,7 +80,13 @@ fn steps() -> Vec<MockStep> {
 /// One turn of `STEPS` steps through the real server; returns (wall time, summed tool time).
 async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
     let mock = MockLlm::start(steps()).await?;
-    let limits = Limits { max_steps: STEPS as u32 + 1, ..Limits::default() };
+    // A window the turn never fills: the bench measures a step, and a compaction (a model call
+    // the script has no answer for) is not one. `bench long` measures compaction.
+    let limits = Limits {
+        max_steps: STEPS as u32 + 1,
+        context_window: Some(10_000_000),
+        ..Limits::default()
+    };
     let BenchSession { server, mut client, session: sid, .. } =
         BenchSession::start(api, &mock, limits).await?;
     let started = Instant::now();
