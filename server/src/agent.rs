@@ -37,7 +37,7 @@ mod sink;
 pub use approve::Recorded;
 pub use compact::{CompactError, Compacted, Window};
 pub use conversation::Conversation;
-pub use sink::{EmitError, EmitFuture, Emitter, EventSink};
+pub use sink::{EmitAllFuture, EmitError, EmitFuture, Emitter, EventSink};
 
 /// What a session's tools act on; owned by the running turn, or by the actor between turns.
 #[derive(Debug)]
@@ -59,6 +59,9 @@ pub struct ToolEnv {
     /// The org's secret values and their `[secret NAME]`: replaced in every tool result and
     /// output chunk before it is logged, sent to a client or to the model. Empty: nothing to do.
     pub scrub: Arc<crate::scrub::Scrubber>,
+    /// Where each tool call is counted and timed (`outboard_tool_call_duration_seconds`); `None`
+    /// when nobody scrapes (tests that build an environment by hand).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// Everything a turn needs.
@@ -306,16 +309,28 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
                 ContentBlock::ToolResult { .. } => {}
             }
         }
-        let seq = turn
-            .emitter
-            .durable(EventKind::AssistantMessage {
-                text,
-                tool_calls: calls.clone(),
-                usage: Some(response.usage),
-                reasoning,
-                model: Some(turn.provider.label()),
-            })
-            .await?;
+        let message = EventKind::AssistantMessage {
+            text,
+            tool_calls: calls.clone(),
+            usage: Some(response.usage),
+            reasoning,
+            model: Some(turn.provider.label()),
+        };
+        // The message and the start of its first call share one commit when that call runs
+        // with nobody's answer: one commit fewer per step. The log is the same as when they
+        // are written one after the other.
+        let announced = match calls.first() {
+            Some(call) if announce_with_message(turn, call) => Some(EventKind::ToolCall {
+                call: call.clone(),
+                target_before: write_target_digest(&turn.env, call).await,
+            }),
+            _ => None,
+        };
+        let first_announced = announced.is_some();
+        let seq = match announced {
+            Some(start) => turn.emitter.durable_all(vec![message, start]).await?[0],
+            None => turn.emitter.durable(message).await?,
+        };
         turn.conversation.push_assistant(seq, response.content);
 
         if calls.is_empty() {
@@ -326,7 +341,14 @@ async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> 
             return Ok(Ending::Completed(stop));
         }
 
-        let planned = calls.into_iter().map(Planned::Fresh).collect();
+        let planned = calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, call)| match i == 0 && first_announced {
+                true => Planned::Announced(call),
+                false => Planned::Fresh(call),
+            })
+            .collect();
         if let Flow::Suspended = run_calls(turn, usage, &system, &agents, planned, true).await? {
             return Ok(Ending::Suspended);
         }
@@ -439,16 +461,28 @@ fn not_run() -> ToolOutcome {
 /// A tool call to settle: new in this step, or left without a result by a restart.
 enum Planned {
     Fresh(ToolCall),
+    /// Fresh, its start already committed with the message that made it (see
+    /// [`announce_with_message`]).
+    Announced(ToolCall),
     Recovered(PendingCall),
 }
 
 impl Planned {
     fn call(&self) -> &ToolCall {
         match self {
-            Planned::Fresh(call) => call,
+            Planned::Fresh(call) | Planned::Announced(call) => call,
             Planned::Recovered(p) => &p.call,
         }
     }
+}
+
+/// Whether the start of `call`, the first of a model message, is committed with the message
+/// itself: when it runs with nobody's answer (the policy settles it) and the turn goes on. A
+/// call that waits for a person, or is refused, starts on its own as before.
+fn announce_with_message(turn: &Turn, call: &ToolCall) -> bool {
+    !turn.cancel.is_cancelled()
+        && !turn.shutdown.is_cancelled()
+        && matches!(approve::settled(turn, call), Some(approve::Verdict::Run))
 }
 
 /// What to do with one call, decided (and its start made durable) before it runs.
@@ -512,8 +546,9 @@ async fn run_calls(
                 group.push(next);
             }
         }
-        if turn.shutdown.is_cancelled() {
-            // The calls not started yet run when the turn resumes.
+        if turn.shutdown.is_cancelled() && !matches!(group[0], Planned::Announced(_)) {
+            // The calls not started yet run when the turn resumes. One whose start is in the
+            // log already runs now: after a restart it would count as cut mid-run.
             return Ok(Flow::Suspended);
         }
         let note = note_last && calls.peek().is_none();
@@ -588,6 +623,10 @@ async fn run_calls(
 /// answer ([`approve`]); `None` when the server shut down while it waited.
 async fn start(turn: &Turn, planned: Planned) -> Result<Option<(ToolCall, Action)>, EmitError> {
     let (call, started, child_log, approval) = match planned {
+        Planned::Announced(call) if turn.cancel.is_cancelled() => {
+            return Ok(Some((call, Action::Answer(not_run()))));
+        }
+        Planned::Announced(call) => return Ok(Some((call, Action::Run))),
         Planned::Fresh(call) => (call, None, Vec::new(), None),
         Planned::Recovered(p) => (p.call, p.started, p.child_log, p.approval),
     };
@@ -712,7 +751,8 @@ async fn record_result(
     outcome: &ToolOutcome,
     duration: std::time::Duration,
 ) -> Result<u64, EmitError> {
-    turn.emitter
+    let seq = turn
+        .emitter
         .durable(EventKind::ToolResult {
             call_id: call.call_id.clone(),
             name: call.name.clone(),
@@ -720,7 +760,11 @@ async fn record_result(
             is_error: outcome.is_error,
             duration_ms: duration.as_millis() as u64,
         })
-        .await
+        .await?;
+    if let Some(metrics) = &turn.env.metrics {
+        metrics.tool_call(&call.name, outcome.is_error, duration);
+    }
+    Ok(seq)
 }
 
 /// Runs one tool call, streaming its output to the session; the outcome as the model will see

@@ -202,7 +202,7 @@ fn ttft_buckets() -> Histogram {
 
 /// Tool calls: 1 ms (a `Read`) to 4.4 min (a long build).
 fn tool_buckets() -> Histogram {
-    buckets(0.001, 4.0, 10)
+    buckets(0.00025, 4.0, 11)
 }
 
 /// The model calls' families, with the bounded set of model label pairs.
@@ -633,7 +633,8 @@ impl Metrics {
     }
 
     /// A session's durable event was committed: turns, steps and tool calls are counted from
-    /// the log's own events, so what is counted is what happened (`parent`: a subagent's).
+    /// the log's own events, so what is counted is what happened (`parent`: a subagent's); tool
+    /// calls by [`Metrics::tool_call`], which has their exact duration.
     pub fn event(&self, kind: &EventKind, subagent: bool) {
         match kind {
             EventKind::TurnCompleted { stop_reason, .. } => {
@@ -646,15 +647,17 @@ impl Metrics {
                 let r#loop = if subagent { "subagent" } else { "main" };
                 self.steps.get_or_create(&LoopLabel { r#loop }).inc();
             }
-            EventKind::ToolResult { name, is_error, duration_ms, .. } => {
-                let tool = tool_label(name);
-                let outcome = if *is_error { "error" } else { "ok" };
-                self.tool_calls.get_or_create(&ToolOutcomeLabels { tool, outcome }).inc();
-                let seconds = Duration::from_millis(*duration_ms).as_secs_f64();
-                self.tool_duration.get_or_create(&ToolLabel { tool }).observe(seconds);
-            }
             _ => {}
         }
+    }
+
+    /// A tool call's result was committed: counted by tool and outcome, and timed to the
+    /// microsecond (the log's `duration_ms` would put every call under a millisecond at 0).
+    pub fn tool_call(&self, name: &str, is_error: bool, took: Duration) {
+        let tool = tool_label(name);
+        let outcome = if is_error { "error" } else { "ok" };
+        self.tool_calls.get_or_create(&ToolOutcomeLabels { tool, outcome }).inc();
+        self.tool_duration.get_or_create(&ToolLabel { tool }).observe(took.as_secs_f64());
     }
 
     /// Starts watching one model call of `provider`/`model`.
@@ -745,14 +748,7 @@ mod tests {
     fn invented_tool_names_share_one_series() {
         let m = Metrics::new();
         for i in 0..50 {
-            let kind = EventKind::ToolResult {
-                call_id: format!("c{i}"),
-                name: format!("Invented{i}"),
-                output: String::new(),
-                is_error: true,
-                duration_ms: 1,
-            };
-            m.event(&kind, false);
+            m.tool_call(&format!("Invented{i}"), true, Duration::from_millis(1));
         }
         let text = m.render(&Scrape::default());
         assert_eq!(

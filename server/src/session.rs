@@ -104,6 +104,19 @@ impl crate::agent::EventSink for ActorSink {
             rx.await.map_err(|_| EmitError::Closed)?
         })
     }
+
+    fn emit_all(
+        &self,
+        kinds: Vec<EventKind>,
+        parent: Option<Arc<str>>,
+    ) -> crate::agent::EmitAllFuture<'_> {
+        Box::pin(async move {
+            let (ack, rx) = oneshot::channel();
+            let emit = Command::EmitAll { kinds, parent, ack };
+            self.tx.send(emit).await.map_err(|_| EmitError::Closed)?;
+            rx.await.map_err(|_| EmitError::Closed)?
+        })
+    }
 }
 
 /// An [`Emitter`] that emits through the actor behind `tx`.
@@ -148,6 +161,12 @@ enum Command {
         /// The `Task` call of the subagent that emits it.
         parent: Option<Arc<str>>,
         ack: Option<oneshot::Sender<Result<u64, EmitError>>>,
+    },
+    /// Durable events committed together ([`crate::agent::EventSink::emit_all`]).
+    EmitAll {
+        kinds: Vec<EventKind>,
+        parent: Option<Arc<str>>,
+        ack: oneshot::Sender<Result<Vec<u64>, EmitError>>,
     },
     Attach {
         after_seq: Option<u64>,
@@ -546,6 +565,9 @@ impl Actor {
                         let _ = ack.send(result);
                     }
                 }
+                Command::EmitAll { kinds, parent, ack } => {
+                    let _ = ack.send(self.emit_all(kinds, parent).await);
+                }
                 Command::Attach { after_seq, reply } => {
                     let _ = reply.send(self.attach(after_seq).await);
                 }
@@ -864,8 +886,52 @@ impl Actor {
                 }
                 None => self.store.append_event(event.clone()).await.map_err(store_err)?,
             }
-            self.last_seq = seq;
-            self.row.last_seq = seq;
+        }
+        self.published(event, durable);
+        Ok(seq)
+    }
+
+    /// Durable events committed in one transaction at consecutive seqs, then published in
+    /// order; all or none.
+    async fn emit_all(
+        &mut self,
+        kinds: Vec<EventKind>,
+        parent: Option<Arc<str>>,
+    ) -> Result<Vec<u64>, EmitError> {
+        let ts = now_rfc3339();
+        let mut events = Vec::with_capacity(kinds.len());
+        for kind in kinds {
+            if !kind.is_durable() {
+                return Err(EmitError::Store(format!(
+                    "a {} event is not durable and cannot be committed",
+                    kind.type_name()
+                )));
+            }
+            events.push(SessionEvent {
+                session_id: self.row.id.clone(),
+                seq: self.last_seq + 1 + events.len() as u64,
+                ts: ts.clone(),
+                kind: self.scrubbed(kind),
+                parent: parent.as_ref().map(|p| p.to_string()),
+            });
+        }
+        self.store
+            .append_events(events.clone())
+            .await
+            .map_err(|e| EmitError::Store(e.to_string()))?;
+        let seqs = events.iter().map(|e| e.seq).collect();
+        for event in events {
+            self.published(event, true);
+        }
+        Ok(seqs)
+    }
+
+    /// After a durable `event` was committed (or for a transient one): the actor's view of the
+    /// session follows, and every attached client gets it.
+    fn published(&mut self, event: SessionEvent, durable: bool) {
+        if durable {
+            self.last_seq = event.seq;
+            self.row.last_seq = event.seq;
             self.row.updated_at = event.ts.clone();
             self.metrics.event(&event.kind, event.parent.is_some());
         }
@@ -881,7 +947,6 @@ impl Actor {
         }
         // No receivers is fine: nobody is attached.
         let _ = self.events.send(Arc::new(event));
-        Ok(seq)
     }
 
     /// Keeps the not-yet-durable output of the turn so a client attaching mid-stream can draw it.
@@ -1226,6 +1291,7 @@ impl Actor {
                         || Arc::new(crate::scrub::Scrubber::new(Vec::new())),
                         |s| s.text.clone(),
                     ),
+                    metrics: Some(self.metrics.clone()),
                 }
             }
         };

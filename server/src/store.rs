@@ -707,6 +707,11 @@ impl Store {
     /// it has none yet (the title derived from its first message, see [`derived_title`]), so a
     /// session never has a durable first message without its title. Returns the session's title
     /// after the commit.
+    /// Appends `events` (consecutive seqs of one session) in one transaction: all or none.
+    pub async fn append_events(&self, events: Vec<SessionEvent>) -> Result<(), StoreError> {
+        self.call(move |c| append_events(c, &events)).await
+    }
+
     pub async fn append_event_titled(
         &self,
         event: SessionEvent,
@@ -935,32 +940,42 @@ pub fn org_name(c: &Connection, id: &OrgId) -> String {
         .unwrap_or_else(|_| id.0.clone())
 }
 
-/// The append itself, usable inside a bigger transaction.
+/// The append itself, in its own transaction.
 pub fn append_event(
     c: &mut Connection,
     event: &SessionEvent,
     title: Option<&str>,
 ) -> Result<(), StoreError> {
-    let tx = c.transaction()?;
-    insert_event(&tx, event, title)?;
-    tx.commit()?;
-    Ok(())
+    appending(c, |c| insert_event(c, event, title))
 }
 
-/// Appends `events` in order in one transaction, with the same checks as [`append_event`]: how
-/// tests and benchmarks build logs of a hundred thousand events in a second instead of paying
-/// one commit per event.
+/// Appends `events` in order in one transaction, with the same checks as [`append_event`]: a
+/// step's events that commit together, and how tests and benchmarks build logs of a hundred
+/// thousand events in a second instead of paying one commit per event.
 pub fn append_events(c: &mut Connection, events: &[SessionEvent]) -> Result<(), StoreError> {
-    let tx = c.transaction()?;
-    for event in events {
-        insert_event(&tx, event, None)?;
+    appending(c, |c| events.iter().try_for_each(|event| insert_event(c, event, None)))
+}
+
+/// Runs `insert` in a transaction of its own. The event log's hot path (three appends a tool
+/// call), so it runs on cached statements only: `BEGIN`, the checks, the insert, the
+/// session's update and `COMMIT` are parsed once per connection, not once per event.
+fn appending(
+    c: &mut Connection,
+    insert: impl FnOnce(&Connection) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    c.prepare_cached("BEGIN")?.execute([])?;
+    let done = insert(c)
+        .and_then(|()| c.prepare_cached("COMMIT")?.execute([]).map(drop).map_err(Into::into));
+    if done.is_err() && !c.is_autocommit() {
+        // Nothing of a refused append stays: the transaction is still open only when an
+        // insert or the commit failed, and rolling it back leaves the log as it was.
+        let _ = c.execute_batch("ROLLBACK");
     }
-    tx.commit()?;
-    Ok(())
+    done
 }
 
 fn insert_event(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     event: &SessionEvent,
     title: Option<&str>,
 ) -> Result<(), StoreError> {
@@ -972,14 +987,14 @@ fn insert_event(
         | EventKind::TurnFailed { turn_id, .. } => Some(turn_id.0.clone()),
         _ => None,
     };
-    let last: i64 =
-        tx.query_row("SELECT last_seq FROM sessions WHERE id = ?1", [&event.session_id.0], |r| {
-            r.get(0)
-        })?;
+    let last: i64 = tx
+        .prepare_cached("SELECT last_seq FROM sessions WHERE id = ?1")?
+        .query_row([&event.session_id.0], |r| r.get(0))?;
     if event.seq != last as u64 + 1 {
         return Err(StoreError::SeqGap { last: last as u64, got: event.seq });
     }
-    tx.execute(
+    cached(
+        tx,
         "INSERT INTO events (session_id, seq, kind, turn_id, payload, ts, parent)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
@@ -993,17 +1008,20 @@ fn insert_event(
         ],
     )?;
     match &event.kind {
-        EventKind::TurnStarted { turn_id, .. } => tx.execute(
+        EventKind::TurnStarted { turn_id, .. } => cached(
+            tx,
             "UPDATE sessions SET last_seq = ?2, updated_at = ?3, open_turn = ?4,
                                  status = 'running' WHERE id = ?1",
             params![event.session_id.0, event.seq as i64, event.ts, turn_id.0],
         )?,
-        EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => tx.execute(
+        EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } => cached(
+            tx,
             "UPDATE sessions SET last_seq = ?2, updated_at = ?3, open_turn = NULL,
                  status = CASE WHEN status = 'failed' THEN 'failed' ELSE 'idle' END WHERE id = ?1",
             params![event.session_id.0, event.seq as i64, event.ts],
         )?,
-        _ => tx.execute(
+        _ => cached(
+            tx,
             "UPDATE sessions SET last_seq = ?2, updated_at = ?3 WHERE id = ?1",
             params![event.session_id.0, event.seq as i64, event.ts],
         )?,
@@ -1014,7 +1032,8 @@ fn insert_event(
         record_usage(tx, event, u)?;
     }
     if let EventKind::ModelChanged { model, label, context_window, .. } = &event.kind {
-        tx.execute(
+        cached(
+            tx,
             "UPDATE sessions SET model_name = ?2, model = ?3, context_window = ?4 WHERE id = ?1",
             params![
                 event.session_id.0,
@@ -1026,18 +1045,25 @@ fn insert_event(
     }
     if let EventKind::Todos { todos } = &event.kind {
         let progress = todo_progress(todos);
-        tx.execute(
+        cached(
+            tx,
             "UPDATE sessions SET todos_done = ?2, todos_total = ?3 WHERE id = ?1",
             params![event.session_id.0, progress.done, progress.total],
         )?;
     }
     if let Some(title) = title.filter(|t| !t.is_empty()) {
-        tx.execute(
+        cached(
+            tx,
             "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title = ''",
             params![event.session_id.0, title],
         )?;
     }
     Ok(())
+}
+
+/// Runs `sql` on a statement parsed once per connection (the event log's hot path).
+fn cached(c: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
+    Ok(c.prepare_cached(sql)?.execute(params)?)
 }
 
 /// A todo list in numbers: items completed of items listed.
@@ -1073,13 +1099,10 @@ const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title
 /// carries it): a `model_usage` row for reports, and the session's running totals. The turn is
 /// the session's open one, the user its owner, the model the one that answered (the session's
 /// label for a compaction, and in logs written before the model was recorded per message).
-fn record_usage(
-    tx: &rusqlite::Transaction<'_>,
-    event: &SessionEvent,
-    u: &Usage,
-) -> Result<(), StoreError> {
+fn record_usage(tx: &Connection, event: &SessionEvent, u: &Usage) -> Result<(), StoreError> {
     let n = |v: u64| v.min(i64::MAX as u64) as i64;
-    tx.execute(
+    cached(
+        tx,
         "INSERT INTO model_usage (session_id, seq, turn_id, org_id, user_id, model, input_tokens,
                                   output_tokens, cache_read_tokens, cache_write_tokens, at)
          SELECT id, ?2, open_turn, org_id, owner_id, COALESCE(?8, model), ?3, ?4, ?5, ?6, ?7
@@ -1098,7 +1121,8 @@ fn record_usage(
             }
         ],
     )?;
-    tx.execute(
+    cached(
+        tx,
         "UPDATE sessions SET usage_input = usage_input + ?2, usage_output = usage_output + ?3,
              usage_cache_read = usage_cache_read + ?4, usage_cache_write = usage_cache_write + ?5
          WHERE id = ?1",
@@ -1293,6 +1317,8 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection, St
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // Another process (`outboard-server admin`) may hold the write lock for a moment.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    // The event log's statements and the org file system's stay parsed between calls.
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 
@@ -1392,10 +1418,23 @@ mod tests {
         assert_eq!(after1[0].seq, 2);
         assert_eq!(store.session(&s.id).await.unwrap().unwrap().last_seq, 2);
 
+        // A batch is all or none: its second event's gap leaves the first out too, and the
+        // connection's cached statements serve the next append as before.
+        assert!(matches!(
+            store.append_events(vec![event(&s.id, 3, "three"), event(&s.id, 5, "five")]).await,
+            Err(StoreError::SeqGap { last: 3, got: 5 })
+        ));
+        assert_eq!(store.events_after(&s.id, 2).await.unwrap().len(), 0);
+        assert_eq!(store.session(&s.id).await.unwrap().unwrap().last_seq, 2);
+        store.append_events(vec![event(&s.id, 3, "three"), event(&s.id, 4, "four")]).await.unwrap();
+        store.append_event(event(&s.id, 5, "five")).await.unwrap();
+        assert_eq!(store.events_after(&s.id, 2).await.unwrap().len(), 3);
+        assert_eq!(store.session(&s.id).await.unwrap().unwrap().last_seq, 5);
+
         // Reopening keeps everything and does not re-run migrations.
         drop(store);
         let store = Store::open(&path, Durability::Full).unwrap();
-        assert_eq!(store.events_after(&s.id, 0).await.unwrap().len(), 2);
+        assert_eq!(store.events_after(&s.id, 0).await.unwrap().len(), 5);
         let (again, token2) = store.mint_token("acme", "alice", "embedded").await.unwrap();
         assert_eq!(again.id, alice.id);
         assert_ne!(token, token2);

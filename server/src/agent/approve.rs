@@ -44,29 +44,19 @@ pub(super) async fn check(
         Some(Recorded::Answered(answer)) => return Ok(verdict(&answer)),
         Some(Recorded::Open) => {}
         None => {
-            if let Role::Child(role) = &turn.role {
-                // A tool the subagent lacks is refused when it runs; nothing to ask about.
-                if role.refusal(&call.name).is_some() {
-                    return Ok(Verdict::Run);
-                }
+            if let Some(verdict) = settled(turn, call) {
+                return Ok(verdict);
             }
             let Some(rule) = approvals.rules.decide(&call.name, &call.input) else {
                 return Ok(Verdict::Run);
             };
-            match rule.decision {
-                Decision::Allow => return Ok(Verdict::Run),
-                Decision::Deny => return Ok(Verdict::Refuse(policy_denies(&call.name, rule))),
-                Decision::Ask if approvals.gate.allows(&call.name) => return Ok(Verdict::Run),
-                Decision::Ask => {
-                    let asked = EventKind::ApprovalRequested {
-                        call_id: call.call_id.clone(),
-                        name: call.name.clone(),
-                        input: call.input.clone(),
-                        rule: rule.pattern.as_str().to_owned(),
-                    };
-                    turn.emitter.durable(asked).await?;
-                }
-            }
+            let asked = EventKind::ApprovalRequested {
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                input: call.input.clone(),
+                rule: rule.pattern.as_str().to_owned(),
+            };
+            turn.emitter.durable(asked).await?;
         }
     }
     tracing::info!(session = %turn.session_id, call = %call.call_id, tool = %call.name, "waiting for approval");
@@ -97,6 +87,27 @@ pub(super) async fn check(
         approvals.gate.allow(&call.name);
     }
     Ok(verdict(&answer))
+}
+
+/// The verdict on a fresh call that needs nobody's answer: the policy allows or denies it, no
+/// rule matches, or the session already allowed the tool. `None`: a person must be asked.
+pub(super) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
+    let approvals = &turn.approvals;
+    if let Role::Child(role) = &turn.role {
+        // A tool the subagent lacks is refused when it runs; nothing to ask about.
+        if role.refusal(&call.name).is_some() {
+            return Some(Verdict::Run);
+        }
+    }
+    let Some(rule) = approvals.rules.decide(&call.name, &call.input) else {
+        return Some(Verdict::Run);
+    };
+    match rule.decision {
+        Decision::Allow => Some(Verdict::Run),
+        Decision::Deny => Some(Verdict::Refuse(policy_denies(&call.name, rule))),
+        Decision::Ask if approvals.gate.allows(&call.name) => Some(Verdict::Run),
+        Decision::Ask => None,
+    }
 }
 
 fn verdict(answer: &Answer) -> Verdict {

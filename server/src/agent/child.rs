@@ -406,6 +406,7 @@ async fn run_child(
         org_touched,
         workspace_touched,
         scrub: Arc::clone(&parent.env.scrub),
+        metrics: parent.env.metrics.clone(),
     };
     let mut limits = parent.limits.clone();
     limits.max_steps = parent.limits.task_max_steps;

@@ -25,12 +25,20 @@ pub enum EmitError {
 /// What [`EventSink::emit`] returns: the `seq` a durable event was committed at.
 pub type EmitFuture<'a> = Pin<Box<dyn Future<Output = Result<u64, EmitError>> + Send + 'a>>;
 
+/// What [`EventSink::emit_all`] returns: the seqs the events were committed at, in order.
+pub type EmitAllFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<u64>, EmitError>> + Send + 'a>>;
+
 /// Receives a turn's events. `durable` events resolve only once committed to the session's log,
 /// with their `seq`; transient ones once handed over (their `seq` is meaningless).
 pub trait EventSink: Send + Sync {
     /// Emits one event; `parent` is the `Task` call whose subagent produced it (see
     /// [`outboard_shared::SessionEvent::parent`]), `None` for the session's own.
     fn emit(&self, kind: EventKind, durable: bool, parent: Option<Arc<str>>) -> EmitFuture<'_>;
+
+    /// Emits durable events in one commit, in order, at consecutive seqs: all are in the log
+    /// or none is. How a step's model message and the start of its first tool call cost one
+    /// commit instead of two.
+    fn emit_all(&self, kinds: Vec<EventKind>, parent: Option<Arc<str>>) -> EmitAllFuture<'_>;
 }
 
 /// A turn's cheap, cloneable handle to its sink.
@@ -61,6 +69,11 @@ impl Emitter {
     /// Emits a durable event and returns its `seq` once it is committed to the log.
     pub async fn durable(&self, kind: EventKind) -> Result<u64, EmitError> {
         self.sink.emit(kind, true, self.parent.clone()).await
+    }
+
+    /// Emits durable events in one commit ([`EventSink::emit_all`]); their seqs, in order.
+    pub async fn durable_all(&self, kinds: Vec<EventKind>) -> Result<Vec<u64>, EmitError> {
+        self.sink.emit_all(kinds, self.parent.clone()).await
     }
 
     /// Emits a transient event (broadcast only).

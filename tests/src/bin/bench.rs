@@ -2,8 +2,9 @@
 //!
 //! - `harness`: the harness's own overhead per step. One long turn against the mock LLM with zero
 //!   latency, each step a cheap tool call, through the real server (in-process `launch`) and a
-//!   real WebSocket client. Overhead per step = (turn wall time − tool time) / steps; the mock's
-//!   HTTP round trip is measured alone and shown beside it, since it is model time, not ours.
+//!   real WebSocket client. Overhead per step = (turn wall time − model time − tool time) /
+//!   steps, model and tool time as the server's own metrics measured them in the turn; the
+//!   mock's round trip for a call of average size, measured alone, is shown beside it.
 //! - `durable`: the cost of one checkpoint (a durable event appended and committed) under each
 //!   SQLite durability setting, p50/p99 over many appends.
 //!
@@ -40,34 +41,47 @@ fn main() -> anyhow::Result<()> {
 async fn harness() -> anyhow::Result<()> {
     println!("## Harness overhead per step ({STEPS} steps per turn, {RUNS} turns, mock LLM with zero latency)");
     println!();
-    println!("| provider | turn wall (ms) | tool time (ms) | mock HTTP call of average size alone (µs) | per step, all but tool time (µs) | harness overhead per step (µs) |");
-    println!("|---|---|---|---|---|---|");
+    println!("Model and tool time are the server's own figures for the turn (the sums of its `outboard_model_request_duration_seconds` and `outboard_tool_call_duration_seconds`); the overhead is what is left of a step: the loop, the log's commits, the events to the client.");
+    println!();
+    println!("| provider | turn wall (ms) | model calls (ms) | tools (ms) | per step, all (µs) | model call, in the turn (µs) | model call of average size, alone (µs) | harness overhead per step (µs) |");
+    println!("|---|---|---|---|---|---|---|---|");
     for api in ["anthropic", "openai", "responses"] {
-        let mut per_step = Vec::new();
-        let mut walls = Vec::new();
-        let mut tools = Vec::new();
-        let model_call = mock_call_cost(api).await?;
+        let alone = mock_call_cost(api).await?;
+        let mut turns = Vec::new();
         for _ in 0..RUNS {
-            let (wall, tool) = one_long_turn(api).await?;
-            walls.push(wall);
-            tools.push(tool);
-            per_step.push((wall.saturating_sub(tool)) / STEPS as u32);
+            turns.push(one_long_turn(api).await?);
         }
-        per_step.sort();
-        let median = per_step[per_step.len() / 2];
-        let wall = walls.iter().sum::<Duration>() / RUNS as u32;
-        let tool = tools.iter().sum::<Duration>() / RUNS as u32;
+        turns.sort_by_key(|t| t.overhead());
+        let median = &turns[turns.len() / 2];
+        let per_step = |d: Duration| d / STEPS as u32;
         println!(
-            "| {api} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |",
-            wall.as_secs_f64() * 1e3,
-            tool.as_secs_f64() * 1e3,
-            us(model_call),
-            us(median),
-            us(median.saturating_sub(model_call)),
+            "| {api} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            median.wall.as_secs_f64() * 1e3,
+            median.model.as_secs_f64() * 1e3,
+            median.tools.as_secs_f64() * 1e3,
+            us(per_step(median.wall)),
+            us(per_step(median.model)),
+            us(alone),
+            us(per_step(median.overhead())),
         );
     }
     println!();
     Ok(())
+}
+
+/// One benchmark turn's times.
+struct TurnTimes {
+    wall: Duration,
+    /// Summed wall time of its model calls, as the server measured them.
+    model: Duration,
+    /// Summed wall time of its tool calls, as the server measured them.
+    tools: Duration,
+}
+
+impl TurnTimes {
+    fn overhead(&self) -> Duration {
+        self.wall.saturating_sub(self.model).saturating_sub(self.tools)
+    }
 }
 
 fn steps() -> Vec<MockStep> {
@@ -77,8 +91,8 @@ fn steps() -> Vec<MockStep> {
     steps
 }
 
-/// One turn of `STEPS` steps through the real server; returns (wall time, summed tool time).
-async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
+/// One turn of `STEPS` steps through the real server, with the server's model and tool time.
+async fn one_long_turn(api: &str) -> anyhow::Result<TurnTimes> {
     let mock = MockLlm::start(steps()).await?;
     // A window the turn never fills: the bench measures a step, and a compaction (a model call
     // the script has no answer for) is not one. `bench long` measures compaction.
@@ -89,6 +103,7 @@ async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
     };
     let BenchSession { server, mut client, session: sid, .. } =
         BenchSession::start(api, &mock, limits).await?;
+    let metrics = server.serve_metrics(tokio::net::TcpListener::bind("127.0.0.1:0").await?)?;
     let started = Instant::now();
     client
         .request("turn/send", json!({"session_id": sid, "text": "go"}))
@@ -103,15 +118,31 @@ async fn one_long_turn(api: &str) -> anyhow::Result<(Duration, Duration)> {
     if let Some(EventKind::TurnFailed { error, .. }) = events.last().map(|e| &e.kind) {
         anyhow::bail!("the benchmark turn failed: {error}");
     }
-    let tool_ms: u64 = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::ToolResult { duration_ms, .. } => Some(*duration_ms),
-            _ => None,
-        })
-        .sum();
+    let text = reqwest::get(format!("http://{metrics}/metrics")).await?.text().await?;
+    let times = TurnTimes {
+        wall,
+        model: metric_sum(&text, "outboard_model_request_duration_seconds_sum")?,
+        tools: metric_sum(&text, "outboard_tool_call_duration_seconds_sum")?,
+    };
     server.shutdown().await;
-    Ok((wall, Duration::from_millis(tool_ms)))
+    Ok(times)
+}
+
+/// The sum over every label set of the Prometheus sample `name` in `text`, as a duration.
+fn metric_sum(text: &str, name: &str) -> anyhow::Result<Duration> {
+    let mut found = false;
+    let mut sum = 0.0;
+    for line in text.lines().filter(|l| l.starts_with(name)) {
+        let rest = &line[name.len()..];
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            continue;
+        }
+        let value = line.rsplit(' ').next().unwrap_or_default();
+        sum += value.parse::<f64>().map_err(|e| anyhow::anyhow!("{line:?}: {e}"))?;
+        found = true;
+    }
+    anyhow::ensure!(found, "the server's metrics have no {name}");
+    Ok(Duration::from_secs_f64(sum))
 }
 
 /// The mock's HTTP round trip for one model call of the turn's average size, measured without the
