@@ -16,11 +16,9 @@
 //! ---
 //! You are a senior code reviewer…  (the body: the agent's system prompt)
 //! ```
-//! Why not the skills front-matter parser (`orgfs::front_matter`): it keeps only strings, so a
-//! YAML list of tools would come out as `- Read - Grep`, and it skips what it cannot read where
-//! a person importing agents wants to be told the line. This one reads the YAML that agent files
-//! use (plain, quoted and block scalars, block and flow lists, comments) and names the line of
-//! anything else.
+//! The YAML is read by [`crate::frontmatter`] (a YAML parser): plain, quoted and block scalars,
+//! block and flow lists, comments, escapes; what is not YAML is named by the file's line, as are
+//! the checks below.
 //!
 //! What is wrong with a file comes in two strengths. A *problem* makes it unusable (not offered
 //! to the model, refused by `agents/import`): no front matter, a missing `name` or
@@ -257,219 +255,52 @@ enum Value {
     List(Vec<String>),
 }
 
-/// The front matter's entries (each with the line it starts on, 1-based) and the body.
+/// The front matter's entries (each with the line its value starts on, 1-based) and the body.
 type FrontMatter = HashMap<String, (usize, Value)>;
 
 fn split_front_matter(text: &str, truncated: bool) -> Result<(FrontMatter, &str), String> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines: Vec<(usize, &str)> = Vec::new();
-    let mut body_at = None;
-    let mut offset = 0;
-    for (i, raw) in text.split_inclusive('\n').enumerate() {
-        let line = raw.trim_end_matches(['\n', '\r']);
-        offset += raw.len();
-        if i == 0 {
-            if line.trim_end() != "---" {
-                return Err("line 1: the file does not start with a `---` front matter line \
-                            (Claude Code's agent format)"
-                    .to_owned());
-            }
-            continue;
-        }
-        if line.trim_end() == "---" {
-            body_at = Some(offset);
-            break;
-        }
-        lines.push((i + 1, line));
-    }
-    if text.is_empty() {
+    use crate::frontmatter::{entries, split, FrontMatterError};
+    if text.strip_prefix('\u{feff}').unwrap_or(text).is_empty() {
         return Err("the file is empty: an agent file starts with a `---` front matter".to_owned());
     }
-    let Some(body_at) = body_at else {
-        return Err(if truncated {
+    let (yaml, body) = split(text).map_err(|e| match e {
+        FrontMatterError::NotOpened => format!("{e} (Claude Code's agent format)"),
+        FrontMatterError::NotClosed if truncated => {
             format!("the front matter is not closed within its first {READ_CHARS} characters")
-        } else {
-            "the front matter that starts on line 1 has no closing `---` line".to_owned()
-        });
-    };
-    Ok((front_matter(&lines)?, &text[body_at..]))
-}
-
-/// Reads `key: value` lines (see the module header for what YAML is understood).
-fn front_matter(lines: &[(usize, &str)]) -> Result<FrontMatter, String> {
+        }
+        e => e.to_string(),
+    })?;
     let mut out = FrontMatter::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let (no, line) = lines[i];
-        i += 1;
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
-            continue;
-        }
-        if line.starts_with([' ', '\t']) {
-            return Err(format!(
-                "line {no}: an indented line outside any entry: {:?}",
-                shorten(line.trim())
-            ));
-        }
-        let Some((key, rest)) = line.split_once(':').filter(|(k, _)| is_key(k)) else {
-            return Err(format!(
-                "line {no}: expected `key: value` in the front matter, found {:?}",
-                shorten(line)
-            ));
-        };
-        // The lines that belong to this entry: indented ones (and blank ones between them).
-        let mut block: Vec<(usize, &str)> = Vec::new();
-        while i < lines.len() {
-            let (n, l) = lines[i];
-            if l.starts_with([' ', '\t']) || (l.trim().is_empty() && continues(&lines[i..])) {
-                block.push((n, l));
-                i += 1;
-            } else {
-                break;
-            }
-        }
-        let value = value(no, rest.trim(), &block)?;
-        if out.insert(key.to_owned(), (no, value)).is_some() {
-            return Err(format!("line {no}: `{key}` is given twice"));
-        }
+    for (key, entry) in entries(yaml).map_err(|e| e.to_string())? {
+        let line = usize::try_from(entry.line).unwrap_or(0);
+        out.insert(key.clone(), (line, value(line, &key, entry.value)?));
     }
-    Ok(out)
+    Ok((out, body))
 }
 
-/// Whether the blank lines at the start of `rest` are followed by an indented line.
-fn continues(rest: &[(usize, &str)]) -> bool {
-    rest.iter().find(|(_, l)| !l.trim().is_empty()).is_some_and(|(_, l)| l.starts_with([' ', '\t']))
-}
-
-fn is_key(key: &str) -> bool {
-    !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// One entry's value: `rest` is what follows the colon, `block` its indented lines.
-fn value(no: usize, rest: &str, block: &[(usize, &str)]) -> Result<Value, String> {
-    let rest = strip_comment(rest);
-    let inner = || block.iter().map(|(_, l)| l.trim()).collect::<Vec<_>>();
-    if rest.is_empty() {
-        let items = inner();
-        let listed =
-            items.iter().filter(|l| !l.is_empty() && !l.starts_with('#')).collect::<Vec<_>>();
-        if !listed.is_empty() && listed.iter().all(|l| l.starts_with('-')) {
-            return listed
-                .iter()
-                .map(|l| scalar(no, strip_comment(l.trim_start_matches('-').trim())))
-                .collect::<Result<Vec<_>, _>>()
-                .map(Value::List);
-        }
-        return Ok(Value::Str(fold(&items)));
-    }
-    if let Some(style) = rest.strip_prefix(['|', '>']) {
-        if !style.is_empty() && !matches!(style, "-" | "+") {
-            return Err(format!("line {no}: block scalar indicator {rest:?} is not supported"));
-        }
-        let items = inner();
-        let text = if rest.starts_with('|') { items.join("\n") } else { fold(&items) };
-        return Ok(Value::Str(text.trim_end().to_owned()));
-    }
-    if let Some(list) = rest.strip_prefix('[') {
-        let Some(list) = list.strip_suffix(']') else {
-            return Err(format!("line {no}: the list opened with `[` is not closed on that line"));
-        };
-        return list
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(|t| scalar(no, t))
+/// An entry's value as the checks read it: text, or a list of texts.
+fn value(line: usize, key: &str, value: serde_json::Value) -> Result<Value, String> {
+    use serde_json::Value as Yaml;
+    let text = |v: Yaml| match v {
+        Yaml::String(s) => Some(s),
+        Yaml::Null => Some(String::new()),
+        Yaml::Bool(_) | Yaml::Number(_) => Some(v.to_string()),
+        Yaml::Array(_) | Yaml::Object(_) => None,
+    };
+    match value {
+        Yaml::Array(items) => items
+            .into_iter()
+            .map(|item| {
+                text(item).ok_or_else(|| {
+                    format!("line {line}: `{key}` lists something that is not a single value")
+                })
+            })
             .collect::<Result<Vec<_>, _>>()
-            .map(Value::List);
-    }
-    let first = scalar(no, rest)?;
-    if block.is_empty() || rest.starts_with(['"', '\'']) {
-        return Ok(Value::Str(first));
-    }
-    // A plain scalar continued on indented lines is folded into one line.
-    let mut items = vec![first.as_str()];
-    items.extend(inner());
-    Ok(Value::Str(fold(&items)))
-}
-
-/// Lines folded YAML's way: joined by spaces, a blank line making a newline.
-fn fold(lines: &[&str]) -> String {
-    let mut out = String::new();
-    let mut pending_break = false;
-    for line in lines {
-        if line.is_empty() {
-            pending_break = true;
-            continue;
+            .map(Value::List),
+        Yaml::Object(_) => {
+            Err(format!("line {line}: `{key}` is a mapping; it must be a single value or a list"))
         }
-        if !out.is_empty() {
-            out.push(if pending_break { '\n' } else { ' ' });
-        }
-        pending_break = false;
-        out.push_str(line);
-    }
-    out
-}
-
-/// A scalar on one line: plain, `'single'` (`''` is a quote) or `"double"` (with escapes).
-fn scalar(no: usize, raw: &str) -> Result<String, String> {
-    if let Some(inner) = raw.strip_prefix('\'') {
-        let Some(inner) = inner.strip_suffix('\'') else {
-            return Err(format!("line {no}: the quote ' is not closed on that line"));
-        };
-        return Ok(inner.replace("''", "'"));
-    }
-    if let Some(inner) = raw.strip_prefix('"') {
-        let mut out = String::new();
-        let mut chars = inner.chars();
-        while let Some(c) = chars.next() {
-            match c {
-                '"' => {
-                    let after = chars.as_str().trim();
-                    if !after.is_empty() && !after.starts_with('#') {
-                        return Err(format!(
-                            "line {no}: text after the closing quote: {:?}",
-                            shorten(after)
-                        ));
-                    }
-                    return Ok(out);
-                }
-                '\\' => match chars.next() {
-                    Some('n') => out.push('\n'),
-                    Some('t') => out.push('\t'),
-                    Some('r') => out.push('\r'),
-                    Some('0') => out.push('\0'),
-                    Some(e @ ('"' | '\\' | '/' | ' ')) => out.push(e),
-                    Some(other) => {
-                        return Err(format!(
-                            "line {no}: unknown escape \\{other} in a quoted value"
-                        ))
-                    }
-                    None => break,
-                },
-                c => out.push(c),
-            }
-        }
-        return Err(format!("line {no}: the quote \" is not closed on that line"));
-    }
-    Ok(raw.to_owned())
-}
-
-/// A plain value without its trailing ` # comment` (quoted values keep their `#`).
-fn strip_comment(raw: &str) -> &str {
-    if raw.starts_with(['"', '\'']) {
-        return raw;
-    }
-    match raw.find(" #") {
-        Some(i) => raw[..i].trim_end(),
-        None if raw.starts_with('#') => "",
-        None => raw,
-    }
-}
-
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(80) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_owned(),
+        v => Ok(Value::Str(text(v).unwrap_or_default())),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod approvals;
 pub mod auth;
 pub mod config;
 pub mod files_api;
+pub mod frontmatter;
 pub mod gateway;
 pub mod git;
 pub mod http_api;

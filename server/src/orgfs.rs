@@ -893,49 +893,23 @@ fn not_found(path: &OrgPath, version: Option<u64>) -> FsError {
     })
 }
 
-/// The `key: value` pairs of a `---` front matter block, and what is wrong with it, if anything.
-/// Handles the YAML that skill files use: plain, quoted and folded (`>`, `|`) scalars.
+/// The scalar entries of a `SKILL.md`'s `---` front matter as text (lists and mappings are left
+/// out), and what is wrong with it, if anything ([`crate::frontmatter`] reads the YAML).
 pub fn front_matter(text: &str) -> (HashMap<String, String>, Option<String>) {
-    let mut out = HashMap::new();
-    let mut lines = text.lines();
-    if lines.next().map(str::trim_end) != Some("---") {
-        return (out, Some("SKILL.md does not start with a `---` front matter block".into()));
-    }
-    let mut current: Option<(String, Vec<String>)> = None;
-    let mut closed = false;
-    for line in lines {
-        if line.trim_end() == "---" {
-            closed = true;
-            break;
-        }
-        if line.starts_with(' ') || line.starts_with('\t') {
-            if let Some((_, parts)) = &mut current {
-                parts.push(line.trim().to_owned());
-            }
-            continue;
-        }
-        if let Some((key, parts)) = current.take() {
-            out.insert(key, parts.join(" ").trim().to_owned());
-        }
-        let Some((key, value)) = line.split_once(':') else { continue };
-        let value = value.trim();
-        let value = if matches!(value, ">" | "|" | ">-" | "|-" | ">+" | "|+") { "" } else { value };
-        current = Some((key.trim().to_owned(), vec![unquote(value).to_owned()]));
-    }
-    if let Some((key, parts)) = current.take() {
-        out.insert(key, parts.join(" ").trim().to_owned());
-    }
-    let problem = (!closed).then(|| "SKILL.md's front matter has no closing `---`".to_owned());
-    (out, problem)
-}
-
-fn unquote(value: &str) -> &str {
-    for q in ['"', '\''] {
-        if let Some(inner) = value.strip_prefix(q).and_then(|v| v.strip_suffix(q)) {
-            return inner;
+    use crate::frontmatter::{entries, split};
+    match split(text).and_then(|(yaml, _)| entries(yaml)) {
+        Err(e) => (HashMap::new(), Some(format!("SKILL.md's front matter: {e}"))),
+        Ok(entries) => {
+            let text = |v: serde_json::Value| match v {
+                serde_json::Value::String(s) => Some(s.trim().to_owned()),
+                serde_json::Value::Null => Some(String::new()),
+                serde_json::Value::Bool(_) | serde_json::Value::Number(_) => Some(v.to_string()),
+                serde_json::Value::Array(_) | serde_json::Value::Object(_) => None,
+            };
+            let out = entries.into_iter().filter_map(|(k, e)| Some((k, text(e.value)?))).collect();
+            (out, None)
         }
     }
-    value
 }
 
 /// An org id as a directory name (ids are `o_<hex>`; anything else is made safe).

@@ -132,9 +132,11 @@ fn bad_front_matter_names_the_line() {
     let msg = problem("a.md", "---\nname: a\nthis is not yaml\ndescription: x\n---\nx");
     assert!(msg.starts_with("line 3:") && msg.contains("this is not yaml"), "{msg}");
     let msg = problem("a.md", "---\nname: a\ndescription: \"open\n---\nx");
-    assert!(msg.starts_with("line 3:") && msg.contains("not closed"), "{msg}");
+    assert!(msg.starts_with("line 3:") && msg.contains("unclosed quote"), "{msg}");
     let msg = problem("a.md", "---\nname: a\nname: a\ndescription: x\n---\nx");
-    assert!(msg.starts_with("line 3:") && msg.contains("twice"), "{msg}");
+    assert!(msg.starts_with("line 3:") && msg.contains("duplicate mapping key: name"), "{msg}");
+    let msg = problem("a.md", "---\nname: a\ndescription: x\ntools:\n  read: yes\n---\nx");
+    assert!(msg.starts_with("line 5:") && msg.contains("is a mapping"), "{msg}");
     let msg = problem("a.md", "---\nname: a\ndescription: x\nmodel: [a, b]\n---\nx");
     assert!(msg.starts_with("line 4:") && msg.contains("single value"), "{msg}");
     let msg = problem("a.md", "---\nname: a\ndescription: x\nmodel: claude sonnet\n---\nx");

@@ -374,8 +374,14 @@ async fn changes_are_broadcast_with_their_org() {
 fn front_matter_edge_cases() {
     let (m, problem) = front_matter("no front matter");
     assert!(m.is_empty() && problem.is_some());
-    let (m, problem) = front_matter("---\nname: 'q'\ndescription: a: b\n");
+    let (m, problem) = front_matter("---\nname: 'q'\ndescription: \"a: b\"\n");
+    assert!(m.is_empty() && problem.unwrap().contains("closing"));
+    let (m, problem) = front_matter("---\nname: 'q'\ndescription: \"a: b\"\nn: 3\nl: [x]\n---\n");
     assert_eq!(m.get("name").map(String::as_str), Some("q"));
     assert_eq!(m.get("description").map(String::as_str), Some("a: b"));
-    assert!(problem.unwrap().contains("closing"));
+    assert_eq!(m.get("n").map(String::as_str), Some("3"));
+    assert!(!m.contains_key("l") && problem.is_none());
+    // Not YAML: the problem names the file's line.
+    let (_, problem) = front_matter("---\nname: q\ndescription: a: b\n---\n");
+    assert!(problem.unwrap().contains("line 3: "));
 }
