@@ -1199,9 +1199,9 @@ async fn sandbox_host(args: SandboxHostArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
     outboard_server::config::secure_data_dir(&args.data)?;
-    outboard_server::sandbox::Sandbox::check(&sandbox).await?;
-    let options = HostOptions { data: args.data.clone(), sandbox };
+    let options = HostOptions { data: args.data.clone(), sandbox: sandbox.clone() };
     let host = Host::new(options, args.join_token.as_deref())?;
+    outboard_server::sandbox::Sandbox::check(&sandbox).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
