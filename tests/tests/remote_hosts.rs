@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use outboard_server::remote::auth::new_join_token;
 use outboard_server::remote::client::{HostClient, HostEndpoint, RemoteError};
 use outboard_server::tools::ReadLedger;
@@ -25,24 +26,23 @@ struct HostProcess {
 
 impl HostProcess {
     /// Starts the binary and waits for its ready line (`sandbox host listening on ADDR …`).
-    fn start(data: &Path, listen: &str, token: Option<&str>) -> HostProcess {
-        let mut command = Command::new(bin("outboard-server").unwrap());
+    fn start(data: &Path, listen: &str, token: Option<&str>) -> anyhow::Result<HostProcess> {
+        let mut command = Command::new(bin("outboard-server")?);
         command.args(["sandbox-host", "--listen", listen, "--data"]).arg(data);
         command.env_remove("OUTBOARD_JOIN_TOKEN");
         if let Some(token) = token {
             command.env("OUTBOARD_JOIN_TOKEN", token);
         }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+        let stdout = child.stdout.take().context("no stdout")?;
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
+        BufReader::new(stdout).read_line(&mut line)?;
         let addr = line
             .strip_prefix("sandbox host listening on ")
             .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no ready line, got {line:?}"))
-            .parse()
-            .unwrap();
-        HostProcess { child, addr }
+            .with_context(|| format!("no ready line, got {line:?}"))?
+            .parse()?;
+        Ok(HostProcess { child, addr })
     }
 
     fn stop(mut self) {
@@ -68,7 +68,7 @@ async fn the_host_binary_serves_commands_and_files_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("host");
     let token = new_join_token().unwrap();
-    let host = HostProcess::start(&data, "127.0.0.1:0", Some(&token));
+    let host = HostProcess::start(&data, "127.0.0.1:0", Some(&token)).unwrap();
     let addr = host.addr;
     let endpoint = HostEndpoint {
         name: "h1".into(),
@@ -105,7 +105,7 @@ async fn the_host_binary_serves_commands_and_files_and_survives_a_restart() {
 
     // The process goes away and comes back on the same port, without the token this time.
     host.stop();
-    let again = HostProcess::start(&data, &addr.to_string(), None);
+    let again = HostProcess::start(&data, &addr.to_string(), None).unwrap();
     let edit = json!({"file_path": "kept.txt", "old_string": "kept", "new_string": "edited"});
     let r = client.tool("s1", "Edit", &edit, &mut reads, CancellationToken::new()).await;
     let r = match r {
