@@ -57,6 +57,9 @@ pub struct HostOptions {
     pub data: PathBuf,
     /// The sandboxes' configuration.
     pub sandbox: SandboxConfig,
+    /// Calls one connection may have running at once ([`MAX_CALLS_PER_CONNECTION`] unless a
+    /// test reaches the bound with fewer).
+    pub max_calls: usize,
 }
 
 /// Why the host could not start.
@@ -271,7 +274,8 @@ async fn connection(
         }
         let _ = sink.close().await;
     });
-    let slots = Arc::new(Semaphore::new(MAX_CALLS_PER_CONNECTION));
+    let max_calls = state.options.max_calls;
+    let slots = Arc::new(Semaphore::new(max_calls));
     let running: Arc<std::sync::Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
     let closed = CancellationToken::new();
     let result = loop {
@@ -298,7 +302,7 @@ async fn connection(
             ToHost::Call { id, op } => {
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
                     let error = format!(
-                        "the sandbox host is running {MAX_CALLS_PER_CONNECTION} calls of this \
+                        "the sandbox host is running {max_calls} calls of this \
                          harness already; retry when one has finished"
                     );
                     if out_tx

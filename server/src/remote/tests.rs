@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{HostClient, HostEndpoint, RemoteError};
-use super::host::{Host, HostOptions};
+use super::host::{Host, HostOptions, MAX_CALLS_PER_CONNECTION};
 use super::protocol::{self, FrameError, Op, ToHost, MAX_FRAME_BYTES};
 use crate::sandbox::SandboxConfig;
 use crate::tools::{confinement, ReadLedger};
@@ -34,7 +34,17 @@ impl Running {
 
 /// A host on `listen` with its data in `data`, joined by `token` (or the one stored before).
 async fn start(data: &Path, token: Option<&str>, listen: SocketAddr) -> Running {
-    let options = HostOptions { data: data.to_path_buf(), sandbox: SandboxConfig::Bwrap };
+    start_with(data, token, listen, MAX_CALLS_PER_CONNECTION).await
+}
+
+async fn start_with(
+    data: &Path,
+    token: Option<&str>,
+    listen: SocketAddr,
+    max_calls: usize,
+) -> Running {
+    let options =
+        HostOptions { data: data.to_path_buf(), sandbox: SandboxConfig::Bwrap, max_calls };
     let host = Host::new(options, token).unwrap();
     let fingerprint = host.fingerprint().to_owned();
     let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
@@ -309,4 +319,34 @@ async fn a_host_that_is_gone_is_reported_unreachable_by_name() {
     assert!(matches!(e, RemoteError::Unreachable { .. }), "{e}");
     let want = format!("sandbox host h1 at wss://{addr} is unreachable: ");
     assert!(e.to_string().starts_with(&want), "{e}");
+}
+
+#[tokio::test]
+async fn a_call_past_the_per_connection_bound_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = super::auth::new_join_token().unwrap();
+    let host = start_with(&dir.path().join("host"), Some(&token), loopback(), 2).await;
+    let client = std::sync::Arc::new(client(host.addr, &token, T));
+    // The first sandbox of the test process builds the agent binary, blocking this runtime.
+    let warm = client.exec("warm", "true", T, &mut |_, _| {}, CancellationToken::new()).await;
+    assert_eq!(warm.unwrap().exit_code, Some(0));
+    let cancel = CancellationToken::new();
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel(3);
+    for workspace in ["a", "b", "c"] {
+        let (client, cancel, done) = (client.clone(), cancel.clone(), done_tx.clone());
+        tokio::spawn(async move {
+            let r = client.exec(workspace, "sleep 600", T, &mut |_, _| {}, cancel).await;
+            let _ = done.send(r).await;
+        });
+    }
+    // Two hold the host's two slots, sleeping until cancelled; the third is answered at once.
+    let first = tokio::time::timeout(T, done_rx.recv()).await.unwrap().unwrap();
+    let e = first.unwrap_err();
+    assert!(e.to_string().contains("running 2 calls of this harness already"), "{e}");
+    cancel.cancel();
+    for _ in 0..2 {
+        let r = tokio::time::timeout(T, done_rx.recv()).await.unwrap().unwrap().unwrap();
+        assert_eq!((r.exit_code, r.timed_out), (None, false), "{r:?}");
+    }
+    host.stop().await;
 }
