@@ -728,20 +728,25 @@ async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
     // put a FIFO or a symlink out there.
     let workspace = env.workspace.clone();
     let path = path.to_owned();
-    let digest = tokio::task::spawn_blocking(move || {
-        let relative = workspace.relative(&path).ok()?;
-        let located = match workspace.confined().locate(&relative, false) {
-            Ok(located) => located,
-            Err(ConfinedError::NotFound) => return Some("absent".to_owned()),
-            Err(_) => return None,
-        };
-        match located.read(tools::MAX_FILE_BYTES) {
-            Ok(Some(bytes)) => Some(crate::auth::hex_sha256(&bytes)),
-            Ok(None) => Some("absent".to_owned()),
-            Err(_) => None,
-        }
-    });
+    let digest = tokio::task::spawn_blocking(move || workspace_target_digest(&workspace, &path));
     digest.await.ok().flatten()
+}
+
+/// The `target_before` digest of the workspace file `path` now: its hex SHA-256, `absent`, or
+/// `None` when it cannot be read (a FIFO, a symlink out). Blocking: a sandbox host computes it
+/// on its own disk for a remote workspace ([`crate::remote`]), the server for a local one.
+pub fn workspace_target_digest(workspace: &Workspace, path: &str) -> Option<String> {
+    let relative = workspace.relative(path).ok()?;
+    let located = match workspace.confined().locate(&relative, false) {
+        Ok(located) => located,
+        Err(ConfinedError::NotFound) => return Some("absent".to_owned()),
+        Err(_) => return None,
+    };
+    match located.read(tools::MAX_FILE_BYTES) {
+        Ok(Some(bytes)) => Some(crate::auth::hex_sha256(&bytes)),
+        Ok(None) => Some("absent".to_owned()),
+        Err(_) => None,
+    }
 }
 
 /// Records a call's result; returns its seq.

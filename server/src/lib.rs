@@ -33,6 +33,7 @@ pub mod netsession;
 pub mod orgfs;
 pub mod paging;
 pub mod quota;
+pub mod remote;
 pub mod sandbox;
 pub mod scrub;
 pub mod secrets;

@@ -8,6 +8,8 @@
 //!                       [--handshake-timeout SECS] [--idle-timeout SECS]
 //!                       [--max-connections N] [--max-connections-per-ip N]
 //!                       [--metrics-listen 127.0.0.1:9464]
+//! outboard-server sandbox-host --listen ADDR --data DIR [--join-token TOKEN]
+//!                       [--sandbox bwrap|unsafe-host]   # serves workspaces and sandboxes
 //! outboard-server admin user add NAME --org ORG      # prints the new user's token
 //! outboard-server admin token ls [--org ORG]         # ids (not the tokens), users, labels
 //! outboard-server admin token revoke ID              # the next hello with it is refused
@@ -57,6 +59,8 @@ struct Cli {
 enum Command {
     /// Run the server.
     Serve(ServeArgs),
+    /// Serve this machine's workspaces and sandboxes to harness nodes (a sandbox host).
+    SandboxHost(SandboxHostArgs),
     /// Administer users and orgs.
     Admin {
         #[command(subcommand)]
@@ -72,6 +76,29 @@ enum Command {
         /// Where to write `outboard-server.1` and the subcommands' pages.
         dir: Option<PathBuf>,
     },
+}
+
+#[derive(Args)]
+struct SandboxHostArgs {
+    /// Address to listen on (TLS with the host's own certificate, made in --data).
+    #[arg(long, env = "OUTBOARD_HOST_LISTEN")]
+    listen: SocketAddr,
+    /// Where the host keeps its key, certificate, token hash and workspaces.
+    #[arg(long, env = "OUTBOARD_HOST_DATA")]
+    data: PathBuf,
+    /// The token `admin hosts add` printed; only its hash is stored, so later starts may omit
+    /// it. Prefer the environment variable: a command line is visible to other users.
+    #[arg(long, env = "OUTBOARD_JOIN_TOKEN", hide_env_values = true)]
+    join_token: Option<String>,
+    /// Where commands run: `bwrap` or `unsafe-host` (see `serve --sandbox`).
+    #[arg(long, env = "OUTBOARD_SANDBOX", default_value = "bwrap", value_parser = parse_backend)]
+    sandbox: Backend,
+    /// Seconds of idle before a workspace's sandbox is frozen.
+    #[arg(long, default_value_t = SandboxConfig::Bwrap.idle_freeze.as_secs())]
+    sandbox_freeze_after: u64,
+    /// Seconds of idle before a workspace's sandbox is stopped (its workspace stays).
+    #[arg(long, default_value_t = SandboxConfig::Bwrap.idle_stop.as_secs())]
+    sandbox_stop_after: u64,
 }
 
 #[derive(Args, Clone)]
@@ -599,6 +626,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let done = ExitCode::SUCCESS;
     match cli.command {
         Command::Serve(args) => serve(args).await.map(|()| done),
+        Command::SandboxHost(args) => sandbox_host(args).await.map(|()| done),
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();
             outboard_server::manual::completions(cmd, shell, &mut std::io::stdout());
@@ -1156,6 +1184,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     shutdown_signal().await;
     tracing::info!("shutting down");
     handle.shutdown().await;
+    Ok(())
+}
+
+async fn sandbox_host(args: SandboxHostArgs) -> anyhow::Result<()> {
+    use outboard_server::remote::host::{Host, HostOptions};
+    let sandbox = SandboxConfig {
+        backend: args.sandbox,
+        idle_freeze: Duration::from_secs(args.sandbox_freeze_after),
+        idle_stop: Duration::from_secs(args.sandbox_stop_after),
+        scratch_dir: Some(args.data.clone()),
+        ..SandboxConfig::Bwrap
+    };
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
+    outboard_server::config::secure_data_dir(&args.data)?;
+    let options = HostOptions {
+        data: args.data.clone(),
+        sandbox: sandbox.clone(),
+        max_calls: outboard_server::remote::host::MAX_CALLS_PER_CONNECTION,
+    };
+    let host = Host::new(options, args.join_token.as_deref())?;
+    outboard_server::sandbox::Sandbox::check(&sandbox).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let local = listener.local_addr()?;
+    tracing::info!(listen = %local, fingerprint = host.fingerprint(), "sandbox host ready");
+    println!("sandbox host listening on {local} (certificate {})", host.fingerprint());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        stop.cancel();
+    });
+    host.serve(listener, shutdown).await;
     Ok(())
 }
 

@@ -62,8 +62,14 @@ impl ReadLedger {
 
     /// Records that the session has seen `content` at `path` (after a Read, Write or Edit).
     pub fn record(&mut self, path: &Path, content: &[u8]) {
+        self.record_stamp(path, ReadStamp::of(content));
+    }
+
+    /// Records a stamp computed elsewhere (a sandbox host's answer, see [`crate::remote`]) as
+    /// [`ReadLedger::record`] would have recorded the content it stands for.
+    pub fn record_stamp(&mut self, path: &Path, stamp: ReadStamp) {
         self.tick += 1;
-        self.files.insert(path.to_path_buf(), (self.tick, ReadStamp::of(content)));
+        self.files.insert(path.to_path_buf(), (self.tick, stamp));
         if self.files.len() > MAX_LEDGER_FILES {
             // Rare (once per record past the cap), so a scan beats keeping a second index.
             let oldest =
@@ -72,6 +78,13 @@ impl ReadLedger {
                 self.files.remove(&oldest);
             }
         }
+    }
+
+    /// The workspace files recorded, oldest first (what a remote call carries to its host).
+    pub fn files(&self) -> Vec<(&Path, &ReadStamp)> {
+        let mut files: Vec<_> = self.files.iter().collect();
+        files.sort_by_key(|(_, (tick, _))| *tick);
+        files.into_iter().map(|(path, (_, stamp))| (path.as_path(), stamp)).collect()
     }
 
     /// Takes `other`'s entries for the files and org paths this ledger has not recorded (what

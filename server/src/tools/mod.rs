@@ -33,6 +33,8 @@ pub mod todo;
 mod webfetch;
 
 #[cfg(test)]
+pub(crate) mod confinement;
+#[cfg(test)]
 mod race_tests;
 #[cfg(test)]
 mod tests;

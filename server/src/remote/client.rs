@@ -1,0 +1,531 @@
+//! A harness node's handle on one sandbox host: connects over TLS with the host's pinned
+//! certificate, joins with the token ([`super::auth`]), multiplexes the calls of every session
+//! on one WebSocket by request id, and reconnects when the connection is gone (a host that
+//! restarted still has its workspace directories).
+//!
+//! A call that was in flight when the connection dropped may or may not have run: calls that
+//! only read (`Open`, `Digest`, `Read`, `Glob`, `Grep`) are sent again once over a new
+//! connection; a command or a write is answered [`RemoteError::Lost`], for the caller to decide.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use outboard_shared::OutputStream;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use super::auth::{self, AuthError, JoinKey, PinnedVerifier};
+use super::host::{stamp_from_wire, stamp_to_wire};
+use super::protocol::{self, Op, Reply, ToHarness, ToHost, PROTOCOL_VERSION};
+use crate::sandbox::ExecResult;
+use crate::tools::{ReadLedger, ToolOutcome};
+
+/// Messages waiting to be written to the host; callers wait past it (back-pressure on the
+/// sessions, never unbounded memory). Sized like the host's side ([`super::host::OUTBOUND_MESSAGES`]).
+pub const OUTBOUND_MESSAGES: usize = 256;
+
+/// Output chunks of one call received and not yet handed to its caller. The reader waits past
+/// it, which holds the other calls' messages too, so it is generous: 256 chunks.
+pub const CALL_EVENTS: usize = 256;
+
+/// How long one connection attempt (TCP, TLS, WebSocket, join) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a call keeps trying to reach a host that is down before it fails with
+/// [`RemoteError::Unreachable`]: long enough for a host restart.
+pub const DEFAULT_RECONNECT_WINDOW: Duration = Duration::from_secs(30);
+
+/// Where a host is and how to join it.
+#[derive(Clone)]
+pub struct HostEndpoint {
+    /// The host's name on the harness (`admin hosts add NAME`).
+    pub name: String,
+    /// `wss://HOST:PORT` (or `ws://HOST:PORT`, or `HOST:PORT`: the link is always TLS).
+    pub url: String,
+    /// The join token.
+    pub token: String,
+    /// The certificate fingerprint pinned at the first join; `None` before it.
+    pub pin: Option<String>,
+}
+
+impl std::fmt::Debug for HostEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostEndpoint")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("pin", &self.pin)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a call to a host failed. Messages name the host and never carry a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The host cannot be reached.
+    #[error(
+        "sandbox host {name} at {url} is unreachable: {reason}; check that `outboard-server \
+         sandbox-host` runs there and that this node can reach its port"
+    )]
+    Unreachable { name: String, url: String, reason: String },
+    /// The host refused this harness (wrong token, other version).
+    #[error("sandbox host {name} at {url} refused this harness: {reason}")]
+    Refused { name: String, url: String, reason: String },
+    /// The peer is not the host this harness joined: its certificate is not the pinned one, or
+    /// it could not prove the token.
+    #[error(
+        "the peer at {url} is not sandbox host {name} as this harness knows it ({reason}); if the \
+         host was reinstalled, add it again with `outboard-server admin hosts add {name} --url \
+         {url}`"
+    )]
+    NotTheHost { name: String, url: String, reason: String },
+    /// The connection dropped while a call that changes things ran.
+    #[error(
+        "the connection to sandbox host {name} at {url} was lost during the call; it may or may \
+         not have run there: check the workspace before retrying"
+    )]
+    Lost { name: String, url: String },
+    /// The host answered that it could not do the call.
+    #[error("sandbox host {name} could not do the call: {error}")]
+    Failed { name: String, error: String },
+    /// The host answered something this client did not ask for.
+    #[error("sandbox host {name} answered out of protocol ({what}); run the same outboard version on both")]
+    Protocol { name: String, what: String },
+    /// The call does not fit in one message.
+    #[error("a call to sandbox host {name} was not sent: {error}")]
+    Frame { name: String, error: protocol::FrameError },
+    /// The token is malformed.
+    #[error(transparent)]
+    Token(#[from] AuthError),
+}
+
+struct Conn {
+    /// Encoded messages for the writer (encoded by the caller, so an oversized one is the
+    /// caller's error, never a silent drop).
+    out: mpsc::Sender<Vec<u8>>,
+    calls: Arc<std::sync::Mutex<HashMap<u64, mpsc::Sender<ToHarness>>>>,
+    closed: CancellationToken,
+}
+
+/// A harness node's connection to one sandbox host (cheap to share behind an `Arc`).
+pub struct HostClient {
+    endpoint: HostEndpoint,
+    key: JoinKey,
+    pin: std::sync::Mutex<Option<String>>,
+    conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
+    next_id: AtomicU64,
+    reconnect_window: Duration,
+}
+
+impl HostClient {
+    /// A client for `endpoint`; nothing connects until the first call (or [`HostClient::connect`]).
+    /// A host that stays down for `reconnect_window` is reported unreachable.
+    pub fn new(
+        endpoint: HostEndpoint,
+        reconnect_window: Duration,
+    ) -> Result<HostClient, RemoteError> {
+        let key = JoinKey::from_token(&endpoint.token)?;
+        let pin = std::sync::Mutex::new(endpoint.pin.clone());
+        Ok(HostClient {
+            endpoint,
+            key,
+            pin,
+            conn: tokio::sync::Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            reconnect_window,
+        })
+    }
+
+    /// The certificate fingerprint pinned (after the first join), for the harness to store.
+    pub fn pinned(&self) -> Option<String> {
+        self.pin.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// Connects and joins now (else the first call does).
+    pub async fn connect(&self) -> Result<(), RemoteError> {
+        self.connection().await.map(|_| ())
+    }
+
+    /// Whether a joined connection is up now.
+    pub async fn is_connected(&self) -> bool {
+        self.conn.lock().await.as_ref().is_some_and(|c| !c.closed.is_cancelled())
+    }
+
+    /// Creates the workspace `workspace` on the host if it is not there yet.
+    pub async fn open(&self, workspace: &str) -> Result<(), RemoteError> {
+        let op = Op::Open { workspace: workspace.to_owned() };
+        match self.call_retrying(op, &mut |_, _| {}, CancellationToken::new()).await? {
+            Reply::Opened => Ok(()),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// Runs `command` in the workspace's sandbox on the host, streaming its output to
+    /// `on_output`; cancelling `cancel` kills it there.
+    pub async fn exec(
+        &self,
+        workspace: &str,
+        command: &str,
+        timeout: Duration,
+        on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
+        cancel: CancellationToken,
+    ) -> Result<ExecResult, RemoteError> {
+        let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let op =
+            Op::Exec { workspace: workspace.to_owned(), command: command.to_owned(), timeout_ms };
+        match self.call(op, on_output, cancel).await? {
+            Reply::Exec { exit_code, output, timed_out, signal, failure } => {
+                Ok(ExecResult { exit_code, output, timed_out, signal, failure })
+            }
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// Runs a workspace file tool on the host with the session's ledger `reads`, which takes
+    /// what the tool recorded or forgot, as it would locally.
+    pub async fn tool(
+        &self,
+        workspace: &str,
+        name: &str,
+        input: &Value,
+        reads: &mut ReadLedger,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutcome, RemoteError> {
+        let checks = matches!(name, "Write" | "Edit");
+        let ledger = if checks {
+            reads.files().into_iter().map(|(path, stamp)| stamp_to_wire(path, stamp)).collect()
+        } else {
+            Vec::new()
+        };
+        let op = Op::Tool {
+            workspace: workspace.to_owned(),
+            name: name.to_owned(),
+            input: input.clone(),
+            ledger,
+        };
+        let reply = if checks {
+            self.call(op, &mut |_, _| {}, cancel).await?
+        } else {
+            self.call_retrying(op, &mut |_, _| {}, cancel).await?
+        };
+        match reply {
+            Reply::Tool { output, is_error, recorded, forgotten } => {
+                for path in forgotten {
+                    reads.forget(std::path::Path::new(&path));
+                }
+                for entry in recorded {
+                    if let Some(stamp) = stamp_from_wire(&entry) {
+                        reads.record_stamp(std::path::Path::new(&entry.path), stamp);
+                    }
+                }
+                Ok(ToolOutcome { output, is_error })
+            }
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// The `target_before` digest of `path`, computed on the host.
+    pub async fn digest(&self, workspace: &str, path: &str) -> Result<Option<String>, RemoteError> {
+        let op = Op::Digest { workspace: workspace.to_owned(), path: path.to_owned() };
+        match self.call_retrying(op, &mut |_, _| {}, CancellationToken::new()).await? {
+            Reply::Digest { digest } => Ok(digest),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    fn unexpected(&self, reply: &Reply) -> RemoteError {
+        match reply {
+            Reply::Failed { error } => {
+                RemoteError::Failed { name: self.endpoint.name.clone(), error: error.clone() }
+            }
+            other => RemoteError::Protocol {
+                name: self.endpoint.name.clone(),
+                what: format!("an unexpected reply {other:?}"),
+            },
+        }
+    }
+
+    fn lost(&self) -> RemoteError {
+        RemoteError::Lost { name: self.endpoint.name.clone(), url: self.endpoint.url.clone() }
+    }
+
+    /// [`HostClient::call`], sent once more over a new connection when the first was lost: only
+    /// for calls that change nothing.
+    async fn call_retrying(
+        &self,
+        op: Op,
+        on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
+        cancel: CancellationToken,
+    ) -> Result<Reply, RemoteError> {
+        match self.call(op.clone(), on_output, cancel.clone()).await {
+            Err(RemoteError::Lost { .. }) => self.call(op, on_output, cancel).await,
+            other => other,
+        }
+    }
+
+    /// Sends one call and waits for its reply, handing its output to `on_output`.
+    pub async fn call(
+        &self,
+        op: Op,
+        on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
+        cancel: CancellationToken,
+    ) -> Result<Reply, RemoteError> {
+        let conn = self.connection().await?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, mut rx) = mpsc::channel(CALL_EVENTS);
+        if let Ok(mut calls) = conn.calls.lock() {
+            calls.insert(id, tx);
+        }
+        let guard = CallGuard { conn: &conn, id, done: false };
+        let bytes = protocol::encode(&ToHost::Call { id, op })
+            .map_err(|e| RemoteError::Frame { name: self.endpoint.name.clone(), error: e })?;
+        if conn.out.send(bytes).await.is_err() {
+            return Err(self.lost());
+        }
+        let mut cancel_sent = false;
+        loop {
+            tokio::select! {
+                biased;
+                event = rx.recv() => match event {
+                    Some(ToHarness::Output { stream, text, .. }) => on_output(stream, &text),
+                    Some(ToHarness::Reply { reply, .. }) => {
+                        let mut guard = guard;
+                        guard.done = true;
+                        return Ok(reply);
+                    }
+                    Some(other) => {
+                        return Err(RemoteError::Protocol {
+                            name: self.endpoint.name.clone(),
+                            what: format!("{other:?} inside a call"),
+                        })
+                    }
+                    None => return Err(self.lost()),
+                },
+                _ = cancel.cancelled(), if !cancel_sent => {
+                    cancel_sent = true;
+                    if conn.out.send(cancel_bytes(id)).await.is_err() {
+                        return Err(self.lost());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn connection(&self) -> Result<Arc<Conn>, RemoteError> {
+        let mut slot = self.conn.lock().await;
+        if let Some(conn) = slot.as_ref().filter(|c| !c.closed.is_cancelled()) {
+            return Ok(conn.clone());
+        }
+        let deadline = Instant::now() + self.reconnect_window;
+        let mut backoff = Duration::from_millis(50);
+        let conn = loop {
+            match tokio::time::timeout(CONNECT_TIMEOUT, self.dial()).await {
+                Ok(Ok(conn)) => break conn,
+                Ok(Err(e @ RemoteError::Unreachable { .. })) if Instant::now() < deadline => {
+                    tracing::debug!("{e}; retrying");
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) if Instant::now() < deadline => {}
+                Err(_) => return Err(self.unreachable("the connection attempt timed out")),
+            }
+            tokio::time::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())))
+                .await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        };
+        let conn = Arc::new(conn);
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn unreachable(&self, reason: impl Into<String>) -> RemoteError {
+        RemoteError::Unreachable {
+            name: self.endpoint.name.clone(),
+            url: self.endpoint.url.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    fn not_the_host(&self, reason: impl Into<String>) -> RemoteError {
+        RemoteError::NotTheHost {
+            name: self.endpoint.name.clone(),
+            url: self.endpoint.url.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// One connection attempt: TCP, TLS against the pin, WebSocket, the join handshake.
+    async fn dial(&self) -> Result<Conn, RemoteError> {
+        let address = address(&self.endpoint.url);
+        let tcp = tokio::net::TcpStream::connect(address)
+            .await
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let pin = self.pinned();
+        let verifier = PinnedVerifier::new(pin.clone());
+        let config = verifier.client_config()?;
+        let name = rustls::pki_types::ServerName::try_from(auth::HOST_CERT_NAME)
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| {
+                let reason = e.to_string();
+                if reason.contains("is not the pinned") {
+                    self.not_the_host(reason)
+                } else {
+                    self.unreachable(format!("TLS failed: {reason}"))
+                }
+            })?;
+        let fingerprint = verifier.seen().ok_or_else(|| self.not_the_host("no certificate"))?;
+        let url = format!("wss://{address}/");
+        let (mut ws, _) =
+            tokio_tungstenite::client_async_with_config(url, tls, Some(protocol::ws_config()))
+                .await
+                .map_err(|e| self.unreachable(format!("WebSocket failed: {e}")))?;
+        let host_nonce = match read(&mut ws).await.map_err(|e| self.unreachable(e))? {
+            Some(ToHarness::Challenge { version, nonce }) if version == PROTOCOL_VERSION => nonce,
+            Some(ToHarness::Challenge { version, .. }) => {
+                return Err(RemoteError::Refused {
+                    name: self.endpoint.name.clone(),
+                    url: self.endpoint.url.clone(),
+                    reason: format!(
+                        "the host speaks protocol version {version}, this harness \
+                         {PROTOCOL_VERSION}; run the same outboard version on both"
+                    ),
+                })
+            }
+            _ => return Err(self.unreachable("the host did not send its challenge")),
+        };
+        let nonce = auth::nonce()?;
+        let proof = self.key.harness_proof(&host_nonce, &nonce, &fingerprint);
+        let join = ToHost::Join { version: PROTOCOL_VERSION, nonce: nonce.clone(), proof };
+        let bytes = protocol::encode(&join).map_err(|e| self.unreachable(e.to_string()))?;
+        ws.send(Message::Binary(bytes.into()))
+            .await
+            .map_err(|e| self.unreachable(e.to_string()))?;
+        match read(&mut ws).await.map_err(|e| self.unreachable(e))? {
+            Some(ToHarness::Welcome { proof }) => {
+                if !self.key.verify_host(&proof, &host_nonce, &nonce, &fingerprint) {
+                    return Err(self.not_the_host("it could not prove the join token"));
+                }
+            }
+            Some(ToHarness::Refused { reason }) => {
+                return Err(RemoteError::Refused {
+                    name: self.endpoint.name.clone(),
+                    url: self.endpoint.url.clone(),
+                    reason,
+                })
+            }
+            _ => return Err(self.unreachable("the host closed the connection during the join")),
+        }
+        if let Ok(mut pinned) = self.pin.lock() {
+            pinned.get_or_insert(fingerprint);
+        }
+        Ok(spawn_connection(ws))
+    }
+}
+
+/// Takes a call out of the connection's table when its caller stops waiting, and tells the
+/// host to stop it if it had not finished.
+struct CallGuard<'a> {
+    conn: &'a Conn,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut calls) = self.conn.calls.lock() {
+            calls.remove(&self.id);
+        }
+        if !self.done {
+            let _ = self.conn.out.try_send(cancel_bytes(self.id));
+        }
+    }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
+async fn read(ws: &mut Ws) -> Result<Option<ToHarness>, String> {
+    loop {
+        match ws.next().await {
+            None | Some(Ok(Message::Close(_))) => return Ok(None),
+            Some(Err(e)) => return Err(e.to_string()),
+            Some(Ok(Message::Binary(bytes))) => {
+                return protocol::decode(&bytes).map(Some).map_err(|e| e.to_string())
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+fn spawn_connection(ws: Ws) -> Conn {
+    let (mut sink, mut stream) = ws.split();
+    let (out, mut out_rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_MESSAGES);
+    let calls: Arc<std::sync::Mutex<HashMap<u64, mpsc::Sender<ToHarness>>>> = Arc::default();
+    let closed = CancellationToken::new();
+    let writer_closed = closed.clone();
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                message = out_rx.recv() => message,
+                _ = writer_closed.cancelled() => None,
+            };
+            let Some(bytes) = message else { break };
+            if sink.send(Message::Binary(bytes.into())).await.is_err() {
+                break;
+            }
+        }
+        writer_closed.cancel();
+        let _ = sink.close().await;
+    });
+    let (reader_calls, reader_closed) = (calls.clone(), closed.clone());
+    tokio::spawn(async move {
+        loop {
+            let message = tokio::select! {
+                message = stream.next() => message,
+                _ = reader_closed.cancelled() => break,
+            };
+            let message: ToHarness = match message {
+                Some(Ok(Message::Binary(bytes))) => match protocol::decode(&bytes) {
+                    Ok(message) => message,
+                    Err(e) => {
+                        tracing::warn!("sandbox host sent a bad message: {e}");
+                        break;
+                    }
+                },
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => continue,
+            };
+            let id = match &message {
+                ToHarness::Output { id, .. } | ToHarness::Reply { id, .. } => *id,
+                _ => continue,
+            };
+            let waiting = reader_calls.lock().ok().and_then(|c| c.get(&id).cloned());
+            if let Some(waiting) = waiting {
+                let _ = waiting.send(message).await;
+            }
+        }
+        reader_closed.cancel();
+        if let Ok(mut calls) = reader_calls.lock() {
+            calls.clear();
+        }
+    });
+    Conn { out, calls, closed }
+}
+
+/// A `Cancel`, encoded (a few bytes: never over the bound).
+fn cancel_bytes(id: u64) -> Vec<u8> {
+    protocol::encode(&ToHost::Cancel { id }).unwrap_or_default()
+}
+
+/// `HOST:PORT` of a host URL.
+fn address(url: &str) -> &str {
+    let rest = url.strip_prefix("wss://").or_else(|| url.strip_prefix("ws://")).unwrap_or(url);
+    rest.trim_end_matches('/')
+}

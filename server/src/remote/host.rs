@@ -1,0 +1,542 @@
+//! The sandbox host: accepts harness connections over TLS and WebSocket, authenticates them with
+//! the join handshake ([`super::auth`]), and runs their calls against the workspaces it keeps
+//! under `DATA/workspaces/ID`, each with one [`Sandbox`] (the same manager as the server's: lazy
+//! start, freeze when idle, thaw on the next command, replacement on death, limits).
+//!
+//! Design choice: workspaces and their sandboxes belong to the host process, not to a
+//! connection, so a harness that reconnects finds the sandbox as it left it (frozen or
+//! running); after a host restart the directory is still there and the next command starts a
+//! fresh sandbox, as after a server restart today.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use outboard_shared::OutputStream;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Mutex, Semaphore};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use super::auth::{self, HostIdentity, JoinKey};
+use super::protocol::{self, Op, Reply, ToHarness, ToHost, WireStamp, PROTOCOL_VERSION};
+use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::tools::{ReadLedger, ReadStamp, ToolCtx};
+use crate::vfs::Workspace;
+
+/// Messages waiting to be written to one harness. Output is produced at sandbox speed and the
+/// writer sends at network speed; 256 messages (a few MB of output chunks) is enough to keep the
+/// link busy, and past it the calls wait (their own output buffers coalesce, see [`Outbox`]).
+pub const OUTBOUND_MESSAGES: usize = 256;
+
+/// Calls one connection may have running at once; one past it is answered `Failed` at once. A
+/// harness node runs a few tool calls per session at a time; 64 covers many sessions sharing
+/// one connection without letting one harness start unbounded work on the host.
+pub const MAX_CALLS_PER_CONNECTION: usize = 64;
+
+/// How long a new connection has from accept to a valid `Join`.
+pub const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// File tools a harness may run on the host: the workspace ones. `Bash` goes through
+/// [`Op::Exec`]; org files and the network stay on the harness.
+pub const HOST_TOOLS: &[&str] = &["Read", "Write", "Edit", "Glob", "Grep"];
+
+/// Longest workspace id.
+pub const MAX_WORKSPACE_ID: usize = 64;
+
+/// Bash timeout of a tool call that runs a command (none of [`HOST_TOOLS`] does; required by
+/// [`ToolCtx`]).
+const TOOL_DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How a host runs.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Where the key, the certificate, the token's hash and the workspaces live.
+    pub data: PathBuf,
+    /// The sandboxes' configuration.
+    pub sandbox: SandboxConfig,
+    /// Calls one connection may have running at once ([`MAX_CALLS_PER_CONNECTION`] unless a
+    /// test reaches the bound with fewer).
+    pub max_calls: usize,
+}
+
+/// Why the host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The identity or the token.
+    #[error(transparent)]
+    Auth(#[from] auth::AuthError),
+    /// The data directory.
+    #[error(
+        "the sandbox host's data directory {path}: {reason}; create it or pass another --data"
+    )]
+    Data { path: String, reason: String },
+}
+
+/// A host, ready to serve (its identity loaded or made, its token known).
+pub struct Host {
+    state: Arc<HostState>,
+    tls: tokio_rustls::TlsAcceptor,
+    fingerprint: String,
+}
+
+struct HostState {
+    options: HostOptions,
+    key: JoinKey,
+    fingerprint: String,
+    workspaces: Mutex<HashMap<String, Hosted>>,
+}
+
+#[derive(Clone)]
+struct Hosted {
+    workspace: Workspace,
+    sandbox: Sandbox,
+}
+
+/// Whether `id` may name a workspace: 1 to [`MAX_WORKSPACE_ID`] letters, digits, `-` or `_`, so
+/// it is one plain directory name under `DATA/workspaces`.
+pub fn valid_workspace_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_WORKSPACE_ID
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl Host {
+    /// Prepares the host in `options.data`: makes its key and certificate on first start, stores
+    /// `join_token`'s hash when one is given (else uses the one stored before).
+    pub fn new(options: HostOptions, join_token: Option<&str>) -> Result<Host, HostError> {
+        let data_err = |path: &Path, e: std::io::Error| HostError::Data {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        };
+        std::fs::create_dir_all(options.data.join("workspaces"))
+            .map_err(|e| data_err(&options.data, e))?;
+        let identity = HostIdentity::load_or_create(&options.data)?;
+        let key = match join_token {
+            Some(token) => {
+                let key = JoinKey::from_token(token)?;
+                key.store(&options.data)?;
+                key
+            }
+            None => JoinKey::load(&options.data)?,
+        };
+        let tls = tokio_rustls::TlsAcceptor::from(Arc::new(identity.server_config()?));
+        let fingerprint = identity.fingerprint();
+        let state = Arc::new(HostState {
+            options,
+            key,
+            fingerprint: fingerprint.clone(),
+            workspaces: Mutex::new(HashMap::new()),
+        });
+        Ok(Host { state, tls, fingerprint })
+    }
+
+    /// The SHA-256 of the host's certificate, hex (what harnesses pin).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Serves connections from `listener` until `shutdown`.
+    pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) {
+        let connections = tokio_util::task::TaskTracker::new();
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = shutdown.cancelled() => break,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("sandbox host: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let (tls, state, stop) = (self.tls.clone(), self.state.clone(), shutdown.clone());
+            connections.spawn(async move {
+                let run = async {
+                    let stream = tokio::time::timeout(JOIN_TIMEOUT, tls.accept(tcp))
+                        .await
+                        .map_err(|_| "TLS handshake timed out".to_owned())?
+                        .map_err(|e| format!("TLS handshake failed: {e}"))?;
+                    let ws = tokio::time::timeout(
+                        JOIN_TIMEOUT,
+                        tokio_tungstenite::accept_async_with_config(
+                            stream,
+                            Some(protocol::ws_config()),
+                        ),
+                    )
+                    .await
+                    .map_err(|_| "WebSocket upgrade timed out".to_owned())?
+                    .map_err(|e| format!("WebSocket upgrade failed: {e}"))?;
+                    connection(ws, state, stop).await
+                };
+                if let Err(e) = run.await {
+                    tracing::info!("sandbox host: connection from {peer} ended: {e}");
+                }
+            });
+        }
+        connections.close();
+        let sandboxes: Vec<Sandbox> =
+            self.state.workspaces.lock().await.values().map(|h| h.sandbox.clone()).collect();
+        for sandbox in sandboxes {
+            sandbox.stop().await;
+        }
+    }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>;
+
+async fn send_now(ws: &mut Ws, message: &ToHarness) -> Result<(), String> {
+    let bytes = protocol::encode(message).map_err(|e| e.to_string())?;
+    ws.send(Message::Binary(bytes.into())).await.map_err(|e| e.to_string())
+}
+
+async fn next_message(ws: &mut Ws) -> Result<Option<ToHost>, String> {
+    loop {
+        match ws.next().await {
+            None | Some(Ok(Message::Close(_))) => return Ok(None),
+            Some(Err(e)) => return Err(e.to_string()),
+            Some(Ok(Message::Binary(bytes))) => {
+                return protocol::decode(&bytes).map(Some).map_err(|e| e.to_string())
+            }
+            Some(Ok(Message::Text(text))) => {
+                return protocol::decode(text.as_bytes()).map(Some).map_err(|e| e.to_string())
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+/// The join handshake; `Ok(false)` when the harness was refused (and told why).
+async fn join(ws: &mut Ws, state: &HostState) -> Result<bool, String> {
+    let nonce = auth::nonce().map_err(|e| e.to_string())?;
+    send_now(ws, &ToHarness::Challenge { version: PROTOCOL_VERSION, nonce: nonce.clone() }).await?;
+    let answer = tokio::time::timeout(JOIN_TIMEOUT, next_message(ws))
+        .await
+        .map_err(|_| "no join within the deadline".to_owned())??;
+    let Some(ToHost::Join { version, nonce: theirs, proof }) = answer else {
+        return Err("the first message was not a join".into());
+    };
+    if version != PROTOCOL_VERSION {
+        let reason = format!(
+            "this sandbox host speaks protocol version {PROTOCOL_VERSION}, the harness {version}; \
+             run the same outboard version on both"
+        );
+        send_now(ws, &ToHarness::Refused { reason }).await?;
+        return Ok(false);
+    }
+    if !state.key.verify_harness(&proof, &nonce, &theirs, &state.fingerprint) {
+        let reason = "the join token is wrong: issue a new one with `outboard-server admin hosts \
+                      add NAME --url URL` and restart the sandbox host with --join-token TOKEN"
+            .to_owned();
+        send_now(ws, &ToHarness::Refused { reason }).await?;
+        tracing::warn!("sandbox host: refused a join with a wrong token");
+        return Ok(false);
+    }
+    let proof = state.key.host_proof(&nonce, &theirs, &state.fingerprint);
+    send_now(ws, &ToHarness::Welcome { proof }).await?;
+    Ok(true)
+}
+
+async fn connection(
+    mut ws: Ws,
+    state: Arc<HostState>,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    if !join(&mut ws, &state).await? {
+        let _ = ws.close(None).await;
+        return Ok(());
+    }
+    let (mut sink, mut stream) = ws.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<ToHarness>(OUTBOUND_MESSAGES);
+    let writer = tokio::spawn(async move {
+        while let Some(message) = out_rx.recv().await {
+            let bytes = match protocol::encode(&message) {
+                Ok(bytes) => bytes,
+                Err(e) => match &message {
+                    ToHarness::Reply { id, .. } => {
+                        let failed = Reply::Failed { error: e.to_string() };
+                        match protocol::encode(&ToHarness::Reply { id: *id, reply: failed }) {
+                            Ok(bytes) => bytes,
+                            Err(_) => continue,
+                        }
+                    }
+                    _ => continue,
+                },
+            };
+            if sink.send(Message::Binary(bytes.into())).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let max_calls = state.options.max_calls;
+    let slots = Arc::new(Semaphore::new(max_calls));
+    let running: Arc<std::sync::Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
+    let closed = CancellationToken::new();
+    let result = loop {
+        let message = tokio::select! {
+            message = stream.next() => message,
+            _ = shutdown.cancelled() => break Ok(()),
+        };
+        let message: ToHost = match message {
+            None | Some(Ok(Message::Close(_))) => break Ok(()),
+            Some(Err(e)) => break Err(e.to_string()),
+            Some(Ok(Message::Binary(bytes))) => match protocol::decode(&bytes) {
+                Ok(message) => message,
+                Err(e) => break Err(e.to_string()),
+            },
+            Some(Ok(_)) => continue,
+        };
+        match message {
+            ToHost::Join { .. } => break Err("a second join on a joined connection".into()),
+            ToHost::Cancel { id } => {
+                if let Some(cancel) = running.lock().ok().and_then(|r| r.get(&id).cloned()) {
+                    cancel.cancel();
+                }
+            }
+            ToHost::Call { id, op } => {
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    let error = format!(
+                        "the sandbox host is running {max_calls} calls of this \
+                         harness already; retry when one has finished"
+                    );
+                    if out_tx
+                        .send(ToHarness::Reply { id, reply: Reply::Failed { error } })
+                        .await
+                        .is_err()
+                    {
+                        break Ok(());
+                    }
+                    continue;
+                };
+                let cancel = closed.child_token();
+                if let Ok(mut running) = running.lock() {
+                    running.insert(id, cancel.clone());
+                }
+                let (state, out, running) = (state.clone(), out_tx.clone(), running.clone());
+                tokio::spawn(async move {
+                    let reply = call(&state, id, op, &out, cancel).await;
+                    let _ = out.send(ToHarness::Reply { id, reply }).await;
+                    if let Ok(mut running) = running.lock() {
+                        running.remove(&id);
+                    }
+                    drop(permit);
+                });
+            }
+        }
+    };
+    // A connection that goes away stops its calls, as an interrupt would.
+    closed.cancel();
+    drop(out_tx);
+    let _ = writer.await;
+    result
+}
+
+impl HostState {
+    async fn open(&self, id: &str) -> Result<Hosted, String> {
+        if !valid_workspace_id(id) {
+            return Err(format!(
+                "{id:?} is not a workspace id: use 1 to {MAX_WORKSPACE_ID} letters, digits, `-` \
+                 or `_`"
+            ));
+        }
+        let mut workspaces = self.workspaces.lock().await;
+        if let Some(hosted) = workspaces.get(id) {
+            return Ok(hosted.clone());
+        }
+        let dir = self.options.data.join("workspaces").join(id);
+        let workspace = Workspace::new(dir.clone())
+            .map_err(|e| format!("the workspace {id} cannot be made on the sandbox host: {e}"))?;
+        let sandbox = Sandbox::new(self.options.sandbox.clone(), dir);
+        let hosted = Hosted { workspace, sandbox };
+        workspaces.insert(id.to_owned(), hosted.clone());
+        Ok(hosted)
+    }
+}
+
+/// Forwards a call's output to the writer without blocking the sandbox's synchronous callback:
+/// chunks that do not fit the writer's queue now wait here, a run of one stream joined into one
+/// chunk, and go first at the next chunk or at the end, so nothing is lost and order is kept.
+/// What waits is bounded by the command's own output cap ([`crate::sandbox::output`]).
+struct Outbox<'a> {
+    id: u64,
+    out: &'a mpsc::Sender<ToHarness>,
+    pending: std::collections::VecDeque<(OutputStream, String)>,
+}
+
+impl<'a> Outbox<'a> {
+    fn new(id: u64, out: &'a mpsc::Sender<ToHarness>) -> Self {
+        Outbox { id, out, pending: std::collections::VecDeque::new() }
+    }
+
+    fn push(&mut self, stream: OutputStream, text: &str) {
+        self.flush();
+        match self.pending.back_mut() {
+            Some((kind, held)) if *kind == stream => held.push_str(text),
+            Some(_) => self.pending.push_back((stream, text.to_owned())),
+            None => {
+                self.pending.push_back((stream, text.to_owned()));
+                self.flush();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        while let Some((stream, text)) = self.pending.pop_front() {
+            match self.out.try_send(ToHarness::Output { id: self.id, stream, text }) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(ToHarness::Output {
+                    stream, text, ..
+                })) => {
+                    self.pending.push_front((stream, text));
+                    return;
+                }
+                Err(_) => {
+                    self.pending.clear();
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn finish(mut self) {
+        while let Some((stream, text)) = self.pending.pop_front() {
+            let _ = self.out.send(ToHarness::Output { id: self.id, stream, text }).await;
+        }
+    }
+}
+
+async fn call(
+    state: &HostState,
+    id: u64,
+    op: Op,
+    out: &mpsc::Sender<ToHarness>,
+    cancel: CancellationToken,
+) -> Reply {
+    let failed = |error: String| Reply::Failed { error };
+    match op {
+        Op::Open { workspace } => match state.open(&workspace).await {
+            Ok(_) => Reply::Opened,
+            Err(e) => failed(e),
+        },
+        Op::Exec { workspace, command, timeout_ms } => {
+            let hosted = match state.open(&workspace).await {
+                Ok(hosted) => hosted,
+                Err(e) => return failed(e),
+            };
+            let mut outbox = Outbox::new(id, out);
+            let timeout = Duration::from_millis(timeout_ms);
+            let ran = hosted
+                .sandbox
+                .exec(&command, timeout, &mut |stream, text| outbox.push(stream, text), cancel)
+                .await;
+            outbox.finish().await;
+            match ran {
+                Ok(r) => Reply::Exec {
+                    exit_code: r.exit_code,
+                    output: r.output,
+                    timed_out: r.timed_out,
+                    signal: r.signal,
+                    failure: r.failure,
+                },
+                Err(e) => failed(e.to_string()),
+            }
+        }
+        Op::Tool { workspace, name, input, ledger } => {
+            if !HOST_TOOLS.contains(&name.as_str()) {
+                return failed(format!(
+                    "{name} does not run on a sandbox host; it runs these: {}",
+                    HOST_TOOLS.join(", ")
+                ));
+            }
+            let hosted = match state.open(&workspace).await {
+                Ok(hosted) => hosted,
+                Err(e) => return failed(e),
+            };
+            let sent = ledger_from_wire(&ledger);
+            let mut reads = sent.clone();
+            let mut outbox = Outbox::new(id, out);
+            let ctx = ToolCtx {
+                workspace: &hosted.workspace,
+                sandbox: &hosted.sandbox,
+                on_output: &mut |stream, text| outbox.push(stream, text),
+                cancel,
+                default_timeout: TOOL_DEFAULT_TIMEOUT,
+                reads: &mut reads,
+                org: None,
+                events: None,
+            };
+            let outcome = crate::tools::run(&name, &input, ctx).await;
+            outbox.finish().await;
+            let (recorded, forgotten) = ledger_changes(&sent, &reads);
+            Reply::Tool { output: outcome.output, is_error: outcome.is_error, recorded, forgotten }
+        }
+        Op::Digest { workspace, path } => {
+            let hosted = match state.open(&workspace).await {
+                Ok(hosted) => hosted,
+                Err(e) => return failed(e),
+            };
+            let ws = hosted.workspace.clone();
+            let digest = tokio::task::spawn_blocking(move || {
+                crate::agent::workspace_target_digest(&ws, &path)
+            });
+            Reply::Digest { digest: digest.await.ok().flatten() }
+        }
+    }
+}
+
+/// The ledger a call carried, as the tools keep it.
+pub fn ledger_from_wire(entries: &[WireStamp]) -> ReadLedger {
+    let mut ledger = ReadLedger::new();
+    for entry in entries {
+        if let Some(stamp) = stamp_from_wire(entry) {
+            ledger.record_stamp(Path::new(&entry.path), stamp);
+        }
+    }
+    ledger
+}
+
+/// The stamp of a wire entry; `None` for a malformed digest (the entry is then as good as
+/// absent: the write it would allow is refused, never allowed).
+pub fn stamp_from_wire(entry: &WireStamp) -> Option<ReadStamp> {
+    if entry.sha256.len() != 64 {
+        return None;
+    }
+    let mut sha256 = [0u8; 32];
+    for (i, byte) in sha256.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(entry.sha256.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(ReadStamp { len: entry.len, sha256 })
+}
+
+/// A ledger entry for the wire.
+pub fn stamp_to_wire(path: &Path, stamp: &ReadStamp) -> WireStamp {
+    WireStamp {
+        path: path.to_string_lossy().into_owned(),
+        len: stamp.len,
+        sha256: auth::hex(&stamp.sha256),
+    }
+}
+
+/// What a tool changed in the ledger: entries new or different from what was sent, and sent
+/// paths no longer there.
+fn ledger_changes(sent: &ReadLedger, after: &ReadLedger) -> (Vec<WireStamp>, Vec<String>) {
+    let recorded = after
+        .files()
+        .into_iter()
+        .filter(|(path, stamp)| sent.stamp(path) != Some(*stamp))
+        .map(|(path, stamp)| stamp_to_wire(path, stamp))
+        .collect();
+    let forgotten = sent
+        .files()
+        .into_iter()
+        .filter(|(path, _)| after.stamp(path).is_none())
+        .map(|(path, _)| path.to_string_lossy().into_owned())
+        .collect();
+    (recorded, forgotten)
+}

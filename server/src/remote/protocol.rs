@@ -1,0 +1,145 @@
+//! The messages between a harness node and a sandbox host, one JSON document per WebSocket
+//! binary message, each at most [`MAX_FRAME_BYTES`].
+//!
+//! A connection opens with the join handshake ([`ToHarness::Challenge`], [`ToHost::Join`],
+//! [`ToHarness::Welcome`] or [`ToHarness::Refused`]; see [`super::auth`]), then carries calls:
+//! each [`ToHost::Call`] has an id chosen by the harness, unique on the connection, so many calls
+//! of many sessions share it; the host answers with any number of [`ToHarness::Output`] for that
+//! id (a command's output as it comes) and exactly one [`ToHarness::Reply`]. [`ToHost::Cancel`]
+//! stops a running call, which still ends with its `Reply`.
+//!
+//! Design choice: JSON rather than a binary encoding, like the client protocol: a call's cost is
+//! the sandbox or the disk, not the encoding, and a captured frame can be read by a person.
+
+use outboard_shared::OutputStream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The protocol version both ends must speak; a host refuses a join with another one.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest message either end sends or accepts, in bytes. A `Write` carries a whole file and
+/// a `Write`/`Edit` the session's whole read ledger: the largest file `Edit` loads
+/// ([`crate::tools::MAX_FILE_BYTES`], 32 MiB) plus a full ledger of long paths (4096 entries of
+/// up to a few KiB) stays under it, and a peer cannot make the other buffer more.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+
+/// From the host to the harness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToHarness {
+    /// The first message: the host's version and a fresh random nonce (hex) to prove the join
+    /// token against.
+    Challenge { version: u32, nonce: String },
+    /// The join was accepted; `proof` shows the host knows the token too (see [`super::auth`]).
+    Welcome { proof: String },
+    /// The join was refused; the reason says what to do. The host closes the connection.
+    Refused { reason: String },
+    /// Output of the running call `id`.
+    Output { id: u64, stream: OutputStream, text: String },
+    /// The end of call `id`.
+    Reply { id: u64, reply: Reply },
+}
+
+/// From the harness to the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToHost {
+    /// The answer to the challenge: the harness's version, its own nonce and its proof.
+    Join { version: u32, nonce: String, proof: String },
+    /// Starts call `id`.
+    Call { id: u64, op: Op },
+    /// Stops call `id` (its processes are killed; it still gets its reply).
+    Cancel { id: u64 },
+}
+
+/// What a call asks of the host. `workspace` is the id of a workspace on the host (letters,
+/// digits, `-` and `_`; see [`super::host::valid_workspace_id`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Creates the workspace if it does not exist yet (its sandbox starts with its first
+    /// command).
+    Open { workspace: String },
+    /// Runs `command` with `bash -c` in the workspace's sandbox.
+    Exec { workspace: String, command: String, timeout_ms: u64 },
+    /// Runs the file tool `name` (`Read`, `Write`, `Edit`, `Glob`, `Grep`) with the model's
+    /// `input` against the workspace. `ledger` is the session's read ledger as the tool needs
+    /// it: every file entry for `Write` and `Edit` (they check the target against it), none
+    /// for the others (they only record).
+    Tool { workspace: String, name: String, input: Value, ledger: Vec<WireStamp> },
+    /// The `target_before` digest of `path` in the workspace (see
+    /// [`crate::agent::workspace_target_digest`]).
+    Digest { workspace: String, path: String },
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    /// The workspace exists.
+    Opened,
+    /// A command's result (see [`crate::sandbox::ExecResult`]).
+    Exec {
+        exit_code: Option<i32>,
+        output: String,
+        timed_out: bool,
+        signal: Option<i32>,
+        failure: Option<String>,
+    },
+    /// A file tool's result, and what it changed in the ledger: entries it recorded (new or
+    /// changed) and paths it forgot.
+    Tool { output: String, is_error: bool, recorded: Vec<WireStamp>, forgotten: Vec<String> },
+    /// The digest, `None` when the file cannot be read.
+    Digest { digest: Option<String> },
+    /// The host could not do the call; the text says why and what to do.
+    Failed { error: String },
+}
+
+/// One read-ledger entry on the wire: the host path the tool resolved (opaque to the harness,
+/// which only stores it) and the content's length and hex SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireStamp {
+    pub path: String,
+    pub len: u64,
+    pub sha256: String,
+}
+
+/// A message that could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// Over [`MAX_FRAME_BYTES`].
+    #[error(
+        "a {len}-byte message is over the sandbox host protocol's {MAX_FRAME_BYTES}-byte bound; \
+         send a smaller file or split the work"
+    )]
+    TooLarge { len: usize },
+    /// Not a message of this protocol version.
+    #[error("a malformed sandbox host message ({0}); are both ends the same outboard version?")]
+    Malformed(String),
+}
+
+/// A message as the bytes of one WebSocket message, refused past [`MAX_FRAME_BYTES`].
+pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, FrameError> {
+    let bytes = serde_json::to_vec(message).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    if bytes.len() > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge { len: bytes.len() });
+    }
+    Ok(bytes)
+}
+
+/// The message in `bytes`, refused past [`MAX_FRAME_BYTES`] before it is parsed.
+pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, FrameError> {
+    if bytes.len() > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLarge { len: bytes.len() });
+    }
+    serde_json::from_slice(bytes).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// The WebSocket limits of both ends: no message or frame past [`MAX_FRAME_BYTES`], so a peer's
+/// oversized message is refused by the transport before it is buffered whole.
+pub fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES))
+}

@@ -1,0 +1,79 @@
+//! The file tools' confinement cases as one table, so the tools run locally ([`super::tests`])
+//! and through a sandbox host ([`crate::remote`]) are held to the very same cases: `..` and
+//! absolute paths out, symlinks out (to a file, to `/etc`), a FIFO, whole-tree searches that
+//! must not follow the links.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::ToolOutcome;
+
+/// What a case must answer.
+pub(crate) enum Expect {
+    /// An error that names no host path.
+    Refused,
+    /// Exactly this outcome.
+    Exactly(ToolOutcome),
+}
+
+/// Lays out the cases' files: in the workspace directory `root`, links to a file of
+/// `outside_dir` and to `/etc`, and a FIFO; returns the outside file, which must stay as it is.
+pub(crate) fn lay_out(root: &Path, outside_dir: &Path) -> PathBuf {
+    let outside = outside_dir.join("outside.txt");
+    std::fs::write(&outside, "host secret").unwrap();
+    symlink(&outside, root.join("link")).unwrap();
+    symlink("/etc", root.join("etc")).unwrap();
+    let fifo = root.join("fifo");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o644)).unwrap();
+    outside
+}
+
+/// The calls and what each must answer, for the layout [`lay_out`] made.
+pub(crate) fn cases(outside: &Path) -> Vec<(&'static str, Value, Expect)> {
+    let outside = outside.to_string_lossy().into_owned();
+    vec![
+        ("Read", json!({"file_path": "link"}), Expect::Refused),
+        ("Read", json!({"file_path": "etc/passwd"}), Expect::Refused),
+        ("Read", json!({"file_path": "../outside.txt"}), Expect::Refused),
+        ("Read", json!({"file_path": "/workspace/../outside.txt"}), Expect::Refused),
+        ("Read", json!({"file_path": "/etc/passwd"}), Expect::Refused),
+        ("Read", json!({"file_path": outside}), Expect::Refused),
+        ("Read", json!({"file_path": "fifo"}), Expect::Refused),
+        ("Write", json!({"file_path": "etc/evil", "content": "x"}), Expect::Refused),
+        ("Write", json!({"file_path": "../escape.txt", "content": "x"}), Expect::Refused),
+        ("Write", json!({"file_path": "link", "content": "x"}), Expect::Refused),
+        (
+            "Edit",
+            json!({"file_path": "link", "old_string": "host", "new_string": "x"}),
+            Expect::Refused,
+        ),
+        ("Grep", json!({"pattern": "root", "path": "etc"}), Expect::Refused),
+        ("Glob", json!({"pattern": "*", "path": "etc"}), Expect::Refused),
+        ("Glob", json!({"pattern": "*", "path": "/etc"}), Expect::Refused),
+        (
+            "Grep",
+            json!({"pattern": "secret|root:"}),
+            Expect::Exactly(ToolOutcome::ok("No files found")),
+        ),
+    ]
+}
+
+/// Asserts one case's answer; `host` is the host directory that must never be shown.
+pub(crate) fn check(tool: &str, input: &Value, expect: &Expect, outcome: &ToolOutcome, host: &str) {
+    match expect {
+        Expect::Refused => assert!(outcome.is_error, "{tool} {input}: {}", outcome.output),
+        Expect::Exactly(want) => assert_eq!(outcome, want, "{tool} {input}"),
+    }
+    // Only the model's own words may contain a host path.
+    let echoed = input["file_path"].as_str().is_some_and(|p| p.starts_with(host));
+    assert!(echoed || !outcome.output.contains(host), "host path leaked: {}", outcome.output);
+}
+
+/// Asserts that nothing outside the workspace changed.
+pub(crate) fn check_untouched(outside: &Path) {
+    assert_eq!(std::fs::read_to_string(outside).unwrap(), "host secret");
+    let escape = outside.parent().map(|d| d.join("escape.txt"));
+    assert!(escape.is_some_and(|e| !e.exists()), "a Write escaped the workspace");
+}
