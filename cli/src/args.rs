@@ -565,9 +565,12 @@ pub enum SessionsCommand {
     /// Delete a session you own: its log and its workspace (a session working in place in a
     /// directory of yours keeps that directory).
     Rm(SessionsRmArgs),
+    /// Move a session whose sandbox host is gone to another host of the server: its workspace
+    /// is made again there (empty) and the model is told.
+    Restore(SessionsRmArgs),
 }
 
-/// `outboard sessions rm`.
+/// `outboard sessions rm` and `outboard sessions restore`: one session.
 #[derive(Debug, Clone, PartialEq, Args)]
 pub struct SessionsRmArgs {
     /// Connection flags.

@@ -233,6 +233,28 @@ pub fn progress_line(frame: outboard_shared::ProgressFrame) -> outboard_shared::
     }
 }
 
+/// `outboard sessions restore SESSION`.
+pub async fn restore(args: &SessionsRmArgs, out: &mut impl Write) -> i32 {
+    finish(restore_session(args, out).await)
+}
+
+async fn restore_session(args: &SessionsRmArgs, out: &mut impl Write) -> Result<(), ChangesError> {
+    let conn = Connection::open_for(&args.connect, false).await?;
+    let session = SessionId(args.session_id.clone());
+    let restored = conn
+        .client
+        .call::<methods::SessionRestore>(SessionRef { session_id: session.clone() })
+        .await;
+    conn.close().await;
+    let restored = restored?;
+    writeln!(
+        out,
+        "session {session} moved from sandbox host {} to {}; its workspace there is new and empty",
+        restored.from_host, restored.host
+    )?;
+    Ok(())
+}
+
 fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
 }

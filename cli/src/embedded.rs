@@ -244,6 +244,7 @@ impl EmbeddedServer {
             net: NetConfig::default(),
             // The one client is this process, on this host, as the user who owns the files.
             allow_client_workspaces: true,
+            place_on_hosts: false,
         };
 
         let launch_error = |e: &dyn std::fmt::Display| EmbeddedError::Launch(e.to_string());

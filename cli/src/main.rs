@@ -75,6 +75,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             Some(SessionsCommand::Rm(rm)) => {
                 Ok(runtime.block_on(changes::remove(rm, &mut std::io::stdout())))
             }
+            Some(SessionsCommand::Restore(one)) => {
+                Ok(runtime.block_on(changes::restore(one, &mut std::io::stdout())))
+            }
             None => Ok(runtime.block_on(sessions::sessions(&args, &mut std::io::stdout()))),
         },
         Command::Models(args) => {

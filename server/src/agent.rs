@@ -62,6 +62,9 @@ pub struct ToolEnv {
     /// Where each tool call is counted and timed (`outboard_tool_call_duration_seconds`); `None`
     /// when nobody scrapes (tests that build an environment by hand).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Where `/workspace` and `Bash` really are when the session lives on a sandbox host
+    /// (`serve --sandbox remote`); `None`: `workspace` and `sandbox` here.
+    pub remote: Option<Arc<dyn tools::HostedWorkspace>>,
 }
 
 /// Everything a turn needs.
@@ -724,6 +727,10 @@ async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
             None => "absent".into(),
         });
     }
+    // Where the files are: computed by the sandbox host for a remote workspace.
+    if let Some(remote) = &env.remote {
+        return remote.digest(path).await;
+    }
     // Through the confined root on the blocking pool, like the tool itself: a command may have
     // put a FIFO or a symlink out there.
     let workspace = env.workspace.clone();
@@ -794,6 +801,7 @@ async fn run_tool(
             default_timeout: turn.limits.bash_timeout,
             org: turn.env.org.as_ref(),
             events: Some(&turn.emitter),
+            remote: turn.env.remote.as_deref(),
         };
         let mut outcome = tools::run(&call.name, &call.input, ctx).await;
         // The forwarder ends once the relay is finished and read out.
@@ -1213,6 +1221,14 @@ async fn rebuild_org_reads(env: &mut ToolEnv) {
 async fn rebuild_reads(env: &mut ToolEnv) {
     let files = std::mem::take(&mut env.workspace_touched);
     if files.is_empty() {
+        return;
+    }
+    if let Some(remote) = &env.remote {
+        let recent = files[files.len().saturating_sub(LEDGER_REBUILD_FILES)..].to_vec();
+        match remote.stamps(recent).await {
+            Ok(rebuilt) => env.reads.merge(rebuilt),
+            Err(e) => tracing::warn!("the read ledger could not be rebuilt on the host: {e}"),
+        }
         return;
     }
     let workspace = env.workspace.clone();

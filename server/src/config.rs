@@ -27,6 +27,10 @@ pub struct ServerConfig {
     /// A `serve` server's clients are remote, and one must not get to open any path of the
     /// server's host (the server may run as root), so it refuses the field.
     pub allow_client_workspaces: bool,
+    /// Whether new sessions are placed on the registered sandbox hosts (`serve --sandbox
+    /// remote`, see [`crate::remote::registry`]) rather than given a workspace and sandbox here.
+    /// Sessions placed before keep their host either way.
+    pub place_on_hosts: bool,
 }
 
 /// Limits of the network edge (see `gateway.rs`). Every bound has a flag of `serve`.

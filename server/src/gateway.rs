@@ -292,7 +292,10 @@ pub async fn launch_with(
     config.sandbox.metrics = Some(metrics.sandbox());
     // Before this process makes any sandbox: kill what dead servers left frozen.
     crate::sandbox::reap_orphans().await;
-    Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
+    // A server that places its sessions on sandbox hosts runs no command itself.
+    if !config.place_on_hosts {
+        Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
+    }
     let sandboxes = config.sandbox.live_pool.clone();
     let models = crate::models::Models::new(&config.models, config.limits.context_window)
         .map_err(LaunchError::Models)?
@@ -782,6 +785,10 @@ impl Connection {
                 })?;
                 Ok(None)
             }
+            Method::SessionRestore(p) => {
+                let restored = crate::workspace_api::restore(hub, &user, &p.session_id).await?;
+                Ok(Some(Response::ok(id, &restored)))
+            }
             Method::SessionDelete(p) => {
                 crate::workspace_api::delete(hub, &user, &p.session_id).await?;
                 Ok(Some(Response::ok(id, &Empty {})))
@@ -796,6 +803,8 @@ impl Connection {
                 row.network = p.network;
                 if let Some(requested) = &p.workspace {
                     row.workspace = Some(hub.client_workspace(requested).await?);
+                } else {
+                    row.host = hub.place().await?;
                 }
                 // Title length and sessions per hour are the org's quotas.
                 let row = crate::quota::create_session_row(hub.store(), &user, row).await?;

@@ -48,7 +48,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::Conflict => StatusCode::CONFLICT,
         ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
-        ErrorCode::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::ShuttingDown | ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::Lagged | ErrorCode::IdleTimeout | ErrorCode::Internal | ErrorCode::Unknown => {
             StatusCode::INTERNAL_SERVER_ERROR
         }

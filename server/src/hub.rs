@@ -66,6 +66,8 @@ pub struct Hub {
     secrets: Option<crate::secrets::Secrets>,
     /// The org's MCP servers' connections, shared by every session ([`crate::mcp`]).
     mcp: crate::mcp::McpHub,
+    /// The sandbox hosts ([`crate::remote::registry`]); none in a hub made without a key.
+    hosts: Option<Arc<crate::remote::registry::Hosts>>,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
     /// The server's metrics ([`crate::metrics`]).
@@ -155,6 +157,7 @@ impl Hub {
             models,
             sources: Arc::new(crate::sources::Sources::new(&config.data_dir)),
             secrets: None,
+            hosts: None,
             config,
             sessions: Arc::new(Actors::default()),
             shutdown: CancellationToken::new(),
@@ -192,8 +195,35 @@ impl Hub {
     /// This hub with the org secrets to authenticate to git hosts with.
     pub fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> Self {
         self.mcp = crate::mcp::McpHub::new(self.store.clone(), Some(secrets.clone()));
+        self.hosts = Some(crate::remote::registry::Hosts::new(self.store.clone(), secrets.clone()));
         self.secrets = Some(secrets);
         self
+    }
+
+    /// The sandbox hosts, if this hub has a key to join them with.
+    pub fn hosts(&self) -> Option<&Arc<crate::remote::registry::Hosts>> {
+        self.hosts.as_ref()
+    }
+
+    /// Places a new session's workspace: on the sandbox host with the most free capacity when
+    /// this server places sessions on hosts (`serve --sandbox remote`), else here (`None`).
+    pub async fn place(&self) -> Result<Option<String>, ErrorBody> {
+        if !self.config.place_on_hosts {
+            return Ok(None);
+        }
+        let Some(hosts) = &self.hosts else {
+            return Err(ErrorBody::new(
+                ErrorCode::Internal,
+                "this server places sessions on sandbox hosts but has no secret key to join them",
+            ));
+        };
+        match hosts.place(None).await {
+            Ok(host) => Ok(Some(host)),
+            Err(e) => {
+                tracing::warn!("no sandbox host for a new session: {e}");
+                Err(ErrorBody::new(ErrorCode::Unavailable, e.to_string()))
+            }
+        }
     }
 
     /// The org secrets, if this hub has them.
@@ -332,6 +362,7 @@ impl Hub {
             secrets: self.secrets.clone(),
             mcp: Some(self.mcp.clone()),
             metrics: self.metrics.clone(),
+            hosts: self.hosts.clone(),
         };
         let handle =
             SessionHandle::spawn(row.clone(), services, &self.config, self.shutdown.clone(), evict);

@@ -3,13 +3,16 @@
 //! ```text
 //! outboard-server serve [--listen 127.0.0.1:7700] [--data DIR]
 //!                       [--provider anthropic|openai|responses] [--base-url URL] [--model NAME]
-//!                       [--sandbox bwrap|unsafe-host]
+//!                       [--sandbox bwrap|unsafe-host|remote]
 //!                       [--tls-cert PEM --tls-key PEM] [--insecure]
 //!                       [--handshake-timeout SECS] [--idle-timeout SECS]
 //!                       [--max-connections N] [--max-connections-per-ip N]
 //!                       [--metrics-listen 127.0.0.1:9464]
-//! outboard-server sandbox-host --listen ADDR --data DIR [--join-token TOKEN]
+//! outboard-server sandbox-host --listen ADDR --data DIR [--join-token TOKEN] [--capacity N]
 //!                       [--sandbox bwrap|unsafe-host]   # serves workspaces and sandboxes
+//! outboard-server admin hosts add NAME --url ws://HOST:PORT   # prints the host's join token once
+//! outboard-server admin hosts ls [--json]            # capacity, sessions, live sandboxes, up/down
+//! outboard-server admin hosts rm NAME
 //! outboard-server admin user add NAME --org ORG      # prints the new user's token
 //! outboard-server admin token ls [--org ORG]         # ids (not the tokens), users, labels
 //! outboard-server admin token revoke ID              # the next hello with it is refused
@@ -99,6 +102,10 @@ struct SandboxHostArgs {
     /// Seconds of idle before a workspace's sandbox is stopped (its workspace stays).
     #[arg(long, default_value_t = SandboxConfig::Bwrap.idle_stop.as_secs())]
     sandbox_stop_after: u64,
+    /// How many workspaces this host offers to take (harnesses place new sessions on the host
+    /// with the most free capacity); four per core by default.
+    #[arg(long, env = "OUTBOARD_HOST_CAPACITY")]
+    capacity: Option<u32>,
 }
 
 #[derive(Args, Clone)]
@@ -134,10 +141,12 @@ struct ServeArgs {
     /// (at least 1024, below the model's max_tokens).
     #[arg(long, env = "OUTBOARD_THINKING_BUDGET", value_name = "TOKENS")]
     thinking_budget: Option<u32>,
-    /// Where Bash commands run: `bwrap` (bubblewrap; fails at start if unavailable) or
-    /// `unsafe-host` (on the host, unisolated; only where namespaces are unavailable).
-    #[arg(long, env = "OUTBOARD_SANDBOX", default_value = "bwrap", value_parser = parse_backend)]
-    sandbox: Backend,
+    /// Where Bash commands run: `bwrap` (bubblewrap; fails at start if unavailable),
+    /// `unsafe-host` (on the host, unisolated; only where namespaces are unavailable), or
+    /// `remote` (new sessions are placed on the sandbox hosts of `admin hosts add`, each on the
+    /// one with the most free capacity; their files and commands live there).
+    #[arg(long, env = "OUTBOARD_SANDBOX", default_value = "bwrap", value_parser = parse_serve_sandbox)]
+    sandbox: ServeSandbox,
     /// Seconds of idle before a session's sandbox is frozen.
     #[arg(long, env = "OUTBOARD_SANDBOX_FREEZE_AFTER", default_value_t = SandboxConfig::Bwrap.idle_freeze.as_secs())]
     sandbox_freeze_after: u64,
@@ -296,6 +305,42 @@ enum AdminCommand {
     Policy {
         #[command(subcommand)]
         command: PolicyCommand,
+    },
+    /// The sandbox hosts this server places sessions on (`serve --sandbox remote`).
+    Hosts {
+        #[command(subcommand)]
+        command: HostsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum HostsCommand {
+    /// Register a sandbox host and print its join token, once: start the host with
+    /// `outboard-server sandbox-host --join-token TOKEN` (or OUTBOARD_JOIN_TOKEN). Its
+    /// certificate is pinned at the first join.
+    Add {
+        /// The host's name on this server.
+        name: String,
+        /// Where it listens: ws://HOST:PORT (the link is TLS either way).
+        #[arg(long)]
+        url: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// The hosts, their capacity, sessions and (asked now) live sandboxes.
+    Ls {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Forget a host (refused while sessions are placed on it).
+    Rm {
+        /// The host's name.
+        name: String,
+        #[command(flatten)]
+        data: DataArg,
     },
 }
 
@@ -615,6 +660,22 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
     s.parse()
 }
 
+/// `serve --sandbox`: a local backend, or the sandbox hosts.
+#[derive(Debug, Clone, Copy)]
+enum ServeSandbox {
+    Local(Backend),
+    Remote,
+}
+
+fn parse_serve_sandbox(s: &str) -> Result<ServeSandbox, String> {
+    match s {
+        "remote" => Ok(ServeSandbox::Remote),
+        other => other.parse().map(ServeSandbox::Local).map_err(|e: String| {
+            format!("{e}, or `remote` to place sessions on the sandbox hosts")
+        }),
+    }
+}
+
 fn data_dir(arg: DataArg) -> anyhow::Result<PathBuf> {
     match arg.data {
         Some(dir) => Ok(dir),
@@ -655,6 +716,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Admin { command: AdminCommand::Secret { command } } => admin_secret(command).await,
         Command::Admin { command: AdminCommand::Policy { command } } => admin_policy(command).await,
+        Command::Admin { command: AdminCommand::Hosts { command } } => admin_hosts(command).await,
         Command::Admin { command: AdminCommand::Mcp { command } } => admin_mcp(command).await,
         Command::Admin { command: AdminCommand::Network { command } } => {
             admin_network(command).await.map(|()| done)
@@ -858,6 +920,110 @@ async fn admin_secret_inner(command: SecretCommand) -> anyhow::Result<ExitCode> 
 
 /// `admin mcp add|ls|rm|test`: on the data dir directly, like `admin secret`; a running server
 /// reads the definitions at each turn's start, so a change applies at the next turn.
+async fn admin_hosts(command: HostsCommand) -> anyhow::Result<ExitCode> {
+    use outboard_server::remote::registry::{self, Hosts, HostsError};
+    use outboard_server::secrets::{SecretKey, Secrets};
+    let open = |data: DataArg| -> anyhow::Result<(Store, Secrets)> {
+        let dir = data_dir(data)?;
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+        outboard_server::config::secure_data_dir(&dir)?;
+        let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+        let secrets = Secrets::new(store.clone(), SecretKey::load(&dir)?);
+        Ok((store, secrets))
+    };
+    let refused = |e: HostsError| -> anyhow::Result<ExitCode> {
+        match e {
+            HostsError::Store(_) => Err(e.into()),
+            e => {
+                eprintln!("outboard-server: {e}");
+                Ok(ExitCode::from(1))
+            }
+        }
+    };
+    match command {
+        HostsCommand::Add { name, url, data } => {
+            let (store, secrets) = open(data)?;
+            match registry::add(&store, &secrets, &name, &url).await {
+                Ok(token) => {
+                    eprintln!(
+                        "added sandbox host {name} at {url}; start it with \
+                         `OUTBOARD_JOIN_TOKEN=<the token> outboard-server sandbox-host --listen \
+                         ADDR --data DIR` (the token is shown once):"
+                    );
+                    println!("{}", token.expose());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => refused(e),
+            }
+        }
+        HostsCommand::Ls { json, data } => {
+            let (store, secrets) = open(data)?;
+            let rows = match registry::list(&store).await {
+                Ok(rows) => rows,
+                Err(e) => return refused(e),
+            };
+            let hosts = Hosts::with_window(store, secrets, Duration::from_secs(2));
+            let probes = rows.iter().map(|row| {
+                let hosts = hosts.clone();
+                let name = row.name.clone();
+                async move {
+                    hosts.join(&name, Duration::from_secs(2)).await?;
+                    Ok::<_, HostsError>(hosts.client(&name).await?.status().await?)
+                }
+            });
+            let statuses = futures_util::future::join_all(probes).await;
+            if !json {
+                println!(
+                    "{:<16} {:<28} {:>8} {:>8} {:>6} {:<6} PIN",
+                    "NAME", "URL", "CAPACITY", "SESSIONS", "LIVE", "STATE"
+                );
+            }
+            for (row, status) in rows.iter().zip(statuses) {
+                let (state, live, capacity, reason) = match &status {
+                    Ok(s) => ("up", Some(s.live_sandboxes), Some(s.capacity), None),
+                    Err(e) => ("down", None, row.capacity, Some(e.to_string())),
+                };
+                if json {
+                    let line = serde_json::json!({
+                        "name": row.name, "url": row.url, "capacity": capacity,
+                        "sessions": row.sessions, "live_sandboxes": live, "state": state,
+                        "error": reason, "pin": row.pin, "added_at": row.added_at,
+                        "joined_at": row.joined_at,
+                    });
+                    println!("{line}");
+                } else {
+                    let dash = || "-".to_owned();
+                    println!(
+                        "{:<16} {:<28} {:>8} {:>8} {:>6} {:<6} {}",
+                        row.name,
+                        row.url,
+                        capacity.map_or_else(dash, |c| c.to_string()),
+                        row.sessions,
+                        live.map_or_else(dash, |l| l.to_string()),
+                        state,
+                        row.pin.as_deref().map_or_else(dash, |p| p.chars().take(16).collect()),
+                    );
+                    if let Some(reason) = reason {
+                        println!("  {reason}");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        HostsCommand::Rm { name, data } => {
+            let (store, _) = open(data)?;
+            match registry::remove(&store, &name).await {
+                Ok(()) => {
+                    println!("removed sandbox host {name}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => refused(e),
+            }
+        }
+    }
+}
+
 async fn admin_mcp(command: McpCommand) -> anyhow::Result<ExitCode> {
     use outboard_server::mcp::McpError;
     use outboard_server::secrets::SecretError;
@@ -1122,7 +1288,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         data_dir: data_dir(args.data)?,
         models,
         sandbox: SandboxConfig {
-            backend: args.sandbox,
+            backend: match args.sandbox {
+                ServeSandbox::Local(backend) => backend,
+                ServeSandbox::Remote => Backend::Bwrap,
+            },
             idle_freeze: std::time::Duration::from_secs(args.sandbox_freeze_after),
             idle_stop: std::time::Duration::from_secs(args.sandbox_stop_after),
             ..SandboxConfig::Bwrap
@@ -1144,6 +1313,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         net: args.net.config(args.listen)?,
         // Remote clients: none may name a directory of this host.
         allow_client_workspaces: false,
+        place_on_hosts: matches!(args.sandbox, ServeSandbox::Remote),
     };
     raise_nofile_limit(config.net.max_connections);
     // Loaded before the listener so a key that cannot be used (a key file others may read, a bad
@@ -1203,6 +1373,7 @@ async fn sandbox_host(args: SandboxHostArgs) -> anyhow::Result<()> {
         data: args.data.clone(),
         sandbox: sandbox.clone(),
         max_calls: outboard_server::remote::host::MAX_CALLS_PER_CONNECTION,
+        capacity: args.capacity.unwrap_or_else(outboard_server::remote::host::default_capacity),
     };
     let host = Host::new(options, args.join_token.as_deref())?;
     outboard_server::sandbox::Sandbox::check(&sandbox).await?;

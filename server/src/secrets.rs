@@ -375,6 +375,14 @@ impl SecretKey {
     }
 }
 
+/// The `host` part of a sandbox host token's sealing context; with an empty org id, which no
+/// org has, it never collides with an org secret's.
+const HOST_TOKEN_ROW: &str = "sandbox-host";
+
+fn host_token_org() -> OrgId {
+    OrgId(String::new())
+}
+
 fn aad(org: &OrgId, host: &str, name: &str) -> Vec<u8> {
     format!("{}\0{host}\0{name}", org.0).into_bytes()
 }
@@ -513,6 +521,23 @@ impl Secrets {
     /// Secrets in `store`, sealed with `key`.
     pub fn new(store: Store, key: SecretKey) -> Secrets {
         Secrets { store, key: Arc::new(key) }
+    }
+
+    /// Seals the join token of the sandbox host `name` (`crate::remote::registry`): `(nonce,
+    /// sealed)`, bound to that name (a sealed token copied to another host's row does not open).
+    pub fn seal_host_token(
+        &self,
+        name: &str,
+        token: &SecretValue,
+    ) -> Result<(Vec<u8>, Vec<u8>), SecretError> {
+        let (nonce, sealed) = self.key.seal(&host_token_org(), HOST_TOKEN_ROW, name, token)?;
+        Ok((nonce.to_vec(), sealed))
+    }
+
+    /// Opens what [`Secrets::seal_host_token`] made for `name`; `None` when it does not open
+    /// (another key, another name).
+    pub fn open_host_token(&self, name: &str, nonce: &[u8], sealed: Vec<u8>) -> Option<SecretValue> {
+        self.key.open(&host_token_org(), HOST_TOKEN_ROW, name, nonce, sealed)
     }
 
     /// The id of the org named `name` (for the admin commands).

@@ -242,6 +242,9 @@ pub struct Services {
     pub mcp: Option<crate::mcp::McpHub>,
     /// The server's metrics (turns, steps and tool calls are counted from the log's events).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The sandbox hosts, for sessions whose workspace lives on one; `None`: a server without
+    /// a secret key (no host tokens can be opened).
+    pub hosts: Option<Arc<crate::remote::registry::Hosts>>,
 }
 
 impl SessionHandle {
@@ -255,7 +258,7 @@ impl SessionHandle {
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
     ) -> Self {
-        let Services { store, org_fs, models, secrets, mcp, metrics } = services;
+        let Services { store, org_fs, models, secrets, mcp, metrics, hosts } = services;
         let network = crate::netsession::NetworkDeps {
             store: store.clone(),
             secrets,
@@ -308,6 +311,7 @@ impl SessionHandle {
             gate: Arc::default(),
             mcp,
             metrics,
+            hosts,
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch }
@@ -490,6 +494,8 @@ struct Actor {
     mcp: Option<crate::mcp::McpHub>,
     /// Where committed events are counted.
     metrics: Arc<crate::metrics::Metrics>,
+    /// The sandbox hosts (see [`Services::hosts`]).
+    hosts: Option<Arc<crate::remote::registry::Hosts>>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -1264,6 +1270,23 @@ impl Actor {
                         ),
                     ));
                 }
+                let remote = match (&self.row.host, &self.hosts) {
+                    (None, _) => None,
+                    (Some(host), Some(hosts)) => {
+                        let hosted = hosts.workspace(host, self.row.id.as_str());
+                        Some(Arc::new(hosted) as Arc<dyn crate::tools::HostedWorkspace>)
+                    }
+                    (Some(host), None) => {
+                        return Err(ErrorBody::new(
+                            ErrorCode::Internal,
+                            format!(
+                                "this session lives on sandbox host {host}, and this server has \
+                                 no secret key to join hosts with; start it with its data \
+                                 directory's secret.key"
+                            ),
+                        ))
+                    }
+                };
                 let mut workspace = Workspace::new(self.workspace_dir.clone()).map_err(|e| {
                     ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
                 })?;
@@ -1292,6 +1315,7 @@ impl Actor {
                         |s| s.text.clone(),
                     ),
                     metrics: Some(self.metrics.clone()),
+                    remote,
                 }
             }
         };

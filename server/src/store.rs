@@ -332,6 +332,24 @@ CREATE TABLE org_tool_policies (
 -- change in the transaction of a `model_changed` event.
 ALTER TABLE sessions ADD COLUMN model_name TEXT;
 "#,
+    r#"
+-- Schema 16: sandbox hosts (`crate::remote::registry`, `admin hosts add`). The join token is
+-- sealed with the server's secret key (bound to the host's name); `pin` is the SHA-256 of the
+-- host's certificate, pinned at the first join; `capacity` is what the host told at its last
+-- join. `sessions.host` names the host a session's workspace lives on (NULL: this server).
+CREATE TABLE sandbox_hosts (
+    name          TEXT PRIMARY KEY,
+    url           TEXT NOT NULL,
+    token_nonce   BLOB NOT NULL,
+    token_sealed  BLOB NOT NULL,
+    pin           TEXT,
+    capacity      INTEGER,
+    added_at      TEXT NOT NULL,
+    joined_at     TEXT
+) WITHOUT ROWID;
+ALTER TABLE sessions ADD COLUMN host TEXT;
+CREATE INDEX sessions_by_host ON sessions(host) WHERE host IS NOT NULL;
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -414,6 +432,9 @@ pub struct SessionRow {
     pub model: String,
     /// The model's name in the server's catalog; `None`: a session made before names.
     pub model_name: Option<String>,
+    /// The sandbox host its workspace and sandbox live on (`serve --sandbox remote`); `None`:
+    /// this server.
+    pub host: Option<String>,
     /// Last durable seq.
     pub last_seq: u64,
     /// Created, RFC 3339.
@@ -449,6 +470,7 @@ impl SessionRow {
             status: SessionStatus::Idle,
             model: model.to_owned(),
             model_name: None,
+            host: None,
             last_seq: 0,
             created_at: now.clone(),
             updated_at: now,
@@ -906,8 +928,8 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
     c.execute(
         "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
                                created_at, updated_at, workspace_path, source, context_window,
-                               network, model_name)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                               network, model_name, host)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             r.id.0,
             r.org_id.0,
@@ -922,6 +944,7 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
             r.context_window.map(|w| w.min(i64::MAX as u64) as i64),
             (!r.network.is_org()).then(|| r.network.as_str()),
             r.model_name,
+            r.host,
         ],
     )?;
     Ok(())
@@ -954,6 +977,20 @@ pub fn append_event(
 /// thousand events in a second instead of paying one commit per event.
 pub fn append_events(c: &mut Connection, events: &[SessionEvent]) -> Result<(), StoreError> {
     appending(c, |c| events.iter().try_for_each(|event| insert_event(c, event, None)))
+}
+
+/// Moves session `id` to sandbox host `host` and appends `event` (the note that tells the model)
+/// in one transaction: a restore either happens with its note or not at all.
+pub fn move_session_host(
+    c: &mut Connection,
+    id: &SessionId,
+    host: &str,
+    event: &SessionEvent,
+) -> Result<(), StoreError> {
+    appending(c, |c| {
+        c.execute("UPDATE sessions SET host = ?2 WHERE id = ?1", params![id.0, host])?;
+        insert_event(c, event, None)
+    })
 }
 
 /// Runs `insert` in a transaction of its own. The event log's hot path (three appends a tool
@@ -1093,7 +1130,7 @@ pub fn derived_title(message: &str, max_bytes: usize) -> String {
 const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title, s.status,
     s.model, s.last_seq, s.created_at, s.updated_at, s.failure, s.workspace_path,
     s.source, s.context_window, s.usage_input, s.usage_output, s.usage_cache_read,
-    s.usage_cache_write, s.network, s.todos_done, s.todos_total, s.model_name FROM sessions s JOIN users u ON u.id = s.owner_id";
+    s.usage_cache_write, s.network, s.todos_done, s.todos_total, s.model_name, s.host FROM sessions s JOIN users u ON u.id = s.owner_id";
 
 /// Records one model call's usage (inside the transaction appending the `assistant_message` that
 /// carries it): a `model_usage` row for reports, and the session's running totals. The turn is
@@ -1212,6 +1249,7 @@ fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
             _ => None,
         },
         model_name: r.get(21)?,
+        host: r.get(22)?,
     })
 }
 

@@ -117,6 +117,13 @@ pub async fn create(
     choice: crate::hub::ModelChoice<'_>,
     sink: &dyn ProgressSink,
 ) -> Result<SessionRow, ErrorBody> {
+    if hub.config().place_on_hosts {
+        return Err(ErrorBody::new(
+            ErrorCode::BadRequest,
+            "this server places sessions on sandbox hosts, where sessions from a repository or an \
+             upload cannot go yet: start a plain session, or use a server without --sandbox remote",
+        ));
+    }
     let mut row = hub.new_session_row(user, title, choice)?;
     row.network = network;
     let sources = hub.sources();
@@ -206,6 +213,76 @@ pub async fn delete(hub: &Hub, user: &UserRow, id: &SessionId) -> Result<(), Err
     hub.sources().delete(id, row.workspace.is_some()).map_err(error)?;
     tracing::info!(session = %id, user = %user.name, "session deleted");
     Ok(())
+}
+
+/// `session/restore`: moves a session from its sandbox host to another one (the owner only,
+/// never while a turn runs). The workspace is made again, empty, on the new host; the model is
+/// told with a durable `system_reminder` in the same transaction as the move.
+pub async fn restore(
+    hub: &Hub,
+    user: &UserRow,
+    id: &SessionId,
+) -> Result<outboard_shared::SessionRestoreResponse, ErrorBody> {
+    let row = hub.visible_session(user, id).await?;
+    if row.owner_id != user.id {
+        return Err(ErrorBody::new(
+            ErrorCode::Forbidden,
+            format!("only the session's owner ({}) can restore it", row.owner),
+        ));
+    }
+    let Some(from) = row.host.clone() else {
+        return Err(ErrorBody::new(
+            ErrorCode::BadRequest,
+            format!(
+                "session {id} works on this server, not on a sandbox host: there is nothing to \
+                 restore"
+            ),
+        ));
+    };
+    if row.status == SessionStatus::Running {
+        return Err(ErrorBody::new(
+            ErrorCode::Conflict,
+            "a turn is running in this session: interrupt it first",
+        ));
+    }
+    let Some(hosts) = hub.hosts() else {
+        return Err(ErrorBody::new(
+            ErrorCode::Internal,
+            "this server has no secret key to join sandbox hosts with",
+        ));
+    };
+    let to = hosts
+        .place(Some(&from))
+        .await
+        .map_err(|e| ErrorBody::new(ErrorCode::Unavailable, e.to_string()))?;
+    hub.close_actor(id).await?;
+    let text = format!(
+        "<system-reminder>This session's workspace moved from sandbox host {from} to {to} (a \
+         restore). It was made again there, empty: files written or read before are not there, \
+         and no process from before runs. Check with Glob or Bash before relying on earlier \
+         work.</system-reminder>"
+    );
+    let (session, host) = (id.clone(), to.clone());
+    hub.store()
+        .call(move |c| {
+            let last: i64 = c.query_row(
+                "SELECT last_seq FROM sessions WHERE id = ?1",
+                [&session.0],
+                |r| r.get(0),
+            )?;
+            let event = outboard_shared::SessionEvent {
+                session_id: session.clone(),
+                seq: last as u64 + 1,
+                ts: crate::util::now_rfc3339(),
+                kind: outboard_shared::EventKind::SystemReminder { text },
+                parent: None,
+            };
+            crate::store::move_session_host(c, &session, &host, &event)
+        })
+        .await
+        .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
+    tracing::info!(session = %id, user = %user.name, %from, %to, "session restored on another host");
+    Ok(outboard_shared::SessionRestoreResponse { from_host: from, host: to })
 }
 
 /// `Name <email>` as git wants it, from the client's or the user's name.

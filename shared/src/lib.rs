@@ -278,6 +278,11 @@ methods! {
     /// directory) and its server-side git state. Answered with [`Empty`]; refused while a turn
     /// is in flight.
     SessionDelete = "session/delete" (SessionRef) -> Empty;
+    /// Move a session whose sandbox host is gone (or must go) to another registered host: its
+    /// workspace is made again there (empty), the model is told with a durable
+    /// [`EventKind::SystemReminder`], and its next turn runs there. Answered with
+    /// [`SessionRestoreResponse`]; refused while a turn runs and for a session not on a host.
+    SessionRestore = "session/restore" (SessionRef) -> SessionRestoreResponse;
     /// Commit a repository session's changes and push them as a new branch with the org's
     /// credential. Answered with [`SessionPushResponse`]; [`ServerFrame::Progress`] frames
     /// carrying the request's id come first.
@@ -719,6 +724,15 @@ pub struct SessionPushParams {
     pub author: Option<String>,
 }
 
+/// Result of `session/restore`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRestoreResponse {
+    /// The sandbox host the session was on.
+    pub from_host: String,
+    /// The sandbox host it is on now.
+    pub host: String,
+}
+
 /// Result of `session/push`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionPushResponse {
@@ -992,6 +1006,9 @@ pub enum ErrorCode {
     /// The caller's org reached one of its quotas (sessions per hour, org file versions or
     /// bytes, title length); the message names the quota and how an admin raises it.
     QuotaExceeded,
+    /// Something the request needs cannot be had now (no sandbox host answers to take a new
+    /// session); the message says what; retrying later may work.
+    Unavailable,
     /// A code this client does not know.
     #[serde(other)]
     Unknown,
@@ -1015,6 +1032,7 @@ impl ErrorCode {
             ErrorCode::IdleTimeout => "idle_timeout",
             ErrorCode::Internal => "internal",
             ErrorCode::QuotaExceeded => "quota_exceeded",
+            ErrorCode::Unavailable => "unavailable",
             ErrorCode::Unknown => "unknown",
         }
     }

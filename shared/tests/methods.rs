@@ -25,7 +25,8 @@ fn sample_params(kind: MethodKind) -> Value {
         | MethodKind::TurnInterrupt
         | MethodKind::SessionDriveRequest
         | MethodKind::SessionDriveTake
-        | MethodKind::SessionDelete => json!({"session_id": sid}),
+        | MethodKind::SessionDelete
+        | MethodKind::SessionRestore => json!({"session_id": sid}),
         MethodKind::SessionPush => json!({"session_id": sid, "branch": "outboard/fix"}),
         MethodKind::TurnSend => json!({"session_id": sid, "text": "hi"}),
         MethodKind::Ping | MethodKind::SkillsList | MethodKind::AgentsList => json!({}),

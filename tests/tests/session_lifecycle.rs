@@ -102,6 +102,7 @@ async fn server_with_idle(mock: &MockLlm, idle: Duration) -> (ServerHandle, temp
         limits: Limits { session_idle: idle, ..Limits::default() },
         net: NetConfig::default(),
         allow_client_workspaces: false,
+        place_on_hosts: false,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     (outboard_server::launch(listener, config).await.unwrap(), data)

@@ -407,6 +407,7 @@ async fn run_child(
         workspace_touched,
         scrub: Arc::clone(&parent.env.scrub),
         metrics: parent.env.metrics.clone(),
+        remote: parent.env.remote.clone(),
     };
     let mut limits = parent.limits.clone();
     limits.max_steps = parent.limits.task_max_steps;

@@ -119,6 +119,19 @@ pub struct HostClient {
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     next_id: AtomicU64,
     reconnect_window: Duration,
+    /// The capacity the host told at its last join.
+    capacity: std::sync::Mutex<Option<u32>>,
+}
+
+/// What a host says of its load ([`HostClient::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostStatus {
+    /// Workspaces it offers to take.
+    pub capacity: u32,
+    /// Workspace directories it keeps.
+    pub workspaces: u64,
+    /// Sandboxes up now (running or frozen).
+    pub live_sandboxes: u64,
 }
 
 impl HostClient {
@@ -137,6 +150,7 @@ impl HostClient {
             conn: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
             reconnect_window,
+            capacity: std::sync::Mutex::new(None),
         })
     }
 
@@ -145,9 +159,67 @@ impl HostClient {
         self.pin.lock().ok().and_then(|p| p.clone())
     }
 
+    /// The capacity the host told at the last join; `None` before one (or from a host that
+    /// tells none).
+    pub fn capacity(&self) -> Option<u32> {
+        self.capacity.lock().ok().and_then(|c| *c)
+    }
+
+    /// The host's name on this harness.
+    pub fn name(&self) -> &str {
+        &self.endpoint.name
+    }
+
+    /// The host's capacity, workspaces and live sandboxes now.
+    pub async fn status(&self) -> Result<HostStatus, RemoteError> {
+        match self.call_retrying(Op::Status, &mut |_, _| {}, CancellationToken::new()).await? {
+            Reply::Status { capacity, workspaces, live_sandboxes } => {
+                Ok(HostStatus { capacity, workspaces, live_sandboxes })
+            }
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
+    /// The ledger entries of `paths` in `workspace` as they are now on the host (a restarted
+    /// harness's rebuild of a session's ledger).
+    pub async fn stamps(
+        &self,
+        workspace: &str,
+        paths: Vec<String>,
+    ) -> Result<ReadLedger, RemoteError> {
+        let op = Op::Stamps { workspace: workspace.to_owned(), paths };
+        match self.call_retrying(op, &mut |_, _| {}, CancellationToken::new()).await? {
+            Reply::Stamps { stamps } => {
+                let mut ledger = ReadLedger::new();
+                for entry in stamps {
+                    if let Some(stamp) = stamp_from_wire(&entry) {
+                        ledger.record_stamp(std::path::Path::new(&entry.path), stamp);
+                    }
+                }
+                Ok(ledger)
+            }
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     /// Connects and joins now (else the first call does).
     pub async fn connect(&self) -> Result<(), RemoteError> {
         self.connection().await.map(|_| ())
+    }
+
+    /// Connects and joins now with one attempt of at most `timeout` (placement's probe: a host
+    /// that is down fails at once rather than after the reconnect window).
+    pub async fn connect_within(&self, timeout: Duration) -> Result<(), RemoteError> {
+        let mut slot = self.conn.lock().await;
+        if slot.as_ref().is_some_and(|c| !c.closed.is_cancelled()) {
+            return Ok(());
+        }
+        let conn = match tokio::time::timeout(timeout.min(CONNECT_TIMEOUT), self.dial()).await {
+            Ok(conn) => conn?,
+            Err(_) => return Err(self.unreachable("the connection attempt timed out")),
+        };
+        *slot = Some(Arc::new(conn));
+        Ok(())
     }
 
     /// Whether a joined connection is up now.
@@ -408,9 +480,12 @@ impl HostClient {
             .await
             .map_err(|e| self.unreachable(e.to_string()))?;
         match read(&mut ws).await.map_err(|e| self.unreachable(e))? {
-            Some(ToHarness::Welcome { proof }) => {
+            Some(ToHarness::Welcome { proof, capacity }) => {
                 if !self.key.verify_host(&proof, &host_nonce, &nonce, &fingerprint) {
                     return Err(self.not_the_host("it could not prove the join token"));
+                }
+                if let Ok(mut known) = self.capacity.lock() {
+                    *known = capacity;
                 }
             }
             Some(ToHarness::Refused { reason }) => {

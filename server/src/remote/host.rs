@@ -60,6 +60,16 @@ pub struct HostOptions {
     /// Calls one connection may have running at once ([`MAX_CALLS_PER_CONNECTION`] unless a
     /// test reaches the bound with fewer).
     pub max_calls: usize,
+    /// How many workspaces this host offers to take, told to harnesses at the join for
+    /// placement ([`default_capacity`] unless `--capacity` says).
+    pub capacity: u32,
+}
+
+/// Workspaces a host offers by default: four per core, since most sessions' sandboxes are
+/// frozen or stopped between turns.
+pub fn default_capacity() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(cores.saturating_mul(4)).unwrap_or(u32::MAX)
 }
 
 /// Why the host could not start.
@@ -238,7 +248,8 @@ async fn join(ws: &mut Ws, state: &HostState) -> Result<bool, String> {
         return Ok(false);
     }
     let proof = state.key.host_proof(&nonce, &theirs, &state.fingerprint);
-    send_now(ws, &ToHarness::Welcome { proof }).await?;
+    let capacity = Some(state.options.capacity);
+    send_now(ws, &ToHarness::Welcome { proof, capacity }).await?;
     Ok(true)
 }
 
@@ -470,6 +481,7 @@ async fn call(
                 reads: &mut reads,
                 org: None,
                 events: None,
+                remote: None,
             };
             let outcome = crate::tools::run(&name, &input, ctx).await;
             outbox.finish().await;
@@ -486,6 +498,40 @@ async fn call(
                 crate::agent::workspace_target_digest(&ws, &path)
             });
             Reply::Digest { digest: digest.await.ok().flatten() }
+        }
+        Op::Stamps { workspace, paths } => {
+            let hosted = match state.open(&workspace).await {
+                Ok(hosted) => hosted,
+                Err(e) => return failed(e),
+            };
+            let ws = hosted.workspace.clone();
+            let rebuilt =
+                tokio::task::spawn_blocking(move || crate::agent::rebuilt_ledger(&ws, &paths));
+            let ledger = rebuilt.await.unwrap_or_default();
+            let stamps =
+                ledger.files().into_iter().map(|(path, stamp)| stamp_to_wire(path, stamp)).collect();
+            Reply::Stamps { stamps }
+        }
+        Op::Status => {
+            let hosted: Vec<Hosted> = state.workspaces.lock().await.values().cloned().collect();
+            let mut live_sandboxes = 0;
+            for h in &hosted {
+                if h.sandbox.pid().await.is_some() {
+                    live_sandboxes += 1;
+                }
+            }
+            let dir = state.options.data.join("workspaces");
+            let workspaces = match tokio::fs::read_dir(&dir).await {
+                Ok(mut entries) => {
+                    let mut n = 0u64;
+                    while let Ok(Some(_)) = entries.next_entry().await {
+                        n += 1;
+                    }
+                    n
+                }
+                Err(_) => hosted.len() as u64,
+            };
+            Reply::Status { capacity: state.options.capacity, workspaces, live_sandboxes }
         }
     }
 }

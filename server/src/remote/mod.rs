@@ -21,6 +21,8 @@ pub mod auth;
 pub mod client;
 pub mod host;
 pub mod protocol;
+pub mod registry;
+pub mod workspace;
 
 #[cfg(test)]
 mod tests;

@@ -32,7 +32,13 @@ pub enum ToHarness {
     /// token against.
     Challenge { version: u32, nonce: String },
     /// The join was accepted; `proof` shows the host knows the token too (see [`super::auth`]).
-    Welcome { proof: String },
+    /// `capacity` is how many workspaces the host offers to take (`sandbox-host --capacity`),
+    /// what placement weighs hosts by.
+    Welcome {
+        proof: String,
+        #[serde(default)]
+        capacity: Option<u32>,
+    },
     /// The join was refused; the reason says what to do. The host closes the connection.
     Refused { reason: String },
     /// Output of the running call `id`.
@@ -71,6 +77,11 @@ pub enum Op {
     /// The `target_before` digest of `path` in the workspace (see
     /// [`crate::agent::workspace_target_digest`]).
     Digest { workspace: String, path: String },
+    /// The ledger entries of `paths` as they are now (files that cannot be read are left out):
+    /// how a harness that restarted rebuilds a session's read ledger.
+    Stamps { workspace: String, paths: Vec<String> },
+    /// The host's load: its capacity, its workspaces, its live sandboxes.
+    Status,
 }
 
 /// How a call ended.
@@ -92,6 +103,10 @@ pub enum Reply {
     Tool { output: String, is_error: bool, recorded: Vec<WireStamp>, forgotten: Vec<String> },
     /// The digest, `None` when the file cannot be read.
     Digest { digest: Option<String> },
+    /// The entries asked for by [`Op::Stamps`].
+    Stamps { stamps: Vec<WireStamp> },
+    /// The answer to [`Op::Status`].
+    Status { capacity: u32, workspaces: u64, live_sandboxes: u64 },
     /// The host could not do the call; the text says why and what to do.
     Failed { error: String },
 }

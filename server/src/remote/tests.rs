@@ -44,7 +44,12 @@ async fn start_with(
     max_calls: usize,
 ) -> Running {
     let options =
-        HostOptions { data: data.to_path_buf(), sandbox: SandboxConfig::Bwrap, max_calls };
+        HostOptions {
+            data: data.to_path_buf(),
+            sandbox: SandboxConfig::Bwrap,
+            max_calls,
+            capacity: 8,
+        };
     let host = Host::new(options, token).unwrap();
     let fingerprint = host.fingerprint().to_owned();
     let listener = tokio::net::TcpListener::bind(listen).await.unwrap();

@@ -94,12 +94,20 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     }
     // Org files are visible read-only at /memory, /skills and /agents: bring that view up to date
     // (only what changed since the last command) so the command sees what the store holds.
-    if let Some(org) = ctx.org {
+    if let Some(org) = ctx.org.filter(|_| ctx.remote.is_none()) {
         if let Err(e) = org.fs.project(&org.org_id).await {
             tracing::warn!("the org files could not be projected before a command: {e}");
         }
     }
     if params.run_in_background == Some(true) {
+        if let Some(remote) = ctx.remote {
+            return ToolOutcome::error(format!(
+                "run_in_background is not available yet for a session on sandbox host {}: run \
+                 the command in the foreground (give a timeout), or start it with `nohup … &` \
+                 and read its log file later",
+                remote.host()
+            ));
+        }
         return super::background::start(&params.command, ctx.sandbox).await;
     }
     let timeout = match params.timeout.filter(|&ms| ms > 0) {
@@ -116,18 +124,27 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
             on_output(stream, part);
         }
     };
-    let ran = ctx.sandbox.exec(&params.command, timeout, &mut capped, ctx.cancel.clone()).await;
+    let ran = match ctx.remote {
+        Some(remote) => {
+            remote.exec(&params.command, timeout, &mut capped, ctx.cancel.clone()).await
+        }
+        None => ctx
+            .sandbox
+            .exec(&params.command, timeout, &mut capped, ctx.cancel.clone())
+            .await
+            .map_err(|e| format!("{e}. The command did not run.")),
+    };
     if let Some(line) = cap.truncation_line() {
         on_output(OutputStream::Stderr, &line);
     }
     let result = match ran {
         Ok(result) => result,
-        Err(e) => return ToolOutcome::error(format!("{e}. The command did not run.")),
+        Err(message) => return ToolOutcome::error(message),
     };
     let mut outcome = phrase(result, &params.command, timeout, &ctx.cancel);
     // The workspace quota is measured once the command has ended (see `crate::quota`): a
     // command that left the workspace over it fails with the usage and what to do.
-    if let Some(org) = ctx.org.filter(|_| ctx.workspace.metered()) {
+    if let Some(org) = ctx.org.filter(|_| ctx.workspace.metered() && ctx.remote.is_none()) {
         let over = crate::quota::workspace_over(
             org.fs.store(),
             &org.org_id,

@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use outboard_shared::OutputStream;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -67,6 +68,42 @@ pub trait ToolEvents: Send + Sync {
     ) -> futures_util::future::BoxFuture<'_, Result<(), String>>;
 }
 
+/// A session's workspace and sandbox on a sandbox host ([`crate::remote`]): the file tools on
+/// `/workspace` and foreground `Bash` run there, checked there (confinement where the files
+/// are); the read ledger stays with the session and travels with each call. A small trait so
+/// `tools` never imports `remote`. Errors are whole messages for the model (they name the host
+/// and say what to do).
+pub trait HostedWorkspace: Send + Sync {
+    /// The host's name on this harness.
+    fn host(&self) -> &str;
+    /// Runs the workspace file tool `name` there with the session's ledger `reads`.
+    fn tool<'a>(
+        &'a self,
+        name: &'a str,
+        input: &'a Value,
+        reads: &'a mut ReadLedger,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ToolOutcome>;
+    /// Runs a foreground command in the sandbox there, its output streamed to `on_output`.
+    fn exec<'a>(
+        &'a self,
+        command: &'a str,
+        timeout: Duration,
+        on_output: &'a mut (dyn FnMut(OutputStream, &str) + Send),
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<crate::sandbox::ExecResult, String>>;
+    /// The `target_before` digest of a workspace file there (`None`: it cannot be read).
+    fn digest<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Option<String>>;
+    /// The ledger entries of `paths` as they are there now.
+    fn stamps(&self, paths: Vec<String>) -> BoxFuture<'_, Result<ReadLedger, String>>;
+}
+
+impl std::fmt::Debug for dyn HostedWorkspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostedWorkspace").field("host", &self.host()).finish_non_exhaustive()
+    }
+}
+
 /// What a tool call may use.
 pub struct ToolCtx<'a> {
     /// The session's workspace (`/workspace`).
@@ -86,6 +123,9 @@ pub struct ToolCtx<'a> {
     pub org: Option<&'a OrgCtx>,
     /// The session's log, for tools whose effect is an event (`TodoWrite`); `None` in unit tests.
     pub events: Option<&'a dyn ToolEvents>,
+    /// Where `/workspace` and `Bash` really are when the session lives on a sandbox host;
+    /// `None`: here (`workspace` and `sandbox`).
+    pub remote: Option<&'a dyn HostedWorkspace>,
 }
 
 /// The result of a tool call, as the model will see it.
@@ -163,12 +203,15 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Read" => match parse::<file::ReadParams>(name, input, file::READ_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
-                Ok(Routed::Workspace) => {
-                    with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
-                        file::read(params, ws, ledger)
-                    })
-                    .await
-                }
+                Ok(Routed::Workspace) => match ctx.remote {
+                    Some(remote) => remote.tool(name, input, ctx.reads, ctx.cancel.clone()).await,
+                    None => {
+                        with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
+                            file::read(params, ws, ledger)
+                        })
+                        .await
+                    }
+                },
                 Ok(Routed::Org(path, org)) => org::read(params, path, org, ctx.reads).await,
             },
             Err(e) => e,
@@ -176,6 +219,9 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Write" => match parse::<file::WriteParams>(name, input, file::WRITE_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
+                Ok(Routed::Workspace) if ctx.remote.is_some() => {
+                    remote_tool(name, input, ctx).await
+                }
                 Ok(Routed::Workspace) => {
                     let workspace = ctx.workspace.clone();
                     let (path, len) = (params.file_path.clone(), params.content.len() as u64);
@@ -203,6 +249,9 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Edit" => match parse::<file::EditParams>(name, input, file::EDIT_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
+                Ok(Routed::Workspace) if ctx.remote.is_some() => {
+                    remote_tool(name, input, ctx).await
+                }
                 Ok(Routed::Workspace) => {
                     let each = (params.new_string.len() as u64)
                         .saturating_sub(params.old_string.len() as u64);
@@ -234,6 +283,7 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             },
             Err(e) => e,
         },
+        "Glob" | "Grep" if ctx.remote.is_some() => remote_search(name, input, ctx).await,
         "Glob" => match parse::<search::GlobParams>(name, input, search::GLOB_PARAMS) {
             Ok(params) => match scope(params.path.as_deref(), ctx.workspace, ctx.org).await {
                 Ok(scope) => search::glob(params, scope, &ctx.cancel).await,
@@ -282,6 +332,87 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             TOOL_NAMES.join(", ")
         )),
     }
+}
+
+/// A workspace file tool run on the session's sandbox host.
+async fn remote_tool(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
+    match ctx.remote {
+        Some(remote) => remote.tool(name, input, ctx.reads, ctx.cancel.clone()).await,
+        None => ToolOutcome::error(format!("{name}: this session has no sandbox host")),
+    }
+}
+
+/// `Glob`/`Grep` of a session on a sandbox host: the workspace is searched there, the org's
+/// files here (`/` searches both, the host's matches first).
+async fn remote_search(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
+    let Some(remote) = ctx.remote else {
+        return ToolOutcome::error(format!("{name}: this session has no sandbox host"));
+    };
+    let path = input.get("path").and_then(Value::as_str);
+    let path = path.filter(|p| !p.trim().is_empty() && *p != "undefined" && *p != "null");
+    let everything =
+        path.is_some_and(|p| p.starts_with('/') && p.split('/').all(|c| c.is_empty() || c == "."));
+    let org_only = match path {
+        Some(p) if !everything => match routed(p, ctx.org) {
+            Ok(Routed::Workspace) => false,
+            Ok(Routed::Org(..)) => true,
+            Err(e) => return e,
+        },
+        _ => false,
+    };
+    if org_only {
+        let local = ToolCtx { remote: None, ..ctx };
+        return Box::pin(run(name, input, local)).await;
+    }
+    if !everything || ctx.org.is_none() {
+        let mut input = input.clone();
+        if everything {
+            if let Some(object) = input.as_object_mut() {
+                object.remove("path");
+            }
+        }
+        return remote.tool(name, &input, ctx.reads, ctx.cancel.clone()).await;
+    }
+    // `/`: the workspace there, then each org root here.
+    let mut input = input.clone();
+    if let Some(object) = input.as_object_mut() {
+        object.remove("path");
+    }
+    let hosted = remote.tool(name, &input, ctx.reads, ctx.cancel.clone()).await;
+    if hosted.is_error {
+        return hosted;
+    }
+    let mut parts = vec![hosted.output];
+    for root in crate::vfs::ORG_ROOTS {
+        if let Some(object) = input.as_object_mut() {
+            object.insert("path".into(), Value::String(root.to_owned()));
+        }
+        let local = ToolCtx {
+            workspace: ctx.workspace,
+            sandbox: ctx.sandbox,
+            on_output: &mut |_, _| {},
+            cancel: ctx.cancel.clone(),
+            default_timeout: ctx.default_timeout,
+            reads: &mut *ctx.reads,
+            org: ctx.org,
+            events: None,
+            remote: None,
+        };
+        let outcome = Box::pin(run(name, &input, local)).await;
+        if !outcome.is_error {
+            parts.push(outcome.output);
+        }
+    }
+    let found: Vec<String> = parts.into_iter().filter(|p| !is_nothing_found(p)).collect();
+    match found.is_empty() {
+        true => ToolOutcome::ok(if name == "Glob" { "No files found" } else { "No matches found" }),
+        false => ToolOutcome::ok(found.join("\n")),
+    }
+}
+
+/// Whether a search's output says it found nothing.
+fn is_nothing_found(output: &str) -> bool {
+    output.starts_with("No files found") || output.starts_with("No matches found")
 }
 
 /// Sets its flag when dropped: the blocking work learns that nobody waits for it any more.

@@ -63,6 +63,7 @@ impl Env {
             events: None,
             reads: &mut self.reads,
             org: None,
+            remote: None,
         };
         run(name, &input, ctx).await
     }

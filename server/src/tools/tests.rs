@@ -71,6 +71,7 @@ impl Fixture {
             events: None,
             reads: &mut self.reads,
             org: None,
+            remote: None,
         };
         run(name, &input, ctx).await
     }
