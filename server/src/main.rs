@@ -1369,12 +1369,10 @@ async fn sandbox_host(args: SandboxHostArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("cannot create the data directory {}", args.data.display()))?;
     outboard_server::config::secure_data_dir(&args.data)?;
-    let options = HostOptions {
-        data: args.data.clone(),
-        sandbox: sandbox.clone(),
-        max_calls: outboard_server::remote::host::MAX_CALLS_PER_CONNECTION,
-        capacity: args.capacity.unwrap_or_else(outboard_server::remote::host::default_capacity),
-    };
+    let mut options = HostOptions::new(args.data.clone(), sandbox.clone());
+    if let Some(capacity) = args.capacity {
+        options.capacity = capacity;
+    }
     let host = Host::new(options, args.join_token.as_deref())?;
     outboard_server::sandbox::Sandbox::check(&sandbox).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -536,7 +536,12 @@ impl Secrets {
 
     /// Opens what [`Secrets::seal_host_token`] made for `name`; `None` when it does not open
     /// (another key, another name).
-    pub fn open_host_token(&self, name: &str, nonce: &[u8], sealed: Vec<u8>) -> Option<SecretValue> {
+    pub fn open_host_token(
+        &self,
+        name: &str,
+        nonce: &[u8],
+        sealed: Vec<u8>,
+    ) -> Option<SecretValue> {
         self.key.open(&host_token_org(), HOST_TOKEN_ROW, name, nonce, sealed)
     }
 

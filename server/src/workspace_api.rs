@@ -265,11 +265,10 @@ pub async fn restore(
     let (session, host) = (id.clone(), to.clone());
     hub.store()
         .call(move |c| {
-            let last: i64 = c.query_row(
-                "SELECT last_seq FROM sessions WHERE id = ?1",
-                [&session.0],
-                |r| r.get(0),
-            )?;
+            let last: i64 =
+                c.query_row("SELECT last_seq FROM sessions WHERE id = ?1", [&session.0], |r| {
+                    r.get(0)
+                })?;
             let event = outboard_shared::SessionEvent {
                 session_id: session.clone(),
                 seq: last as u64 + 1,

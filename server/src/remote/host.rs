@@ -36,8 +36,18 @@ pub const OUTBOUND_MESSAGES: usize = 256;
 /// one connection without letting one harness start unbounded work on the host.
 pub const MAX_CALLS_PER_CONNECTION: usize = 64;
 
-/// How long a new connection has from accept to a valid `Join`.
+/// How long a new connection has from accept to a valid `Join` (TLS, WebSocket and the join
+/// together).
 pub const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections the host keeps at once, joined or not: a harness node keeps one, so 256 covers
+/// a large fleet; one past it is closed at accept.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Connections that have not joined yet, at once. Each may send one message up to the frame
+/// bound before the join is checked, within [`JOIN_TIMEOUT`]; 16 bounds what peers without the
+/// token can make the host buffer, and a harness's reconnect is never more than one of them.
+pub const MAX_PENDING_JOINS: usize = 16;
 
 /// File tools a harness may run on the host: the workspace ones. `Bash` goes through
 /// [`Op::Exec`]; org files and the network stay on the harness.
@@ -63,6 +73,25 @@ pub struct HostOptions {
     /// How many workspaces this host offers to take, told to harnesses at the join for
     /// placement ([`default_capacity`] unless `--capacity` says).
     pub capacity: u32,
+    /// [`MAX_CONNECTIONS`] unless a test reaches the bound with fewer.
+    pub max_connections: usize,
+    /// [`MAX_PENDING_JOINS`] unless a test reaches the bound with fewer.
+    pub max_pending_joins: usize,
+}
+
+impl HostOptions {
+    /// A host keeping its files in `data`, its sandboxes made with `sandbox`, with the
+    /// default bounds and capacity.
+    pub fn new(data: PathBuf, sandbox: SandboxConfig) -> HostOptions {
+        HostOptions {
+            data,
+            sandbox,
+            max_calls: MAX_CALLS_PER_CONNECTION,
+            capacity: default_capacity(),
+            max_connections: MAX_CONNECTIONS,
+            max_pending_joins: MAX_PENDING_JOINS,
+        }
+    }
 }
 
 /// Workspaces a host offers by default: four per core, since most sessions' sandboxes are
@@ -151,6 +180,8 @@ impl Host {
     /// Serves connections from `listener` until `shutdown`.
     pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) {
         let connections = tokio_util::task::TaskTracker::new();
+        let open = Arc::new(Semaphore::new(self.state.options.max_connections));
+        let pending = Arc::new(Semaphore::new(self.state.options.max_pending_joins));
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
@@ -164,28 +195,46 @@ impl Host {
                     continue;
                 }
             };
+            // Over a bound, the connection is closed at once (the harness's client retries).
+            let Ok(slot) = open.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "sandbox host: at its connection bound; closing one");
+                continue;
+            };
+            let Ok(joining) = pending.clone().try_acquire_owned() else {
+                tracing::warn!(%peer, "sandbox host: too many connections joining; closing one");
+                continue;
+            };
             let (tls, state, stop) = (self.tls.clone(), self.state.clone(), shutdown.clone());
             connections.spawn(async move {
                 let run = async {
-                    let stream = tokio::time::timeout(JOIN_TIMEOUT, tls.accept(tcp))
-                        .await
-                        .map_err(|_| "TLS handshake timed out".to_owned())?
-                        .map_err(|e| format!("TLS handshake failed: {e}"))?;
-                    let ws = tokio::time::timeout(
-                        JOIN_TIMEOUT,
-                        tokio_tungstenite::accept_async_with_config(
+                    let handshake = async {
+                        let stream = tls
+                            .accept(tcp)
+                            .await
+                            .map_err(|e| format!("TLS handshake failed: {e}"))?;
+                        let mut ws = tokio_tungstenite::accept_async_with_config(
                             stream,
                             Some(protocol::ws_config()),
-                        ),
-                    )
-                    .await
-                    .map_err(|_| "WebSocket upgrade timed out".to_owned())?
-                    .map_err(|e| format!("WebSocket upgrade failed: {e}"))?;
+                        )
+                        .await
+                        .map_err(|e| format!("WebSocket upgrade failed: {e}"))?;
+                        let joined = join(&mut ws, &state).await?;
+                        Ok::<_, String>((ws, joined))
+                    };
+                    let (mut ws, joined) = tokio::time::timeout(JOIN_TIMEOUT, handshake)
+                        .await
+                        .map_err(|_| "the join timed out".to_owned())??;
+                    drop(joining);
+                    if !joined {
+                        let _ = ws.close(None).await;
+                        return Ok(());
+                    }
                     connection(ws, state, stop).await
                 };
                 if let Err(e) = run.await {
                     tracing::info!("sandbox host: connection from {peer} ended: {e}");
                 }
+                drop(slot);
             });
         }
         connections.close();
@@ -253,15 +302,12 @@ async fn join(ws: &mut Ws, state: &HostState) -> Result<bool, String> {
     Ok(true)
 }
 
+/// Serves the calls of a joined connection.
 async fn connection(
-    mut ws: Ws,
+    ws: Ws,
     state: Arc<HostState>,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    if !join(&mut ws, &state).await? {
-        let _ = ws.close(None).await;
-        return Ok(());
-    }
     let (mut sink, mut stream) = ws.split();
     let (out_tx, mut out_rx) = mpsc::channel::<ToHarness>(OUTBOUND_MESSAGES);
     let writer = tokio::spawn(async move {
@@ -508,8 +554,11 @@ async fn call(
             let rebuilt =
                 tokio::task::spawn_blocking(move || crate::agent::rebuilt_ledger(&ws, &paths));
             let ledger = rebuilt.await.unwrap_or_default();
-            let stamps =
-                ledger.files().into_iter().map(|(path, stamp)| stamp_to_wire(path, stamp)).collect();
+            let stamps = ledger
+                .files()
+                .into_iter()
+                .map(|(path, stamp)| stamp_to_wire(path, stamp))
+                .collect();
             Reply::Stamps { stamps }
         }
         Op::Status => {

@@ -60,9 +60,7 @@ impl HostRow {
 #[derive(Debug, thiserror::Error)]
 pub enum HostsError {
     /// Not a usable host name.
-    #[error(
-        "{0:?} is not a host name: use 1 to {MAX_HOST_NAME} letters, digits, `.`, `-` or `_`"
-    )]
+    #[error("{0:?} is not a host name: use 1 to {MAX_HOST_NAME} letters, digits, `.`, `-` or `_`")]
     BadName(String),
     /// Not a usable URL.
     #[error("{url:?} is not a sandbox host URL: {why}; give ws://HOST:PORT or wss://HOST:PORT")]
@@ -178,7 +176,9 @@ pub async fn list(store: &Store) -> Result<Vec<HostRow>, HostsError> {
                     name: r.get(0)?,
                     url: r.get(1)?,
                     pin: r.get(2)?,
-                    capacity: r.get::<_, Option<i64>>(3)?.map(|c| c.clamp(0, u32::MAX as i64) as u32),
+                    capacity: r
+                        .get::<_, Option<i64>>(3)?
+                        .map(|c| c.clamp(0, u32::MAX as i64) as u32),
                     added_at: r.get(4)?,
                     joined_at: r.get(5)?,
                     sessions: r.get::<_, i64>(6)?.max(0) as u64,

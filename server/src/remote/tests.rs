@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{HostClient, HostEndpoint, RemoteError};
-use super::host::{Host, HostOptions, MAX_CALLS_PER_CONNECTION};
+use super::host::{Host, HostOptions};
 use super::protocol::{self, FrameError, Op, ToHost, MAX_FRAME_BYTES};
 use crate::sandbox::SandboxConfig;
 use crate::tools::{confinement, ReadLedger};
@@ -34,22 +34,19 @@ impl Running {
 
 /// A host on `listen` with its data in `data`, joined by `token` (or the one stored before).
 async fn start(data: &Path, token: Option<&str>, listen: SocketAddr) -> Running {
-    start_with(data, token, listen, MAX_CALLS_PER_CONNECTION).await
+    start_with(data, token, listen, |_| {}).await
 }
 
+/// [`start`] with options changed by `tune` (smaller bounds, to reach them).
 async fn start_with(
     data: &Path,
     token: Option<&str>,
     listen: SocketAddr,
-    max_calls: usize,
+    tune: impl FnOnce(&mut HostOptions),
 ) -> Running {
-    let options =
-        HostOptions {
-            data: data.to_path_buf(),
-            sandbox: SandboxConfig::Bwrap,
-            max_calls,
-            capacity: 8,
-        };
+    let mut options = HostOptions::new(data.to_path_buf(), SandboxConfig::Bwrap);
+    options.capacity = 8;
+    tune(&mut options);
     let host = Host::new(options, token).unwrap();
     let fingerprint = host.fingerprint().to_owned();
     let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
@@ -330,7 +327,8 @@ async fn a_host_that_is_gone_is_reported_unreachable_by_name() {
 async fn a_call_past_the_per_connection_bound_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let token = super::auth::new_join_token().unwrap();
-    let host = start_with(&dir.path().join("host"), Some(&token), loopback(), 2).await;
+    let host =
+        start_with(&dir.path().join("host"), Some(&token), loopback(), |o| o.max_calls = 2).await;
     let client = std::sync::Arc::new(client(host.addr, &token, T));
     // The first sandbox of the test process builds the agent binary, blocking this runtime.
     let warm = client.exec("warm", "true", T, &mut |_, _| {}, CancellationToken::new()).await;
@@ -353,5 +351,57 @@ async fn a_call_past_the_per_connection_bound_is_refused_at_once() {
         let r = tokio::time::timeout(T, done_rx.recv()).await.unwrap().unwrap().unwrap();
         assert_eq!((r.exit_code, r.timed_out), (None, false), "{r:?}");
     }
+    host.stop().await;
+}
+
+/// Reads from a raw TCP connection until the host closes it (`true`) or `wait` passes (`false`).
+async fn closed_by_host(tcp: &mut tokio::net::TcpStream, wait: Duration) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 64];
+    matches!(tokio::time::timeout(wait, tcp.read(&mut buf)).await, Ok(Ok(0) | Err(_)))
+}
+
+#[tokio::test]
+async fn peers_that_never_join_hold_at_most_the_pending_bound_and_the_join_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = super::auth::new_join_token().unwrap();
+    let host = start_with(&dir.path().join("host"), Some(&token), loopback(), |o| {
+        o.max_pending_joins = 2;
+        o.max_connections = 3;
+    })
+    .await;
+    // Two silent peers take both joining slots; a third connection is closed at accept, and
+    // so is a real harness's while they hold them.
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        silent.push(tokio::net::TcpStream::connect(host.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await; // both accepted
+    let mut third = tokio::net::TcpStream::connect(host.addr).await.unwrap();
+    assert!(closed_by_host(&mut third, T).await, "the third unjoined connection is closed");
+    let early = client(host.addr, &token, Duration::ZERO);
+    let e = early.connect_within(T).await.unwrap_err();
+    assert!(matches!(e, RemoteError::Unreachable { .. }), "{e}");
+    // Once they are gone, a harness joins, and holds a connection slot of its own.
+    drop(silent);
+    let joined = client(host.addr, &token, T);
+    let mut tries = 0;
+    while let Err(e) = joined.connect_within(T).await {
+        tries += 1;
+        assert!(tries < 50, "the slots were never given back: {e}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(joined.status().await.unwrap().capacity, 8);
+    // Connections past the total bound are closed at once, joined or not: one harness plus two
+    // silent peers fill three slots.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(tokio::net::TcpStream::connect(host.addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut over = tokio::net::TcpStream::connect(host.addr).await.unwrap();
+    assert!(closed_by_host(&mut over, T).await, "the fourth connection is over the total bound");
+    // A silent peer is dropped at the join deadline, not kept.
+    assert!(closed_by_host(&mut held[0], super::host::JOIN_TIMEOUT * 2).await);
     host.stop().await;
 }
