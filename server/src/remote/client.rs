@@ -279,10 +279,12 @@ impl HostClient {
             input: input.clone(),
             ledger,
         };
-        let reply = if checks {
-            self.call(op, &mut |_, _| {}, cancel).await?
-        } else {
+        // Only calls that change nothing are sent again after a lost connection: a background
+        // command's start, a kill or a read of new output (which moves the read mark) is not.
+        let reply = if matches!(name, "Read" | "Glob" | "Grep") {
             self.call_retrying(op, &mut |_, _| {}, cancel).await?
+        } else {
+            self.call(op, &mut |_, _| {}, cancel).await?
         };
         match reply {
             Reply::Tool { output, is_error, recorded, forgotten } => {

@@ -49,15 +49,18 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// token can make the host buffer, and a harness's reconnect is never more than one of them.
 pub const MAX_PENDING_JOINS: usize = 16;
 
-/// File tools a harness may run on the host: the workspace ones. `Bash` goes through
-/// [`Op::Exec`]; org files and the network stay on the harness.
-pub const HOST_TOOLS: &[&str] = &["Read", "Write", "Edit", "Glob", "Grep"];
+/// Tools a harness may run on the host: the workspace's file tools, and `Bash` (a foreground
+/// command goes through [`Op::Exec`] instead, for its streamed output; `run_in_background`
+/// comes here), `BashOutput` and `KillShell` for the background commands of the workspace's
+/// sandbox. Org files and the network stay on the harness.
+pub const HOST_TOOLS: &[&str] =
+    &["Read", "Write", "Edit", "Glob", "Grep", "Bash", "BashOutput", "KillShell"];
 
 /// Longest workspace id.
 pub const MAX_WORKSPACE_ID: usize = 64;
 
-/// Bash timeout of a tool call that runs a command (none of [`HOST_TOOLS`] does; required by
-/// [`ToolCtx`]).
+/// Bash timeout of a tool call that runs a foreground command (none does here: foreground
+/// commands come as [`Op::Exec`]; required by [`ToolCtx`]).
 const TOOL_DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How a host runs.

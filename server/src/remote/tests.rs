@@ -405,3 +405,55 @@ async fn peers_that_never_join_hold_at_most_the_pending_bound_and_the_join_deadl
     assert!(closed_by_host(&mut held[0], super::host::JOIN_TIMEOUT * 2).await);
     host.stop().await;
 }
+
+#[tokio::test]
+async fn background_commands_run_read_and_die_in_the_hosts_sandbox() {
+    let f = Fixture::new().await;
+    let mut reads = ReadLedger::new();
+    let start = json!({"command": "echo started; sleep 600", "run_in_background": true});
+    let started =
+        f.client.tool("w1", "Bash", &start, &mut reads, CancellationToken::new()).await.unwrap();
+    assert!(!started.is_error, "{started:?}");
+    let id = started
+        .output
+        .split("with ID: ")
+        .nth(1)
+        .and_then(|rest| rest.split('.').next())
+        .unwrap_or_else(|| panic!("no shell id in {:?}", started.output))
+        .to_owned();
+    // Its output is read there, once it has some.
+    let mut output = String::new();
+    for _ in 0..100 {
+        let read = json!({"bash_id": id});
+        let r =
+            f.client.tool("w1", "BashOutput", &read, &mut reads, CancellationToken::new()).await;
+        output.push_str(&r.unwrap().output);
+        if output.contains("started") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(output.contains("started") && output.contains("running"), "{output}");
+    let kill = json!({"shell_id": id});
+    let killed = f
+        .client
+        .tool("w1", "KillShell", &kill, &mut reads, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(killed.output, format!("Successfully killed shell: {id}"), "{killed:?}");
+    // The sandbox is the workspace's own: a foreground command there no longer sees it.
+    let r = f
+        .client
+        .exec("w1", "pgrep -x sleep || echo none", T, &mut |_, _| {}, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(r.output.trim(), "none", "{r:?}");
+    // Tools that are the harness's are refused by name.
+    let e = f
+        .client
+        .tool("w1", "WebFetch", &json!({"url": "http://x"}), &mut reads, CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("does not run on a sandbox host"), "{e}");
+    f.host.stop().await;
+}

@@ -100,14 +100,6 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         }
     }
     if params.run_in_background == Some(true) {
-        if let Some(remote) = ctx.remote {
-            return ToolOutcome::error(format!(
-                "run_in_background is not available yet for a session on sandbox host {}: run \
-                 the command in the foreground (give a timeout), or start it with `nohup … &` \
-                 and read its log file later",
-                remote.host()
-            ));
-        }
         return super::background::start(&params.command, ctx.sandbox).await;
     }
     let timeout = match params.timeout.filter(|&ms| ms > 0) {

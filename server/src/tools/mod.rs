@@ -298,6 +298,15 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             },
             Err(e) => e,
         },
+        // Background commands live in the host's sandbox: started, read and killed there (the
+        // host runs these same tools against its sandbox).
+        "Bash" | "BashOutput" | "KillShell"
+            if ctx.remote.is_some()
+                && (name != "Bash"
+                    || input.get("run_in_background") == Some(&Value::Bool(true))) =>
+        {
+            remote_tool(name, input, ctx).await
+        }
         "Bash" => match parse(name, input, bash::PARAMS) {
             Ok(params) => bash::run(params, ctx).await,
             Err(e) => e,
