@@ -69,7 +69,7 @@ pub trait ToolEvents: Send + Sync {
 }
 
 /// A session's workspace and sandbox on a sandbox host ([`crate::remote`]): the file tools on
-/// `/workspace` and foreground `Bash` run there, checked there (confinement where the files
+/// `/workspace`, `Bash` and the background commands' tools run there, checked there (confinement where the files
 /// are); the read ledger stays with the session and travels with each call. A small trait so
 /// `tools` never imports `remote`. Errors are whole messages for the model (they name the host
 /// and say what to do).
@@ -203,15 +203,15 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         "Read" => match parse::<file::ReadParams>(name, input, file::READ_PARAMS) {
             Ok(params) => match routed(&params.file_path, ctx.org) {
                 Err(e) => e,
-                Ok(Routed::Workspace) => match ctx.remote {
-                    Some(remote) => remote.tool(name, input, ctx.reads, ctx.cancel.clone()).await,
-                    None => {
-                        with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
-                            file::read(params, ws, ledger)
-                        })
-                        .await
-                    }
-                },
+                Ok(Routed::Workspace) if ctx.remote.is_some() => {
+                    remote_tool(name, input, ctx).await
+                }
+                Ok(Routed::Workspace) => {
+                    with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
+                        file::read(params, ws, ledger)
+                    })
+                    .await
+                }
                 Ok(Routed::Org(path, org)) => org::read(params, path, org, ctx.reads).await,
             },
             Err(e) => e,
@@ -343,7 +343,7 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
     }
 }
 
-/// A workspace file tool run on the session's sandbox host.
+/// A tool run on the session's sandbox host (its workspace files, its background commands).
 async fn remote_tool(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
     match ctx.remote {
         Some(remote) => remote.tool(name, input, ctx.reads, ctx.cancel.clone()).await,
