@@ -635,6 +635,62 @@ impl WsClient {
     }
 }
 
+impl WsClient {
+    /// Sends `text` to `session_id` and returns the turn's durable events, failing unless the
+    /// turn completes (not fails) within `wait`.
+    pub async fn completed_turn(
+        &mut self,
+        session_id: &str,
+        text: &str,
+        wait: Duration,
+    ) -> anyhow::Result<Vec<outboard_shared::SessionEvent>> {
+        let events = tokio::time::timeout(wait, self.turn(session_id, text))
+            .await
+            .map_err(|_| anyhow::anyhow!("the turn {text:?} did not end within {wait:?}"))??;
+        durable_completed(events)
+    }
+
+    /// Waits (at most `wait`) for the end of the turn running now and returns its durable
+    /// events, failing unless it completes.
+    pub async fn completion(
+        &mut self,
+        wait: Duration,
+    ) -> anyhow::Result<Vec<outboard_shared::SessionEvent>> {
+        use outboard_shared::EventKind;
+        let ended = self.events_until(|e| {
+            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
+        });
+        let events = tokio::time::timeout(wait, ended)
+            .await
+            .map_err(|_| anyhow::anyhow!("the turn did not end within {wait:?}"))??;
+        durable_completed(events)
+    }
+}
+
+/// The durable ones of a turn's `events`, which must end with `turn_completed`.
+fn durable_completed(
+    events: Vec<outboard_shared::SessionEvent>,
+) -> anyhow::Result<Vec<outboard_shared::SessionEvent>> {
+    let events: Vec<_> = events.into_iter().filter(|e| e.kind.is_durable()).collect();
+    match events.last().map(|e| &e.kind) {
+        Some(outboard_shared::EventKind::TurnCompleted { .. }) => Ok(events),
+        _ => bail!("the turn did not complete: {events:#?}"),
+    }
+}
+
+/// `(tool name, output, is_error)` of each tool result among `events`, in order.
+pub fn tool_results(events: &[outboard_shared::SessionEvent]) -> Vec<(String, String, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            outboard_shared::EventKind::ToolResult { name, output, is_error, .. } => {
+                Some((name.clone(), output.clone(), *is_error))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The outputs of the `Bash` results among `events`, in order.
 pub fn bash_outputs(events: &[outboard_shared::SessionEvent]) -> Vec<String> {
     events

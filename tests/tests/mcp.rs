@@ -10,8 +10,8 @@
 use std::io::BufRead as _;
 use std::process::{Child, Command, Stdio};
 
-use outboard_shared::{EventKind, SessionEvent};
-use outboard_tests::harness::{bash_outputs, outboard, Api, TestServer, WsClient};
+use outboard_shared::EventKind;
+use outboard_tests::harness::{bash_outputs, outboard, tool_results, Api, TestServer, WsClient};
 use outboard_tests::scripted::{say, script, tool};
 use serde_json::json;
 
@@ -50,18 +50,6 @@ impl Drop for HttpServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn results(events: &[SessionEvent]) -> Vec<(String, String, bool)> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::ToolResult { name, output, is_error, .. } => {
-                Some((name.clone(), output.clone(), *is_error))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn add_stdio(server: &TestServer) {
@@ -201,7 +189,7 @@ async fn an_http_servers_token_stays_in_the_server_and_a_killed_server_is_reconn
         )
         .await
         .unwrap();
-    let got = results(&events);
+    let got = tool_results(&events);
     assert_eq!(got[0], ("mcp__remote__echo".into(), "echo: over http".into(), false), "{got:?}");
     assert_eq!(bash_outputs(&events)[0], "0\nend\n");
 
@@ -214,7 +202,7 @@ async fn an_http_servers_token_stays_in_the_server_and_a_killed_server_is_reconn
         )
         .await
         .unwrap();
-    let got = results(&events);
+    let got = tool_results(&events);
     assert!(got[0].2, "a call to a dead server is a tool error: {got:?}");
     assert!(got[0].1.contains("remote"), "{got:?}");
     assert!(
@@ -227,7 +215,7 @@ async fn an_http_servers_token_stays_in_the_server_and_a_killed_server_is_reconn
         .turn(&sid, &script(&[tool("mcp__remote__echo", json!({"text": "back"})), say("third")]))
         .await
         .unwrap();
-    let got = results(&events);
+    let got = tool_results(&events);
     assert_eq!(got[0], ("mcp__remote__echo".into(), "echo: back".into(), false), "{got:?}");
 
     // The token is nowhere: the stored log, what the model was sent, the server's log.

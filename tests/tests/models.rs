@@ -58,16 +58,7 @@ fn start(mock: &MockLlm) -> (TestServer, tempfile::TempDir) {
 }
 
 async fn turn(c: &mut WsClient, sid: &str, text: &str) -> Vec<SessionEvent> {
-    let events = tokio::time::timeout(Duration::from_secs(60), c.turn(sid, text))
-        .await
-        .expect("the turn ends within 60 s")
-        .unwrap();
-    let events: Vec<_> = events.into_iter().filter(|e| e.kind.is_durable()).collect();
-    assert!(
-        matches!(events.last().map(|e| &e.kind), Some(EventKind::TurnCompleted { .. })),
-        "{events:#?}"
-    );
-    events
+    c.completed_turn(sid, text, Duration::from_secs(60)).await.unwrap()
 }
 
 /// The `model` of each `assistant_message`.

@@ -22,21 +22,7 @@ async fn scripted_turn(c: &mut WsClient, sid: &str, steps: &[Value]) -> Vec<Sess
         .await
         .unwrap()
         .unwrap();
-    let events = tokio::time::timeout(
-        Duration::from_secs(60),
-        c.events_until(|e| {
-            matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })
-        }),
-    )
-    .await
-    .expect("the turn ends within 60 s")
-    .unwrap();
-    let events: Vec<_> = events.into_iter().filter(|e| e.kind.is_durable()).collect();
-    assert!(
-        matches!(events.last().map(|e| &e.kind), Some(EventKind::TurnCompleted { .. })),
-        "{events:#?}"
-    );
-    events
+    c.completion(Duration::from_secs(60)).await.unwrap()
 }
 
 /// Each step lists the workspace: results of some size, so the conversation grows.
