@@ -275,6 +275,7 @@ struct Launch {
     netns: Option<(PathBuf, String)>,
     data: PathBuf,
     extra: Vec<String>,
+    log: String,
     stderr: PathBuf,
 }
 
@@ -302,11 +303,11 @@ impl HostProcess {
             log: String::new(),
             stderr: String::new(),
         })?;
-        Self::spawn_exe(&exe, netns, data, token, extra, 0)
+        Self::spawn_exe(&exe, netns, data, token, extra, 0, "debug")
     }
 
     /// [`HostProcess::spawn`] with the binary `exe` (a bench's release build) on `port`
-    /// (0: any).
+    /// (0: any), logging at `log` (`OUTBOARD_LOG`: `debug` for tests, `warn` for a bench).
     pub fn spawn_exe(
         exe: &Path,
         netns: Option<&NetNs>,
@@ -314,12 +315,14 @@ impl HostProcess {
         token: &str,
         extra: &[&str],
         port: u16,
+        log: &str,
     ) -> Result<HostProcess, HostsError> {
         let launch = Launch {
             exe: exe.to_path_buf(),
             netns: netns.map(|ns| (ns.path(), ns.name().to_owned())),
             data: data.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            log: log.to_owned(),
             stderr: PathBuf::from(format!("{}.stderr", data.display())),
         };
         let ip = netns.map_or(Ipv4Addr::LOCALHOST, NetNs::address);
@@ -434,7 +437,7 @@ fn start(
         .env_remove("OUTBOARD_HOST_LISTEN")
         .env_remove("OUTBOARD_HOST_DATA")
         .env_remove("OUTBOARD_SANDBOX")
-        .env("OUTBOARD_LOG", "debug")
+        .env("OUTBOARD_LOG", &launch.log)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr_file);
