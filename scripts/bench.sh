@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
@@ -63,6 +63,17 @@ case "${1:-all}" in
     shift
     exec cargo run --quiet --release -p outboard-tests --bin bench_mcp -- "$@"
     ;;
+  hosts)
+    # Sandbox hosts: the release `outboard-server sandbox-host` on loopback driven by the
+    # harness's client against the same tools run locally (Read, Write, Edit, Bash `true`:
+    # p50/p99 and the latency added), a cold client's connect + join and first command, and
+    # commands per second with 1, 4 and 16 sessions. The host binary is also the local sandbox
+    # agent beside the bench. Extra arguments go to the bench (`--runs N`, `--cold N`,
+    # `--seconds S`).
+    cargo build --quiet --release -p outboard-server --bin outboard-server
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_hosts -- "$@"
+    ;;
   harness|durable)
     # In-process servers use the sandbox agent of the release outboard-server beside the bench.
     cargo build --quiet --release -p outboard-server --bin outboard-server
@@ -79,10 +90,11 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_long -- all
     cargo run --quiet --release -p outboard-tests --bin bench_tasks
     cargo run --quiet --release -p outboard-tests --bin bench_mcp
+    cargo run --quiet --release -p outboard-tests --bin bench_hosts
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|all]" >&2
     exit 2
     ;;
 esac

@@ -4,13 +4,15 @@
 //! runs the real CLI, the crash harness ([`crash`]), a mock model answering several conversations at
 //! once ([`conversations`]), and a real git smart-HTTP host with test
 //! repositories ([`git_http`]), HTTPS upstreams with throwaway CAs ([`tls`]), and a long scripted
-//! turn answered from each request ([`long_turn`]).
+//! turn answered from each request ([`long_turn`]), and sandbox hosts as separate processes in
+//! their own network namespaces ([`hosts`]).
 
 pub mod bench;
 pub mod conversations;
 pub mod crash;
 pub mod git_http;
 pub mod harness;
+pub mod hosts;
 pub mod long_session;
 pub mod long_turn;
 pub mod mock_llm;

@@ -1,66 +1,64 @@
-//! `outboard-server sandbox-host` as the real binary on 127.0.0.1:0 with real bubblewrap
-//! sandboxes, driven by the real harness-side client: commands and file tools over the wire,
-//! the token kept only as a hash, a restart of the host process that the client rides out.
+//! `outboard-server sandbox-host` as the real binary with real bubblewrap sandboxes, driven by
+//! the real harness-side client: on 127.0.0.1 (commands and file tools over the wire, the token
+//! kept only as a hash, a restart the client rides out), and two hosts each in its own network
+//! namespace made by the test, reached over a veth pair (a host killed mid-command is lost by
+//! name while the other serves on; a wrong token is refused; a restart on the same port keeps
+//! the workspace). The fixture is `outboard_tests::hosts`.
 
-use std::io::{BufRead as _, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use outboard_server::remote::auth::new_join_token;
-use outboard_server::remote::client::{HostClient, HostEndpoint, RemoteError};
+use outboard_server::remote::client::{HostClient, RemoteError};
 use outboard_server::tools::ReadLedger;
 use outboard_tests::harness::bin;
-use serde_json::json;
+use outboard_tests::hosts::{net_ns_of, HostProcess, NetNs};
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 const T: Duration = Duration::from_secs(60);
 
-/// A running `sandbox-host` process, stopped with SIGTERM when dropped.
-struct HostProcess {
-    child: Child,
-    addr: SocketAddr,
+/// A host in a fresh namespace of its own, with data in `dir/name`.
+fn host_in_netns(
+    dir: &tempfile::TempDir,
+    name: &str,
+) -> anyhow::Result<(NetNs, HostProcess, String)> {
+    let ns = NetNs::create()?;
+    let token = new_join_token()?;
+    let host = HostProcess::spawn(Some(&ns), &dir.path().join(name), &token, &[])?;
+    Ok((ns, host, token))
 }
 
-impl HostProcess {
-    /// Starts the binary and waits for its ready line (`sandbox host listening on ADDR …`).
-    fn start(data: &Path, listen: &str, token: Option<&str>) -> anyhow::Result<HostProcess> {
-        let mut command = Command::new(bin("outboard-server")?);
-        command.args(["sandbox-host", "--listen", listen, "--data"]).arg(data);
-        command.env_remove("OUTBOARD_JOIN_TOKEN");
-        if let Some(token) = token {
-            command.env("OUTBOARD_JOIN_TOKEN", token);
-        }
-        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
-        let addr = line
-            .strip_prefix("sandbox host listening on ")
-            .and_then(|rest| rest.split_whitespace().next())
-            .with_context(|| format!("no ready line, got {line:?}"))?
-            .parse()?;
-        Ok(HostProcess { child, addr })
-    }
-
-    fn stop(mut self) {
-        terminate(&mut self.child);
-    }
+/// Runs `command` on the host; its exit code and output (checked equal to what streamed).
+async fn sh(
+    client: &HostClient,
+    workspace: &str,
+    command: &str,
+) -> anyhow::Result<(Option<i32>, String)> {
+    let mut streamed = String::new();
+    let r = client
+        .exec(
+            workspace,
+            command,
+            T,
+            &mut |_, text| streamed.push_str(text),
+            CancellationToken::new(),
+        )
+        .await?;
+    anyhow::ensure!(streamed == r.output, "streamed {streamed:?}, the result has {:?}", r.output);
+    Ok((r.exit_code, r.output))
 }
 
-fn terminate(child: &mut Child) {
-    if let Ok(None) = child.try_wait() {
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for HostProcess {
-    fn drop(&mut self) {
-        terminate(&mut self.child);
-    }
+/// Runs file tool `name` in workspace `s1`; its output, an error when the tool failed.
+async fn tool(
+    client: &HostClient,
+    reads: &mut ReadLedger,
+    name: &str,
+    input: Value,
+) -> anyhow::Result<String> {
+    let r = client.tool("s1", name, &input, reads, CancellationToken::new()).await?;
+    anyhow::ensure!(!r.is_error, "{name} failed: {}", r.output);
+    Ok(r.output)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,32 +66,18 @@ async fn the_host_binary_serves_commands_and_files_and_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("host");
     let token = new_join_token().unwrap();
-    let host = HostProcess::start(&data, "127.0.0.1:0", Some(&token)).unwrap();
-    let addr = host.addr;
-    let endpoint = HostEndpoint {
-        name: "h1".into(),
-        url: format!("ws://{addr}"),
-        token: token.clone(),
-        pin: None,
-    };
-    let client = HostClient::new(endpoint, T).unwrap();
+    let mut host = HostProcess::spawn(None, &data, &token, &[]).unwrap();
+    assert!(host.addr().ip().is_loopback(), "{}", host.addr());
+    let client = HostClient::new(host.endpoint("h1"), T).unwrap();
 
-    let mut streamed = String::new();
-    let r = client
-        .exec(
-            "s1",
-            "echo from-the-host; echo kept > kept.txt",
-            T,
-            &mut |_, text| streamed.push_str(text),
-            CancellationToken::new(),
-        )
+    let r = sh(&client, "s1", "echo from-the-host; echo kept > kept.txt").await.unwrap();
+    assert_eq!(r, (Some(0), "from-the-host\n".into()));
+    assert_eq!(client.pinned().as_deref(), Some(host.fingerprint()), "the printed certificate");
+    let mut reads = ReadLedger::new();
+    let read = tool(&client, &mut reads, "Read", json!({"file_path": "/workspace/kept.txt"}))
         .await
         .unwrap();
-    assert_eq!((r.exit_code, streamed.as_str()), (Some(0), "from-the-host\n"));
-    let mut reads = ReadLedger::new();
-    let read = json!({"file_path": "/workspace/kept.txt"});
-    let r = client.tool("s1", "Read", &read, &mut reads, CancellationToken::new()).await.unwrap();
-    assert_eq!(r.output, "     1\tkept\n");
+    assert_eq!(read, "     1\tkept\n");
 
     // The host keeps the token's hash, never the token.
     for entry in std::fs::read_dir(&data).unwrap().flatten() {
@@ -104,8 +88,9 @@ async fn the_host_binary_serves_commands_and_files_and_survives_a_restart() {
     }
 
     // The process goes away and comes back on the same port, without the token this time.
-    host.stop();
-    let again = HostProcess::start(&data, &addr.to_string(), None).unwrap();
+    let addr = host.addr();
+    host.restart().unwrap();
+    assert_eq!(host.addr(), addr);
     let edit = json!({"file_path": "kept.txt", "old_string": "kept", "new_string": "edited"});
     let r = client.tool("s1", "Edit", &edit, &mut reads, CancellationToken::new()).await;
     let r = match r {
@@ -117,12 +102,7 @@ async fn the_host_binary_serves_commands_and_files_and_survives_a_restart() {
     }
     .unwrap();
     assert!(!r.is_error, "{}", r.output);
-    let r = client
-        .exec("s1", "cat kept.txt", T, &mut |_, _| {}, CancellationToken::new())
-        .await
-        .unwrap();
-    assert_eq!((r.exit_code, r.output.as_str()), (Some(0), "edited\n"));
-    again.stop();
+    assert_eq!(sh(&client, "s1", "cat kept.txt").await.unwrap(), (Some(0), "edited\n".into()));
 }
 
 #[test]
@@ -138,4 +118,181 @@ fn a_malformed_join_token_stops_the_host_with_what_to_do() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("admin hosts add"), "{stderr}");
     assert!(!stderr.contains("not-a-token"), "the token was echoed: {stderr}");
+}
+
+#[test]
+fn a_namespace_and_its_veth_pair_are_gone_after_a_panic() {
+    let made = std::sync::Mutex::new(None);
+    let panicked = std::panic::catch_unwind(|| {
+        let ns = NetNs::create().unwrap();
+        *made.lock().unwrap() = Some((ns.path(), ns.host_interface().to_owned()));
+        assert!(ns.path().exists());
+        assert!(std::path::Path::new(&format!("/sys/class/net/{}", ns.host_interface())).exists());
+        panic!("a test failing with a namespace up");
+    });
+    assert!(panicked.is_err());
+    let (path, interface) = made.into_inner().unwrap().expect("the namespace was made");
+    assert!(!path.exists(), "{} is still there", path.display());
+    let link = format!("/sys/class/net/{interface}");
+    assert!(!std::path::Path::new(&link).exists(), "{link} is still there");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_in_their_own_network_namespaces_serve_commands_and_files_over_veth() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ns_a, host_a, _) = host_in_netns(&dir, "a").unwrap();
+    let (ns_b, host_b, _) = host_in_netns(&dir, "b").unwrap();
+
+    // Each host process is in its namespace, not in the test's nor the other's…
+    let ours = net_ns_of(std::process::id()).unwrap();
+    let in_a = net_ns_of(host_a.pid().unwrap()).unwrap();
+    let in_b = net_ns_of(host_b.pid().unwrap()).unwrap();
+    assert_eq!((in_a, in_b), (ns_a.inode().unwrap(), ns_b.inode().unwrap()));
+    assert!(in_a != ours && in_b != ours && in_a != in_b, "{ours} {in_a} {in_b}");
+    for (ns, host) in [(&ns_a, &host_a), (&ns_b, &host_b)] {
+        // …listens on the namespace's address, which is not one of this namespace's…
+        assert_eq!(host.addr().ip(), ns.address());
+        let bound = std::net::TcpListener::bind((ns.address(), 0));
+        assert!(bound.is_err(), "{} is an address of the test's namespace", ns.address());
+        // …and is reached over the veth pair.
+        let route = Command::new("ip").args(["route", "get", &ns.address().to_string()]).output();
+        let route = String::from_utf8_lossy(&route.unwrap().stdout).into_owned();
+        assert!(route.contains(&format!("dev {} ", ns.host_interface())), "{route}");
+    }
+
+    let client_a = HostClient::new(host_a.endpoint("alpha"), T).unwrap();
+    let client_b = HostClient::new(host_b.endpoint("beta"), T).unwrap();
+    for (client, name) in [(&client_a, "alpha"), (&client_b, "beta")] {
+        let r = sh(client, "s1", &format!("echo {name} > mark.txt; cat mark.txt")).await.unwrap();
+        assert_eq!(r, (Some(0), format!("{name}\n")));
+        let mut reads = ReadLedger::new();
+        let read = json!({"file_path": "/workspace/mark.txt"});
+        assert_eq!(
+            tool(client, &mut reads, "Read", read).await.unwrap(),
+            format!("     1\t{name}\n")
+        );
+        let write = json!({"file_path": "notes/w.txt", "content": format!("written on {name}\n")});
+        tool(client, &mut reads, "Write", write).await.unwrap();
+        let edit =
+            json!({"file_path": "notes/w.txt", "old_string": "written", "new_string": "edited"});
+        tool(client, &mut reads, "Edit", edit).await.unwrap();
+        let r = sh(client, "s1", "cat notes/w.txt").await.unwrap();
+        assert_eq!(r, (Some(0), format!("edited on {name}\n")));
+    }
+    // The host in a namespace still sees the cgroup hierarchy: its sandbox has its groups
+    // (limits, freezer), as a host on its own machine would.
+    let cgroups: Vec<String> = ns_a
+        .pids()
+        .into_iter()
+        .filter(|pid| Some(*pid) != host_a.pid())
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok())
+        .collect();
+    assert!(cgroups.iter().any(|c| c.contains("/outboard/")), "{cgroups:?}");
+    // Same workspace id, two hosts: two directories.
+    let a = std::fs::read_to_string(host_a.data().join("workspaces/s1/mark.txt")).unwrap();
+    let b = std::fs::read_to_string(host_b.data().join("workspaces/s1/mark.txt")).unwrap();
+    assert_eq!((a.as_str(), b.as_str()), ("alpha\n", "beta\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_mid_command_is_lost_by_name_and_the_other_host_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ns_a, mut host_a, _) = host_in_netns(&dir, "a").unwrap();
+    let (_ns_b, host_b, _) = host_in_netns(&dir, "b").unwrap();
+    // A short reconnect window, so the call after the kill gives up soon.
+    let client_a = HostClient::new(host_a.endpoint("alpha"), Duration::from_secs(2)).unwrap();
+    let client_b = HostClient::new(host_b.endpoint("beta"), T).unwrap();
+    assert_eq!(sh(&client_b, "s1", "echo up").await.unwrap(), (Some(0), "up\n".into()));
+
+    let (started, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut on_output = |_, text: &str| {
+        if text.contains("started") {
+            let _ = started.send(());
+        }
+    };
+    let exec =
+        client_a.exec("s1", "echo started; sleep 30", T, &mut on_output, CancellationToken::new());
+    tokio::pin!(exec);
+    tokio::select! {
+        r = &mut exec => panic!("the command ended before the host was killed: {r:?}"),
+        _ = started_rx.recv() => {}
+    }
+    let killed = Instant::now();
+    host_a.kill();
+    let r = tokio::time::timeout(Duration::from_secs(20), exec)
+        .await
+        .expect("the loss is seen long before the command's 30 s");
+    let e = r.expect_err("a command on a killed host cannot succeed");
+    assert!(matches!(e, RemoteError::Lost { .. }), "{e:?}");
+    assert!(e.to_string().contains("sandbox host alpha at wss://"), "{e}");
+    assert!(killed.elapsed() < Duration::from_secs(20));
+
+    // The host's sandboxes went with it: nothing runs in its namespace any more.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ns_a.pids().is_empty() {
+        assert!(Instant::now() < deadline, "still in {}: {:?}", ns_a.name(), ns_a.pids());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The next call finds no host within the client's window.
+    let e = client_a
+        .exec("s1", "true", T, &mut |_, _| {}, CancellationToken::new())
+        .await
+        .expect_err("the host is down");
+    assert!(matches!(e, RemoteError::Unreachable { .. }), "{e:?}");
+    assert!(e.to_string().contains("sandbox host alpha at"), "{e}");
+
+    // The other host was not disturbed: its connection and its sandbox are as they were.
+    assert!(client_b.is_connected().await);
+    assert_eq!(
+        sh(&client_b, "s1", "echo still-here").await.unwrap(),
+        (Some(0), "still-here\n".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_join_token_is_refused_over_veth() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_ns, host, _) = host_in_netns(&dir, "a").unwrap();
+    let wrong = new_join_token().unwrap();
+    let mut endpoint = host.endpoint("alpha");
+    endpoint.token = wrong.clone();
+    let e = HostClient::new(endpoint, T).unwrap().connect().await.expect_err("a wrong token");
+    let message = e.to_string();
+    assert!(matches!(e, RemoteError::Refused { .. }), "{e:?}");
+    assert!(message.contains("sandbox host alpha") && message.contains("join token is wrong"));
+    assert!(!message.contains(&wrong), "the token is in the error: {message}");
+    // The same host, the same path, the right token: joined.
+    let client = HostClient::new(host.endpoint("alpha"), T).unwrap();
+    client.connect().await.unwrap();
+    assert!(client.is_connected().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_restarted_on_the_same_port_in_its_namespace_keeps_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, mut host, _) = host_in_netns(&dir, "a").unwrap();
+    let client = HostClient::new(host.endpoint("alpha"), T).unwrap();
+    let mut reads = ReadLedger::new();
+    let write = json!({"file_path": "kept.txt", "content": "before the restart\n"});
+    tool(&client, &mut reads, "Write", write).await.unwrap();
+    let (addr, fingerprint, pid) = (host.addr(), host.fingerprint().to_owned(), host.pid());
+
+    host.restart().unwrap();
+    assert_eq!(host.addr(), addr, "the same address and port");
+    assert_ne!(host.pid(), pid, "a new process");
+    assert_eq!(net_ns_of(host.pid().unwrap()).unwrap(), ns.inode().unwrap());
+    assert_eq!(host.fingerprint(), fingerprint, "the same certificate, from its data dir");
+
+    // Read changes nothing, so a call lost with the old connection is sent again.
+    let read = json!({"file_path": "kept.txt"});
+    assert_eq!(
+        tool(&client, &mut reads, "Read", read).await.unwrap(),
+        "     1\tbefore the restart\n"
+    );
+    assert_eq!(client.pinned().as_deref(), Some(fingerprint.as_str()));
+    assert_eq!(
+        sh(&client, "s1", "cat kept.txt").await.unwrap(),
+        (Some(0), "before the restart\n".into())
+    );
 }
