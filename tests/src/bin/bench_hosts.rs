@@ -87,6 +87,7 @@ impl Local {
             reads: &mut self.reads,
             org: None,
             events: None,
+            remote: None,
         };
         let outcome = tools::run(name, input, ctx).await;
         if outcome.is_error {
