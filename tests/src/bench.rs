@@ -17,6 +17,21 @@ pub fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// The release `outboard-server` beside the running bench (the sandbox agent, or a sandbox
+/// host); `case` is the `scripts/bench.sh` case that builds it, named in the error.
+pub fn server_exe(case: &str) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context as _;
+    let exe = std::env::current_exe()?;
+    let path = exe.parent().context("no parent dir")?.join("outboard-server");
+    if !path.exists() {
+        anyhow::bail!(
+            "{} is missing: build it first (scripts/bench.sh {case} does)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 /// The sandbox of in-process servers: a benchmark binary does not carry the sandbox agent, so
 /// point at the `outboard-server` built beside it (`scripts/bench.sh` builds it).
 pub fn sandbox_config() -> outboard_server::sandbox::SandboxConfig {

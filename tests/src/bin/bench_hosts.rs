@@ -18,7 +18,7 @@
 //! Both ends run on this machine: the host's CPU is the bench's CPU, so the throughput rows
 //! measure the pair on these cores, not a host's capacity alone.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,16 +51,6 @@ struct Args {
     /// Seconds each throughput phase runs.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-}
-
-/// The release `outboard-server` beside this bench (`scripts/bench.sh hosts` builds it).
-fn server_exe() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let path = exe.parent().context("no parent dir")?.join("outboard-server");
-    if !path.exists() {
-        bail!("{} is missing: build it first (scripts/bench.sh hosts does)", path.display());
-    }
-    Ok(path)
 }
 
 /// A workspace and its sandbox on this node.
@@ -341,7 +331,7 @@ async fn main() -> anyhow::Result<()> {
     if args.runs == 0 || args.cold == 0 || args.seconds <= 0.0 {
         bail!("--runs, --cold and --seconds must be above zero");
     }
-    let exe = server_exe()?;
+    let exe = outboard_tests::bench::server_exe("hosts")?;
     let config = sandbox_config();
     Sandbox::check(&config).await.context("while checking the sandbox")?;
     let dir = tempfile::tempdir()?;

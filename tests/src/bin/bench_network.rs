@@ -14,7 +14,6 @@
 //! - sandbox cold start (first `exec("true")`) with the proxy wiring against without.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,15 +40,6 @@ const TUNNELS: usize = 100;
 /// Cold starts per configuration.
 const COLD_RUNS: usize = 30;
 const T: Duration = Duration::from_secs(120);
-
-fn agent_exe() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let path = exe.parent().context("no parent dir")?.join("outboard-server");
-    if !path.exists() {
-        bail!("{} is missing: build it first (scripts/bench.sh network does)", path.display());
-    }
-    Ok(path)
-}
 
 /// Allows everything, and the upstream ports by literal; injects a secret into one port.
 struct Open {
@@ -237,7 +227,10 @@ async fn main() -> anyhow::Result<()> {
         placeholders: Vec::new(),
         upstream_ca: Some(inject_ca.clone()),
     });
-    let plain = SandboxConfig { agent_exe: Some(agent_exe()?), ..SandboxConfig::Bwrap };
+    let plain = SandboxConfig {
+        agent_exe: Some(outboard_tests::bench::server_exe("network")?),
+        ..SandboxConfig::Bwrap
+    };
     let net = network(
         vec![up.port(), tunnelled.port(), intercepted.port()],
         Some((intercepted.port(), injection)),

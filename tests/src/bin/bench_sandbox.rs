@@ -9,7 +9,6 @@
 //! - idle memory per sandbox over 100 frozen sandboxes (PSS of their processes, and the drop of
 //!   the host's `MemAvailable`, which also counts kernel memory).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -20,15 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 const RUNS: usize = 100;
 const T: Duration = Duration::from_secs(20);
-
-fn agent_exe() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let path = exe.parent().context("no parent dir")?.join("outboard-server");
-    if !path.exists() {
-        bail!("{} is missing: build it first (scripts/bench.sh sandbox does)", path.display());
-    }
-    Ok(path)
-}
 
 fn pct(samples: &mut [f64], p: f64) -> f64 {
     samples.sort_by(f64::total_cmp);
@@ -107,7 +97,10 @@ fn pss_kib(pid: u32) -> u64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let config = SandboxConfig { agent_exe: Some(agent_exe()?), ..SandboxConfig::Bwrap };
+    let config = SandboxConfig {
+        agent_exe: Some(outboard_tests::bench::server_exe("sandbox")?),
+        ..SandboxConfig::Bwrap
+    };
     Sandbox::check(&config).await.context("while checking the sandbox")?;
     let ws = tempfile::tempdir()?;
     let ws_path = ws.path().to_path_buf();
