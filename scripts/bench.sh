@@ -66,10 +66,10 @@ case "${1:-all}" in
   hosts)
     # Sandbox hosts: the release `outboard-server sandbox-host` on loopback driven by the
     # harness's client against the same tools run locally (Read, Write, Edit, Bash `true`:
-    # p50/p99 and the latency added), a cold client's connect + join and first command, and
-    # commands per second with 1, 4 and 16 sessions. The host binary is also the local sandbox
-    # agent beside the bench. Extra arguments go to the bench (`--runs N`, `--cold N`,
-    # `--seconds S`).
+    # p50/p99 and the latency added), a cold client's connect + join and first command, resume
+    # to the first answer in a frozen workspace, and commands per second with 1, 4 and 16
+    # sessions. The host binary is also the local sandbox agent beside the bench. Extra
+    # arguments go to the bench (`--runs N`, `--cold N`, `--resumes N`, `--seconds S`).
     cargo build --quiet --release -p outboard-server --bin outboard-server
     shift
     exec cargo run --quiet --release -p outboard-tests --bin bench_hosts -- "$@"

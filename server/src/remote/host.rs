@@ -198,6 +198,9 @@ impl Host {
                     continue;
                 }
             };
+            // Replies are small messages written one after another: without this, Nagle holds
+            // the second until the first's delayed ACK (~40 ms on Linux).
+            let _ = tcp.set_nodelay(true);
             // Over a bound, the connection is closed at once (the harness's client retries).
             let Ok(slot) = open.clone().try_acquire_owned() else {
                 tracing::warn!(%peer, "sandbox host: at its connection bound; closing one");

@@ -11,6 +11,11 @@
 //! - connect + join of a cold client (TCP, TLS, WebSocket, HMAC join), and its first command on
 //!   a new workspace (the sandbox's cold start on the host), against a local cold start, over
 //!   `--cold N` runs (default 30);
+//! - resume to the first answer after a harness restart: workspaces whose sandboxes ran a
+//!   command and were frozen when idle (a second host started with `--sandbox-freeze-after 1`),
+//!   each reached by a cold client, as a restarted harness reaches its host: connect + join and
+//!   the first command's answer (the thaw on the host), against the first command in a frozen
+//!   local sandbox, over `--resumes N` workspaces (default 20);
 //! - commands (`true`) per second per host with 1, 4 and 16 sessions at once, each session its
 //!   own workspace and sandbox, for `--seconds S` each (default 3): local, remote over the one
 //!   connection a harness keeps per host, remote with a connection per session.
@@ -48,6 +53,9 @@ struct Args {
     /// Cold clients and cold sandboxes measured.
     #[arg(long, default_value_t = 30)]
     cold: usize,
+    /// Frozen workspaces resumed by a cold client (and frozen local sandboxes).
+    #[arg(long, default_value_t = 20)]
+    resumes: usize,
     /// Seconds each throughput phase runs.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -234,6 +242,74 @@ async fn cold(
     Ok(cold)
 }
 
+/// The seconds of idle after which the resume bench's host and local sandboxes freeze.
+const FREEZE_AFTER: Duration = Duration::from_secs(1);
+
+struct Resume {
+    /// Connect + join of the cold client until the first command's answer.
+    remote: Vec<Duration>,
+    /// The first command in a frozen local sandbox.
+    local: Vec<Duration>,
+}
+
+/// `n` workspaces on a host that freezes idle sandboxes after [`FREEZE_AFTER`], each run once
+/// and left to freeze, then resumed one by one by a cold client; the same for local sandboxes.
+async fn resumes(
+    exe: &Path,
+    config: &SandboxConfig,
+    dir: &Path,
+    n: usize,
+) -> anyhow::Result<Resume> {
+    std::fs::create_dir_all(dir)?;
+    let token = new_join_token()?;
+    let freeze = FREEZE_AFTER.as_secs().to_string();
+    let host = HostProcess::spawn_exe(
+        exe,
+        None,
+        &dir.join("host"),
+        &token,
+        &["--sandbox-freeze-after", &freeze],
+        0,
+        "warn",
+    )?;
+    let first = HostClient::new(host.endpoint("bench-resume"), T)?;
+    first.connect().await?;
+    for i in 0..n {
+        exec(&first, &format!("resume-{i}"), "true").await?;
+    }
+    drop(first);
+    let local_config = SandboxConfig { idle_freeze: FREEZE_AFTER, ..config.clone() };
+    let mut locals = Vec::new();
+    for i in 0..n {
+        let path = dir.join(format!("local-{i}"));
+        std::fs::create_dir_all(&path)?;
+        let sandbox = Sandbox::new(local_config.clone(), path);
+        local_exec(&sandbox, "true").await?;
+        locals.push(sandbox);
+    }
+    // Every sandbox idle past its freeze, with a margin for the manager's tick.
+    tokio::time::sleep(FREEZE_AFTER * 3).await;
+    let mut out = Resume { remote: Vec::new(), local: Vec::new() };
+    for i in 0..n {
+        let client = HostClient::new(host.endpoint("bench-resume"), T)?;
+        let start = Instant::now();
+        client.connect().await?;
+        exec(&client, &format!("resume-{i}"), "true").await?;
+        out.remote.push(start.elapsed());
+    }
+    for sandbox in &locals {
+        let start = Instant::now();
+        local_exec(sandbox, "true").await?;
+        out.local.push(start.elapsed());
+    }
+    for sandbox in locals {
+        sandbox.stop().await;
+    }
+    out.remote.sort();
+    out.local.sort();
+    Ok(out)
+}
+
 /// One session of a throughput phase: a sandbox here, or a workspace on the host.
 #[derive(Clone)]
 enum Session {
@@ -328,8 +404,8 @@ fn ms(d: Duration) -> f64 {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    if args.runs == 0 || args.cold == 0 || args.seconds <= 0.0 {
-        bail!("--runs, --cold and --seconds must be above zero");
+    if args.runs == 0 || args.cold == 0 || args.resumes == 0 || args.seconds <= 0.0 {
+        bail!("--runs, --cold, --resumes and --seconds must be above zero");
     }
     let exe = outboard_tests::bench::server_exe("hosts")?;
     let config = sandbox_config();
@@ -347,6 +423,7 @@ async fn main() -> anyhow::Result<()> {
     let latency = latencies(&mut local, &mut remote, args.runs).await?;
     local.sandbox.stop().await;
     let cold = cold(&host, &config, &dir.path().join("cold"), args.cold).await?;
+    let resume = resumes(&exe, &config, &dir.path().join("resume"), args.resumes).await?;
     let rates = rates(&host, &client, &config, &dir.path().join("rates"), args.seconds).await?;
 
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -391,6 +468,28 @@ async fn main() -> anyhow::Result<()> {
         ("first command, new local sandbox (sandbox cold start)", &cold.first_local),
     ];
     for (name, samples) in cold_rows {
+        println!(
+            "| {name} | {:.2} | {:.2} |",
+            ms(percentile(samples, 0.5)),
+            ms(percentile(samples, 0.99))
+        );
+    }
+    println!(
+        "\nResume to the first answer after a harness restart ({} workspaces whose sandboxes \
+         froze after {}s idle):\n",
+        args.resumes,
+        FREEZE_AFTER.as_secs()
+    );
+    println!("| measure | p50 ms | p99 ms |");
+    println!("|---|---:|---:|");
+    let resume_rows = [
+        (
+            "cold client: connect + join + first command in the frozen workspace (thaw on the host)",
+            &resume.remote,
+        ),
+        ("first command in a frozen local sandbox (thaw)", &resume.local),
+    ];
+    for (name, samples) in resume_rows {
         println!(
             "| {name} | {:.2} | {:.2} |",
             ms(percentile(samples, 0.5)),
