@@ -397,6 +397,19 @@ async fn rates(
     Ok(out)
 }
 
+/// A table of named samples (each sorted) with their p50 and p99 in milliseconds.
+fn print_ms_table(rows: &[(&str, &Vec<Duration>)]) {
+    println!("| measure | p50 ms | p99 ms |");
+    println!("|---|---:|---:|");
+    for (name, samples) in rows {
+        println!(
+            "| {name} | {:.2} | {:.2} |",
+            ms(percentile(samples, 0.5)),
+            ms(percentile(samples, 0.99))
+        );
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -457,8 +470,6 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!("\nCold starts ({} runs each):\n", args.cold);
-    println!("| measure | p50 ms | p99 ms |");
-    println!("|---|---:|---:|");
     let cold_rows = [
         ("connect + join, cold client (TCP, TLS, WebSocket, HMAC join)", &cold.connect),
         (
@@ -467,21 +478,13 @@ async fn main() -> anyhow::Result<()> {
         ),
         ("first command, new local sandbox (sandbox cold start)", &cold.first_local),
     ];
-    for (name, samples) in cold_rows {
-        println!(
-            "| {name} | {:.2} | {:.2} |",
-            ms(percentile(samples, 0.5)),
-            ms(percentile(samples, 0.99))
-        );
-    }
+    print_ms_table(&cold_rows);
     println!(
         "\nResume to the first answer after a harness restart ({} workspaces whose sandboxes \
          froze after {}s idle):\n",
         args.resumes,
         FREEZE_AFTER.as_secs()
     );
-    println!("| measure | p50 ms | p99 ms |");
-    println!("|---|---:|---:|");
     let resume_rows = [
         (
             "cold client: connect + join + first command in the frozen workspace (thaw on the host)",
@@ -489,13 +492,7 @@ async fn main() -> anyhow::Result<()> {
         ),
         ("first command in a frozen local sandbox (thaw)", &resume.local),
     ];
-    for (name, samples) in resume_rows {
-        println!(
-            "| {name} | {:.2} | {:.2} |",
-            ms(percentile(samples, 0.5)),
-            ms(percentile(samples, 0.99))
-        );
-    }
+    print_ms_table(&resume_rows);
     println!(
         "\nCommands (`true`) per second per host, {}s per phase, each session its own workspace \
          and sandbox:\n",
