@@ -245,6 +245,7 @@ impl EmbeddedServer {
             // The one client is this process, on this host, as the user who owns the files.
             allow_client_workspaces: true,
             place_on_hosts: false,
+            store: None,
         };
 
         let launch_error = |e: &dyn std::fmt::Display| EmbeddedError::Launch(e.to_string());

@@ -151,7 +151,7 @@ async fn tokens_with_hash(
                 };
                 Ok((hash, info))
             })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            rows.collect::<Result<Vec<_>, _>>()
         })
         .await
 }

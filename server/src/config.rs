@@ -31,6 +31,8 @@ pub struct ServerConfig {
     /// remote`, see [`crate::remote::registry`]) rather than given a workspace and sandbox here.
     /// Sessions placed before keep their host either way.
     pub place_on_hosts: bool,
+    /// Where the store lives; `None`: the SQLite file in the data dir ([`Self::db_path`]).
+    pub store: Option<crate::store::StoreSpec>,
 }
 
 /// Limits of the network edge (see `gateway.rs`). Every bound has a flag of `serve`.
@@ -136,6 +138,11 @@ impl ServerConfig {
     /// Where the SQLite file lives.
     pub fn db_path(&self) -> PathBuf {
         self.data_dir.join(DB_FILE)
+    }
+
+    /// The store to open: [`Self::store`], or the SQLite file.
+    pub fn store_spec(&self) -> crate::store::StoreSpec {
+        self.store.clone().unwrap_or_else(|| crate::store::StoreSpec::Sqlite(self.db_path()))
     }
 
     /// The root under which each session gets `workspaces/<session_id>`.

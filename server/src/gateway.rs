@@ -230,6 +230,23 @@ pub enum LaunchError {
     /// The key that seals the org secrets cannot be read or made.
     #[error("{0}")]
     SecretKey(#[source] crate::secrets::SecretError),
+    /// Another node serves the same PostgreSQL database. Session leases fence the store's
+    /// appends, but the session actors do not take them yet, so two serving nodes could both
+    /// run one session's turn: refused until they do.
+    #[error(
+        "node {name} ({url}) is serving this database (heartbeat {age_ms} ms ago): one serving \
+         node per PostgreSQL database for now — stop it, or wait {lease_s} s after it died"
+    )]
+    NodeServing {
+        /// Its name.
+        name: String,
+        /// Where it listens.
+        url: String,
+        /// Since its last heartbeat.
+        age_ms: i64,
+        /// The lease time, after which a dead node no longer counts.
+        lease_s: u64,
+    },
 }
 
 impl LaunchError {
@@ -244,6 +261,7 @@ impl LaunchError {
                 | LaunchError::Sandbox(_)
                 | LaunchError::Models(_)
                 | LaunchError::SecretKey(_)
+                | LaunchError::NodeServing { .. }
         )
     }
 }
@@ -271,15 +289,14 @@ pub async fn launch_with(
         None => None,
     };
     // Opening runs the migrations and may read a large WAL back: off the async workers.
-    let db = config.db_path();
+    let spec = config.store_spec();
     let metrics = Arc::new(crate::metrics::Metrics::new());
     let observer = Some(metrics.store());
-    let store = tokio::task::spawn_blocking(move || {
-        Store::open_observed(&db, Durability::Normal, observer)
-    })
-    .await
-    .map_err(|_| LaunchError::Store(crate::store::StoreError::Closed))?
-    .map_err(LaunchError::Store)?;
+    let store =
+        tokio::task::spawn_blocking(move || Store::open_spec(&spec, Durability::Normal, observer))
+            .await
+            .map_err(|_| LaunchError::Store(crate::store::StoreError::Closed))?
+            .map_err(LaunchError::Store)?;
     let mut config = config;
     // Sandbox scratch files live in the private data dir, and one live-sandbox registry serves
     // every session of this server (the `live_sandboxes` quota).
@@ -303,6 +320,9 @@ pub async fn launch_with(
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
+    if resume_turns {
+        register_node(&store, &format!("ws://{addr}")).await?;
+    }
     // Sandboxes' network proxies refuse this server's own port on every local address.
     config.sandbox.server_ports.push(addr.port());
     let net = config.net.clone();
@@ -324,6 +344,9 @@ pub async fn launch_with(
         if resume_turns { state.hub.resume_all().await.map_err(LaunchError::Resume)? } else { 0 };
     if resumed > 0 {
         tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
+    }
+    if resume_turns {
+        tokio::spawn(heartbeat(state.hub.store().clone(), state.shutdown.clone()));
     }
     crate::uploads::start_sweeper(
         state.hub.store().clone(),
@@ -355,6 +378,55 @@ pub async fn launch_with(
         "listening"
     );
     Ok(ServerHandle { addr, state, task, sandboxes })
+}
+
+/// This host's name, for `admin nodes`.
+pub fn node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Records this node as serving; on PostgreSQL, first refuses to start beside another serving
+/// node ([`LaunchError::NodeServing`]).
+async fn register_node(store: &Store, url: &str) -> Result<(), LaunchError> {
+    let lease = store.node().lease;
+    if store.backend() == crate::store::db::Backend::Postgres {
+        let nodes = store.nodes(lease).await.map_err(LaunchError::Store)?;
+        if let Some(other) = nodes.into_iter().find(|n| n.state != "stopped") {
+            return Err(LaunchError::NodeServing {
+                name: other.name,
+                url: other.url.unwrap_or_default(),
+                age_ms: other.heartbeat_age_ms,
+                lease_s: lease.as_secs().max(1),
+            });
+        }
+    }
+    store.heartbeat(&node_name(), url, "serving").await.map_err(LaunchError::Store)?;
+    tracing::info!(node = %store.node().id, backend = ?store.backend(), "node registered");
+    Ok(())
+}
+
+/// Renews this node's leases and heartbeat every third of the lease time until shutdown, then
+/// records it as stopped.
+async fn heartbeat(store: Store, shutdown: CancellationToken) {
+    let every = store.node().lease / 3;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(every) => {}
+        }
+        match store.renew_leases().await {
+            Ok(lost) if !lost.is_empty() => {
+                tracing::warn!(sessions = lost.len(), "leases taken over by other nodes")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot renew this node's leases"),
+        }
+    }
+    let _ = store.heartbeat(&node_name(), "", "stopped").await;
 }
 
 async fn upgrade(

@@ -29,11 +29,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::store::db::OptionalExtension as _;
 use outboard_shared::{
     ErrorBody, ErrorCode, EventKind, PresenceEntry, Role, SessionCompactResponse, SessionId,
     TurnSendResponse, UserId,
 };
-use rusqlite::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
@@ -653,7 +653,7 @@ impl Hub {
                          VALUES (?1, ?2, ?3)
                          ON CONFLICT (session_id) DO UPDATE SET
                              user_id = excluded.user_id, granted_at = excluded.granted_at",
-                        rusqlite::params![session, user.0, crate::util::now_rfc3339()],
+                        crate::params![session, user.0, crate::util::now_rfc3339()],
                     )?,
                     None => {
                         c.execute("DELETE FROM drive_grants WHERE session_id = ?1", [&session])?

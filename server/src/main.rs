@@ -113,6 +113,37 @@ struct DataArg {
     /// Data directory (SQLite file and workspaces).
     #[arg(long = "data", env = "OUTBOARD_DATA_DIR")]
     data: Option<PathBuf>,
+    /// Where the store lives: a PostgreSQL URL (`postgres://user@host:5432/db`, for several
+    /// server nodes on one database) or a SQLite file; default: `outboard.db` in the data dir.
+    #[arg(long = "store", env = "OUTBOARD_STORE", value_name = "URL|FILE")]
+    store: Option<String>,
+    /// Connections this process keeps to PostgreSQL.
+    #[arg(long = "store-pool", env = "OUTBOARD_STORE_POOL", default_value_t = outboard_server::store::DEFAULT_PG_POOL)]
+    store_pool: usize,
+}
+
+impl DataArg {
+    /// The store it names, in data dir `dir`.
+    fn spec(&self, dir: &std::path::Path) -> outboard_server::store::StoreSpec {
+        use outboard_server::store::StoreSpec;
+        match self.store.as_deref().map(StoreSpec::parse) {
+            Some(StoreSpec::Postgres { url, .. }) => {
+                StoreSpec::Postgres { url, pool: self.store_pool.clamp(1, 256) }
+            }
+            Some(spec) => spec,
+            None => StoreSpec::Sqlite(dir.join("outboard.db")),
+        }
+    }
+}
+
+/// The data dir and the store of an `admin` command (the data dir made private first).
+fn open_data(data: DataArg) -> anyhow::Result<(PathBuf, Store)> {
+    let spec = data.spec(&data_dir(data.clone())?);
+    let dir = data_dir(data)?;
+    outboard_server::config::secure_data_dir(&dir)?;
+    let store = Store::open_spec(&spec, Durability::Normal, None)
+        .with_context(|| format!("cannot open the store {}", spec.describe()))?;
+    Ok((dir, store))
 }
 
 #[derive(Args)]
@@ -701,9 +732,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Admin {
             command: AdminCommand::User { command: UserCommand::Add { name, org, data } },
         } => {
-            let dir = data_dir(data)?;
-            outboard_server::config::secure_data_dir(&dir)?;
-            let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+            let (_, store) = open_data(data)?;
             let (_, token) = store.add_user(&org, &name).await?;
             println!("{token}");
             Ok(done)
@@ -731,15 +760,15 @@ async fn admin_network(command: NetworkCommand) -> anyhow::Result<()> {
     match command {
         NetworkCommand::Set { org, mode, hosts, data } => {
             let policy = netpolicy::Policy::parse(&mode, &hosts)?;
-            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            let store = open_data(data)?.1;
             print!("{}", netpolicy::set(&store, &org, policy).await?);
         }
         NetworkCommand::Show { org, data } => {
-            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            let store = open_data(data)?.1;
             print!("{}", netpolicy::show(&store, &org).await?);
         }
         NetworkCommand::Log { org, json, limit, data } => {
-            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            let store = open_data(data)?.1;
             let rows = netpolicy::log(&store, &org, limit).await?;
             if json {
                 for row in rows {
@@ -777,9 +806,7 @@ async fn admin_network(command: NetworkCommand) -> anyhow::Result<()> {
 /// pattern or decision, a missing rule, too many rules).
 async fn admin_policy(command: PolicyCommand) -> anyhow::Result<ExitCode> {
     use outboard_server::toolpolicy::{self, Decision, PolicyError};
-    let open = |data: DataArg| -> anyhow::Result<Store> {
-        Ok(Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?)
-    };
+    let open = |data: DataArg| -> anyhow::Result<Store> { Ok(open_data(data)?.1) };
     let outcome = match command {
         PolicyCommand::Set { org, pattern, decision, data } => {
             let store = open(data)?;
@@ -818,9 +845,7 @@ async fn admin_policy(command: PolicyCommand) -> anyhow::Result<ExitCode> {
 /// The org secrets of a data dir, for the admin commands.
 fn open_secrets(data: DataArg) -> anyhow::Result<outboard_server::secrets::Secrets> {
     use outboard_server::secrets::{SecretKey, Secrets};
-    let dir = data_dir(data)?;
-    outboard_server::config::secure_data_dir(&dir)?;
-    let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+    let (dir, store) = open_data(data)?;
     Ok(Secrets::new(store, SecretKey::load(&dir)?))
 }
 
@@ -924,11 +949,10 @@ async fn admin_hosts(command: HostsCommand) -> anyhow::Result<ExitCode> {
     use outboard_server::remote::registry::{self, Hosts, HostsError};
     use outboard_server::secrets::{SecretKey, Secrets};
     let open = |data: DataArg| -> anyhow::Result<(Store, Secrets)> {
-        let dir = data_dir(data)?;
+        let dir = data_dir(data.clone())?;
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
-        outboard_server::config::secure_data_dir(&dir)?;
-        let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+        let (dir, store) = open_data(data)?;
         let secrets = Secrets::new(store.clone(), SecretKey::load(&dir)?);
         Ok((store, secrets))
     };
@@ -1050,9 +1074,7 @@ async fn admin_mcp_inner(command: McpCommand) -> anyhow::Result<ExitCode> {
     use outboard_server::mcp::McpHub;
     use outboard_server::secrets::{SecretKey, Secrets};
     let open = |data: DataArg| -> anyhow::Result<(Store, Secrets, McpHub)> {
-        let dir = data_dir(data)?;
-        outboard_server::config::secure_data_dir(&dir)?;
-        let store = Store::open(&dir.join("outboard.db"), Durability::Normal)?;
+        let (dir, store) = open_data(data)?;
         let secrets = Secrets::new(store.clone(), SecretKey::load(&dir)?);
         let hub = McpHub::new(store.clone(), Some(secrets.clone()));
         Ok((store, secrets, hub))
@@ -1212,11 +1234,11 @@ async fn admin_quota(command: QuotaCommand) -> anyhow::Result<()> {
     use outboard_server::quota;
     let table = match command {
         QuotaCommand::Set { org, key, value, data } => {
-            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            let store = open_data(data)?.1;
             quota::set(&store, &org, &key, &value).await?
         }
         QuotaCommand::Show { org, data } => {
-            let store = Store::open(&data_dir(data)?.join("outboard.db"), Durability::Normal)?;
+            let store = open_data(data)?.1;
             quota::show(&store, &org).await?
         }
     };
@@ -1226,11 +1248,7 @@ async fn admin_quota(command: QuotaCommand) -> anyhow::Result<()> {
 
 async fn admin_token(command: TokenCommand) -> anyhow::Result<()> {
     use outboard_server::auth;
-    let open = |data: DataArg| -> anyhow::Result<Store> {
-        let dir = data_dir(data)?;
-        outboard_server::config::secure_data_dir(&dir)?;
-        Ok(Store::open(&dir.join("outboard.db"), Durability::Normal)?)
-    };
+    let open = |data: DataArg| -> anyhow::Result<Store> { Ok(open_data(data)?.1) };
     match command {
         TokenCommand::Ls { org, data } => {
             let tokens = auth::list_tokens(&open(data)?, org.as_deref()).await?;
@@ -1284,8 +1302,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     let models = models.with_thinking(args.thinking_budget).map_err(anyhow::Error::msg)?;
+    let store = args.data.spec(&data_dir(args.data.clone())?);
     let config = ServerConfig {
         data_dir: data_dir(args.data)?,
+        store: Some(store),
         models,
         sandbox: SandboxConfig {
             backend: match args.sandbox {

@@ -25,8 +25,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
-use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{org_id_by_name, Store, StoreError};
@@ -488,7 +488,7 @@ pub async fn append(store: &Store, org: &OrgId, rows: Vec<LogRow>) -> Result<(),
             let tx = c.transaction()?;
             for r in &rows {
                 tx.execute(
-                    "INSERT INTO network_log (org_id, session_id, user, host, port, allowed,
+                    "INSERT INTO network_log (org_id, session_id, \"user\", host, port, allowed,
                          reason, bytes_up, bytes_down, duration_ms, at, intercepted)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                     params![
@@ -526,7 +526,7 @@ pub async fn log(store: &Store, org: &str, limit: u32) -> Result<Vec<LogRow>, Po
         .call(move |c| {
             let Some(id) = org_id_by_name(c, &name)? else { return Ok(None) };
             let mut stmt = c.prepare(
-                "SELECT at, session_id, user, host, port, allowed, reason, bytes_up, bytes_down,
+                "SELECT at, session_id, \"user\", host, port, allowed, reason, bytes_up, bytes_down,
                         duration_ms, intercepted
                  FROM network_log WHERE org_id = ?1 ORDER BY id DESC LIMIT ?2",
             )?;

@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::store::db::{params, Db, OptionalExtension, Row, Transaction};
 use outboard_shared::{FileOp, FileVersion, OrgId, SessionId, SkillInfo};
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::auth::hex_sha256;
@@ -270,7 +270,7 @@ impl OrgFs {
                 let rows = stmt.query_map(params![org.0, lo, hi, exact, include_deleted], |r| {
                     file_version(r)
                 })?;
-                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                rows.collect::<Result<Vec<_>, _>>()
             })
             .await?)
     }
@@ -286,7 +286,7 @@ impl OrgFs {
                      WHERE f.org_id = ?1 AND f.path = ?2 ORDER BY f.version"
                 ))?;
                 let rows = stmt.query_map(params![org.0, p], file_version)?;
-                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                rows.collect::<Result<Vec<_>, _>>()
             })
             .await?;
         if versions.is_empty() {
@@ -435,7 +435,7 @@ impl OrgFs {
         let (written, unchanged) = self
             .store
             .call(move |c| {
-                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let tx = c.transaction_immediate()?;
                 let mut written = Vec::new();
                 let mut unchanged = 0u64;
                 for (path, content) in files {
@@ -488,7 +488,7 @@ impl OrgFs {
         let (written, extra) = self
             .store
             .call(move |c| {
-                let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let tx = c.transaction_immediate()?;
                 let (version, text) = match head(&tx, &o, p.as_str())? {
                     Some((v, t)) => (Some(v), t),
                     None => (None, None),
@@ -558,7 +558,7 @@ impl OrgFs {
                      ORDER BY h.path"
                 ))?;
                 let rows = stmt.query_map([org.0], |r| Ok((file_version(r)?, r.get(10)?)))?;
-                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                rows.collect::<Result<Vec<_>, _>>()
             })
             .await?;
         let mut skills: Vec<(SkillInfo, Option<FileVersion>)> = Vec::new();
@@ -687,7 +687,7 @@ pub(crate) const FILE_COLUMNS: &str =
     "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
                             f.at, f.content IS NULL, f.restored_from";
 
-pub(crate) fn file_version(r: &Row<'_>) -> rusqlite::Result<FileVersion> {
+pub(crate) fn file_version(r: &Row<'_>) -> crate::store::db::Result<FileVersion> {
     let op: String = r.get(2)?;
     Ok(FileVersion {
         path: r.get(0)?,
@@ -705,7 +705,7 @@ pub(crate) fn file_version(r: &Row<'_>) -> rusqlite::Result<FileVersion> {
 
 /// The head of a path with its content.
 fn head(
-    c: &Connection,
+    c: &Db,
     org: &OrgId,
     path: &str,
 ) -> Result<Option<(FileVersion, Option<String>)>, StoreError> {
@@ -713,11 +713,11 @@ fn head(
         "SELECT {FILE_COLUMNS}, f.content FROM org_heads h JOIN org_files f ON f.id = h.file_id
          WHERE h.org_id = ?1 AND h.path = ?2"
     ))?;
-    Ok(stmt.query_row(params![org.0, path], |r| Ok((file_version(r)?, r.get(10)?))).optional()?)
+    stmt.query_row(params![org.0, path], |r| Ok((file_version(r)?, r.get(10)?))).optional()
 }
 
 fn version_row(
-    c: &Connection,
+    c: &Db,
     org: &OrgId,
     path: &str,
     version: u64,
@@ -726,9 +726,8 @@ fn version_row(
         "SELECT {FILE_COLUMNS}, f.content FROM org_files f
          WHERE f.org_id = ?1 AND f.path = ?2 AND f.version = ?3"
     ))?;
-    Ok(stmt
-        .query_row(params![org.0, path, version as i64], |r| Ok((file_version(r)?, r.get(10)?)))
-        .optional()?)
+    stmt.query_row(params![org.0, path, version as i64], |r| Ok((file_version(r)?, r.get(10)?)))
+        .optional()
 }
 
 /// Inserts a new version and moves the head, after checking the file/directory shape.
@@ -747,11 +746,9 @@ fn apply(
     let change_no: i64 = tx
         .prepare_cached(
             "INSERT INTO org_file_changes (org_id, change) VALUES (?1, 1)
-             ON CONFLICT (org_id) DO UPDATE SET change = change + 1 RETURNING change",
-        )
-        .map_err(StoreError::from)?
-        .query_row([&org.0], |r| r.get(0))
-        .map_err(StoreError::from)?;
+             ON CONFLICT (org_id) DO UPDATE SET change = org_file_changes.change + 1 RETURNING change",
+        )?
+        .query_row([&org.0], |r| r.get(0))?;
     let (content, op, restored_from) = match change {
         Change::Content { text, op, restored_from } => (Some(text), op, restored_from),
         Change::Delete => (None, FileOp::Delete, None),
@@ -762,30 +759,33 @@ fn apply(
     let sha256 = content.as_ref().map_or_else(String::new, |t| hex_sha256(t.as_bytes()));
     let at = now_rfc3339();
     let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    tx.prepare_cached(
-        "INSERT INTO org_files (org_id, path, version, op, content, size, sha256, author,
+    let file_id = tx
+        .prepare_cached(
+            "INSERT INTO org_files (org_id, path, version, op, content, size, sha256, author,
                                 session_id, restored_from, at, at_ms, change)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            org.0,
-            path.as_str(),
-            version as i64,
-            op.as_str(),
-            content,
-            size as i64,
-            sha256,
-            author.user,
-            author.session.as_ref().map(|s| s.0.clone()),
-            restored_from.map(|v| v as i64),
-            at,
-            at_ms,
-            change_no,
-        ])
-    })
-    .map_err(StoreError::from)?;
-    let file_id = tx.last_insert_rowid();
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         RETURNING id",
+        )
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    org.0,
+                    path.as_str(),
+                    version as i64,
+                    op.as_str(),
+                    content,
+                    size as i64,
+                    sha256,
+                    author.user,
+                    author.session.as_ref().map(|s| s.0.clone()),
+                    restored_from.map(|v| v as i64),
+                    at,
+                    at_ms,
+                    change_no,
+                ],
+                |r| r.get::<_, i64>(0),
+            )
+        })?;
     tx.prepare_cached(
         "INSERT INTO org_heads (org_id, path, file_id, version, deleted, change)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -801,8 +801,7 @@ fn apply(
             content.is_none(),
             change_no
         ])
-    })
-    .map_err(StoreError::from)?;
+    })?;
     Ok(FileVersion {
         path: path.as_str().to_owned(),
         version,
@@ -818,12 +817,10 @@ fn apply(
 }
 
 /// A path is a file or a directory, never both.
-fn check_shape(c: &Connection, org: &OrgId, path: &OrgPath) -> Result<(), FsError> {
+fn check_shape(c: &Db, org: &OrgId, path: &OrgPath) -> Result<(), FsError> {
     let live = |p: &str| -> Result<bool, StoreError> {
-        Ok(c.prepare_cached(
-            "SELECT 1 FROM org_heads WHERE org_id = ?1 AND path = ?2 AND deleted = 0",
-        )?
-        .exists(params![org.0, p])?)
+        c.prepare_cached("SELECT 1 FROM org_heads WHERE org_id = ?1 AND path = ?2 AND deleted = 0")?
+            .exists(params![org.0, p])
     };
     for ancestor in path.ancestors() {
         if live(&ancestor)? {
@@ -836,10 +833,8 @@ fn check_shape(c: &Connection, org: &OrgId, path: &OrgPath) -> Result<(), FsErro
         .prepare_cached(
             "SELECT 1 FROM org_heads WHERE org_id = ?1 AND path >= ?2 AND path < ?3
              AND deleted = 0 LIMIT 1",
-        )
-        .map_err(StoreError::from)?
-        .exists(params![org.0, format!("{path}/"), format!("{path}0")])
-        .map_err(StoreError::from)?;
+        )?
+        .exists(params![org.0, format!("{path}/"), format!("{path}0")])?;
     if children {
         return Err(FsError::Invalid(format!(
             "{path} is a directory, not a file: name a file beneath it"

@@ -36,8 +36,8 @@ use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
+use crate::store::db::{params, Db, OptionalExtension};
 use outboard_shared::{ErrorBody, ErrorCode, OrgId};
-use rusqlite::{params, Connection, OptionalExtension};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{
@@ -207,12 +207,12 @@ impl Quotas {
     }
 
     /// The quotas of `org`, read on the store thread (inside a transaction when `c` is one).
-    pub fn read(c: &Connection, org: &OrgId) -> Result<Quotas, StoreError> {
+    pub fn read(c: &Db, org: &OrgId) -> Result<Quotas, StoreError> {
         Ok(Self::read_overrides(c, org)?.0)
     }
 
     /// The quotas of `org` and which keys the org overrides.
-    fn read_overrides(c: &Connection, org: &OrgId) -> Result<(Quotas, Vec<QuotaKey>), StoreError> {
+    fn read_overrides(c: &Db, org: &OrgId) -> Result<(Quotas, Vec<QuotaKey>), StoreError> {
         let mut quotas = Quotas::default();
         let mut set = Vec::new();
         let mut stmt = c.prepare_cached("SELECT key, value FROM org_quotas WHERE org_id = ?1")?;
@@ -326,7 +326,7 @@ pub async fn show(store: &Store, org: &str) -> Result<String, QuotaError> {
         .await?
 }
 
-fn render(c: &Connection, org: &str, id: &OrgId) -> Result<String, StoreError> {
+fn render(c: &Db, org: &str, id: &OrgId) -> Result<String, StoreError> {
     let (quotas, set) = Quotas::read_overrides(c, id)?;
     let (versions, bytes) = org_file_usage(c, id)?;
     let hour = sessions_last_hour(c, id)?;
@@ -357,15 +357,13 @@ fn raise_hint(org: &str, key: QuotaKey) -> String {
     )
 }
 
-fn sessions_last_hour(c: &Connection, org: &OrgId) -> Result<u64, StoreError> {
-    // `created_at` is RFC 3339 UTC with milliseconds, which SQLite's `%f` produces too, so the
-    // comparison is a string comparison along `sessions_by_org_created`.
+fn sessions_last_hour(c: &Db, org: &OrgId) -> Result<u64, StoreError> {
+    // `created_at` is RFC 3339 UTC with milliseconds, and so is the cutoff, so the comparison
+    // is a string comparison along `sessions_by_org_created`.
+    let cutoff = crate::util::rfc3339_ago(std::time::Duration::from_secs(3600));
     let n: i64 = c
-        .prepare_cached(
-            "SELECT COUNT(*) FROM sessions WHERE org_id = ?1
-             AND created_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 hour')",
-        )?
-        .query_row([&org.0], |r| r.get(0))?;
+        .prepare_cached("SELECT COUNT(*) FROM sessions WHERE org_id = ?1 AND created_at > ?2")?
+        .query_row([&org.0, &cutoff], |r| r.get(0))?;
     Ok(n as u64)
 }
 
@@ -390,7 +388,7 @@ pub async fn create_session_row(
     let r = row.clone();
     let decided = store
         .call(move |c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.transaction_immediate()?;
             let quotas = Quotas::read(&tx, &r.org_id)?;
             if r.title.len() as u64 > quotas.title_bytes {
                 return Ok(Err(quota_error(format!(
@@ -418,7 +416,7 @@ pub async fn create_session_row(
     decided.map(|()| row)
 }
 
-fn org_file_usage(c: &Connection, org: &OrgId) -> Result<(u64, u64), StoreError> {
+fn org_file_usage(c: &Db, org: &OrgId) -> Result<(u64, u64), StoreError> {
     Ok(c.prepare_cached("SELECT versions, bytes FROM org_file_usage WHERE org_id = ?1")?
         .query_row([&org.0], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
         .optional()?
@@ -428,11 +426,7 @@ fn org_file_usage(c: &Connection, org: &OrgId) -> Result<(u64, u64), StoreError>
 /// Charges one new org file version of `size` bytes to `org`, inside the transaction that
 /// writes it: refused (with the message for whoever wrote) when it would pass
 /// `org_file_versions` or `org_file_bytes`; otherwise the usage counter moves with the version.
-pub fn charge_org_file(
-    c: &Connection,
-    org: &OrgId,
-    size: u64,
-) -> Result<Result<(), String>, StoreError> {
+pub fn charge_org_file(c: &Db, org: &OrgId, size: u64) -> Result<Result<(), String>, StoreError> {
     let quotas = Quotas::read(c, org)?;
     let (versions, bytes) = org_file_usage(c, org)?;
     let refusal = |what: String, key: QuotaKey| {
@@ -466,7 +460,8 @@ pub fn charge_org_file(
     }
     c.prepare_cached(
         "INSERT INTO org_file_usage (org_id, versions, bytes) VALUES (?1, 1, ?2)
-         ON CONFLICT (org_id) DO UPDATE SET versions = versions + 1, bytes = bytes + ?2",
+         ON CONFLICT (org_id) DO UPDATE SET versions = org_file_usage.versions + 1,
+                                             bytes = org_file_usage.bytes + ?2",
     )?
     .execute(params![org.0, size as i64])?;
     Ok(Ok(()))

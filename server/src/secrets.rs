@@ -30,9 +30,9 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
-use rusqlite::{params, OptionalExtension};
 
 use crate::store::{org_id_by_name, org_name, Store, StoreError};
 use crate::util::now_rfc3339;
@@ -596,7 +596,7 @@ impl Secrets {
                 let any: Option<SealedRow> = tx
                     .query_row(
                         "SELECT org_id, host, name, nonce, sealed FROM org_secrets LIMIT 1",
-                        [],
+                        (),
                         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                     )
                     .optional()?;
@@ -751,8 +751,8 @@ impl Secrets {
 /// A stored secret as selected: org id, host, name, nonce, sealed value.
 type SealedRow = (String, String, String, Vec<u8>, Vec<u8>);
 
-fn org_name_opt(c: &rusqlite::Connection, org: &OrgId) -> Result<Option<String>, StoreError> {
-    Ok(c.query_row("SELECT name FROM orgs WHERE id = ?1", [&org.0], |r| r.get(0)).optional()?)
+fn org_name_opt(c: &crate::store::db::Db, org: &OrgId) -> Result<Option<String>, StoreError> {
+    c.query_row("SELECT name FROM orgs WHERE id = ?1", [&org.0], |r| r.get(0)).optional()
 }
 
 /// The key under which a URL's credential is stored: `host` or `host:port`, lowercase, an IPv6

@@ -41,8 +41,14 @@ use std::sync::mpsc as std_mpsc;
 use outboard_shared::{
     EventKind, OrgId, SessionEvent, SessionId, SessionStatus, Usage, UsageGroup, UsageRow, UserId,
 };
-use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::oneshot;
+
+pub mod db;
+pub mod lease;
+pub mod pg;
+pub mod pgtest;
+
+use db::{params, Db, OptionalExtension};
 
 use crate::auth::hash_token;
 use crate::util::{new_id, now_rfc3339, random_token};
@@ -350,6 +356,27 @@ CREATE TABLE sandbox_hosts (
 ALTER TABLE sessions ADD COLUMN host TEXT;
 CREATE INDEX sessions_by_host ON sessions(host) WHERE host IS NOT NULL;
 "#,
+    r#"
+-- Several server nodes on one store (`crate::store::lease`): the nodes that heartbeat, and which
+-- node owns each session with work to do, with the epoch that fences a node that lost it.
+CREATE TABLE nodes (
+    id            TEXT PRIMARY KEY,
+    name          TEXT NOT NULL,
+    url           TEXT,
+    state         TEXT NOT NULL,
+    started_at    TEXT NOT NULL,
+    heartbeat_at  TEXT NOT NULL,
+    heartbeat_ms  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE session_leases (
+    session_id   TEXT PRIMARY KEY REFERENCES sessions(id),
+    node_id      TEXT NOT NULL,
+    epoch        INTEGER NOT NULL,
+    expires_ms   INTEGER NOT NULL,
+    acquired_at  TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX session_leases_by_node ON session_leases(node_id);
+"#,
 ];
 
 /// How hard a commit is pushed to disk.
@@ -367,6 +394,24 @@ pub enum StoreError {
     /// SQLite said no.
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL said no (or its connection broke).
+    #[error("database error: {}", pg::describe(.0))]
+    Postgres(#[from] postgres::Error),
+    /// A query that must return a row returned none.
+    #[error("database error: the query returned no row")]
+    NoRows,
+    /// A cell is not of the type its reader expects.
+    #[error("database error: column {column} is not {want}")]
+    Type {
+        /// The column index.
+        column: usize,
+        /// What was expected.
+        want: &'static str,
+    },
+    /// This node's lease on the session is gone (another node took it over): it must not write
+    /// for the session again.
+    #[error("session {0} is owned by another node now")]
+    Fenced(String),
     /// A stored payload does not decode.
     #[error("corrupt event payload in the store: {0}")]
     Corrupt(String),
@@ -394,6 +439,15 @@ pub enum StoreError {
         path: PathBuf,
         /// Why.
         source: rusqlite::Error,
+    },
+    /// The PostgreSQL server could not be reached or refused us (the URL's password is never
+    /// part of the message).
+    #[error("cannot connect to PostgreSQL at {target}: {reason}")]
+    Connect {
+        /// `host:port/dbname` of the URL.
+        target: String,
+        /// Why.
+        reason: String,
     },
     /// The OS could not produce a random token.
     #[error("cannot generate a token: {0}")]
@@ -514,12 +568,52 @@ impl SessionRow {
     }
 }
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+type Job = Box<dyn FnOnce(&mut Db) + Send>;
 
 /// A handle to the store thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
     tx: tokio::sync::mpsc::Sender<Job>,
+    backend: db::Backend,
+    url: Option<std::sync::Arc<str>>,
+    node: lease::Node,
+}
+
+/// Where the store lives (`--store`, `OUTBOARD_STORE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// The SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, with the connections this node keeps to it.
+    Postgres {
+        /// `postgres://user@host:port/db`.
+        url: String,
+        /// Connections (store worker threads).
+        pool: usize,
+    },
+}
+
+/// Connections a node keeps to PostgreSQL by default.
+pub const DEFAULT_PG_POOL: usize = 8;
+
+impl StoreSpec {
+    /// `postgres://…`/`postgresql://…` is PostgreSQL; `sqlite:PATH` or any other text is a
+    /// SQLite file.
+    pub fn parse(text: &str) -> StoreSpec {
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            StoreSpec::Postgres { url: text.to_owned(), pool: DEFAULT_PG_POOL }
+        } else {
+            StoreSpec::Sqlite(PathBuf::from(text.strip_prefix("sqlite:").unwrap_or(text)))
+        }
+    }
+
+    /// For messages and logs: the file, or the server without credentials.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreSpec::Sqlite(p) => p.display().to_string(),
+            StoreSpec::Postgres { url, .. } => format!("postgres://{}", pg::target_of(url)),
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -540,25 +634,151 @@ impl Store {
         durability: Durability,
         metrics: Option<crate::metrics::StoreMetrics>,
     ) -> Result<Store, StoreError> {
-        let mut conn = open_connection(path, durability)?;
+        let mut conn = Db::sqlite(open_connection(path, durability)?);
         migrate(&mut conn)?;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(STORE_QUEUE);
-        let (ready_tx, ready_rx) = std_mpsc::channel::<()>();
-        std::thread::Builder::new()
-            .name("outboard-store".into())
-            .spawn(move || {
-                let _ = ready_tx.send(());
-                while let Some(job) = rx.blocking_recv() {
-                    let started = std::time::Instant::now();
-                    job(&mut conn);
-                    if let Some(m) = &metrics {
-                        m.job_done(started.elapsed());
+        Store::start(vec![conn], metrics)
+    }
+
+    /// Opens the store `spec` names: a `postgres://` (or `postgresql://`) URL, or a SQLite file
+    /// (`sqlite:PATH` or a bare path).
+    pub fn open_spec(
+        spec: &StoreSpec,
+        durability: Durability,
+        metrics: Option<crate::metrics::StoreMetrics>,
+    ) -> Result<Store, StoreError> {
+        match spec {
+            StoreSpec::Sqlite(path) => Store::open_observed(path, durability, metrics),
+            StoreSpec::Postgres { url, pool } => {
+                // The blocking driver runs a small runtime of its own per connection, which
+                // cannot start inside the caller's (an async test, a server's start): connecting
+                // and migrating happen on a thread of their own.
+                let (url2, pool) = (url.clone(), (*pool).max(1));
+                let conns = std::thread::Builder::new()
+                    .name("outboard-store-open".into())
+                    .spawn(move || -> Result<Vec<Db>, StoreError> {
+                        let mut conns = Vec::with_capacity(pool);
+                        for _ in 0..pool {
+                            conns.push(Db::postgres(pg::connect(&url2)?));
+                        }
+                        if let Some(first) = conns.first_mut() {
+                            pg::migrate(first)?;
+                        }
+                        Ok(conns)
+                    })
+                    .map_err(|e| StoreError::Corrupt(format!("cannot start a thread: {e}")))?
+                    .join()
+                    .map_err(|_| {
+                        StoreError::Corrupt("the store's opening thread panicked".into())
+                    })??;
+                let mut store = Store::start(conns, metrics)?;
+                store.backend = db::Backend::Postgres;
+                store.url = Some(std::sync::Arc::from(url.as_str()));
+                Ok(store)
+            }
+        }
+    }
+
+    /// One worker thread per connection, all taking jobs from the one bounded queue.
+    fn start(
+        conns: Vec<Db>,
+        metrics: Option<crate::metrics::StoreMetrics>,
+    ) -> Result<Store, StoreError> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Job>(STORE_QUEUE);
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        for (i, mut conn) in conns.into_iter().enumerate() {
+            let (rx, metrics) = (rx.clone(), metrics.clone());
+            let (ready_tx, ready_rx) = std_mpsc::channel::<()>();
+            std::thread::Builder::new()
+                .name(format!("outboard-store-{i}"))
+                .spawn(move || {
+                    let _ = ready_tx.send(());
+                    loop {
+                        // The lock is held only while waiting for the next job, so the other
+                        // workers run theirs meanwhile.
+                        let job = match rx.lock() {
+                            Ok(mut rx) => rx.blocking_recv(),
+                            Err(_) => None,
+                        };
+                        let Some(job) = job else { break };
+                        let started = std::time::Instant::now();
+                        job(&mut conn);
+                        if let Some(m) = &metrics {
+                            m.job_done(started.elapsed());
+                        }
                     }
-                }
-            })
-            .map_err(|e| StoreError::Corrupt(format!("cannot start the store thread: {e}")))?;
-        let _ = ready_rx.recv();
-        Ok(Store { tx })
+                })
+                .map_err(|e| StoreError::Corrupt(format!("cannot start the store thread: {e}")))?;
+            let _ = ready_rx.recv();
+        }
+        Ok(Store {
+            tx,
+            backend: db::Backend::Sqlite,
+            url: None,
+            node: lease::Node::new(lease::DEFAULT_LEASE),
+        })
+    }
+
+    /// This node: its id and the session leases it holds ([`lease`]).
+    pub fn node(&self) -> &lease::Node {
+        &self.node
+    }
+
+    /// Sets the lease time (before any lease is taken: `serve --lease`).
+    pub fn set_lease_time(&mut self, lease: std::time::Duration) {
+        self.node = lease::Node::new(lease);
+    }
+
+    /// Takes the lease on `session` for this node, or says who holds it.
+    pub async fn acquire_lease(
+        &self,
+        session: &SessionId,
+    ) -> Result<Result<lease::Lease, lease::Held>, StoreError> {
+        let (node, session) = (self.node.clone(), session.clone());
+        self.call(move |c| lease::acquire(c, &node, &session)).await
+    }
+
+    /// Renews this node's leases and heartbeat; the sessions it lost.
+    pub async fn renew_leases(&self) -> Result<Vec<SessionId>, StoreError> {
+        let node = self.node.clone();
+        self.call(move |c| lease::renew(c, &node)).await
+    }
+
+    /// Gives the lease on `session` back.
+    pub async fn release_lease(&self, session: &SessionId) -> Result<(), StoreError> {
+        let (node, session) = (self.node.clone(), session.clone());
+        self.call(move |c| lease::release(c, &node, &session)).await
+    }
+
+    /// Records this node as `state` (`serving`, `draining`, `stopped`) at `url`.
+    pub async fn heartbeat(&self, name: &str, url: &str, state: &str) -> Result<(), StoreError> {
+        let (node, name, url, state) =
+            (self.node.clone(), name.to_owned(), url.to_owned(), state.to_owned());
+        self.call(move |c| {
+            if c.backend() == db::Backend::Sqlite && state == "serving" {
+                // One node per SQLite file: what a previous process held is free now.
+                lease::expire_all(c)?;
+            }
+            lease::heartbeat(c, &node, &name, &url, &state)
+        })
+        .await
+    }
+
+    /// The nodes that heartbeat within `within`.
+    pub async fn nodes(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<Vec<lease::NodeRow>, StoreError> {
+        self.call(move |c| lease::nodes(c, within)).await
+    }
+
+    /// The engine underneath.
+    pub fn backend(&self) -> db::Backend {
+        self.backend
+    }
+
+    /// The PostgreSQL URL it was opened with (for the listener connection); `None` on SQLite.
+    pub fn postgres_url(&self) -> Option<&str> {
+        self.url.as_deref()
     }
 
     /// Jobs queued for the store thread and not yet taken (at most [`STORE_QUEUE`]).
@@ -570,7 +790,7 @@ impl Store {
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<R, StoreError> + Send + 'static,
+        F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
         let (reply_tx, reply_rx) = oneshot::channel();
         let job: Job = Box::new(move |conn| {
@@ -584,7 +804,7 @@ impl Store {
     pub async fn session_counts(&self) -> Result<Vec<(SessionStatus, i64)>, StoreError> {
         self.call(|c| {
             let mut stmt = c.prepare("SELECT status, COUNT(*) FROM sessions GROUP BY status")?;
-            let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            let rows = stmt.query_map((), |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
             let mut counts = Vec::new();
             for row in rows {
                 let (status, n) = row?;
@@ -640,14 +860,14 @@ impl Store {
     pub async fn authenticate(&self, token: &str) -> Result<Option<UserRow>, StoreError> {
         let hash = hash_token(token);
         self.call(move |c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT u.id, u.name, o.id, o.name FROM tokens t
                  JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
                  WHERE t.token_hash = ?1",
                 [hash],
                 user_from_row,
             )
-            .optional()?)
+            .optional()
         })
         .await
     }
@@ -670,8 +890,8 @@ impl Store {
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
         let id = id.0.clone();
         self.call(move |c| {
-            Ok(c.query_row(&format!("{SESSION_SELECT} WHERE s.id = ?1"), [id], session_from_row)
-                .optional()?)
+            c.query_row(&format!("{SESSION_SELECT} WHERE s.id = ?1"), [id], session_from_row)
+                .optional()
         })
         .await
     }
@@ -688,7 +908,7 @@ impl Store {
                 "{SESSION_SELECT} WHERE s.org_id = ?1 ORDER BY s.updated_at DESC, s.id LIMIT ?2"
             ))?;
             let rows = stmt.query_map(params![org, limit], session_from_row)?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            rows.collect::<Result<Vec<_>, _>>()
         })
         .await
     }
@@ -713,8 +933,8 @@ impl Store {
             let mut stmt = c.prepare_cached(&format!(
                 "{SESSION_SELECT} WHERE s.open_turn IS NOT NULL AND s.status != 'failed'"
             ))?;
-            let rows = stmt.query_map([], session_from_row)?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            let rows = stmt.query_map((), session_from_row)?;
+            rows.collect::<Result<Vec<_>, _>>()
         })
         .await
     }
@@ -722,7 +942,11 @@ impl Store {
     /// Appends a durable event; `event.seq` must be the session's `last_seq + 1`. Returns once
     /// the commit is done (see the module header for what that guarantees).
     pub async fn append_event(&self, event: SessionEvent) -> Result<(), StoreError> {
-        self.call(move |c| append_event(c, &event, None)).await
+        let node = self.node.clone();
+        self.call(move |c| {
+            appending(c, Some((&node, &event.session_id.0)), |c| insert_event(c, &event, None))
+        })
+        .await
     }
 
     /// Like [`Store::append_event`], and in the same transaction gives the session `title` if
@@ -731,7 +955,15 @@ impl Store {
     /// after the commit.
     /// Appends `events` (consecutive seqs of one session) in one transaction: all or none.
     pub async fn append_events(&self, events: Vec<SessionEvent>) -> Result<(), StoreError> {
-        self.call(move |c| append_events(c, &events)).await
+        let node = self.node.clone();
+        self.call(move |c| {
+            let Some(first) = events.first() else { return Ok(()) };
+            let sid = first.session_id.0.clone();
+            appending(c, Some((&node, &sid)), |c| {
+                events.iter().try_for_each(|event| insert_event(c, event, None))
+            })
+        })
+        .await
     }
 
     pub async fn append_event_titled(
@@ -739,13 +971,14 @@ impl Store {
         event: SessionEvent,
         title: String,
     ) -> Result<String, StoreError> {
+        let node = self.node.clone();
         self.call(move |c| {
-            append_event(c, &event, Some(&title))?;
-            Ok(c.query_row(
-                "SELECT title FROM sessions WHERE id = ?1",
-                [&event.session_id.0],
-                |r| r.get(0),
-            )?)
+            appending(c, Some((&node, &event.session_id.0)), |c| {
+                insert_event(c, &event, Some(&title))
+            })?;
+            c.query_row("SELECT title FROM sessions WHERE id = ?1", [&event.session_id.0], |r| {
+                r.get(0)
+            })
         })
         .await
     }
@@ -833,13 +1066,13 @@ fn to_i64(seq: u64) -> i64 {
 
 type EventRow = (i64, String, String, Option<String>);
 
-fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<EventRow> {
+fn event_row(r: &db::Row<'_>) -> db::Result<EventRow> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 
 fn decode_events(
     sid: &SessionId,
-    rows: impl Iterator<Item = rusqlite::Result<EventRow>>,
+    rows: impl Iterator<Item = crate::store::db::Result<EventRow>>,
 ) -> Result<Vec<SessionEvent>, StoreError> {
     let mut out = Vec::new();
     for row in rows {
@@ -871,7 +1104,7 @@ impl Store {
         let id = id.0.clone();
         self.call(move |c| {
             let tx = c.transaction()?;
-            for table in ["events", "drive_grants", "session_pushes"] {
+            for table in ["events", "drive_grants", "session_pushes", "session_leases"] {
                 tx.execute(&format!("DELETE FROM {table} WHERE session_id = ?1"), [&id])?;
             }
             let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [&id])?;
@@ -889,13 +1122,13 @@ impl Store {
     ) -> Result<Option<(SessionId, String)>, StoreError> {
         let (url, branch) = (remote_url.to_owned(), branch.to_owned());
         self.call(move |c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT session_id, commit_id FROM session_pushes
                  WHERE remote_url = ?1 AND branch = ?2",
                 [&url, &branch],
                 |r| Ok((SessionId(r.get(0)?), r.get(1)?)),
             )
-            .optional()?)
+            .optional()
         })
         .await
     }
@@ -924,7 +1157,7 @@ impl Store {
 }
 
 /// Inserts a new session row, usable inside a bigger transaction.
-pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> {
+pub fn insert_session(c: &Db, r: &SessionRow) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO sessions (id, org_id, owner_id, title, status, model, last_seq,
                                created_at, updated_at, workspace_path, source, context_window,
@@ -951,43 +1184,43 @@ pub fn insert_session(c: &Connection, r: &SessionRow) -> Result<(), StoreError> 
 }
 
 /// The id of the org named `name`, if it exists.
-pub fn org_id_by_name(c: &Connection, name: &str) -> Result<Option<OrgId>, StoreError> {
+pub fn org_id_by_name(c: &Db, name: &str) -> Result<Option<OrgId>, StoreError> {
     Ok(c.query_row("SELECT id FROM orgs WHERE name = ?1", [name], |r| r.get(0))
         .optional()?
         .map(OrgId))
 }
 
 /// The name of the org `id` (for messages), or its id when it has none.
-pub fn org_name(c: &Connection, id: &OrgId) -> String {
+pub fn org_name(c: &Db, id: &OrgId) -> String {
     c.query_row("SELECT name FROM orgs WHERE id = ?1", [&id.0], |r| r.get(0))
         .unwrap_or_else(|_| id.0.clone())
 }
 
 /// The append itself, in its own transaction.
 pub fn append_event(
-    c: &mut Connection,
+    c: &mut Db,
     event: &SessionEvent,
     title: Option<&str>,
 ) -> Result<(), StoreError> {
-    appending(c, |c| insert_event(c, event, title))
+    appending(c, None, |c| insert_event(c, event, title))
 }
 
 /// Appends `events` in order in one transaction, with the same checks as [`append_event`]: a
 /// step's events that commit together, and how tests and benchmarks build logs of a hundred
 /// thousand events in a second instead of paying one commit per event.
-pub fn append_events(c: &mut Connection, events: &[SessionEvent]) -> Result<(), StoreError> {
-    appending(c, |c| events.iter().try_for_each(|event| insert_event(c, event, None)))
+pub fn append_events(c: &mut Db, events: &[SessionEvent]) -> Result<(), StoreError> {
+    appending(c, None, |c| events.iter().try_for_each(|event| insert_event(c, event, None)))
 }
 
 /// Moves session `id` to sandbox host `host` and appends `event` (the note that tells the model)
 /// in one transaction: a restore either happens with its note or not at all.
 pub fn move_session_host(
-    c: &mut Connection,
+    c: &mut Db,
     id: &SessionId,
     host: &str,
     event: &SessionEvent,
 ) -> Result<(), StoreError> {
-    appending(c, |c| {
+    appending(c, None, |c| {
         c.execute("UPDATE sessions SET host = ?2 WHERE id = ?1", params![id.0, host])?;
         insert_event(c, event, None)
     })
@@ -996,26 +1229,24 @@ pub fn move_session_host(
 /// Runs `insert` in a transaction of its own. The event log's hot path (three appends a tool
 /// call), so it runs on cached statements only: `BEGIN`, the checks, the insert, the
 /// session's update and `COMMIT` are parsed once per connection, not once per event.
+/// With `fence` (this node, the session), the append is refused unless the node still holds
+/// the session's lease ([`lease::check`]), in the same transaction.
 fn appending(
-    c: &mut Connection,
-    insert: impl FnOnce(&Connection) -> Result<(), StoreError>,
+    c: &mut Db,
+    fence: Option<(&lease::Node, &str)>,
+    insert: impl FnOnce(&Db) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
-    c.prepare_cached("BEGIN")?.execute([])?;
-    let done = insert(c)
-        .and_then(|()| c.prepare_cached("COMMIT")?.execute([]).map(drop).map_err(Into::into));
-    if done.is_err() && !c.is_autocommit() {
-        // Nothing of a refused append stays: the transaction is still open only when an
-        // insert or the commit failed, and rolling it back leaves the log as it was.
-        let _ = c.execute_batch("ROLLBACK");
+    // Nothing of a refused append stays: a failed insert or commit rolls the transaction back,
+    // leaving the log as it was.
+    let tx = c.transaction()?;
+    if let Some((node, session)) = fence {
+        lease::check(&tx, node, session)?;
     }
-    done
+    insert(&tx)?;
+    tx.commit()
 }
 
-fn insert_event(
-    tx: &Connection,
-    event: &SessionEvent,
-    title: Option<&str>,
-) -> Result<(), StoreError> {
+fn insert_event(tx: &Db, event: &SessionEvent, title: Option<&str>) -> Result<(), StoreError> {
     let payload =
         serde_json::to_string(&event.kind).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let turn_id = match &event.kind {
@@ -1099,8 +1330,8 @@ fn insert_event(
 }
 
 /// Runs `sql` on a statement parsed once per connection (the event log's hot path).
-fn cached(c: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
-    Ok(c.prepare_cached(sql)?.execute(params)?)
+fn cached(c: &Db, sql: &str, params: impl db::Params) -> Result<usize, StoreError> {
+    c.prepare_cached(sql)?.execute(params)
 }
 
 /// A todo list in numbers: items completed of items listed.
@@ -1136,7 +1367,7 @@ const SESSION_SELECT: &str = "SELECT s.id, s.org_id, s.owner_id, u.name, s.title
 /// carries it): a `model_usage` row for reports, and the session's running totals. The turn is
 /// the session's open one, the user its owner, the model the one that answered (the session's
 /// label for a compaction, and in logs written before the model was recorded per message).
-fn record_usage(tx: &Connection, event: &SessionEvent, u: &Usage) -> Result<(), StoreError> {
+fn record_usage(tx: &Db, event: &SessionEvent, u: &Usage) -> Result<(), StoreError> {
     let n = |v: u64| v.min(i64::MAX as u64) as i64;
     cached(
         tx,
@@ -1176,7 +1407,7 @@ fn record_usage(tx: &Connection, event: &SessionEvent, u: &Usage) -> Result<(), 
 
 /// The rows of `usage/report` for `org` (see [`Store::usage_report`]).
 pub fn usage_report(
-    c: &Connection,
+    c: &Db,
     org: &OrgId,
     by: UsageGroup,
     session: Option<&SessionId>,
@@ -1209,10 +1440,10 @@ pub fn usage_report(
             },
         })
     })?;
-    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    rows.collect::<Result<Vec<_>, _>>()
 }
 
-fn session_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+fn session_from_row(r: &crate::store::db::Row<'_>) -> crate::store::db::Result<SessionRow> {
     Ok(SessionRow {
         id: SessionId(r.get(0)?),
         org_id: OrgId(r.get(1)?),
@@ -1280,7 +1511,7 @@ fn status_from(s: &str) -> SessionStatus {
     }
 }
 
-fn ensure_org(c: &Connection, name: &str) -> Result<OrgId, StoreError> {
+fn ensure_org(c: &Db, name: &str) -> Result<OrgId, StoreError> {
     if let Some(id) =
         c.query_row("SELECT id FROM orgs WHERE name = ?1", [name], |r| r.get(0)).optional()?
     {
@@ -1294,27 +1525,22 @@ fn ensure_org(c: &Connection, name: &str) -> Result<OrgId, StoreError> {
     Ok(OrgId(id))
 }
 
-fn find_user(c: &Connection, org_id: &OrgId, name: &str) -> Result<Option<UserRow>, StoreError> {
-    Ok(c.query_row(
+fn find_user(c: &Db, org_id: &OrgId, name: &str) -> Result<Option<UserRow>, StoreError> {
+    c.query_row(
         "SELECT u.id, u.name, o.id, o.name FROM users u JOIN orgs o ON o.id = u.org_id
          WHERE u.org_id = ?1 AND u.name = ?2",
         params![org_id.0, name],
         user_from_row,
     )
-    .optional()?)
+    .optional()
 }
 
 /// A `UserRow` from `SELECT u.id, u.name, o.id, o.name`.
-fn user_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UserRow> {
+fn user_from_row(r: &crate::store::db::Row<'_>) -> crate::store::db::Result<UserRow> {
     Ok(UserRow { id: UserId(r.get(0)?), name: r.get(1)?, org_id: OrgId(r.get(2)?), org: r.get(3)? })
 }
 
-fn insert_user(
-    c: &Connection,
-    org_id: &OrgId,
-    org: &str,
-    name: &str,
-) -> Result<UserRow, StoreError> {
+fn insert_user(c: &Db, org_id: &OrgId, org: &str, name: &str) -> Result<UserRow, StoreError> {
     let id = new_id("u");
     c.execute(
         "INSERT INTO users (id, org_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -1328,7 +1554,7 @@ fn insert_user(
     })
 }
 
-fn insert_token(c: &Connection, user: &UserId, label: &str) -> Result<String, StoreError> {
+fn insert_token(c: &Db, user: &UserId, label: &str) -> Result<String, StoreError> {
     let token = random_token().map_err(StoreError::Random)?;
     c.execute(
         "INSERT INTO tokens (token_hash, user_id, label, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -1337,11 +1563,14 @@ fn insert_token(c: &Connection, user: &UserId, label: &str) -> Result<String, St
     Ok(token)
 }
 
-fn open_connection(path: &Path, durability: Durability) -> Result<Connection, StoreError> {
+fn open_connection(
+    path: &Path,
+    durability: Durability,
+) -> Result<rusqlite::Connection, StoreError> {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let conn = Connection::open(path)
+    let conn = rusqlite::Connection::open(path)
         .map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(
@@ -1360,14 +1589,17 @@ fn open_connection(path: &Path, durability: Durability) -> Result<Connection, St
     Ok(conn)
 }
 
-fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+fn migrate(conn: &mut Db) -> Result<(), StoreError> {
+    if conn.backend() == db::Backend::Postgres {
+        return pg::migrate(conn);
+    }
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,
                                                        applied_at TEXT NOT NULL)",
     )?;
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = conn.transaction_immediate()?;
     let current: i64 =
-        tx.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))?;
+        tx.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", (), |r| r.get(0))?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
         tx.execute_batch(sql)?;
         tx.execute(
@@ -1409,7 +1641,7 @@ mod tests {
     #[tokio::test]
     async fn a_titled_append_names_only_an_untitled_session() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("outboard.db"), Durability::Normal).unwrap();
+        let store = pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
         let (alice, _) = store.add_user("acme", "alice").await.unwrap();
         let s = store.create_session(&alice, "", "anthropic/m").await.unwrap();
         let title = store.append_event_titled(event(&s.id, 1, "one"), "one".into()).await;
@@ -1424,7 +1656,8 @@ mod tests {
     async fn users_tokens_sessions_and_log() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("outboard.db");
-        let store = Store::open(&path, Durability::Normal).unwrap();
+        let spec = pgtest::test_spec(&path);
+        let store = Store::open_spec(&spec, Durability::Normal, None).unwrap();
         let (alice, token) = store.add_user("acme", "alice").await.unwrap();
         assert!(matches!(store.add_user("acme", "alice").await, Err(StoreError::Exists(_))));
         assert_eq!(store.authenticate(&token).await.unwrap(), Some(alice.clone()));
@@ -1471,7 +1704,7 @@ mod tests {
 
         // Reopening keeps everything and does not re-run migrations.
         drop(store);
-        let store = Store::open(&path, Durability::Full).unwrap();
+        let store = Store::open_spec(&spec, Durability::Full, None).unwrap();
         assert_eq!(store.events_after(&s.id, 0).await.unwrap().len(), 5);
         let (again, token2) = store.mint_token("acme", "alice", "embedded").await.unwrap();
         assert_eq!(again.id, alice.id);
@@ -1491,11 +1724,11 @@ mod tests {
             let store = Store::open(&path, Durability::Normal).unwrap();
             store.add_user("acme", "alice").await.unwrap().1
         });
-        let conn = Connection::open(&path).unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
         let hashes: Vec<String> = conn
             .prepare("SELECT token_hash FROM tokens")
             .unwrap()
-            .query_map([], |r| r.get(0))
+            .query_map((), |r| r.get(0))
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();

@@ -29,9 +29,9 @@
 
 use std::fmt;
 
+use crate::store::db::params;
 use globset::{GlobBuilder, GlobMatcher};
 use outboard_shared::OrgId;
-use rusqlite::params;
 use serde_json::Value;
 
 use crate::store::{org_id_by_name, Store, StoreError};

@@ -215,7 +215,7 @@ pub(crate) async fn upload(
             c.execute(
                 "INSERT INTO uploads (id, org_id, user_id, bytes, branch, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                rusqlite::params![
+                crate::params![
                     row.0,
                     row.1,
                     row.2,
@@ -350,13 +350,13 @@ pub async fn materialize(
     let (uid, owner) = (id.to_owned(), user.id.0.clone());
     let row = store
         .call(move |c| {
-            use rusqlite::OptionalExtension as _;
-            Ok(c.query_row(
+            use crate::store::db::OptionalExtension as _;
+            c.query_row(
                 "SELECT bytes, branch FROM uploads WHERE id = ?1 AND user_id = ?2",
                 [uid, owner],
                 |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Option<String>>(1)?)),
             )
-            .optional()?)
+            .optional()
         })
         .await?;
     let Some((bytes, branch)) = row else {
@@ -691,20 +691,16 @@ pub async fn sweep(
     max_age: Duration,
     at_start: bool,
 ) -> Result<usize, UploadError> {
-    let seconds = format!("-{} seconds", max_age.as_secs());
+    let cutoff = crate::util::rfc3339_ago(max_age);
     let (old, kept): (Vec<String>, Vec<String>) = store
         .call(move |c| {
-            let cutoff: String =
-                c.query_row("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?1)", [seconds], |r| {
-                    r.get(0)
-                })?;
             let mut stmt = c.prepare("SELECT id FROM uploads WHERE created_at <= ?1")?;
             let ids = stmt
                 .query_map([&cutoff], |r| r.get::<_, String>(0))?
                 .collect::<Result<Vec<_>, _>>()?;
             c.execute("DELETE FROM uploads WHERE created_at <= ?1", [&cutoff])?;
             let mut stmt = c.prepare("SELECT id FROM uploads")?;
-            let kept = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<Result<_, _>>()?;
+            let kept = stmt.query_map((), |r| r.get::<_, String>(0))?.collect::<Result<_, _>>()?;
             Ok((ids, kept))
         })
         .await?;

@@ -45,6 +45,13 @@ pub fn now_rfc3339() -> String {
     rfc3339(d.as_secs() as i64, d.subsec_millis())
 }
 
+/// The instant `ago` before now, formatted like [`now_rfc3339`] (so it compares as a string with
+/// stored timestamps).
+pub fn rfc3339_ago(ago: std::time::Duration) -> String {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().saturating_sub(ago);
+    rfc3339(d.as_secs() as i64, d.subsec_millis())
+}
+
 fn rfc3339(secs: i64, millis: u32) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);

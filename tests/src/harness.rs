@@ -78,6 +78,27 @@ impl Api {
     }
 }
 
+/// `--store URL` for data dir `dir` when the suites run on PostgreSQL
+/// (`OUTBOARD_TEST_STORE=postgres`): a schema of this process's test cluster per data dir,
+/// remembered in the dir, so a restart and the `admin` commands find the same store; nothing
+/// on SQLite (the file in the data dir).
+pub fn store_args(dir: &Path) -> anyhow::Result<Vec<String>> {
+    use outboard_server::store::pgtest;
+    if !pgtest::wanted() {
+        return Ok(Vec::new());
+    }
+    let file = dir.join("test-store-url");
+    let url = match std::fs::read_to_string(&file) {
+        Ok(url) => url,
+        Err(_) => {
+            let url = pgtest::fresh_url().map_err(|e| anyhow::anyhow!(e))?;
+            std::fs::write(&file, &url)?;
+            url
+        }
+    };
+    Ok(vec!["--store".into(), url, "--store-pool".into(), "3".into()])
+}
+
 /// A real `outboard-server` process on a loopback port with its own data dir.
 pub struct TestServer {
     child: Child,
@@ -172,6 +193,7 @@ impl TestServer {
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path)?;
         let mut command = Command::new(bin("outboard-server")?);
         command.args(["serve", "--listen", listen]).arg("--data").arg(data.path());
+        command.args(store_args(data.path())?);
         // A model file (`extra` has `--models FILE`) names providers and URLs itself.
         if !extra.contains(&"--models") {
             command.args(["--provider", api.provider(), "--base-url", base_url]);
@@ -223,6 +245,7 @@ impl TestServer {
             .args(["admin", "user", "add", name, "--org", org])
             .arg("--data")
             .arg(self.data_dir())
+            .args(store_args(self.data_dir())?)
             .output()?;
         if !out.status.success() {
             bail!("admin user add failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -244,6 +267,7 @@ impl TestServer {
             .args(args)
             .arg("--data")
             .arg(self.data_dir())
+            .args(store_args(self.data_dir())?)
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

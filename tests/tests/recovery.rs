@@ -331,7 +331,7 @@ async fn an_unreadable_log_fails_the_session_visibly() {
     let store = Store::open(&data.path().join("outboard.db"), Durability::Normal).unwrap();
     let sql =
         format!("UPDATE events SET payload = '{{not json' WHERE session_id = '{sid}' AND seq = 2");
-    store.call(move |c| Ok(c.execute_batch(&sql)?)).await.unwrap();
+    store.call(move |c| c.execute_batch(&sql)).await.unwrap();
     drop(store);
     let server =
         TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();

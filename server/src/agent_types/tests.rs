@@ -1,6 +1,5 @@
 use super::*;
 use crate::orgfs::{Author, Precondition};
-use crate::store::{Durability, Store};
 use crate::vfs::OrgPath;
 use outboard_shared::FileOp;
 use pretty_assertions::assert_eq;
@@ -167,7 +166,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("outboard.db"), Durability::Normal).unwrap();
+    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     let fs = OrgFs::new(store, dir.path().join("orgs"));
     Fixture { _dir: dir, fs, org: alice.org_id }

@@ -6,8 +6,8 @@
 //! when the server connects ([`super::connect`]), so rotating a secret needs no change here and
 //! the table never holds a credential.
 
+use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
-use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::McpError;

@@ -14,7 +14,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("outboard.db"), Durability::Normal).unwrap();
+    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     let (eve, _) = store.add_user("evil", "eve").await.unwrap();
     Fixture { dir, store, alice, eve }
@@ -121,7 +121,7 @@ async fn session_titles_and_sessions_per_hour_are_bounded() {
     create_session(&f.store, &f.eve, "", "m").await.unwrap();
     f.store
         .call(|c| {
-            c.execute("UPDATE sessions SET created_at = '2000-01-01T00:00:00.000Z'", [])?;
+            c.execute("UPDATE sessions SET created_at = '2000-01-01T00:00:00.000Z'", ())?;
             Ok(())
         })
         .await
@@ -218,7 +218,7 @@ fn the_migration_counts_versions_written_before_it() {
     });
     // Pretend the database predates the quota migration (4), then open it again: the later
     // migrations are undone too, since `migrate` resumes after the highest version applied.
-    let conn = Connection::open(&path).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TABLE org_quotas; DROP TABLE org_file_usage; DROP INDEX sessions_by_org_created;
          DROP TABLE drive_grants; ALTER TABLE sessions DROP COLUMN workspace_path;
@@ -234,6 +234,7 @@ fn the_migration_counts_versions_written_before_it() {
          ALTER TABLE events DROP COLUMN parent; DROP TABLE org_mcp_servers; DROP TABLE org_tool_policies;
          ALTER TABLE sessions DROP COLUMN model_name;
          DROP TABLE sandbox_hosts; DROP INDEX sessions_by_host; ALTER TABLE sessions DROP COLUMN host;
+         DROP TABLE nodes; DROP TABLE session_leases;
          DELETE FROM schema_migrations WHERE version >= 4;",
     )
     .unwrap();

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{params, OptionalExtension as _};
+use crate::store::db::{params, OptionalExtension as _};
 
 use super::client::{HostClient, HostEndpoint, RemoteError, DEFAULT_RECONNECT_WINDOW};
 use super::workspace::RemoteWorkspace;
@@ -171,7 +171,7 @@ pub async fn list(store: &Store) -> Result<Vec<HostRow>, HostsError> {
                         (SELECT COUNT(*) FROM sessions s WHERE s.host = h.name)
                  FROM sandbox_hosts h ORDER BY h.name",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map((), |r| {
                 Ok(HostRow {
                     name: r.get(0)?,
                     url: r.get(1)?,
@@ -184,7 +184,7 @@ pub async fn list(store: &Store) -> Result<Vec<HostRow>, HostsError> {
                     sessions: r.get::<_, i64>(6)?.max(0) as u64,
                 })
             })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            rows.collect::<Result<Vec<_>, _>>()
         })
         .await?)
 }
@@ -253,7 +253,7 @@ impl Hosts {
         let row = self
             .store
             .call(move |c| {
-                Ok(c.query_row(
+                c.query_row(
                     "SELECT url, token_nonce, token_sealed, pin FROM sandbox_hosts WHERE name = ?1",
                     [&owned],
                     |r| {
@@ -265,7 +265,7 @@ impl Hosts {
                         ))
                     },
                 )
-                .optional()?)
+                .optional()
             })
             .await?
             .ok_or_else(|| HostsError::NotFound(name.to_owned()))?;

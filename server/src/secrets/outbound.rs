@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
+use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
-use rusqlite::{params, OptionalExtension};
 
 use super::{SecretError, SecretValue, Secrets};
 use crate::netproxy::ca::OrgCa;
@@ -381,12 +381,12 @@ impl Secrets {
         let row: Option<(String, String, Vec<u8>, Vec<u8>)> = self
             .store
             .call(move |c| {
-                Ok(c.query_row(
+                c.query_row(
                     "SELECT subject, cert_pem, nonce, sealed_key FROM org_ca WHERE org_id = ?1",
                     [&id.0],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
-                .optional()?)
+                .optional()
             })
             .await?;
         let Some((subject, cert, nonce, sealed)) = row else { return Ok(None) };

@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::{Durability, UserRow};
+use crate::store::UserRow;
 use pretty_assertions::assert_eq;
 use std::os::unix::fs::PermissionsExt as _;
 
@@ -16,7 +16,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("outboard.db"), Durability::Normal).unwrap();
+    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     let (eve, _) = store.add_user("evil", "eve").await.unwrap();
     let key = SecretKey::load_with(dir.path(), None).unwrap();
@@ -68,6 +68,29 @@ async fn the_database_files_do_not_hold_the_value() {
         if let Ok(bytes) = std::fs::read(f.dir.path().join(name)) {
             all.extend_from_slice(&bytes);
         }
+    }
+    if f.store.backend() == crate::store::db::Backend::Postgres {
+        // No file to read: every byte of every row of the table instead.
+        let rows = f
+            .store
+            .call(|c| {
+                let mut stmt = c.prepare(
+                    "SELECT host, name, nonce, sealed, created_at,
+                            COALESCE(inject_header, ''), COALESCE(placeholders, '')
+                     FROM org_secrets",
+                )?;
+                let rows = stmt.query_map((), |r| {
+                    let mut bytes = Vec::new();
+                    for i in 0..7usize {
+                        bytes.extend(r.get::<_, Vec<u8>>(i)?);
+                    }
+                    Ok(bytes)
+                })?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .unwrap();
+        all.extend(rows.concat());
     }
     // The search finds what is stored in clear (so it would find the value if it were).
     assert!(contains(&all, b"git.example.com:8443"), "the host is not in the db files");

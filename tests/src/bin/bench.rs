@@ -292,6 +292,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
         net: outboard_server::NetConfig::default(),
         allow_client_workspaces: false,
         place_on_hosts: false,
+        store: None,
     };
     let watcher = Store::open(&db, Durability::Normal)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -310,6 +310,7 @@ async fn visibility_over_websockets() -> anyhow::Result<(Vec<Duration>, Vec<Dura
         net: outboard_server::NetConfig::default(),
         allow_client_workspaces: false,
         place_on_hosts: false,
+        store: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;

@@ -1,0 +1,397 @@
+//! Session ownership by lease, for several server nodes on one store.
+//!
+//! A session with work to do is owned by one node at a time: a `session_leases` row names the
+//! node, an `epoch` (the fencing token) and when the lease expires. A node takes a lease that is
+//! free, expired or already its own (a new owner raises the epoch), renews all of its leases in
+//! one statement every third of the lease time, and gives a lease back when its session has
+//! nothing left to do (or the node drains). A node that stops renewing (killed, paused,
+//! partitioned) loses its leases when they expire; another node takes them over.
+//!
+//! Fencing: every append of a session this node holds a lease on checks, in the append's own
+//! transaction, that the row still names this node with the same epoch, locking the row on
+//! PostgreSQL (`FOR UPDATE`) so a takeover waits for the append's commit or the append sees the
+//! takeover. A node that lost its lease therefore cannot write for that session again: the
+//! append fails with [`StoreError::Fenced`] and nothing of it is stored.
+//!
+//! Times are milliseconds since the epoch of each node's clock; nodes are expected to keep their
+//! clocks in step (NTP) far closer than the lease time. Fencing does not depend on clocks.
+//!
+//! A SQLite store has one node by construction (one process writes the file): at start it
+//! expires every lease left by the previous process, so recovery resumes its turns at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use outboard_shared::SessionId;
+use serde::Serialize;
+
+use super::db::{params, Backend, Db, OptionalExtension as _};
+use super::StoreError;
+
+/// How long a lease lasts without renewal, by default.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// This node: its id and the leases it holds or held (session → epoch, and whether it is known
+/// lost), shared by every clone of the store handle, so appends are fenced without their callers
+/// passing epochs around. A lease stays here after it is lost, so every later append of that
+/// session keeps failing, until the node gives it back ([`release`]) or takes it again.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// A new id per process start.
+    pub id: Arc<str>,
+    /// The lease time.
+    pub lease: Duration,
+    held: Arc<Mutex<HashMap<String, (i64, bool)>>>,
+}
+
+impl Node {
+    /// A node with a fresh id.
+    pub fn new(lease: Duration) -> Node {
+        Node {
+            id: Arc::from(crate::util::new_id("n")),
+            lease,
+            held: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The epoch of this node's lease on `session`, if it holds one.
+    pub fn epoch(&self, session: &str) -> Option<i64> {
+        self.held.lock().ok()?.get(session).map(|(e, _)| *e)
+    }
+
+    fn hold(&self, session: &str, epoch: i64) {
+        if let Ok(mut held) = self.held.lock() {
+            held.insert(session.to_owned(), (epoch, false));
+        }
+    }
+
+    /// Marks the lease on `session` lost; true the first time.
+    fn lose(&self, session: &str) -> bool {
+        match self.held.lock() {
+            Ok(mut held) => match held.get_mut(session) {
+                Some((_, lost)) if !*lost => {
+                    *lost = true;
+                    true
+                }
+                _ => false,
+            },
+            Err(_) => false,
+        }
+    }
+
+    fn forget(&self, session: &str) {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(session);
+        }
+    }
+
+    /// The sessions this node holds leases on (not known lost).
+    pub fn held(&self) -> Vec<SessionId> {
+        self.held
+            .lock()
+            .map(|h| {
+                h.iter().filter(|(_, (_, lost))| !lost).map(|(s, _)| SessionId(s.clone())).collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A lease as taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// The fencing token: raised each time the session changes owner.
+    pub epoch: i64,
+}
+
+/// Why a lease was not taken: another node holds it, until `expires_ms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The owning node.
+    pub node: String,
+    /// Its epoch.
+    pub epoch: i64,
+    /// When it expires unless renewed.
+    pub expires_ms: i64,
+}
+
+/// Registers (or refreshes) this node in `nodes`.
+pub fn heartbeat(
+    c: &Db,
+    node: &Node,
+    name: &str,
+    url: &str,
+    state: &str,
+) -> Result<(), StoreError> {
+    let now = crate::util::now_rfc3339();
+    c.execute(
+        "INSERT INTO nodes (id, name, url, state, started_at, heartbeat_at, heartbeat_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
+         ON CONFLICT (id) DO UPDATE SET state = ?4, heartbeat_at = ?5, heartbeat_ms = ?6",
+        params![node.id.as_ref(), name, url, state, now, now_ms()],
+    )?;
+    Ok(())
+}
+
+/// Takes the lease on `session` for `node` if it is free, expired or already `node`'s; the
+/// holder otherwise.
+pub fn acquire(
+    c: &mut Db,
+    node: &Node,
+    session: &SessionId,
+) -> Result<Result<Lease, Held>, StoreError> {
+    let now = now_ms();
+    let expires = now + node.lease.as_millis() as i64;
+    let tx = c.transaction()?;
+    let taken: Option<i64> = tx
+        .query_row(
+            "INSERT INTO session_leases (session_id, node_id, epoch, expires_ms, acquired_at)
+             VALUES (?1, ?2, 1, ?3, ?4)
+             ON CONFLICT (session_id) DO UPDATE SET
+                 epoch = CASE WHEN session_leases.node_id = ?2 THEN session_leases.epoch
+                              ELSE session_leases.epoch + 1 END,
+                 node_id = ?2, expires_ms = ?3, acquired_at = ?4
+             WHERE session_leases.node_id = ?2 OR session_leases.expires_ms < ?5
+             RETURNING epoch",
+            params![session.0, node.id.as_ref(), expires, crate::util::now_rfc3339(), now],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let outcome = match taken {
+        Some(epoch) => Ok(Lease { epoch }),
+        None => Err(tx.query_row(
+            "SELECT node_id, epoch, expires_ms FROM session_leases WHERE session_id = ?1",
+            [&session.0],
+            |r| Ok(Held { node: r.get(0)?, epoch: r.get(1)?, expires_ms: r.get(2)? }),
+        )?),
+    };
+    tx.commit()?;
+    if let Ok(lease) = &outcome {
+        node.hold(&session.0, lease.epoch);
+    }
+    Ok(outcome)
+}
+
+/// Renews every lease `node` still holds and refreshes its heartbeat; returns the sessions whose
+/// lease it lost (taken over while it was not renewing), which it must stop writing for.
+pub fn renew(c: &mut Db, node: &Node) -> Result<Vec<SessionId>, StoreError> {
+    let expires = now_ms() + node.lease.as_millis() as i64;
+    let tx = c.transaction()?;
+    tx.execute(
+        "UPDATE session_leases SET expires_ms = ?2 WHERE node_id = ?1 AND expires_ms > 0",
+        params![node.id.as_ref(), expires],
+    )?;
+    let mut stmt =
+        tx.prepare_cached("SELECT session_id, epoch FROM session_leases WHERE node_id = ?1")?;
+    let still: HashMap<String, i64> = stmt
+        .query_map([node.id.as_ref()], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    drop(stmt);
+    tx.execute(
+        "UPDATE nodes SET heartbeat_at = ?2, heartbeat_ms = ?3 WHERE id = ?1",
+        params![node.id.as_ref(), crate::util::now_rfc3339(), now_ms()],
+    )?;
+    tx.commit()?;
+    let mut lost = Vec::new();
+    for session in node.held() {
+        if still.get(&session.0) != node.epoch(&session.0).as_ref() && node.lose(&session.0) {
+            lost.push(session);
+        }
+    }
+    Ok(lost)
+}
+
+/// Gives the lease on `session` back (expired at once, epoch kept, so the next owner's is
+/// higher).
+pub fn release(c: &Db, node: &Node, session: &SessionId) -> Result<(), StoreError> {
+    if let Some(epoch) = node.epoch(&session.0) {
+        c.execute(
+            "UPDATE session_leases SET expires_ms = 0
+             WHERE session_id = ?1 AND node_id = ?2 AND epoch = ?3",
+            params![session.0, node.id.as_ref(), epoch],
+        )?;
+    }
+    node.forget(&session.0);
+    Ok(())
+}
+
+/// The fencing check of an append, inside its transaction: refused unless `node` still holds
+/// the lease on `session` with the epoch it took. Sessions this node holds no lease on are not
+/// checked (writes outside a session's turns: restores, deletes).
+pub fn check(c: &Db, node: &Node, session: &str) -> Result<(), StoreError> {
+    let Some(epoch) = node.epoch(session) else { return Ok(()) };
+    let sql = match c.backend() {
+        Backend::Postgres => {
+            "SELECT node_id, epoch FROM session_leases WHERE session_id = ?1 FOR UPDATE"
+        }
+        Backend::Sqlite => "SELECT node_id, epoch FROM session_leases WHERE session_id = ?1",
+    };
+    let row: Option<(String, i64)> =
+        c.prepare_cached(sql)?.query_row([session], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+    match row {
+        Some((owner, e)) if owner == *node.id && e == epoch => Ok(()),
+        _ => {
+            node.lose(session);
+            Err(StoreError::Fenced(session.to_owned()))
+        }
+    }
+}
+
+/// At the start of a SQLite store's one node: every lease a previous process left is expired.
+pub fn expire_all(c: &Db) -> Result<(), StoreError> {
+    c.execute("UPDATE session_leases SET expires_ms = 0", ())?;
+    Ok(())
+}
+
+/// A node as `admin nodes` shows it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct NodeRow {
+    /// Its id.
+    pub id: String,
+    /// Its name (host name unless given).
+    pub name: String,
+    /// Where clients reach it.
+    pub url: Option<String>,
+    /// `serving`, `draining` or `stopped`.
+    pub state: String,
+    /// When it started.
+    pub started_at: String,
+    /// Its last heartbeat.
+    pub heartbeat_at: String,
+    /// Milliseconds since its last heartbeat.
+    pub heartbeat_age_ms: i64,
+    /// Leases it holds that have not expired.
+    pub leases: i64,
+}
+
+/// Every node that heartbeat within `within`, newest first, with its live leases.
+pub fn nodes(c: &Db, within: Duration) -> Result<Vec<NodeRow>, StoreError> {
+    let now = now_ms();
+    let mut stmt = c.prepare(
+        "SELECT n.id, n.name, n.url, n.state, n.started_at, n.heartbeat_at, n.heartbeat_ms,
+                (SELECT COUNT(*) FROM session_leases l WHERE l.node_id = n.id AND l.expires_ms > ?1)
+         FROM nodes n WHERE n.heartbeat_ms > ?2 ORDER BY n.started_at DESC",
+    )?;
+    let rows = stmt.query_map(params![now, now - within.as_millis() as i64], |r| {
+        Ok(NodeRow {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            url: r.get(2)?,
+            state: r.get(3)?,
+            started_at: r.get(4)?,
+            heartbeat_at: r.get(5)?,
+            heartbeat_age_ms: now - r.get::<_, i64>(6)?,
+            leases: r.get(7)?,
+        })
+    })?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{pgtest, Durability, Store};
+    use outboard_shared::{EventKind, SessionEvent};
+
+    fn event(sid: &SessionId, seq: u64) -> SessionEvent {
+        SessionEvent {
+            session_id: sid.clone(),
+            seq,
+            ts: crate::util::now_rfc3339(),
+            kind: EventKind::UserMessage { text: format!("m{seq}") },
+            parent: None,
+        }
+    }
+
+    /// Two nodes on one store (the same file, or the same PostgreSQL schema).
+    fn two_nodes(dir: &std::path::Path, lease: Duration) -> (Store, Store) {
+        let spec = pgtest::test_spec(&dir.join("outboard.db"));
+        let mut a = Store::open_spec(&spec, Durability::Normal, None).unwrap();
+        let mut b = Store::open_spec(&spec, Durability::Normal, None).unwrap();
+        a.set_lease_time(lease);
+        b.set_lease_time(lease);
+        (a, b)
+    }
+
+    #[tokio::test]
+    async fn a_node_that_lost_its_lease_cannot_append_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = two_nodes(dir.path(), Duration::from_millis(300));
+        let (alice, _) = a.add_user("acme", "alice").await.unwrap();
+        let s = a.create_session(&alice, "t", "anthropic/m").await.unwrap();
+
+        let first = a.acquire_lease(&s.id).await.unwrap().unwrap();
+        a.append_event(event(&s.id, 1)).await.unwrap();
+        // Held and not expired: the other node is told who has it.
+        let held = b.acquire_lease(&s.id).await.unwrap().unwrap_err();
+        assert_eq!(held.node, *a.node().id);
+        assert_eq!(held.epoch, first.epoch);
+
+        // A stops renewing (paused); past the lease, B takes over with a higher epoch.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let second = b.acquire_lease(&s.id).await.unwrap().unwrap();
+        assert!(second.epoch > first.epoch);
+
+        // A wakes up: its append is refused and leaves nothing; its renewal reports the loss.
+        assert!(matches!(a.append_event(event(&s.id, 2)).await, Err(StoreError::Fenced(_))));
+        assert!(matches!(
+            a.append_events(vec![event(&s.id, 2), event(&s.id, 3)]).await,
+            Err(StoreError::Fenced(_))
+        ));
+        assert_eq!(a.events_after(&s.id, 0).await.unwrap().len(), 1);
+        // Known lost once fenced (renewal has nothing new to report), and it stays fenced.
+        assert!(a.renew_leases().await.unwrap().is_empty());
+        assert!(a.node().held().is_empty());
+        assert!(matches!(a.append_event(event(&s.id, 2)).await, Err(StoreError::Fenced(_))));
+
+        // B writes on; gives the lease back; A may take it again, and then B is fenced.
+        b.append_event(event(&s.id, 2)).await.unwrap();
+        b.release_lease(&s.id).await.unwrap();
+        let third = a.acquire_lease(&s.id).await.unwrap().unwrap();
+        assert!(third.epoch > second.epoch);
+        assert!(b.append_event(event(&s.id, 3)).await.is_ok(), "B gave it back: unchecked");
+        a.append_event(event(&s.id, 4)).await.unwrap();
+        // A crashed B's leases expire; once taken over, B (renewing late) is fenced for good.
+        b.acquire_lease(&s.id).await.unwrap().unwrap_err();
+        let seqs: Vec<u64> =
+            b.events_after(&s.id, 0).await.unwrap().into_iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn renewal_keeps_a_lease_and_reports_one_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = two_nodes(dir.path(), Duration::from_millis(300));
+        let (alice, _) = a.add_user("acme", "alice").await.unwrap();
+        let kept = a.create_session(&alice, "kept", "anthropic/m").await.unwrap();
+        let lost = a.create_session(&alice, "lost", "anthropic/m").await.unwrap();
+        a.heartbeat("node-a", "ws://127.0.0.1:1", "serving").await.unwrap();
+        a.acquire_lease(&kept.id).await.unwrap().unwrap();
+        a.acquire_lease(&lost.id).await.unwrap().unwrap();
+        // Renewed well within the lease time, `kept` stays A's past several lease times.
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(a.renew_leases().await.unwrap().is_empty());
+            assert!(b.acquire_lease(&kept.id).await.unwrap().is_err());
+        }
+        // B takes `lost` over by force of expiry: make it look expired, as a pause would.
+        b.call({
+            let id = lost.id.0.clone();
+            move |c| {
+                c.execute("UPDATE session_leases SET expires_ms = 1 WHERE session_id = ?1", [id])
+            }
+        })
+        .await
+        .unwrap();
+        b.acquire_lease(&lost.id).await.unwrap().unwrap();
+        assert_eq!(a.renew_leases().await.unwrap(), vec![lost.id.clone()]);
+        let nodes = b.nodes(Duration::from_secs(60)).await.unwrap();
+        let row = nodes.iter().find(|n| n.id == *a.node().id).unwrap();
+        assert_eq!((row.name.as_str(), row.state.as_str(), row.leases), ("node-a", "serving", 1));
+    }
+}
