@@ -13,6 +13,12 @@ if ! command -v promtool >/dev/null 2>&1; then
   exit 1
 fi
 
+# The store's PostgreSQL tests start their own cluster from Debian's server binaries.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  echo "ci.sh: PostgreSQL is missing: install it (apt-get install postgresql); the store tests run on it too" >&2
+  exit 1
+fi
+
 # The MCP tests and bench talk to servers built on the official Python SDK (tests/mcp/).
 if ! python3 -c 'import mcp' >/dev/null 2>&1; then
   echo "== pip install 'mcp>=1,<2' (the MCP tests' servers)"
@@ -22,9 +28,18 @@ fi
 # A fresh clone builds everything once: incremental state would only cost disk (~1.7 GB).
 export CARGO_INCREMENTAL=0
 
+# The end-to-end suites run a second time on PostgreSQL.
+PG_SUITES="--test e2e_run --test attach_reconnect --test attach_paging --test org_memory \
+  --test turn_control --test usage --test approvals --test compaction --test subagents"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== tests (the README's test command)"
 cargo test --workspace
+# The same store tests and the end-to-end suites that exercise the log, recovery, org files and
+# attach, on PostgreSQL (a schema of a throwaway cluster per test; see server/src/store/pgtest.rs).
+echo "== tests on PostgreSQL"
+OUTBOARD_TEST_STORE=postgres cargo test -p outboard-server --lib
+OUTBOARD_TEST_STORE=postgres cargo test -p outboard-tests --no-fail-fast $PG_SUITES

@@ -87,6 +87,9 @@ pub struct Limits {
     /// How long a session actor with nothing to do (no turn, nobody attached, no live sandbox)
     /// waits before it stops and frees its memory ([`SESSION_IDLE`] by default).
     pub session_idle: Duration,
+    /// How long a node's session leases last without renewal (`serve --lease-secs`): the bound
+    /// on how long a dead node's sessions wait for another node.
+    pub lease: Duration,
     /// The largest working tree `POST /v1/uploads` takes, in archive bytes
     /// ([`DEFAULT_MAX_UPLOAD_BYTES`] by default; `serve --max-upload-bytes`). It is here, not in
     /// [`ServerConfig`] itself, so that every place building a configuration gets the default.
@@ -121,6 +124,7 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(60);
 impl Default for Limits {
     fn default() -> Self {
         Limits {
+            lease: crate::store::lease::DEFAULT_LEASE,
             max_steps: 50,
             task_max_steps: 50,
             bash_timeout: Duration::from_secs(120),
@@ -267,6 +271,15 @@ pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvF
     // The hint covers every directive (`trace`, `tungstenite=trace`, `5`); none means "maybe".
     if filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::TRACE) {
         for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
+            if let Ok(directive) = cap.parse() {
+                filter = filter.add_directive(directive);
+            }
+        }
+    }
+    // The PostgreSQL driver logs every statement with its parameters at debug: message texts,
+    // token hashes, sealed values. Kept at info unless asked for by name.
+    if !spec.is_some_and(|s| s.contains("postgres")) {
+        for cap in ["tokio_postgres=info", "postgres=info"] {
             if let Ok(directive) = cap.parse() {
                 filter = filter.add_directive(directive);
             }

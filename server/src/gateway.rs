@@ -297,6 +297,8 @@ pub async fn launch_with(
             .await
             .map_err(|_| LaunchError::Store(crate::store::StoreError::Closed))?
             .map_err(LaunchError::Store)?;
+    let mut store = store;
+    store.set_lease_time(config.limits.lease);
     let mut config = config;
     // Sandbox scratch files live in the private data dir, and one live-sandbox registry serves
     // every session of this server (the `live_sandboxes` quota).
@@ -393,9 +395,13 @@ pub fn node_name() -> String {
 /// node ([`LaunchError::NodeServing`]).
 async fn register_node(store: &Store, url: &str) -> Result<(), LaunchError> {
     let lease = store.node().lease;
-    if store.backend() == crate::store::db::Backend::Postgres {
+    // A node killed a moment ago still looks alive: its heartbeat goes stale within the lease
+    // time, so a restart waits for that (one that stopped cleanly said so and is not waited for).
+    let deadline = tokio::time::Instant::now() + lease + Duration::from_secs(1);
+    while store.backend() == crate::store::db::Backend::Postgres {
         let nodes = store.nodes(lease).await.map_err(LaunchError::Store)?;
-        if let Some(other) = nodes.into_iter().find(|n| n.state != "stopped") {
+        let Some(other) = nodes.into_iter().find(|n| n.state != "stopped") else { break };
+        if tokio::time::Instant::now() >= deadline {
             return Err(LaunchError::NodeServing {
                 name: other.name,
                 url: other.url.unwrap_or_default(),
@@ -403,6 +409,8 @@ async fn register_node(store: &Store, url: &str) -> Result<(), LaunchError> {
                 lease_s: lease.as_secs().max(1),
             });
         }
+        tracing::info!(node = %other.name, "another node may still be serving; waiting for its heartbeat to stop");
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     store.heartbeat(&node_name(), url, "serving").await.map_err(LaunchError::Store)?;
     tracing::info!(node = %store.node().id, backend = ?store.backend(), "node registered");

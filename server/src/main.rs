@@ -151,6 +151,10 @@ struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "OUTBOARD_LISTEN", default_value_t = default_listen())]
     listen: SocketAddr,
+    /// How long this node's session leases last without renewal: on PostgreSQL, how long a
+    /// killed node's sessions wait for another node (and a restart for its own dead heartbeat).
+    #[arg(long, env = "OUTBOARD_LEASE_SECS", default_value_t = 10)]
+    lease_secs: u64,
     #[command(flatten)]
     data: DataArg,
     /// Model provider: anthropic, openai (Chat Completions, OpenAI-compatible servers too) or
@@ -341,6 +345,18 @@ enum AdminCommand {
     Hosts {
         #[command(subcommand)]
         command: HostsCommand,
+    },
+    /// The server nodes on this store: state, last heartbeat, session leases held.
+    Nodes {
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also nodes whose last heartbeat is older than this many seconds (default: ten
+        /// minutes).
+        #[arg(long, default_value_t = 600)]
+        within: u64,
+        #[command(flatten)]
+        data: DataArg,
     },
 }
 
@@ -746,6 +762,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Admin { command: AdminCommand::Secret { command } } => admin_secret(command).await,
         Command::Admin { command: AdminCommand::Policy { command } } => admin_policy(command).await,
         Command::Admin { command: AdminCommand::Hosts { command } } => admin_hosts(command).await,
+        Command::Admin { command: AdminCommand::Nodes { json, within, data } } => {
+            let (_, store) = open_data(data)?;
+            let nodes = store.nodes(Duration::from_secs(within)).await?;
+            if json {
+                for node in &nodes {
+                    println!("{}", serde_json::to_string(node)?);
+                }
+            } else {
+                print!(
+                    "{}",
+                    outboard_server::store::lease::nodes_table(&nodes, store.node().lease)
+                );
+            }
+            Ok(done)
+        }
         Command::Admin { command: AdminCommand::Mcp { command } } => admin_mcp(command).await,
         Command::Admin { command: AdminCommand::Network { command } } => {
             admin_network(command).await.map(|()| done)
@@ -1303,6 +1334,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let models = models.with_thinking(args.thinking_budget).map_err(anyhow::Error::msg)?;
     let store = args.data.spec(&data_dir(args.data.clone())?);
+    let lease = Duration::from_secs(args.lease_secs.max(1));
     let config = ServerConfig {
         data_dir: data_dir(args.data)?,
         store: Some(store),
@@ -1328,6 +1360,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             context_window: args.context_window,
             compact_percent: args.compact_at,
             result_chars: usize::try_from(args.tool_result_chars).unwrap_or(usize::MAX),
+            lease,
             ..Limits::default()
         },
         net: args.net.config(args.listen)?,

@@ -194,6 +194,10 @@ impl TestServer {
         let mut command = Command::new(bin("outboard-server")?);
         command.args(["serve", "--listen", listen]).arg("--data").arg(data.path());
         command.args(store_args(data.path())?);
+        if outboard_server::store::pgtest::wanted() {
+            // A killed server's restart waits for its own heartbeat to go stale: keep it short.
+            command.args(["--lease-secs", "2"]);
+        }
         // A model file (`extra` has `--models FILE`) names providers and URLs itself.
         if !extra.contains(&"--models") {
             command.args(["--provider", api.provider(), "--base-url", base_url]);

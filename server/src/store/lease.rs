@@ -269,6 +269,36 @@ pub struct NodeRow {
     pub leases: i64,
 }
 
+/// `admin nodes` as a table; a node that is not `stopped` but missed its heartbeats for longer
+/// than `lease` shows as `lost` (killed, or cut off: its leases are being taken over).
+pub fn nodes_table(nodes: &[NodeRow], lease: Duration) -> String {
+    if nodes.is_empty() {
+        return "no node has served this store recently\n".into();
+    }
+    let mut out = format!(
+        "{:<22} {:<16} {:<9} {:>10} {:>6}  {:<24} {}\n",
+        "NODE", "NAME", "STATE", "HEARTBEAT", "LEASES", "STARTED", "URL"
+    );
+    for n in nodes {
+        let state = if n.state != "stopped" && n.heartbeat_age_ms > lease.as_millis() as i64 {
+            "lost"
+        } else {
+            n.state.as_str()
+        };
+        out.push_str(&format!(
+            "{:<22} {:<16} {:<9} {:>8.1}s {:>6}  {:<24} {}\n",
+            n.id,
+            n.name,
+            state,
+            n.heartbeat_age_ms as f64 / 1000.0,
+            n.leases,
+            n.started_at,
+            n.url.as_deref().unwrap_or("-")
+        ));
+    }
+    out
+}
+
 /// Every node that heartbeat within `within`, newest first, with its live leases.
 pub fn nodes(c: &Db, within: Duration) -> Result<Vec<NodeRow>, StoreError> {
     let now = now_ms();

@@ -272,6 +272,13 @@ pub(super) fn connect(url: &str) -> Result<postgres::Client, StoreError> {
             reason: format!("not a PostgreSQL URL: {}", describe(&e)),
         })?;
     let mut config = config;
+    // As libpq does: a password not in the URL comes from PGPASSWORD (so it need not sit in a
+    // command line or a unit file's visible URL).
+    if config.get_password().is_none() {
+        if let Some(password) = std::env::var_os("PGPASSWORD") {
+            config.password(password.as_encoded_bytes());
+        }
+    }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(std::time::Duration::from_secs(10));
     }
