@@ -187,6 +187,8 @@ impl ServerHandle {
         if let Some(pool) = &self.sandboxes {
             pool.stop_all(SANDBOX_STOP_DEADLINE).await;
         }
+        // Said before the exit, so a node starting next does not wait for this one's heartbeat.
+        let _ = self.state.hub.store().mark_stopped().await;
         self.state.shutdown.cancel();
         self.state.connections.close();
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
@@ -397,16 +399,16 @@ async fn register_node(store: &Store, url: &str) -> Result<(), LaunchError> {
     let lease = store.node().lease;
     // A node killed a moment ago still looks alive: its heartbeat goes stale within the lease
     // time, so a restart waits for that (one that stopped cleanly said so and is not waited for).
-    let deadline = tokio::time::Instant::now() + lease + Duration::from_secs(1);
+    let deadline = tokio::time::Instant::now() + lease.max(Duration::from_secs(1)) * 2;
     while store.backend() == crate::store::db::Backend::Postgres {
-        let nodes = store.nodes(lease).await.map_err(LaunchError::Store)?;
-        let Some(other) = nodes.into_iter().find(|n| n.state != "stopped") else { break };
+        let nodes = store.nodes(Duration::from_secs(600)).await.map_err(LaunchError::Store)?;
+        let Some(other) = nodes.into_iter().find(|n| n.alive()) else { break };
         if tokio::time::Instant::now() >= deadline {
             return Err(LaunchError::NodeServing {
                 name: other.name,
                 url: other.url.unwrap_or_default(),
                 age_ms: other.heartbeat_age_ms,
-                lease_s: lease.as_secs().max(1),
+                lease_s: (other.lease_ms as u64).div_ceil(1000).max(1),
             });
         }
         tracing::info!(node = %other.name, "another node may still be serving; waiting for its heartbeat to stop");
@@ -434,7 +436,7 @@ async fn heartbeat(store: Store, shutdown: CancellationToken) {
             Err(e) => tracing::warn!(error = %e, "cannot renew this node's leases"),
         }
     }
-    let _ = store.heartbeat(&node_name(), "", "stopped").await;
+    let _ = store.mark_stopped().await;
 }
 
 async fn upgrade(

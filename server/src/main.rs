@@ -770,10 +770,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string(node)?);
                 }
             } else {
-                print!(
-                    "{}",
-                    outboard_server::store::lease::nodes_table(&nodes, store.node().lease)
-                );
+                print!("{}", outboard_server::store::lease::nodes_table(&nodes));
             }
             Ok(done)
         }

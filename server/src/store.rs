@@ -366,7 +366,8 @@ CREATE TABLE nodes (
     state         TEXT NOT NULL,
     started_at    TEXT NOT NULL,
     heartbeat_at  TEXT NOT NULL,
-    heartbeat_ms  INTEGER NOT NULL
+    heartbeat_ms  INTEGER NOT NULL,
+    lease_ms      INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE session_leases (
     session_id   TEXT PRIMARY KEY REFERENCES sessions(id),
@@ -759,6 +760,21 @@ impl Store {
                 lease::expire_all(c)?;
             }
             lease::heartbeat(c, &node, &name, &url, &state)
+        })
+        .await
+    }
+
+    /// Records this node, if it registered, as stopped (its leases are left to expire or to be
+    /// given back by their sessions).
+    pub async fn mark_stopped(&self) -> Result<(), StoreError> {
+        let node = self.node.clone();
+        self.call(move |c| {
+            c.execute(
+                "UPDATE nodes SET state = 'stopped', heartbeat_at = ?2, heartbeat_ms = ?3
+                 WHERE id = ?1",
+                params![node.id.as_ref(), crate::util::now_rfc3339(), lease::now_ms()],
+            )
+            .map(drop)
         })
         .await
     }

@@ -78,25 +78,44 @@ impl Api {
     }
 }
 
-/// `--store URL` for data dir `dir` when the suites run on PostgreSQL
-/// (`OUTBOARD_TEST_STORE=postgres`): a schema of this process's test cluster per data dir,
+/// The file in a data dir that names its PostgreSQL store (a test may write it to put several
+/// servers on one store).
+pub const STORE_URL_FILE: &str = "test-store-url";
+
+/// `--store URL` for data dir `dir` when it names one ([`STORE_URL_FILE`]) or the suites run on
+/// PostgreSQL (`OUTBOARD_TEST_STORE=postgres`): a schema of this process's test cluster per data dir,
 /// remembered in the dir, so a restart and the `admin` commands find the same store; nothing
 /// on SQLite (the file in the data dir).
 pub fn store_args(dir: &Path) -> anyhow::Result<Vec<String>> {
+    Ok(match store_url(dir)? {
+        Some(url) => vec!["--store".into(), url, "--store-pool".into(), "3".into()],
+        None => Vec::new(),
+    })
+}
+
+/// The PostgreSQL URL of data dir `dir` ([`store_args`]); `None`: its SQLite file.
+pub fn store_url(dir: &Path) -> anyhow::Result<Option<String>> {
     use outboard_server::store::pgtest;
-    if !pgtest::wanted() {
-        return Ok(Vec::new());
-    }
-    let file = dir.join("test-store-url");
-    let url = match std::fs::read_to_string(&file) {
-        Ok(url) => url,
+    let file = dir.join(STORE_URL_FILE);
+    match std::fs::read_to_string(&file) {
+        Ok(url) => Ok(Some(url)),
+        Err(_) if !pgtest::wanted() => Ok(None),
         Err(_) => {
             let url = pgtest::fresh_url().map_err(|e| anyhow::anyhow!(e))?;
             std::fs::write(&file, &url)?;
-            url
+            Ok(Some(url))
         }
+    }
+}
+
+/// The store of data dir `dir`, opened in this process (to seed or inspect it beside a server).
+pub fn open_store(dir: &Path) -> anyhow::Result<outboard_server::store::Store> {
+    use outboard_server::store::{Durability, Store, StoreSpec};
+    let spec = match store_url(dir)? {
+        Some(url) => StoreSpec::Postgres { url, pool: 2 },
+        None => StoreSpec::Sqlite(dir.join(outboard_server::config::DB_FILE)),
     };
-    Ok(vec!["--store".into(), url, "--store-pool".into(), "3".into()])
+    Store::open_spec(&spec, Durability::Normal, None).context("cannot open the store")
 }
 
 /// A real `outboard-server` process on a loopback port with its own data dir.
@@ -194,7 +213,7 @@ impl TestServer {
         let mut command = Command::new(bin("outboard-server")?);
         command.args(["serve", "--listen", listen]).arg("--data").arg(data.path());
         command.args(store_args(data.path())?);
-        if outboard_server::store::pgtest::wanted() {
+        if outboard_server::store::pgtest::wanted() && !extra.contains(&"--lease-secs") {
             // A killed server's restart waits for its own heartbeat to go stale: keep it short.
             command.args(["--lease-secs", "2"]);
         }

@@ -3,8 +3,7 @@
 //! the session row and the log format are the real ones) into a data dir before the server
 //! starts on it. A scripted turn would take minutes for 20,000 events; this takes a second.
 
-use anyhow::Context as _;
-use outboard_server::store::{Durability, Store, UserRow};
+use outboard_server::store::{Store, UserRow};
 use outboard_shared::{EventKind, SessionEvent, SessionId, StopReason, ToolCall, TurnId, Usage};
 
 /// The events one step writes: the assistant's message with a tool call, the call, its result.
@@ -12,8 +11,7 @@ pub const EVENTS_PER_STEP: u64 = 3;
 
 /// The store of the data dir `dir` (created and migrated if new).
 pub fn open(dir: &std::path::Path) -> anyhow::Result<Store> {
-    Store::open(&dir.join(outboard_server::config::DB_FILE), Durability::Normal)
-        .context("cannot open the store")
+    crate::harness::open_store(dir)
 }
 
 /// Creates `user` in `org` (if new) and returns it with a token.

@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use outboard_server::store::{Durability, Store};
 use outboard_shared::{EventKind, SessionEvent, ToolCall, TurnId};
 use outboard_tests::harness::{Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
@@ -33,7 +32,7 @@ fn opening() -> Vec<EventKind> {
 /// Writes a session log cut at an exact point; returns (data dir, session id, token).
 async fn craft(events: Vec<EventKind>) -> (tempfile::TempDir, String, String) {
     let data = tempfile::tempdir().unwrap();
-    let store = Store::open(&data.path().join("outboard.db"), Durability::Full).unwrap();
+    let store = outboard_tests::harness::open_store(data.path()).unwrap();
     let (user, token) = store.add_user("acme", "alice").await.unwrap();
     let session = store.create_session(&user, "crafted", "anthropic/mock-model").await.unwrap();
     for (i, kind) in events.into_iter().enumerate() {
@@ -227,7 +226,7 @@ async fn an_org_file_write_runs_again_only_if_its_head_is_unchanged() {
     let (data, sid, token) = craft(two_writes("/memory/a.md", "/memory/b.md")).await;
     {
         // The write of b.md committed before the crash (its head is no longer "old b").
-        let store = Store::open(&data.path().join("outboard.db"), Durability::Full).unwrap();
+        let store = outboard_tests::harness::open_store(data.path()).unwrap();
         let user = store.authenticate(&token).await.unwrap().unwrap();
         let fs = OrgFs::new(store, data.path().join("orgs"));
         let author = Author { user: "alice".into(), session: None };
@@ -328,7 +327,7 @@ async fn a_command_in_flight_is_never_run_twice() {
 async fn an_unreadable_log_fails_the_session_visibly() {
     let mock = MockLlm::start(vec![]).await.unwrap();
     let (data, sid, token) = craft(opening()).await;
-    let store = Store::open(&data.path().join("outboard.db"), Durability::Normal).unwrap();
+    let store = outboard_tests::harness::open_store(data.path()).unwrap();
     let sql =
         format!("UPDATE events SET payload = '{{not json' WHERE session_id = '{sid}' AND seq = 2");
     store.call(move |c| c.execute_batch(&sql)).await.unwrap();

@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use outboard_server::store::{Durability, Store};
 use outboard_shared::{EventKind, SessionEvent, SessionInfo, ToolCall, TurnId, Usage};
 use outboard_tests::harness::{outboard, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep, RecordedRequest};
@@ -203,7 +202,7 @@ fn turn() -> TurnId {
 async fn usage_is_durable_summed_across_a_restart_and_reported() {
     // A turn cut by a restart after its first model call: the log holds that call's usage.
     let data = tempfile::tempdir().unwrap();
-    let store = Store::open(&data.path().join("outboard.db"), Durability::Full).unwrap();
+    let store = outboard_tests::harness::open_store(data.path()).unwrap();
     let (user, token) = store.add_user("acme", "alice").await.unwrap();
     let session = store.create_session(&user, "crafted", "openai/mock-model").await.unwrap();
     let before = Usage {

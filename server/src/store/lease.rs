@@ -130,10 +130,10 @@ pub fn heartbeat(
 ) -> Result<(), StoreError> {
     let now = crate::util::now_rfc3339();
     c.execute(
-        "INSERT INTO nodes (id, name, url, state, started_at, heartbeat_at, heartbeat_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)
+        "INSERT INTO nodes (id, name, url, state, started_at, heartbeat_at, heartbeat_ms, lease_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
          ON CONFLICT (id) DO UPDATE SET state = ?4, heartbeat_at = ?5, heartbeat_ms = ?6",
-        params![node.id.as_ref(), name, url, state, now, now_ms()],
+        params![node.id.as_ref(), name, url, state, now, now_ms(), node.lease.as_millis() as i64],
     )?;
     Ok(())
 }
@@ -267,26 +267,31 @@ pub struct NodeRow {
     pub heartbeat_age_ms: i64,
     /// Leases it holds that have not expired.
     pub leases: i64,
+    /// Its lease time: quiet for longer than this, it counts as gone.
+    pub lease_ms: i64,
+}
+
+impl NodeRow {
+    /// Serving or draining, and heartbeating within its lease time.
+    pub fn alive(&self) -> bool {
+        self.state != "stopped" && self.heartbeat_age_ms <= self.lease_ms
+    }
 }
 
 /// `admin nodes` as a table; a node that is not `stopped` but missed its heartbeats for longer
-/// than `lease` shows as `lost` (killed, or cut off: its leases are being taken over).
-pub fn nodes_table(nodes: &[NodeRow], lease: Duration) -> String {
+/// than its lease time shows as `lost` (killed, or cut off: its leases are being taken over).
+pub fn nodes_table(nodes: &[NodeRow]) -> String {
     if nodes.is_empty() {
         return "no node has served this store recently\n".into();
     }
     let mut out = format!(
-        "{:<22} {:<16} {:<9} {:>10} {:>6}  {:<24} {}\n",
+        "{:<35} {:<16} {:<9} {:>10} {:>6}  {:<24} {}\n",
         "NODE", "NAME", "STATE", "HEARTBEAT", "LEASES", "STARTED", "URL"
     );
     for n in nodes {
-        let state = if n.state != "stopped" && n.heartbeat_age_ms > lease.as_millis() as i64 {
-            "lost"
-        } else {
-            n.state.as_str()
-        };
+        let state = if n.state != "stopped" && !n.alive() { "lost" } else { n.state.as_str() };
         out.push_str(&format!(
-            "{:<22} {:<16} {:<9} {:>8.1}s {:>6}  {:<24} {}\n",
+            "{:<35} {:<16} {:<9} {:>9.1}s {:>6}  {:<24} {}\n",
             n.id,
             n.name,
             state,
@@ -304,7 +309,8 @@ pub fn nodes(c: &Db, within: Duration) -> Result<Vec<NodeRow>, StoreError> {
     let now = now_ms();
     let mut stmt = c.prepare(
         "SELECT n.id, n.name, n.url, n.state, n.started_at, n.heartbeat_at, n.heartbeat_ms,
-                (SELECT COUNT(*) FROM session_leases l WHERE l.node_id = n.id AND l.expires_ms > ?1)
+                (SELECT COUNT(*) FROM session_leases l WHERE l.node_id = n.id AND l.expires_ms > ?1),
+                n.lease_ms
          FROM nodes n WHERE n.heartbeat_ms > ?2 ORDER BY n.started_at DESC",
     )?;
     let rows = stmt.query_map(params![now, now - within.as_millis() as i64], |r| {
@@ -317,6 +323,7 @@ pub fn nodes(c: &Db, within: Duration) -> Result<Vec<NodeRow>, StoreError> {
             heartbeat_at: r.get(5)?,
             heartbeat_age_ms: now - r.get::<_, i64>(6)?,
             leases: r.get(7)?,
+            lease_ms: r.get(8)?,
         })
     })?;
     rows.collect()

@@ -241,7 +241,8 @@ CREATE TABLE nodes (
     state         TEXT NOT NULL,
     started_at    TEXT NOT NULL,
     heartbeat_at  TEXT NOT NULL,
-    heartbeat_ms  BIGINT NOT NULL
+    heartbeat_ms  BIGINT NOT NULL,
+    lease_ms      BIGINT NOT NULL
 );
 CREATE TABLE session_leases (
     session_id   TEXT PRIMARY KEY REFERENCES sessions(id),
