@@ -278,7 +278,11 @@ pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvF
     }
     // The PostgreSQL driver logs every statement with its parameters at debug: message texts,
     // token hashes, sealed values. Kept at info unless asked for by name.
-    if !spec.is_some_and(|s| s.contains("postgres")) {
+    // Only where debug is on at all: a cap that is a directive of its own would turn an `off`
+    // filter on.
+    let debug =
+        filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::DEBUG);
+    if debug && !spec.is_some_and(|s| s.contains("postgres")) {
         for cap in ["tokio_postgres=info", "postgres=info"] {
             if let Ok(directive) = cap.parse() {
                 filter = filter.add_directive(directive);
@@ -368,6 +372,12 @@ mod log_filter_tests {
         assert!(capped.contains("tungstenite=debug"), "{capped}");
         let capped = log_filter(Some("tungstenite=trace"), "off").to_string();
         assert!(capped.contains("tungstenite=debug"), "{capped}");
+        // Debug asked for: the PostgreSQL driver's statement lines (parameters and all) stay out
+        // unless asked for by name.
+        let capped = log_filter(Some("debug"), "off").to_string();
+        assert!(capped.contains("tokio_postgres=info"), "{capped}");
+        let named = log_filter(Some("debug,tokio_postgres=debug"), "off").to_string();
+        assert!(!named.contains("tokio_postgres=info"), "{named}");
     }
 }
 

@@ -580,8 +580,9 @@ pub struct Store {
     node: lease::Node,
 }
 
-/// Where the store lives (`--store`, `OUTBOARD_STORE`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the store lives (`--store`, `OUTBOARD_STORE`). Its `Debug` shows no credentials (a
+/// configuration printed for a bug report must not carry the database password).
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreSpec {
     /// The SQLite file.
     Sqlite(PathBuf),
@@ -596,6 +597,19 @@ pub enum StoreSpec {
 
 /// Connections a node keeps to PostgreSQL by default.
 pub const DEFAULT_PG_POOL: usize = 8;
+
+impl std::fmt::Debug for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSpec::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
+            StoreSpec::Postgres { pool, .. } => f
+                .debug_struct("Postgres")
+                .field("target", &self.describe())
+                .field("pool", pool)
+                .finish(),
+        }
+    }
+}
 
 impl StoreSpec {
     /// `postgres://…`/`postgresql://…` is PostgreSQL; `sqlite:PATH` or any other text is a

@@ -358,5 +358,8 @@ mod tests {
             "db.example:5433/outboard"
         );
         assert_eq!(target_of("postgresql://db/x"), "db/x");
+        let spec = crate::store::StoreSpec::parse("postgres://u:hunter2@db:5432/o");
+        let shown = format!("{spec:?} {}", spec.describe());
+        assert!(!shown.contains("hunter2") && shown.contains("db:5432/o"), "{shown}");
     }
 }
