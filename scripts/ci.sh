@@ -29,8 +29,10 @@ fi
 export CARGO_INCREMENTAL=0
 
 # The end-to-end suites run a second time on PostgreSQL.
+# Not yet `approvals`: its restart-while-waiting test fails now and then on PostgreSQL under load
+# (no frame within 30 s after the restart; passes alone); open in #19, runs on SQLite above.
 PG_SUITES="--test e2e_run --test attach_reconnect --test attach_paging --test org_memory \
-  --test turn_control --test usage --test approvals --test compaction --test subagents"
+  --test turn_control --test usage --test compaction --test subagents"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

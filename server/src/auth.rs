@@ -137,7 +137,7 @@ async fn tokens_with_hash(
             let mut stmt = c.prepare(
                 "SELECT t.token_hash, u.name, o.name, t.label, t.created_at FROM tokens t
                  JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
-                 WHERE ?1 IS NULL OR o.name = ?1
+                 WHERE CAST(?1 AS TEXT) IS NULL OR o.name = ?1
                  ORDER BY t.created_at, t.token_hash",
             )?;
             let rows = stmt.query_map([org], |r| {

@@ -1452,7 +1452,8 @@ pub fn usage_report(
         "SELECT {key} AS k, m.model, COUNT(*), SUM(m.input_tokens), SUM(m.output_tokens),
                 SUM(m.cache_read_tokens), SUM(m.cache_write_tokens)
          FROM model_usage m LEFT JOIN users u ON u.id = m.user_id
-         WHERE m.org_id = ?1 AND (?2 IS NULL OR m.session_id = ?2) AND (?3 IS NULL OR m.at >= ?3)
+         WHERE m.org_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR m.session_id = ?2)
+           AND (CAST(?3 AS TEXT) IS NULL OR m.at >= ?3)
          GROUP BY k, m.model ORDER BY k, m.model"
     );
     let mut stmt = c.prepare_cached(&sql)?;
