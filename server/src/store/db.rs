@@ -96,14 +96,6 @@ impl Db {
         }
     }
 
-    /// The SQLite connection itself (migrations, pragmas); `None` on PostgreSQL.
-    pub fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
-        match &self.conn {
-            Conn::Sqlite(c) => Some(c),
-            Conn::Pg(_) => None,
-        }
-    }
-
     /// The PostgreSQL connection itself (migrations, leases); `None` on SQLite.
     pub(super) fn with_pg<R>(&self, f: impl FnOnce(&mut PgConn) -> R) -> Option<R> {
         match &self.conn {
@@ -203,11 +195,6 @@ impl Db {
             }
             Conn::Pg(c) => Ok(c.borrow_mut().client.batch_execute(sql)?),
         }
-    }
-
-    /// Whether no transaction is open.
-    pub fn is_autocommit(&self) -> bool {
-        self.depth.get() == 0
     }
 }
 

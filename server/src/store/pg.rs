@@ -315,11 +315,6 @@ pub fn describe(e: &postgres::Error) -> String {
     }
 }
 
-/// Whether `e` is PostgreSQL refusing a duplicate key.
-pub fn is_unique_violation(e: &postgres::Error) -> bool {
-    e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION)
-}
-
 /// Applies the migrations not applied yet, holding [`MIGRATE_LOCK`] so that nodes starting
 /// together apply each once.
 pub(super) fn migrate(db: &mut Db) -> Result<(), StoreError> {

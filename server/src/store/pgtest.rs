@@ -243,14 +243,6 @@ rm -rf "$2"
         })
     }
 
-    /// A URL to a new, empty database of its own (for what must not share a database with
-    /// other tests: notifications, advisory locks).
-    pub fn fresh_database(&self) -> Result<String, String> {
-        let name = crate::util::new_id("d");
-        self.admin(&format!("CREATE DATABASE {name}"))?;
-        Ok(self.url(&name))
-    }
-
     /// Stops the server now (it stops by itself when the process ends).
     pub fn stop(&self) {
         if let Ok(mut pipe) = self._keepalive.lock() {
