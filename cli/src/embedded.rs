@@ -246,6 +246,7 @@ impl EmbeddedServer {
             allow_client_workspaces: true,
             place_on_hosts: false,
             store: None,
+            workspaces: None,
         };
 
         let launch_error = |e: &dyn std::fmt::Display| EmbeddedError::Launch(e.to_string());

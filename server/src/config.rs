@@ -33,6 +33,9 @@ pub struct ServerConfig {
     pub place_on_hosts: bool,
     /// Where the store lives; `None`: the SQLite file in the data dir ([`Self::db_path`]).
     pub store: Option<crate::store::StoreSpec>,
+    /// Where sessions' workspaces live; `None`: `workspaces/` in the data dir. Nodes of one
+    /// store share one directory (an NFS mount, say), so any node can take a session over.
+    pub workspaces: Option<PathBuf>,
 }
 
 /// Limits of the network edge (see `gateway.rs`). Every bound has a flag of `serve`.
@@ -151,7 +154,10 @@ impl ServerConfig {
 
     /// The root under which each session gets `workspaces/<session_id>`.
     pub fn workspaces_dir(&self) -> PathBuf {
-        self.data_dir.join("workspaces")
+        match &self.workspaces {
+            Some(dir) => dir.clone(),
+            None => self.data_dir.join("workspaces"),
+        }
     }
 
     /// Where uploaded working trees wait for their session (`crate::uploads`).

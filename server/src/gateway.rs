@@ -181,14 +181,25 @@ impl ServerHandle {
     /// then connected clients are told the server is restarting and the listener closes. Turns
     /// left open in the log resume when the server starts again.
     pub async fn shutdown(self) {
+        let store = self.state.hub.store().clone();
+        // Other nodes see this one going; it takes no lease from here on.
+        let _ = store.set_node_state("draining").await;
         if !self.state.hub.drain(DRAIN_DEADLINE).await {
             tracing::warn!("some turns did not reach a checkpoint in time; they resume at start");
         }
         if let Some(pool) = &self.sandboxes {
             pool.stop_all(SANDBOX_STOP_DEADLINE).await;
         }
-        // Said before the exit, so a node starting next does not wait for this one's heartbeat.
-        let _ = self.state.hub.store().mark_stopped().await;
+        // The turns stopped at a checkpoint stay open in the log: given back, another node of
+        // the store takes them over at once (or this one when it starts again). A turn still
+        // running past the deadline is fenced once another node takes its session.
+        match store.release_all_leases().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(sessions = n, "gave the sessions' leases back"),
+            Err(e) => tracing::warn!("cannot give the leases back (they expire): {e}"),
+        }
+        // Said before the exit, so nobody waits for this node's heartbeat to go stale.
+        let _ = store.set_node_state("stopped").await;
         self.state.shutdown.cancel();
         self.state.connections.close();
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
@@ -232,23 +243,6 @@ pub enum LaunchError {
     /// The key that seals the org secrets cannot be read or made.
     #[error("{0}")]
     SecretKey(#[source] crate::secrets::SecretError),
-    /// Another node serves the same PostgreSQL database. Session leases fence the store's
-    /// appends, but the session actors do not take them yet, so two serving nodes could both
-    /// run one session's turn: refused until they do.
-    #[error(
-        "node {name} ({url}) is serving this database (heartbeat {age_ms} ms ago): one serving \
-         node per PostgreSQL database for now — stop it, or wait {lease_s} s after it died"
-    )]
-    NodeServing {
-        /// Its name.
-        name: String,
-        /// Where it listens.
-        url: String,
-        /// Since its last heartbeat.
-        age_ms: i64,
-        /// The lease time, after which a dead node no longer counts.
-        lease_s: u64,
-    },
 }
 
 impl LaunchError {
@@ -263,7 +257,6 @@ impl LaunchError {
                 | LaunchError::Sandbox(_)
                 | LaunchError::Models(_)
                 | LaunchError::SecretKey(_)
-                | LaunchError::NodeServing { .. }
         )
     }
 }
@@ -324,9 +317,7 @@ pub async fn launch_with(
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
-    if resume_turns {
-        register_node(&store, &format!("ws://{addr}")).await?;
-    }
+    register_node(&store, &format!("ws://{addr}")).await?;
     // Sandboxes' network proxies refuse this server's own port on every local address.
     config.sandbox.server_ports.push(addr.port());
     let net = config.net.clone();
@@ -349,8 +340,9 @@ pub async fn launch_with(
     if resumed > 0 {
         tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
     }
+    tokio::spawn(heartbeat(state.hub.clone(), state.shutdown.clone()));
     if resume_turns {
-        tokio::spawn(heartbeat(state.hub.store().clone(), state.shutdown.clone()));
+        tokio::spawn(take_over(state.hub.clone(), state.shutdown.clone()));
     }
     crate::uploads::start_sweeper(
         state.hub.store().clone(),
@@ -393,50 +385,53 @@ pub fn node_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Records this node as serving; on PostgreSQL, first refuses to start beside another serving
-/// node ([`LaunchError::NodeServing`]).
+/// Records this node as serving (and takes over the leases of a node of this host whose process
+/// died).
 async fn register_node(store: &Store, url: &str) -> Result<(), LaunchError> {
-    let lease = store.node().lease;
-    // A node killed a moment ago still looks alive: its heartbeat goes stale within the lease
-    // time, so a restart waits for that (one that stopped cleanly said so and is not waited for).
-    let deadline = tokio::time::Instant::now() + lease.max(Duration::from_secs(1)) * 2;
-    while store.backend() == crate::store::db::Backend::Postgres {
-        let nodes = store.nodes(Duration::from_secs(600)).await.map_err(LaunchError::Store)?;
-        let Some(other) = nodes.into_iter().find(|n| n.alive()) else { break };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(LaunchError::NodeServing {
-                name: other.name,
-                url: other.url.unwrap_or_default(),
-                age_ms: other.heartbeat_age_ms,
-                lease_s: (other.lease_ms as u64).div_ceil(1000).max(1),
-            });
-        }
-        tracing::info!(node = %other.name, "another node may still be serving; waiting for its heartbeat to stop");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
     store.heartbeat(&node_name(), url, "serving").await.map_err(LaunchError::Store)?;
     tracing::info!(node = %store.node().id, backend = ?store.backend(), "node registered");
     Ok(())
 }
 
-/// Renews this node's leases and heartbeat every third of the lease time until shutdown, then
-/// records it as stopped.
-async fn heartbeat(store: Store, shutdown: CancellationToken) {
-    let every = store.node().lease / 3;
+/// Renews this node's leases and heartbeat every third of the lease time until shutdown; the
+/// actors of sessions whose lease another node took over meanwhile stop.
+async fn heartbeat(hub: Arc<Hub>, shutdown: CancellationToken) {
+    let every = hub.store().node().lease / 3;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(every) => {}
         }
-        match store.renew_leases().await {
+        match hub.store().renew_leases().await {
             Ok(lost) if !lost.is_empty() => {
-                tracing::warn!(sessions = lost.len(), "leases taken over by other nodes")
+                tracing::warn!(sessions = lost.len(), "leases taken over by other nodes");
+                hub.leases_lost(&lost);
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot renew this node's leases"),
         }
     }
-    let _ = store.mark_stopped().await;
+}
+
+/// How often a node looks for open turns no node runs: a quarter of the lease time, within
+/// these bounds, so a killed node's turns resume within about the lease time plus this.
+const TAKE_OVER_EVERY: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_millis(2500));
+
+/// Takes over, until shutdown, the open turns no node runs ([`Hub::take_over`]).
+async fn take_over(hub: Arc<Hub>, shutdown: CancellationToken) {
+    let every = (hub.store().node().lease / 4).clamp(TAKE_OVER_EVERY.0, TAKE_OVER_EVERY.1);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(every) => {}
+        }
+        match hub.take_over().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(sessions = n, "took over turns another node left"),
+            Err(e) => tracing::warn!(error = %e, "cannot look for turns to take over"),
+        }
+    }
 }
 
 async fn upgrade(

@@ -155,7 +155,10 @@ impl Hub {
             mcp: crate::mcp::McpHub::new(store.clone(), None),
             store,
             models,
-            sources: Arc::new(crate::sources::Sources::new(&config.data_dir)),
+            sources: Arc::new(crate::sources::Sources::new(
+                &config.data_dir,
+                config.workspaces.as_deref(),
+            )),
             secrets: None,
             hosts: None,
             config,
@@ -381,7 +384,17 @@ impl Hub {
         loop {
             let handle = self.handle(row);
             match op(handle.clone()).await {
-                Err(_) if handle.is_stopped() && attempt < ACTOR_ATTEMPTS => attempt += 1,
+                Err(e) if handle.is_stopped() => {
+                    // An actor that would not run the session here says why (another node runs
+                    // it); one that stopped otherwise is tried again.
+                    if let Some(refusal) = handle.refusal() {
+                        return Err(refusal);
+                    }
+                    if attempt >= ACTOR_ATTEMPTS {
+                        return Err(e);
+                    }
+                    attempt += 1;
+                }
                 result => return result,
             }
         }
@@ -486,6 +499,40 @@ impl Hub {
             self.handle(row);
         }
         Ok(rows.len())
+    }
+
+    /// Stops the actors of sessions whose lease this node lost (see
+    /// [`SessionHandle::lease_lost`]).
+    pub fn leases_lost(&self, sessions: &[SessionId]) {
+        let map = self.sessions.lock();
+        for session in sessions {
+            if let Some(handle) = map.get(session) {
+                handle.lease_lost();
+            }
+        }
+    }
+
+    /// Takes over the sessions with an open turn that no node runs (their node died, drained,
+    /// or lost its leases) and resumes their turns here; returns how many. Sessions another
+    /// node takes first are refused by their lease, and their actors stop at once.
+    pub async fn take_over(&self) -> Result<usize, crate::store::StoreError> {
+        if self.shutdown.is_cancelled() {
+            return Ok(0);
+        }
+        let orphans = self.store.orphaned_sessions().await?;
+        let mut taken = 0;
+        for id in orphans {
+            let running = self.sessions.lock().get(&id).is_some_and(|h| !h.is_stopped());
+            if running {
+                continue;
+            }
+            if let Some(row) = self.store.session(&id).await? {
+                tracing::info!(session = %id, "taking over a turn no node runs");
+                self.handle(&row);
+                taken += 1;
+            }
+        }
+        Ok(taken)
     }
 
     /// Shuts the sessions down: running turns stop at their next checkpoint (an answer streaming

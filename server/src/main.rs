@@ -155,6 +155,11 @@ struct ServeArgs {
     /// killed node's sessions wait for another node (and a restart for its own dead heartbeat).
     #[arg(long, env = "OUTBOARD_LEASE_SECS", default_value_t = 10)]
     lease_secs: u64,
+    /// Where sessions' workspaces live (default: `workspaces/` in the data dir). Several nodes
+    /// of one PostgreSQL store must share one directory (an NFS mount), so that a node taking a
+    /// session over finds its files.
+    #[arg(long, env = "OUTBOARD_WORKSPACES")]
+    workspaces: Option<PathBuf>,
     #[command(flatten)]
     data: DataArg,
     /// Model provider: anthropic, openai (Chat Completions, OpenAI-compatible servers too) or
@@ -1335,6 +1340,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig {
         data_dir: data_dir(args.data)?,
         store: Some(store),
+        workspaces: args.workspaces.clone(),
         models,
         sandbox: SandboxConfig {
             backend: match args.sandbox {

@@ -224,6 +224,11 @@ pub struct SessionHandle {
     org_id: outboard_shared::OrgId,
     /// Which actor this is (see [`Evict`]).
     epoch: u64,
+    /// Cancelled when this node lost the session's lease (see [`SessionHandle::lease_lost`]).
+    lost: CancellationToken,
+    /// Why the actor refused to run the session (another node runs it, this node is shutting
+    /// down): set before it stops, so callers report it instead of retrying.
+    refusal: Arc<std::sync::OnceLock<ErrorBody>>,
 }
 
 /// What every session actor of a server shares.
@@ -276,7 +281,12 @@ impl SessionHandle {
                 .unwrap_or_else(|| crate::llm::context::context_window(&row.model)),
             compact_percent: config.limits.compact_percent,
         };
+        let lost = CancellationToken::new();
+        let refusal: Arc<std::sync::OnceLock<ErrorBody>> = Arc::default();
         let actor = Actor {
+            lease: None,
+            lost: lost.clone(),
+            refusal: refusal.clone(),
             // A recorded workspace is worked on in place; otherwise the session's own directory.
             workspace_dir: match &row.workspace {
                 Some(dir) => std::path::PathBuf::from(dir),
@@ -314,7 +324,19 @@ impl SessionHandle {
             hosts,
         };
         tokio::spawn(actor.run(rx));
-        SessionHandle { tx, org_id, epoch }
+        SessionHandle { tx, org_id, epoch, lost, refusal }
+    }
+
+    /// Tells the actor that this node lost the session's lease (another node took it over while
+    /// this one was not renewing): it stops at once, cancelling its turn and its sandbox, without
+    /// writing anything more (the store would refuse it: [`StoreError::Fenced`]).
+    pub fn lease_lost(&self) {
+        self.lost.cancel();
+    }
+
+    /// Why the actor refused to run the session, once it has stopped for that reason.
+    pub fn refusal(&self) -> Option<ErrorBody> {
+        self.refusal.get().cloned()
     }
 
     /// Which actor this handle reaches (see [`Evict`]).
@@ -425,6 +447,20 @@ fn no_task(shell_id: &str) -> ErrorBody {
     )
 }
 
+/// The refusal of a session another node runs: which node, and where to reach it.
+fn held_elsewhere(held: &crate::store::lease::Held) -> ErrorBody {
+    let node = held.name.as_deref().unwrap_or(&held.node);
+    let at = held.url.as_deref().map(|u| format!(" at {u}")).unwrap_or_default();
+    ErrorBody::new(
+        ErrorCode::Unavailable,
+        format!(
+            "this session is running on another server node ({node}{at}) right now: connect to \
+             that node, or try again once the session is idle there (its node gives it up a \
+             minute after its last use)"
+        ),
+    )
+}
+
 fn gone() -> ErrorBody {
     ErrorBody::new(ErrorCode::Internal, "the session stopped unexpectedly; attach again")
 }
@@ -438,6 +474,12 @@ struct Running {
 
 struct Actor {
     row: SessionRow,
+    /// The epoch of this node's lease on the session, once taken ([`crate::store::lease`]).
+    lease: Option<i64>,
+    /// Cancelled when the lease is lost (by the heartbeat, or by an append the store fenced).
+    lost: CancellationToken,
+    /// See [`SessionHandle::refusal`].
+    refusal: Arc<std::sync::OnceLock<ErrorBody>>,
     store: Store,
     /// The org's shared files (`/memory`, `/skills`).
     org_fs: OrgFs,
@@ -545,13 +587,34 @@ impl Scrubbers {
 
 impl Actor {
     async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        if let Err(refusal) = self.take_lease().await {
+            tracing::debug!(session = %self.row.id, "not run here: {}", refusal.message);
+            let _ = self.refusal.set(refusal);
+            self.evict.evict(&self.row.id, self.epoch);
+            // Queued commands are dropped: their callers find the refusal on the handle.
+            rx.close();
+            while rx.recv().await.is_some() {}
+            return;
+        }
         if let Err(e) = self.load().await {
             tracing::error!(session = %self.row.id, "cannot load the session: {e}");
         }
+        let lost = self.lost.clone();
         loop {
-            let cmd = match tokio::time::timeout(self.idle_after, rx.recv()).await {
+            let next = tokio::select! {
+                biased;
+                () = lost.cancelled() => {
+                    self.lease_lost(rx).await;
+                    return;
+                }
+                next = tokio::time::timeout(self.idle_after, rx.recv()) => next,
+            };
+            let cmd = match next {
                 Ok(Some(cmd)) => cmd,
-                Ok(None) => return,
+                Ok(None) => {
+                    self.give_lease_back().await;
+                    return;
+                }
                 Err(_) => {
                     if self.evictable().await && self.evict.evict(&self.row.id, self.epoch) {
                         tracing::debug!(session = %self.row.id, "idle; the actor stops");
@@ -559,6 +622,7 @@ impl Actor {
                         // callers see a stopped actor and retry on a fresh one.
                         rx.close();
                         while rx.recv().await.is_some() {}
+                        self.give_lease_back().await;
                         return;
                     }
                     continue;
@@ -649,11 +713,88 @@ impl Actor {
                     if let Some(env) = &self.env {
                         env.sandbox.stop().await;
                     }
+                    self.give_lease_back().await;
                     let _ = reply.send(Ok(()));
                     return;
                 }
             }
         }
+    }
+
+    /// Takes the session's lease for this node and reads the session row as it is now (another
+    /// node may have run turns since the caller read it, and this actor's state is built from
+    /// what the store holds once the lease is ours). The refusal when another node runs the
+    /// session, or this node is shutting down.
+    async fn take_lease(&mut self) -> Result<(), ErrorBody> {
+        if self.shutdown.is_cancelled() {
+            return Err(ErrorBody::new(
+                ErrorCode::Unavailable,
+                "this server is shutting down; reconnect in a moment (to another node of the \
+                 same store, or to this one once it has restarted)",
+            ));
+        }
+        match self.store.acquire_lease(&self.row.id).await {
+            Ok(Ok(lease)) => self.lease = Some(lease.epoch),
+            Ok(Err(held)) => return Err(held_elsewhere(&held)),
+            Err(e) => return Err(internal(e)),
+        }
+        match self.store.session(&self.row.id).await {
+            Ok(Some(row)) => {
+                self.last_seq = row.last_seq;
+                self.row = row;
+                Ok(())
+            }
+            Ok(None) => {
+                self.give_lease_back().await;
+                Err(ErrorBody::new(
+                    ErrorCode::NotFound,
+                    format!("session {} was deleted", self.row.id),
+                ))
+            }
+            Err(e) => {
+                self.give_lease_back().await;
+                Err(internal(e))
+            }
+        }
+    }
+
+    /// Gives the lease this actor took back (it stops with nothing left to do).
+    async fn give_lease_back(&mut self) {
+        if let Some(epoch) = self.lease.take() {
+            if let Err(e) = self.store.release_lease(&self.row.id, Some(epoch)).await {
+                // Not fatal: the lease expires on its own, and this node stops renewing it.
+                tracing::warn!(session = %self.row.id, "cannot give the session's lease back: {e}");
+            }
+        }
+    }
+
+    /// This node lost the session's lease: another node runs it now. The turn is cancelled and
+    /// the sandbox stopped (its commands must not go on changing the workspace the new owner
+    /// works in); nothing more is written; queued commands are dropped, so their callers retry
+    /// on a fresh actor, which finds the new owner.
+    async fn lease_lost(&mut self, mut rx: mpsc::Receiver<Command>) {
+        tracing::warn!(session = %self.row.id, "the session's lease was taken over by another node; stopping here");
+        self.evict.evict(&self.row.id, self.epoch);
+        rx.close();
+        if let Some(running) = &self.running {
+            running.cancel.cancel();
+        }
+        if let Some(sandbox) =
+            self.sandbox.clone().or_else(|| self.env.as_ref().map(|e| e.sandbox.clone()))
+        {
+            sandbox.stop().await;
+        }
+        while rx.recv().await.is_some() {}
+        self.give_lease_back().await;
+    }
+
+    /// A failed append as the turn sees it; a fenced one also stops this actor (see
+    /// [`Actor::lease_lost`]).
+    fn store_failed(&self, e: StoreError) -> EmitError {
+        if matches!(e, StoreError::Fenced(_)) {
+            self.lost.cancel();
+        }
+        EmitError::Store(e.to_string())
     }
 
     /// An answer for a call no loop waits on: held for the resumed loop if the log shows the
@@ -881,16 +1022,22 @@ impl Actor {
             parent: parent.map(|p| p.to_string()),
         };
         if durable {
-            let store_err = |e: StoreError| EmitError::Store(e.to_string());
+            if self.lost.is_cancelled() {
+                return Err(self.store_failed(StoreError::Fenced(self.row.id.0.clone())));
+            }
             match title {
                 Some(title) => {
                     self.row.title = self
                         .store
                         .append_event_titled(event.clone(), title)
                         .await
-                        .map_err(store_err)?;
+                        .map_err(|e| self.store_failed(e))?;
                 }
-                None => self.store.append_event(event.clone()).await.map_err(store_err)?,
+                None => {
+                    if let Err(e) = self.store.append_event(event.clone()).await {
+                        return Err(self.store_failed(e));
+                    }
+                }
             }
         }
         self.published(event, durable);
@@ -921,10 +1068,12 @@ impl Actor {
                 parent: parent.as_ref().map(|p| p.to_string()),
             });
         }
-        self.store
-            .append_events(events.clone())
-            .await
-            .map_err(|e| EmitError::Store(e.to_string()))?;
+        if self.lost.is_cancelled() {
+            return Err(self.store_failed(StoreError::Fenced(self.row.id.0.clone())));
+        }
+        if let Err(e) = self.store.append_events(events.clone()).await {
+            return Err(self.store_failed(e));
+        }
         let seqs = events.iter().map(|e| e.seq).collect();
         for event in events {
             self.published(event, true);

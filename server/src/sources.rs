@@ -64,7 +64,10 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
 /// The sessions' git state, and the git program.
 pub struct Sources {
     git: Git,
-    data_dir: PathBuf,
+    /// Where the sessions' workspaces live.
+    workspaces: PathBuf,
+    /// Where their shadow repositories live.
+    shadows: PathBuf,
     /// One lock per session: its shadow index is used by one git command at a time.
     locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -93,10 +96,15 @@ pub struct Prepared {
 }
 
 impl Sources {
-    /// The sessions' git state under `data_dir`. Removes directories a crash left half-built.
-    pub fn new(data_dir: &Path) -> Sources {
-        let sources =
-            Sources { git: Git::default(), data_dir: data_dir.to_owned(), locks: Mutex::default() };
+    /// The sessions' git state: workspaces in `workspaces`, shadow repositories beside them
+    /// (in `.shadows` there when it is a directory shared by several nodes, else in `data_dir`).
+    /// Removes directories a crash left half-built.
+    pub fn new(data_dir: &Path, workspaces: Option<&Path>) -> Sources {
+        let (workspaces, shadows) = match workspaces {
+            Some(dir) => (dir.to_owned(), dir.join(".shadows")),
+            None => (data_dir.join("workspaces"), data_dir.join("git")),
+        };
+        let sources = Sources { git: Git::default(), workspaces, shadows, locks: Mutex::default() };
         for dir in [sources.workspaces(), sources.shadows()] {
             if let Ok(entries) = std::fs::read_dir(&dir) {
                 for entry in entries.flatten() {
@@ -110,11 +118,11 @@ impl Sources {
     }
 
     fn workspaces(&self) -> PathBuf {
-        self.data_dir.join("workspaces")
+        self.workspaces.clone()
     }
 
     fn shadows(&self) -> PathBuf {
-        self.data_dir.join("git")
+        self.shadows.clone()
     }
 
     /// The shadow repository of `session`.

@@ -378,7 +378,35 @@ CREATE TABLE session_leases (
 ) WITHOUT ROWID;
 CREATE INDEX session_leases_by_node ON session_leases(node_id);
 "#,
+    r#"
+-- Schema 18: a node's process id, so a node starting on the same host can tell a predecessor
+-- that was killed (its process is gone) from one still serving, and take its leases at once.
+ALTER TABLE nodes ADD COLUMN pid INTEGER;
+"#,
 ];
+
+/// How long a store worker waits between attempts to connect again to PostgreSQL, at most.
+const RECONNECT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A new connection to `url` for a worker whose connection broke: tried until it works, backing
+/// off up to [`RECONNECT_BACKOFF_MAX`] (the worker's jobs wait; the queue is bounded, so callers
+/// wait too rather than pile up).
+fn reconnected(url: &str) -> Db {
+    let mut wait = std::time::Duration::from_millis(100);
+    loop {
+        match pg::connect(url) {
+            Ok(client) => {
+                tracing::info!("connected to PostgreSQL again");
+                return Db::postgres(client);
+            }
+            Err(e) => {
+                tracing::warn!("cannot connect to PostgreSQL again: {e}; retrying in {wait:?}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(RECONNECT_BACKOFF_MAX);
+            }
+        }
+    }
+}
 
 /// How hard a commit is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -651,7 +679,7 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let mut conn = Db::sqlite(open_connection(path, durability)?);
         migrate(&mut conn)?;
-        Store::start(vec![conn], metrics)
+        Store::start(vec![conn], metrics, None)
     }
 
     /// Opens the store `spec` names: a `postgres://` (or `postgresql://`) URL, or a SQLite file
@@ -685,7 +713,7 @@ impl Store {
                     .map_err(|_| {
                         StoreError::Corrupt("the store's opening thread panicked".into())
                     })??;
-                let mut store = Store::start(conns, metrics)?;
+                let mut store = Store::start(conns, metrics, Some(url.clone()))?;
                 store.backend = db::Backend::Postgres;
                 store.url = Some(std::sync::Arc::from(url.as_str()));
                 Ok(store)
@@ -693,15 +721,19 @@ impl Store {
         }
     }
 
-    /// One worker thread per connection, all taking jobs from the one bounded queue.
+    /// One worker thread per connection, all taking jobs from the one bounded queue. With
+    /// `reconnect` (a PostgreSQL URL), a worker whose connection broke connects again before its
+    /// next job (the job that met the break failed with its error; nothing half-done stays, as
+    /// the server rolled its transaction back).
     fn start(
         conns: Vec<Db>,
         metrics: Option<crate::metrics::StoreMetrics>,
+        reconnect: Option<String>,
     ) -> Result<Store, StoreError> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Job>(STORE_QUEUE);
         let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
         for (i, mut conn) in conns.into_iter().enumerate() {
-            let (rx, metrics) = (rx.clone(), metrics.clone());
+            let (rx, metrics, reconnect) = (rx.clone(), metrics.clone(), reconnect.clone());
             let (ready_tx, ready_rx) = std_mpsc::channel::<()>();
             std::thread::Builder::new()
                 .name(format!("outboard-store-{i}"))
@@ -715,6 +747,9 @@ impl Store {
                             Err(_) => None,
                         };
                         let Some(job) = job else { break };
+                        if let Some(url) = reconnect.as_deref().filter(|_| conn.is_broken()) {
+                            conn = reconnected(url);
+                        }
                         let started = std::time::Instant::now();
                         job(&mut conn);
                         if let Some(m) = &metrics {
@@ -758,10 +793,27 @@ impl Store {
         self.call(move |c| lease::renew(c, &node)).await
     }
 
-    /// Gives the lease on `session` back.
-    pub async fn release_lease(&self, session: &SessionId) -> Result<(), StoreError> {
+    /// Gives the lease on `session` taken at `epoch` back (`None`: whichever this node holds).
+    pub async fn release_lease(
+        &self,
+        session: &SessionId,
+        epoch: Option<i64>,
+    ) -> Result<(), StoreError> {
         let (node, session) = (self.node.clone(), session.clone());
-        self.call(move |c| lease::release(c, &node, &session)).await
+        self.call(move |c| lease::release(c, &node, &session, epoch)).await
+    }
+
+    /// Gives back every lease this node holds; how many.
+    pub async fn release_all_leases(&self) -> Result<usize, StoreError> {
+        let node = self.node.clone();
+        self.call(move |c| lease::release_all(c, &node)).await
+    }
+
+    /// The sessions with an open turn that no other node holds a live lease on
+    /// ([`lease::orphaned`]).
+    pub async fn orphaned_sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+        let node = self.node.clone();
+        self.call(move |c| lease::orphaned(c, &node)).await
     }
 
     /// Records this node as `state` (`serving`, `draining`, `stopped`) at `url`.
@@ -769,24 +821,30 @@ impl Store {
         let (node, name, url, state) =
             (self.node.clone(), name.to_owned(), url.to_owned(), state.to_owned());
         self.call(move |c| {
-            if c.backend() == db::Backend::Sqlite && state == "serving" {
-                // One node per SQLite file: what a previous process held is free now.
-                lease::expire_all(c)?;
+            lease::heartbeat(c, &node, &name, &url, &state)?;
+            if state == "serving" {
+                // A predecessor on this host that was killed holds leases nobody renews.
+                let expired = lease::expire_dead_here(c, &node, &name)?;
+                if expired > 0 {
+                    tracing::info!(
+                        leases = expired,
+                        "took over the leases of a node of this host that died"
+                    );
+                }
             }
-            lease::heartbeat(c, &node, &name, &url, &state)
+            Ok(())
         })
         .await
     }
 
-    /// Records this node, if it registered, as stopped (its leases are left to expire or to be
-    /// given back by their sessions).
-    pub async fn mark_stopped(&self) -> Result<(), StoreError> {
+    /// Records this node, if it registered, as `state` (`draining`, `stopped`): a stopped node's
+    /// leases are left to expire or to be given back by their sessions.
+    pub async fn set_node_state(&self, state: &'static str) -> Result<(), StoreError> {
         let node = self.node.clone();
         self.call(move |c| {
             c.execute(
-                "UPDATE nodes SET state = 'stopped', heartbeat_at = ?2, heartbeat_ms = ?3
-                 WHERE id = ?1",
-                params![node.id.as_ref(), crate::util::now_rfc3339(), lease::now_ms()],
+                "UPDATE nodes SET state = ?4, heartbeat_at = ?2, heartbeat_ms = ?3 WHERE id = ?1",
+                params![node.id.as_ref(), crate::util::now_rfc3339(), lease::now_ms(), state],
             )
             .map(drop)
         })

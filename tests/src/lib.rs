@@ -5,7 +5,8 @@
 //! once ([`conversations`]), and a real git smart-HTTP host with test
 //! repositories ([`git_http`]), HTTPS upstreams with throwaway CAs ([`tls`]), and a long scripted
 //! turn answered from each request ([`long_turn`]), and sandbox hosts as separate processes in
-//! their own network namespaces ([`hosts`]).
+//! their own network namespaces ([`hosts`]), and server nodes sharing one PostgreSQL store
+//! ([`nodes`]).
 
 pub mod bench;
 pub mod conversations;
@@ -17,5 +18,6 @@ pub mod long_session;
 pub mod long_turn;
 pub mod mock_llm;
 pub mod mock_responses;
+pub mod nodes;
 pub mod scripted;
 pub mod tls;

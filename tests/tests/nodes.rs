@@ -1,20 +1,19 @@
-//! Server nodes on one PostgreSQL store: `admin nodes`, and the refusal of a second serving node
-//! while the session actors do not take leases yet (a node that stopped, or died and went quiet
-//! past its lease, no longer counts).
+//! Server nodes on one PostgreSQL store: `admin nodes`; a session runs on one node at a time
+//! (the other says which); a killed node's turn is taken over and completes; a node frozen past
+//! its lease cannot append once thawed; a node stopped with SIGTERM hands its turn over.
+//! Every node is a real `outboard-server` process; the store is the test run's PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use outboard_tests::harness::{Api, TestServer, STORE_URL_FILE};
-use outboard_tests::mock_llm::MockLlm;
-use serde_json::Value;
-
-/// A data dir whose servers and admin commands use the store at `url`.
-fn data_on(url: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join(STORE_URL_FILE), url).unwrap();
-    dir
-}
+use outboard_shared::{ErrorCode, EventKind, SessionAttachResponse, SessionEvent};
+use outboard_tests::harness::{Api, TestServer, WsClient};
+use outboard_tests::mock_llm::{MockLlm, MockStep};
+use outboard_tests::nodes::Cluster;
+use serde_json::{json, Value};
 
 fn nodes(server: &TestServer) -> Vec<Value> {
     let (code, out, err) = server.admin(&["nodes", "--json"], None).unwrap();
@@ -22,44 +21,324 @@ fn nodes(server: &TestServer) -> Vec<Value> {
     out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// How many tool results the conversation of a request holds (its step).
+fn results_in(body: &Value) -> usize {
+    body.to_string().matches("\"tool_result\"").count()
+}
+
+/// Attaches to `sid` on `url` as a watcher after `after`, retrying while no node runs the
+/// session where asked (the refusal names the node that does) until `deadline`.
+async fn attach_when_served(
+    url: &str,
+    token: &str,
+    sid: &str,
+    after: u64,
+    deadline: Duration,
+) -> (WsClient, SessionAttachResponse) {
+    let give_up = Instant::now() + deadline;
+    loop {
+        let mut c = WsClient::connect(url, token).await.unwrap();
+        let params = json!({"session_id": sid, "role": "watcher", "after_seq": after});
+        match c.request("session/attach", params).await.unwrap() {
+            Ok(snap) => return (c, serde_json::from_value(snap).unwrap()),
+            Err(e) => {
+                assert_eq!(e.code, ErrorCode::Unavailable, "{}", e.message);
+                assert!(Instant::now() < give_up, "no node took the session over: {}", e.message);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// The session's durable log once its turn completed, read through `c` (attached).
+async fn until_completed(
+    c: &mut WsClient,
+    mut log: Vec<SessionEvent>,
+    wait: Duration,
+) -> Vec<SessionEvent> {
+    let done = |log: &[SessionEvent]| {
+        log.last().is_some_and(|e| matches!(e.kind, EventKind::TurnCompleted { .. }))
+    };
+    let deadline = Instant::now() + wait;
+    while !done(&log) {
+        assert!(Instant::now() < deadline, "the turn did not complete: {log:#?}");
+        let e = c.event().await.unwrap();
+        if e.kind.is_durable() && e.seq > log.last().map_or(0, |l| l.seq) {
+            log.push(e);
+        }
+    }
+    log
+}
+
+/// Seqs 1..n without a gap, and exactly one result per tool call.
+fn assert_well_formed(log: &[SessionEvent]) {
+    for (i, e) in log.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1, "a gap or a duplicate at position {i}: {log:#?}");
+    }
+    let mut results: HashMap<String, usize> = HashMap::new();
+    for e in log {
+        match &e.kind {
+            EventKind::AssistantMessage { tool_calls, .. } => {
+                for call in tool_calls {
+                    results.entry(call.call_id.clone()).or_insert(0);
+                }
+            }
+            EventKind::ToolResult { call_id, .. } => {
+                *results.entry(call_id.clone()).or_insert(0) += 1;
+            }
+            _ => {}
+        }
+    }
+    for (call, n) in results {
+        assert_eq!(n, 1, "tool call {call} has {n} results");
+    }
+}
+
+fn texts(log: &[SessionEvent]) -> Vec<String> {
+    log.iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::AssistantMessage { text, .. } if !text.is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn fresh_log(url: &str, token: &str, sid: &str) -> Vec<SessionEvent> {
+    let (_, snap) = attach_when_served(url, token, sid, 0, Duration::from_secs(30)).await;
+    snap.events
+}
+
 #[tokio::test]
-async fn a_second_node_waits_for_the_first_to_stop_or_go_quiet() {
-    let url = outboard_server::store::pgtest::fresh_url().unwrap();
+async fn admin_nodes_lists_every_node_and_shows_a_killed_one_lost() {
     let mock = MockLlm::start(vec![]).await.unwrap();
-    let base = mock.anthropic_base_url();
-    let lease = ["--lease-secs", "1"];
-    let a = TestServer::start_in(data_on(&url), Api::Anthropic, &base, &lease).unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 1).unwrap();
+    let a = cluster.start().unwrap();
+    let b = cluster.start().unwrap();
     let listed = nodes(&a);
-    assert_eq!(listed.len(), 1, "{listed:?}");
-    assert_eq!(listed[0]["state"], "serving");
-    assert_eq!(listed[0]["url"], a.url.as_str());
-    assert_eq!(listed[0]["leases"], 0);
+    assert_eq!(listed.len(), 2, "two nodes serve one store side by side: {listed:?}");
+    assert!(listed.iter().all(|n| n["state"] == "serving" && n["leases"] == 0), "{listed:?}");
+    let mut urls: Vec<&str> = listed.iter().map(|n| n["url"].as_str().unwrap()).collect();
+    urls.sort_unstable();
+    let mut want = [a.url.as_str(), b.url.as_str()];
+    want.sort_unstable();
+    assert_eq!(urls, want);
     let table = a.admin(&["nodes"], None).unwrap().1;
     assert!(table.starts_with("NODE ") && table.contains("serving"), "{table}");
 
-    // A second node on the same database is refused, naming the first, once it has waited out
-    // the lease (the first keeps heartbeating).
-    let refused = TestServer::start_in(data_on(&url), Api::Anthropic, &base, &lease)
-        .err()
-        .expect("a second serving node started");
-    let refused = refused.to_string();
-    assert!(refused.contains("is serving this database"), "{refused}");
-    assert!(refused.contains(a.url.trim_start_matches("ws://")), "{refused}");
-
-    // Stopped cleanly: the next node starts at once, and the list shows both.
-    let (data_a, clean) = a.terminate(Duration::from_secs(20));
+    // Stopped cleanly: listed as stopped.
+    let (_, clean) = b.terminate(Duration::from_secs(20));
     assert!(clean);
-    let b = TestServer::start_in(data_on(&url), Api::Anthropic, &base, &lease).unwrap();
-    let states: Vec<String> =
-        nodes(&b).iter().map(|n| n["state"].as_str().unwrap().to_owned()).collect();
+    let mut states: Vec<String> =
+        nodes(&a).iter().map(|n| n["state"].as_str().unwrap().to_owned()).collect();
+    states.sort_unstable();
     assert_eq!(states, ["serving", "stopped"]);
 
-    // Killed: its heartbeat stops, and a node starting after it waits that out and serves.
-    let _ = b.kill();
-    let c = TestServer::start_in(data_a.unwrap(), Api::Anthropic, &base, &lease).unwrap();
-    let listed = nodes(&c);
-    assert_eq!(listed.len(), 3, "{listed:?}");
-    assert_eq!(listed[0]["state"], "serving");
-    let table = c.admin(&["nodes"], None).unwrap().1;
+    // Killed: once its lease time passed without a heartbeat, it shows as lost.
+    let c = cluster.start().unwrap();
+    let _ = c.kill();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let table = a.admin(&["nodes"], None).unwrap().1;
     assert!(table.contains(" lost "), "the killed node shows as lost: {table}");
+}
+
+#[tokio::test]
+async fn a_session_runs_on_one_node_at_a_time_and_moves_when_its_node_stops() {
+    let mock = MockLlm::start_responder(|_| Some(MockStep::text("done"))).await.unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
+    let a = cluster.start().unwrap();
+    let b = cluster.start().unwrap();
+    let token = a.add_user("alice", "acme").unwrap();
+
+    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
+    let sid = on_a.new_session().await.unwrap();
+    let first = on_a.completed_turn(&sid, "one", Duration::from_secs(30)).await.unwrap();
+    let last_on_a = first.last().unwrap().seq;
+
+    // The same user on the other node: told where the session runs, for every request.
+    let mut on_b = WsClient::connect(&b.url, &token).await.unwrap();
+    for (method, params) in [
+        ("turn/send", json!({"session_id": sid, "text": "two"})),
+        ("session/attach", json!({"session_id": sid, "role": "watcher"})),
+        ("turn/interrupt", json!({"session_id": sid})),
+    ] {
+        let refused = on_b.request(method, params).await.unwrap().unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Unavailable, "{method}: {}", refused.message);
+        assert!(refused.message.contains(a.addr()), "{method}: {}", refused.message);
+    }
+    // Listing and reading the session's row work from any node.
+    let list = on_b.request("session/list", json!({})).await.unwrap().unwrap();
+    assert_eq!(list["sessions"][0]["id"], sid.as_str());
+
+    // A stops (a deploy): the session's lease goes back, and B runs its next turn on the log as
+    // A left it.
+    drop(on_a);
+    let (_, clean) = a.terminate(Duration::from_secs(30));
+    assert!(clean, "the node did not stop cleanly");
+    let attach = json!({"session_id": sid, "role": "driver", "after_seq": 0});
+    let snap = on_b.request("session/attach", attach).await.unwrap().unwrap();
+    let snap: SessionAttachResponse = serde_json::from_value(snap).unwrap();
+    assert_eq!(snap.events.last().map(|e| e.seq), Some(last_on_a));
+    let second = on_b.completed_turn(&sid, "two", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(second.first().map(|e| e.seq), Some(last_on_a + 1), "{second:#?}");
+    let log = fresh_log(&b.url, &token, &sid).await;
+    assert_well_formed(&log);
+    assert_eq!(texts(&log), ["done", "done"]);
+}
+
+#[tokio::test]
+async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
+    let mock = MockLlm::start_responder(|body| {
+        Some(match results_in(body) {
+            0 => MockStep::tool_call(
+                "Bash",
+                json!({"command": "echo ran >> ran.log && sleep 3 && echo slept"}),
+            ),
+            _ => MockStep::text("done after the takeover"),
+        })
+    })
+    .await
+    .unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
+    let a = cluster.start().unwrap();
+    let b = cluster.start().unwrap();
+    let token = a.add_user("alice", "acme").unwrap();
+
+    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
+    let sid = on_a.new_session().await.unwrap();
+    let sent = on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await;
+    sent.unwrap().unwrap();
+    let ran = cluster.workspace(&sid).join("ran.log");
+    outboard_tests::harness::wait_until("the command to start", Duration::from_secs(30), || {
+        ran.exists()
+    })
+    .unwrap();
+
+    // A dies in the middle of the command; B takes the turn over once A's lease expired.
+    let killed = Instant::now();
+    let _ = a.kill();
+    let (mut on_b, snap) =
+        attach_when_served(&b.url, &token, &sid, 0, Duration::from_secs(30)).await;
+    eprintln!("taken over {} ms after the kill", killed.elapsed().as_millis());
+    let log = until_completed(&mut on_b, snap.events, Duration::from_secs(30)).await;
+    assert_well_formed(&log);
+    assert_eq!(texts(&log).last().map(String::as_str), Some("done after the takeover"));
+    let bash = log
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult { name, output, .. } if name == "Bash" => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(bash.contains("outcome is unknown"), "the cut command is reported, not re-run: {bash}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
+    assert_eq!(fresh_log(&b.url, &token, &sid).await, log);
+}
+
+#[tokio::test]
+async fn a_node_frozen_past_its_lease_cannot_append_once_thawed() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let mock = MockLlm::start_responder(move |_| {
+        Some(match counter.fetch_add(1, Ordering::SeqCst) {
+            // The frozen node's call: its answer waits in the node's socket while it sleeps.
+            0 => MockStep::text("late words of the frozen node").latency(1500),
+            _ => MockStep::text("done by the node that took over"),
+        })
+    })
+    .await
+    .unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
+    let a = cluster.start().unwrap();
+    let b = cluster.start().unwrap();
+    let token = a.add_user("alice", "acme").unwrap();
+
+    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
+    let sid = on_a.new_session().await.unwrap();
+    let sent = on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await;
+    sent.unwrap().unwrap();
+    outboard_tests::harness::wait_until("the model call", Duration::from_secs(30), || {
+        calls.load(Ordering::SeqCst) == 1
+    })
+    .unwrap();
+    let pid = a.pid().to_string();
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+
+    // B takes the session over past A's lease and completes the turn.
+    let (mut on_b, snap) =
+        attach_when_served(&b.url, &token, &sid, 0, Duration::from_secs(30)).await;
+    let log = until_completed(&mut on_b, snap.events, Duration::from_secs(30)).await;
+    assert_eq!(texts(&log), ["done by the node that took over"]);
+
+    // A wakes up with its model's answer at hand: it must not write it, nor anything else.
+    assert!(std::process::Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    outboard_tests::harness::wait_until("the thawed node to stop", Duration::from_secs(30), || {
+        a.log().contains("lease was taken over by another node")
+    })
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = fresh_log(&b.url, &token, &sid).await;
+    assert_eq!(after, log, "the thawed node appended to a session it lost");
+    assert_well_formed(&after);
+    // And it still serves: its node is alive, and it refuses the session, naming B.
+    let mut again = WsClient::connect(&a.url, &token).await.unwrap();
+    let refused = again
+        .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(refused.message.contains(b.addr()), "{}", refused.message);
+}
+
+#[tokio::test]
+async fn a_node_stopped_with_sigterm_hands_its_turn_over_mid_way() {
+    let mock = MockLlm::start_responder(|body| {
+        let step = results_in(body);
+        Some(if step < 4 {
+            MockStep::tool_call(
+                "Bash",
+                json!({"command": format!("echo step {step} >> steps.log")}),
+            )
+            .latency(300)
+        } else {
+            MockStep::text("all steps done")
+        })
+    })
+    .await
+    .unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
+    let a = cluster.start().unwrap();
+    let b = cluster.start().unwrap();
+    let token = a.add_user("alice", "acme").unwrap();
+
+    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
+    let sid = on_a.new_session().await.unwrap();
+    let sent = on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await;
+    sent.unwrap().unwrap();
+    let mut seen: Vec<SessionEvent> = Vec::new();
+    while !seen.iter().any(|e| matches!(e.kind, EventKind::ToolResult { .. })) {
+        let e = on_a.event().await.unwrap();
+        if e.kind.is_durable() {
+            seen.push(e);
+        }
+    }
+
+    // The deploy: A drains. Its client reconnects to B and resumes from its last seq.
+    let (_, clean) = a.terminate(Duration::from_secs(30));
+    assert!(clean, "the node did not stop cleanly");
+    while let Ok(e) = on_a.event().await {
+        if e.kind.is_durable() && e.seq > seen.last().map_or(0, |l| l.seq) {
+            seen.push(e);
+        }
+    }
+    let after = seen.last().map_or(0, |l| l.seq);
+    let (mut on_b, snap) =
+        attach_when_served(&b.url, &token, &sid, after, Duration::from_secs(30)).await;
+    seen.extend(snap.events);
+    let log = until_completed(&mut on_b, seen, Duration::from_secs(60)).await;
+    assert_well_formed(&log);
+    assert!(!log.iter().any(|e| matches!(e.kind, EventKind::TurnFailed { .. })), "{log:#?}");
+    assert_eq!(texts(&log).last().map(String::as_str), Some("all steps done"));
+    let steps = std::fs::read_to_string(cluster.workspace(&sid).join("steps.log")).unwrap();
+    assert_eq!(steps, "step 0\nstep 1\nstep 2\nstep 3\n", "each step ran once, in order");
+    assert_eq!(fresh_log(&b.url, &token, &sid).await, log);
 }

@@ -104,6 +104,7 @@ async fn server_with_idle(mock: &MockLlm, idle: Duration) -> (ServerHandle, temp
         allow_client_workspaces: false,
         place_on_hosts: false,
         store: None,
+        workspaces: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     (outboard_server::launch(listener, config).await.unwrap(), data)

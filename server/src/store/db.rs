@@ -89,6 +89,15 @@ impl Db {
     }
 
     /// The engine underneath.
+    /// Whether the connection is gone (a PostgreSQL server restarted, a network cut, a session
+    /// the server ended): the store's worker then connects again. A SQLite one never is.
+    pub fn is_broken(&self) -> bool {
+        match &self.conn {
+            Conn::Sqlite(_) => false,
+            Conn::Pg(c) => c.try_borrow().is_ok_and(|c| c.client.is_closed()),
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         match self.conn {
             Conn::Sqlite(_) => Backend::Sqlite,

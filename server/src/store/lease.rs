@@ -16,8 +16,10 @@
 //! Times are milliseconds since the epoch of each node's clock; nodes are expected to keep their
 //! clocks in step (NTP) far closer than the lease time. Fencing does not depend on clocks.
 //!
-//! A SQLite store has one node by construction (one process writes the file): at start it
-//! expires every lease left by the previous process, so recovery resumes its turns at once.
+//! The same rules hold on a SQLite file, which several processes of one host may open (two
+//! embedded servers of one user): a session is run by one of them at a time. A node that starts
+//! expires the leases of the nodes of its host whose process is gone ([`expire_dead_here`]), so
+//! a restart after a crash resumes their turns at once rather than after the lease time.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -118,6 +120,10 @@ pub struct Held {
     pub epoch: i64,
     /// When it expires unless renewed.
     pub expires_ms: i64,
+    /// The owning node's name, if it registered.
+    pub name: Option<String>,
+    /// Where the owning node serves clients, if it registered.
+    pub url: Option<String>,
 }
 
 /// Registers (or refreshes) this node in `nodes`.
@@ -130,16 +136,70 @@ pub fn heartbeat(
 ) -> Result<(), StoreError> {
     let now = crate::util::now_rfc3339();
     c.execute(
-        "INSERT INTO nodes (id, name, url, state, started_at, heartbeat_at, heartbeat_ms, lease_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
+        "INSERT INTO nodes (id, name, url, state, started_at, heartbeat_at, heartbeat_ms, lease_ms,
+                            pid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)
          ON CONFLICT (id) DO UPDATE SET state = ?4, heartbeat_at = ?5, heartbeat_ms = ?6",
-        params![node.id.as_ref(), name, url, state, now, now_ms(), node.lease.as_millis() as i64],
+        params![
+            node.id.as_ref(),
+            name,
+            url,
+            state,
+            now,
+            now_ms(),
+            node.lease.as_millis() as i64,
+            i64::from(std::process::id())
+        ],
     )?;
     Ok(())
 }
 
+/// Expires the leases of nodes that ran on this host (`name`) in a process that is gone (killed
+/// or crashed: it could not say it stopped), so a node restarting there takes its predecessor's
+/// sessions over at once instead of after the lease time. Returns how many were expired.
+pub fn expire_dead_here(c: &Db, node: &Node, name: &str) -> Result<usize, StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT id, pid FROM nodes WHERE name = ?1 AND id <> ?2 AND state <> 'stopped'
+                                   AND pid IS NOT NULL",
+    )?;
+    let candidates: Vec<(String, i64)> = stmt
+        .query_map(params![name, node.id.as_ref()], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    drop(stmt);
+    let mut expired = 0;
+    for (id, pid) in candidates {
+        if process_alive(pid) {
+            continue;
+        }
+        expired += c.execute(
+            "UPDATE session_leases SET expires_ms = 0 WHERE node_id = ?1 AND expires_ms > 0",
+            [&id],
+        )?;
+        c.execute("UPDATE nodes SET state = 'stopped' WHERE id = ?1", [&id])?;
+    }
+    Ok(expired)
+}
+
+/// Whether a process `pid` of this host runs: it is in `/proc`, and not a zombie (killed, not
+/// reaped yet by its parent).
+fn process_alive(pid: i64) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) S ...`: the state follows the last `)` (a command may hold one).
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| !matches!(state, 'Z' | 'X')),
+        Err(_) => false,
+    }
+}
+
 /// Takes the lease on `session` for `node` if it is free, expired or already `node`'s; the
-/// holder otherwise.
+/// holder otherwise. Each take raises the epoch, also a take by the same node: an actor that
+/// gives its lease back after a successor on this node took it (an idle actor stopping while a
+/// request spawns the next) then gives back nothing, as its epoch is not the current one.
 pub fn acquire(
     c: &mut Db,
     node: &Node,
@@ -153,8 +213,7 @@ pub fn acquire(
             "INSERT INTO session_leases (session_id, node_id, epoch, expires_ms, acquired_at)
              VALUES (?1, ?2, 1, ?3, ?4)
              ON CONFLICT (session_id) DO UPDATE SET
-                 epoch = CASE WHEN session_leases.node_id = ?2 THEN session_leases.epoch
-                              ELSE session_leases.epoch + 1 END,
+                 epoch = session_leases.epoch + 1,
                  node_id = ?2, expires_ms = ?3, acquired_at = ?4
              WHERE session_leases.node_id = ?2 OR session_leases.expires_ms < ?5
              RETURNING epoch",
@@ -165,9 +224,19 @@ pub fn acquire(
     let outcome = match taken {
         Some(epoch) => Ok(Lease { epoch }),
         None => Err(tx.query_row(
-            "SELECT node_id, epoch, expires_ms FROM session_leases WHERE session_id = ?1",
+            "SELECT l.node_id, l.epoch, l.expires_ms, n.name, n.url
+             FROM session_leases l LEFT JOIN nodes n ON n.id = l.node_id
+             WHERE l.session_id = ?1",
             [&session.0],
-            |r| Ok(Held { node: r.get(0)?, epoch: r.get(1)?, expires_ms: r.get(2)? }),
+            |r| {
+                Ok(Held {
+                    node: r.get(0)?,
+                    epoch: r.get(1)?,
+                    expires_ms: r.get(2)?,
+                    name: r.get(3)?,
+                    url: r.get(4)?,
+                })
+            },
         )?),
     };
     tx.commit()?;
@@ -207,17 +276,50 @@ pub fn renew(c: &mut Db, node: &Node) -> Result<Vec<SessionId>, StoreError> {
 }
 
 /// Gives the lease on `session` back (expired at once, epoch kept, so the next owner's is
-/// higher).
-pub fn release(c: &Db, node: &Node, session: &SessionId) -> Result<(), StoreError> {
-    if let Some(epoch) = node.epoch(&session.0) {
-        c.execute(
-            "UPDATE session_leases SET expires_ms = 0
-             WHERE session_id = ?1 AND node_id = ?2 AND epoch = ?3",
-            params![session.0, node.id.as_ref(), epoch],
-        )?;
+/// higher): the one taken at `epoch`, or whichever this node holds when `None`. A lease taken
+/// again since (a higher epoch) is kept.
+pub fn release(
+    c: &Db,
+    node: &Node,
+    session: &SessionId,
+    epoch: Option<i64>,
+) -> Result<(), StoreError> {
+    let Some(epoch) = epoch.or_else(|| node.epoch(&session.0)) else { return Ok(()) };
+    c.execute(
+        "UPDATE session_leases SET expires_ms = 0
+         WHERE session_id = ?1 AND node_id = ?2 AND epoch = ?3",
+        params![session.0, node.id.as_ref(), epoch],
+    )?;
+    if node.epoch(&session.0) == Some(epoch) {
+        node.forget(&session.0);
     }
-    node.forget(&session.0);
     Ok(())
+}
+
+/// Gives back every lease this node holds (a drain, once its turns stopped); how many.
+pub fn release_all(c: &Db, node: &Node) -> Result<usize, StoreError> {
+    let n = c.execute(
+        "UPDATE session_leases SET expires_ms = 0 WHERE node_id = ?1 AND expires_ms > 0",
+        [node.id.as_ref()],
+    )?;
+    if let Ok(mut held) = node.held.lock() {
+        held.clear();
+    }
+    Ok(n)
+}
+
+/// The sessions with an open turn that no other node holds a live lease on: a node that died,
+/// drained or was cut off left them, and this node may take them over (its own are skipped by
+/// the caller, which knows its actors).
+pub fn orphaned(c: &Db, node: &Node) -> Result<Vec<SessionId>, StoreError> {
+    let mut stmt = c.prepare_cached(
+        "SELECT s.id FROM sessions s
+         WHERE s.open_turn IS NOT NULL AND s.status <> 'failed'
+           AND NOT EXISTS (SELECT 1 FROM session_leases l
+                           WHERE l.session_id = s.id AND l.node_id <> ?1 AND l.expires_ms >= ?2)",
+    )?;
+    let rows = stmt.query_map(params![node.id.as_ref(), now_ms()], |r| Ok(SessionId(r.get(0)?)))?;
+    rows.collect()
 }
 
 /// The fencing check of an append, inside its transaction: refused unless `node` still holds
@@ -240,12 +342,6 @@ pub fn check(c: &Db, node: &Node, session: &str) -> Result<(), StoreError> {
             Err(StoreError::Fenced(session.to_owned()))
         }
     }
-}
-
-/// At the start of a SQLite store's one node: every lease a previous process left is expired.
-pub fn expire_all(c: &Db) -> Result<(), StoreError> {
-    c.execute("UPDATE session_leases SET expires_ms = 0", ())?;
-    Ok(())
 }
 
 /// A node as `admin nodes` shows it.
@@ -388,7 +484,7 @@ mod tests {
 
         // B writes on; gives the lease back; A may take it again, and then B is fenced.
         b.append_event(event(&s.id, 2)).await.unwrap();
-        b.release_lease(&s.id).await.unwrap();
+        b.release_lease(&s.id, None).await.unwrap();
         let third = a.acquire_lease(&s.id).await.unwrap().unwrap();
         assert!(third.epoch > second.epoch);
         assert!(b.append_event(event(&s.id, 3)).await.is_ok(), "B gave it back: unchecked");

@@ -254,6 +254,12 @@ CREATE TABLE session_leases (
 CREATE INDEX session_leases_by_node ON session_leases(node_id);
 "#,
     ),
+    (
+        18,
+        r#"
+ALTER TABLE nodes ADD COLUMN pid BIGINT;
+"#,
+    ),
 ];
 
 /// Runs `f` on a thread of its own and waits for it: the blocking driver starts a small runtime
@@ -284,10 +290,24 @@ pub(super) fn connect(url: &str) -> Result<postgres::Client, StoreError> {
         config.connect_timeout(std::time::Duration::from_secs(10));
     }
     config.application_name("outboard-server");
-    config
+    let mut client = config
         .connect(postgres::NoTls)
-        .map_err(|e| StoreError::Connect { target: target_of(url), reason: describe(&e) })
+        .map_err(|e| StoreError::Connect { target: target_of(url), reason: describe(&e) })?;
+    // A node frozen inside a transaction (SIGSTOP, a VM paused) would hold its row locks, and
+    // every other node's lease takeover would wait on them: the server ends such a session.
+    client
+        .batch_execute(&format!(
+            "SET idle_in_transaction_session_timeout = {}",
+            IDLE_IN_TRANSACTION.as_millis()
+        ))
+        .map_err(|e| StoreError::Connect { target: target_of(url), reason: describe(&e) })?;
+    Ok(client)
 }
+
+/// How long PostgreSQL lets one of this node's transactions sit idle before it ends the session
+/// (see [`connect`]). Every transaction of the store runs its statements back to back, so only a
+/// frozen process gets near it.
+const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `host:port/db` of a URL, for messages: no user, no password, no query.
 pub fn target_of(url: &str) -> String {

@@ -293,6 +293,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
         allow_client_workspaces: false,
         place_on_hosts: false,
         store: None,
+        workspaces: None,
     };
     let watcher = Store::open(&db, Durability::Normal)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

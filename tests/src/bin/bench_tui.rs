@@ -490,6 +490,7 @@ async fn fanout_run(clients: usize, stalled: bool) -> anyhow::Result<FanoutRun> 
         allow_client_workspaces: false,
         place_on_hosts: false,
         store: None,
+        workspaces: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;

@@ -311,6 +311,7 @@ async fn visibility_over_websockets() -> anyhow::Result<(Vec<Duration>, Vec<Dura
         allow_client_workspaces: false,
         place_on_hosts: false,
         store: None,
+        workspaces: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let server = outboard_server::launch(listener, config).await?;

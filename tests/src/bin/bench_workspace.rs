@@ -277,6 +277,7 @@ impl Outboard {
             allow_client_workspaces: false,
             place_on_hosts: false,
             store: None,
+            workspaces: None,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let server = outboard_server::launch(listener, config).await?;

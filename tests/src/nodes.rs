@@ -1,0 +1,60 @@
+//! Several server nodes on one PostgreSQL store, as a deployment runs them: each node has its
+//! own data dir (its secret key, its sandboxes' scratch files), and all share the store (a
+//! schema of the test run's cluster) and one workspaces directory.
+
+use std::path::PathBuf;
+
+use crate::harness::{Api, TestServer, STORE_URL_FILE};
+
+/// The store and the shared directory of a group of nodes.
+pub struct Cluster {
+    /// The PostgreSQL URL every node uses.
+    pub url: String,
+    workspaces: tempfile::TempDir,
+    api: Api,
+    base_url: String,
+    lease_secs: u64,
+}
+
+impl Cluster {
+    /// A fresh store (a schema of its own) for nodes talking to the mock model at `base_url`,
+    /// with `lease_secs` leases.
+    pub fn new(api: Api, base_url: &str, lease_secs: u64) -> anyhow::Result<Cluster> {
+        Ok(Cluster {
+            url: outboard_server::store::pgtest::fresh_url().map_err(anyhow::Error::msg)?,
+            workspaces: tempfile::tempdir()?,
+            api,
+            base_url: base_url.to_owned(),
+            lease_secs,
+        })
+    }
+
+    /// A data dir whose servers and admin commands use the cluster's store.
+    pub fn data_dir(&self) -> anyhow::Result<tempfile::TempDir> {
+        let dir = tempfile::tempdir()?;
+        std::fs::write(dir.path().join(STORE_URL_FILE), &self.url)?;
+        Ok(dir)
+    }
+
+    /// Starts a new node.
+    pub fn start(&self) -> anyhow::Result<TestServer> {
+        self.start_in(self.data_dir()?)
+    }
+
+    /// Starts a node on `data` (a killed node's, to restart it).
+    pub fn start_in(&self, data: tempfile::TempDir) -> anyhow::Result<TestServer> {
+        let lease = self.lease_secs.to_string();
+        let workspaces = self.workspaces.path().to_string_lossy().into_owned();
+        TestServer::start_in(
+            data,
+            self.api,
+            &self.base_url,
+            &["--lease-secs", &lease, "--workspaces", &workspaces],
+        )
+    }
+
+    /// The workspace of a session, whichever node runs it.
+    pub fn workspace(&self, session_id: &str) -> PathBuf {
+        self.workspaces.path().join(session_id)
+    }
+}
