@@ -61,7 +61,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serve this machine's workspaces and sandboxes to harness nodes (a sandbox host).
     SandboxHost(SandboxHostArgs),
     /// Administer users and orgs.
@@ -738,7 +738,7 @@ fn data_dir(arg: DataArg) -> anyhow::Result<PathBuf> {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let done = ExitCode::SUCCESS;
     match cli.command {
-        Command::Serve(args) => serve(args).await.map(|()| done),
+        Command::Serve(args) => serve(*args).await.map(|()| done),
         Command::SandboxHost(args) => sandbox_host(args).await.map(|()| done),
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();
