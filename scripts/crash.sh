@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# The long crash run: `scripts/crash.sh [SESSIONS] [KILLS] [SEED]` (default 8 sessions, 30 kills
-# per provider). Prints a table; exits non-zero if any session ends incomplete or inconsistent.
+# The long crash runs.
+#   scripts/crash.sh [SESSIONS] [KILLS] [SEED]  one server killed at random (default 8 sessions,
+#                                               30 kills per provider); prints a table.
+#   scripts/crash.sh nodes [SESSIONS] [KILLS]   three nodes on one PostgreSQL killed and restarted
+#                                               at random (default 20 sessions, 60 kills): the
+#                                               suite's short multi-node test, sized up.
+# Exits non-zero if any session ends incomplete or inconsistent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == nodes ]]; then
+  export OUTBOARD_NODES_SESSIONS="${2:-20}" OUTBOARD_NODES_KILLS="${3:-60}"
+  # Turns long enough to outlast the kills (each step is a Bash command of ~0.6 s).
+  export OUTBOARD_NODES_STEPS="${OUTBOARD_NODES_STEPS:-$((OUTBOARD_NODES_KILLS * 2))}"
+  exec cargo test --quiet -p outboard-tests --test nodes three_nodes -- --nocapture
+fi
 cargo build --quiet -p outboard-server -p outboard-cli --bins
 exec cargo run --quiet -p outboard-tests --bin crash -- "$@"

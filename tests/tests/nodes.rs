@@ -342,3 +342,124 @@ async fn a_node_stopped_with_sigterm_hands_its_turn_over_mid_way() {
     assert_eq!(steps, "step 0\nstep 1\nstep 2\nstep 3\n", "each step ran once, in order");
     assert_eq!(fresh_log(&b.url, &token, &sid).await, log);
 }
+
+/// The node a refusal names (`… (NAME at ws://ADDR) …`), if any.
+fn owner_in(message: &str) -> Option<String> {
+    let at = message.find("ws://")?;
+    let rest = &message[at..];
+    let end = rest.find([')', ' ', ',', ';']).unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
+/// Attaches to `sid` as a watcher on whichever node runs it: tries `first`, then follows the
+/// node a refusal names, retrying (nodes die and come back meanwhile) until `deadline`.
+async fn attach_anywhere(
+    urls: &[String],
+    first: usize,
+    token: &str,
+    sid: &str,
+    deadline: Duration,
+) -> (WsClient, SessionAttachResponse) {
+    let give_up = Instant::now() + deadline;
+    let mut url = urls[first % urls.len()].clone();
+    let mut turn = first;
+    loop {
+        assert!(Instant::now() < give_up, "no node served session {sid}");
+        let Ok(mut c) = WsClient::connect(&url, token).await else {
+            turn += 1;
+            url = urls[turn % urls.len()].clone();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let params = json!({"session_id": sid, "role": "watcher", "after_seq": 0});
+        match c.request("session/attach", params).await {
+            Ok(Ok(snap)) => return (c, serde_json::from_value(snap).unwrap()),
+            Ok(Err(e)) => {
+                assert_eq!(e.code, ErrorCode::Unavailable, "{}", e.message);
+                turn += 1;
+                url = owner_in(&e.message).unwrap_or_else(|| urls[turn % urls.len()].clone());
+            }
+            Err(_) => {
+                turn += 1;
+                url = urls[turn % urls.len()].clone();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The short run of the multi-node crash test (the long one: `scripts/crash.sh nodes`): three
+/// nodes on one store, sessions of several `Bash` steps started on every node, nodes killed
+/// with SIGKILL and restarted while the turns run. Every turn completes on whichever node took
+/// it over, every log is gap-free with one result per call, and no command ran twice.
+/// `OUTBOARD_NODES_SESSIONS`, `OUTBOARD_NODES_KILLS` and `OUTBOARD_NODES_STEPS` size the run.
+#[tokio::test]
+async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
+    let knob = |name: &str, default: usize| {
+        std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    };
+    let sessions = knob("OUTBOARD_NODES_SESSIONS", 6);
+    let kills = knob("OUTBOARD_NODES_KILLS", 3);
+    let steps_per_turn = knob("OUTBOARD_NODES_STEPS", 3);
+    let mock = MockLlm::start_responder(move |body| {
+        let step = results_in(body);
+        Some(if step < steps_per_turn {
+            MockStep::tool_call(
+                "Bash",
+                json!({"command": format!("echo step {step} >> steps.log && sleep 0.4")}),
+            )
+            .latency(200)
+        } else {
+            MockStep::text("all steps done")
+        })
+    })
+    .await
+    .unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 1).unwrap();
+    let mut nodes: Vec<TestServer> = (0..3).map(|_| cluster.start().unwrap()).collect();
+    let token = nodes[0].add_user("alice", "acme").unwrap();
+
+    let mut sids = Vec::new();
+    for i in 0..sessions {
+        let mut c = WsClient::connect(&nodes[i % 3].url, &token).await.unwrap();
+        let sid = c.new_session().await.unwrap();
+        c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
+        sids.push(sid);
+    }
+
+    // The chaos: a node dies every 1.5 s and comes back 0.5 s later, at a new address.
+    let mut seed = 0x9e37_79b9_u64;
+    let started = Instant::now();
+    for _ in 0..kills {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let victim = (seed >> 33) as usize % nodes.len();
+        let data = nodes.remove(victim).kill().unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        nodes.insert(victim, cluster.start_in(data).unwrap());
+    }
+
+    eprintln!("{kills} kills in {} s", started.elapsed().as_secs());
+    let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
+    for (i, sid) in sids.iter().enumerate() {
+        let (mut c, snap) = attach_anywhere(&urls, i, &token, sid, Duration::from_secs(60)).await;
+        let log = until_completed(&mut c, snap.events, Duration::from_secs(90)).await;
+        assert_well_formed(&log);
+        assert_eq!(texts(&log).last().map(String::as_str), Some("all steps done"), "{sid}");
+        // A step's line is written at most once; one whose result is not "cut" exactly once.
+        let steps = std::fs::read_to_string(cluster.workspace(sid).join("steps.log")).unwrap();
+        for step in 0..steps_per_turn {
+            let line = format!("step {step}");
+            let n = steps.lines().filter(|l| *l == line).count();
+            assert!(n <= 1, "{sid}: {line} ran {n} times: {steps:?}");
+        }
+        let completed = log
+            .iter()
+            .filter(|e| {
+                matches!(&e.kind, EventKind::ToolResult { output, .. }
+                    if !output.contains("outcome is unknown"))
+            })
+            .count();
+        assert!(steps.lines().count() >= completed, "{sid}: {steps:?} for {completed} results");
+    }
+}
