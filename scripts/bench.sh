@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|nodes|all]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-all}" in
+  nodes)
+    # Several nodes on one PostgreSQL (the bench makes its own cluster with initdb): checkpoint
+    # cost vs SQLite, takeover after SIGKILL, steps/s on 1 vs 3 nodes. `nodes [--kills N]
+    # [--sessions N]` (default 20 kills, 200 sessions).
+    cargo build --quiet --release -p outboard-server --bin outboard-server
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_nodes -- "$@"
+    ;;
   sandbox)
     # The sandbox agent lives in outboard-server: build it next to the bench binary.
     cargo build --quiet --release -p outboard-server --bin outboard-server
@@ -91,6 +99,7 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_tasks
     cargo run --quiet --release -p outboard-tests --bin bench_mcp
     cargo run --quiet --release -p outboard-tests --bin bench_hosts
+    cargo run --quiet --release -p outboard-tests --bin bench_nodes
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
