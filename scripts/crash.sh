@@ -10,8 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == nodes ]]; then
   export OUTBOARD_NODES_SESSIONS="${2:-20}" OUTBOARD_NODES_KILLS="${3:-60}"
-  # Turns long enough to outlast the kills (each step is a Bash command of ~0.6 s).
-  export OUTBOARD_NODES_STEPS="${OUTBOARD_NODES_STEPS:-$((OUTBOARD_NODES_KILLS * 2))}"
+  # Turns long enough to outlast the kills (2 s apart): 45 steps (a turn stops at 50), each a
+  # Bash command of 3 s.
+  export OUTBOARD_NODES_STEPS="${OUTBOARD_NODES_STEPS:-45}"
+  export OUTBOARD_NODES_STEP_MS="${OUTBOARD_NODES_STEP_MS:-$((OUTBOARD_NODES_KILLS * 2000 / 45 + 500))}"
   exec cargo test --quiet -p outboard-tests --test nodes three_nodes -- --nocapture
 fi
 cargo build --quiet -p outboard-server -p outboard-cli --bins

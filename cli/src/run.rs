@@ -701,7 +701,11 @@ fn worth_retrying(err: &ClientError) -> bool {
         | ClientError::Closed { .. } => true,
         ClientError::Connection { fatal, .. } => *fatal,
         ClientError::Server { error, .. } => {
-            matches!(error.code, ErrorCode::ShuttingDown | ErrorCode::Internal)
+            // `unavailable`: the session is moving between server nodes (a drain, a takeover).
+            matches!(
+                error.code,
+                ErrorCode::ShuttingDown | ErrorCode::Internal | ErrorCode::Unavailable
+            )
         }
         _ => false,
     }
@@ -784,13 +788,34 @@ async fn reconnect<O: Write, E: Write>(
     }
 }
 
-/// One reconnect attempt: connect, then attach after the last `seq` printed.
+/// One reconnect attempt: connect, then attach after the last `seq` printed. When the server
+/// is one node of several and another node runs the session now, the attempt follows the node
+/// its answer names, once.
 async fn rejoin(
     redial: &Redial,
     id: SessionId,
     last_seq: u64,
 ) -> Result<(Client, SessionAttachResponse), ClientError> {
-    let client = Client::connect_with(&redial.url, &redial.token, false, &redial.options).await?;
+    match rejoin_at(&redial.url, redial, id.clone(), last_seq).await {
+        Err(ClientError::Server { error, .. })
+            if error.code == ErrorCode::Unavailable
+                && error.node_url.as_ref().is_some_and(|u| *u != redial.url) =>
+        {
+            let owner = error.node_url.unwrap_or_default();
+            tracing::debug!(node = %owner, "the session runs on another node; following it");
+            rejoin_at(&owner, redial, id, last_seq).await
+        }
+        other => other,
+    }
+}
+
+async fn rejoin_at(
+    url: &str,
+    redial: &Redial,
+    id: SessionId,
+    last_seq: u64,
+) -> Result<(Client, SessionAttachResponse), ClientError> {
+    let client = Client::connect_with(url, &redial.token, false, &redial.options).await?;
     let after = Some(last_seq);
     let snapshot = match client.attach(id.clone(), Role::Driver, after).await {
         // Driving was taken back while we were away: watch the turn to its end.

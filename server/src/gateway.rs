@@ -335,6 +335,10 @@ pub async fn launch_with(
         changes,
         state.shutdown.clone(),
     ));
+    // Org file changes other nodes of the store commit reach this node's sessions too.
+    if let Some(committed) = state.hub.store().org_file_changes(ORG_FILE_NOTICES) {
+        tokio::spawn(announce_committed(state.hub.clone(), committed, state.shutdown.clone()));
+    }
     let resumed =
         if resume_turns { state.hub.resume_all().await.map_err(LaunchError::Resume)? } else { 0 };
     if resumed > 0 {
@@ -409,6 +413,30 @@ async fn heartbeat(hub: Arc<Hub>, shutdown: CancellationToken) {
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot renew this node's leases"),
+        }
+    }
+}
+
+/// Org file changes of other nodes that may wait to be announced here.
+const ORG_FILE_NOTICES: usize = 256;
+
+/// Announces, until shutdown, the org file versions any node commits (this node's own are
+/// announced once, when written: [`crate::orgfs::OrgFs::announce_committed`] skips them).
+async fn announce_committed(
+    hub: Arc<Hub>,
+    mut committed: mpsc::Receiver<i64>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let id = tokio::select! {
+            () = shutdown.cancelled() => return,
+            id = committed.recv() => match id {
+                Some(id) => id,
+                None => return,
+            },
+        };
+        if let Err(e) = hub.org_fs().announce_committed(id).await {
+            tracing::warn!(error = %e, "cannot read an org file change another node made");
         }
     }
 }

@@ -140,7 +140,13 @@ pub struct OrgFs {
     store: Store,
     changes: broadcast::Sender<OrgChange>,
     projection: Arc<Projection>,
+    /// The changes this process announced itself, newest last (at most [`RECENT_CHANGES`]): a
+    /// change another node's notification names again is not announced twice.
+    recent: Arc<Mutex<std::collections::VecDeque<(OrgId, String, u64)>>>,
 }
+
+/// How many of its own changes an [`OrgFs`] remembers against double announcements.
+pub const RECENT_CHANGES: usize = 1024;
 
 impl std::fmt::Debug for OrgFs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -190,6 +196,7 @@ impl OrgFs {
             store,
             changes,
             projection: Arc::new(Projection { dir: projection_dir, applied: Mutex::default() }),
+            recent: Arc::default(),
         }
     }
 
@@ -204,8 +211,37 @@ impl OrgFs {
     }
 
     fn announce(&self, org: &OrgId, file: &FileVersion) {
+        if let Ok(mut recent) = self.recent.lock() {
+            if recent.len() == RECENT_CHANGES {
+                recent.pop_front();
+            }
+            recent.push_back((org.clone(), file.path.clone(), file.version));
+        }
         // No subscriber is fine (no live session).
         let _ = self.changes.send(OrgChange { org_id: org.clone(), file: file.clone() });
+    }
+
+    /// Announces the version `file_id` that another node of the store committed (its
+    /// notification, see [`Store::org_file_changes`]) to this node's subscribers, unless this
+    /// node wrote it and announced it already.
+    pub async fn announce_committed(&self, file_id: i64) -> Result<(), FsError> {
+        let row = self
+            .store
+            .call(move |c| {
+                let mut stmt = c.prepare_cached(&format!(
+                    "SELECT {FILE_COLUMNS}, f.org_id FROM org_files f WHERE f.id = ?1"
+                ))?;
+                stmt.query_row([file_id], |r| Ok((file_version(r)?, OrgId(r.get(10)?)))).optional()
+            })
+            .await?;
+        let Some((file, org)) = row else { return Ok(()) };
+        let ours = self.recent.lock().is_ok_and(|recent| {
+            recent.iter().any(|(o, p, v)| *o == org && *p == file.path && *v == file.version)
+        });
+        if !ours {
+            let _ = self.changes.send(OrgChange { org_id: org, file });
+        }
+        Ok(())
     }
 
     /// The current version of `path` (a tombstone when deleted), if it was ever written.
@@ -786,6 +822,14 @@ fn apply(
                 |r| r.get::<_, i64>(0),
             )
         })?;
+    if tx.backend() == crate::store::db::Backend::Postgres {
+        // Delivered to every node's listener when this transaction commits, not before.
+        tx.prepare_cached(&format!(
+            "SELECT pg_notify('{}', current_schema() || ' ' || ?1)",
+            crate::store::pg::ORG_FILES_CHANNEL
+        ))?
+        .query_row([file_id.to_string()], |_| Ok(()))?;
+    }
     tx.prepare_cached(
         "INSERT INTO org_heads (org_id, path, file_id, version, deleted, change)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)

@@ -459,6 +459,7 @@ fn held_elsewhere(held: &crate::store::lease::Held) -> ErrorBody {
              minute after its last use)"
         ),
     )
+    .at_node(held.url.clone())
 }
 
 fn gone() -> ErrorBody {

@@ -778,6 +778,24 @@ impl Store {
         self.node = lease::Node::new(lease);
     }
 
+    /// The ids of org file versions committed by any node of this store (`None` on SQLite,
+    /// where this process is the only writer): see [`pg::listen`]. At most `capacity` wait.
+    pub fn org_file_changes(&self, capacity: usize) -> Option<tokio::sync::mpsc::Receiver<i64>> {
+        let url = self.url.as_deref()?.to_owned();
+        let mut raw = pg::listen(url, pg::ORG_FILES_CHANNEL, capacity);
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+        tokio::spawn(async move {
+            while let Some(payload) = raw.recv().await {
+                if let Ok(id) = payload.parse() {
+                    if tx.send(id).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Some(rx)
+    }
+
     /// Takes the lease on `session` for this node, or says who holds it.
     pub async fn acquire_lease(
         &self,

@@ -957,12 +957,22 @@ pub struct ErrorBody {
     pub code: ErrorCode,
     /// One line for a person.
     pub message: String,
+    /// With `unavailable` for a session another server node runs: where that node serves
+    /// clients (`ws://…` or `wss://…`), for a client to connect there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_url: Option<String>,
 }
 
 impl ErrorBody {
     /// An error with a code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ErrorBody { code, message: message.into() }
+        ErrorBody { code, message: message.into(), node_url: None }
+    }
+
+    /// The error, naming the server node where the session runs ([`ErrorBody::node_url`]).
+    pub fn at_node(mut self, url: Option<String>) -> Self {
+        self.node_url = url;
+        self
     }
 }
 

@@ -164,6 +164,7 @@ async fn a_session_runs_on_one_node_at_a_time_and_moves_when_its_node_stops() {
         let refused = on_b.request(method, params).await.unwrap().unwrap_err();
         assert_eq!(refused.code, ErrorCode::Unavailable, "{method}: {}", refused.message);
         assert!(refused.message.contains(a.addr()), "{method}: {}", refused.message);
+        assert_eq!(refused.node_url.as_deref(), Some(a.url.as_str()), "{method}");
     }
     // Listing and reading the session's row work from any node.
     let list = on_b.request("session/list", json!({})).await.unwrap().unwrap();
@@ -392,7 +393,8 @@ async fn attach_anywhere(
 /// nodes on one store, sessions of several `Bash` steps started on every node, nodes killed
 /// with SIGKILL and restarted while the turns run. Every turn completes on whichever node took
 /// it over, every log is gap-free with one result per call, and no command ran twice.
-/// `OUTBOARD_NODES_SESSIONS`, `OUTBOARD_NODES_KILLS` and `OUTBOARD_NODES_STEPS` size the run.
+/// `OUTBOARD_NODES_SESSIONS`, `OUTBOARD_NODES_KILLS`, `OUTBOARD_NODES_STEPS` (at most 45) and
+/// `OUTBOARD_NODES_STEP_MS` (each step's command) size the run.
 #[tokio::test]
 async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
     let knob = |name: &str, default: usize| {
@@ -400,13 +402,15 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
     };
     let sessions = knob("OUTBOARD_NODES_SESSIONS", 6);
     let kills = knob("OUTBOARD_NODES_KILLS", 3);
-    let steps_per_turn = knob("OUTBOARD_NODES_STEPS", 3);
+    // At most 45 steps: a turn stops at 50.
+    let steps_per_turn = knob("OUTBOARD_NODES_STEPS", 3).min(45);
+    let step_secs = knob("OUTBOARD_NODES_STEP_MS", 400) as f64 / 1000.0;
     let mock = MockLlm::start_responder(move |body| {
         let step = results_in(body);
         Some(if step < steps_per_turn {
             MockStep::tool_call(
                 "Bash",
-                json!({"command": format!("echo step {step} >> steps.log && sleep 0.4")}),
+                json!({"command": format!("echo step {step} >> steps.log && sleep {step_secs}")}),
             )
             .latency(200)
         } else {
@@ -462,4 +466,55 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
             .count();
         assert!(steps.lines().count() >= completed, "{sid}: {steps:?} for {completed} results");
     }
+}
+
+/// An org file written through one node reaches the live sessions of the org on another node as
+/// `memory_changed` (the store's notification of the commit), once each.
+#[tokio::test]
+async fn an_org_file_written_on_one_node_is_announced_to_sessions_on_another() {
+    let mock = MockLlm::start_responder(|_| Some(MockStep::text("ok"))).await.unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
+    let a = cluster.start().unwrap();
+    let b = cluster.start().unwrap();
+    let token = a.add_user("alice", "acme").unwrap();
+
+    // A session live on A, watched there.
+    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
+    let sid = on_a.new_session().await.unwrap();
+    on_a.completed_turn(&sid, "hello", Duration::from_secs(30)).await.unwrap();
+
+    // Written on B, twice.
+    let mut on_b = WsClient::connect(&b.url, &token).await.unwrap();
+    for content in ["one\n", "two\n"] {
+        let params = json!({"path": "/memory/notes.md", "content": content});
+        on_b.request("files/write", params).await.unwrap().unwrap();
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let e = on_a.event().await.unwrap();
+        if let EventKind::MemoryChanged { path, version, author, .. } = e.kind {
+            seen.push((path, version, author));
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            ("/memory/notes.md".to_owned(), 1, "alice".to_owned()),
+            ("/memory/notes.md".into(), 2, "alice".into())
+        ]
+    );
+
+    // Written on A: announced on A once, not again when its own notification comes back.
+    let params = json!({"path": "/memory/notes.md", "content": "three\n"});
+    on_a.request("files/write", params).await.unwrap().unwrap();
+    let params = json!({"path": "/memory/other.md", "content": "x\n"});
+    on_b.request("files/write", params).await.unwrap().unwrap();
+    let mut versions = Vec::new();
+    while versions.last().map(|(p, _): &(String, u64)| p.as_str()) != Some("/memory/other.md") {
+        let e = on_a.event().await.unwrap();
+        if let EventKind::MemoryChanged { path, version, .. } = e.kind {
+            versions.push((path, version));
+        }
+    }
+    assert_eq!(versions, [("/memory/notes.md".to_owned(), 3), ("/memory/other.md".into(), 1)]);
 }

@@ -362,6 +362,81 @@ fn migrate_locked(db: &mut Db) -> Result<(), StoreError> {
     tx.commit()
 }
 
+/// The channel an org file change is announced on, in its write's transaction (delivered at
+/// commit): `SCHEMA FILE_ID`, the schema so that stores sharing a database keep apart.
+pub const ORG_FILES_CHANNEL: &str = "outboard_org_files";
+
+/// How long a listener waits for notifications before it looks whether anyone still reads.
+const LISTEN_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Listens on `channel` on a connection of its own, on a thread of its own, and sends the
+/// payloads meant for this store's schema (their first word) to the receiver, without that
+/// word; it stops once the receiver is dropped. A broken connection is made again with
+/// backoff (at most 5 s); notifications sent meanwhile are lost, as `LISTEN` has no history.
+pub(super) fn listen(
+    url: String,
+    channel: &'static str,
+    capacity: usize,
+) -> tokio::sync::mpsc::Receiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+    let spawned = std::thread::Builder::new().name(format!("pg-listen-{channel}")).spawn(move || {
+        let mut backoff = std::time::Duration::from_millis(100);
+        while !tx.is_closed() {
+            match listen_once(&url, channel, &tx) {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(channel, error = %e, "the store's notifications stopped; listening again");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+                }
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::error!(channel, "cannot start a listener thread: {e}");
+    }
+    rx
+}
+
+/// One connection's listening; `Ok` once the receiver is gone.
+fn listen_once(
+    url: &str,
+    channel: &str,
+    tx: &tokio::sync::mpsc::Sender<String>,
+) -> Result<(), StoreError> {
+    let mut client = connect(url)?;
+    let pg =
+        |e: postgres::Error| StoreError::Connect { target: target_of(url), reason: describe(&e) };
+    let schema: String = client.query_one("SELECT current_schema()", &[]).map_err(pg)?.get(0);
+    client.batch_execute(&format!("LISTEN {channel}")).map_err(pg)?;
+    loop {
+        {
+            let mut notes = client.notifications();
+            let mut it = notes.timeout_iter(LISTEN_POLL);
+            while let Some(n) =
+                postgres::fallible_iterator::FallibleIterator::next(&mut it).map_err(pg)?
+            {
+                let Some((for_schema, payload)) = n.payload().split_once(' ') else { continue };
+                if for_schema != schema {
+                    continue;
+                }
+                if tx.blocking_send(payload.to_owned()).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if tx.is_closed() {
+            return Ok(());
+        }
+        if client.is_closed() {
+            return Err(StoreError::Connect {
+                target: target_of(url),
+                reason: "the connection closed".into(),
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
