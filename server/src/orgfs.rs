@@ -142,7 +142,20 @@ pub struct OrgFs {
     projection: Arc<Projection>,
     /// The changes this process announced itself, newest last (at most [`RECENT_CHANGES`]): a
     /// change another node's notification names again is not announced twice.
-    recent: Arc<Mutex<std::collections::VecDeque<(OrgId, String, u64)>>>,
+    recent: Recent,
+}
+
+/// See [`OrgFs`]'s `recent`.
+type Recent = Arc<Mutex<std::collections::VecDeque<(OrgId, String, u64)>>>;
+
+/// Remembers a version this process writes, before its transaction commits (and notifies).
+fn remember(recent: &Recent, org: &OrgId, file: &FileVersion) {
+    if let Ok(mut recent) = recent.lock() {
+        if recent.len() == RECENT_CHANGES {
+            recent.pop_front();
+        }
+        recent.push_back((org.clone(), file.path.clone(), file.version));
+    }
 }
 
 /// How many of its own changes an [`OrgFs`] remembers against double announcements.
@@ -211,12 +224,6 @@ impl OrgFs {
     }
 
     fn announce(&self, org: &OrgId, file: &FileVersion) {
-        if let Ok(mut recent) = self.recent.lock() {
-            if recent.len() == RECENT_CHANGES {
-                recent.pop_front();
-            }
-            recent.push_back((org.clone(), file.path.clone(), file.version));
-        }
         // No subscriber is fine (no live session).
         let _ = self.changes.send(OrgChange { org_id: org.clone(), file: file.clone() });
     }
@@ -467,7 +474,7 @@ impl OrgFs {
                 return Err(FsError::Invalid(format!("{path} is a directory, not a file")));
             }
         }
-        let (o, a) = (org.clone(), author.clone());
+        let (o, a, recent) = (org.clone(), author.clone(), self.recent.clone());
         let (written, unchanged) = self
             .store
             .call(move |c| {
@@ -488,6 +495,10 @@ impl OrgFs {
                         Ok(v) => written.push(v),
                         Err(e) => return Ok(Err(e)),
                     }
+                }
+                // Before the commit sends the notifications that name them.
+                for v in &written {
+                    remember(&recent, &o, v);
                 }
                 tx.commit()?;
                 Ok(Ok((written, unchanged)))
@@ -520,7 +531,7 @@ impl OrgFs {
                 "{path} is a directory, not a file: name a file beneath it, e.g. {path}/notes.md"
             )));
         }
-        let (o, p, a) = (org.clone(), path.clone(), author.clone());
+        let (o, p, a, recent) = (org.clone(), path.clone(), author.clone(), self.recent.clone());
         let (written, extra) = self
             .store
             .call(move |c| {
@@ -544,6 +555,8 @@ impl OrgFs {
                 }
                 match apply(&tx, &o, &p, &a, version, change) {
                     Ok(file) => {
+                        // Before the commit sends the notification that names it.
+                        remember(&recent, &o, &file);
                         tx.commit()?;
                         Ok(Ok((Written { file, changed: true }, extra)))
                     }

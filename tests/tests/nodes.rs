@@ -257,8 +257,8 @@ async fn a_node_frozen_past_its_lease_cannot_append_once_thawed() {
     let sid = on_a.new_session().await.unwrap();
     let sent = on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await;
     sent.unwrap().unwrap();
-    outboard_tests::harness::wait_until("the model call", Duration::from_secs(30), || {
-        calls.load(Ordering::SeqCst) == 1
+    outboard_tests::harness::wait_until("the model call", Duration::from_secs(60), || {
+        calls.load(Ordering::SeqCst) >= 1
     })
     .unwrap();
     let pid = a.pid().to_string();
