@@ -108,9 +108,18 @@ impl Gate {
     }
 
     /// Keeps `answer` for the loop that will wait on `call_id` (the log shows the question
-    /// open); `false` when [`MAX_EARLY_ANSWERS`] are held already.
+    /// open); `false` when [`MAX_EARLY_ANSWERS`] are held already. A loop that started waiting
+    /// since [`Gate::answer`] found none (the caller read the log in between) gets it at once:
+    /// under the same lock as [`Gate::wait`], so the answer is never left behind.
     pub fn hold(&self, call_id: &str, answer: Answer) -> bool {
         let mut state = self.state();
+        let answer = match state.waiting.remove(call_id) {
+            Some(tx) => match tx.send(answer) {
+                Ok(()) => return true,
+                Err(answer) => answer,
+            },
+            None => answer,
+        };
         if state.early.len() >= MAX_EARLY_ANSWERS && !state.early.contains_key(call_id) {
             return false;
         }
@@ -239,6 +248,19 @@ mod tests {
         assert!(!gate.hold("one-more", answer("a")));
         // Replacing a held answer is not a new one.
         assert!(gate.hold("x0", answer("b")));
+    }
+
+    #[tokio::test]
+    async fn an_answer_held_after_the_loop_began_to_wait_reaches_it() {
+        // `approval/answer` found nobody waiting, read the log, and meanwhile the resumed loop
+        // got to its call.
+        let gate = Gate::default();
+        assert!(matches!(gate.answer("c1", answer("alice")), Delivery::NotWaiting(_)));
+        let rx = gate.wait("c1");
+        assert!(gate.hold("c1", answer("alice")));
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), rx).await;
+        assert_eq!(got.unwrap().unwrap().by, "alice");
+        assert!(gate.state().early.is_empty(), "delivered, not held");
     }
 
     fn event(seq: u64, parent: Option<&str>, kind: EventKind) -> SessionEvent {

@@ -19,10 +19,32 @@ pub fn bin_dir() -> anyhow::Result<PathBuf> {
     BUILT
         .get_or_init(|| {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "--quiet", "-p", "outboard-server", "-p", "outboard-cli", "--bins"])
-                .status()
-                .map_err(|e| format!("cannot run cargo build: {e}"))?;
+            let mut build = Command::new(cargo);
+            build.args([
+                "build",
+                "--quiet",
+                "-p",
+                "outboard-server",
+                "-p",
+                "outboard-cli",
+                "--bins",
+            ]);
+            // What cargo set for this test (its package's CARGO_MANIFEST_DIR, CARGO_PKG_*...) is
+            // not the build's: build scripts that track such a variable (ring tracks
+            // CARGO_MANIFEST_DIR) would see it change and rebuild half the tree, on every run.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                let per_package = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_BIN_"]
+                    .iter()
+                    .any(|p| name.starts_with(p));
+                if per_package
+                    || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"]
+                        .contains(&name.as_ref())
+                {
+                    build.env_remove(name.as_ref());
+                }
+            }
+            let status = build.status().map_err(|e| format!("cannot run cargo build: {e}"))?;
             if !status.success() {
                 return Err("cargo build of the binaries failed".into());
             }

@@ -225,14 +225,19 @@ async fn a_background_job_across_a_server_crash_is_reported_lost_and_never_re_ru
     mock.push(MockStep::text("Started."));
     let events = turn(&mut c, &sid, "start it").await;
     let id = shell_id(&events);
-    wait_until("the job's process", WAIT, || host_process_with("987654")).unwrap();
+    let workspace = server.workspace(&sid);
+    // The shell's command line shows before its `echo` ran: wait for both.
+    let job_ran = || {
+        host_process_with("987654")
+            && std::fs::read_to_string(workspace.join("runs")).is_ok_and(|s| s == "run\n")
+    };
+    wait_until("the job's process", WAIT, job_ran).unwrap();
     // Its start is durable before the crash.
     if !events.iter().any(|e| matches!(e.kind, EventKind::BackgroundTask { .. })) {
         until(&mut c, "the job's start", |e| matches!(e.kind, EventKind::BackgroundTask { .. }))
             .await;
     }
     let url = server.url.clone();
-    let workspace = server.workspace(&sid);
     let data = server.kill().unwrap();
     wait_until("the sandbox to die with the server", WAIT, || !host_process_with("987654"))
         .unwrap();

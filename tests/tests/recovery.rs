@@ -277,7 +277,7 @@ async fn a_command_in_flight_is_never_run_twice() {
     c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
     let ran_log = server.workspace(&sid).join("ran.log");
     outboard_tests::harness::wait_until("the command to start", Duration::from_secs(10), || {
-        ran_log.exists()
+        std::fs::read_to_string(&ran_log).is_ok_and(|s| s == "ran\n")
     })
     .unwrap();
     let data = server.kill().unwrap();

@@ -35,6 +35,7 @@ fn secret_set(server: &TestServer, org: &str, host: &str, value: &str) -> std::p
         .args(["admin", "secret", "set", "--org", org, "--host", host, "git"])
         .arg("--data")
         .arg(server.data_dir())
+        .args(outboard_tests::harness::store_args(server.data_dir()).unwrap())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -175,6 +175,7 @@ async fn orphans_are_reaped_at_the_next_start(sessions: usize, marker_base: &str
         .args(["admin", "quota", "set", "--org", "acme", "live_sandboxes", "32"])
         .arg("--data")
         .arg(server.data_dir())
+        .args(outboard_tests::harness::store_args(server.data_dir()).unwrap())
         .output()
         .unwrap();
     assert!(quota.status.success(), "{}", String::from_utf8_lossy(&quota.stderr));

@@ -57,6 +57,7 @@ fn admin_quota(server: &TestServer, args: &[&str]) -> String {
         .args(args)
         .arg("--data")
         .arg(server.data_dir())
+        .args(outboard_tests::harness::store_args(server.data_dir()).unwrap())
         .output()
         .unwrap();
     assert!(out.status.success(), "admin quota {args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -69,6 +69,7 @@ async fn a_session_created_without_a_title_is_named_by_its_first_message() {
         .args(["admin", "quota", "set", "--org", "acme", "title_bytes", "10"])
         .arg("--data")
         .arg(server.data_dir())
+        .args(outboard_tests::harness::store_args(server.data_dir()).unwrap())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -307,13 +307,16 @@ async fn a_server_killed_mid_child_resumes_the_child_and_never_runs_its_command_
     let World { mock, server, mut c, sid, token } = start(&scripts, &[]).await;
     let params = json!({"session_id": sid, "text": "delegate it"});
     c.request("turn/send", params).await.unwrap().unwrap();
-    if let Err(e) =
-        wait_until("the child's slow command to run", WAIT, || host_process_with("876543"))
-    {
+    let workspace = server.workspace(&sid);
+    // The shell's command line shows before its `echo` ran: wait for both.
+    let slow_ran = || {
+        host_process_with("876543")
+            && std::fs::read_to_string(workspace.join("slow.txt")).is_ok_and(|s| s == "run\n")
+    };
+    if let Err(e) = wait_until("the child's slow command to run", WAIT, slow_ran) {
         panic!("{e}: {:#?}", whole_log(&server, &token, &sid).await);
     }
     let url = server.url.clone();
-    let workspace = server.workspace(&sid);
     let data = server.kill().unwrap();
     wait_until("the sandbox to die with the server", WAIT, || !host_process_with("876543"))
         .unwrap();

@@ -13,7 +13,7 @@ use std::process::Command;
 
 use outboard_cli::client::ConnectOptions;
 use outboard_cli::upload::{self, ProgressMode, UploadError as ClientUploadError};
-use outboard_server::store::{Durability, Store, UserRow};
+use outboard_server::store::{Store, UserRow};
 use outboard_server::uploads::{materialize, UploadError};
 use outboard_tests::harness::{Api, TestServer};
 use pretty_assertions::assert_eq;
@@ -95,8 +95,7 @@ impl Fixture {
     async fn new(extra: &[&str]) -> Fixture {
         let server = server(extra);
         let token = server.add_user("ada", "acme").unwrap();
-        let store =
-            Store::open(&server.data_dir().join("outboard.db"), Durability::Normal).unwrap();
+        let store = outboard_tests::harness::open_store(server.data_dir()).unwrap();
         let user = store.authenticate(&token).await.unwrap().unwrap();
         Fixture { server, token, store, user }
     }
