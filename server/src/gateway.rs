@@ -49,6 +49,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod relay;
+
 use crate::config::{NetConfig, ServerConfig};
 use crate::hub::{ConnId, Hub, Member};
 use crate::metrics::{AuthFailure, HandshakeFailure};
@@ -96,6 +98,8 @@ struct AppState {
     connections: TaskTracker,
     /// Timeouts of the handshake and of idle connections.
     net: NetConfig,
+    /// Where this node serves clients (`ws://ADDR`), as other nodes are told.
+    node_url: String,
 }
 
 /// A running server.
@@ -317,7 +321,8 @@ pub async fn launch_with(
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
-    register_node(&store, &format!("ws://{addr}")).await?;
+    let node_url = format!("ws://{addr}");
+    register_node(&store, &node_url).await?;
     // Sandboxes' network proxies refuse this server's own port on every local address.
     config.sandbox.server_ports.push(addr.port());
     let net = config.net.clone();
@@ -328,6 +333,7 @@ pub async fn launch_with(
         shutdown: CancellationToken::new(),
         connections: TaskTracker::new(),
         net: net.clone(),
+        node_url,
     });
     let changes = state.hub.org_fs().subscribe();
     tokio::spawn(crate::files_api::forward_changes(
@@ -583,7 +589,9 @@ async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
         out: out.clone(),
         user: None,
         client: String::new(),
+        token: String::new(),
         attached: HashMap::new(),
+        relays: HashMap::new(),
         long_requests: Arc::new(tokio::sync::Semaphore::new(LONG_REQUESTS_PER_CONNECTION)),
     };
     let shutdown = state.shutdown.clone();
@@ -599,6 +607,7 @@ async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
                 .await;
         }
     }
+    conn.relays.clear();
     let attached: Vec<_> = conn.attached.drain().collect();
     for (session_id, a) in attached {
         a.forwarder.abort();
@@ -630,7 +639,11 @@ struct Connection {
     user: Option<UserRow>,
     /// The client name from `hello`, shown in presence.
     client: String,
+    /// The token of its `hello`, for relays to other nodes (memory only, never logged).
+    token: String,
     attached: HashMap<SessionId, Attachment>,
+    /// Sessions this connection reaches on the nodes that run them ([`relay`]).
+    relays: HashMap<SessionId, relay::Relay>,
     /// Permits for [`Connection::spawn_long`].
     long_requests: Arc<tokio::sync::Semaphore>,
 }
@@ -760,6 +773,7 @@ impl Connection {
         .await;
         self.user = Some(user);
         self.client = hello.client.chars().take(64).collect();
+        self.token = hello.token;
 
         loop {
             let frame = match next_frame(stream, Some(net.idle_timeout)).await {
@@ -843,8 +857,50 @@ impl Connection {
         Ok(())
     }
 
-    /// Handles one request; `Ok(None)` when the handler queued its response itself.
+    /// Handles one request; `Ok(None)` when the handler queued its response itself. A request
+    /// for a session another node runs goes there ([`relay`]).
     async fn handle(&mut self, request: Request) -> Result<Option<Response>, ErrorBody> {
+        let Some(session) = relay::relayable(&request.method).cloned() else {
+            return self.handle_here(request).await;
+        };
+        if let Some(relay) = self.relays.get(&session) {
+            if relay.alive() {
+                if matches!(request.method, Method::SessionDetach(_)) {
+                    // Closing the upstream detaches it there.
+                    self.relays.remove(&session);
+                    return Ok(Some(Response::ok(request.id, &Empty {})));
+                }
+                relay.forward(request)?;
+                return Ok(None);
+            }
+            self.relays.remove(&session);
+        }
+        let copy = request.clone();
+        let error = match self.handle_here(request).await {
+            Err(e) if e.code == ErrorCode::Unavailable && e.node_url.is_some() => e,
+            other => return other,
+        };
+        let Some(url) = error.node_url.clone().filter(|u| self.may_relay(u)) else {
+            return Err(error);
+        };
+        let client =
+            relay::Client { token: &self.token, name: &self.client, connection_id: self.id.0 };
+        let relay = relay::Relay::open(&url, client, session.clone(), self.out.clone()).await?;
+        relay.forward(copy)?;
+        self.relays.insert(session, relay);
+        Ok(None)
+    }
+
+    /// Whether a request refused for running on the node at `url` may be relayed there: not to
+    /// this node (a lease of its previous run, not expired yet), not from a relayed connection
+    /// (relays never chain), and within [`relay::MAX_RELAYS`].
+    fn may_relay(&self, url: &str) -> bool {
+        url != self.state.node_url
+            && !self.client.starts_with(relay::RELAY_CLIENT_PREFIX)
+            && self.relays.len() < relay::MAX_RELAYS
+    }
+
+    async fn handle_here(&mut self, request: Request) -> Result<Option<Response>, ErrorBody> {
         let Some(user) = self.user.clone() else {
             return Err(ErrorBody::new(ErrorCode::HandshakeRequired, "send hello first"));
         };
@@ -1223,7 +1279,19 @@ async fn forward(
                     .await;
                 return;
             }
-            Err(broadcast::error::RecvError::Closed) => return,
+            Err(broadcast::error::RecvError::Closed) => {
+                // The session's actor stopped while this connection was attached: this node
+                // lost its lease (another node runs the session now) or stops. Attaching again
+                // finds where it runs.
+                let message = format!(
+                    "session {session_id}: it stopped running on this server node; attach again \
+                     with after_seq {last_durable}"
+                );
+                let _ = out
+                    .send(Outbound::Frame(connection_error(ErrorCode::Lagged, &message, false)))
+                    .await;
+                return;
+            }
         }
     }
 }

@@ -602,7 +602,8 @@ impl WsClient {
         }
     }
 
-    async fn frame(&mut self) -> anyhow::Result<outboard_shared::ServerFrame> {
+    /// The next text frame from the server, whatever it is (at most 30 s).
+    pub async fn frame(&mut self) -> anyhow::Result<outboard_shared::ServerFrame> {
         use futures_util::StreamExt as _;
         loop {
             let msg = tokio::time::timeout(Duration::from_secs(30), self.ws.next())

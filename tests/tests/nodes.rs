@@ -141,49 +141,129 @@ async fn admin_nodes_lists_every_node_and_shows_a_killed_one_lost() {
     assert!(table.contains(" lost "), "the killed node shows as lost: {table}");
 }
 
+/// Durable events of `c` up to and including the turn's completion.
+async fn durable_until_completed(c: &mut WsClient) -> Vec<SessionEvent> {
+    let events = tokio::time::timeout(
+        Duration::from_secs(30),
+        c.events_until(|e| matches!(e.kind, EventKind::TurnCompleted { .. })),
+    )
+    .await
+    .expect("the turn did not complete within 30 s")
+    .unwrap();
+    events.into_iter().filter(|e| e.kind.is_durable()).collect()
+}
+
+fn presence_of(c: &WsClient, events: &[SessionEvent]) -> Option<(String, String)> {
+    let me = c.welcome.as_ref().unwrap().connection_id;
+    events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Presence { attached } => attached
+            .iter()
+            .find(|p| p.connection_id == me)
+            .map(|p| (p.user.clone(), format!("{:?}", p.role).to_lowercase())),
+        _ => None,
+    })
+}
+
 #[tokio::test]
-async fn a_session_runs_on_one_node_at_a_time_and_moves_when_its_node_stops() {
+async fn any_node_serves_a_session_that_another_node_runs() {
     let mock = MockLlm::start_responder(|_| Some(MockStep::text("done"))).await.unwrap();
     let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
     let a = cluster.start().unwrap();
     let b = cluster.start().unwrap();
-    let token = a.add_user("alice", "acme").unwrap();
+    let alice = a.add_user("alice", "acme").unwrap();
+    let bob = a.add_user("bob", "acme").unwrap();
 
-    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
-    let sid = on_a.new_session().await.unwrap();
-    let first = on_a.completed_turn(&sid, "one", Duration::from_secs(30)).await.unwrap();
+    let mut alice_a = WsClient::connect(&a.url, &alice).await.unwrap();
+    let sid = alice_a.new_session().await.unwrap();
+    let first = alice_a.completed_turn(&sid, "one", Duration::from_secs(30)).await.unwrap();
     let last_on_a = first.last().unwrap().seq;
 
-    // The same user on the other node: told where the session runs, for every request.
-    let mut on_b = WsClient::connect(&b.url, &token).await.unwrap();
-    for (method, params) in [
-        ("turn/send", json!({"session_id": sid, "text": "two"})),
-        ("session/attach", json!({"session_id": sid, "role": "watcher"})),
-        ("turn/interrupt", json!({"session_id": sid})),
-    ] {
-        let refused = on_b.request(method, params).await.unwrap().unwrap_err();
-        assert_eq!(refused.code, ErrorCode::Unavailable, "{method}: {}", refused.message);
-        assert!(refused.message.contains(a.addr()), "{method}: {}", refused.message);
-        assert_eq!(refused.node_url.as_deref(), Some(a.url.as_str()), "{method}");
-    }
-    // Listing and reading the session's row work from any node.
-    let list = on_b.request("session/list", json!({})).await.unwrap().unwrap();
-    assert_eq!(list["sessions"][0]["id"], sid.as_str());
-
-    // A stops (a deploy): the session's lease goes back, and B runs its next turn on the log as
-    // A left it.
-    drop(on_a);
-    let (_, clean) = a.terminate(Duration::from_secs(30));
-    assert!(clean, "the node did not stop cleanly");
-    let attach = json!({"session_id": sid, "role": "driver", "after_seq": 0});
-    let snap = on_b.request("session/attach", attach).await.unwrap().unwrap();
+    // A watcher on B: its attach reaches A, where the session runs, and A's turns reach it live.
+    let mut bob_b = WsClient::connect(&b.url, &bob).await.unwrap();
+    let snap = bob_b
+        .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
+        .await
+        .unwrap()
+        .unwrap();
     let snap: SessionAttachResponse = serde_json::from_value(snap).unwrap();
     assert_eq!(snap.events.last().map(|e| e.seq), Some(last_on_a));
-    let second = on_b.completed_turn(&sid, "two", Duration::from_secs(30)).await.unwrap();
-    assert_eq!(second.first().map(|e| e.seq), Some(last_on_a + 1), "{second:#?}");
-    let log = fresh_log(&b.url, &token, &sid).await;
+    let second = alice_a.completed_turn(&sid, "two", Duration::from_secs(30)).await.unwrap();
+    let seen = durable_until_completed(&mut bob_b).await;
+    let durable: Vec<SessionEvent> = second.into_iter().filter(|e| e.kind.is_durable()).collect();
+    assert_eq!(seen, durable, "the watcher on B saw A's turn as A's driver did");
+
+    // Alice's second terminal, on B, takes the wheel: its turn and interrupt run on A, and
+    // presence names it by the id B gave it.
+    let mut alice_b = WsClient::connect(&b.url, &alice).await.unwrap();
+    alice_b
+        .request("session/attach", json!({"session_id": sid, "role": "driver"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let third = alice_b.completed_turn(&sid, "three", Duration::from_secs(30)).await.unwrap();
+    assert!(third.iter().any(|e| matches!(e.kind, EventKind::TurnCompleted { .. })));
+    let interrupted =
+        alice_b.request("turn/interrupt", json!({"session_id": sid})).await.unwrap().unwrap();
+    assert_eq!(interrupted["interrupted"], false);
+    assert_eq!(
+        durable_until_completed(&mut bob_b).await.len(),
+        third.iter().filter(|e| e.kind.is_durable()).count()
+    );
+
+    // Bob asks to drive from B; Alice grants it from B; Bob's turn runs.
+    bob_b.request("session/drive_request", json!({"session_id": sid})).await.unwrap().unwrap();
+    let asked = tokio::time::timeout(
+        Duration::from_secs(30),
+        alice_b.events_until(|e| matches!(e.kind, EventKind::DriveRequested { .. })),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        matches!(&asked.last().unwrap().kind, EventKind::DriveRequested { user } if user == "bob")
+    );
+    alice_b
+        .request("session/drive_grant", json!({"session_id": sid, "user": "bob"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let granted = tokio::time::timeout(
+        Duration::from_secs(30),
+        bob_b.events_until(|e| {
+            matches!(&e.kind, EventKind::Presence { attached }
+                if attached.iter().any(|p| p.user == "bob" && p.role == outboard_shared::Role::Driver))
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(presence_of(&bob_b, &granted), Some(("bob".into(), "driver".into())));
+    let fourth = bob_b.completed_turn(&sid, "four", Duration::from_secs(30)).await.unwrap();
+    let last = fourth.last().unwrap().seq;
+
+    // A stops (a deploy): Bob's relay ends with a lagged, he attaches again after what he has,
+    // and B now runs the session.
+    drop(alice_a);
+    drop(alice_b);
+    let (_, clean) = a.terminate(Duration::from_secs(30));
+    assert!(clean, "the node did not stop cleanly");
+    let cut = loop {
+        match tokio::time::timeout(Duration::from_secs(30), bob_b.frame()).await.unwrap() {
+            Ok(outboard_shared::ServerFrame::Error(e)) => break e,
+            Ok(_) => continue,
+            Err(e) => panic!("the relay's end came as no lagged: {e}"),
+        }
+    };
+    assert_eq!((cut.error.code, cut.fatal), (ErrorCode::Lagged, false), "{}", cut.error.message);
+    let attach = json!({"session_id": sid, "role": "driver", "after_seq": last});
+    let snap = bob_b.request("session/attach", attach).await.unwrap().unwrap();
+    let snap: SessionAttachResponse = serde_json::from_value(snap).unwrap();
+    assert!(snap.events.is_empty(), "nothing new while A stopped: {:#?}", snap.events);
+    let fifth = bob_b.completed_turn(&sid, "five", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(fifth.first().map(|e| e.seq), Some(last + 1), "{fifth:#?}");
+    let log = fresh_log(&b.url, &bob, &sid).await;
     assert_well_formed(&log);
-    assert_eq!(texts(&log), ["done", "done"]);
+    assert_eq!(texts(&log), ["done"; 5]);
 }
 
 #[tokio::test]

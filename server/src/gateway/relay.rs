@@ -1,0 +1,345 @@
+//! A client's requests for a session that another server node runs, relayed to that node.
+//!
+//! A session runs on the one node that holds its lease; a client may be connected to any node.
+//! When a request for a session meets `unavailable` naming the owner's `node_url`, the client's
+//! connection opens an upstream WebSocket to the owner, as the same user (its own token, so the
+//! owner checks everything it would check for a direct client), and from then on sends that
+//! session's requests there: the owner answers them, streams the session's events, counts the
+//! relayed connection in presence and hands the wheel over to it like to any other. Frames come
+//! back with the client's request ids and its own connection id, so the client cannot tell.
+//!
+//! When the upstream goes (the owner was killed, drains for a deploy, or lost the lease), the
+//! requests in flight are answered `unavailable` and an attached client gets a non-fatal `lagged`
+//! naming the last durable `seq` it was sent: it attaches again with `after_seq`, the attach
+//! meets whichever node runs the session now (this one, or another through a new relay), and
+//! the stream goes on without a gap.
+//!
+//! Bounds: [`MAX_RELAYS`] upstreams per client connection, [`RELAY_QUEUE`] requests queued for
+//! the upstream, [`MAX_IN_FLIGHT`] requests waiting for the owner's answer; frames from the
+//! owner are read up to twice the protocol's frame limit and pushed into the client's own
+//! bounded queue (a slow client slows its upstream, whose owner then cuts it with `lagged`).
+//! Relays never chain: a relayed connection announces itself in its `hello` and the owner
+//! answers its requests itself or refuses them.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use outboard_shared::{
+    ClientFrame, Empty, ErrorBody, ErrorCode, EventKind, Hello, Method, Request, RequestId,
+    ServerFrame, SessionId, MAX_FRAME_BYTES, PROTOCOL_VERSION,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::Outbound;
+
+/// Upstreams one client connection may hold (one per session it reaches on another node).
+pub const MAX_RELAYS: usize = 16;
+/// Requests queued for one upstream before the relay refuses more.
+pub const RELAY_QUEUE: usize = 32;
+/// Requests sent upstream and not answered yet.
+pub const MAX_IN_FLIGHT: usize = 64;
+/// How long connecting to the owner and its `welcome` may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The prefix of a relayed connection's client name in its `hello` (and so in presence).
+pub const RELAY_CLIENT_PREFIX: &str = "relay:";
+
+/// Whether a request concerns a session's running actor (and so goes where the session runs):
+/// the session it names. History and files read the shared store and workspaces on any node.
+pub fn relayable(method: &Method) -> Option<&SessionId> {
+    match method {
+        Method::SessionAttach(p) => Some(&p.session_id),
+        Method::SessionDetach(p) => Some(&p.session_id),
+        Method::TurnSend(p) => Some(&p.session_id),
+        Method::SessionCompact(p) => Some(&p.session_id),
+        Method::TurnInterrupt(p) => Some(&p.session_id),
+        Method::SessionKillTask(p) => Some(&p.session_id),
+        Method::ApprovalAnswer(p) => Some(&p.session_id),
+        Method::SessionSetModel(p) => Some(&p.session_id),
+        Method::SessionDriveRequest(p) => Some(&p.session_id),
+        Method::SessionDriveGrant(p) => Some(&p.session_id),
+        Method::SessionDriveTake(p) => Some(&p.session_id),
+        _ => None,
+    }
+}
+
+/// One session's upstream to the node that runs it.
+pub struct Relay {
+    requests: mpsc::Sender<Request>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        // Closing the upstream makes the owner forget the relayed connection (presence, roles).
+        self.task.abort();
+    }
+}
+
+/// Who the relay speaks for.
+pub struct Client<'a> {
+    /// The client's token (it authenticates the upstream as the same user; never logged).
+    pub token: &'a str,
+    /// The client's name from its `hello`.
+    pub name: &'a str,
+    /// The client's connection id on this node, which presence shows it.
+    pub connection_id: u64,
+}
+
+type Upstream =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+impl Relay {
+    /// Connects to the owner at `node_url` as `client` for `session`; its frames go to `out`.
+    pub async fn open(
+        node_url: &str,
+        client: Client<'_>,
+        session: SessionId,
+        out: mpsc::Sender<Outbound>,
+    ) -> Result<Relay, ErrorBody> {
+        let unreachable = |why: String| {
+            ErrorBody::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "session {session} runs on the server node at {node_url}, which this node \
+                     cannot reach ({why}); try again in a moment, or connect to that node"
+                ),
+            )
+            .at_node(Some(node_url.to_owned()))
+        };
+        let connect = async {
+            let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                .max_message_size(Some(2 * MAX_FRAME_BYTES))
+                .max_frame_size(Some(2 * MAX_FRAME_BYTES));
+            let (mut ws, _) =
+                tokio_tungstenite::connect_async_with_config(node_url, Some(config), false)
+                    .await
+                    .map_err(|e| unreachable(e.to_string()))?;
+            let hello = ClientFrame::Hello(Hello {
+                protocol_version: PROTOCOL_VERSION,
+                token: client.token.to_owned(),
+                client: format!("{RELAY_CLIENT_PREFIX}{}", client.name),
+            });
+            let text = serde_json::to_string(&hello).map_err(|e| unreachable(e.to_string()))?;
+            ws.send(Message::text(text)).await.map_err(|e| unreachable(e.to_string()))?;
+            loop {
+                match ws.next().await {
+                    Some(Ok(Message::Text(text))) => {
+                        match serde_json::from_str::<ServerFrame>(&text) {
+                            Ok(ServerFrame::Welcome(w)) => return Ok((ws, w.connection_id)),
+                            Ok(ServerFrame::Error(e)) => return Err(unreachable(e.error.message)),
+                            _ => return Err(unreachable("no welcome".into())),
+                        }
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => return Err(unreachable(e.to_string())),
+                    None => return Err(unreachable("it closed the connection".into())),
+                }
+            }
+        };
+        let (ws, upstream_id) = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+            .await
+            .map_err(|_| unreachable(format!("no welcome within {CONNECT_TIMEOUT:?}")))??;
+        tracing::info!(session = %session, node = node_url, "relaying a client to the session's node");
+        let (requests, rx) = mpsc::channel(RELAY_QUEUE);
+        let pump = Pump {
+            session,
+            node_url: node_url.to_owned(),
+            out,
+            upstream_id,
+            local_id: client.connection_id,
+            pending: HashMap::new(),
+            next_id: 1,
+            attached: false,
+            last_durable: 0,
+        };
+        let task = tokio::spawn(pump.run(ws, rx));
+        Ok(Relay { requests, task })
+    }
+
+    /// Whether the upstream still runs.
+    pub fn alive(&self) -> bool {
+        !self.task.is_finished()
+    }
+
+    /// Sends `request` to the owner; its answer comes on the client's queue.
+    pub fn forward(&self, request: Request) -> Result<(), ErrorBody> {
+        self.requests.try_send(request).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => ErrorBody::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "{RELAY_QUEUE} requests for this session wait to reach the node that runs \
+                     it; wait for their answers"
+                ),
+            ),
+            mpsc::error::TrySendError::Closed(_) => ErrorBody::new(
+                ErrorCode::Unavailable,
+                "the connection to the session's node just closed; try again",
+            ),
+        })
+    }
+}
+
+/// The relay's task: requests up, frames down.
+struct Pump {
+    session: SessionId,
+    node_url: String,
+    out: mpsc::Sender<Outbound>,
+    /// The upstream connection's id on the owner, and the client's here.
+    upstream_id: u64,
+    local_id: u64,
+    /// Upstream request id → the client's (`None`: the relay's own ping) and whether it is an
+    /// attach.
+    pending: HashMap<u64, (Option<RequestId>, bool)>,
+    next_id: u64,
+    /// An attach through this relay succeeded: the client expects the session's events.
+    attached: bool,
+    /// The newest durable `seq` sent to the client.
+    last_durable: u64,
+}
+
+impl Pump {
+    async fn run(mut self, mut ws: Upstream, mut requests: mpsc::Receiver<Request>) {
+        let mut ping = tokio::time::interval(outboard_shared::CLIENT_PING_INTERVAL);
+        ping.tick().await;
+        let why = loop {
+            tokio::select! {
+                request = requests.recv() => {
+                    let Some(request) = request else { break None };
+                    if self.pending.len() >= MAX_IN_FLIGHT {
+                        let busy = ErrorBody::new(
+                            ErrorCode::QuotaExceeded,
+                            format!("{MAX_IN_FLIGHT} requests for this session wait for its node's answer; wait for them"),
+                        );
+                        self.deliver(ServerFrame::Response(outboard_shared::Response::err(request.id, busy))).await;
+                        continue;
+                    }
+                    if let Err(e) = self.send(&mut ws, Some(request.id), request.method).await {
+                        break Some(e);
+                    }
+                }
+                frame = ws.next() => match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        if let Some(why) = self.down(&text).await {
+                            break Some(why);
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | None => break Some("it closed the connection".into()),
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => break Some(e.to_string()),
+                },
+                _ = ping.tick() => {
+                    if let Err(e) = self.send(&mut ws, None, Method::Ping(Empty {})).await {
+                        break Some(e);
+                    }
+                }
+            }
+        };
+        match why {
+            None => {
+                let _ = ws.close(None).await;
+            }
+            Some(why) => self.lost(&why).await,
+        }
+    }
+
+    async fn send(
+        &mut self,
+        ws: &mut Upstream,
+        client_id: Option<RequestId>,
+        method: Method,
+    ) -> Result<(), String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let attach = matches!(method, Method::SessionAttach(_));
+        let frame = ClientFrame::Request(Request { id: RequestId(id), method });
+        let text = serde_json::to_string(&frame).map_err(|e| e.to_string())?;
+        self.pending.insert(id, (client_id, attach));
+        ws.send(Message::text(text)).await.map_err(|e| e.to_string())
+    }
+
+    /// One frame from the owner, rewritten for the client; `Some(why)` when the upstream ends.
+    async fn down(&mut self, text: &str) -> Option<String> {
+        let frame = match serde_json::from_str::<ServerFrame>(text) {
+            Ok(frame) => frame,
+            Err(e) => return Some(format!("it sent a frame this node cannot read: {e}")),
+        };
+        let frame = match frame {
+            ServerFrame::Response(mut response) => {
+                let Some((Some(client_id), attach)) = self.pending.remove(&response.id.0) else {
+                    return None;
+                };
+                response.id = client_id;
+                let snapshot = response.result.as_ref().filter(|_| attach);
+                if let Some(events) = snapshot.and_then(|r| r.get("events")?.as_array()) {
+                    // From now on the client follows the session through this relay.
+                    self.attached = true;
+                    let newest = events.iter().filter_map(|e| e.get("seq")?.as_u64()).max();
+                    self.last_durable = self.last_durable.max(newest.unwrap_or(0));
+                }
+                ServerFrame::Response(response)
+            }
+            ServerFrame::Event(mut frame) => {
+                if frame.event.kind.is_durable() {
+                    self.last_durable = self.last_durable.max(frame.event.seq);
+                }
+                if let EventKind::Presence { attached } = &mut frame.event.kind {
+                    for entry in attached.iter_mut() {
+                        if entry.connection_id == self.upstream_id {
+                            entry.connection_id = self.local_id;
+                            if let Some(name) = entry.client.strip_prefix(RELAY_CLIENT_PREFIX) {
+                                entry.client = name.to_owned();
+                            }
+                        }
+                    }
+                }
+                ServerFrame::Event(frame)
+            }
+            ServerFrame::Progress(mut progress) => {
+                let Some((Some(client_id), _)) = self.pending.get(&progress.request_id.0) else {
+                    return None;
+                };
+                progress.request_id = *client_id;
+                ServerFrame::Progress(progress)
+            }
+            ServerFrame::Error(e) if e.fatal => return Some(e.error.message),
+            ServerFrame::Error(e) => ServerFrame::Error(e),
+            ServerFrame::Welcome(_) => return None,
+        };
+        if !self.deliver(frame).await {
+            return Some("the client went away".into());
+        }
+        None
+    }
+
+    async fn deliver(&self, frame: ServerFrame) -> bool {
+        self.out.send(Outbound::Frame(frame)).await.is_ok()
+    }
+
+    /// The upstream ended: answer what waits, and send an attached client back to attach.
+    async fn lost(&mut self, why: &str) {
+        tracing::info!(session = %self.session, node = %self.node_url, "the relay to the session's node ended: {why}");
+        let pending: Vec<RequestId> = self.pending.drain().filter_map(|(_, (c, _))| c).collect();
+        for id in pending {
+            let error = ErrorBody::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "the server node running session {} went away before it answered ({why}); \
+                     try again: the session moves to another node",
+                    self.session
+                ),
+            );
+            self.deliver(ServerFrame::Response(outboard_shared::Response::err(id, error))).await;
+        }
+        if self.attached {
+            let message = format!(
+                "session {}: the server node that runs it went away ({why}); attach again with \
+                 after_seq {}",
+                self.session, self.last_durable
+            );
+            self.deliver(super::connection_error(ErrorCode::Lagged, &message, false)).await;
+        }
+    }
+}
