@@ -53,6 +53,20 @@ impl Cluster {
         )
     }
 
+    /// Starts a node again on `data` at `url`, the address of the node that stopped there (a
+    /// deploy's restart: its clients reconnect to the same address).
+    pub fn restart_at(&self, url: &str, data: tempfile::TempDir) -> anyhow::Result<TestServer> {
+        let lease = self.lease_secs.to_string();
+        let workspaces = self.workspaces.path().to_string_lossy().into_owned();
+        TestServer::restart_at(
+            url,
+            data,
+            self.api,
+            &self.base_url,
+            &["--lease-secs", &lease, "--workspaces", &workspaces],
+        )
+    }
+
     /// The workspace of a session, whichever node runs it.
     pub fn workspace(&self, session_id: &str) -> PathBuf {
         self.workspaces.path().join(session_id)

@@ -1,6 +1,8 @@
-//! Server nodes on one PostgreSQL store: `admin nodes`; a session runs on one node at a time
-//! (the other says which); a killed node's turn is taken over and completes; a node frozen past
-//! its lease cannot append once thawed; a node stopped with SIGTERM hands its turn over.
+//! Server nodes on one PostgreSQL store: `admin nodes`; a session runs on one node at a time and
+//! any node serves it (requests relayed to the node that runs it: attach, watch, drive, hand
+//! over); a killed node's turn is taken over and completes; a node frozen past its lease cannot
+//! append once thawed; a node stopped with SIGTERM hands its turn over; three nodes killed at
+//! random, with watchers on other nodes; a rolling deploy under load.
 //! Every node is a real `outboard-server` process; the store is the test run's PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outboard_shared::{ErrorCode, EventKind, SessionAttachResponse, SessionEvent};
-use outboard_tests::harness::{Api, TestServer, WsClient};
+use outboard_tests::harness::{spawn_outboard, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use outboard_tests::nodes::Cluster;
 use serde_json::{json, Value};
@@ -360,14 +362,15 @@ async fn a_node_frozen_past_its_lease_cannot_append_once_thawed() {
     let after = fresh_log(&b.url, &token, &sid).await;
     assert_eq!(after, log, "the thawed node appended to a session it lost");
     assert_well_formed(&after);
-    // And it still serves: its node is alive, and it refuses the session, naming B.
+    // And it still serves: its node is alive, and serves the session from B, where it runs.
     let mut again = WsClient::connect(&a.url, &token).await.unwrap();
-    let refused = again
+    let snap = again
         .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
         .await
         .unwrap()
-        .unwrap_err();
-    assert!(refused.message.contains(b.addr()), "{}", refused.message);
+        .unwrap();
+    let snap: SessionAttachResponse = serde_json::from_value(snap).unwrap();
+    assert_eq!(snap.events, log);
 }
 
 #[tokio::test]
@@ -469,10 +472,64 @@ async fn attach_anywhere(
     }
 }
 
+/// Follows `sid` as a watcher through whatever happens to the nodes, starting on the node
+/// `urls[first]` (the nodes' addresses as they are now, updated as they restart): after any
+/// error (a `lagged`, a node gone) it attaches again after the last durable event it holds, on
+/// the next node. Returns the durable events it was sent, once each, up to the turn's end.
+async fn watch_through(
+    urls: Arc<std::sync::Mutex<Vec<String>>>,
+    first: usize,
+    token: String,
+    sid: String,
+    deadline: Duration,
+) -> Vec<SessionEvent> {
+    let give_up = Instant::now() + deadline;
+    let mut log: Vec<SessionEvent> = Vec::new();
+    let mut turn = first;
+    let url_of = |turn: usize| {
+        let urls = urls.lock().unwrap();
+        urls[turn % urls.len()].clone()
+    };
+    loop {
+        assert!(Instant::now() < give_up, "the watcher of {sid} never saw its turn end: {log:#?}");
+        let after = log.last().map_or(0, |e| e.seq);
+        let done = |log: &[SessionEvent]| {
+            log.last().is_some_and(|e| matches!(e.kind, EventKind::TurnCompleted { .. }))
+        };
+        let keep = |log: &mut Vec<SessionEvent>, e: SessionEvent| {
+            if e.kind.is_durable() && e.seq > log.last().map_or(0, |l| l.seq) {
+                log.push(e);
+            }
+        };
+        if let Ok(mut c) = WsClient::connect(&url_of(turn), &token).await {
+            let params = json!({"session_id": sid, "role": "watcher", "after_seq": after});
+            if let Ok(Ok(snap)) = c.request("session/attach", params).await {
+                let snap: SessionAttachResponse = serde_json::from_value(snap).unwrap();
+                for e in snap.events {
+                    keep(&mut log, e);
+                }
+                while !done(&log) {
+                    match c.event().await {
+                        Ok(e) => keep(&mut log, e),
+                        Err(_) => break,
+                    }
+                }
+                if done(&log) {
+                    return log;
+                }
+            }
+        }
+        turn += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The short run of the multi-node crash test (the long one: `scripts/crash.sh nodes`): three
 /// nodes on one store, sessions of several `Bash` steps started on every node, nodes killed
 /// with SIGKILL and restarted while the turns run. Every turn completes on whichever node took
-/// it over, every log is gap-free with one result per call, and no command ran twice.
+/// it over, every log is gap-free with one result per call, and no command ran twice. Each
+/// session has a watcher that starts on another node than the one its turn started on and
+/// follows it through the kills: it ends with exactly the log a fresh attach reads.
 /// `OUTBOARD_NODES_SESSIONS`, `OUTBOARD_NODES_KILLS`, `OUTBOARD_NODES_STEPS` (at most 45) and
 /// `OUTBOARD_NODES_STEP_MS` (each step's command) size the run.
 #[tokio::test]
@@ -510,6 +567,21 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
         c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
         sids.push(sid);
     }
+    let urls = Arc::new(std::sync::Mutex::new(nodes.iter().map(|n| n.url.clone()).collect()));
+    let watchers: Vec<_> = sids
+        .iter()
+        .enumerate()
+        .map(|(i, sid)| {
+            let watch = watch_through(
+                urls.clone(),
+                i + 1,
+                token.clone(),
+                sid.clone(),
+                Duration::from_secs(240),
+            );
+            tokio::spawn(watch)
+        })
+        .collect();
 
     // The chaos: a node dies every 1.5 s and comes back 0.5 s later, at a new address.
     let mut seed = 0x9e37_79b9_u64;
@@ -521,10 +593,12 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
         let data = nodes.remove(victim).kill().unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         nodes.insert(victim, cluster.start_in(data).unwrap());
+        urls.lock().unwrap()[victim] = nodes[victim].url.clone();
     }
 
     eprintln!("{kills} kills in {} s", started.elapsed().as_secs());
     let urls: Vec<String> = nodes.iter().map(|n| n.url.clone()).collect();
+    let mut watched = Vec::new();
     for (i, sid) in sids.iter().enumerate() {
         let (mut c, snap) = attach_anywhere(&urls, i, &token, sid, Duration::from_secs(60)).await;
         let log = until_completed(&mut c, snap.events, Duration::from_secs(90)).await;
@@ -545,6 +619,11 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
             })
             .count();
         assert!(steps.lines().count() >= completed, "{sid}: {steps:?} for {completed} results");
+        watched.push(log);
+    }
+    for (i, (watcher, log)) in watchers.into_iter().zip(watched).enumerate() {
+        let seen = watcher.await.unwrap();
+        assert_eq!(seen, log, "the watcher of {} saw what a fresh attach reads", sids[i]);
     }
 }
 
@@ -597,4 +676,77 @@ async fn an_org_file_written_on_one_node_is_announced_to_sessions_on_another() {
         }
     }
     assert_eq!(versions, [("/memory/notes.md".to_owned(), 3), ("/memory/other.md".into(), 1)]);
+}
+
+/// A rolling deploy: each of three nodes in turn is stopped with SIGTERM and started again at
+/// its address while `outboard run` clients drive multi-step turns through every node. No
+/// client sees anything but reconnects (it exits 0 and warns of nothing), no turn fails, every
+/// log is gap-free with one result per call, and no command ran twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_under_load_fails_no_turn_and_shows_clients_only_reconnects() {
+    const STEPS: usize = 8;
+    let mock = MockLlm::start_responder(|body| {
+        let step = results_in(body);
+        Some(if step < STEPS {
+            MockStep::tool_call(
+                "Bash",
+                json!({"command": format!("echo step {step} >> steps.log && sleep 0.3")}),
+            )
+            .latency(200)
+        } else {
+            MockStep::text("all steps done")
+        })
+    })
+    .await
+    .unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
+    let mut nodes: Vec<TestServer> = (0..3).map(|_| cluster.start().unwrap()).collect();
+    let token = nodes[0].add_user("alice", "acme").unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
+    let clients: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let url = nodes[i % 3].url.clone();
+            let args = ["run", "--server", &url, "--json", "--reconnect-for", "90s", "go"];
+            spawn_outboard(&args, &[("OUTBOARD_TOKEN", &token)], dir.path()).unwrap()
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // The deploy: one node after the other drains and comes back at its address.
+    for i in 0..nodes.len() {
+        let url = nodes[i].url.clone();
+        let (data, clean) = nodes.remove(i).terminate(Duration::from_secs(30));
+        assert!(clean, "node {i} did not stop cleanly");
+        nodes.insert(i, cluster.restart_at(&url, data.unwrap()).unwrap());
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+
+    let mut reconnects = 0;
+    for (i, client) in clients.into_iter().enumerate() {
+        let run = tokio::task::block_in_place(|| {
+            client.wait("a client through the deploy", Duration::from_secs(180)).unwrap()
+        });
+        assert_eq!(run.code, 0, "client {i}: {}\n{}", run.stdout, run.stderr);
+        assert!(
+            !run.stderr.contains("warning") && !run.stderr.contains("error"),
+            "client {i} saw more than reconnects: {}",
+            run.stderr
+        );
+        let lines = run.json_lines().unwrap();
+        reconnects += lines.iter().filter(|l| l["type"] == "reconnected").count();
+        let sid = lines.iter().find_map(|l| l["session_id"].as_str()).unwrap().to_owned();
+        let log = fresh_log(&nodes[i % 3].url, &token, &sid).await;
+        assert_well_formed(&log);
+        assert!(!log.iter().any(|e| matches!(e.kind, EventKind::TurnFailed { .. })), "{log:#?}");
+        assert_eq!(texts(&log).last().map(String::as_str), Some("all steps done"), "{sid}");
+        let steps = std::fs::read_to_string(cluster.workspace(&sid).join("steps.log")).unwrap();
+        for step in 0..STEPS {
+            let line = format!("step {step}");
+            let n = steps.lines().filter(|l| *l == line).count();
+            assert!(n <= 1, "{sid}: {line} ran {n} times: {steps:?}");
+        }
+    }
+    assert!(reconnects >= 2, "the deploy cut the clients of at least two nodes: {reconnects}");
 }
