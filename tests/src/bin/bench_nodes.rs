@@ -5,6 +5,9 @@
 //! - `takeover`: a node killed with SIGKILL in the middle of a turn; the time until another
 //!   node asks the model again for that turn (it took the lease over and resumed), p50/p99 over
 //!   the kills, against the target of lease + 1 s.
+//! - `fanout`: how late each durable event of a busy session reaches a watcher on the node that
+//!   runs it and one on another node (through the relay), from the event's timestamp, and the
+//!   other node's extra time over the same node's per event.
 //! - `throughput`: steps per second of many concurrent mock sessions (each step a cheap tool
 //!   call) on 1 node and on 3 nodes of one store.
 //!
@@ -41,6 +44,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async {
         checkpoint().await?;
         takeover(kills).await?;
+        fanout().await?;
         throughput(sessions).await
     })
 }
@@ -172,6 +176,115 @@ async fn takeover(kills: usize) -> anyhow::Result<()> {
         ms(percentile(&times, 0.99)),
         ms(*times.last().unwrap_or(&Duration::ZERO)),
         LEASE_SECS * 1000 + 1000,
+    );
+    println!();
+    Ok(())
+}
+
+/// Milliseconds since midnight UTC of an event timestamp (`…THH:MM:SS.mmmZ`) and of now.
+fn ms_of_day(ts: &str) -> Option<f64> {
+    let time = ts.split('T').nth(1)?.trim_end_matches('Z');
+    let mut parts = time.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(((h * 60.0 + m) * 60.0 + s) * 1000.0)
+}
+
+fn now_ms_of_day() -> f64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    (now % 86_400.0) * 1000.0
+}
+
+const FANOUT_STEPS: usize = 40;
+
+/// The `p` quantile (0..1) of sorted values.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn fanout() -> anyhow::Result<()> {
+    let mock = MockLlm::start_responder(|body| {
+        let results = body.to_string().matches("\"tool_result\"").count();
+        Some(if results < FANOUT_STEPS {
+            MockStep::tool_call("Glob", json!({"pattern": "*.txt"})).latency(20)
+        } else {
+            MockStep::text("done")
+        })
+    })
+    .await?;
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 10)?;
+    let a = cluster.start()?;
+    let b = cluster.start()?;
+    let token = a.add_user("bench", "bench")?;
+    let mut driver = WsClient::connect(&a.url, &token).await?;
+    let sid = driver.new_session().await?;
+    let watch = |url: String, token: String, sid: String| async move {
+        let mut c = WsClient::connect(&url, &token).await?;
+        c.request("session/attach", json!({"session_id": sid, "role": "watcher"}))
+            .await?
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut seen: Vec<(u64, f64, Instant)> = Vec::new();
+        loop {
+            let e = c.event().await?;
+            if !e.kind.is_durable() {
+                continue;
+            }
+            let late = ms_of_day(&e.ts).map_or(0.0, |ts| now_ms_of_day() - ts);
+            seen.push((e.seq, late, Instant::now()));
+            if matches!(e.kind, EventKind::TurnCompleted { .. }) {
+                return anyhow::Ok(seen);
+            }
+        }
+    };
+    let here = tokio::spawn(watch(a.url.clone(), token.clone(), sid.clone()));
+    let there = tokio::spawn(watch(b.url.clone(), token.clone(), sid.clone()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    driver.completed_turn(&sid, "go", Duration::from_secs(300)).await?;
+    let here = here.await??;
+    let there = there.await??;
+    let lateness = |seen: &[(u64, f64, Instant)]| {
+        let mut v: Vec<f64> = seen.iter().map(|s| s.1.max(0.0)).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let mut extra: Vec<f64> = there
+        .iter()
+        .filter_map(|(seq, _, at)| {
+            let (_, _, here_at) = here.iter().find(|h| h.0 == *seq)?;
+            Some(at.saturating_duration_since(*here_at).as_secs_f64() * 1e6)
+        })
+        .collect();
+    extra.sort_by(f64::total_cmp);
+    println!("## Event fan-out: one session on node A, {FANOUT_STEPS} steps, a watcher on A and one on B");
+    println!();
+    println!("From the event's timestamp (ms resolution) to its arrival at the watcher; \"extra\" is B's arrival minus A's for the same event.");
+    println!();
+    println!("| watcher | events | p50 (ms) | p99 (ms) | max (ms) |");
+    println!("|---|---|---|---|---|");
+    for (name, seen) in [("same node (A)", &here), ("other node (B, relayed)", &there)] {
+        let v = lateness(seen);
+        println!(
+            "| {name} | {} | {:.1} | {:.1} | {:.1} |",
+            v.len(),
+            pct(&v, 0.5),
+            pct(&v, 0.99),
+            v.last().copied().unwrap_or(0.0)
+        );
+    }
+    println!();
+    println!(
+        "extra on B: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+        pct(&extra, 0.5),
+        pct(&extra, 0.99),
+        extra.last().copied().unwrap_or(0.0)
     );
     println!();
     Ok(())
