@@ -54,6 +54,25 @@ pub struct NetConfig {
     pub max_connections_per_ip: usize,
     /// Serve TLS (wss://) with this certificate chain and key.
     pub tls: Option<TlsFiles>,
+    /// Where clients and other nodes reach this node; `None`: from the listen address
+    /// ([`NetConfig::node_url_for`]).
+    pub node_url: Option<String>,
+}
+
+impl NetConfig {
+    /// The URL this node registers for other nodes to relay to: `node_url` when given, else
+    /// `ws://ADDR` (`wss://` with TLS), this host's name in place of an unspecified address.
+    pub fn node_url_for(&self, addr: std::net::SocketAddr, host_name: &str) -> String {
+        if let Some(url) = &self.node_url {
+            return url.clone();
+        }
+        let scheme = if self.tls.is_some() { "wss" } else { "ws" };
+        if addr.ip().is_unspecified() {
+            format!("{scheme}://{host_name}:{}", addr.port())
+        } else {
+            format!("{scheme}://{addr}")
+        }
+    }
 }
 
 impl Default for NetConfig {
@@ -64,6 +83,7 @@ impl Default for NetConfig {
             max_connections: 4096,
             max_connections_per_ip: 64,
             tls: None,
+            node_url: None,
         }
     }
 }
@@ -415,5 +435,31 @@ mod data_dir_tests {
         std::os::unix::fs::symlink(dir.path().join("gone"), dir.path().join("outboard.db-shm"))
             .unwrap();
         secure_data_dir(dir.path()).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod node_url_tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_reached_at_its_listen_address_its_host_name_or_what_it_is_told() {
+        let net = NetConfig::default();
+        assert_eq!(
+            net.node_url_for("127.0.0.1:7700".parse().unwrap(), "h1"),
+            "ws://127.0.0.1:7700"
+        );
+        assert_eq!(net.node_url_for("0.0.0.0:7700".parse().unwrap(), "h1"), "ws://h1:7700");
+        assert_eq!(net.node_url_for("[::]:7700".parse().unwrap(), "h1"), "ws://h1:7700");
+        let tls = NetConfig {
+            tls: Some(TlsFiles { cert: "c".into(), key: "k".into() }),
+            ..NetConfig::default()
+        };
+        assert_eq!(tls.node_url_for("0.0.0.0:443".parse().unwrap(), "h1"), "wss://h1:443");
+        let told = NetConfig { node_url: Some("wss://n1.internal:7700".into()), ..tls };
+        assert_eq!(
+            told.node_url_for("0.0.0.0:443".parse().unwrap(), "h1"),
+            "wss://n1.internal:7700"
+        );
     }
 }

@@ -321,7 +321,7 @@ pub async fn launch_with(
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
-    let node_url = format!("ws://{addr}");
+    let node_url = config.net.node_url_for(addr, &node_name());
     register_node(&store, &node_url).await?;
     // Sandboxes' network proxies refuse this server's own port on every local address.
     config.sandbox.server_ports.push(addr.port());

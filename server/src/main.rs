@@ -268,6 +268,28 @@ struct NetArgs {
     #[arg(long, env = "OUTBOARD_MAX_CONNECTIONS_PER_IP", value_name = "N",
           default_value_t = NetConfig::default().max_connections_per_ip)]
     max_connections_per_ip: usize,
+    /// Where clients and the other nodes of the store reach this node (`ws://HOST:PORT` or
+    /// `wss://…`): other nodes relay requests for the sessions this node runs there. Default:
+    /// the listen address (this host's name for 0.0.0.0 or ::), wss:// with TLS.
+    #[arg(long, env = "OUTBOARD_NODE_URL", value_name = "URL", value_parser = parse_node_url)]
+    node_url: Option<String>,
+}
+
+/// `ws://HOST:PORT` or `wss://HOST:PORT`, with nothing after the authority.
+fn parse_node_url(text: &str) -> Result<String, String> {
+    let text = text.trim().trim_end_matches('/');
+    let rest = text.strip_prefix("ws://").or_else(|| text.strip_prefix("wss://"));
+    match rest {
+        Some(authority)
+            if !authority.is_empty() && !authority.contains(['/', '?', '#', '@', ' ']) =>
+        {
+            Ok(text.to_owned())
+        }
+        _ => Err(format!(
+            "{text:?} is not a node URL: give ws://HOST:PORT or wss://HOST:PORT, the address other \
+             nodes and clients reach this node at"
+        )),
+    }
 }
 
 /// `1`, `0.5`: seconds, more than zero.
@@ -304,6 +326,7 @@ impl NetArgs {
             max_connections: self.max_connections,
             max_connections_per_ip: self.max_connections_per_ip,
             tls,
+            node_url: self.node_url,
         })
     }
 }

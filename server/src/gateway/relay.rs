@@ -343,3 +343,141 @@ impl Pump {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use outboard_shared::{SessionRef, Welcome};
+
+    /// A node that welcomes one connection and answers nothing until `close` fires, then
+    /// closes it; it hands back the requests it got.
+    async fn silent_node(
+        close: tokio::sync::oneshot::Receiver<()>,
+    ) -> (String, JoinHandle<Vec<Request>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+            let hello = ws.next().await.unwrap().unwrap();
+            let hello: ClientFrame = serde_json::from_str(hello.to_text().unwrap()).unwrap();
+            let ClientFrame::Hello(hello) = hello else { panic!("no hello") };
+            assert_eq!(hello.token, "tok-secret");
+            assert_eq!(hello.client, "relay:cli");
+            let welcome = ServerFrame::Welcome(Welcome {
+                protocol_version: PROTOCOL_VERSION,
+                server: "test".into(),
+                user: outboard_shared::UserInfo {
+                    id: outboard_shared::UserId("u".into()),
+                    name: "alice".into(),
+                    org_id: outboard_shared::OrgId("o".into()),
+                    org: "acme".into(),
+                },
+                connection_id: 77,
+            });
+            ws.send(Message::text(serde_json::to_string(&welcome).unwrap())).await.unwrap();
+            let mut got = Vec::new();
+            let mut close = close;
+            loop {
+                tokio::select! {
+                    // What was sent before `close` is read first.
+                    biased;
+                    frame = ws.next() => match frame {
+                        Some(Ok(Message::Text(t))) => {
+                            if let Ok(ClientFrame::Request(r)) = serde_json::from_str(&t) {
+                                got.push(r);
+                            }
+                        }
+                        _ => return got,
+                    },
+                    _ = &mut close => {
+                        let _ = ws.close(None).await;
+                        return got;
+                    }
+                }
+            }
+        });
+        (url, task)
+    }
+
+    fn interrupt(id: u64) -> Request {
+        Request {
+            id: RequestId(id),
+            method: Method::TurnInterrupt(SessionRef { session_id: SessionId("s_1".into()) }),
+        }
+    }
+
+    fn response_of(item: Outbound) -> outboard_shared::Response {
+        match item {
+            Outbound::Frame(ServerFrame::Response(r)) => r,
+            _ => panic!("not a response"),
+        }
+    }
+
+    #[tokio::test]
+    async fn past_the_in_flight_bound_a_request_is_refused_and_a_lost_owner_answers_the_rest() {
+        let (close, closed) = tokio::sync::oneshot::channel();
+        let (url, node) = silent_node(closed).await;
+        let (out, mut rx) = mpsc::channel(1024);
+        let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
+        let relay = Relay::open(&url, client, SessionId("s_1".into()), out).await.unwrap();
+        for i in 0..=MAX_IN_FLIGHT as u64 {
+            // Paced so that the queue (a smaller bound) never fills: the in-flight bound is hit.
+            while relay.requests.capacity() < 2 {
+                tokio::task::yield_now().await;
+            }
+            relay.forward(interrupt(1000 + i)).unwrap();
+        }
+        let busy = response_of(rx.recv().await.unwrap());
+        assert_eq!(busy.id, RequestId(1000 + MAX_IN_FLIGHT as u64));
+        assert_eq!(busy.error.unwrap().code, ErrorCode::QuotaExceeded);
+        close.send(()).unwrap();
+        let got = node.await.unwrap();
+        // Upstream ids are the relay's own, not the client's.
+        assert!(!got.is_empty() && got.iter().all(|r| r.id.0 <= MAX_IN_FLIGHT as u64), "{got:?}");
+        let mut answered: Vec<u64> = Vec::new();
+        for _ in 0..MAX_IN_FLIGHT {
+            let r = response_of(rx.recv().await.unwrap());
+            assert_eq!(r.error.unwrap().code, ErrorCode::Unavailable);
+            answered.push(r.id.0);
+        }
+        answered.sort_unstable();
+        assert_eq!(answered, (1000..1000 + MAX_IN_FLIGHT as u64).collect::<Vec<_>>());
+        // Nothing was attached through it: no lagged.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(rx.try_recv().is_err());
+        assert!(!relay.alive());
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_at_once() {
+        let (_close, closed) = tokio::sync::oneshot::channel();
+        let (url, _node) = silent_node(closed).await;
+        let (out, _rx) = mpsc::channel(1024);
+        let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
+        let relay = Relay::open(&url, client, SessionId("s_1".into()), out).await.unwrap();
+        // On a current-thread runtime the pump does not run between these sends.
+        for i in 0..RELAY_QUEUE as u64 {
+            relay.forward(interrupt(i)).unwrap();
+        }
+        let refused = relay.forward(interrupt(99)).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::QuotaExceeded);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_owner_is_unavailable_naming_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        drop(listener);
+        let (out, _rx) = mpsc::channel(8);
+        let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
+        let Err(e) = Relay::open(&url, client, SessionId("s_1".into()), out).await else {
+            panic!("connected to nothing")
+        };
+        assert_eq!(e.code, ErrorCode::Unavailable);
+        assert_eq!(e.node_url.as_deref(), Some(url.as_str()));
+        assert!(!e.message.contains("tok-secret"));
+    }
+}
