@@ -750,3 +750,32 @@ async fn a_rolling_deploy_under_load_fails_no_turn_and_shows_clients_only_reconn
     }
     assert!(reconnects >= 2, "the deploy cut the clients of at least two nodes: {reconnects}");
 }
+
+/// A client connection reaches at most `MAX_RELAYS` sessions on other nodes at once: one more
+/// is refused with the owner's URL (the client may connect there), and a detach makes room.
+#[tokio::test]
+async fn one_connection_relays_at_most_sixteen_sessions_and_a_detach_makes_room() {
+    const MAX_RELAYS: usize = 16; // gateway/relay.rs
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 10).unwrap();
+    let a = cluster.start().unwrap();
+    let b = cluster.start().unwrap();
+    let token = a.add_user("alice", "acme").unwrap();
+    // Attached on A, the sessions run there.
+    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
+    let mut sids = Vec::new();
+    for _ in 0..=MAX_RELAYS {
+        sids.push(on_a.new_session().await.unwrap());
+    }
+    let mut on_b = WsClient::connect(&b.url, &token).await.unwrap();
+    let attach = |sid: &str| json!({"session_id": sid, "role": "watcher"});
+    for sid in &sids[..MAX_RELAYS] {
+        on_b.request("session/attach", attach(sid)).await.unwrap().unwrap();
+    }
+    let refused = on_b.request("session/attach", attach(&sids[MAX_RELAYS])).await.unwrap();
+    let refused = refused.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Unavailable, "{}", refused.message);
+    assert_eq!(refused.node_url.as_deref(), Some(a.url.as_str()));
+    on_b.request("session/detach", json!({"session_id": sids[0]})).await.unwrap().unwrap();
+    on_b.request("session/attach", attach(&sids[MAX_RELAYS])).await.unwrap().unwrap();
+}
