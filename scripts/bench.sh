@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 case "${1:-all}" in
   nodes)
     # Several nodes on one PostgreSQL (the bench makes its own cluster with initdb): checkpoint
-    # cost vs SQLite, takeover after SIGKILL, steps/s on 1 vs 3 nodes. `nodes [--kills N]
+    # cost vs SQLite, takeover after SIGKILL, fan-out to watchers, steps/s on 1 vs 3 nodes. `nodes [--kills N]
     # [--sessions N]` (default 20 kills, 200 sessions).
     cargo build --quiet --release -p outboard-server --bin outboard-server
     shift

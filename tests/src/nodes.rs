@@ -14,6 +14,8 @@ pub struct Cluster {
     api: Api,
     base_url: String,
     lease_secs: u64,
+    /// More flags for every node.
+    flags: Vec<String>,
 }
 
 impl Cluster {
@@ -26,7 +28,26 @@ impl Cluster {
             api,
             base_url: base_url.to_owned(),
             lease_secs,
+            flags: Vec::new(),
         })
+    }
+
+    /// The cluster with `flags` added to every node's `serve`.
+    pub fn with_flags(mut self, flags: &[&str]) -> Cluster {
+        self.flags.extend(flags.iter().map(|f| (*f).to_owned()));
+        self
+    }
+
+    fn args(&self) -> Vec<String> {
+        let workspaces = self.workspaces.path().to_string_lossy().into_owned();
+        let mut args = vec![
+            "--lease-secs".to_owned(),
+            self.lease_secs.to_string(),
+            "--workspaces".to_owned(),
+            workspaces,
+        ];
+        args.extend(self.flags.iter().cloned());
+        args
     }
 
     /// A data dir whose servers and admin commands use the cluster's store.
@@ -43,28 +64,17 @@ impl Cluster {
 
     /// Starts a node on `data` (a killed node's, to restart it).
     pub fn start_in(&self, data: tempfile::TempDir) -> anyhow::Result<TestServer> {
-        let lease = self.lease_secs.to_string();
-        let workspaces = self.workspaces.path().to_string_lossy().into_owned();
-        TestServer::start_in(
-            data,
-            self.api,
-            &self.base_url,
-            &["--lease-secs", &lease, "--workspaces", &workspaces],
-        )
+        let args = self.args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        TestServer::start_in(data, self.api, &self.base_url, &args)
     }
 
     /// Starts a node again on `data` at `url`, the address of the node that stopped there (a
     /// deploy's restart: its clients reconnect to the same address).
     pub fn restart_at(&self, url: &str, data: tempfile::TempDir) -> anyhow::Result<TestServer> {
-        let lease = self.lease_secs.to_string();
-        let workspaces = self.workspaces.path().to_string_lossy().into_owned();
-        TestServer::restart_at(
-            url,
-            data,
-            self.api,
-            &self.base_url,
-            &["--lease-secs", &lease, "--workspaces", &workspaces],
-        )
+        let args = self.args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        TestServer::restart_at(url, data, self.api, &self.base_url, &args)
     }
 
     /// The workspace of a session, whichever node runs it.

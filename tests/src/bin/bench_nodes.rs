@@ -1,4 +1,5 @@
-//! Several server nodes on one PostgreSQL (`scripts/bench.sh nodes [--kills N] [--sessions N]`):
+//! Several server nodes on one PostgreSQL (`scripts/bench.sh nodes [--kills N] [--sessions N]
+//! [--only checkpoint|takeover|fanout|throughput]`):
 //!
 //! - `checkpoint`: one durable event appended and committed, SQLite vs PostgreSQL (the latter
 //!   with the lease's fencing check in the same transaction), p50/p99.
@@ -41,11 +42,23 @@ fn main() -> anyhow::Result<()> {
     let kills = flag("--kills", 20);
     let sessions = flag("--sessions", 200);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // `--only NAME` runs one of them.
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
     rt.block_on(async {
-        checkpoint().await?;
-        takeover(kills).await?;
-        fanout().await?;
-        throughput(sessions).await
+        if runs("checkpoint") {
+            checkpoint().await?;
+        }
+        if runs("takeover") {
+            takeover(kills).await?;
+        }
+        if runs("fanout") {
+            fanout().await?;
+        }
+        if runs("throughput") {
+            throughput(sessions).await?;
+        }
+        Ok(())
     })
 }
 
@@ -305,7 +318,9 @@ async fn throughput(sessions: usize) -> anyhow::Result<()> {
             })
         })
         .await?;
-        let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 10)?;
+        // Every session's client connects from 127.0.0.1.
+        let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 10)?
+            .with_flags(&["--max-connections-per-ip", "4096"]);
         let nodes: Vec<_> = (0..n).map(|_| cluster.start()).collect::<Result<_, _>>()?;
         let token = nodes[0].add_user("bench", "bench")?;
         let mut clients = Vec::new();
