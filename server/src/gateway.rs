@@ -1015,15 +1015,28 @@ impl Connection {
                         ));
                     }
                 }
-                if let Some(old) = self.attached.remove(&p.session_id) {
+                let old_handle = self.attached.remove(&p.session_id).map(|old| {
                     old.forwarder.abort();
-                }
+                    old.handle
+                });
                 // A re-attach (after a lag or a reconnect) keeps the role this connection has.
                 let role = match (p.role, current) {
                     (Role::Watcher, Some(Role::Driver)) => Role::Driver,
                     (asked, _) => asked,
                 };
-                let (handle, attached) = hub.attach(&row, p.after_seq).await?;
+                let (handle, attached) = match hub.attach(&row, p.after_seq).await {
+                    Ok(attached) => attached,
+                    Err(e) => {
+                        // Not attached here any more (the session may run on another node now,
+                        // and this connection follow it there).
+                        if let Some(presence) = hub.leave(&p.session_id, self.id) {
+                            if let Some(h) = &old_handle {
+                                broadcast_presence(h, presence).await;
+                            }
+                        }
+                        return Err(e);
+                    }
+                };
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
                 let mut snapshot = SessionAttachResponse {

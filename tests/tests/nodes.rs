@@ -559,6 +559,13 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
     let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 1).unwrap();
     let mut nodes: Vec<TestServer> = (0..3).map(|_| cluster.start().unwrap()).collect();
     let token = nodes[0].add_user("alice", "acme").unwrap();
+    // Kills pile sessions onto the surviving nodes: more than the default 8 sandboxes of one org
+    // live on one node in the long run, and each must still run its commands.
+    let cap = (sessions + 8).to_string();
+    let (code, out, err) = nodes[0]
+        .admin(&["quota", "set", "--org", "acme", "live_sandboxes", &cap], None)
+        .unwrap();
+    assert_eq!(code, 0, "{out}{err}");
 
     let mut sids = Vec::new();
     for i in 0..sessions {
@@ -618,7 +625,17 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
                     if !output.contains("outcome is unknown"))
             })
             .count();
-        assert!(steps.lines().count() >= completed, "{sid}: {steps:?} for {completed} results");
+        let outputs: Vec<&str> = log
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ToolResult { output, .. } => Some(output.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            steps.lines().count() >= completed,
+            "{sid}: {steps:?} for {completed} results: {outputs:#?}"
+        );
         watched.push(log);
     }
     for (i, (watcher, log)) in watchers.into_iter().zip(watched).enumerate() {

@@ -323,6 +323,11 @@ async fn throughput(sessions: usize) -> anyhow::Result<()> {
             .with_flags(&["--max-connections-per-ip", "4096"]);
         let nodes: Vec<_> = (0..n).map(|_| cluster.start()).collect::<Result<_, _>>()?;
         let token = nodes[0].add_user("bench", "bench")?;
+        for (quota, value) in [("sessions_per_hour", "100000"), ("live_sandboxes", "1000")] {
+            let (code, out, err) =
+                nodes[0].admin(&["quota", "set", "--org", "bench", quota, value], None)?;
+            anyhow::ensure!(code == 0, "quota set {quota}: {out}{err}");
+        }
         let mut clients = Vec::new();
         for i in 0..sessions {
             let mut c = WsClient::connect(&nodes[i % n].url, &token).await?;
