@@ -562,9 +562,8 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
     // Kills pile sessions onto the surviving nodes: more than the default 8 sandboxes of one org
     // live on one node in the long run, and each must still run its commands.
     let cap = (sessions + 8).to_string();
-    let (code, out, err) = nodes[0]
-        .admin(&["quota", "set", "--org", "acme", "live_sandboxes", &cap], None)
-        .unwrap();
+    let (code, out, err) =
+        nodes[0].admin(&["quota", "set", "--org", "acme", "live_sandboxes", &cap], None).unwrap();
     assert_eq!(code, 0, "{out}{err}");
 
     let mut sids = Vec::new();
