@@ -568,6 +568,9 @@ pub struct WsClient {
     pub welcome: Option<outboard_shared::Welcome>,
     /// Progress frames received while waiting for responses, in order.
     pub progress: Vec<outboard_shared::ProgressFrame>,
+    /// Non-fatal connection errors received while waiting for responses (a `lagged` when a
+    /// session this connection was attached to stopped running where it was), in order.
+    pub notices: Vec<outboard_shared::ConnectionError>,
     /// The size in bytes of the last text frame received (the paging tests bound it).
     pub last_frame_bytes: usize,
 }
@@ -583,6 +586,7 @@ impl WsClient {
             backlog: Default::default(),
             welcome: None,
             progress: Vec::new(),
+            notices: Vec::new(),
             last_frame_bytes: 0,
         };
         let hello = serde_json::json!({
@@ -644,6 +648,7 @@ impl WsClient {
                 outboard_shared::ServerFrame::Progress(p) if p.request_id.0 == id => {
                     self.progress.push(p)
                 }
+                outboard_shared::ServerFrame::Error(e) if !e.fatal => self.notices.push(e),
                 other => bail!("unexpected frame {other:?}"),
             }
         }
