@@ -98,7 +98,7 @@ struct AppState {
     connections: TaskTracker,
     /// Timeouts of the handshake and of idle connections.
     net: NetConfig,
-    /// Where this node serves clients (`ws://ADDR`), as other nodes are told.
+    /// Where clients and the other nodes reach this node, as registered in the store.
     node_url: String,
 }
 

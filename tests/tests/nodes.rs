@@ -472,6 +472,36 @@ async fn attach_anywhere(
     }
 }
 
+/// A model whose turns run `steps` `Bash` steps (`echo step N >> steps.log && sleep SECS`, the
+/// answer 200 ms late), then say "all steps done".
+async fn stepping_model(steps: usize, step_secs: f64) -> MockLlm {
+    MockLlm::start_responder(move |body| {
+        let step = results_in(body);
+        Some(if step < steps {
+            MockStep::tool_call(
+                "Bash",
+                json!({"command": format!("echo step {step} >> steps.log && sleep {step_secs}")}),
+            )
+            .latency(200)
+        } else {
+            MockStep::text("all steps done")
+        })
+    })
+    .await
+    .unwrap()
+}
+
+/// The `steps.log` of `sid`, after checking that no step of the `steps` wrote its line twice.
+fn steps_ran_at_most_once(cluster: &Cluster, sid: &str, steps: usize) -> String {
+    let log = std::fs::read_to_string(cluster.workspace(sid).join("steps.log")).unwrap();
+    for step in 0..steps {
+        let line = format!("step {step}");
+        let n = log.lines().filter(|l| *l == line).count();
+        assert!(n <= 1, "{sid}: {line} ran {n} times: {log:?}");
+    }
+    log
+}
+
 /// Follows `sid` as a watcher through whatever happens to the nodes, starting on the node
 /// `urls[first]` (the nodes' addresses as they are now, updated as they restart): after any
 /// error (a `lagged`, a node gone) it attaches again after the last durable event it holds, on
@@ -542,20 +572,7 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
     // At most 45 steps: a turn stops at 50.
     let steps_per_turn = knob("OUTBOARD_NODES_STEPS", 3).min(45);
     let step_secs = knob("OUTBOARD_NODES_STEP_MS", 400) as f64 / 1000.0;
-    let mock = MockLlm::start_responder(move |body| {
-        let step = results_in(body);
-        Some(if step < steps_per_turn {
-            MockStep::tool_call(
-                "Bash",
-                json!({"command": format!("echo step {step} >> steps.log && sleep {step_secs}")}),
-            )
-            .latency(200)
-        } else {
-            MockStep::text("all steps done")
-        })
-    })
-    .await
-    .unwrap();
+    let mock = stepping_model(steps_per_turn, step_secs).await;
     let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 1).unwrap();
     let mut nodes: Vec<TestServer> = (0..3).map(|_| cluster.start().unwrap()).collect();
     let token = nodes[0].add_user("alice", "acme").unwrap();
@@ -611,12 +628,7 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
         assert_well_formed(&log);
         assert_eq!(texts(&log).last().map(String::as_str), Some("all steps done"), "{sid}");
         // A step's line is written at most once; one whose result is not "cut" exactly once.
-        let steps = std::fs::read_to_string(cluster.workspace(sid).join("steps.log")).unwrap();
-        for step in 0..steps_per_turn {
-            let line = format!("step {step}");
-            let n = steps.lines().filter(|l| *l == line).count();
-            assert!(n <= 1, "{sid}: {line} ran {n} times: {steps:?}");
-        }
+        let steps = steps_ran_at_most_once(&cluster, sid, steps_per_turn);
         let completed = log
             .iter()
             .filter(|e| {
@@ -701,20 +713,7 @@ async fn an_org_file_written_on_one_node_is_announced_to_sessions_on_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_under_load_fails_no_turn_and_shows_clients_only_reconnects() {
     const STEPS: usize = 8;
-    let mock = MockLlm::start_responder(|body| {
-        let step = results_in(body);
-        Some(if step < STEPS {
-            MockStep::tool_call(
-                "Bash",
-                json!({"command": format!("echo step {step} >> steps.log && sleep 0.3")}),
-            )
-            .latency(200)
-        } else {
-            MockStep::text("all steps done")
-        })
-    })
-    .await
-    .unwrap();
+    let mock = stepping_model(STEPS, 0.3).await;
     let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
     let mut nodes: Vec<TestServer> = (0..3).map(|_| cluster.start().unwrap()).collect();
     let token = nodes[0].add_user("alice", "acme").unwrap();
@@ -757,12 +756,7 @@ async fn a_rolling_deploy_under_load_fails_no_turn_and_shows_clients_only_reconn
         assert_well_formed(&log);
         assert!(!log.iter().any(|e| matches!(e.kind, EventKind::TurnFailed { .. })), "{log:#?}");
         assert_eq!(texts(&log).last().map(String::as_str), Some("all steps done"), "{sid}");
-        let steps = std::fs::read_to_string(cluster.workspace(&sid).join("steps.log")).unwrap();
-        for step in 0..STEPS {
-            let line = format!("step {step}");
-            let n = steps.lines().filter(|l| *l == line).count();
-            assert!(n <= 1, "{sid}: {line} ran {n} times: {steps:?}");
-        }
+        steps_ran_at_most_once(&cluster, &sid, STEPS);
     }
     assert!(reconnects >= 2, "the deploy cut the clients of at least two nodes: {reconnects}");
 }
