@@ -58,7 +58,7 @@ pub struct ToolEnv {
     pub workspace_touched: Vec<String>,
     /// The org's secret values and their `[secret NAME]`: replaced in every tool result and
     /// output chunk before it is logged, sent to a client or to the model. Empty: nothing to do.
-    pub scrub: Arc<crate::scrub::Scrubber>,
+    pub scrub: Arc<outboard_base::scrub::Scrubber>,
     /// Where each tool call is counted and timed (`outboard_tool_call_duration_seconds`); `None`
     /// when nobody scrapes (tests that build an environment by hand).
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
@@ -829,8 +829,8 @@ async fn run_tool(
     let forward = async {
         // A value split across two chunks is held back until it is whole (or proved not one).
         let mut streams = [
-            (OutputStream::Stdout, crate::scrub::TextStream::new(scrub.clone())),
-            (OutputStream::Stderr, crate::scrub::TextStream::new(scrub.clone())),
+            (OutputStream::Stdout, outboard_base::scrub::TextStream::new(scrub.clone())),
+            (OutputStream::Stderr, outboard_base::scrub::TextStream::new(scrub.clone())),
         ];
         while let Some((stream, text)) = rx.recv().await {
             let Some((_, held)) = streams.iter_mut().find(|(s, _)| *s == stream) else { continue };

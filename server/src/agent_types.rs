@@ -16,7 +16,7 @@
 //! ---
 //! You are a senior code reviewer…  (the body: the agent's system prompt)
 //! ```
-//! The YAML is read by [`crate::frontmatter`] (a YAML parser): plain, quoted and block scalars,
+//! The YAML is read by [`outboard_base::frontmatter`] (a YAML parser): plain, quoted and block scalars,
 //! block and flow lists, comments, escapes; what is not YAML is named by the file's line, as are
 //! the checks below.
 //!
@@ -259,7 +259,7 @@ enum Value {
 type FrontMatter = HashMap<String, (usize, Value)>;
 
 fn split_front_matter(text: &str, truncated: bool) -> Result<(FrontMatter, &str), String> {
-    use crate::frontmatter::{entries, split, FrontMatterError};
+    use outboard_base::frontmatter::{entries, split, FrontMatterError};
     if text.strip_prefix('\u{feff}').unwrap_or(text).is_empty() {
         return Err("the file is empty: an agent file starts with a `---` front matter".to_owned());
     }

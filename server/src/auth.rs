@@ -2,24 +2,8 @@
 //! copy of the database does not let anyone log in. Tokens are 256 random bits, so a plain hash
 //! (no salt, no slow KDF) is the right tool: there is nothing to brute-force.
 
-use sha2::{Digest, Sha256};
-
 use crate::store::{Store, StoreError};
-
-/// The hex SHA-256 of a token, as stored.
-pub fn hash_token(token: &str) -> String {
-    hex_sha256(token.as_bytes())
-}
-
-/// The hex SHA-256 of some bytes.
-pub fn hex_sha256(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(64);
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
-}
+pub use outboard_base::digest::{hash_token, hex_sha256};
 
 /// How many hex characters of a token's hash identify it in `admin token ls` and `revoke`: not a
 /// secret (the hash of a 256-bit token reveals nothing about it), short enough to type.
@@ -163,15 +147,4 @@ async fn delete_hash(store: &Store, hash: String) -> Result<(), StoreError> {
             Ok(())
         })
         .await
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn hash_is_stable_hex() {
-        assert_eq!(
-            super::hash_token("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::llm::LlmConfig;
 use crate::sandbox::SandboxConfig;
+use outboard_base::Secret;
 
 /// Everything the server needs to run.
 #[derive(Debug, Clone)]
@@ -183,35 +184,6 @@ impl ServerConfig {
     /// Where uploaded working trees wait for their session (`crate::uploads`).
     pub fn uploads_dir(&self) -> PathBuf {
         crate::uploads::uploads_dir(&self.data_dir)
-    }
-}
-
-/// A secret string (API key, token): its `Debug` and `Display` print `<redacted>`, so it cannot
-/// reach a log or an error message by accident. Read it only where it is sent.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The value, for the one place that must send it (an HTTP header).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
     }
 }
 

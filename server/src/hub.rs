@@ -700,7 +700,7 @@ impl Hub {
                          VALUES (?1, ?2, ?3)
                          ON CONFLICT (session_id) DO UPDATE SET
                              user_id = excluded.user_id, granted_at = excluded.granted_at",
-                        crate::params![session, user.0, crate::util::now_rfc3339()],
+                        crate::params![session, user.0, outboard_base::util::now_rfc3339()],
                     )?,
                     None => {
                         c.execute("DELETE FROM drive_grants WHERE session_id = ?1", [&session])?

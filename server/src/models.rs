@@ -33,8 +33,9 @@ use std::sync::Arc;
 use outboard_shared::{ModelInfo, ModelPrices};
 use serde::Deserialize;
 
-use crate::config::{ConfigError, Secret};
+use crate::config::ConfigError;
 use crate::llm::{LlmConfig, LlmError, Provider, ProviderKind, RetryPolicy};
+use outboard_base::Secret;
 
 /// The most models one server offers: each is a line of `models/list` and of the TUI's picker, and
 /// a connection pool; a hundred is more than any team's set of providers and tiers.

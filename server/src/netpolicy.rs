@@ -30,7 +30,7 @@ use outboard_shared::OrgId;
 use serde::{Deserialize, Serialize};
 
 use crate::store::{org_id_by_name, Store, StoreError};
-use crate::util::now_rfc3339;
+use outboard_base::util::now_rfc3339;
 
 /// How often a running session re-reads its org's policy.
 pub const REFRESH: Duration = Duration::from_secs(5);

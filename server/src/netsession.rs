@@ -343,7 +343,7 @@ impl AuditWriter {
         let lost = self.dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
             rows.push(LogRow {
-                at: crate::util::now_rfc3339(),
+                at: outboard_base::util::now_rfc3339(),
                 session_id: self.session.clone(),
                 user: self.user.clone(),
                 host: String::new(),

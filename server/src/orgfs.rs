@@ -41,8 +41,8 @@ use tokio::sync::broadcast;
 
 use crate::auth::hex_sha256;
 use crate::store::{Store, StoreError};
-use crate::util::now_rfc3339;
 use crate::vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
+use outboard_base::util::now_rfc3339;
 
 /// The largest org file, in bytes: memory and skills are prose and small scripts, and every
 /// version is kept.
@@ -946,9 +946,9 @@ fn not_found(path: &OrgPath, version: Option<u64>) -> FsError {
 }
 
 /// The scalar entries of a `SKILL.md`'s `---` front matter as text (lists and mappings are left
-/// out), and what is wrong with it, if anything ([`crate::frontmatter`] reads the YAML).
+/// out), and what is wrong with it, if anything ([`outboard_base::frontmatter`] reads the YAML).
 pub fn front_matter(text: &str) -> (HashMap<String, String>, Option<String>) {
-    use crate::frontmatter::{entries, split};
+    use outboard_base::frontmatter::{entries, split};
     match split(text).and_then(|(yaml, _)| entries(yaml)) {
         Err(e) => (HashMap::new(), Some(format!("SKILL.md's front matter: {e}"))),
         Ok(entries) => {

@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::store::{
     insert_session, org_id_by_name, org_name, SessionRow, Store, StoreError, UserRow,
 };
-use crate::util::now_rfc3339;
+use outboard_base::util::now_rfc3339;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -360,7 +360,7 @@ fn raise_hint(org: &str, key: QuotaKey) -> String {
 fn sessions_last_hour(c: &Db, org: &OrgId) -> Result<u64, StoreError> {
     // `created_at` is RFC 3339 UTC with milliseconds, and so is the cutoff, so the comparison
     // is a string comparison along `sessions_by_org_created`.
-    let cutoff = crate::util::rfc3339_ago(std::time::Duration::from_secs(3600));
+    let cutoff = outboard_base::util::rfc3339_ago(std::time::Duration::from_secs(3600));
     let n: i64 = c
         .prepare_cached("SELECT COUNT(*) FROM sessions WHERE org_id = ?1 AND created_at > ?2")?
         .query_row([&org.0, &cutoff], |r| r.get(0))?;

@@ -35,7 +35,9 @@ use outboard_shared::OrgId;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 
 use crate::store::{org_id_by_name, org_name, Store, StoreError};
-use crate::util::now_rfc3339;
+use outboard_base::secret::{wipe, Wiped};
+pub use outboard_base::secret::{SecretValue, TOKEN_USER};
+use outboard_base::util::now_rfc3339;
 
 mod outbound;
 #[cfg(test)]
@@ -58,8 +60,6 @@ pub const MAX_VALUE_BYTES: usize = 4096;
 pub const MAX_NAME_BYTES: usize = 64;
 /// A host's length at most (a DNS name is at most 253 characters, plus `:65535`).
 const MAX_HOST_BYTES: usize = 260;
-/// The user of HTTP Basic when the value is a bare token (GitHub, Gitea and GitLab accept it).
-pub const TOKEN_USER: &str = "x-access-token";
 /// Prefixes of well-known token formats: a NAME starting so is a value typed on the command line.
 const TOKEN_PREFIXES: &[&str] =
     &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "xoxb-"];
@@ -331,8 +331,8 @@ impl SecretKey {
         getrandom::getrandom(&mut nonce).map_err(|e| SecretError::Random(e.to_string()))?;
         let tag_len = CHACHA20_POLY1305.tag_len();
         // Room for the tag up front, so appending it does not leave a copy in freed memory.
-        let mut buf = Wiped(Vec::with_capacity(value.0.len() + tag_len));
-        buf.0.extend_from_slice(value.0.as_bytes());
+        let mut buf = Wiped(Vec::with_capacity(value.expose().len() + tag_len));
+        buf.0.extend_from_slice(value.expose().as_bytes());
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
@@ -366,7 +366,7 @@ impl SecretKey {
             .len();
         buf.0.truncate(len);
         match String::from_utf8(std::mem::take(&mut buf.0)) {
-            Ok(text) => Some(SecretValue(text)),
+            Ok(text) => Some(SecretValue::new(text)),
             Err(e) => {
                 drop(Wiped(e.into_bytes()));
                 None
@@ -393,101 +393,6 @@ fn hex_digit(c: u8) -> Option<u8> {
         b'a'..=b'f' => Some(c - b'a' + 10),
         b'A'..=b'F' => Some(c - b'A' + 10),
         _ => None,
-    }
-}
-
-/// Zeroes `bytes` in a way the optimizer may not drop as a dead store: the workspace denies
-/// `unsafe` (so no `write_volatile`), and `black_box` makes the zeroed memory observable.
-fn wipe(bytes: &mut [u8]) {
-    bytes.fill(0);
-    std::hint::black_box(&mut *bytes);
-}
-
-/// Zeroes a `Vec`'s whole allocation (spare capacity included) before it is freed.
-fn wipe_vec(bytes: &mut Vec<u8>) {
-    bytes.clear();
-    bytes.resize(bytes.capacity(), 0);
-    wipe(bytes);
-}
-
-/// A buffer that held or holds plaintext: zeroed when dropped, on every path.
-struct Wiped(Vec<u8>);
-
-impl Drop for Wiped {
-    fn drop(&mut self) {
-        wipe_vec(&mut self.0);
-    }
-}
-
-/// A secret's value. Debug/Display print `[redacted]`; the bytes are zeroed on drop.
-pub struct SecretValue(String);
-
-impl SecretValue {
-    /// Wraps a value as given (validation happens in [`Secrets::set`]).
-    pub fn new(value: String) -> SecretValue {
-        SecretValue(value)
-    }
-
-    /// The value, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// HTTP Basic credentials for git: `user:password` when the value has a ':' (the part before
-    /// the first ':' is the user), else (`x-access-token`, value).
-    pub fn basic_auth(&self) -> (String, SecretValue) {
-        match self.0.split_once(':') {
-            Some((user, password)) => (user.to_owned(), SecretValue(password.to_owned())),
-            None => (TOKEN_USER.to_owned(), SecretValue(self.0.clone())),
-        }
-    }
-
-    /// The value of an `Authorization` header for [`SecretValue::basic_auth`]: `Basic <base64>`.
-    pub fn basic_header(&self) -> SecretValue {
-        let (user, password) = self.basic_auth();
-        let mut pair = Wiped(Vec::with_capacity(user.len() + 1 + password.0.len()));
-        pair.0.extend_from_slice(user.as_bytes());
-        pair.0.push(b':');
-        pair.0.extend_from_slice(password.0.as_bytes());
-        let mut header = String::with_capacity(6 + pair.0.len().div_ceil(3) * 4);
-        header.push_str("Basic ");
-        base64_into(&pair.0, &mut header);
-        SecretValue(header)
-    }
-}
-
-impl Drop for SecretValue {
-    fn drop(&mut self) {
-        wipe_vec(&mut std::mem::take(&mut self.0).into_bytes());
-    }
-}
-
-impl std::fmt::Debug for SecretValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl std::fmt::Display for SecretValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-/// Standard base64 with padding (RFC 4648 §4), appended to `out` (which was sized for it, so it
-/// does not reallocate and leave a copy behind).
-fn base64_into(input: &[u8], out: &mut String) {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for chunk in input.chunks(3) {
-        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
-        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> shift & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
     }
 }
 
@@ -865,19 +770,14 @@ pub fn validate_name(name: &str) -> Result<(), SecretError> {
 /// Checks a value: one trailing newline (`\n` or `\r\n`) dropped, then non-empty, at most
 /// [`MAX_VALUE_BYTES`], no control characters.
 pub fn validate_value(mut value: SecretValue) -> Result<SecretValue, SecretError> {
-    if value.0.ends_with('\n') {
-        value.0.pop();
-        if value.0.ends_with('\r') {
-            value.0.pop();
-        }
-    }
-    if value.0.is_empty() {
+    value.drop_line_end();
+    if value.expose().is_empty() {
         return Err(SecretError::BadValue("it is empty: pipe the token into the command's stdin"));
     }
-    if value.0.len() > MAX_VALUE_BYTES {
+    if value.expose().len() > MAX_VALUE_BYTES {
         return Err(SecretError::BadValue("it is longer than 4 KiB: give the token itself"));
     }
-    if value.0.chars().any(char::is_control) {
+    if value.expose().chars().any(char::is_control) {
         return Err(SecretError::BadValue(
             "it holds a control character (a newline inside, a tab): give the token on one line",
         ));

@@ -41,8 +41,8 @@ use crate::sandbox::jobs::JobReport;
 use crate::sandbox::{Sandbox, SandboxTransition};
 use crate::store::{SessionRow, Store, StoreError};
 use crate::tools::{OrgCtx, ReadLedger};
-use crate::util::{new_id, now_rfc3339};
 use crate::vfs::Workspace;
+use outboard_base::util::{new_id, now_rfc3339};
 
 /// Commands queued for one session. A turn emits a few events per model step and connections
 /// send a request at a time, so 256 is ample; a full queue makes the sender wait, which slows
@@ -543,8 +543,8 @@ struct Actor {
 
 /// The org's secret values as they appear in text and in an event's JSON.
 struct Scrubbers {
-    text: Arc<crate::scrub::Scrubber>,
-    json: crate::scrub::Scrubber,
+    text: Arc<outboard_base::scrub::Scrubber>,
+    json: outboard_base::scrub::Scrubber,
 }
 
 impl Scrubbers {
@@ -558,8 +558,8 @@ impl Scrubbers {
             })
             .collect();
         Scrubbers {
-            text: Arc::new(crate::scrub::Scrubber::new(values)),
-            json: crate::scrub::Scrubber::new(json),
+            text: Arc::new(outboard_base::scrub::Scrubber::new(values)),
+            json: outboard_base::scrub::Scrubber::new(json),
         }
     }
 
@@ -1461,7 +1461,7 @@ impl Actor {
                     org_touched,
                     workspace_touched,
                     scrub: self.scrub.as_ref().map_or_else(
-                        || Arc::new(crate::scrub::Scrubber::new(Vec::new())),
+                        || Arc::new(outboard_base::scrub::Scrubber::new(Vec::new())),
                         |s| s.text.clone(),
                     ),
                     metrics: Some(self.metrics.clone()),

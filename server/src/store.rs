@@ -51,7 +51,7 @@ pub mod pgtest;
 use db::{params, Db, OptionalExtension};
 
 use crate::auth::hash_token;
-use crate::util::{new_id, now_rfc3339, random_token};
+use outboard_base::util::{new_id, now_rfc3339, random_token};
 
 /// Requests queued for the store thread. Commits take tens of microseconds, so 1024 queued jobs
 /// is far more than a healthy server ever holds; when it is full, callers wait (backpressure)
@@ -862,7 +862,12 @@ impl Store {
         self.call(move |c| {
             c.execute(
                 "UPDATE nodes SET state = ?4, heartbeat_at = ?2, heartbeat_ms = ?3 WHERE id = ?1",
-                params![node.id.as_ref(), crate::util::now_rfc3339(), lease::now_ms(), state],
+                params![
+                    node.id.as_ref(),
+                    outboard_base::util::now_rfc3339(),
+                    lease::now_ms(),
+                    state
+                ],
             )
             .map(drop)
         })

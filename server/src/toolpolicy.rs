@@ -35,7 +35,7 @@ use outboard_shared::OrgId;
 use serde_json::Value;
 
 use crate::store::{org_id_by_name, Store, StoreError};
-use crate::util::now_rfc3339;
+use outboard_base::util::now_rfc3339;
 
 /// The most rules one org holds: a policy is a short list an admin reads; this keeps a loop of
 /// `admin policy set` from growing every turn's start without bound.

@@ -192,7 +192,7 @@ pub(crate) async fn upload(
     }
     let branch = branch_header(&headers)?;
     let dir = hub.config().uploads_dir();
-    let id = crate::util::new_id("up");
+    let id = outboard_base::util::new_id("up");
     let part = dir.join(format!("{id}.tar.part"));
     let result = receive(body, &dir, &part, cap).await;
     let bytes = match result {
@@ -221,7 +221,7 @@ pub(crate) async fn upload(
                     row.2,
                     row.3 as i64,
                     row.4,
-                    crate::util::now_rfc3339()
+                    outboard_base::util::now_rfc3339()
                 ],
             )?;
             Ok(())
@@ -691,7 +691,7 @@ pub async fn sweep(
     max_age: Duration,
     at_start: bool,
 ) -> Result<usize, UploadError> {
-    let cutoff = crate::util::rfc3339_ago(max_age);
+    let cutoff = outboard_base::util::rfc3339_ago(max_age);
     let (old, kept): (Vec<String>, Vec<String>) = store
         .call(move |c| {
             let mut stmt = c.prepare("SELECT id FROM uploads WHERE created_at <= ?1")?;

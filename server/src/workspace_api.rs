@@ -272,7 +272,7 @@ pub async fn restore(
             let event = outboard_shared::SessionEvent {
                 session_id: session.clone(),
                 seq: last as u64 + 1,
-                ts: crate::util::now_rfc3339(),
+                ts: outboard_base::util::now_rfc3339(),
                 kind: outboard_shared::EventKind::SystemReminder { text },
                 parent: None,
             };

@@ -38,7 +38,7 @@ use outboard_shared::{Reasoning, Usage};
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
-use crate::config::Secret;
+use outboard_base::Secret;
 
 /// Which wire protocol the provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

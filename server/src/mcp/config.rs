@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::McpError;
 use crate::store::Store;
-use crate::util::now_rfc3339;
+use outboard_base::util::now_rfc3339;
 
 /// The longest server name: it is part of every tool name the model sees (`mcp__NAME__TOOL`,
 /// at most 64 characters for Anthropic and OpenAI), so it leaves room for the tool's.

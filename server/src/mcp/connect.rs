@@ -18,8 +18,8 @@ use tokio::io::AsyncReadExt as _;
 
 use super::config::{parse_template, Part, ServerDef, Transport};
 use super::{names, McpError, McpTool};
-use crate::scrub::Scrubber;
 use crate::secrets::{SecretValue, Secrets};
+use outboard_base::scrub::Scrubber;
 
 /// A tool list longer than this is cut (the rest is not offered, and the prompt says so): each
 /// tool's schema is sent with every model request.

@@ -5,7 +5,7 @@
 //! each request, asks for an identity encoding, re-originates TLS to the vetted address with
 //! full certificate verification (system roots plus the secret's `--upstream-ca`), and sends the
 //! response back with every occurrence of the secret's value replaced by `[secret NAME]`
-//! ([`crate::scrub`]). The sandbox only ever holds placeholders.
+//! ([`outboard_base::scrub`]). The sandbox only ever holds placeholders.
 //!
 //! What it owns: the leaf cache ([`Leaves`], [`MAX_LEAVES`]), the upstream trust store, the
 //! request and response rewriting, the CA bundle the sandbox trusts ([`ca_bundle_pem`],
@@ -53,7 +53,7 @@ use super::ca::OrgCa;
 use super::meter::{Counters, Metered, BUDGET_SPENT};
 use super::target::{strip_hop_by_hop, Refusal, Target};
 use super::{connect, refused, unreachable, Conn, Injection, Record, MAX_HEAD};
-use crate::scrub::{Scrubber, StreamScrub};
+use outboard_base::scrub::{Scrubber, StreamScrub};
 
 /// Hosts whose leaf certificate one proxy keeps: a session talks to a handful of injected hosts
 /// (a git host, a registry, an API); 256 is far beyond that while a sandbox naming endless

@@ -151,7 +151,7 @@ pub async fn add(
             let n = c.execute(
                 "INSERT INTO sandbox_hosts (name, url, token_nonce, token_sealed, added_at)
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
-                params![owned, url, nonce, sealed, crate::util::now_rfc3339()],
+                params![owned, url, nonce, sealed, outboard_base::util::now_rfc3339()],
             )?;
             Ok(n == 1)
         })
@@ -299,7 +299,7 @@ impl Hosts {
                 c.execute(
                     "UPDATE sandbox_hosts SET pin = COALESCE(pin, ?2), capacity = ?3,
                             joined_at = ?4 WHERE name = ?1",
-                    params![owned, pin, capacity, crate::util::now_rfc3339()],
+                    params![owned, pin, capacity, outboard_base::util::now_rfc3339()],
                 )?;
                 Ok(())
             })

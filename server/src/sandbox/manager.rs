@@ -327,7 +327,7 @@ impl Manager {
         };
         match instance.spawn_job(command, &mut self.jobs).await {
             Ok(agent_id) => {
-                let mut shell_id = crate::util::new_id("bash");
+                let mut shell_id = outboard_base::util::new_id("bash");
                 shell_id.truncate(SHELL_ID_LEN);
                 self.jobs.add(shell_id.clone(), agent_id, command.to_owned());
                 Ok(shell_id)

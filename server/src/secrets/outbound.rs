@@ -19,7 +19,7 @@ use super::{SecretError, SecretValue, Secrets};
 use crate::netproxy::ca::OrgCa;
 use crate::netproxy::Injection;
 use crate::store::org_name;
-use crate::util::now_rfc3339;
+use outboard_base::util::now_rfc3339;
 
 /// What a placeholder variable's value starts with: `outboard-placeholder-GH_TOKEN`. Not a
 /// secret: it only marks where the proxy puts the value.

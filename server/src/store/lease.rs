@@ -56,7 +56,7 @@ impl Node {
     /// A node with a fresh id.
     pub fn new(lease: Duration) -> Node {
         Node {
-            id: Arc::from(crate::util::new_id("n")),
+            id: Arc::from(outboard_base::util::new_id("n")),
             lease,
             held: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -134,7 +134,7 @@ pub fn heartbeat(
     url: &str,
     state: &str,
 ) -> Result<(), StoreError> {
-    let now = crate::util::now_rfc3339();
+    let now = outboard_base::util::now_rfc3339();
     c.execute(
         "INSERT INTO nodes (id, name, url, state, started_at, heartbeat_at, heartbeat_ms, lease_ms,
                             pid)
@@ -217,7 +217,7 @@ pub fn acquire(
                  node_id = ?2, expires_ms = ?3, acquired_at = ?4
              WHERE session_leases.node_id = ?2 OR session_leases.expires_ms < ?5
              RETURNING epoch",
-            params![session.0, node.id.as_ref(), expires, crate::util::now_rfc3339(), now],
+            params![session.0, node.id.as_ref(), expires, outboard_base::util::now_rfc3339(), now],
             |r| r.get(0),
         )
         .optional()?;
@@ -263,7 +263,7 @@ pub fn renew(c: &mut Db, node: &Node) -> Result<Vec<SessionId>, StoreError> {
     drop(stmt);
     tx.execute(
         "UPDATE nodes SET heartbeat_at = ?2, heartbeat_ms = ?3 WHERE id = ?1",
-        params![node.id.as_ref(), crate::util::now_rfc3339(), now_ms()],
+        params![node.id.as_ref(), outboard_base::util::now_rfc3339(), now_ms()],
     )?;
     tx.commit()?;
     let mut lost = Vec::new();
@@ -435,7 +435,7 @@ mod tests {
         SessionEvent {
             session_id: sid.clone(),
             seq,
-            ts: crate::util::now_rfc3339(),
+            ts: outboard_base::util::now_rfc3339(),
             kind: EventKind::UserMessage { text: format!("m{seq}") },
             parent: None,
         }

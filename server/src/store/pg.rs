@@ -356,7 +356,7 @@ fn migrate_locked(db: &mut Db) -> Result<(), StoreError> {
         tx.execute_batch(sql)?;
         tx.execute(
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
-            crate::params![i64::from(*version), crate::util::now_rfc3339()],
+            crate::params![i64::from(*version), outboard_base::util::now_rfc3339()],
         )?;
     }
     tx.commit()

@@ -228,7 +228,7 @@ rm -rf "$2"
 
     /// A URL to a new, empty schema (search path set to it), created now.
     pub fn fresh_url(&self) -> Result<String, String> {
-        let name = crate::util::new_id("t");
+        let name = outboard_base::util::new_id("t");
         self.admin(&format!("CREATE SCHEMA {name}"))?;
         Ok(format!("{}?options=-csearch_path%3D{name}", self.url("postgres")))
     }

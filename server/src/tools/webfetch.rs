@@ -459,7 +459,7 @@ struct Hop<'a> {
 
 impl<'a> Hop<'a> {
     fn start(host: &'a str, port: u16) -> Hop<'a> {
-        Hop { host, port, started: Instant::now(), at: crate::util::now_rfc3339() }
+        Hop { host, port, started: Instant::now(), at: outboard_base::util::now_rfc3339() }
     }
 
     /// Records the hop: `allowed` when it was connected to, with how it ended and the bytes

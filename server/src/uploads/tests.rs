@@ -13,7 +13,7 @@ async fn insert(store: &Store, user: &UserRow, id: &str) {
             c.execute(
                 "INSERT INTO uploads (id, org_id, user_id, bytes, branch, created_at)
                  VALUES (?1, ?2, ?3, 1, NULL, ?4)",
-                crate::params![id, org, uid, crate::util::now_rfc3339()],
+                crate::params![id, org, uid, outboard_base::util::now_rfc3339()],
             )?;
             Ok(())
         })
