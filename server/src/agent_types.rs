@@ -32,8 +32,8 @@
 
 use std::collections::HashMap;
 
-use crate::store::db::params;
 use outboard_shared::{AgentInfo, AgentsListResponse, OrgId};
+use outboard_store::db::params;
 
 use crate::orgfs::{file_version, FsError, OrgFs, FILE_COLUMNS};
 use crate::tools::SUBAGENT_TOOLS;

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, OrgId, SessionEvent};
 use tokio::sync::oneshot;
 
-use crate::store::Store;
 use crate::toolpolicy::Rules;
+use outboard_store::Store;
 
 /// Answers held for calls whose resumed loop has not reached them yet: one per open question,
 /// and a session has a handful at most; the cap stops a client from filling memory with

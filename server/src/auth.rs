@@ -2,8 +2,8 @@
 //! copy of the database does not let anyone log in. Tokens are 256 random bits, so a plain hash
 //! (no salt, no slow KDF) is the right tool: there is nothing to brute-force.
 
-use crate::store::{Store, StoreError};
 pub use outboard_base::digest::{hash_token, hex_sha256};
+use outboard_store::{Store, StoreError};
 
 /// How many hex characters of a token's hash identify it in `admin token ls` and `revoke`: not a
 /// secret (the hash of a 256-bit token reveals nothing about it), short enough to type.

@@ -33,7 +33,7 @@ pub struct ServerConfig {
     /// Sessions placed before keep their host either way.
     pub place_on_hosts: bool,
     /// Where the store lives; `None`: the SQLite file in the data dir ([`Self::db_path`]).
-    pub store: Option<crate::store::StoreSpec>,
+    pub store: Option<outboard_store::StoreSpec>,
     /// Where sessions' workspaces live; `None`: `workspaces/` in the data dir. Nodes of one
     /// store share one directory (an NFS mount, say), so any node can take a session over.
     pub workspaces: Option<PathBuf>,
@@ -148,7 +148,7 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(60);
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            lease: crate::store::lease::DEFAULT_LEASE,
+            lease: outboard_store::lease::DEFAULT_LEASE,
             max_steps: 50,
             task_max_steps: 50,
             bash_timeout: Duration::from_secs(120),
@@ -169,8 +169,8 @@ impl ServerConfig {
     }
 
     /// The store to open: [`Self::store`], or the SQLite file.
-    pub fn store_spec(&self) -> crate::store::StoreSpec {
-        self.store.clone().unwrap_or_else(|| crate::store::StoreSpec::Sqlite(self.db_path()))
+    pub fn store_spec(&self) -> outboard_store::StoreSpec {
+        self.store.clone().unwrap_or_else(|| outboard_store::StoreSpec::Sqlite(self.db_path()))
     }
 
     /// The root under which each session gets `workspaces/<session_id>`.

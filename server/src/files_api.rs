@@ -15,8 +15,8 @@ use tokio::sync::broadcast;
 
 use crate::hub::Hub;
 use crate::orgfs::{Author, FsError, OrgChange, Precondition, Written};
-use crate::store::UserRow;
 use crate::vfs::OrgPath;
+use outboard_store::UserRow;
 
 fn error(e: FsError) -> ErrorBody {
     let code = match &e {

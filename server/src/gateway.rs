@@ -58,7 +58,7 @@ use crate::net::ConnInfo;
 use crate::paging::{self, Keep};
 use crate::sandbox::Sandbox;
 use crate::session::SessionHandle;
-use crate::store::{Durability, Store, UserRow};
+use outboard_store::{Durability, Store, UserRow};
 
 /// Frames queued for one connection's writer. Large enough to absorb a burst of deltas while the
 /// socket drains; when full, only this connection's forwarders wait (and eventually lag).
@@ -130,20 +130,20 @@ impl ServerHandle {
         &self,
         org: &str,
         user: &str,
-    ) -> Result<String, crate::store::StoreError> {
+    ) -> Result<String, outboard_store::StoreError> {
         let label = format!("{EMBEDDED_TOKEN_LABEL} pid={}", std::process::id());
         let (_, token) = self.state.hub.store().mint_token(org, user, &label).await?;
         Ok(token)
     }
 
     /// Deletes a token: the next `hello` with it is refused.
-    pub async fn revoke_token(&self, token: &str) -> Result<(), crate::store::StoreError> {
+    pub async fn revoke_token(&self, token: &str) -> Result<(), outboard_store::StoreError> {
         crate::auth::revoke_token(self.state.hub.store(), token).await
     }
 
     /// Deletes the embedded tokens whose process is gone (a crash, a kill): see
     /// [`crate::auth::revoke_stale_embedded`]. Returns how many.
-    pub async fn revoke_stale_tokens(&self) -> Result<usize, crate::store::StoreError> {
+    pub async fn revoke_stale_tokens(&self) -> Result<usize, outboard_store::StoreError> {
         crate::auth::revoke_stale_embedded(self.state.hub.store()).await
     }
 
@@ -230,7 +230,7 @@ pub enum LaunchError {
         "cannot open the database: {0} — check that the data directory (--data/OUTBOARD_DATA_DIR) \
          is writable by this user and not in use by a newer outboard"
     )]
-    Store(#[source] crate::store::StoreError),
+    Store(#[source] outboard_store::StoreError),
     /// The sandbox backend cannot run commands on this host (bubblewrap missing or unusable,
     /// user namespaces disabled); the message says what to install or which sysctl to check.
     #[error("{0}")]
@@ -243,7 +243,7 @@ pub enum LaunchError {
     Listener(#[source] std::io::Error),
     /// The sessions whose turns were cut short by the last stop cannot be read.
     #[error("cannot find the turns to resume: {0} — check the database in the data directory")]
-    Resume(#[source] crate::store::StoreError),
+    Resume(#[source] outboard_store::StoreError),
     /// The key that seals the org secrets cannot be read or made.
     #[error("{0}")]
     SecretKey(#[source] crate::secrets::SecretError),
@@ -290,11 +290,12 @@ pub async fn launch_with(
     // Opening runs the migrations and may read a large WAL back: off the async workers.
     let spec = config.store_spec();
     let metrics = Arc::new(crate::metrics::Metrics::new());
-    let observer = Some(metrics.store());
+    let observer: Option<std::sync::Arc<dyn outboard_store::JobObserver>> =
+        Some(std::sync::Arc::new(metrics.store()));
     let store =
         tokio::task::spawn_blocking(move || Store::open_spec(&spec, Durability::Normal, observer))
             .await
-            .map_err(|_| LaunchError::Store(crate::store::StoreError::Closed))?
+            .map_err(|_| LaunchError::Store(outboard_store::StoreError::Closed))?
             .map_err(LaunchError::Store)?;
     let mut store = store;
     store.set_lease_time(config.limits.lease);
@@ -935,7 +936,7 @@ impl Connection {
                     )
                             .await?;
                     tracing::info!(session = %row.id, user = %user.name, "session created from a source");
-                    Ok(Response::ok(id, &SessionCreateResponse { session: row.info() }))
+                    Ok(Response::ok(id, &SessionCreateResponse { session: row.info(crate::llm::context::context_window) }))
                 })?;
                 Ok(None)
             }
@@ -970,7 +971,12 @@ impl Connection {
                 // Title length and sessions per hour are the org's quotas.
                 let row = crate::quota::create_session_row(hub.store(), &user, row).await?;
                 tracing::info!(session = %row.id, user = %user.name, "session created");
-                Ok(Some(Response::ok(id, &SessionCreateResponse { session: row.info() })))
+                Ok(Some(Response::ok(
+                    id,
+                    &SessionCreateResponse {
+                        session: row.info(crate::llm::context::context_window),
+                    },
+                )))
             }
             Method::SessionList(p) => {
                 let limit = p.limit.unwrap_or(100).clamp(1, 1000);
@@ -980,7 +986,7 @@ impl Connection {
                     .iter()
                     .map(|r| outboard_shared::SessionInfo {
                         attached: hub.presence(&r.id),
-                        ..r.info()
+                        ..r.info(crate::llm::context::context_window)
                     })
                     .collect();
                 Ok(Some(Response::ok(id, &SessionListResponse { sessions })))
@@ -1040,7 +1046,7 @@ impl Connection {
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
                 let mut snapshot = SessionAttachResponse {
-                    session: attached.session.info(),
+                    session: attached.session.info(crate::llm::context::context_window),
                     role,
                     events: Vec::new(),
                     in_flight: attached.in_flight,
@@ -1214,7 +1220,7 @@ impl Connection {
 
 /// The durable events an attach still owes after its snapshot frame: `(from, until]`.
 struct CatchUp {
-    store: crate::store::Store,
+    store: outboard_store::Store,
     from: u64,
     until: u64,
 }
@@ -1424,7 +1430,7 @@ fn too_large(len: usize) -> String {
     format!("the frame is {len} bytes; the limit is {MAX_FRAME_BYTES}: put large content in a file")
 }
 
-fn internal(e: crate::store::StoreError) -> ErrorBody {
+fn internal(e: outboard_store::StoreError) -> ErrorBody {
     ErrorBody::new(ErrorCode::Internal, e.to_string())
 }
 

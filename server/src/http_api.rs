@@ -17,7 +17,7 @@ use outboard_shared::{ErrorBody, ErrorCode};
 
 use crate::hub::Hub;
 use crate::net::ConnInfo;
-use crate::store::UserRow;
+use outboard_store::UserRow;
 
 /// An error answer of an HTTP endpoint.
 #[derive(Debug)]

@@ -29,18 +29,18 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::store::db::OptionalExtension as _;
 use outboard_shared::{
     ErrorBody, ErrorCode, EventKind, PresenceEntry, Role, SessionCompactResponse, SessionId,
     TurnSendResponse, UserId,
 };
+use outboard_store::db::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::models::Models;
 use crate::orgfs::OrgFs;
 use crate::session::{Attached, Evict, SessionHandle};
-use crate::store::{SessionRow, Store, UserRow};
+use outboard_store::{SessionRow, Store, UserRow};
 
 /// What `session/create` asked of a new session's model: which one (by name; `None`: the
 /// server's default) and its context window (`None`: the model's).
@@ -493,7 +493,7 @@ impl Hub {
 
     /// Starts the actor of every session whose log ends inside a turn; each resumes its turn
     /// without anyone attached. Returns how many there were.
-    pub async fn resume_all(&self) -> Result<usize, crate::store::StoreError> {
+    pub async fn resume_all(&self) -> Result<usize, outboard_store::StoreError> {
         let rows = self.store.sessions_with_open_turns().await?;
         for row in &rows {
             self.handle(row);
@@ -515,7 +515,7 @@ impl Hub {
     /// Takes over the sessions with an open turn that no node runs (their node died, drained,
     /// or lost its leases) and resumes their turns here; returns how many. Sessions another
     /// node takes first are refused by their lease, and their actors stop at once.
-    pub async fn take_over(&self) -> Result<usize, crate::store::StoreError> {
+    pub async fn take_over(&self) -> Result<usize, outboard_store::StoreError> {
         if self.shutdown.is_cancelled() {
             return Ok(0);
         }
@@ -700,7 +700,11 @@ impl Hub {
                          VALUES (?1, ?2, ?3)
                          ON CONFLICT (session_id) DO UPDATE SET
                              user_id = excluded.user_id, granted_at = excluded.granted_at",
-                        crate::params![session, user.0, outboard_base::util::now_rfc3339()],
+                        outboard_store::params![
+                            session,
+                            user.0,
+                            outboard_base::util::now_rfc3339()
+                        ],
                     )?,
                     None => {
                         c.execute("DELETE FROM drive_grants WHERE session_id = ?1", [&session])?

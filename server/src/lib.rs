@@ -37,7 +37,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod session;
 pub mod sources;
-pub mod store;
+pub use outboard_store as store;
 pub mod toolpolicy;
 pub mod tools;
 pub mod uploads;

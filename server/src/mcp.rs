@@ -38,10 +38,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::llm::ToolSpec;
 use crate::secrets::Secrets;
-use crate::store::Store;
 use crate::tools::ToolOutcome;
 use config::ServerDef;
 use connect::Live;
+use outboard_store::Store;
 
 pub use connect::{MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_SERVER};
 
@@ -136,7 +136,7 @@ pub enum McpError {
     },
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] outboard_store::StoreError),
 }
 
 /// One tool of a connected server.

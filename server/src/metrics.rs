@@ -303,7 +303,7 @@ impl SandboxMetrics {
     }
 }
 
-/// The store thread's job timing; a clone is handed to [`crate::store::Store::open_observed`].
+/// The store thread's job timing; a clone is handed to [`outboard_store::Store::open_observed`].
 #[derive(Clone)]
 pub struct StoreMetrics {
     job: Histogram,
@@ -313,6 +313,12 @@ impl StoreMetrics {
     /// One job of the store thread (a read, or a write with its commit) took `took`.
     pub fn job_done(&self, took: Duration) {
         self.job.observe(took.as_secs_f64());
+    }
+}
+
+impl outboard_store::JobObserver for StoreMetrics {
+    fn job_done(&self, took: Duration) {
+        StoreMetrics::job_done(self, took);
     }
 }
 

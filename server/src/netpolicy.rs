@@ -25,12 +25,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
+use outboard_store::db::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{org_id_by_name, Store, StoreError};
 use outboard_base::util::now_rfc3339;
+use outboard_store::{org_id_by_name, Store, StoreError};
 
 /// How often a running session re-reads its org's policy.
 pub const REFRESH: Duration = Duration::from_secs(5);
@@ -385,7 +385,7 @@ async fn read(store: &Store, org: &OrgId) -> Result<(Policy, String), PolicyErro
                     r.get(0)
                 })
                 .optional()?;
-            Ok((json, crate::store::org_name(c, &org)))
+            Ok((json, outboard_store::org_name(c, &org)))
         })
         .await?;
     let policy = match json {

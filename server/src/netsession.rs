@@ -34,7 +34,7 @@ use crate::netproxy::{
     Audit, AuditEntry, Decide, Injection, NetLimits, RefusedBy, SessionNet, Verdict,
 };
 use crate::secrets::{Outbound, Secrets};
-use crate::store::{SessionRow, Store};
+use outboard_store::{SessionRow, Store};
 
 /// Audit records waiting to be written, per session: a burst of a parallel `npm install`
 /// (a few hundred connections) fits; beyond, records are counted and dropped rather than the
@@ -114,7 +114,7 @@ pub async fn build(
         _ => None,
     };
     let id = row.org_id.clone();
-    let org_name = match deps.store.call(move |c| Ok(crate::store::org_name(c, &id))).await {
+    let org_name = match deps.store.call(move |c| Ok(outboard_store::org_name(c, &id))).await {
         Ok(name) => name,
         Err(_) => row.org_id.to_string(),
     };

@@ -35,14 +35,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::store::db::{params, Db, OptionalExtension, Row, Transaction};
 use outboard_shared::{FileOp, FileVersion, OrgId, SessionId, SkillInfo};
+use outboard_store::db::{params, Db, OptionalExtension, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::auth::hex_sha256;
-use crate::store::{Store, StoreError};
 use crate::vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
 use outboard_base::util::now_rfc3339;
+use outboard_store::{Store, StoreError};
 
 /// The largest org file, in bytes: memory and skills are prose and small scripts, and every
 /// version is kept.
@@ -736,7 +736,7 @@ pub(crate) const FILE_COLUMNS: &str =
     "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
                             f.at, f.content IS NULL, f.restored_from";
 
-pub(crate) fn file_version(r: &Row<'_>) -> crate::store::db::Result<FileVersion> {
+pub(crate) fn file_version(r: &Row<'_>) -> outboard_store::db::Result<FileVersion> {
     let op: String = r.get(2)?;
     Ok(FileVersion {
         path: r.get(0)?,
@@ -835,11 +835,11 @@ fn apply(
                 |r| r.get::<_, i64>(0),
             )
         })?;
-    if tx.backend() == crate::store::db::Backend::Postgres {
+    if tx.backend() == outboard_store::db::Backend::Postgres {
         // Delivered to every node's listener when this transaction commits, not before.
         tx.prepare_cached(&format!(
             "SELECT pg_notify('{}', current_schema() || ' ' || ?1)",
-            crate::store::pg::ORG_FILES_CHANNEL
+            outboard_store::pg::ORG_FILES_CHANNEL
         ))?
         .query_row([file_id.to_string()], |_| Ok(()))?;
     }

@@ -15,7 +15,7 @@ use outboard_shared::{
 };
 use serde::Serialize;
 
-use crate::store::{Store, StoreError};
+use outboard_store::{Store, StoreError};
 
 /// Which end of a page to keep when it is too large.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

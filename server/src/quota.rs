@@ -36,14 +36,14 @@ use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use crate::store::db::{params, Db, OptionalExtension};
 use outboard_shared::{ErrorBody, ErrorCode, OrgId};
+use outboard_store::db::{params, Db, OptionalExtension};
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{
+use outboard_base::util::now_rfc3339;
+use outboard_store::{
     insert_session, org_id_by_name, org_name, SessionRow, Store, StoreError, UserRow,
 };
-use outboard_base::util::now_rfc3339;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;

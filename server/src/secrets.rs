@@ -30,14 +30,14 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
+use outboard_store::db::{params, OptionalExtension};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 
-use crate::store::{org_id_by_name, org_name, Store, StoreError};
 use outboard_base::secret::{wipe, Wiped};
 pub use outboard_base::secret::{SecretValue, TOKEN_USER};
 use outboard_base::util::now_rfc3339;
+use outboard_store::{org_id_by_name, org_name, Store, StoreError};
 
 mod outbound;
 #[cfg(test)]
@@ -656,7 +656,7 @@ impl Secrets {
 /// A stored secret as selected: org id, host, name, nonce, sealed value.
 type SealedRow = (String, String, String, Vec<u8>, Vec<u8>);
 
-fn org_name_opt(c: &crate::store::db::Db, org: &OrgId) -> Result<Option<String>, StoreError> {
+fn org_name_opt(c: &outboard_store::db::Db, org: &OrgId) -> Result<Option<String>, StoreError> {
     c.query_row("SELECT name FROM orgs WHERE id = ?1", [&org.0], |r| r.get(0)).optional()
 }
 

@@ -39,10 +39,10 @@ use crate::models::Models;
 use crate::orgfs::{Author, OrgFs};
 use crate::sandbox::jobs::JobReport;
 use crate::sandbox::{Sandbox, SandboxTransition};
-use crate::store::{SessionRow, Store, StoreError};
 use crate::tools::{OrgCtx, ReadLedger};
 use crate::vfs::Workspace;
 use outboard_base::util::{new_id, now_rfc3339};
+use outboard_store::{SessionRow, Store, StoreError};
 
 /// Commands queued for one session. A turn emits a few events per model step and connections
 /// send a request at a time, so 256 is ample; a full queue makes the sender wait, which slows
@@ -448,7 +448,7 @@ fn no_task(shell_id: &str) -> ErrorBody {
 }
 
 /// The refusal of a session another node runs: which node, and where to reach it.
-fn held_elsewhere(held: &crate::store::lease::Held) -> ErrorBody {
+fn held_elsewhere(held: &outboard_store::lease::Held) -> ErrorBody {
     let node = held.name.as_deref().unwrap_or(&held.node);
     let at = held.url.as_deref().map(|u| format!(" at {u}")).unwrap_or_default();
     ErrorBody::new(
@@ -475,7 +475,7 @@ struct Running {
 
 struct Actor {
     row: SessionRow,
-    /// The epoch of this node's lease on the session, once taken ([`crate::store::lease`]).
+    /// The epoch of this node's lease on the session, once taken ([`outboard_store::lease`]).
     lease: Option<i64>,
     /// Cancelled when the lease is lost (by the heartbeat, or by an append the store fenced).
     lost: CancellationToken,
@@ -953,7 +953,7 @@ impl Actor {
         let label = entry.label();
         let context_window = self.models.window(entry);
         if self.row.model_name.as_deref() == Some(name.as_str()) && self.row.model == label {
-            return Ok(self.row.info());
+            return Ok(self.row.info(crate::llm::context::context_window));
         }
         let kind = EventKind::ModelChanged {
             model: name.clone(),
@@ -969,7 +969,7 @@ impl Actor {
         self.row.model = label;
         self.row.context_window = Some(context_window);
         self.window.tokens = context_window;
-        Ok(self.row.info())
+        Ok(self.row.info(crate::llm::context::context_window))
     }
 
     /// The provider of the session's model, for a turn (or a compaction) starting now. A
@@ -1092,7 +1092,7 @@ impl Actor {
             self.metrics.event(&event.kind, event.parent.is_some());
         }
         if let (true, EventKind::Todos { todos }) = (durable, &event.kind) {
-            self.row.todos = Some(crate::store::todo_progress(todos));
+            self.row.todos = Some(outboard_store::todo_progress(todos));
         }
         if event.parent.is_none() {
             // A subagent's streamed text is its own; clients see it live and then as events.
@@ -1202,7 +1202,7 @@ impl Actor {
                 crate::quota::Quotas::default().title_bytes
             }
         };
-        crate::store::derived_title(message, usize::try_from(max).unwrap_or(usize::MAX))
+        outboard_store::derived_title(message, usize::try_from(max).unwrap_or(usize::MAX))
     }
 
     /// Makes the session's network (its policy, the org's injected credentials, the audit

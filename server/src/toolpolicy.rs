@@ -29,13 +29,13 @@
 
 use std::fmt;
 
-use crate::store::db::params;
 use globset::{GlobBuilder, GlobMatcher};
 use outboard_shared::OrgId;
+use outboard_store::db::params;
 use serde_json::Value;
 
-use crate::store::{org_id_by_name, Store, StoreError};
 use outboard_base::util::now_rfc3339;
+use outboard_store::{org_id_by_name, Store, StoreError};
 
 /// The most rules one org holds: a policy is a short list an admin reads; this keeps a loop of
 /// `admin policy set` from growing every turn's start without bound.

@@ -36,7 +36,7 @@ use crate::http_api::{authenticate, ApiError};
 use crate::hub::Hub;
 use crate::net::ConnInfo;
 use crate::quota::human_bytes;
-use crate::store::{Store, StoreError, UserRow};
+use outboard_store::{Store, StoreError, UserRow};
 
 /// A body that sends nothing for this long is cut: a stalled client must not hold a connection
 /// and a partial file forever, and a minute is far beyond any pause of a working network.
@@ -215,7 +215,7 @@ pub(crate) async fn upload(
             c.execute(
                 "INSERT INTO uploads (id, org_id, user_id, bytes, branch, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                crate::params![
+                outboard_store::params![
                     row.0,
                     row.1,
                     row.2,
@@ -350,7 +350,7 @@ pub async fn materialize(
     let (uid, owner) = (id.to_owned(), user.id.0.clone());
     let row = store
         .call(move |c| {
-            use crate::store::db::OptionalExtension as _;
+            use outboard_store::db::OptionalExtension as _;
             c.query_row(
                 "SELECT bytes, branch FROM uploads WHERE id = ?1 AND user_id = ?2",
                 [uid, owner],

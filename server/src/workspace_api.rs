@@ -22,7 +22,7 @@ use crate::hub::Hub;
 use crate::net::ConnInfo;
 use crate::secrets::SecretValue;
 use crate::sources::SourceError;
-use crate::store::{SessionRow, UserRow};
+use outboard_store::{SessionRow, UserRow};
 
 /// Progress frames of one request at most this often per phase (git reports every percent), so
 /// a fast clone does not flood a slow client; a phase's first and last report always go.
@@ -276,7 +276,7 @@ pub async fn restore(
                 kind: outboard_shared::EventKind::SystemReminder { text },
                 parent: None,
             };
-            crate::store::move_session_host(c, &session, &host, &event)
+            outboard_store::move_session_host(c, &session, &host, &event)
         })
         .await
         .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
@@ -344,7 +344,8 @@ pub async fn push(
         host: parsed.host.clone(),
         credential: credential(hub, user, &parsed.host).await?,
     };
-    let internal = |e: crate::store::StoreError| ErrorBody::new(ErrorCode::Internal, e.to_string());
+    let internal =
+        |e: outboard_store::StoreError| ErrorBody::new(ErrorCode::Internal, e.to_string());
     let record = hub.store().push_record(&remote.url, &branch).await.map_err(internal)?;
     let on_remote = sources.remote_branch(&remote, &branch).await.map_err(error)?;
     let parent = match (&record, &on_remote) {

@@ -166,7 +166,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
+    let store = outboard_store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     let fs = OrgFs::new(store, dir.path().join("orgs"));
     Fixture { _dir: dir, fs, org: alice.org_id }

@@ -6,13 +6,13 @@
 //! when the server connects ([`super::connect`]), so rotating a secret needs no change here and
 //! the table never holds a credential.
 
-use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
+use outboard_store::db::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::McpError;
-use crate::store::Store;
 use outboard_base::util::now_rfc3339;
+use outboard_store::Store;
 
 /// The longest server name: it is part of every tool name the model sees (`mcp__NAME__TOOL`,
 /// at most 64 characters for Anthropic and OpenAI), so it leaves room for the tool's.

@@ -155,9 +155,9 @@ fn tool_lists_are_capped_and_oversized_schemas_left_out() {
 #[tokio::test]
 async fn secrets_resolve_by_name_preferring_the_servers_host() {
     use crate::secrets::{SecretKey, SecretValue, Secrets};
-    use crate::store::org_id_by_name;
+    use outboard_store::org_id_by_name;
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
+    let store = outboard_store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     store.add_user("acme", "alice").await.unwrap();
     let org = store.call(|c| org_id_by_name(c, "acme")).await.unwrap().unwrap();
     let secrets = Secrets::new(store.clone(), SecretKey::load(dir.path()).unwrap());

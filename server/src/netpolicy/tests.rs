@@ -96,7 +96,7 @@ fn words_read_back_as_the_same_policy() {
 #[tokio::test]
 async fn the_policy_and_the_log_are_kept_per_org() {
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
+    let store = outboard_store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     store.add_user("other", "bob").await.unwrap();
     assert!(show(&store, "acme").await.unwrap().contains("network registries"));

@@ -1,8 +1,8 @@
 use super::*;
 use crate::orgfs::{Author, FsError, OrgFs, Precondition};
-use crate::store::Durability;
 use crate::vfs::OrgPath;
 use outboard_shared::FileOp;
+use outboard_store::Durability;
 use pretty_assertions::assert_eq;
 
 struct Fixture {
@@ -14,7 +14,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
+    let store = outboard_store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     let (eve, _) = store.add_user("evil", "eve").await.unwrap();
     Fixture { dir, store, alice, eve }

@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::db::{params, OptionalExtension as _};
+use outboard_store::db::{params, OptionalExtension as _};
 
 use super::client::{HostClient, HostEndpoint, RemoteError, DEFAULT_RECONNECT_WINDOW};
 use super::workspace::RemoteWorkspace;
 use crate::secrets::{SecretError, SecretValue, Secrets};
-use crate::store::{Store, StoreError};
+use outboard_store::{Store, StoreError};
 
 /// Capacity assumed of a host that never told one (added, never joined).
 pub const UNKNOWN_CAPACITY: u32 = 16;

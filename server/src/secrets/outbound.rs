@@ -12,14 +12,14 @@
 
 use std::sync::Arc;
 
-use crate::store::db::{params, OptionalExtension};
 use outboard_shared::OrgId;
+use outboard_store::db::{params, OptionalExtension};
 
 use super::{SecretError, SecretValue, Secrets};
 use crate::netproxy::ca::OrgCa;
 use crate::netproxy::Injection;
-use crate::store::org_name;
 use outboard_base::util::now_rfc3339;
+use outboard_store::org_name;
 
 /// What a placeholder variable's value starts with: `outboard-placeholder-GH_TOKEN`. Not a
 /// secret: it only marks where the proxy puts the value.

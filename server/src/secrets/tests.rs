@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::UserRow;
+use outboard_store::UserRow;
 use pretty_assertions::assert_eq;
 use std::os::unix::fs::PermissionsExt as _;
 
@@ -16,7 +16,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = crate::store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
+    let store = outboard_store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
     let (alice, _) = store.add_user("acme", "alice").await.unwrap();
     let (eve, _) = store.add_user("evil", "eve").await.unwrap();
     let key = SecretKey::load_with(dir.path(), None).unwrap();
@@ -69,7 +69,7 @@ async fn the_database_files_do_not_hold_the_value() {
             all.extend_from_slice(&bytes);
         }
     }
-    if f.store.backend() == crate::store::db::Backend::Postgres {
+    if f.store.backend() == outboard_store::db::Backend::Postgres {
         // No file to read: every byte of every row of the table instead.
         let rows = f
             .store

@@ -1,7 +1,7 @@
 use super::*;
 
 async fn store_in(dir: &Path) -> (Store, UserRow) {
-    let store = crate::store::pgtest::open_test_store(&dir.join("outboard.db")).unwrap();
+    let store = outboard_store::pgtest::open_test_store(&dir.join("outboard.db")).unwrap();
     let (user, _token) = store.add_user("acme", "ada").await.unwrap();
     (store, user)
 }
@@ -13,7 +13,7 @@ async fn insert(store: &Store, user: &UserRow, id: &str) {
             c.execute(
                 "INSERT INTO uploads (id, org_id, user_id, bytes, branch, created_at)
                  VALUES (?1, ?2, ?3, 1, NULL, ?4)",
-                crate::params![id, org, uid, outboard_base::util::now_rfc3339()],
+                outboard_store::params![id, org, uid, outboard_base::util::now_rfc3339()],
             )?;
             Ok(())
         })

@@ -20,7 +20,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::{Durability, Store, StoreError, StoreSpec};
+use crate::error::StoreError;
+use crate::handle::Store;
+use crate::spec::{Durability, StoreSpec};
 
 /// The environment variable that picks the tests' store backend.
 pub const TEST_STORE_ENV: &str = "OUTBOARD_TEST_STORE";
@@ -52,7 +54,7 @@ pub fn wanted() -> bool {
 pub fn cluster() -> Result<&'static Cluster, String> {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
     CLUSTER
-        .get_or_init(|| super::pg::off_runtime(|| Cluster::start(false)))
+        .get_or_init(|| crate::pg::off_runtime(|| Cluster::start(false)))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -236,7 +238,7 @@ rm -rf "$2"
     /// Runs `sql` as the superuser on database `postgres`.
     pub fn admin(&self, sql: &str) -> Result<(), String> {
         let url = self.url("postgres");
-        super::pg::off_runtime(|| {
+        crate::pg::off_runtime(|| {
             let mut client =
                 postgres::Client::connect(&url, postgres::NoTls).map_err(|e| e.to_string())?;
             client.batch_execute(sql).map_err(|e| e.to_string())

@@ -14,12 +14,16 @@
 //!
 //! The SQL itself is written in the subset both engines share (`ON CONFLICT … DO UPDATE`,
 //! `RETURNING`, `COALESCE`, `CAST(… AS BIGINT)` around sums); the schemas differ only in types
-//! and are kept side by side ([`super::MIGRATIONS`], [`super::pg::MIGRATIONS`]).
+//! and are kept side by side (`schema::MIGRATIONS`, `pg::MIGRATIONS`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use super::StoreError;
+use crate::error::StoreError;
+
+/// The advisory lock a [`Db::transaction_immediate`] holds to its commit on PostgreSQL
+/// ("OUTBRDWR").
+pub(crate) const WRITE_LOCK: i64 = 0x4f55_5442_5244_5752;
 
 /// A store query's result.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -172,16 +176,13 @@ impl Db {
                 (Conn::Pg(c), false) => c.borrow_mut().client.batch_execute("BEGIN")?,
                 (Conn::Pg(c), true) => c.borrow_mut().client.batch_execute(&format!(
                     "BEGIN; SELECT pg_advisory_xact_lock({})",
-                    super::pg::WRITE_LOCK
+                    WRITE_LOCK
                 ))?,
             }
         } else if immediate && self.backend() == Backend::Postgres {
             // Joining an outer transaction: the lock is taken where it was not yet (held to
             // the outer commit; taking it twice is harmless).
-            self.execute_batch(&format!(
-                "SELECT pg_advisory_xact_lock({})",
-                super::pg::WRITE_LOCK
-            ))?;
+            self.execute_batch(&format!("SELECT pg_advisory_xact_lock({})", WRITE_LOCK))?;
         }
         self.depth.set(depth + 1);
         Ok(Transaction { db: self, done: false })
@@ -726,8 +727,8 @@ impl<T: ToValue> Params for &Vec<T> {
 /// Mixed parameters: `params![id, seq, text]`.
 #[macro_export]
 macro_rules! params {
-    () => { &[] as &[&dyn $crate::store::db::ToValue] };
-    ($($p:expr),+ $(,)?) => { &[$(&$p as &dyn $crate::store::db::ToValue),+] as &[&dyn $crate::store::db::ToValue] };
+    () => { &[] as &[&dyn $crate::db::ToValue] };
+    ($($p:expr),+ $(,)?) => { &[$(&$p as &dyn $crate::db::ToValue),+] as &[&dyn $crate::db::ToValue] };
 }
 pub use crate::params;
 
@@ -791,64 +792,4 @@ impl postgres::types::ToSql for Value<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placeholders_are_numbered_outside_quotes() {
-        assert_eq!(pg_placeholders("SELECT ?1, ?2 WHERE a = ?1"), "SELECT $1, $2 WHERE a = $1");
-        assert_eq!(pg_placeholders("VALUES (?, ?)"), "VALUES ($1, $2)");
-        assert_eq!(pg_placeholders("SELECT '?1', \"?x\" , ?3"), "SELECT '?1', \"?x\" , $3");
-        assert_eq!(pg_placeholders("SELECT 'it''s ?1', ?1"), "SELECT 'it''s ?1', $1");
-    }
-}
-
-#[cfg(test)]
-mod pg_tests {
-    use super::*;
-
-    fn pg() -> Db {
-        let url = crate::store::pgtest::fresh_url().unwrap();
-        crate::store::pg::off_runtime(|| Db::postgres(crate::store::pg::connect(&url).unwrap()))
-    }
-
-    #[test]
-    fn sums_counts_and_nulls_read_back_as_integers_on_postgres() {
-        let db = pg();
-        db.execute_batch("CREATE TABLE n (v BIGINT)").unwrap();
-        for v in [123_456_789_012i64, -5, 70_000, 0] {
-            db.execute("INSERT INTO n (v) VALUES (?1)", [v]).unwrap();
-        }
-        let (count, sum): (i64, i64) = db
-            .query_row("SELECT COUNT(*), SUM(v) FROM n", (), |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap();
-        assert_eq!((count, sum), (4, 123_456_789_012 - 5 + 70_000));
-        let none: Option<i64> =
-            db.query_row("SELECT SUM(v) FROM n WHERE v > ?1", [i64::MAX], |r| r.get(0)).unwrap();
-        assert_eq!(none, None);
-        let negative: i64 =
-            db.query_row("SELECT SUM(v) FROM n WHERE v < 0", (), |r| r.get(0)).unwrap();
-        assert_eq!(negative, -5);
-        // A fraction is refused rather than rounded.
-        let fraction = db.query_row("SELECT CAST(1.5 AS NUMERIC)", (), |r| r.get::<_, i64>(0));
-        assert!(fraction.is_err());
-    }
-
-    #[test]
-    fn a_failed_transaction_leaves_nothing_and_the_connection_serves_on() {
-        let mut db = pg();
-        db.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY)").unwrap();
-        {
-            let tx = db.transaction().unwrap();
-            tx.execute("INSERT INTO t (k) VALUES (?1)", ["a"]).unwrap();
-            assert!(tx.execute("INSERT INTO t (k) VALUES (?1)", ["a"]).is_err());
-        }
-        let n: i64 = db.query_row("SELECT COUNT(*) FROM t", (), |r| r.get(0)).unwrap();
-        assert_eq!(n, 0);
-        let tx = db.transaction_immediate().unwrap();
-        tx.execute("INSERT INTO t (k) VALUES (?1)", ["b"]).unwrap();
-        tx.commit().unwrap();
-        let n: i64 = db.query_row("SELECT COUNT(*) FROM t", (), |r| r.get(0)).unwrap();
-        assert_eq!(n, 1);
-    }
-}
+mod tests;

@@ -12,19 +12,18 @@
 //! Durability: a commit returns once PostgreSQL has it in its WAL (its own `synchronous_commit`,
 //! on by default): nothing the model will see is acknowledged before that.
 
-use super::db::Db;
-use super::StoreError;
+use crate::db::Db;
+use crate::error::{describe, StoreError};
+use crate::spec::target_of;
 
 /// The advisory lock held while migrating (any 64-bit number of our own: "OUTBRDMG").
-pub(super) const MIGRATE_LOCK: i64 = 0x4f55_5442_5244_4d47;
-/// The advisory lock a [`Db::transaction_immediate`] holds to its commit ("OUTBRDWR").
-pub(super) const WRITE_LOCK: i64 = 0x4f55_5442_5244_5752;
+pub(crate) const MIGRATE_LOCK: i64 = 0x4f55_5442_5244_4d47;
 
 /// The schema version the first migration below brings a new database to.
-pub(super) const BASELINE: u32 = 16;
+pub(crate) const BASELINE: u32 = 16;
 
 /// Migrations: `(version, SQL)`, append-only like SQLite's.
-pub(super) const MIGRATIONS: &[(u32, &str)] = &[
+pub(crate) const MIGRATIONS: &[(u32, &str)] = &[
     (
         BASELINE,
         r#"
@@ -309,32 +308,6 @@ pub(super) fn connect(url: &str) -> Result<postgres::Client, StoreError> {
 /// frozen process gets near it.
 const IDLE_IN_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// `host:port/db` of a URL, for messages: no user, no password, no query.
-pub fn target_of(url: &str) -> String {
-    if !url.contains("://") {
-        return "the server of the connection string".into();
-    }
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    rest.split('?').next().unwrap_or_default().to_owned()
-}
-
-/// A driver error as a line: the server's own message and code when it sent one.
-pub fn describe(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                text = format!("{text}: {s}");
-                source = s.source();
-            }
-            text
-        }
-    }
-}
-
 /// Applies the migrations not applied yet, holding [`MIGRATE_LOCK`] so that nodes starting
 /// together apply each once.
 pub(super) fn migrate(db: &mut Db) -> Result<(), StoreError> {
@@ -448,7 +421,7 @@ mod tests {
             "db.example:5433/outboard"
         );
         assert_eq!(target_of("postgresql://db/x"), "db/x");
-        let spec = crate::store::StoreSpec::parse("postgres://u:hunter2@db:5432/o");
+        let spec = crate::spec::StoreSpec::parse("postgres://u:hunter2@db:5432/o");
         let shown = format!("{spec:?} {}", spec.describe());
         assert!(!shown.contains("hunter2") && shown.contains("db:5432/o"), "{shown}");
     }
