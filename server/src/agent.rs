@@ -20,11 +20,13 @@ use outboard_shared::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::llm::{context, ContentBlock, LlmError, ModelRequest, ModelStop, Provider, StreamDelta};
 use crate::sandbox::Sandbox;
 use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
+use outboard_llm::{
+    context, ContentBlock, LlmError, ModelRequest, ModelStop, Provider, StreamDelta,
+};
 
 mod approve;
 pub mod child;
@@ -432,7 +434,7 @@ async fn call_model(
     provider: &Provider,
     request: &ModelRequest<'_>,
     emitter: &Emitter,
-) -> Result<Result<crate::llm::ModelResponse, LlmError>, EmitError> {
+) -> Result<Result<outboard_llm::ModelResponse, LlmError>, EmitError> {
     let (mut relay, mut rx) = relay::relay::<StreamDelta>();
     let call = async move {
         let mut on_delta = |d: StreamDelta| relay.push(d);

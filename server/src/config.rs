@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::llm::LlmConfig;
 use crate::sandbox::SandboxConfig;
 use outboard_base::Secret;
+use outboard_llm::LlmConfig;
 
 /// Everything the server needs to run.
 #[derive(Debug, Clone)]
@@ -16,7 +16,7 @@ pub struct ServerConfig {
     /// Directory holding `outboard.db` and the session workspaces not kept in place.
     pub data_dir: PathBuf,
     /// The models sessions may use; new sessions get the first unless they name one.
-    pub models: crate::models::ModelCatalog,
+    pub models: outboard_llm::models::ModelCatalog,
     /// How Bash commands are sandboxed.
     pub sandbox: SandboxConfig,
     /// The harness's limits.
@@ -124,7 +124,7 @@ pub struct Limits {
     pub network: crate::netproxy::NetLimits,
     /// The model's context window in tokens when the server is told (`serve --context-window`,
     /// for a local model whose `n_ctx` is not its family's); `None`: the window table of
-    /// [`crate::llm::context::context_window`]. A session may override it at creation.
+    /// [`outboard_llm::context::context_window`]. A session may override it at creation.
     pub context_window: Option<u64>,
     /// Compact the conversation when a request would pass this percentage of the window
     /// (`serve --compact-at`; 0: only on the provider's overflow error and on request).
@@ -302,8 +302,8 @@ pub fn default_listen() -> SocketAddr {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// An unknown provider name.
-    #[error("unknown provider {0:?}: use --provider anthropic, openai or responses")]
-    UnknownProvider(String),
+    #[error(transparent)]
+    UnknownProvider(#[from] outboard_llm::UnknownProvider),
     /// No data directory could be found.
     #[error("no data directory: set --data or OUTBOARD_DATA_DIR (HOME is not set either)")]
     NoDataDir,
@@ -318,11 +318,11 @@ pub fn llm_config(
     base_url: Option<&str>,
     model: Option<&str>,
 ) -> Result<LlmConfig, ConfigError> {
-    use crate::llm::{ProviderKind, RetryPolicy};
+    use outboard_llm::{ProviderKind, RetryPolicy};
     let env_key = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let kind = match provider {
         Some(name) => ProviderKind::parse(name)
-            .ok_or_else(|| ConfigError::UnknownProvider(name.trim().to_owned()))?,
+            .ok_or_else(|| outboard_llm::UnknownProvider(name.trim().to_owned()))?,
         None if env_key("ANTHROPIC_API_KEY").is_none() && env_key("OPENAI_API_KEY").is_some() => {
             ProviderKind::OpenAi
         }
@@ -338,7 +338,7 @@ pub fn llm_config(
         base_url: base_url.unwrap_or(kind.default_base_url()).trim_end_matches('/').to_owned(),
         model: model.unwrap_or(default_model).to_owned(),
         api_key: env_key(kind.key_var()).map(Secret::new),
-        max_tokens: crate::models::DEFAULT_MAX_TOKENS,
+        max_tokens: outboard_llm::models::DEFAULT_MAX_TOKENS,
         retry: RetryPolicy::default(),
         thinking_budget: None,
         reasoning_effort: None,

@@ -237,7 +237,7 @@ pub enum LaunchError {
     Sandbox(#[source] crate::sandbox::SandboxError),
     /// A model's configuration is unusable (a base URL that is not a URL).
     #[error("{0} — fix --base-url/OUTBOARD_BASE_URL or the model file")]
-    Models(#[source] crate::models::ModelsError),
+    Models(#[source] outboard_llm::models::ModelsError),
     /// The listening socket cannot be used.
     #[error("cannot use the listening socket: {0} — check --listen")]
     Listener(#[source] std::io::Error),
@@ -316,9 +316,9 @@ pub async fn launch_with(
         Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
     }
     let sandboxes = config.sandbox.live_pool.clone();
-    let models = crate::models::Models::new(&config.models, config.limits.context_window)
+    let models = outboard_llm::models::Models::new(&config.models, config.limits.context_window)
         .map_err(LaunchError::Models)?
-        .with_metrics(&metrics);
+        .with_metrics(&(metrics.clone() as Arc<dyn outboard_llm::CallMetrics>));
     let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
     let secrets = crate::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
@@ -936,7 +936,7 @@ impl Connection {
                     )
                             .await?;
                     tracing::info!(session = %row.id, user = %user.name, "session created from a source");
-                    Ok(Response::ok(id, &SessionCreateResponse { session: row.info(crate::llm::context::context_window) }))
+                    Ok(Response::ok(id, &SessionCreateResponse { session: row.info(outboard_llm::context::context_window) }))
                 })?;
                 Ok(None)
             }
@@ -974,7 +974,7 @@ impl Connection {
                 Ok(Some(Response::ok(
                     id,
                     &SessionCreateResponse {
-                        session: row.info(crate::llm::context::context_window),
+                        session: row.info(outboard_llm::context::context_window),
                     },
                 )))
             }
@@ -986,7 +986,7 @@ impl Connection {
                     .iter()
                     .map(|r| outboard_shared::SessionInfo {
                         attached: hub.presence(&r.id),
-                        ..r.info(crate::llm::context::context_window)
+                        ..r.info(outboard_llm::context::context_window)
                     })
                     .collect();
                 Ok(Some(Response::ok(id, &SessionListResponse { sessions })))
@@ -1046,7 +1046,7 @@ impl Connection {
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
                 let mut snapshot = SessionAttachResponse {
-                    session: attached.session.info(crate::llm::context::context_window),
+                    session: attached.session.info(outboard_llm::context::context_window),
                     role,
                     events: Vec::new(),
                     in_flight: attached.in_flight,

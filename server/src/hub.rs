@@ -37,9 +37,9 @@ use outboard_store::db::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
-use crate::models::Models;
 use crate::orgfs::OrgFs;
 use crate::session::{Attached, Evict, SessionHandle};
+use outboard_llm::models::Models;
 use outboard_store::{SessionRow, Store, UserRow};
 
 /// What `session/create` asked of a new session's model: which one (by name; `None`: the

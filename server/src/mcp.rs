@@ -36,11 +36,11 @@ use outboard_shared::OrgId;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::llm::ToolSpec;
 use crate::secrets::Secrets;
 use crate::tools::ToolOutcome;
 use config::ServerDef;
 use connect::Live;
+use outboard_llm::ToolSpec;
 use outboard_store::Store;
 
 pub use connect::{MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_SERVER};

@@ -181,6 +181,21 @@ pub enum ModelOutcome {
     config,
 }
 
+impl From<outboard_llm::CallOutcome> for ModelOutcome {
+    fn from(o: outboard_llm::CallOutcome) -> Self {
+        use outboard_llm::CallOutcome as C;
+        match o {
+            C::RateLimited => ModelOutcome::rate_limited,
+            C::ServerError => ModelOutcome::server_error,
+            C::ClientError => ModelOutcome::client_error,
+            C::Cut => ModelOutcome::cut,
+            C::Transport => ModelOutcome::transport,
+            C::Decode => ModelOutcome::decode,
+            C::Config => ModelOutcome::config,
+        }
+    }
+}
+
 /// A family of histograms that all have the same buckets.
 type Histograms<S> = Family<S, Histogram, fn() -> Histogram>;
 
@@ -319,6 +334,26 @@ impl StoreMetrics {
 impl outboard_store::JobObserver for StoreMetrics {
     fn job_done(&self, took: Duration) {
         StoreMetrics::job_done(self, took);
+    }
+}
+
+impl outboard_llm::CallMetrics for Metrics {
+    fn start<'a>(
+        &'a self,
+        provider: &str,
+        model: &str,
+    ) -> Box<dyn outboard_llm::CallWatch + Send + 'a> {
+        Box::new(self.model_call(provider, model))
+    }
+}
+
+impl outboard_llm::CallWatch for ModelCall<'_> {
+    fn delta(&mut self, text: bool, retry: bool) {
+        ModelCall::delta(self, text, retry);
+    }
+
+    fn finish(self: Box<Self>, result: Result<&Usage, outboard_llm::CallOutcome>) {
+        ModelCall::finish(*self, result.map_err(ModelOutcome::from));
     }
 }
 

@@ -34,14 +34,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
-use crate::llm::{ContentBlock, Provider};
-use crate::models::Models;
 use crate::orgfs::{Author, OrgFs};
 use crate::sandbox::jobs::JobReport;
 use crate::sandbox::{Sandbox, SandboxTransition};
 use crate::tools::{OrgCtx, ReadLedger};
 use crate::vfs::Workspace;
 use outboard_base::util::{new_id, now_rfc3339};
+use outboard_llm::models::Models;
+use outboard_llm::{ContentBlock, Provider};
 use outboard_store::{SessionRow, Store, StoreError};
 
 /// Commands queued for one session. A turn emits a few events per model step and connections
@@ -278,7 +278,7 @@ impl SessionHandle {
             tokens: row
                 .context_window
                 .or(config.limits.context_window)
-                .unwrap_or_else(|| crate::llm::context::context_window(&row.model)),
+                .unwrap_or_else(|| outboard_llm::context::context_window(&row.model)),
             compact_percent: config.limits.compact_percent,
         };
         let lost = CancellationToken::new();
@@ -953,7 +953,7 @@ impl Actor {
         let label = entry.label();
         let context_window = self.models.window(entry);
         if self.row.model_name.as_deref() == Some(name.as_str()) && self.row.model == label {
-            return Ok(self.row.info(crate::llm::context::context_window));
+            return Ok(self.row.info(outboard_llm::context::context_window));
         }
         let kind = EventKind::ModelChanged {
             model: name.clone(),
@@ -969,7 +969,7 @@ impl Actor {
         self.row.model = label;
         self.row.context_window = Some(context_window);
         self.window.tokens = context_window;
-        Ok(self.row.info(crate::llm::context::context_window))
+        Ok(self.row.info(outboard_llm::context::context_window))
     }
 
     /// The provider of the session's model, for a turn (or a compaction) starting now. A

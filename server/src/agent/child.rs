@@ -29,8 +29,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Conversation, EmitError, Ending, Resume, Role, ToolEnv, Turn};
-use crate::llm::{ContentBlock, Role as MessageRole, ToolSpec};
 use crate::tools::{OrgCtx, ReadLedger, ToolOutcome, SUBAGENT_TOOLS};
+use outboard_llm::{ContentBlock, Role as MessageRole, ToolSpec};
 
 /// The tool's name.
 pub const TASK: &str = "Task";

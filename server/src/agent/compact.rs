@@ -3,7 +3,7 @@
 //! the conversation so far, and the conversation goes on from the summary and the most recent
 //! steps, kept verbatim.
 //!
-//! The sizes come from [`crate::llm::context`]: what every request carries (system prompt,
+//! The sizes come from [`outboard_llm::context`]: what every request carries (system prompt,
 //! tools) is fixed for a turn; the *room* is the threshold minus that. The verbatim tail gets at
 //! most [`KEEP_PERCENT`] of the room (only the newest step on request) (a tool call and its result are never split, see
 //! [`Conversation::tail_start`]) and the summary at most [`SUMMARY_PERCENT`], so a compacted
@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::conversation::{cut_middle, Conversation};
 use super::{EmitError, Emitter};
-use crate::llm::{
+use outboard_llm::{
     context, ContentBlock, LlmError, Message, ModelRequest, Provider, Role, ToolSpec,
 };
 

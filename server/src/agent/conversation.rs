@@ -12,8 +12,8 @@
 
 use outboard_shared::{EventKind, SessionEvent};
 
-use crate::llm::context;
-use crate::llm::{ContentBlock, Message, Role};
+use outboard_llm::context;
+use outboard_llm::{ContentBlock, Message, Role};
 
 /// The default cap, in characters, of a tool result as the model sees it (Claude Code's 30,000).
 pub const DEFAULT_RESULT_CHARS: usize = 30_000;

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use outboard_shared::OutputStream;
 use tokio::sync::mpsc;
 
-use crate::llm::StreamDelta;
+use outboard_llm::StreamDelta;
 
 /// Items in flight between producer and forwarder: deltas arrive a few hundred a second at most
 /// and the forwarder only hops them onto the actor's channel, so 64 absorbs any burst that does

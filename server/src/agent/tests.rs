@@ -167,3 +167,59 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
     }
     assert_eq!(files_touched(&log), ["a", "b", "c"]);
 }
+
+/// The context module's estimate, against the real system prompt and tools: it must bound what
+/// either dialect sends, within 25 %.
+#[test]
+fn the_request_estimate_bounds_both_dialects_bodies() {
+    use outboard_llm::{ContentBlock, Message, ModelRequest, Role};
+    use serde_json::json;
+    let tools = crate::tools::specs();
+    let system = crate::agent::system_prompt();
+    let mut messages = vec![Message {
+        role: Role::User,
+        content: vec![ContentBlock::Text("fix \"the\" build\n\ttabs \u{1} €".into())],
+    }];
+    for i in 0..50 {
+        let id = format!("toolu_{i:020}");
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Text(format!("Step {i}: let me look.")),
+                ContentBlock::ToolUse {
+                    id: id.clone(),
+                    name: "Bash".into(),
+                    input: json!({"command": format!("grep -n \"fn \\w+\" src/{i}.rs"),
+                                  "description": "Find \"functions\""}),
+                },
+            ],
+        });
+        let output: String =
+            (0..40).map(|l| format!("src/{i}.rs:{l}:\tfn \"x\"() {{ \\ }}\n")).collect();
+        messages.push(Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: id,
+                content: output,
+                is_error: i % 7 == 0,
+            }],
+        });
+    }
+    let request =
+        ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
+    let estimate = outboard_llm::context::request_bytes(&request);
+    for (dialect, body) in [
+        (
+            "anthropic",
+            outboard_llm::anthropic::request_body("claude-sonnet-4-5", 8192, None, &request),
+        ),
+        ("openai", outboard_llm::openai::request_body("gpt-4.1", 8192, &request)),
+    ] {
+        let sent = body.unwrap().len();
+        assert!(estimate >= sent, "{dialect}: estimated {estimate} < {sent} bytes sent");
+        assert!(
+            estimate * 100 <= sent * 125,
+            "{dialect}: estimated {estimate}, more than 25 % over {sent} bytes sent"
+        );
+    }
+}

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::ToolOutcome;
-use crate::llm::ToolSpec;
 use crate::sandbox::jobs::{JobReport, JobState};
 use crate::sandbox::Sandbox;
+use outboard_llm::ToolSpec;
 
 /// Bytes of new output one `BashOutput` returns: the newest 30,000, what the model is shown of
 /// a result by default. What is beyond it is consumed and counted, as when more than the job's

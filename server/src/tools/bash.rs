@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{lenient, ToolCtx, ToolOutcome};
-use crate::llm::ToolSpec;
+use outboard_llm::ToolSpec;
 
 /// The longest timeout the model may ask for, in milliseconds.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;

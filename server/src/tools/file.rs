@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{lenient, ReadLedger, ToolOutcome};
-use crate::llm::ToolSpec;
 use crate::vfs::confined::{ConfinedError, Located};
 use crate::vfs::Workspace;
+use outboard_llm::ToolSpec;
 
 /// Lines `Read` returns when the model gives no limit.
 pub const DEFAULT_READ_LINES: usize = 2000;

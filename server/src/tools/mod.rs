@@ -49,9 +49,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::llm::ToolSpec;
 use crate::sandbox::Sandbox;
 use crate::vfs::{OrgPath, Route, Workspace};
+use outboard_llm::ToolSpec;
 
 pub use file::MAX_FILE_BYTES;
 pub use ledger::{OrgStamp, ReadLedger, ReadStamp};

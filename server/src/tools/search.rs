@@ -32,9 +32,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{lenient, ToolOutcome};
-use crate::llm::ToolSpec;
 use crate::vfs::confined::{self, ConfinedError, Visit, WalkEnd, WalkEntry, Walker};
 use crate::vfs::Workspace;
+use outboard_llm::ToolSpec;
 
 /// What one `Glob`/`Grep` searches.
 pub(super) enum Scope {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ToolEvents, ToolOutcome};
-use crate::llm::ToolSpec;
+use outboard_llm::ToolSpec;
 
 /// Items in one list: a plan longer than this is better split into phases, and every client
 /// draws the whole list.

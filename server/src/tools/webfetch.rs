@@ -30,8 +30,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolOutcome;
-use crate::llm::ToolSpec;
 use crate::netproxy::{admit_destination, Admission, AuditEntry, Egress, RefusedBy};
+use outboard_llm::ToolSpec;
 
 /// Redirects followed at most (Claude Code's own fetch and browsers' "too many redirects" are
 /// of this order): enough for `http` → `https` → a canonical host → a login-free mirror, few

@@ -13,13 +13,16 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::sse::SseEvent;
-use crate::models::MIN_THINKING_BUDGET;
-
-use super::{
-    context, error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message,
-    ModelRequest, ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
+use crate::context;
+use crate::error::{error_status_for_type, LlmError};
+use crate::sse::SseEvent;
+use crate::types::{
+    tool_input_from_raw, ContentBlock, Message, ModelRequest, ModelResponse, ModelStop, Progress,
+    Role, StreamDelta, ToolSpec,
 };
+
+/// The smallest extended-thinking budget Anthropic accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// The `anthropic-version` header value this client speaks.
 pub(crate) const API_VERSION: &str = "2023-06-01";
@@ -35,7 +38,7 @@ pub(crate) const API_VERSION: &str = "2023-06-01";
 /// requires across the tool steps of a turn (it drops those of earlier turns itself, so sending
 /// every one keeps the cached prefix stable). With thinking off they are left out: the API
 /// refuses thinking blocks in a request without thinking.
-pub(crate) fn request_body(
+pub fn request_body(
     model: &str,
     max_tokens: u32,
     thinking_budget: Option<u32>,

@@ -32,10 +32,11 @@ use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::sse::SseEvent;
-use super::{
-    error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message, ModelRequest,
-    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
+use crate::error::{error_status_for_type, LlmError};
+use crate::sse::SseEvent;
+use crate::types::{
+    tool_input_from_raw, ContentBlock, Message, ModelRequest, ModelResponse, ModelStop, Progress,
+    Role, StreamDelta, ToolSpec,
 };
 
 /// The smallest `max_output_tokens` the API accepts (it refuses a request asking for fewer); a
@@ -49,7 +50,7 @@ const INCLUDE: &[&str] = &["reasoning.encrypted_content"];
 /// The JSON body of a streaming `POST {base}/responses`, serialised straight from the borrowed
 /// request (no intermediate `Value` tree). `effort` is `reasoning.effort`, with summaries asked for
 /// (`summary: "auto"`) so a person can read what the model thought; `None` sends no `reasoning`.
-pub(crate) fn request_body(
+pub fn request_body(
     model: &str,
     max_tokens: u32,
     effort: Option<&str>,

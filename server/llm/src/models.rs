@@ -33,8 +33,11 @@ use std::sync::Arc;
 use outboard_shared::{ModelInfo, ModelPrices};
 use serde::Deserialize;
 
-use crate::config::ConfigError;
-use crate::llm::{LlmConfig, LlmError, Provider, ProviderKind, RetryPolicy};
+use crate::anthropic::MIN_THINKING_BUDGET;
+use crate::client::Provider;
+use crate::config::{LlmConfig, ProviderKind, RetryPolicy, UnknownProvider};
+use crate::error::LlmError;
+use crate::observe::CallMetrics;
 use outboard_base::Secret;
 
 /// The most models one server offers: each is a line of `models/list` and of the TUI's picker, and
@@ -46,9 +49,6 @@ pub const MAX_NAME_BYTES: usize = 64;
 
 /// The output tokens asked for per call when an entry does not say.
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
-
-/// Anthropic's smallest thinking budget (the API refuses less).
-pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 /// Why a model catalog cannot be used. Each message says what to change.
 #[derive(Debug, thiserror::Error)]
@@ -62,9 +62,6 @@ pub enum ModelsError {
     /// An entry is unusable.
     #[error("the model file {path}: {problem}")]
     Invalid { path: String, problem: String },
-    /// A flag or variable is wrong.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
     /// A provider client cannot be built for an entry.
     #[error("model {name}: {error}")]
     Provider { name: String, error: LlmError },
@@ -94,7 +91,7 @@ impl ModelEntry {
     pub fn window(&self, server_default: Option<u64>) -> u64 {
         self.context_window
             .or(server_default)
-            .unwrap_or_else(|| crate::llm::context::context_window(&self.label()))
+            .unwrap_or_else(|| crate::context::context_window(&self.label()))
     }
 
     /// Its `models/list` line.
@@ -195,9 +192,8 @@ impl ModelCatalog {
             if entries.iter().any(|x| x.name == e.name) {
                 return Err(invalid(format!("{at}: the name is used twice")));
             }
-            let kind = ProviderKind::parse(&e.provider).ok_or_else(|| {
-                invalid(format!("{at}: {}", ConfigError::UnknownProvider(e.provider)))
-            })?;
+            let kind = ProviderKind::parse(&e.provider)
+                .ok_or_else(|| invalid(format!("{at}: {}", UnknownProvider(e.provider))))?;
             if e.model.trim().is_empty() {
                 return Err(invalid(format!("{at}: `model` (the provider's model id) is empty")));
             }
@@ -368,7 +364,7 @@ impl Models {
     }
 
     /// The same clients, each counting its calls in `metrics`.
-    pub fn with_metrics(self, metrics: &Arc<crate::metrics::Metrics>) -> Self {
+    pub fn with_metrics(self, metrics: &Arc<dyn CallMetrics>) -> Self {
         let entries = self
             .entries
             .into_iter()

@@ -7,7 +7,7 @@
 //!
 //! Layout: [`sse`] parses the event stream both vendors use; `anthropic`, `openai` and
 //! `responses` each own their request body and stream decoder; `retry` decides what is retried and how long to wait;
-//! this file drives one HTTP attempt (status, idle timeout, decoding) and the retry loop.
+//! `client` drives one HTTP attempt (status, idle timeout, decoding) and the retry loop.
 //!
 //! The request side is built for a harness that calls the model once per step with a growing
 //! conversation: [`ModelRequest`] borrows the conversation rather than owning a copy, and each
@@ -22,282 +22,20 @@
 //! `Debug` of the request), redirects are not followed (reqwest would carry `x-api-key` to
 //! another host), and every error message is scrubbed of it in case a provider echoes it back.
 
-pub mod context;
-pub mod sse;
-
-mod anthropic;
-mod openai;
-mod responses;
-mod retry;
-
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use outboard_shared::{Reasoning, Usage};
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
 
 use outboard_base::Secret;
 
-/// Which wire protocol the provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// Anthropic Messages API (`POST {base}/v1/messages`).
-    Anthropic,
-    /// OpenAI-compatible Chat Completions (`POST {base}/chat/completions`; base includes `/v1`).
-    OpenAi,
-    /// The OpenAI Responses API (`POST {base}/responses`; base includes `/v1`), stateless.
-    Responses,
-}
-
-impl ProviderKind {
-    /// `anthropic`, `openai` or `responses`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "anthropic",
-            ProviderKind::OpenAi => "openai",
-            ProviderKind::Responses => "responses",
-        }
-    }
-
-    /// The kind named `name` (as [`ProviderKind::as_str`] writes it).
-    pub fn parse(name: &str) -> Option<Self> {
-        match name.trim() {
-            "anthropic" => Some(ProviderKind::Anthropic),
-            "openai" => Some(ProviderKind::OpenAi),
-            "responses" => Some(ProviderKind::Responses),
-            _ => None,
-        }
-    }
-
-    /// The vendor's hosted API, following its SDK's base URL convention.
-    pub fn default_base_url(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "https://api.anthropic.com",
-            ProviderKind::OpenAi | ProviderKind::Responses => "https://api.openai.com/v1",
-        }
-    }
-
-    /// The environment variable the vendor's SDKs read the key from.
-    pub fn key_var(self) -> &'static str {
-        match self {
-            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
-            ProviderKind::OpenAi | ProviderKind::Responses => "OPENAI_API_KEY",
-        }
-    }
-}
-
-/// How to reach the model.
-#[derive(Debug, Clone)]
-pub struct LlmConfig {
-    /// Wire protocol.
-    pub kind: ProviderKind,
-    /// Base URL following each vendor SDK's convention (see `ProviderKind`).
-    pub base_url: String,
-    /// Model name sent in each request.
-    pub model: String,
-    /// The API key, from the server's environment only. Local servers may need none.
-    pub api_key: Option<Secret>,
-    /// `max_tokens` of each call.
-    pub max_tokens: u32,
-    /// Retry policy for 429/5xx/overloaded/cut streams.
-    pub retry: RetryPolicy,
-    /// Anthropic extended thinking: on with this budget of tokens (inside `max_tokens`), off
-    /// when `None`.
-    pub thinking_budget: Option<u32>,
-    /// The Responses API's `reasoning.effort` (`minimal`, `low`, `medium`, `high`…); `None`
-    /// leaves it to the model's default and sends no `reasoning` object (a model that does not
-    /// reason refuses one). Ignored by the other dialects.
-    pub reasoning_effort: Option<String>,
-}
-
-/// Exponential backoff with jitter, honouring `retry-after`.
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Attempts in all (1 = no retry).
-    pub max_attempts: u32,
-    /// Delay before the first retry.
-    pub initial_delay: Duration,
-    /// Upper bound of any delay, `retry-after` included.
-    pub max_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 5,
-            initial_delay: Duration::from_millis(500),
-            max_delay: Duration::from_secs(30),
-        }
-    }
-}
-
-/// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// The user, and tool results.
-    User,
-    /// The model.
-    Assistant,
-}
-
-/// One message of the conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Message {
-    /// Who said it.
-    pub role: Role,
-    /// Its blocks, in order.
-    pub content: Vec<ContentBlock>,
-}
-
-/// A block of a message.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ContentBlock {
-    /// Text.
-    Text(String),
-    /// A tool call by the assistant. `input` is the parsed JSON arguments, or a JSON string holding
-    /// the raw text when the model sent invalid JSON.
-    ToolUse { id: String, name: String, input: Value },
-    /// A tool's result, in a user message.
-    ToolResult { tool_use_id: String, content: String, is_error: bool },
-    /// The model's reasoning, in an assistant message, before its text and tool calls. Each
-    /// dialect sends back only the kinds its provider made (see [`Reasoning`]).
-    Reasoning(Reasoning),
-}
-
-/// A tool the model may call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    /// Name (`Read`, `Bash`, …).
-    pub name: String,
-    /// What it does, for the model.
-    pub description: String,
-    /// JSON Schema of its input object.
-    pub input_schema: Value,
-}
-
-/// One model call. It borrows the conversation (and the prompt and tools) from whoever owns
-/// them: a step of the harness builds one per model call, and the conversation grows with the
-/// turn, so copying it per step would make a turn quadratic in its length.
-#[derive(Debug, Clone, Copy)]
-pub struct ModelRequest<'a> {
-    /// The system prompt.
-    pub system: &'a str,
-    /// The conversation so far.
-    pub messages: &'a [Message],
-    /// The tools on offer.
-    pub tools: &'a [ToolSpec],
-    /// `max_tokens` of this call when not the configured one (a summary is kept short; a
-    /// request near the end of its window may not ask for more than is left).
-    pub max_tokens: Option<u32>,
-}
-
-/// Why the model stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelStop {
-    /// The model finished.
-    EndTurn,
-    /// The model wants its tool calls run.
-    ToolUse,
-    /// Output token limit.
-    MaxTokens,
-    /// Anything else the provider said.
-    Other(String),
-}
-
-/// A complete model answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelResponse {
-    /// Text and tool-use blocks, in order.
-    pub content: Vec<ContentBlock>,
-    /// Why it stopped.
-    pub stop: ModelStop,
-    /// Tokens used.
-    pub usage: Usage,
-}
-
-/// Progress of a model call, reported as it happens.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StreamDelta {
-    /// A chunk of assistant text.
-    Text(String),
-    /// The attempt failed and another follows after `delay`; text streamed by the failed attempt
-    /// is void.
-    Retry {
-        /// The number of the attempt that follows (2 for the first retry).
-        attempt: u32,
-        /// How long the provider waits before it.
-        delay: Duration,
-        /// Why the previous attempt failed, for a person.
-        reason: String,
-    },
-}
-
-/// Why a model call failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LlmError {
-    /// The provider answered with an error status.
-    #[error("the model provider answered {status}: {message}")]
-    Status { status: u16, message: String, retry_after: Option<Duration> },
-    /// The stream ended before the response was complete.
-    #[error("the model stream was cut: {0}")]
-    Cut(String),
-    /// The connection failed.
-    #[error("cannot reach the model provider: {0}")]
-    Transport(String),
-    /// The provider sent something this client cannot decode.
-    #[error("the model provider sent an unreadable response: {0}")]
-    Decode(String),
-    /// The configuration is unusable (bad base URL, missing key for a hosted provider).
-    #[error("model configuration: {0}")]
-    Config(String),
-}
-
-impl LlmError {
-    /// Whether the provider refused the request as too long for the model's context window:
-    /// Anthropic's `prompt is too long`, OpenAI's `context_length_exceeded` (the Responses API's
-    /// `exceeds the context window`), llama.cpp's `exceed_context_size_error`, vLLM's and Ollama's
-    /// wordings. The harness then compacts and
-    /// retries once.
-    pub fn is_context_overflow(&self) -> bool {
-        let LlmError::Status { status, message, .. } = self else { return false };
-        if !matches!(status, 400 | 413 | 422) {
-            return false;
-        }
-        let m = message.to_lowercase();
-        [
-            "prompt is too long",
-            "context_length_exceeded",
-            "maximum context length",
-            "context length",
-            "context window",
-            "exceed_context_size",
-            "exceeds the available context size",
-            "too many tokens",
-            "input is too long",
-            "reduce the length",
-        ]
-        .iter()
-        .any(|needle| m.contains(needle))
-    }
-}
-
-/// The `outcome` label of a failed call (`outboard_model_requests_total`).
-impl From<&LlmError> for crate::metrics::ModelOutcome {
-    fn from(e: &LlmError) -> Self {
-        use crate::metrics::ModelOutcome;
-        match e {
-            LlmError::Status { status: 429, .. } => ModelOutcome::rate_limited,
-            LlmError::Status { status, .. } if *status >= 500 => ModelOutcome::server_error,
-            LlmError::Status { .. } => ModelOutcome::client_error,
-            LlmError::Cut(_) => ModelOutcome::cut,
-            LlmError::Transport(_) => ModelOutcome::transport,
-            LlmError::Decode(_) => ModelOutcome::decode,
-            LlmError::Config(_) => ModelOutcome::config,
-        }
-    }
-}
+use crate::config::{LlmConfig, ProviderKind};
+use crate::error::LlmError;
+use crate::observe::{CallMetrics, CallOutcome};
+use crate::types::{ModelRequest, ModelResponse, Progress, StreamDelta};
+use crate::{anthropic, openai, responses, retry, sse};
 
 /// How long a stream may stay silent before it counts as cut. Anthropic pings every few seconds
 /// and OpenAI-compatible servers send a chunk per token, so two minutes of silence means a dead
@@ -310,15 +48,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Error bodies are read up to this size; the message is at the start.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// What a decoder says after an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Progress {
-    /// Keep reading.
-    More,
-    /// The answer is complete.
-    Done,
-}
 
 /// The decoder of the configured dialect.
 #[derive(Debug)]
@@ -366,7 +95,7 @@ pub struct Provider {
     url: String,
     idle_timeout: Duration,
     /// Where each call's outcome, latency and tokens are counted; `None`: nowhere.
-    metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    metrics: Option<std::sync::Arc<dyn CallMetrics>>,
 }
 
 impl Provider {
@@ -420,7 +149,7 @@ impl Provider {
     }
 
     /// Counts every call in `metrics` (`outboard_model_*`).
-    pub fn with_metrics(mut self, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<dyn CallMetrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
@@ -445,13 +174,13 @@ impl Provider {
         let Some(metrics) = &self.metrics else {
             return self.complete_unobserved(request, on_delta).await;
         };
-        let mut call = metrics.model_call(self.config.kind.as_str(), &self.config.model);
+        let mut call = metrics.start(self.config.kind.as_str(), &self.config.model);
         let mut observed = |d: StreamDelta| {
             call.delta(matches!(d, StreamDelta::Text(_)), matches!(d, StreamDelta::Retry { .. }));
             on_delta(d)
         };
         let result = self.complete_unobserved(request, &mut observed).await;
-        call.finish(result.as_ref().map(|r| &r.usage).map_err(crate::metrics::ModelOutcome::from));
+        call.finish(result.as_ref().map(|r| &r.usage).map_err(CallOutcome::from));
         result
     }
 
@@ -668,37 +397,13 @@ fn error_message(body: &str) -> Option<String> {
     Some(text)
 }
 
-/// The HTTP status an error `type` named inside a stream stands for, so in-stream errors are
-/// retried like their HTTP equivalents (Anthropic `overloaded_error` is 529). Unknown types count
-/// as 500: an error after a 200 is most likely the server's own trouble.
-pub(crate) fn error_status_for_type(kind: &str) -> u16 {
-    match kind {
-        "invalid_request_error" | "invalid_request" => 400,
-        "authentication_error" => 401,
-        "permission_error" => 403,
-        "not_found_error" => 404,
-        "request_too_large" => 413,
-        "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => 429,
-        "timeout_error" => 504,
-        "overloaded_error" => 529,
-        _ => 500,
-    }
-}
-
-/// Tool input from the raw text the model streamed: the parsed JSON; `{}` for no text (a tool
-/// without parameters); the raw text as a JSON string when it is not valid JSON, so the harness
-/// can tell the model what it sent.
-pub(crate) fn tool_input_from_raw(raw: String) -> Value {
-    if raw.trim().is_empty() {
-        return Value::Object(serde_json::Map::new());
-    }
-    serde_json::from_str(&raw).unwrap_or(Value::String(raw))
-}
-
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
     use serde_json::json;
+
+    use crate::config::RetryPolicy;
+    use crate::types::tool_input_from_raw;
 
     use super::*;
 

@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::HeaderMap;
 
-use super::{LlmError, RetryPolicy};
+use crate::config::RetryPolicy;
+use crate::error::LlmError;
 
 /// Whether `error` is worth another attempt.
 pub(crate) fn is_retryable(error: &LlmError) -> bool {

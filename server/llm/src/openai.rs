@@ -20,16 +20,17 @@ use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::sse::SseEvent;
-use super::{
-    error_status_for_type, tool_input_from_raw, ContentBlock, LlmError, Message, ModelRequest,
-    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
+use crate::error::{error_status_for_type, LlmError};
+use crate::sse::SseEvent;
+use crate::types::{
+    tool_input_from_raw, ContentBlock, Message, ModelRequest, ModelResponse, ModelStop, Progress,
+    Role, StreamDelta, ToolSpec,
 };
 
 /// The JSON body of a streaming `POST {base}/chat/completions`, serialised straight from the
 /// borrowed request (no intermediate `Value` tree: the conversation is written once per call, not
 /// copied).
-pub(crate) fn request_body(
+pub fn request_body(
     model: &str,
     max_tokens: u32,
     request: &ModelRequest<'_>,

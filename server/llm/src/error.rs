@@ -1,0 +1,69 @@
+//! What a model call can fail with, and which failures are worth retrying.
+
+use std::time::Duration;
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The provider answered with an error status.
+    #[error("the model provider answered {status}: {message}")]
+    Status { status: u16, message: String, retry_after: Option<Duration> },
+    /// The stream ended before the response was complete.
+    #[error("the model stream was cut: {0}")]
+    Cut(String),
+    /// The connection failed.
+    #[error("cannot reach the model provider: {0}")]
+    Transport(String),
+    /// The provider sent something this client cannot decode.
+    #[error("the model provider sent an unreadable response: {0}")]
+    Decode(String),
+    /// The configuration is unusable (bad base URL, missing key for a hosted provider).
+    #[error("model configuration: {0}")]
+    Config(String),
+}
+
+impl LlmError {
+    /// Whether the provider refused the request as too long for the model's context window:
+    /// Anthropic's `prompt is too long`, OpenAI's `context_length_exceeded` (the Responses API's
+    /// `exceeds the context window`), llama.cpp's `exceed_context_size_error`, vLLM's and Ollama's
+    /// wordings. The harness then compacts and
+    /// retries once.
+    pub fn is_context_overflow(&self) -> bool {
+        let LlmError::Status { status, message, .. } = self else { return false };
+        if !matches!(status, 400 | 413 | 422) {
+            return false;
+        }
+        let m = message.to_lowercase();
+        [
+            "prompt is too long",
+            "context_length_exceeded",
+            "maximum context length",
+            "context length",
+            "context window",
+            "exceed_context_size",
+            "exceeds the available context size",
+            "too many tokens",
+            "input is too long",
+            "reduce the length",
+        ]
+        .iter()
+        .any(|needle| m.contains(needle))
+    }
+}
+
+/// The HTTP status an error `type` named inside a stream stands for, so in-stream errors are
+/// retried like their HTTP equivalents (Anthropic `overloaded_error` is 529). Unknown types count
+/// as 500: an error after a 200 is most likely the server's own trouble.
+pub fn error_status_for_type(kind: &str) -> u16 {
+    match kind {
+        "invalid_request_error" | "invalid_request" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" | "rate_limit_exceeded" | "tokens" | "requests" => 429,
+        "timeout_error" => 504,
+        "overloaded_error" => 529,
+        _ => 500,
+    }
+}
