@@ -121,7 +121,7 @@ pub struct Limits {
     /// The sandbox network proxy's limits per session: connections at once, idle timeout,
     /// bytes both ways (`serve --net-max-connections`, `--net-idle-timeout`,
     /// `--net-session-bytes`).
-    pub network: crate::netproxy::NetLimits,
+    pub network: outboard_egress::NetLimits,
     /// The model's context window in tokens when the server is told (`serve --context-window`,
     /// for a local model whose `n_ctx` is not its family's); `None`: the window table of
     /// [`outboard_llm::context::context_window`]. A session may override it at creation.
@@ -154,7 +154,7 @@ impl Default for Limits {
             bash_timeout: Duration::from_secs(120),
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
-            network: crate::netproxy::NetLimits::DEFAULT,
+            network: outboard_egress::NetLimits::DEFAULT,
             context_window: None,
             compact_percent: crate::agent::compact::DEFAULT_COMPACT_PERCENT,
             result_chars: crate::agent::conversation::DEFAULT_RESULT_CHARS,

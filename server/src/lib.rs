@@ -27,7 +27,7 @@ pub mod metrics;
 pub use outboard_llm::models;
 pub mod net;
 pub mod netpolicy;
-pub mod netproxy;
+pub use outboard_egress as netproxy;
 pub mod netsession;
 pub mod orgfs;
 pub mod paging;

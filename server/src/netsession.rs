@@ -3,7 +3,7 @@
 //! ([`crate::secrets`]), and where the proxy's records go: the org's network log and, for every
 //! refusal, a `network` event in the session's own log.
 //!
-//! What it owns: the [`Decide`] and [`Audit`] the proxy ([`crate::netproxy`]) is given, the
+//! What it owns: the [`Decide`] and [`Audit`] the proxy ([`outboard_egress`]) is given, the
 //! task that writes audit records in batches, and the coalescing of refusal events.
 //! What it does not: the session. Events leave through [`RefusalEvents`], which the session
 //! actor implements, so this module knows nothing of actors.
@@ -30,10 +30,10 @@ use outboard_shared::{EventKind, SessionNetwork};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::netpolicy::{self, Decision, LogRow, SessionPolicy};
-use crate::netproxy::{
+use crate::secrets::{Outbound, Secrets};
+use outboard_egress::{
     Audit, AuditEntry, Decide, Injection, NetLimits, RefusedBy, SessionNet, Verdict,
 };
-use crate::secrets::{Outbound, Secrets};
 use outboard_store::{SessionRow, Store};
 
 /// Audit records waiting to be written, per session: a burst of a parallel `npm install`

@@ -179,7 +179,7 @@ pub enum SecretError {
     BadBinding(String),
     /// The org's sandbox CA cannot be made or read.
     #[error(transparent)]
-    Ca(#[from] crate::netproxy::ca::CaError),
+    Ca(#[from] outboard_egress::ca::CaError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -32,7 +32,7 @@
 //! - When its stdin closes (the server went away), it exits, and the kernel kills everything
 //!   in the namespace with it.
 //! - For a session with network it also relays `127.0.0.1:3128` to the server's proxy socket
-//!   (`crate::netproxy::relay`), on the same thread: the relay only copies bytes.
+//!   (`outboard_egress::relay`), on the same thread: the relay only copies bytes.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -116,7 +116,7 @@ pub struct AgentConfig {
     pub harden: bool,
     /// Relay `127.0.0.1:PORT` to the server's proxy socket (a session with network).
     #[serde(default)]
-    pub proxy: Option<crate::netproxy::relay::RelayConfig>,
+    pub proxy: Option<outboard_egress::relay::RelayConfig>,
 }
 
 /// Runs the agent when the process was started as `<binary> __sandbox-agent CONFIG`; returns
@@ -204,13 +204,13 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
     }
     if let Some(relay) = &config.proxy {
         // Listening before the hello: the first command finds the proxy up.
-        let listener = crate::netproxy::relay::bind(relay).map_err(|e| {
+        let listener = outboard_egress::relay::bind(relay).map_err(|e| {
             std::io::Error::other(format!("cannot listen on 127.0.0.1:{}: {e}", relay.port))
         })?;
-        tokio::spawn(crate::netproxy::relay::relay(
+        tokio::spawn(outboard_egress::relay::relay(
             listener,
             relay.socket.clone(),
-            crate::netproxy::relay::MAX_RELAYS,
+            outboard_egress::relay::MAX_RELAYS,
         ));
     }
     write_frame(&mut out, &FromAgent::Hello { version: PROTOCOL_VERSION }).await?;

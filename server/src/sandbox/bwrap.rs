@@ -5,7 +5,7 @@
 //! - `--unshare-all`: new user, mount, pid, net, ipc, uts and cgroup namespaces. The net
 //!   namespace has only its own loopback, so the server's `127.0.0.1` ports are unreachable.
 //!   A session with network gets the server's proxy socket bound at
-//!   `/run/outboard/proxy.sock` instead (see `crate::netproxy`): still no route anywhere.
+//!   `/run/outboard/proxy.sock` instead (see `outboard_egress`): still no route anywhere.
 //!   When the proxy intercepts hosts for injected credentials, the session's CA bundle (the
 //!   system's roots and the org's sandbox CA certificate, never its key) is bound read-only at
 //!   `/run/outboard/ca-bundle.pem`.
@@ -81,11 +81,11 @@ pub(super) struct Sources {
     pub agent: PathBuf,
     /// Directories bound read-only, and where they appear.
     pub ro_mounts: Vec<(PathBuf, String)>,
-    /// The session's proxy socket, bound at [`crate::netproxy::SANDBOX_SOCKET`] (read-write:
+    /// The session's proxy socket, bound at [`outboard_egress::SANDBOX_SOCKET`] (read-write:
     /// connecting to a socket is a write); `None`: no network at all.
     pub proxy_socket: Option<PathBuf>,
     /// The session's CA bundle (system roots and the org's sandbox CA), bound read-only at
-    /// [`crate::netproxy::SANDBOX_CA_BUNDLE`]; `None` when no host is intercepted.
+    /// [`outboard_egress::SANDBOX_CA_BUNDLE`]; `None` when no host is intercepted.
     pub ca_bundle: Option<PathBuf>,
 }
 
@@ -146,10 +146,10 @@ pub(super) fn bwrap_args(
         push(&["--ro-bind", &host.to_string_lossy(), target]);
     }
     if let Some(socket) = &sources.proxy_socket {
-        push(&["--bind", &socket.to_string_lossy(), crate::netproxy::SANDBOX_SOCKET]);
+        push(&["--bind", &socket.to_string_lossy(), outboard_egress::SANDBOX_SOCKET]);
     }
     if let Some(bundle) = &sources.ca_bundle {
-        push(&["--ro-bind", &bundle.to_string_lossy(), crate::netproxy::SANDBOX_CA_BUNDLE]);
+        push(&["--ro-bind", &bundle.to_string_lossy(), outboard_egress::SANDBOX_CA_BUNDLE]);
     }
     // After every mount point in the root exists: the root tmpfs becomes read-only, so only
     // /workspace and /tmp are writable.

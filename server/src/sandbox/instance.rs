@@ -21,7 +21,7 @@ use super::launch::{LaunchConfig, UidLease, LAUNCH_ARG};
 use super::output::CappedOutput;
 use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
 use super::{Backend, SandboxConfig, SandboxError};
-use crate::netproxy::relay::RelayConfig;
+use outboard_egress::relay::RelayConfig;
 
 /// How long a new sandbox has to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -104,13 +104,13 @@ fn agent_config(
         ("TERM".into(), "dumb".into()),
     ];
     if proxy.is_some() {
-        env.extend(crate::netproxy::proxy_env());
+        env.extend(outboard_egress::proxy_env());
         if let Some(network) = &config.network {
             env.extend(network.env.iter().cloned());
         }
     }
     if ca_bundle {
-        env.extend(crate::netproxy::ca_env());
+        env.extend(outboard_egress::ca_env());
     }
     AgentConfig {
         workspace: workspace.to_path_buf(),
@@ -127,7 +127,7 @@ impl Instance {
     /// (the host path of the session's proxy), the socket is bound in and the agent relays
     /// `127.0.0.1:3128` to it; with `ca_bundle` (the host path of the session's CA bundle,
     /// which trusts the org's sandbox CA), it is bound read-only at
-    /// [`crate::netproxy::SANDBOX_CA_BUNDLE`] and commands are pointed at it.
+    /// [`outboard_egress::SANDBOX_CA_BUNDLE`] and commands are pointed at it.
     pub(super) async fn start(
         config: &SandboxConfig,
         agent_exe: &Path,
@@ -145,8 +145,8 @@ impl Instance {
         let mut cmd = match config.backend {
             Backend::Bwrap => {
                 let relay = proxy_socket.map(|_| RelayConfig {
-                    port: crate::netproxy::PROXY_PORT,
-                    socket: crate::netproxy::SANDBOX_SOCKET.into(),
+                    port: outboard_egress::PROXY_PORT,
+                    socket: outboard_egress::SANDBOX_SOCKET.into(),
                 });
                 let ac = agent_config(
                     config,

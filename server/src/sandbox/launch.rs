@@ -76,11 +76,11 @@ pub struct LaunchConfig {
     pub agent_config: String,
     /// Host directories bound read-only, and where they appear.
     pub ro_mounts: Vec<(PathBuf, String)>,
-    /// The session's proxy socket on the host, bound at [`crate::netproxy::SANDBOX_SOCKET`].
+    /// The session's proxy socket on the host, bound at [`outboard_egress::SANDBOX_SOCKET`].
     #[serde(default)]
     pub proxy_socket: Option<PathBuf>,
     /// The session's CA bundle on the host, bound read-only at
-    /// [`crate::netproxy::SANDBOX_CA_BUNDLE`].
+    /// [`outboard_egress::SANDBOX_CA_BUNDLE`].
     #[serde(default)]
     pub ca_bundle: Option<PathBuf>,
     /// When set, the sandbox runs as this host uid and gid (the server is root).

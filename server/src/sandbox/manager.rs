@@ -105,7 +105,7 @@ impl<T: Clone + std::fmt::Debug> Reports<T> {
 }
 
 /// The CA bundle's file name, next to the proxy socket (bound at
-/// [`crate::netproxy::SANDBOX_CA_BUNDLE`]).
+/// [`outboard_egress::SANDBOX_CA_BUNDLE`]).
 const CA_BUNDLE_FILE: &str = "ca-bundle.pem";
 
 /// A command for the manager.
@@ -147,7 +147,7 @@ pub(super) struct Manager {
     scratch: Option<tempfile::TempDir>,
     /// The session's network proxy and the private directory of its socket: made with the
     /// first sandbox, kept for the session (one byte budget across sandbox restarts).
-    proxy: Option<(crate::netproxy::ProxyHandle, tempfile::TempDir)>,
+    proxy: Option<(outboard_egress::ProxyHandle, tempfile::TempDir)>,
     state: SandboxState,
     instance: Option<Instance>,
     /// When the last command ended (or the sandbox started).
@@ -538,7 +538,7 @@ impl Manager {
             // an unprivileged uid (it holds certificates only, never the CA's key).
             let bundle = dir.path().join(CA_BUNDLE_FILE);
             let written =
-                std::fs::write(&bundle, crate::netproxy::ca_bundle_pem(ca)).and_then(|()| {
+                std::fs::write(&bundle, outboard_egress::ca_bundle_pem(ca)).and_then(|()| {
                     use std::os::unix::fs::PermissionsExt as _;
                     std::fs::set_permissions(&bundle, std::fs::Permissions::from_mode(0o644))
                 });
@@ -547,7 +547,7 @@ impl Manager {
             })?;
         }
         let proxy =
-            crate::netproxy::serve(&path, network.clone(), self.config.server_ports.clone())
+            outboard_egress::serve(&path, network.clone(), self.config.server_ports.clone())
                 .await
                 .map_err(|e| SandboxError::Start(e.to_string()))?;
         self.proxy = Some((proxy, dir));

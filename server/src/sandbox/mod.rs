@@ -113,10 +113,10 @@ pub struct SandboxConfig {
     /// `None`: no cap.
     pub pool: Option<pool::PoolTicket>,
     /// The session's network. `Some`: the sandbox's one way out is the server's proxy
-    /// ([`crate::netproxy`]), started with the first sandbox and kept for the session (its byte
+    /// ([`outboard_egress`]), started with the first sandbox and kept for the session (its byte
     /// budget spans sandbox restarts). `None`: no network at all. Ignored by the unsafe host
     /// mode, whose commands have the host's network anyway.
-    pub network: Option<crate::netproxy::SessionNet>,
+    pub network: Option<outboard_egress::SessionNet>,
     /// The server's own listening ports: the proxy refuses them on every local address.
     pub server_ports: Vec<u16>,
     /// Where the manager counts its states and transitions; `None`: nowhere.
@@ -247,10 +247,10 @@ type JobWiring = (mpsc::Sender<jobs::JobReport>, Vec<(String, String)>);
 pub struct Sandbox {
     tx: Option<mpsc::Sender<manager::Request>>,
     /// The session network's audit sink, flushed after each command (see [`Sandbox::exec`]).
-    audit: Option<std::sync::Arc<dyn crate::netproxy::Audit>>,
+    audit: Option<std::sync::Arc<dyn outboard_egress::Audit>>,
     /// The session's network as the server's own fetches for the model use it (`WebFetch`):
     /// the same policy and audit sink as the proxy, reached without waking the sandbox.
-    egress: Option<std::sync::Arc<crate::netproxy::Egress>>,
+    egress: Option<std::sync::Arc<outboard_egress::Egress>>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -311,7 +311,7 @@ impl Sandbox {
         let egress = match config.backend {
             Backend::Bwrap => config.network.as_ref().map(|net| {
                 let server_ports = config.server_ports.clone();
-                std::sync::Arc::new(crate::netproxy::Egress { net: net.clone(), server_ports })
+                std::sync::Arc::new(outboard_egress::Egress { net: net.clone(), server_ports })
             }),
             Backend::UnsafeHost => None,
         };
@@ -330,7 +330,7 @@ impl Sandbox {
     /// The session's network policy, audit sink and the server's own ports, for fetches the
     /// server makes for the model itself; `None` without a session network (the unsafe host
     /// mode, or a sandbox made without one). Never starts or thaws the sandbox.
-    pub fn egress(&self) -> Option<&crate::netproxy::Egress> {
+    pub fn egress(&self) -> Option<&outboard_egress::Egress> {
         self.egress.as_deref()
     }
 

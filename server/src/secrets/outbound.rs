@@ -16,9 +16,9 @@ use outboard_shared::OrgId;
 use outboard_store::db::{params, OptionalExtension};
 
 use super::{SecretError, SecretValue, Secrets};
-use crate::netproxy::ca::OrgCa;
-use crate::netproxy::Injection;
 use outboard_base::util::now_rfc3339;
+use outboard_egress::ca::OrgCa;
+use outboard_egress::Injection;
 use outboard_store::org_name;
 
 /// What a placeholder variable's value starts with: `outboard-placeholder-GH_TOKEN`. Not a
@@ -391,7 +391,7 @@ impl Secrets {
             .await?;
         let Some((subject, cert, nonce, sealed)) = row else { return Ok(None) };
         let key = self.key.open(org, "", CA_ROW, &nonce, sealed).ok_or_else(|| {
-            crate::netproxy::ca::CaError::Damaged(
+            outboard_egress::ca::CaError::Damaged(
                 "its key does not open with this server's key".into(),
             )
         })?;

@@ -2,7 +2,7 @@
 //! for the model and returns it as Markdown. It runs in the server process, never in the
 //! sandbox (a fetch does not start or thaw one), and goes through the session's own network:
 //! the same policy, the same forbidden ranges and the same audit as the sandbox's proxy
-//! ([`crate::netproxy::admit_destination`], the session's [`Audit`] sink), so a page the
+//! ([`outboard_egress::admit_destination`], the session's [`Audit`] sink), so a page the
 //! sandbox may not reach, the model may not fetch either, and every fetch is a row of
 //! `admin network log` (a refusal also a `network` event of the session).
 //!
@@ -30,7 +30,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolOutcome;
-use crate::netproxy::{admit_destination, Admission, AuditEntry, Egress, RefusedBy};
+use outboard_egress::{admit_destination, Admission, AuditEntry, Egress, RefusedBy};
 use outboard_llm::ToolSpec;
 
 /// Redirects followed at most (Claude Code's own fetch and browsers' "too many redirects" are
@@ -187,7 +187,7 @@ fn is_redirect(status: StatusCode) -> bool {
 }
 
 /// Who refused, in words, from the refusal's `policy` (see [`crate::netpolicy`] and
-/// [`crate::netproxy`]).
+/// [`outboard_egress`]).
 fn refuser(policy: &str) -> &'static str {
     if policy.starts_with("session") {
         "this session's narrowing of the network"

@@ -7,7 +7,7 @@ use axum::routing::get;
 
 use super::*;
 use crate::netpolicy::{Decision, Policy};
-use crate::netproxy::{Audit, Decide, Injection, NetLimits, SessionNet, Verdict};
+use outboard_egress::{Audit, Decide, Injection, NetLimits, SessionNet, Verdict};
 
 #[test]
 fn the_first_url_is_checked() {

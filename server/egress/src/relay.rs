@@ -1,6 +1,6 @@
-//! The proxy's half inside the sandbox: the agent listens on `127.0.0.1:`[`super::PROXY_PORT`]
+//! The proxy's half inside the sandbox: the agent listens on `127.0.0.1:`[`crate::contract::PROXY_PORT`]
 //! in the sandbox's own network namespace and pipes every accepted connection, byte for byte,
-//! to the server's Unix socket bound at [`super::SANDBOX_SOCKET`]. It understands nothing of
+//! to the server's Unix socket bound at [`crate::contract::SANDBOX_SOCKET`]. It understands nothing of
 //! HTTP: every decision is the server's.
 //!
 //! Why a TCP port at all: tools take proxies as `http://host:port` URLs; few accept a Unix
@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, UnixStream};
 use tokio::sync::Semaphore;
 
-use super::splice::{self, Sock, Unmetered};
+use crate::splice::{self, Sock, Unmetered};
 
 /// Connections the relay pipes at once: well above the server's own per-sandbox cap (64 by
 /// default, which answers the excess with an explanation), so that cap is what a client meets;

@@ -17,18 +17,18 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use super::splice::{Dir, Meter};
+use crate::splice::{Dir, Meter};
 
 /// When a connection last moved a byte, either way, on any of its sockets.
 #[derive(Debug)]
-pub(super) struct Activity {
+pub(crate) struct Activity {
     base: Instant,
     /// Milliseconds since `base`.
     last: AtomicU64,
 }
 
 impl Activity {
-    pub(super) fn new() -> Arc<Activity> {
+    pub(crate) fn new() -> Arc<Activity> {
         Arc::new(Activity { base: Instant::now(), last: AtomicU64::new(0) })
     }
 
@@ -38,7 +38,7 @@ impl Activity {
     }
 
     /// Resolves once `timeout` has passed without a byte.
-    pub(super) async fn idle(&self, timeout: Duration) {
+    pub(crate) async fn idle(&self, timeout: Duration) {
         loop {
             let last = self.base + Duration::from_millis(self.last.load(Ordering::Relaxed));
             let deadline = last + timeout;
@@ -52,25 +52,25 @@ impl Activity {
 
 /// The session's byte budget, both directions of every connection together.
 #[derive(Debug)]
-pub(super) struct Budget {
+pub(crate) struct Budget {
     limit: u64,
     used: AtomicU64,
 }
 
 impl Budget {
-    pub(super) fn new(limit: u64) -> Arc<Budget> {
+    pub(crate) fn new(limit: u64) -> Arc<Budget> {
         Arc::new(Budget { limit, used: AtomicU64::new(0) })
     }
 
-    pub(super) fn limit(&self) -> u64 {
+    pub(crate) fn limit(&self) -> u64 {
         self.limit
     }
 
-    pub(super) fn used(&self) -> u64 {
+    pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
 
-    pub(super) fn spent(&self) -> bool {
+    pub(crate) fn spent(&self) -> bool {
         self.used() >= self.limit
     }
 
@@ -85,7 +85,7 @@ impl Budget {
 
 /// Bytes one upstream connection moved.
 #[derive(Debug, Default)]
-pub(super) struct Counters {
+pub(crate) struct Counters {
     /// Sandbox → upstream.
     pub up: AtomicU64,
     /// Upstream → sandbox.
@@ -93,11 +93,11 @@ pub(super) struct Counters {
 }
 
 /// The error a stream returns once the session's budget is spent.
-pub(super) const BUDGET_SPENT: &str = "the session's network byte budget is spent";
+pub(crate) const BUDGET_SPENT: &str = "the session's network byte budget is spent";
 
 /// A socket that counts. `counters` and `budget` are set for the upstream side; the sandbox side
 /// only notes activity.
-pub(super) struct Metered<T> {
+pub(crate) struct Metered<T> {
     inner: T,
     activity: Arc<Activity>,
     counters: Option<Arc<Counters>>,
@@ -106,12 +106,12 @@ pub(super) struct Metered<T> {
 
 impl<T> Metered<T> {
     /// The sandbox's side of a connection.
-    pub(super) fn client(inner: T, activity: Arc<Activity>) -> Self {
+    pub(crate) fn client(inner: T, activity: Arc<Activity>) -> Self {
         Metered { inner, activity, counters: None, budget: None }
     }
 
     /// The upstream side: bytes counted on `counters` and charged to `budget`.
-    pub(super) fn upstream(
+    pub(crate) fn upstream(
         inner: T,
         activity: Arc<Activity>,
         counters: Arc<Counters>,
@@ -121,8 +121,8 @@ impl<T> Metered<T> {
     }
 
     /// The socket and its accounting, for a tunnel that moves bytes without this wrapper
-    /// ([`super::splice`]).
-    pub(super) fn into_parts(self) -> (T, Tap) {
+    /// ([`crate::splice`]).
+    pub(crate) fn into_parts(self) -> (T, Tap) {
         let tap = Tap { activity: self.activity, counters: self.counters, budget: self.budget };
         (self.inner, tap)
     }
@@ -197,9 +197,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Metered<T> {
     }
 }
 
-/// A [`Metered`] socket's accounting without the socket: what [`super::splice`] charges as it
+/// A [`Metered`] socket's accounting without the socket: what [`crate::splice`] charges as it
 /// moves a tunnel's bytes. `a` is the sandbox's side, `b` the upstream.
-pub(super) struct Tap {
+pub(crate) struct Tap {
     activity: Arc<Activity>,
     counters: Option<Arc<Counters>>,
     budget: Option<Arc<Budget>>,

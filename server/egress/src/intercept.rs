@@ -1,6 +1,6 @@
 //! Credentials injected outside the sandbox: for a `CONNECT` to a host that an org secret is
-//! bound to ([`super::Decide::injections`]), the proxy terminates the sandbox's TLS itself with a
-//! leaf certificate for that host signed by the org's sandbox CA ([`super::ca::OrgCa`]), serves
+//! bound to ([`crate::contract::Decide::injections`]), the proxy terminates the sandbox's TLS itself with a
+//! leaf certificate for that host signed by the org's sandbox CA ([`crate::ca::OrgCa`]), serves
 //! HTTP/1.1 on the decrypted stream, sets the secret's header and replaces its placeholders in
 //! each request, asks for an identity encoding, re-originates TLS to the vetted address with
 //! full certificate verification (system roots plus the secret's `--upstream-ca`), and sends the
@@ -17,21 +17,12 @@
 //!   SNI: a client asking for another name inside fails its own verification.
 //! - One upstream connection per client connection, reused while it stays open (requests on
 //!   one client connection are serial in HTTP/1.1); a closed one is reopened to the same vetted
-//!   addresses. Its bytes count on the connection's one [`super::AuditEntry`].
+//!   addresses. Its bytes count on the connection's one [`crate::contract::AuditEntry`].
 //! - ALPN offers `http/1.1` only, both ways: one framing to rewrite, and hyper's HTTP/1
-//!   server and client already bound the head ([`super::MAX_HEAD`]).
+//!   server and client already bound the head ([`crate::contract::MAX_HEAD`]).
 //! - `content-length` of a scrubbed response is dropped (hyper then sends it chunked) whenever a
 //!   replacement can differ in length from its value, except for `HEAD` (no body follows);
 //!   when every replacement is as long as its value it is kept. Simple, and always correct.
-
-use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime};
-
 use axum::body::Body;
 use bytes::Bytes;
 use hyper::body::{Frame, Incoming};
@@ -40,163 +31,24 @@ use hyper::header::{HeaderName, HeaderValue, ACCEPT_ENCODING, CONTENT_LENGTH, HO
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
-use rcgen::{
-    CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
-};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+
+use outboard_base::scrub::{Scrubber, StreamScrub};
 use rustls::pki_types::pem::PemObject as _;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use super::ca::OrgCa;
-use super::meter::{Counters, Metered, BUDGET_SPENT};
-use super::target::{strip_hop_by_hop, Refusal, Target};
-use super::{connect, refused, unreachable, Conn, Injection, Record, MAX_HEAD};
-use outboard_base::scrub::{Scrubber, StreamScrub};
-
-/// Hosts whose leaf certificate one proxy keeps: a session talks to a handful of injected hosts
-/// (a git host, a registry, an API); 256 is far beyond that while a sandbox naming endless
-/// hosts cannot grow the server's memory (each entry is a key, a certificate and a TLS config,
-/// a few KiB). Beyond it the oldest entry is dropped and minted again if asked for.
-pub const MAX_LEAVES: usize = 256;
-
-/// How long a leaf is valid: short, since it is minted on demand and never stored.
-const LEAF_VALIDITY: Duration = Duration::from_secs(7 * 24 * 3600);
-
-/// How far back a leaf's validity starts: a sandbox clock a little behind still accepts it.
-const LEAF_BACKDATE: Duration = Duration::from_secs(3600);
-
-/// Where the CA bundle (system roots plus the org's sandbox CA) appears inside the sandbox.
-pub const SANDBOX_CA_BUNDLE: &str = "/run/outboard/ca-bundle.pem";
-
-/// The system's CA bundles, first found wins (Debian and Ubuntu, Fedora and RHEL, Alpine and
-/// others); without one the upstream is checked against `webpki-roots`.
-const SYSTEM_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-];
-
-/// Variables that point the usual tools (OpenSSL and curl, Python's requests and pip, Node, git)
-/// at the sandbox's CA bundle.
-const CA_VARIABLES: &[&str] = &[
-    "SSL_CERT_FILE",
-    "REQUESTS_CA_BUNDLE",
-    "NODE_EXTRA_CA_CERTS",
-    "CURL_CA_BUNDLE",
-    "GIT_SSL_CAINFO",
-    "PIP_CERT",
-];
-
-/// The environment that makes a command's tools trust the org's sandbox CA.
-pub fn ca_env() -> Vec<(String, String)> {
-    CA_VARIABLES.iter().map(|k| ((*k).to_string(), SANDBOX_CA_BUNDLE.to_string())).collect()
-}
-
-/// The CA bundle the sandbox trusts: the system bundle's certificates and the org's sandbox CA
-/// certificate (never its key).
-pub fn ca_bundle_pem(ca: &OrgCa) -> String {
-    let mut bundle = SYSTEM_BUNDLES
-        .iter()
-        .find_map(|path| std::fs::read_to_string(path).ok())
-        .unwrap_or_default();
-    if !bundle.is_empty() && !bundle.ends_with('\n') {
-        bundle.push('\n');
-    }
-    bundle.push_str(ca.cert_pem());
-    bundle
-}
-
-/// The rustls provider of the whole server (ring).
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// The leaf certificates (as ready TLS configurations) of one proxy, per host.
-pub(super) struct Leaves {
-    ca: Arc<OrgCa>,
-    cache: Mutex<LeafCache>,
-}
-
-#[derive(Default)]
-struct LeafCache {
-    configs: HashMap<String, Arc<ServerConfig>>,
-    /// Hosts, oldest first.
-    order: VecDeque<String>,
-}
-
-impl Leaves {
-    pub(super) fn new(ca: Arc<OrgCa>) -> Leaves {
-        Leaves { ca, cache: Mutex::new(LeafCache::default()) }
-    }
-
-    /// The TLS configuration presenting `host`'s leaf, minted on first use.
-    pub(super) fn config(&self, host: &str) -> Result<Arc<ServerConfig>, String> {
-        if let Some(config) = self.cache.lock().ok().and_then(|c| c.configs.get(host).cloned()) {
-            return Ok(config);
-        }
-        // Minted outside the lock: signing takes a fraction of a millisecond, and two
-        // connections racing for one host just mint twice.
-        let config = Arc::new(mint(&self.ca, host)?);
-        if let Ok(mut cache) = self.cache.lock() {
-            if !cache.configs.contains_key(host) {
-                while cache.order.len() >= MAX_LEAVES {
-                    if let Some(oldest) = cache.order.pop_front() {
-                        cache.configs.remove(&oldest);
-                    }
-                }
-                cache.order.push_back(host.to_string());
-            }
-            cache.configs.insert(host.to_string(), config.clone());
-        }
-        Ok(config)
-    }
-
-    /// Hosts cached now.
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.cache.lock().map_or(0, |c| c.configs.len())
-    }
-
-    /// Whether `host`'s leaf is cached.
-    #[cfg(test)]
-    pub(super) fn has(&self, host: &str) -> bool {
-        self.cache.lock().is_ok_and(|c| c.configs.contains_key(host))
-    }
-}
-
-/// A leaf for `host` (a DNS name or an IP literal), ECDSA P-256, signed by the org's CA.
-fn mint(ca: &OrgCa, host: &str) -> Result<ServerConfig, String> {
-    let fail = |e: &dyn std::fmt::Display| format!("could not make a certificate for {host}: {e}");
-    let key = KeyPair::generate().map_err(|e| fail(&e))?;
-    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| fail(&e))?;
-    params.distinguished_name.push(DnType::CommonName, host);
-    params.subject_alt_names.push(match host.parse::<IpAddr>() {
-        Ok(ip) => SanType::IpAddress(ip),
-        Err(_) => SanType::DnsName(rcgen::Ia5String::try_from(host).map_err(|e| fail(&e))?),
-    });
-    let now = SystemTime::now();
-    params.not_before = (now - LEAF_BACKDATE).into();
-    params.not_after = (now + LEAF_VALIDITY).into();
-    params.is_ca = IsCa::ExplicitNoCa;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.use_authority_key_identifier_extension = true;
-    let (issuer, issuer_key) = ca.issuer();
-    let cert = params.signed_by(&key, issuer, issuer_key).map_err(|e| fail(&e))?;
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| fail(&e))?
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .map_err(|e| fail(&e))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
-}
+use crate::conn::{connect, refused, unreachable, Conn, Record};
+use crate::contract::{Injection, MAX_HEAD};
+use crate::leaves::{provider, SANDBOX_CA_BUNDLE, SYSTEM_BUNDLES};
+use crate::meter::{Counters, Metered, BUDGET_SPENT};
+use crate::target::{strip_hop_by_hop, Refusal, Target};
 
 /// The system's roots, read once.
 fn system_roots() -> &'static RootCertStore {
@@ -252,7 +104,7 @@ fn client_config(injections: &[Arc<Injection>]) -> Result<Arc<ClientConfig>, Str
 /// A `CONNECT` (or plain request) to a host that secrets are injected into, admitted by the
 /// policy and the ranges at `addrs`: refused unless it can be intercepted, else answered
 /// `200 Connection established` and served in a task.
-pub(super) async fn handle(
+pub(crate) async fn handle(
     conn: Arc<Conn>,
     mut req: Request<Incoming>,
     target: Target,

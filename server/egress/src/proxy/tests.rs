@@ -10,8 +10,11 @@ use pretty_assertions::assert_eq;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 
-use super::target::{parse_target, refusal_body, strip_hop_by_hop, Refusal, Target};
 use super::*;
+use crate::leaves::MAX_LEAVES;
+use crate::target::{parse_target, refusal_body, strip_hop_by_hop, Refusal, Target};
+use crate::{ca, relay};
+use outboard_shared::{OrgId, SessionId};
 
 /// Refuses the hosts listed, allows every other; lifts the forbidden ranges for `literals`.
 struct Policy {
@@ -541,7 +544,7 @@ mod intercepting {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::netproxy::ca::OrgCa;
+    use crate::ca::OrgCa;
 
     const VALUE: &str = "s3cr3t-token-0123456789";
 
@@ -783,7 +786,7 @@ mod intercepting {
 
     #[test]
     fn the_leaf_cache_keeps_at_most_its_bound_dropping_the_oldest() {
-        let leaves = intercept::Leaves::new(Arc::new(OrgCa::generate("test").unwrap()));
+        let leaves = Leaves::new(Arc::new(OrgCa::generate("test").unwrap()));
         let first = leaves.config("h0.example").unwrap();
         assert!(Arc::ptr_eq(&first, &leaves.config("h0.example").unwrap()), "minted twice");
         for i in 1..=MAX_LEAVES {

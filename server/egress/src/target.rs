@@ -7,7 +7,7 @@ use hyper::{Method, StatusCode, Uri};
 
 /// Where a request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Target {
+pub(crate) struct Target {
     /// As the client named it, lower-cased, without IPv6 brackets.
     pub host: String,
     pub port: u16,
@@ -16,7 +16,7 @@ pub(super) struct Target {
 }
 
 /// Reads the target of a proxy request; the error is a sentence for the `400` answer.
-pub(super) fn parse_target(method: &Method, uri: &Uri) -> Result<Target, String> {
+pub(crate) fn parse_target(method: &Method, uri: &Uri) -> Result<Target, String> {
     let authority = uri.authority().ok_or_else(|| {
         if method == Method::CONNECT {
             "CONNECT needs host:port".to_string()
@@ -57,7 +57,7 @@ pub(super) fn parse_target(method: &Method, uri: &Uri) -> Result<Target, String>
 /// Headers that describe one hop and must not be passed on (RFC 9110 §7.6.1), plus every
 /// `Proxy-*` header (they are for this proxy, never for the upstream). `Transfer-Encoding` goes
 /// too: hyper frames the body again for the next hop.
-pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let mut drop: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -76,7 +76,7 @@ pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Who refused, why, and what would change it: the three parts of every refusal body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Refusal {
+pub(crate) struct Refusal {
     pub status: StatusCode,
     pub policy: String,
     pub reason: String,
@@ -84,7 +84,7 @@ pub(super) struct Refusal {
 }
 
 /// The body the sandbox's client gets: names the host, the policy and the admin command.
-pub(super) fn refusal_body(host: &str, port: u16, r: &Refusal) -> String {
+pub(crate) fn refusal_body(host: &str, port: u16, r: &Refusal) -> String {
     let shown =
         if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     format!(
@@ -97,7 +97,7 @@ pub(super) fn refusal_body(host: &str, port: u16, r: &Refusal) -> String {
 }
 
 /// The headers of every answer the proxy makes itself: plain text, and the connection closes.
-pub(super) fn own_answer_headers(headers: &mut HeaderMap) {
+pub(crate) fn own_answer_headers(headers: &mut HeaderMap) {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     headers.insert(CONNECTION, HeaderValue::from_static("close"));
     headers.insert(HeaderName::from_static("proxy-connection"), HeaderValue::from_static("close"));

@@ -23,15 +23,10 @@
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::TokioIo;
 use rustix::io::Errno;
 use rustix::pipe::{PipeFlags, SpliceFlags};
 use tokio::io::Interest;
 use tokio::net::{TcpStream, UnixStream};
-
-use super::meter::Metered;
-use super::TUNNEL_BUF;
 
 /// The capacity asked of each direction's pipe, which is also the most one splice moves: the
 /// default 64 KiB meant four splices (and four wakeups) per 256 KiB the upstream wrote; 256
@@ -306,34 +301,6 @@ async fn one_way(
     }
     dst.shutdown_write()?;
     Ok(total)
-}
-
-/// The proxy's `CONNECT` tunnel: the client's connection, which hyper hands over upgraded, is
-/// taken back to its Unix socket (with whatever hyper had read past the request head) and
-/// pumped to the upstream under the upstream's accounting. A connection hyper will not hand
-/// back as that socket is copied through its wrappers as before.
-pub(super) async fn tunnel(client: Upgraded, upstream: Metered<TcpStream>) -> io::Result<()> {
-    match client.downcast::<TokioIo<Metered<UnixStream>>>() {
-        Ok(parts) => {
-            let (client, _) = parts.io.into_inner().into_parts();
-            widen(&client);
-            let (upstream, tap) = upstream.into_parts();
-            let (a, b) = (Sock::Unix(&client), Sock::Tcp(&upstream));
-            write_all(b, &parts.read_buf, Dir::AToB, &tap).await?;
-            bidirectional(a, b, &tap, TUNNEL_BUF).await.map(drop)
-        }
-        Err(client) => {
-            let (mut client, mut upstream) = (TokioIo::new(client), upstream);
-            tokio::io::copy_bidirectional_with_sizes(
-                &mut client,
-                &mut upstream,
-                TUNNEL_BUF,
-                TUNNEL_BUF,
-            )
-            .await
-            .map(drop)
-        }
-    }
 }
 
 #[cfg(test)]
