@@ -13,7 +13,7 @@ use outboard_shared::SessionId;
 use tokio::sync::mpsc;
 
 fn main() -> ExitCode {
-    if let Some(code) = outboard_server::sandbox::agent::main_if_agent() {
+    if let Some(code) = outboard_server::sandbox::init::main_if_agent() {
         return code;
     }
     let matches = <Cli as clap::CommandFactory>::command().get_matches();

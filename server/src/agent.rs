@@ -20,13 +20,13 @@ use outboard_shared::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::sandbox::Sandbox;
 use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use crate::vfs::confined::ConfinedError;
 use crate::vfs::{Route, Workspace};
 use outboard_llm::{
     context, ContentBlock, LlmError, ModelRequest, ModelStop, Provider, StreamDelta,
 };
+use outboard_sandbox::Sandbox;
 
 mod approve;
 pub mod child;

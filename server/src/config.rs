@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::sandbox::SandboxConfig;
 use outboard_base::Secret;
 use outboard_llm::LlmConfig;
+use outboard_sandbox::SandboxConfig;
 
 /// Everything the server needs to run.
 #[derive(Debug, Clone)]

@@ -56,8 +56,8 @@ use crate::hub::{ConnId, Hub, Member};
 use crate::metrics::{AuthFailure, HandshakeFailure};
 use crate::net::ConnInfo;
 use crate::paging::{self, Keep};
-use crate::sandbox::Sandbox;
 use crate::session::SessionHandle;
+use outboard_sandbox::Sandbox;
 use outboard_store::{Durability, Store, UserRow};
 
 /// Frames queued for one connection's writer. Large enough to absorb a burst of deltas while the
@@ -108,7 +108,7 @@ pub struct ServerHandle {
     state: Arc<AppState>,
     task: JoinHandle<()>,
     /// Every session's sandbox, stopped at shutdown.
-    sandboxes: Option<crate::sandbox::pool::LivePool>,
+    sandboxes: Option<outboard_sandbox::pool::LivePool>,
 }
 
 impl ServerHandle {
@@ -234,7 +234,7 @@ pub enum LaunchError {
     /// The sandbox backend cannot run commands on this host (bubblewrap missing or unusable,
     /// user namespaces disabled); the message says what to install or which sysctl to check.
     #[error("{0}")]
-    Sandbox(#[source] crate::sandbox::SandboxError),
+    Sandbox(#[source] outboard_sandbox::SandboxError),
     /// A model's configuration is unusable (a base URL that is not a URL).
     #[error("{0} — fix --base-url/OUTBOARD_BASE_URL or the model file")]
     Models(#[source] outboard_llm::models::ModelsError),
@@ -306,11 +306,11 @@ pub async fn launch_with(
         config.sandbox.scratch_dir = Some(config.data_dir.join("run"));
     }
     if config.sandbox.live_pool.is_none() {
-        config.sandbox.live_pool = Some(crate::sandbox::pool::LivePool::default());
+        config.sandbox.live_pool = Some(outboard_sandbox::pool::LivePool::default());
     }
-    config.sandbox.metrics = Some(metrics.sandbox());
+    config.sandbox.metrics = Some(outboard_sandbox::Observer(Arc::new(metrics.sandbox())));
     // Before this process makes any sandbox: kill what dead servers left frozen.
-    crate::sandbox::reap_orphans().await;
+    outboard_sandbox::reap_orphans().await;
     // A server that places its sessions on sandbox hosts runs no command itself.
     if !config.place_on_hosts {
         Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;

@@ -33,7 +33,7 @@ pub mod orgfs;
 pub mod paging;
 pub mod quota;
 pub mod remote;
-pub mod sandbox;
+pub use outboard_sandbox as sandbox;
 pub mod secrets;
 pub mod session;
 pub mod sources;

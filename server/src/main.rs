@@ -701,7 +701,7 @@ enum UserCommand {
 }
 
 fn main() -> ExitCode {
-    if let Some(code) = outboard_server::sandbox::agent::main_if_agent() {
+    if let Some(code) = outboard_server::sandbox::init::main_if_agent() {
         return code;
     }
     // Everything this process creates (database, workspaces, org projections) is private to its

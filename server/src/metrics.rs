@@ -248,7 +248,7 @@ impl ModelMetrics {
     }
 }
 
-/// The sandbox managers' families; a clone rides in [`crate::sandbox::SandboxConfig`] to each
+/// The sandbox managers' families; a clone rides in [`outboard_sandbox::SandboxConfig`] to each
 /// session's manager.
 #[derive(Clone)]
 pub struct SandboxMetrics {
@@ -273,6 +273,12 @@ impl PartialEq for SandboxMetrics {
 }
 
 impl Eq for SandboxMetrics {}
+
+impl outboard_sandbox::TransitionObserver for SandboxMetrics {
+    fn transition(&self, from: SandboxState, to: SandboxState, took: Duration) {
+        SandboxMetrics::transition(self, from, to, took);
+    }
+}
 
 /// The states counted in `outboard_sandboxes`: a sandbox that exists (none and stopped are the
 /// absence of one, and would only grow).

@@ -35,13 +35,13 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
 use crate::orgfs::{Author, OrgFs};
-use crate::sandbox::jobs::JobReport;
-use crate::sandbox::{Sandbox, SandboxTransition};
 use crate::tools::{OrgCtx, ReadLedger};
 use crate::vfs::Workspace;
 use outboard_base::util::{new_id, now_rfc3339};
 use outboard_llm::models::Models;
 use outboard_llm::{ContentBlock, Provider};
+use outboard_sandbox::jobs::JobReport;
+use outboard_sandbox::{Sandbox, SandboxTransition};
 use outboard_store::{SessionRow, Store, StoreError};
 
 /// Commands queued for one session. A turn emits a few events per model step and connections
@@ -489,7 +489,7 @@ struct Actor {
     /// The models on offer: each turn takes the session's (`row.model_name`) when it starts.
     models: Arc<Models>,
     workspace_dir: std::path::PathBuf,
-    sandbox_config: crate::sandbox::SandboxConfig,
+    sandbox_config: outboard_sandbox::SandboxConfig,
     limits: crate::config::Limits,
     last_seq: u64,
     /// Built from the log when first needed (a turn, a compaction), not when the actor starts:
@@ -1213,7 +1213,7 @@ impl Actor {
         if self.scrub.is_some() {
             return;
         }
-        let values = if self.sandbox_config.backend == crate::sandbox::Backend::Bwrap {
+        let values = if self.sandbox_config.backend == outboard_sandbox::Backend::Bwrap {
             let events = Arc::new(ActorRefusals(self.tx.clone()));
             let parts = crate::netsession::build(&self.network_deps, &self.row, events).await;
             let values = parts.scrub.clone();
@@ -1279,7 +1279,7 @@ impl Actor {
         }
         if let Some(live) = &config.live_pool {
             let (store, org) = (self.store.clone(), self.row.org_id.clone());
-            let limit: crate::sandbox::pool::LimitFn = std::sync::Arc::new(move || {
+            let limit: outboard_sandbox::pool::LimitFn = std::sync::Arc::new(move || {
                 let (store, org) = (store.clone(), org.clone());
                 Box::pin(async move {
                     match crate::quota::Quotas::for_org(&store, &org).await {

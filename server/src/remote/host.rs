@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, HostIdentity, JoinKey};
 use super::protocol::{self, Op, Reply, ToHarness, ToHost, WireStamp, PROTOCOL_VERSION};
-use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::tools::{ReadLedger, ReadStamp, ToolCtx};
 use crate::vfs::Workspace;
+use outboard_sandbox::{Sandbox, SandboxConfig};
 
 /// Messages waiting to be written to one harness. Output is produced at sandbox speed and the
 /// writer sends at network speed; 256 messages (a few MB of output chunks) is enough to keep the
@@ -425,7 +425,7 @@ impl HostState {
 /// Forwards a call's output to the writer without blocking the sandbox's synchronous callback:
 /// chunks that do not fit the writer's queue now wait here, a run of one stream joined into one
 /// chunk, and go first at the next chunk or at the end, so nothing is lost and order is kept.
-/// What waits is bounded by the command's own output cap ([`crate::sandbox::output`]).
+/// What waits is bounded by the command's own output cap ([`outboard_sandbox::output`]).
 struct Outbox<'a> {
     id: u64,
     out: &'a mpsc::Sender<ToHarness>,

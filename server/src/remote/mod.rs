@@ -8,7 +8,7 @@
 //!
 //! Rooms: [`protocol`] (typed, versioned, length-bounded messages), [`auth`] (the host's key and
 //! certificate, the join token, the HMAC handshake, the pinned-certificate verifier), [`host`]
-//! (the host side: per workspace id a directory and a [`crate::sandbox::Sandbox`]), [`client`]
+//! (the host side: per workspace id a directory and a [`outboard_sandbox::Sandbox`]), [`client`]
 //! (the harness side).
 //!
 //! Design choice: the host runs the very tool functions the server runs locally

@@ -90,7 +90,7 @@ pub enum Op {
 pub enum Reply {
     /// The workspace exists.
     Opened,
-    /// A command's result (see [`crate::sandbox::ExecResult`]).
+    /// A command's result (see [`outboard_sandbox::ExecResult`]).
     Exec {
         exit_code: Option<i32>,
         output: String,

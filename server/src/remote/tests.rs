@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::client::{HostClient, HostEndpoint, RemoteError};
 use super::host::{Host, HostOptions};
 use super::protocol::{self, FrameError, Op, ToHost, MAX_FRAME_BYTES};
-use crate::sandbox::SandboxConfig;
 use crate::tools::{confinement, ReadLedger};
+use outboard_sandbox::SandboxConfig;
 
 const T: Duration = Duration::from_secs(30);
 

@@ -2,7 +2,7 @@
 //! Claude Code's parameters and answers, and the `<system-reminder>` that tells the model at its
 //! next step that a background command ended.
 //!
-//! The jobs themselves live in the sandbox ([`crate::sandbox::jobs`]): the agent runs them and
+//! The jobs themselves live in the sandbox ([`outboard_sandbox::jobs`]): the agent runs them and
 //! reports their end unasked, the manager keeps their unread output (bounded) and keeps the
 //! sandbox unfrozen while one runs. This module only phrases.
 
@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::ToolOutcome;
-use crate::sandbox::jobs::{JobReport, JobState};
-use crate::sandbox::Sandbox;
 use outboard_llm::ToolSpec;
+use outboard_sandbox::jobs::{JobReport, JobState};
+use outboard_sandbox::Sandbox;
 
 /// Bytes of new output one `BashOutput` returns: the newest 30,000, what the model is shown of
 /// a result by default. What is beyond it is consumed and counted, as when more than the job's

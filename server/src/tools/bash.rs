@@ -160,7 +160,7 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
 
 /// Bytes of a command's output streamed to watchers: about what the model sees of it (the
 /// harness's default cut of a tool result); the result in the log keeps more
-/// (`crate::sandbox::output::OUTPUT_HEAD_BYTES` and `OUTPUT_TAIL_BYTES`).
+/// (`outboard_sandbox_init::output::OUTPUT_HEAD_BYTES` and `OUTPUT_TAIL_BYTES`).
 pub(super) const STREAM_CAP_BYTES: usize = 30_000;
 
 /// Counts a command's streamed output and lets through its first `cap` bytes (cut on a character
@@ -208,7 +208,7 @@ impl StreamCap {
 
 /// Phrases a finished command the way Claude Code does.
 fn phrase(
-    result: crate::sandbox::ExecResult,
+    result: outboard_sandbox::ExecResult,
     command: &str,
     timeout: Duration,
     cancel: &tokio_util::sync::CancellationToken,

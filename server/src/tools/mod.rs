@@ -1,6 +1,6 @@
 //! The model's tools, with Claude Code's names and parameters: `Read`, `Write`, `Edit`, `Glob`,
 //! `Grep` act on the session's workspace through [`crate::vfs`]; `Bash` runs in the session's
-//! [`crate::sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
+//! [`outboard_sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
 //! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
 //! list as session state ([`todo`]); `WebFetch` fetches a page in the server itself, under the
 //! session's network policy and audit ([`webfetch`]).
@@ -49,9 +49,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::Sandbox;
 use crate::vfs::{OrgPath, Route, Workspace};
 use outboard_llm::ToolSpec;
+use outboard_sandbox::Sandbox;
 
 pub use file::MAX_FILE_BYTES;
 pub use ledger::{OrgStamp, ReadLedger, ReadStamp};
@@ -91,7 +91,7 @@ pub trait HostedWorkspace: Send + Sync {
         timeout: Duration,
         on_output: &'a mut (dyn FnMut(OutputStream, &str) + Send),
         cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<crate::sandbox::ExecResult, String>>;
+    ) -> BoxFuture<'a, Result<outboard_sandbox::ExecResult, String>>;
     /// The `target_before` digest of a workspace file there (`None`: it cannot be read).
     fn digest<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Option<String>>;
     /// The ledger entries of `paths` as they are there now.

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::sandbox::{Sandbox, SandboxConfig};
+use outboard_sandbox::{Sandbox, SandboxConfig};
 
 /// Generous: only a tool stuck on a FIFO (forever) reaches it.
 const STUCK: Duration = Duration::from_secs(60);

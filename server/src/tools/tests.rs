@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::search::MAX_GREP_OUTPUT_BYTES;
 use super::*;
-use crate::sandbox::{Sandbox, SandboxConfig};
+use outboard_sandbox::{Sandbox, SandboxConfig};
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -519,7 +519,7 @@ async fn bash_cancel_is_interrupted_by_the_user() {
     let r = f.call_with("Bash", input, &mut on_output).await;
     assert_eq!(r, err("started\nInterrupted by the user"));
     // The command is gone (killed, not left behind), and the sandbox takes the next one.
-    crate::sandbox::tests::wait_until_gone("61.4142").await;
+    outboard_sandbox::testing::wait_until_gone("61.4142").await;
     f.cancel = CancellationToken::new();
     assert_eq!(f.call("Bash", json!({"command": "echo next"})).await, ok("next\n"));
 }

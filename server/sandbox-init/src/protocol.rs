@@ -19,6 +19,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+/// The hidden first argument that turns our binaries into the agent.
+pub const AGENT_ARG: &str = "__sandbox-agent";
+
 /// The protocol version both ends must speak.
 pub const PROTOCOL_VERSION: u32 = 2;
 

@@ -2,8 +2,6 @@
 //! (environment, files, network), process control (timeout, cancel, streaming, output cap) and
 //! the lifecycle (lazy start, freeze/thaw, death and replacement, limits).
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use outboard_shared::{OutputStream, SandboxState};
@@ -11,31 +9,11 @@ use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::config::SandboxLimits;
+use crate::testing::{host_process_with, wait_until_gone};
+use crate::{jobs, manager, pool};
 
 const T: Duration = Duration::from_secs(20);
-
-/// `outboard-server`, built once for the unit tests (the test binary itself cannot be the
-/// agent: libtest owns its `main`).
-pub(super) fn agent_exe_for_unit_tests() -> Result<PathBuf, SandboxError> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = std::process::Command::new(cargo)
-                .args(["build", "--quiet", "-p", "outboard-server", "--bin", "outboard-server"])
-                .status()
-                .map_err(|e| format!("cannot run cargo build: {e}"))?;
-            if !status.success() {
-                return Err("cargo build of outboard-server failed".into());
-            }
-            // target/debug/deps/<test> → target/debug
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let dir = exe.parent().and_then(Path::parent).ok_or("no target dir")?;
-            Ok(dir.join("outboard-server"))
-        })
-        .clone()
-        .map_err(SandboxError::Start)
-}
 
 async fn run(dir: &std::path::Path, command: &str) -> ExecResult {
     let sandbox = Sandbox::new(SandboxConfig::Bwrap, dir.to_path_buf());
@@ -149,24 +127,6 @@ async fn host_loopback_is_unreachable() {
     assert!(listener.accept().is_err(), "nothing may have connected");
 }
 
-/// Whether a host process has `marker` in its command line.
-pub(crate) fn host_process_with(marker: &str) -> bool {
-    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-        std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(marker))
-            .unwrap_or(false)
-    })
-}
-
-/// Waits (at most 5 s) until no host process has `marker` in its command line.
-pub(crate) async fn wait_until_gone(marker: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while host_process_with(marker) {
-        assert!(Instant::now() < deadline, "processes with {marker} still alive after 5 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn timeout_kills_the_whole_tree() {
     let ws = tempfile::tempdir().unwrap();
@@ -276,7 +236,8 @@ async fn output_cap_keeps_head_and_tail() {
     assert!(r.output.starts_with("line1\nline2\n"), "{}", &r.output[..50]);
     assert!(r.output.ends_with("line39999\nline40000\n"));
     assert!(r.output.contains("bytes of output cut from the middle"));
-    let cap = crate::sandbox::output::OUTPUT_HEAD_BYTES + crate::sandbox::output::OUTPUT_TAIL_BYTES;
+    let cap = outboard_sandbox_init::output::OUTPUT_HEAD_BYTES
+        + outboard_sandbox_init::output::OUTPUT_TAIL_BYTES;
     assert!(r.output.len() < cap + 1_000, "{}", r.output.len());
 }
 

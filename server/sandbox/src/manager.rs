@@ -22,23 +22,26 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use outboard_shared::{OutputStream, SandboxState};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::cgroup::Hits;
-use super::instance::{Event, ExecFailure, Instance};
-use super::jobs::{JobRead, JobReport, Jobs, MAX_RUNNING_JOBS};
-use super::{
-    resolve_agent_exe, Backend, ExecResult, SandboxConfig, SandboxError, SandboxTransition,
-};
+use outboard_sandbox_init::error::SandboxError;
+
+use crate::agent_exe::resolve_agent_exe;
+use crate::cgroup::Hits;
+use crate::config::{scratch_dir, Backend, SandboxConfig};
+use crate::instance::{Event, ExecFailure, Instance};
+use crate::jobs::{JobReport, Jobs, MAX_RUNNING_JOBS};
+use crate::request::Request;
+use crate::types::{ExecResult, SandboxTransition};
 
 /// Transitions kept while the session's channel is full. A session emits a few per command
 /// (provisioning, running; a freeze and a thaw between commands), and the channel before this
 /// holds 16: 64 more is dozens of commands' worth, which only a consumer that is stuck, not
 /// slow, falls behind by. Past it the oldest is dropped (and logged) rather than growing
 /// without bound.
-pub(super) const TRANSITION_BACKLOG: usize = 64;
+pub const TRANSITION_BACKLOG: usize = 64;
 
 /// How long a manager whose session dropped its handles waits to hand over the last waiting
 /// transitions (the final `stopped`) before it ends anyway.
@@ -108,39 +111,7 @@ impl<T: Clone + std::fmt::Debug> Reports<T> {
 /// [`outboard_egress::SANDBOX_CA_BUNDLE`]).
 const CA_BUNDLE_FILE: &str = "ca-bundle.pem";
 
-/// A command for the manager.
-pub(super) enum Request {
-    Exec {
-        command: String,
-        timeout: Duration,
-        cancel: CancellationToken,
-        output: mpsc::Sender<(OutputStream, String)>,
-        reply: oneshot::Sender<Result<ExecResult, SandboxError>>,
-    },
-    State(oneshot::Sender<SandboxState>),
-    Pid(oneshot::Sender<Option<u32>>),
-    Cwd(oneshot::Sender<Option<String>>),
-    Stop(oneshot::Sender<()>),
-    /// Start a background job; its shell id.
-    Spawn {
-        command: String,
-        reply: oneshot::Sender<Result<String, SandboxError>>,
-    },
-    /// A job's output since the last read; `None` for an unknown id.
-    ReadJob {
-        shell_id: String,
-        reply: oneshot::Sender<Option<JobRead>>,
-    },
-    /// Kill a running job: `Ok(false)` when it is not running (unknown or ended).
-    KillJob {
-        shell_id: String,
-        reply: oneshot::Sender<Result<bool, SandboxError>>,
-    },
-    /// Ended jobs the model was not told of yet (marked told).
-    Untold(oneshot::Sender<Vec<JobReport>>),
-}
-
-pub(super) struct Manager {
+pub struct Manager {
     config: SandboxConfig,
     workspace: PathBuf,
     /// The unsafe host mode's private dir for the working-directory file.
@@ -188,13 +159,13 @@ enum Wake {
     Idle,
     Died(String),
     /// The agent sent a frame unasked: a background job's output or end.
-    Frame(super::protocol::FromAgent),
+    Frame(outboard_sandbox_init::protocol::FromAgent),
     /// The transition channel has room for the backlog.
     Room,
 }
 
 impl Manager {
-    pub(super) fn new(
+    pub fn new(
         config: SandboxConfig,
         workspace: PathBuf,
         transitions: Option<mpsc::Sender<SandboxTransition>>,
@@ -205,7 +176,7 @@ impl Manager {
         let mut table = Jobs::default();
         table.adopt_lost(lost);
         Manager {
-            member: super::pool::PoolTicket::member_id(),
+            member: crate::pool::PoolTicket::member_id(),
             myself,
             config,
             workspace,
@@ -253,7 +224,7 @@ impl Manager {
         }
     }
 
-    pub(super) async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
         loop {
             let wake = self.next_wake();
             let event = tokio::select! {
@@ -486,17 +457,17 @@ impl Manager {
             ))
         })?;
         let cwd_file = match self.config.backend {
-            Backend::Bwrap => PathBuf::from(super::bwrap::CWD_FILE),
+            Backend::Bwrap => PathBuf::from(outboard_sandbox_init::bwrap::CWD_FILE),
             Backend::UnsafeHost => {
                 let scratch = match &mut self.scratch {
                     Some(dir) => dir,
-                    slot => slot.insert(
-                        super::scratch_dir(&self.config, "outboard-host-").map_err(|e| {
+                    slot => {
+                        slot.insert(scratch_dir(&self.config, "outboard-host-").map_err(|e| {
                             SandboxError::Start(format!(
                                 "could not create a scratch directory: {e}"
                             ))
-                        })?,
-                    ),
+                        })?)
+                    }
                 };
                 scratch.path().join("cwd")
             }
@@ -528,7 +499,7 @@ impl Manager {
         if let Some((proxy, _)) = &self.proxy {
             return Ok(Some(proxy.socket_path().to_path_buf()));
         }
-        let dir = super::scratch_dir(&self.config, "outboard-net-").map_err(|e| {
+        let dir = scratch_dir(&self.config, "outboard-net-").map_err(|e| {
             SandboxError::Start(format!("could not create the proxy socket's directory: {e}"))
         })?;
         let path = dir.path().join("proxy.sock");

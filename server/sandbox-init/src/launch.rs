@@ -14,7 +14,7 @@
 //!   (read-write), the org's projected files and the agent binary (read-only): through them,
 //!   files owned by the server's user appear owned by the sandbox's host uid, so the sandbox can
 //!   work on a root-owned workspace while everything it writes lands owned by the original
-//!   owner on disk (`nosuid`, `nodev`; the seccomp filter of [`super::seccomp`] refuses setuid
+//!   owner on disk (`nosuid`, `nodev`; the seccomp filter of [`crate::seccomp`] refuses setuid
 //!   and setgid modes, so nothing written through the mapping becomes a host privilege);
 //! - drops to a per-sandbox unprivileged host uid (see [`UidLease`]: one uid per live sandbox,
 //!   so sandboxes are isolated from each other and from every real user) and `exec`s `bwrap`,
@@ -45,8 +45,8 @@ use rustix::mount::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::bwrap::{self, Sources, ETC_FILES};
-use super::SandboxError;
+use crate::bwrap::{self, Sources, ETC_FILES};
+use crate::error::SandboxError;
 
 /// The hidden first argument that turns our binaries into the launcher.
 pub const LAUNCH_ARG: &str = "__sandbox-launch";
@@ -89,7 +89,7 @@ pub struct LaunchConfig {
 
 /// A host uid reserved for one live sandbox; returned to the pool on drop.
 #[derive(Debug)]
-pub(super) struct UidLease(u32);
+pub struct UidLease(u32);
 
 /// The uids of live sandboxes. A `std` mutex held for one set operation.
 static LEASED: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
@@ -98,7 +98,7 @@ static NEXT_SLOT: AtomicU32 = AtomicU32::new(0);
 
 impl UidLease {
     /// Reserves a uid no other live sandbox of this process has.
-    pub(super) fn take() -> Result<UidLease, SandboxError> {
+    pub fn take() -> Result<UidLease, SandboxError> {
         let mut leased =
             LEASED.lock().map_err(|_| SandboxError::Start("uid pool poisoned".into()))?;
         if leased.is_empty() && NEXT_SLOT.load(Ordering::Relaxed) == 0 {
@@ -123,7 +123,7 @@ impl UidLease {
     }
 
     /// The uid (also used as the gid).
-    pub(super) fn id(&self) -> u32 {
+    pub fn id(&self) -> u32 {
         self.0
     }
 }
@@ -139,7 +139,7 @@ impl Drop for UidLease {
 /// Runs the launcher when the process was started as `<binary> __sandbox-launch CONFIG`; `None`
 /// otherwise. Returns only on failure: on success the process
 /// has become `bwrap`.
-pub(super) fn main_if_launcher(first: &std::ffi::OsStr) -> Option<std::process::ExitCode> {
+pub fn main_if_launcher(first: &std::ffi::OsStr) -> Option<std::process::ExitCode> {
     if first != LAUNCH_ARG {
         return None;
     }
@@ -490,7 +490,7 @@ fn mount_setattr(
 }
 
 /// `bwrap`'s absolute path, from the server's `PATH`.
-pub(super) fn find_bwrap() -> Result<PathBuf, SandboxError> {
+pub fn find_bwrap() -> Result<PathBuf, SandboxError> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&path)
         .map(|dir| dir.join("bwrap"))

@@ -1,6 +1,6 @@
 //! One live sandbox: the `bwrap` process with the agent inside, the framed pipes to it, and
 //! its cgroup. Starting, running a command, pinging, freezing, thawing and killing; the
-//! lifecycle decisions are the manager's ([`super::manager`]).
+//! lifecycle decisions are the manager's (the manager).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -13,14 +13,18 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::agent::{AgentConfig, AGENT_ARG};
-use super::bwrap;
-use super::cgroup::{Cgroup, Controls};
-use super::jobs::Jobs;
-use super::launch::{LaunchConfig, UidLease, LAUNCH_ARG};
-use super::output::CappedOutput;
-use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
-use super::{Backend, SandboxConfig, SandboxError};
+use outboard_sandbox_init::bwrap;
+use outboard_sandbox_init::error::SandboxError;
+use outboard_sandbox_init::init::AgentConfig;
+use outboard_sandbox_init::launch::{LaunchConfig, UidLease, LAUNCH_ARG};
+use outboard_sandbox_init::output::CappedOutput;
+use outboard_sandbox_init::protocol::{
+    write_frame, FrameReader, FromAgent, ToAgent, AGENT_ARG, PROTOCOL_VERSION,
+};
+
+use crate::cgroup::{Cgroup, Controls};
+use crate::config::{Backend, SandboxConfig};
+use crate::jobs::Jobs;
 use outboard_egress::relay::RelayConfig;
 
 /// How long a new sandbox has to say hello.
@@ -35,7 +39,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running sandbox.
 #[derive(Debug)]
-pub(super) struct Instance {
+pub struct Instance {
     child: Child,
     stdin: ChildStdin,
     frames: FrameReader<ChildStdout>,
@@ -52,7 +56,7 @@ pub(super) struct Instance {
 
 /// How a command ended, as the agent reported it.
 #[derive(Debug)]
-pub(super) struct Finished {
+pub struct Finished {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
@@ -62,7 +66,7 @@ pub(super) struct Finished {
 
 /// What a live sandbox did between commands.
 #[derive(Debug)]
-pub(super) enum Event {
+pub enum Event {
     /// A frame the agent sent unasked.
     Frame(FromAgent),
     /// The sandbox is gone: why.
@@ -71,7 +75,7 @@ pub(super) enum Event {
 
 /// Why a command did not finish normally.
 #[derive(Debug)]
-pub(super) enum ExecFailure {
+pub enum ExecFailure {
     /// The agent refused or could not start it; the sandbox is fine.
     Refused(String),
     /// The sandbox is gone or hung; it must be replaced.
@@ -128,7 +132,7 @@ impl Instance {
     /// `127.0.0.1:3128` to it; with `ca_bundle` (the host path of the session's CA bundle,
     /// which trusts the org's sandbox CA), it is bound read-only at
     /// [`outboard_egress::SANDBOX_CA_BUNDLE`] and commands are pointed at it.
-    pub(super) async fn start(
+    pub async fn start(
         config: &SandboxConfig,
         agent_exe: &Path,
         workspace: &Path,
@@ -166,7 +170,7 @@ impl Instance {
                     None
                 };
                 let launch = LaunchConfig {
-                    bwrap: super::launch::find_bwrap()?,
+                    bwrap: outboard_sandbox_init::launch::find_bwrap()?,
                     workspace: workspace.to_path_buf(),
                     agent_exe: agent_exe.to_path_buf(),
                     agent_config,
@@ -283,22 +287,22 @@ impl Instance {
     }
 
     /// Host pid of the sandbox's PID 1.
-    pub(super) fn init_pid(&self) -> Option<u32> {
+    pub fn init_pid(&self) -> Option<u32> {
         self.init_pid
     }
 
     /// Where the agent's next command starts, as it reported after the last one.
-    pub(super) fn cwd(&self) -> Option<&str> {
+    pub fn cwd(&self) -> Option<&str> {
         self.cwd.as_deref()
     }
 
     /// The sandbox's cgroup, when it has one.
-    pub(super) fn cgroup(&self) -> Option<&Cgroup> {
+    pub fn cgroup(&self) -> Option<&Cgroup> {
         self.cgroup.as_ref()
     }
 
     /// Runs one command, sending output chunks to `output` and keeping a capped copy.
-    pub(super) async fn exec(
+    pub async fn exec(
         &mut self,
         command: &str,
         timeout: Duration,
@@ -360,11 +364,7 @@ impl Instance {
 
     /// Starts `command` as a background job; its agent id. Frames of other jobs that arrive
     /// meanwhile go to `jobs`.
-    pub(super) async fn spawn_job(
-        &mut self,
-        command: &str,
-        jobs: &mut Jobs,
-    ) -> Result<u64, ExecFailure> {
+    pub async fn spawn_job(&mut self, command: &str, jobs: &mut Jobs) -> Result<u64, ExecFailure> {
         self.next_id += 1;
         let id = self.next_id;
         let spawn = ToAgent::Spawn { id, command: command.to_string() };
@@ -390,7 +390,7 @@ impl Instance {
     }
 
     /// Asks the agent to kill background job `id` (its end follows as a frame).
-    pub(super) async fn kill_job(&mut self, id: u64) -> Result<(), ExecFailure> {
+    pub async fn kill_job(&mut self, id: u64) -> Result<(), ExecFailure> {
         write_frame(&mut self.stdin, &ToAgent::KillJob { id })
             .await
             .map_err(|e| lost("killing a job", &e))
@@ -398,7 +398,7 @@ impl Instance {
 
     /// Between commands: the next frame the agent sends unasked (a job's output or end), or
     /// the sandbox's exit. Cancel-safe.
-    pub(super) async fn next_event(&mut self) -> Event {
+    pub async fn next_event(&mut self) -> Event {
         let frame = tokio::select! {
             frame = self.frames.next::<FromAgent>() => frame,
             status = self.child.wait() => return Event::Exited(exit_reason(status)),
@@ -411,7 +411,7 @@ impl Instance {
     }
 
     /// Round trip to the agent: proves it is live (after a thaw).
-    pub(super) async fn ping(&mut self) -> Result<(), ExecFailure> {
+    pub async fn ping(&mut self) -> Result<(), ExecFailure> {
         self.next_id += 1;
         let id = self.next_id;
         write_frame(&mut self.stdin, &ToAgent::Ping { id }).await.map_err(|e| lost("ping", &e))?;
@@ -431,7 +431,7 @@ impl Instance {
     }
 
     /// Freezes every process of the sandbox.
-    pub(super) async fn freeze(&mut self) -> std::io::Result<()> {
+    pub async fn freeze(&mut self) -> std::io::Result<()> {
         match &self.cgroup {
             Some(cg) if cg.can_freeze() => cg.freeze().await,
             _ => self.signal_all(Signal::STOP),
@@ -439,7 +439,7 @@ impl Instance {
     }
 
     /// Thaws every process of the sandbox.
-    pub(super) fn thaw(&mut self) -> std::io::Result<()> {
+    pub fn thaw(&mut self) -> std::io::Result<()> {
         match &self.cgroup {
             Some(cg) if cg.can_freeze() => cg.thaw(),
             _ => self.signal_all(Signal::CONT),
@@ -458,12 +458,12 @@ impl Instance {
     }
 
     /// Resolves when the sandbox process exits.
-    pub(super) async fn exited(&mut self) -> String {
+    pub async fn exited(&mut self) -> String {
         exit_reason(self.child.wait().await)
     }
 
     /// Kills the sandbox (every process in it) and removes its cgroup.
-    pub(super) async fn kill(mut self) {
+    pub async fn kill(mut self) {
         let _ = self.child.start_kill();
         if let Some(pid) = self.init_pid.and_then(|p| i32::try_from(p).ok()).and_then(Pid::from_raw)
         {

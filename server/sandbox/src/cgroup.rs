@@ -3,7 +3,7 @@
 //!
 //! Order of preference for freezing: cgroup v2 `cgroup.freeze`, the cgroup v1 freezer, and
 //! otherwise `SIGSTOP`/`SIGCONT` of every process of the sandbox (see
-//! [`super::instance`]). Limits need the matching controller; without one the agent sets
+//! the instance). Limits need the matching controller; without one the agent sets
 //! rlimits instead (`ulimit` before each command).
 //!
 //! Layout: each sandbox gets `<hierarchy>/<the server's own cgroup>/outboard/<pid>-<start>-<n>`
@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use super::SandboxLimits;
+use crate::config::SandboxLimits;
 
 /// How sandboxes are frozen on this machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

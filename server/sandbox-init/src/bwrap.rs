@@ -1,5 +1,5 @@
 //! The bubblewrap backend: the arguments that start one persistent sandbox over a session's
-//! workspace, with the in-sandbox agent ([`super::agent`]) as PID 1 of its pid namespace.
+//! workspace, with the in-sandbox agent (the init) as PID 1 of its pid namespace.
 //!
 //! What the sandbox sees, and why:
 //! - `--unshare-all`: new user, mount, pid, net, ipc, uts and cgroup namespaces. The net
@@ -19,7 +19,7 @@
 //!   capabilities inside the user namespace, which closes most of the kernel surface that user
 //!   namespaces expose (mounting, raw sockets, …). Which *host* uid that is depends on the
 //!   server: an unprivileged server's own uid, or, for a root server, a per-sandbox
-//!   unprivileged uid chosen by the launcher ([`super::launch`]) — never host root.
+//!   unprivileged uid chosen by the launcher (the launcher) — never host root.
 //! - The filesystem is built from explicit binds only: `/usr` (and the merged-`/usr` symlinks
 //!   or binds for `/bin`, `/lib`, …) read-only, a generated minimal `/etc` (passwd, group,
 //!   hostname, hosts, nsswitch.conf, from memory files: `--ro-bind-data FD`) plus read-only
@@ -36,14 +36,13 @@
 use std::path::PathBuf;
 
 /// The `PATH` inside the sandbox.
-pub(super) const SANDBOX_PATH: &str =
-    "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
 /// Where the agent binary is bound inside the sandbox.
-pub(super) const AGENT_PATH: &str = "/run/outboard/agent";
+pub const AGENT_PATH: &str = "/run/outboard/agent";
 
 /// Where the agent's `EXIT` trap records the working directory (the private `/tmp`).
-pub(super) const CWD_FILE: &str = "/tmp/.outboard-cwd";
+pub const CWD_FILE: &str = "/tmp/.outboard-cwd";
 
 /// Top-level system paths that merged-`/usr` systems make symlinks and others make directories.
 const SYSTEM_ROOTS: &[&str] = &["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
@@ -59,7 +58,7 @@ const HOST_ETC: &[&str] = &[
 ];
 
 /// The generated `/etc` files.
-pub(super) const ETC_FILES: &[(&str, &str)] = &[
+pub const ETC_FILES: &[(&str, &str)] = &[
     (
         "passwd",
         "root:x:0:0:root:/root:/usr/sbin/nologin\n\
@@ -74,7 +73,7 @@ pub(super) const ETC_FILES: &[(&str, &str)] = &[
 
 /// The host paths a sandbox is built from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Sources {
+pub struct Sources {
     /// Bound read-write at `/workspace`.
     pub workspace: PathBuf,
     /// The agent binary, bound read-only at [`AGENT_PATH`].
@@ -91,11 +90,7 @@ pub(super) struct Sources {
 
 /// The `bwrap` arguments that run the agent (with its JSON `agent_config`) over the workspace;
 /// `etc_fds` are inheritable descriptors holding the generated `/etc` files, by name.
-pub(super) fn bwrap_args(
-    sources: &Sources,
-    etc_fds: &[(i32, &str)],
-    agent_config: &str,
-) -> Vec<String> {
+pub fn bwrap_args(sources: &Sources, etc_fds: &[(i32, &str)], agent_config: &str) -> Vec<String> {
     let mut args: Vec<String> = Vec::with_capacity(96);
     let mut push = |items: &[&str]| args.extend(items.iter().map(|s| s.to_string()));
     push(&[
@@ -154,18 +149,18 @@ pub(super) fn bwrap_args(
     // After every mount point in the root exists: the root tmpfs becomes read-only, so only
     // /workspace and /tmp are writable.
     push(&["--remount-ro", "/", "--chdir", "/workspace"]);
-    push(&[AGENT_PATH, super::agent::AGENT_ARG, agent_config]);
+    push(&[AGENT_PATH, crate::protocol::AGENT_ARG, agent_config]);
     args
 }
 
 /// The message when `bwrap` is not installed.
-pub(super) const NOT_FOUND: &str =
+pub const NOT_FOUND: &str =
     "bubblewrap (bwrap) was not found on the PATH: install it with `apt-get install bubblewrap` \
      (Debian, Ubuntu) or `dnf install bubblewrap` (Fedora, RHEL), or your distribution's \
      `bubblewrap` package";
 
 /// Turns a failed trivial run into an explanation of what to fix on the host.
-pub(super) fn explain_check_failure(exit_code: Option<i32>, output: &str) -> String {
+pub fn explain_check_failure(exit_code: Option<i32>, output: &str) -> String {
     let said = output.trim();
     let userns = ["namespace", "uid map", "uid_map", "setting up uid", "Operation not permitted"]
         .iter()

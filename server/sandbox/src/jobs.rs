@@ -2,7 +2,7 @@
 //! status and its output not yet read, bounded, and the ends not yet told to the model.
 //!
 //! Why here, in the manager, rather than in the agent: the output is already streamed to the
-//! server as it comes ([`super::protocol::FromAgent::Output`]), so reading it (`BashOutput`)
+//! server as it comes ([`outboard_sandbox_init::protocol::FromAgent::Output`]), so reading it (`BashOutput`)
 //! never wakes or thaws the sandbox, and a job that ended is still readable after the sandbox
 //! froze or stopped. Its end arrives unsolicited from the agent, so the server waits for it
 //! without polling.
@@ -114,8 +114,8 @@ impl Jobs {
     }
 
     /// A frame from the agent that belongs to a job; `false` when it is not one.
-    pub fn frame(&mut self, frame: &super::protocol::FromAgent) -> bool {
-        use super::protocol::FromAgent;
+    pub fn frame(&mut self, frame: &outboard_sandbox_init::protocol::FromAgent) -> bool {
+        use outboard_sandbox_init::protocol::FromAgent;
         match frame {
             FromAgent::Output { id, text, .. } => self.output(*id, text.clone()),
             FromAgent::JobDone { id, exit_code, .. } => {

@@ -1,4 +1,4 @@
-//! The in-sandbox agent: PID 1 of the sandbox's pid namespace, speaking [`super::protocol`] on
+//! The in-sandbox agent: PID 1 of the sandbox's pid namespace, speaking [`crate::protocol`] on
 //! its stdin/stdout.
 //!
 //! It ships inside our own binaries (`outboard-server __sandbox-agent CONFIG` and
@@ -50,17 +50,14 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::output::Utf8Stream;
-use super::protocol::{write_frame, FrameReader, FromAgent, ToAgent, PROTOCOL_VERSION};
-
-/// The hidden first argument that turns our binaries into the agent.
-pub const AGENT_ARG: &str = "__sandbox-agent";
+use crate::output::Utf8Stream;
+use crate::protocol::{write_frame, FrameReader, FromAgent, ToAgent, AGENT_ARG, PROTOCOL_VERSION};
 
 /// Read size of each pipe read; small enough to stream promptly.
 const READ_CHUNK: usize = 8192;
 
 /// Background jobs running at once. The server keeps to its own lower cap
-/// ([`super::jobs::MAX_RUNNING_JOBS`]); this one only stops a confused server from making the
+/// (the server's job table, `MAX_RUNNING_JOBS`); this one only stops a confused server from making the
 /// agent hold pipes and reader tasks without end.
 const MAX_AGENT_JOBS: usize = 64;
 
@@ -110,7 +107,7 @@ pub struct AgentConfig {
     pub env: Vec<(String, String)>,
     /// Shell prefix setting rlimits (`ulimit …;`) where cgroups are missing; empty otherwise.
     pub ulimit_prefix: String,
-    /// Install the seccomp filter ([`super::seccomp`]) and make the agent non-dumpable before
+    /// Install the seccomp filter ([`crate::seccomp`]) and make the agent non-dumpable before
     /// serving (the bubblewrap backend; the unsafe host mode changes nothing of the host's).
     #[serde(default)]
     pub harden: bool,
@@ -125,7 +122,7 @@ pub fn main_if_agent() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
     let first = args.next()?;
     if first != OsStr::new(AGENT_ARG) {
-        return super::launch::main_if_launcher(&first);
+        return crate::launch::main_if_launcher(&first);
     }
     let config =
         args.next().and_then(|a| serde_json::from_str::<AgentConfig>(&a.to_string_lossy()).ok());
@@ -172,7 +169,7 @@ pub fn main_if_agent() -> Option<ExitCode> {
 fn harden() -> Result<(), String> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| format!("cannot make the agent non-dumpable: {e}"))?;
-    super::seccomp::install().map_err(|e| format!("cannot install the seccomp filter: {e}"))
+    crate::seccomp::install().map_err(|e| format!("cannot install the seccomp filter: {e}"))
 }
 
 /// The command being run.

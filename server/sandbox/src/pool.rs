@@ -20,8 +20,9 @@ use outboard_shared::SandboxState;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::manager::Request;
-use super::SandboxError;
+use outboard_sandbox_init::error::SandboxError;
+
+use crate::request::Request;
 
 /// How long a sandbox waits for an evicted one to stop before it starts anyway (an evicted
 /// sandbox is frozen and stops in milliseconds; one that just woke up finishes its command
@@ -122,13 +123,13 @@ impl LivePool {
 
 impl PoolTicket {
     /// A fresh member id for one manager.
-    pub(super) fn member_id() -> u64 {
+    pub fn member_id() -> u64 {
         NEXT_MEMBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Makes room for member `id` and registers it as running; evicts the org's least recently
     /// used frozen sandbox when the org is at its cap.
-    pub(super) async fn admit(
+    pub async fn admit(
         &self,
         id: u64,
         manager: mpsc::WeakSender<Request>,
@@ -175,7 +176,7 @@ impl PoolTicket {
     }
 
     /// Records a state change of member `id`.
-    pub(super) fn update(&self, id: u64, state: SandboxState) {
+    pub fn update(&self, id: u64, state: SandboxState) {
         let Ok(mut orgs) = self.lock() else { return };
         let Some(members) = orgs.get_mut(&self.org) else { return };
         match state {
