@@ -200,13 +200,13 @@ async fn push_branch(args: &PushArgs, out: &mut impl Write) -> Result<(), Change
             done = &mut call => {
                 while let Ok(frame) = progress.try_recv() {
                     if !args.json {
-                        let _ = printer.progress(&progress_line(frame));
+                        let _ = printer.progress(&crate::output::progress_line(frame));
                     }
                 }
                 break done;
             }
             Some(frame) = progress.recv(), if !args.json => {
-                let _ = printer.progress(&progress_line(frame));
+                let _ = printer.progress(&crate::output::progress_line(frame));
             }
         }
     };
@@ -220,17 +220,6 @@ async fn push_branch(args: &PushArgs, out: &mut impl Write) -> Result<(), Change
         writeln!(out, "{verb} {} at {} on {}", pushed.branch, short(&pushed.commit), pushed.url)?;
     }
     Ok(())
-}
-
-/// A progress frame as the headless `progress` line.
-pub fn progress_line(frame: outboard_shared::ProgressFrame) -> outboard_shared::headless::Progress {
-    outboard_shared::headless::Progress {
-        kind: Default::default(),
-        phase: frame.phase,
-        done: frame.done,
-        total: frame.total,
-        message: frame.message,
-    }
 }
 
 /// `outboard sessions restore SESSION`.

@@ -567,6 +567,17 @@ pub fn retry_line(attempt: u32, delay_ms: u64, reason: &str) -> String {
     format!("  retrying model call (attempt {attempt}, in {secs} s): {}", first_line(reason))
 }
 
+/// A progress frame as the headless `progress` line.
+pub fn progress_line(frame: outboard_shared::ProgressFrame) -> outboard_shared::headless::Progress {
+    outboard_shared::headless::Progress {
+        kind: Default::default(),
+        phase: frame.phase,
+        done: frame.done,
+        total: frame.total,
+        message: frame.message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -380,12 +380,12 @@ pub async fn create_reporting<O: Write, E: Write>(
             created = &mut call => {
                 // Frames come before the answer on the connection: some may still wait here.
                 while let Ok(frame) = progress.try_recv() {
-                    printer.progress(&crate::changes::progress_line(frame))?;
+                    printer.progress(&crate::output::progress_line(frame))?;
                 }
                 return Ok(created?.session);
             }
             Some(frame) = progress.recv() => {
-                printer.progress(&crate::changes::progress_line(frame))?;
+                printer.progress(&crate::output::progress_line(frame))?;
             }
         }
     }

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::SessionId;
+use crate::ids::SessionId;
 
 /// What made a version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

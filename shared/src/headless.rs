@@ -14,7 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Role, SessionId};
+use crate::events::Role;
+use crate::ids::SessionId;
 
 /// Version of the headless schema. Bumped only for a change that breaks a script reading it.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -4,7 +4,7 @@
 //! is reachable from a test by feeding events.
 //!
 //! The transcript's lines are rendered (markdown, diffs, wrapping) here, when a cell changes or
-//! the width does, and stored in the cell; drawing ([`super::render`]) only picks the visible
+//! the width does, and stored in the cell; drawing (the `render` module) only picks the visible
 //! lines. That keeps a frame proportional to the screen, not to the transcript.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -13,11 +13,14 @@ use outboard_shared::{
     SessionEvent, SessionHistoryResponse, SessionId, SessionInfo, StopReason, Usage,
 };
 use ratatui::text::{Line, Span};
-use serde_json::Value;
 
 use super::composer::Composer;
+use super::format::{format_ms, tool_summary};
 use super::theme::Theme;
 use super::{diff, markdown, wrap};
+
+// Plain state types other modules read too; re-exported so their `tui::app::` paths stay valid.
+pub use super::state::{ConnState, Picker, ToolCell};
 
 /// Tool output lines shown in a cell (the tail); the full output is in the log.
 pub const TOOL_OUTPUT_LINES: usize = 8;
@@ -46,24 +49,6 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/tasks", "the background commands; /tasks kill ID stops one"),
     ("/quit", "leave (also Ctrl-C twice)"),
 ];
-
-/// The state of the connection to the server, as shown in the status line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConnState {
-    /// The first connection is being made.
-    Connecting,
-    /// Connected and attached.
-    Connected,
-    /// The connection dropped; retrying.
-    Reconnecting {
-        /// Attempts so far.
-        attempt: u32,
-        /// The last error, one line.
-        reason: String,
-    },
-    /// Gave up (refused token, the server says no): the reason.
-    Gone(String),
-}
 
 /// Who this client is, in the server's words (its `welcome`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,39 +130,6 @@ pub enum Effect {
     Quit,
 }
 
-/// A running or finished tool call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCell {
-    /// The call id.
-    pub call_id: String,
-    /// The tool.
-    pub name: String,
-    /// Its input.
-    pub input: Value,
-    /// Output streamed so far.
-    pub output: String,
-    /// Once finished: error flag, result text, duration.
-    pub result: Option<(bool, String, u64)>,
-}
-
-impl ToolCell {
-    /// A call that has started, with no output yet.
-    pub fn started(call: outboard_shared::ToolCall) -> Self {
-        ToolCell {
-            call_id: call.call_id,
-            name: call.name,
-            input: call.input,
-            output: String::new(),
-            result: None,
-        }
-    }
-
-    /// A call known only by its result (its start is on an older page).
-    pub fn from_result(call_id: String, name: String, result: (bool, String, u64)) -> Self {
-        ToolCell { call_id, name, input: Value::Null, output: String::new(), result: Some(result) }
-    }
-}
-
 /// What a transcript cell holds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CellKind {
@@ -213,15 +165,6 @@ pub struct Cell {
     pub kind: CellKind,
     /// The content rendered and wrapped at [`App::width`].
     pub lines: Vec<Line<'static>>,
-}
-
-/// The session picker.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Picker {
-    /// The sessions listed.
-    pub sessions: Vec<SessionInfo>,
-    /// The highlighted row.
-    pub selected: usize,
 }
 
 /// The whole state of the TUI.
@@ -1187,22 +1130,6 @@ impl App {
     }
 }
 
-/// A tool call's one-line summary: the command, the path or the pattern.
-pub fn tool_summary(name: &str, input: &Value) -> String {
-    let field = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
-    let summary = match name {
-        "Bash" => field("command"),
-        "Read" | "Write" | "Edit" => field("file_path"),
-        "Glob" | "Grep" => field("pattern"),
-        _ => None,
-    };
-    summary.unwrap_or_else(|| match input {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    })
-}
-
 fn render_cell(kind: &CellKind, expand: bool, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let indent = [Span::raw("  ")];
     match kind {
@@ -1328,13 +1255,4 @@ fn tool_lines(t: &ToolCell, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     };
     out.push(Line::from(footer));
     out
-}
-
-/// `850 ms`, `1.2 s`, `2 m 05 s`.
-pub fn format_ms(ms: u64) -> String {
-    match ms {
-        0..=999 => format!("{ms} ms"),
-        1000..=59_999 => format!("{:.1} s", ms as f64 / 1000.0),
-        _ => format!("{} m {:02} s", ms / 60_000, (ms / 1000) % 60),
-    }
 }

@@ -11,7 +11,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, List, ListItem, ListState, Paragraph};
 use ratatui::Frame;
 
-use super::app::{App, ConnState};
+use super::app::App;
+use super::format::compact;
+use super::state::{ConnState, Picker};
 
 /// At most this many composer lines are shown; longer text scrolls inside it.
 pub const COMPOSER_MAX_LINES: u16 = 6;
@@ -244,16 +246,7 @@ fn status_line(app: &App) -> Paragraph<'static> {
     Paragraph::new(Line::from(spans)).style(theme.bar())
 }
 
-/// `950`, `12.3k`, `4.1M`.
-pub fn compact(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
-        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
-    }
-}
-
-fn draw_picker(app: &App, picker: &super::app::Picker, frame: &mut Frame<'_>, area: Rect) {
+fn draw_picker(app: &App, picker: &Picker, frame: &mut Frame<'_>, area: Rect) {
     let w = area.width.saturating_sub(4).max(10).min(area.width);
     let h = (picker.sessions.len() as u16 + 2).clamp(3, area.height.max(3)).min(area.height);
     let r = Rect { x: area.x + (area.width - w) / 2, y: area.y, width: w, height: h };

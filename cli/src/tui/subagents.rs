@@ -1,7 +1,7 @@
 //! Subagents in the transcript. A `Task` call of the session's main loop is one cell, a
 //! collapsible group: its header (`⋯ Task(description) · subagent type · status · counts`), the
 //! subagent's events nested under a gutter, and the subagent's report (the `Task` call's
-//! `tool_result`) as its result. Events carry the call as `parent`; [`super::app::App::apply`]
+//! `tool_result`) as its result. Events carry the call as `parent`; the app's `App::apply`
 //! routes them here, so a child's streamed text never reaches the main assistant text and
 //! children that run at once (their events interleave in the log) each fill their own group.
 //!
@@ -14,7 +14,8 @@ use outboard_shared::{EventKind, ToolCall};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
-use super::app::{format_ms, tool_summary, ToolCell};
+use super::format::{compact, format_ms, tool_summary};
+use super::state::ToolCell;
 use super::theme::Theme;
 use super::{markdown, wrap};
 
@@ -350,7 +351,7 @@ fn header(t: &TaskCell, theme: &Theme) -> Line<'static> {
         n => format!("{n} tool uses"),
     });
     if let Some(tokens) = t.tokens {
-        facts.push(format!("{} tokens", super::render::compact(tokens)));
+        facts.push(format!("{} tokens", compact(tokens)));
     }
     if let Some((_, _, ms)) = &t.result {
         facts.push(format_ms(*ms));
