@@ -21,12 +21,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
 use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
-use crate::vfs::confined::ConfinedError;
-use crate::vfs::{Route, Workspace};
 use outboard_llm::{
     context, ContentBlock, LlmError, ModelRequest, ModelStop, Provider, StreamDelta,
 };
 use outboard_sandbox::Sandbox;
+use outboard_vfs::confined::ConfinedError;
+use outboard_vfs::{Route, Workspace};
 
 mod approve;
 pub mod child;
@@ -721,7 +721,7 @@ async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
         return None;
     }
     let path = call.input.get("file_path")?.as_str()?;
-    if let Ok(Route::Org(path)) = crate::vfs::route(path) {
+    if let Ok(Route::Org(path)) = outboard_vfs::route(path) {
         let org = env.org.as_ref()?;
         let head = org.fs.head(&org.org_id, &path).await.ok()?;
         return Some(match head.filter(|h| !h.deleted) {
@@ -815,9 +815,9 @@ async fn run_tool(
             (outcome.is_error, call.name.as_str(), &turn.env.org)
         {
             let path = call.input.get("file_path").and_then(|p| p.as_str()).unwrap_or_default();
-            if let Ok(Route::Org(org_path)) = crate::vfs::route(path) {
+            if let Ok(Route::Org(org_path)) = outboard_vfs::route(path) {
                 let path = org_path.to_string();
-                if path.starts_with(crate::vfs::AGENTS_PREFIX) && path.ends_with(".md") {
+                if path.starts_with(outboard_vfs::AGENTS_PREFIX) && path.ends_with(".md") {
                     if let Some(note) = child::agent_file_note(org, &path).await {
                         outcome.output.push_str("\n\n");
                         outcome.output.push_str(&note);
@@ -1246,7 +1246,7 @@ pub fn rebuilt_ledger(workspace: &Workspace, files: &[String]) -> ReadLedger {
     let mut ledger = ReadLedger::default();
     let recent = &files[files.len().saturating_sub(LEDGER_REBUILD_FILES)..];
     for file in recent {
-        if matches!(crate::vfs::route(file), Ok(Route::Org(_))) {
+        if matches!(outboard_vfs::route(file), Ok(Route::Org(_))) {
             continue; // looked up in the store when the turn starts (`org_touched`)
         }
         // Bounded (non-blocking open, capped read) through the confined root.

@@ -37,7 +37,7 @@ use outboard_store::db::params;
 
 use crate::orgfs::{file_version, FsError, OrgFs, FILE_COLUMNS};
 use crate::tools::SUBAGENT_TOOLS;
-use crate::vfs::AGENTS_PREFIX;
+use outboard_vfs::AGENTS_PREFIX;
 
 /// The agent type that always exists, built into the harness; a file of that name is refused.
 pub const GENERAL_PURPOSE: &str = "general-purpose";

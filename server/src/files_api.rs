@@ -15,8 +15,8 @@ use tokio::sync::broadcast;
 
 use crate::hub::Hub;
 use crate::orgfs::{Author, FsError, OrgChange, Precondition, Written};
-use crate::vfs::OrgPath;
 use outboard_store::UserRow;
+use outboard_vfs::OrgPath;
 
 fn error(e: FsError) -> ErrorBody {
     let code = match &e {
@@ -133,7 +133,7 @@ fn agent_files(files: Vec<ImportFile>) -> Result<Vec<(OrgPath, String)>, ErrorBo
         if let Some(problem) = parse(name, &f.content, false).problem {
             return Err(bad(format!("{name}: {problem}; nothing was imported")));
         }
-        out.push((path(&format!("{}/{name}", crate::vfs::AGENTS_PREFIX))?, f.content));
+        out.push((path(&format!("{}/{name}", outboard_vfs::AGENTS_PREFIX))?, f.content));
     }
     Ok(out)
 }

@@ -41,7 +41,7 @@ pub use outboard_store as store;
 pub mod toolpolicy;
 pub mod tools;
 pub mod uploads;
-pub mod vfs;
+pub use outboard_vfs as vfs;
 pub mod workspace_api;
 
 pub use config::{Limits, NetConfig, ServerConfig, TlsFiles};

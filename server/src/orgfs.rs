@@ -40,9 +40,9 @@ use outboard_store::db::{params, Db, OptionalExtension, Row, Transaction};
 use tokio::sync::broadcast;
 
 use crate::auth::hex_sha256;
-use crate::vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
 use outboard_base::util::now_rfc3339;
 use outboard_store::{Store, StoreError};
+use outboard_vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
 
 /// The largest org file, in bytes: memory and skills are prose and small scripts, and every
 /// version is kept.

@@ -36,13 +36,13 @@ use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
 use crate::orgfs::{Author, OrgFs};
 use crate::tools::{OrgCtx, ReadLedger};
-use crate::vfs::Workspace;
 use outboard_base::util::{new_id, now_rfc3339};
 use outboard_llm::models::Models;
 use outboard_llm::{ContentBlock, Provider};
 use outboard_sandbox::jobs::JobReport;
 use outboard_sandbox::{Sandbox, SandboxTransition};
 use outboard_store::{SessionRow, Store, StoreError};
+use outboard_vfs::Workspace;
 
 /// Commands queued for one session. A turn emits a few events per model step and connections
 /// send a request at a time, so 256 is ample; a full queue makes the sender wait, which slows
@@ -1444,9 +1444,9 @@ impl Actor {
                     workspace = workspace.unmetered();
                 }
                 let touched = std::mem::take(&mut self.files_touched);
-                let (org_touched, workspace_touched) = touched
-                    .into_iter()
-                    .partition(|f| matches!(crate::vfs::route(f), Ok(crate::vfs::Route::Org(_))));
+                let (org_touched, workspace_touched) = touched.into_iter().partition(|f| {
+                    matches!(outboard_vfs::route(f), Ok(outboard_vfs::Route::Org(_)))
+                });
                 let org = OrgCtx {
                     fs: self.org_fs.clone(),
                     org_id: self.row.org_id.clone(),

@@ -212,7 +212,7 @@ impl Pattern {
 /// under `/workspace` with `.` and `..` applied, so `/skills/../memory/x` is matched as
 /// `/memory/x`.
 fn normal_path(path: &str) -> String {
-    if let Ok(crate::vfs::Route::Org(org)) = crate::vfs::route(path) {
+    if let Ok(outboard_vfs::Route::Org(org)) = outboard_vfs::route(path) {
         return org.to_string();
     }
     let absolute =

@@ -397,7 +397,7 @@ async fn run_child(
     };
     let (org_touched, workspace_touched) = touched
         .into_iter()
-        .partition(|f| matches!(crate::vfs::route(f), Ok(crate::vfs::Route::Org(_))));
+        .partition(|f| matches!(outboard_vfs::route(f), Ok(outboard_vfs::Route::Org(_))));
     let env = ToolEnv {
         workspace: parent.env.workspace.clone(),
         sandbox: parent.env.sandbox.clone(),

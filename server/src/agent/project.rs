@@ -11,8 +11,8 @@
 use std::io::Read as _;
 use std::path::Path;
 
-use crate::vfs::confined::{file_type, ConfinedError, Root};
-use crate::vfs::Workspace;
+use outboard_vfs::confined::{file_type, ConfinedError, Root};
+use outboard_vfs::Workspace;
 
 /// The files looked for at the workspace root, in order; the first one present is used.
 pub const PROJECT_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];

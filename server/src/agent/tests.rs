@@ -117,7 +117,7 @@ fn long_memory_and_descriptions_are_cut_outside_the_fence() {
 #[test]
 fn a_rebuilt_ledger_takes_only_the_most_recent_files() {
     let dir = tempfile::tempdir().unwrap();
-    let ws = crate::vfs::Workspace::new(dir.path().join("ws")).unwrap();
+    let ws = outboard_vfs::Workspace::new(dir.path().join("ws")).unwrap();
     let n = LEDGER_REBUILD_FILES + 44;
     let files: Vec<String> = (0..n).map(|i| format!("/workspace/f{i}.txt")).collect();
     for i in 0..n {

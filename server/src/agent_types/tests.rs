@@ -1,7 +1,7 @@
 use super::*;
 use crate::orgfs::{Author, Precondition};
-use crate::vfs::OrgPath;
 use outboard_shared::FileOp;
+use outboard_vfs::OrgPath;
 use pretty_assertions::assert_eq;
 
 fn ok(file: &str, text: &str) -> Parsed {

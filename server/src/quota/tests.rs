@@ -1,8 +1,8 @@
 use super::*;
 use crate::orgfs::{Author, FsError, OrgFs, Precondition};
-use crate::vfs::OrgPath;
 use outboard_shared::FileOp;
 use outboard_store::Durability;
+use outboard_vfs::OrgPath;
 use pretty_assertions::assert_eq;
 
 struct Fixture {

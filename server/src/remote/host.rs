@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use super::auth::{self, HostIdentity, JoinKey};
 use super::protocol::{self, Op, Reply, ToHarness, ToHost, WireStamp, PROTOCOL_VERSION};
 use crate::tools::{ReadLedger, ReadStamp, ToolCtx};
-use crate::vfs::Workspace;
 use outboard_sandbox::{Sandbox, SandboxConfig};
+use outboard_vfs::Workspace;
 
 /// Messages waiting to be written to one harness. Output is produced at sandbox speed and the
 /// writer sends at network speed; 256 messages (a few MB of output chunks) is enough to keep the

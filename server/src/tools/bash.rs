@@ -215,7 +215,7 @@ fn phrase(
 ) -> ToolOutcome {
     let mut text = result.output;
     let read_only_hit = text.contains("Read-only file system")
-        && crate::vfs::ORG_ROOTS.iter().any(|root| command.contains(root) || text.contains(root));
+        && outboard_vfs::ORG_ROOTS.iter().any(|root| command.contains(root) || text.contains(root));
     let mut note = |line: String| {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');

@@ -60,7 +60,7 @@ use std::rc::Rc;
 use tree_sitter::{Node, Parser, Tree};
 
 /// The virtual roots, as the model names them.
-pub const VIRTUAL_ROOTS: &[&str] = &crate::vfs::ORG_ROOTS;
+pub const VIRTUAL_ROOTS: &[&str] = &outboard_vfs::ORG_ROOTS;
 
 /// Commands longer than this (bytes) are let through unchecked: the read-only mount still holds.
 const MAX_CHECKED_LEN: usize = 1 << 20;

@@ -1,6 +1,6 @@
 //! `Read`, `Write` and `Edit` on workspace files.
 //!
-//! Design choices: every access goes through [`crate::vfs::confined`]: the path is located
+//! Design choices: every access goes through [`outboard_vfs::confined`]: the path is located
 //! beneath the workspace root's descriptor (confinement, symlinks inside followed), the file is
 //! opened without blocking and checked on its descriptor (a regular file, at most
 //! [`MAX_FILE_BYTES`], read through that limit), and shown back as `/workspace/…`. Writes are
@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{lenient, ReadLedger, ToolOutcome};
-use crate::vfs::confined::{ConfinedError, Located};
-use crate::vfs::Workspace;
 use outboard_llm::ToolSpec;
+use outboard_vfs::confined::{ConfinedError, Located};
+use outboard_vfs::Workspace;
 
 /// Lines `Read` returns when the model gives no limit.
 pub const DEFAULT_READ_LINES: usize = 2000;

@@ -1,5 +1,5 @@
 //! The model's tools, with Claude Code's names and parameters: `Read`, `Write`, `Edit`, `Glob`,
-//! `Grep` act on the session's workspace through [`crate::vfs`]; `Bash` runs in the session's
+//! `Grep` act on the session's workspace through [`outboard_vfs`]; `Bash` runs in the session's
 //! [`outboard_sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
 //! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
 //! list as session state ([`todo`]); `WebFetch` fetches a page in the server itself, under the
@@ -49,9 +49,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::vfs::{OrgPath, Route, Workspace};
 use outboard_llm::ToolSpec;
 use outboard_sandbox::Sandbox;
+use outboard_vfs::{OrgPath, Route, Workspace};
 
 pub use file::MAX_FILE_BYTES;
 pub use ledger::{OrgStamp, ReadLedger, ReadStamp};
@@ -392,7 +392,7 @@ async fn remote_search(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutco
         return hosted;
     }
     let mut parts = vec![hosted.output];
-    for root in crate::vfs::ORG_ROOTS {
+    for root in outboard_vfs::ORG_ROOTS {
         if let Some(object) = input.as_object_mut() {
             object.insert("path".into(), Value::String(root.to_owned()));
         }
@@ -507,7 +507,9 @@ fn occurrences(workspace: &Workspace, path: &str, old: &str) -> u64 {
         .relative(path)
         .ok()
         .and_then(|rel| workspace.confined().open_read(&rel).ok())
-        .and_then(|o| crate::vfs::confined::read_capped(o.file, &o.stat, file::MAX_FILE_BYTES).ok())
+        .and_then(|o| {
+            outboard_vfs::confined::read_capped(o.file, &o.stat, file::MAX_FILE_BYTES).ok()
+        })
         .map_or(1, |bytes| String::from_utf8_lossy(&bytes).matches(old).count());
     (count as u64).max(1)
 }
@@ -519,7 +521,7 @@ enum Routed<'a> {
 }
 
 fn routed<'a>(path: &str, org: Option<&'a OrgCtx>) -> Result<Routed<'a>, ToolOutcome> {
-    match crate::vfs::route(path) {
+    match outboard_vfs::route(path) {
         Ok(Route::Workspace(_)) => Ok(Routed::Workspace),
         Ok(Route::Org(path)) => match org {
             Some(org) => Ok(Routed::Org(path, org)),
@@ -562,7 +564,7 @@ async fn scope(
     match routed(path, org)? {
         Routed::Workspace => Ok(search::Scope::One(workspace.clone(), Some(path.to_owned()))),
         Routed::Org(org_path, org) => {
-            let roots = crate::vfs::ORG_ROOTS.iter();
+            let roots = outboard_vfs::ORG_ROOTS.iter();
             let space = roots
                 .zip(org_mounts(org).await?)
                 .find_map(|(root, space)| (*root == org_path.root()).then_some(space))

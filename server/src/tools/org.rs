@@ -12,7 +12,7 @@ use outboard_shared::{FileOp, OrgId};
 use super::file::{edited_message, render, replace, EditParams, ReadParams, WriteParams};
 use super::{ReadLedger, ToolOutcome};
 use crate::orgfs::{describe, Author, FsError, OrgFs, Precondition};
-use crate::vfs::OrgPath;
+use outboard_vfs::OrgPath;
 
 /// The org a session's tools act for, and who they act as.
 #[derive(Debug, Clone)]

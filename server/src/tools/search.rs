@@ -2,7 +2,7 @@
 //! `.gitignore`/`.ignore`/`.git/info/exclude` rules through the `ignore` crate's gitignore
 //! matcher (so they behave as ripgrep's), `globset`, ripgrep's file types and the `regex` engine.
 //!
-//! Design choices: the walk is [`Root::walk`](crate::vfs::confined::Root::walk) over directory
+//! Design choices: the walk is [`Root::walk`](outboard_vfs::confined::Root::walk) over directory
 //! descriptors, not the `ignore` crate's path-based walker: a command running concurrently can
 //! swap a directory for a symlink at any moment, and a walker that re-opens paths would follow
 //! it out of the workspace (or open a FIFO and block). Each directory is opened relative to its
@@ -32,9 +32,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{lenient, ToolOutcome};
-use crate::vfs::confined::{self, ConfinedError, Visit, WalkEnd, WalkEntry, Walker};
-use crate::vfs::Workspace;
 use outboard_llm::ToolSpec;
+use outboard_vfs::confined::{self, ConfinedError, Visit, WalkEnd, WalkEntry, Walker};
+use outboard_vfs::Workspace;
 
 /// What one `Glob`/`Grep` searches.
 pub(super) enum Scope {
