@@ -752,7 +752,7 @@ pub fn workspace_target_digest(workspace: &Workspace, path: &str) -> Option<Stri
         Err(_) => return None,
     };
     match located.read(tools::MAX_FILE_BYTES) {
-        Ok(Some(bytes)) => Some(crate::auth::hex_sha256(&bytes)),
+        Ok(Some(bytes)) => Some(outboard_org::tokens::hex_sha256(&bytes)),
         Ok(None) => Some("absent".to_owned()),
         Err(_) => None,
     }
@@ -970,14 +970,14 @@ fn author_label(file: &outboard_shared::FileVersion) -> String {
 /// The opening tag (with `attrs`) and the closing tag of a fence around `body` that `body` does
 /// not contain (see [`org_prompt`]).
 fn fence(body: &str, attrs: &[(&str, String)]) -> (String, String) {
-    let digest = crate::auth::hex_sha256(body.as_bytes());
+    let digest = outboard_org::tokens::hex_sha256(body.as_bytes());
     fence_named(body, &digest[..8], attrs)
 }
 
 /// [`fence`] for the project's instructions file (see [`project`]): its own tag, so a
 /// reader tells a repository's text from the org's.
 fn project_fence(body: &str, attrs: &[(&str, String)]) -> (String, String) {
-    let digest = crate::auth::hex_sha256(body.as_bytes());
+    let digest = outboard_org::tokens::hex_sha256(body.as_bytes());
     fence_stem("project-data", body, &digest[..8], attrs)
 }
 

@@ -27,7 +27,7 @@
 //! here (Claude Code's `WebSearch`, `NotebookEdit`, `Task`, `TodoWrite`, MCP tools) is left out of
 //! its list, a body over [`MAX_AGENT_PROMPT_BYTES`] is cut with a note.
 //!
-//! This module sits above both [`crate::orgfs`] (the files) and [`crate::tools`] (the tool set
+//! This module sits above both [`outboard_org::orgfs`] (the files) and [`crate::tools`] (the tool set
 //! it validates against), so neither imports the other through it.
 
 use std::collections::HashMap;
@@ -35,8 +35,8 @@ use std::collections::HashMap;
 use outboard_shared::{AgentInfo, AgentsListResponse, OrgId};
 use outboard_store::db::params;
 
-use crate::orgfs::{file_version, FsError, OrgFs, FILE_COLUMNS};
 use crate::tools::SUBAGENT_TOOLS;
+use outboard_org::orgfs::{file_version, FsError, OrgFs, FILE_COLUMNS};
 use outboard_vfs::AGENTS_PREFIX;
 
 /// The agent type that always exists, built into the harness; a file of that name is refused.
@@ -310,105 +310,102 @@ struct Row {
     head: String,
 }
 
-impl OrgFs {
-    /// The org's usable agent types (no problem), sorted by name; `general-purpose` is not
-    /// among them (it is built in).
-    pub async fn agent_types(&self, org: &OrgId) -> Result<Vec<AgentType>, FsError> {
-        let (rows, _) = self.agent_rows(org).await?;
-        let mut types: Vec<AgentType> = rows
-            .into_iter()
-            .filter_map(|(row, parsed)| {
-                parsed.problem.is_none().then_some(AgentType {
-                    name: parsed.name,
-                    description: parsed.description,
-                    tools: parsed.tools,
-                    model: parsed.model,
-                    prompt: parsed.prompt,
-                    path: row.file.path,
-                    version: row.file.version,
-                })
+/// The org's usable agent types (no problem), sorted by name; `general-purpose` is not
+/// among them (it is built in).
+pub async fn agent_types(fs: &OrgFs, org: &OrgId) -> Result<Vec<AgentType>, FsError> {
+    let (rows, _) = agent_rows(fs, org).await?;
+    let mut types: Vec<AgentType> = rows
+        .into_iter()
+        .filter_map(|(row, parsed)| {
+            parsed.problem.is_none().then_some(AgentType {
+                name: parsed.name,
+                description: parsed.description,
+                tools: parsed.tools,
+                model: parsed.model,
+                prompt: parsed.prompt,
+                path: row.file.path,
+                version: row.file.version,
             })
-            .collect();
-        types.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(types)
-    }
-
-    /// Every file under `/agents` as an agent, usable or not, with its warnings and problem,
-    /// sorted by name: what `agents/list` answers (people's `outboard agents ls`).
-    pub async fn agents(&self, org: &OrgId) -> Result<AgentsListResponse, FsError> {
-        let (rows, omitted) = self.agent_rows(org).await?;
-        let mut agents: Vec<AgentInfo> = rows
-            .into_iter()
-            .map(|(row, parsed)| {
-                let file = row.file.path.strip_prefix("/agents/").unwrap_or(&row.file.path);
-                AgentInfo {
-                    name: file.strip_suffix(".md").unwrap_or(file).to_owned(),
-                    description: parsed.description,
-                    tools: parsed.tools,
-                    model: parsed.model,
-                    path: row.file.path.clone(),
-                    version: row.file.version,
-                    author: row.file.author,
-                    warnings: parsed.warnings,
-                    problem: parsed.problem,
-                }
-            })
-            .collect();
-        agents.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(AgentsListResponse { agents, omitted })
-    }
-
-    /// The first [`MAX_AGENTS`] live files under `/agents` by path, parsed, and how many more
-    /// there are.
-    async fn agent_rows(&self, org: &OrgId) -> Result<(Vec<(Row, Parsed)>, u64), FsError> {
-        let org = org.clone();
-        let (rows, total): (Vec<(Row, u64)>, u64) = self
-            .store()
-            .call(move |c| {
-                let mut stmt = c.prepare_cached(&format!(
-                    "SELECT {FILE_COLUMNS}, substr(f.content, 1, ?2)
-                     FROM org_heads h JOIN org_files f ON f.id = h.file_id
-                     WHERE h.org_id = ?1 AND h.path >= '/agents/' AND h.path < '/agents0'
-                       AND h.deleted = 0
-                     ORDER BY h.path LIMIT ?3"
-                ))?;
-                let rows =
-                    stmt.query_map(params![org.0, READ_CHARS as i64, MAX_AGENTS as i64], |r| {
-                        let file = file_version(r)?;
-                        let size = file.size;
-                        Ok((
-                            Row { file, head: r.get::<_, Option<String>>(10)?.unwrap_or_default() },
-                            size,
-                        ))
-                    })?;
-                let rows = rows.collect::<Result<Vec<_>, _>>()?;
-                let total: i64 = c
-                    .prepare_cached(
-                        "SELECT count(*) FROM org_heads WHERE org_id = ?1
-                         AND path >= '/agents/' AND path < '/agents0' AND deleted = 0",
-                    )?
-                    .query_row([&org.0], |r| r.get(0))?;
-                Ok((rows, total as u64))
-            })
-            .await?;
-        let omitted = total.saturating_sub(rows.len() as u64);
-        if omitted > 0 {
-            tracing::warn!(
-                omitted,
-                "more than {MAX_AGENTS} files under /agents; the rest are not read"
-            );
-        }
-        let parsed = rows
-            .into_iter()
-            .map(|(row, size)| {
-                let file = row.file.path.strip_prefix("/agents/").unwrap_or(&row.file.path);
-                let parsed = parse(file, &row.head, (row.head.len() as u64) < size);
-                (row, parsed)
-            })
-            .collect();
-        Ok((parsed, omitted))
-    }
+        })
+        .collect();
+    types.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(types)
 }
 
+/// Every file under `/agents` as an agent, usable or not, with its warnings and problem,
+/// sorted by name: what `agents/list` answers (people's `outboard agents ls`).
+pub async fn agents(fs: &OrgFs, org: &OrgId) -> Result<AgentsListResponse, FsError> {
+    let (rows, omitted) = agent_rows(fs, org).await?;
+    let mut agents: Vec<AgentInfo> = rows
+        .into_iter()
+        .map(|(row, parsed)| {
+            let file = row.file.path.strip_prefix("/agents/").unwrap_or(&row.file.path);
+            AgentInfo {
+                name: file.strip_suffix(".md").unwrap_or(file).to_owned(),
+                description: parsed.description,
+                tools: parsed.tools,
+                model: parsed.model,
+                path: row.file.path.clone(),
+                version: row.file.version,
+                author: row.file.author,
+                warnings: parsed.warnings,
+                problem: parsed.problem,
+            }
+        })
+        .collect();
+    agents.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(AgentsListResponse { agents, omitted })
+}
+
+/// The first [`MAX_AGENTS`] live files under `/agents` by path, parsed, and how many more
+/// there are.
+async fn agent_rows(fs: &OrgFs, org: &OrgId) -> Result<(Vec<(Row, Parsed)>, u64), FsError> {
+    let org = org.clone();
+    let (rows, total): (Vec<(Row, u64)>, u64) = fs
+        .store()
+        .call(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {FILE_COLUMNS}, substr(f.content, 1, ?2)
+                 FROM org_heads h JOIN org_files f ON f.id = h.file_id
+                 WHERE h.org_id = ?1 AND h.path >= '/agents/' AND h.path < '/agents0'
+                   AND h.deleted = 0
+                 ORDER BY h.path LIMIT ?3"
+            ))?;
+            let rows =
+                stmt.query_map(params![org.0, READ_CHARS as i64, MAX_AGENTS as i64], |r| {
+                    let file = file_version(r)?;
+                    let size = file.size;
+                    Ok((
+                        Row { file, head: r.get::<_, Option<String>>(10)?.unwrap_or_default() },
+                        size,
+                    ))
+                })?;
+            let rows = rows.collect::<Result<Vec<_>, _>>()?;
+            let total: i64 = c
+                .prepare_cached(
+                    "SELECT count(*) FROM org_heads WHERE org_id = ?1
+                     AND path >= '/agents/' AND path < '/agents0' AND deleted = 0",
+                )?
+                .query_row([&org.0], |r| r.get(0))?;
+            Ok((rows, total as u64))
+        })
+        .await?;
+    let omitted = total.saturating_sub(rows.len() as u64);
+    if omitted > 0 {
+        tracing::warn!(
+            omitted,
+            "more than {MAX_AGENTS} files under /agents; the rest are not read"
+        );
+    }
+    let parsed = rows
+        .into_iter()
+        .map(|(row, size)| {
+            let file = row.file.path.strip_prefix("/agents/").unwrap_or(&row.file.path);
+            let parsed = parse(file, &row.head, (row.head.len() as u64) < size);
+            (row, parsed)
+        })
+        .collect();
+    Ok((parsed, omitted))
+}
 #[cfg(test)]
 mod tests;

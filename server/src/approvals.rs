@@ -1,5 +1,5 @@
 //! Tool calls waiting for a person's answer: the session's [`Gate`], where the loop waits on a
-//! call that the org's policy ([`crate::toolpolicy`]) says to `ask` about and where
+//! call that the org's policy ([`outboard_org::toolpolicy`]) says to `ask` about and where
 //! `approval/answer` delivers the answer.
 //!
 //! The question and the answer are durable events written by the loop (`approval_requested`
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, OrgId, SessionEvent};
 use tokio::sync::oneshot;
 
-use crate::toolpolicy::Rules;
+use outboard_org::toolpolicy::Rules;
 use outboard_store::Store;
 
 /// Answers held for calls whose resumed loop has not reached them yet: one per open question,
@@ -171,7 +171,7 @@ impl Approvals {
     /// keeps the rules read last, so a failing read never lifts an `ask` or a `deny`.
     pub async fn refresh(&mut self) {
         let Some((store, org)) = &self.source else { return };
-        match crate::toolpolicy::load(store, org).await {
+        match outboard_org::toolpolicy::load(store, org).await {
             Ok(rules) => self.rules = Arc::new(rules),
             Err(e) => {
                 tracing::error!(org = %org.0, "cannot read the org's tool rules, keeping the last ones: {e}")

@@ -14,7 +14,7 @@ use outboard_shared::{
 use tokio::sync::broadcast;
 
 use crate::hub::Hub;
-use crate::orgfs::{Author, FsError, OrgChange, Precondition, Written};
+use outboard_org::orgfs::{Author, FsError, OrgChange, Precondition, Written};
 use outboard_store::UserRow;
 use outboard_vfs::OrgPath;
 
@@ -103,7 +103,9 @@ pub async fn handle(
             let (written, unchanged) = fs.import(org, files, &author).await.map_err(error)?;
             Ok(Response::ok(id, &SkillsImportResponse { written, unchanged }))
         }
-        Method::AgentsList(_) => Ok(Response::ok(id, &fs.agents(org).await.map_err(error)?)),
+        Method::AgentsList(_) => {
+            Ok(Response::ok(id, &crate::agent_types::agents(fs, org).await.map_err(error)?))
+        }
         Method::AgentsImport(p) => {
             let files = agent_files(p.files)?;
             let (written, unchanged) = fs.import(org, files, &author).await.map_err(error)?;

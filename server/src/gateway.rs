@@ -77,7 +77,7 @@ const SANDBOX_STOP_DEADLINE: Duration = Duration::from_secs(5);
 /// still read, in several steps.
 const WS_READ_BUFFER: usize = 16 * 1024;
 
-pub use crate::auth::EMBEDDED_TOKEN_LABEL;
+pub use outboard_org::tokens::EMBEDDED_TOKEN_LABEL;
 
 /// The longest focus `session/compact` takes: a sentence or two of what the summary should keep,
 /// not a document (it goes into the summary request).
@@ -138,13 +138,13 @@ impl ServerHandle {
 
     /// Deletes a token: the next `hello` with it is refused.
     pub async fn revoke_token(&self, token: &str) -> Result<(), outboard_store::StoreError> {
-        crate::auth::revoke_token(self.state.hub.store(), token).await
+        outboard_org::tokens::revoke_token(self.state.hub.store(), token).await
     }
 
     /// Deletes the embedded tokens whose process is gone (a crash, a kill): see
-    /// [`crate::auth::revoke_stale_embedded`]. Returns how many.
+    /// [`outboard_org::tokens::revoke_stale_embedded`]. Returns how many.
     pub async fn revoke_stale_tokens(&self) -> Result<usize, outboard_store::StoreError> {
-        crate::auth::revoke_stale_embedded(self.state.hub.store()).await
+        outboard_org::tokens::revoke_stale_embedded(self.state.hub.store()).await
     }
 
     /// How many session actors run now: idle ones stop after
@@ -246,7 +246,7 @@ pub enum LaunchError {
     Resume(#[source] outboard_store::StoreError),
     /// The key that seals the org secrets cannot be read or made.
     #[error("{0}")]
-    SecretKey(#[source] crate::secrets::SecretError),
+    SecretKey(#[source] outboard_org::secrets::SecretError),
 }
 
 impl LaunchError {
@@ -319,8 +319,9 @@ pub async fn launch_with(
     let models = outboard_llm::models::Models::new(&config.models, config.limits.context_window)
         .map_err(LaunchError::Models)?
         .with_metrics(&(metrics.clone() as Arc<dyn outboard_llm::CallMetrics>));
-    let key = crate::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
-    let secrets = crate::secrets::Secrets::new(store.clone(), key);
+    let key =
+        outboard_org::secrets::SecretKey::load(&config.data_dir).map_err(LaunchError::SecretKey)?;
+    let secrets = outboard_org::secrets::Secrets::new(store.clone(), key);
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
     let node_url = config.net.node_url_for(addr, &node_name());
     register_node(&store, &node_url).await?;
@@ -428,7 +429,7 @@ async fn heartbeat(hub: Arc<Hub>, shutdown: CancellationToken) {
 const ORG_FILE_NOTICES: usize = 256;
 
 /// Announces, until shutdown, the org file versions any node commits (this node's own are
-/// announced once, when written: [`crate::orgfs::OrgFs::announce_committed`] skips them).
+/// announced once, when written: [`outboard_org::orgfs::OrgFs::announce_committed`] skips them).
 async fn announce_committed(
     hub: Arc<Hub>,
     mut committed: mpsc::Receiver<i64>,
@@ -969,7 +970,7 @@ impl Connection {
                     row.host = hub.place().await?;
                 }
                 // Title length and sessions per hour are the org's quotas.
-                let row = crate::quota::create_session_row(hub.store(), &user, row).await?;
+                let row = outboard_org::quota::create_session_row(hub.store(), &user, row).await?;
                 tracing::info!(session = %row.id, user = %user.name, "session created");
                 Ok(Some(Response::ok(
                     id,

@@ -17,7 +17,7 @@ use std::process::Stdio;
 use tokio::io::{AsyncReadExt as _, BufReader};
 use tokio::process::Command;
 
-use crate::secrets::SecretValue;
+use outboard_org::secrets::SecretValue;
 
 /// The most stderr kept from one git command for its error message: its tail says what went
 /// wrong; the progress lines before it do not.

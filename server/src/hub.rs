@@ -37,9 +37,9 @@ use outboard_store::db::OptionalExtension as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
-use crate::orgfs::OrgFs;
 use crate::session::{Attached, Evict, SessionHandle};
 use outboard_llm::models::Models;
+use outboard_org::orgfs::OrgFs;
 use outboard_store::{SessionRow, Store, UserRow};
 
 /// What `session/create` asked of a new session's model: which one (by name; `None`: the
@@ -63,7 +63,7 @@ pub struct Hub {
     /// The sessions' git state: clones, snapshots, pushes ([`crate::sources`]).
     sources: Arc<crate::sources::Sources>,
     /// The org secrets (credentials for git hosts); none in a hub made without a key.
-    secrets: Option<crate::secrets::Secrets>,
+    secrets: Option<outboard_org::secrets::Secrets>,
     /// The org's MCP servers' connections, shared by every session ([`crate::mcp`]).
     mcp: crate::mcp::McpHub,
     /// The sandbox hosts ([`crate::remote::registry`]); none in a hub made without a key.
@@ -196,7 +196,7 @@ impl Hub {
     }
 
     /// This hub with the org secrets to authenticate to git hosts with.
-    pub fn with_secrets(mut self, secrets: crate::secrets::Secrets) -> Self {
+    pub fn with_secrets(mut self, secrets: outboard_org::secrets::Secrets) -> Self {
         self.mcp = crate::mcp::McpHub::new(self.store.clone(), Some(secrets.clone()));
         self.hosts = Some(crate::remote::registry::Hosts::new(self.store.clone(), secrets.clone()));
         self.secrets = Some(secrets);
@@ -230,7 +230,7 @@ impl Hub {
     }
 
     /// The org secrets, if this hub has them.
-    pub fn secrets(&self) -> Option<&crate::secrets::Secrets> {
+    pub fn secrets(&self) -> Option<&outboard_org::secrets::Secrets> {
         self.secrets.as_ref()
     }
 

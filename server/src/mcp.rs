@@ -36,11 +36,11 @@ use outboard_shared::OrgId;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::secrets::Secrets;
 use crate::tools::ToolOutcome;
 use config::ServerDef;
 use connect::Live;
 use outboard_llm::ToolSpec;
+use outboard_org::secrets::Secrets;
 use outboard_store::Store;
 
 pub use connect::{MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_SERVER};
@@ -114,7 +114,7 @@ pub enum McpError {
     },
     /// The secrets could not be read.
     #[error("cannot read the org's secrets: {0}")]
-    Secret(#[source] crate::secrets::SecretError),
+    Secret(#[source] outboard_org::secrets::SecretError),
     /// Connecting or listing failed.
     #[error("cannot connect to MCP server {server}: {why}")]
     Failed {

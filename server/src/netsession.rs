@@ -1,6 +1,6 @@
 //! A session's network, put together for its sandbox: the org's policy narrowed by the session
-//! ([`crate::netpolicy`]), the org's credentials bound to outbound HTTP and its CA
-//! ([`crate::secrets`]), and where the proxy's records go: the org's network log and, for every
+//! ([`outboard_org::netpolicy`]), the org's credentials bound to outbound HTTP and its CA
+//! ([`outboard_org::secrets`]), and where the proxy's records go: the org's network log and, for every
 //! refusal, a `network` event in the session's own log.
 //!
 //! What it owns: the [`Decide`] and [`Audit`] the proxy ([`outboard_egress`]) is given, the
@@ -29,11 +29,11 @@ use futures_util::future::BoxFuture;
 use outboard_shared::{EventKind, SessionNetwork};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::netpolicy::{self, Decision, LogRow, SessionPolicy};
-use crate::secrets::{Outbound, Secrets};
 use outboard_egress::{
     Audit, AuditEntry, Decide, Injection, NetLimits, RefusedBy, SessionNet, Verdict,
 };
+use outboard_org::netpolicy::{self, Decision, LogRow, SessionPolicy};
+use outboard_org::secrets::{Outbound, Secrets};
 use outboard_store::{SessionRow, Store};
 
 /// Audit records waiting to be written, per session: a burst of a parallel `npm install`

@@ -34,11 +34,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
-use crate::orgfs::{Author, OrgFs};
 use crate::tools::{OrgCtx, ReadLedger};
 use outboard_base::util::{new_id, now_rfc3339};
 use outboard_llm::models::Models;
 use outboard_llm::{ContentBlock, Provider};
+use outboard_org::orgfs::{Author, OrgFs};
 use outboard_sandbox::jobs::JobReport;
 use outboard_sandbox::{Sandbox, SandboxTransition};
 use outboard_store::{SessionRow, Store, StoreError};
@@ -242,7 +242,7 @@ pub struct Services {
     pub models: Arc<Models>,
     /// The org secrets (injected into sandboxes' HTTPS, scrubbed from events); `None`: a
     /// server without a secret key.
-    pub secrets: Option<crate::secrets::Secrets>,
+    pub secrets: Option<outboard_org::secrets::Secrets>,
     /// The org's MCP servers' shared connections; `None`: no MCP tools.
     pub mcp: Option<crate::mcp::McpHub>,
     /// The server's metrics (turns, steps and tool calls are counted from the log's events).
@@ -1195,11 +1195,11 @@ impl Actor {
     /// The title a session created without one gets from its first message, within the org's
     /// `title_bytes` quota.
     async fn derived_title(&self, message: &str) -> String {
-        let max = match crate::quota::Quotas::for_org(&self.store, &self.row.org_id).await {
+        let max = match outboard_org::quota::Quotas::for_org(&self.store, &self.row.org_id).await {
             Ok(q) => q.title_bytes,
             Err(e) => {
                 tracing::warn!(session = %self.row.id, "cannot read the title_bytes quota: {e}");
-                crate::quota::Quotas::default().title_bytes
+                outboard_org::quota::Quotas::default().title_bytes
             }
         };
         outboard_store::derived_title(message, usize::try_from(max).unwrap_or(usize::MAX))
@@ -1282,11 +1282,11 @@ impl Actor {
             let limit: outboard_sandbox::pool::LimitFn = std::sync::Arc::new(move || {
                 let (store, org) = (store.clone(), org.clone());
                 Box::pin(async move {
-                    match crate::quota::Quotas::for_org(&store, &org).await {
+                    match outboard_org::quota::Quotas::for_org(&store, &org).await {
                         Ok(q) => usize::try_from(q.live_sandboxes).unwrap_or(usize::MAX),
                         Err(e) => {
                             tracing::warn!(%org, "cannot read the live_sandboxes quota: {e}");
-                            crate::quota::Quotas::default().live_sandboxes as usize
+                            outboard_org::quota::Quotas::default().live_sandboxes as usize
                         }
                     }
                 })

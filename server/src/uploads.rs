@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::http_api::{authenticate, ApiError};
 use crate::hub::Hub;
 use crate::net::ConnInfo;
-use crate::quota::human_bytes;
+use outboard_org::quota::human_bytes;
 use outboard_store::{Store, StoreError, UserRow};
 
 /// A body that sends nothing for this long is cut: a stalled client must not hold a connection

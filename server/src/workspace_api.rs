@@ -20,8 +20,8 @@ use crate::git::{GitError, Progress, ProgressSink, Remote, RepoUrl};
 use crate::http_api::{authenticate, ApiError};
 use crate::hub::Hub;
 use crate::net::ConnInfo;
-use crate::secrets::SecretValue;
 use crate::sources::SourceError;
+use outboard_org::secrets::SecretValue;
 use outboard_store::{SessionRow, UserRow};
 
 /// Progress frames of one request at most this often per phase (git reports every percent), so
@@ -179,7 +179,7 @@ pub async fn create(
         }
     };
     row.source = Some(prepared);
-    match crate::quota::create_session_row(hub.store(), user, row.clone()).await {
+    match outboard_org::quota::create_session_row(hub.store(), user, row.clone()).await {
         Ok(row) => Ok(row),
         Err(e) => {
             if let Err(cleanup) = sources.delete(&row.id, false) {

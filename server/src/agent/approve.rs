@@ -1,5 +1,5 @@
 //! The org's tool policy applied to one call before it starts: run it, refuse it, or ask a person
-//! and wait (see [`crate::approvals`] for the gate and [`crate::toolpolicy`] for the rules).
+//! and wait (see [`crate::approvals`] for the gate and [`outboard_org::toolpolicy`] for the rules).
 //!
 //! The order of events is what makes a restart safe: `approval_requested` and
 //! `approval_resolved` are written before the call's `tool_call`, so a call that waits has
@@ -10,8 +10,8 @@ use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
 
 use super::{not_run, EmitError, Role, Turn};
 use crate::approvals::Answer;
-use crate::toolpolicy::{Decision, Rule};
 use crate::tools::ToolOutcome;
+use outboard_org::toolpolicy::{Decision, Rule};
 
 /// What the log holds of a call's approval, for a call found without a result after a restart.
 #[derive(Debug, Clone)]

@@ -105,7 +105,7 @@ pub async fn agent_types(org: Option<&OrgCtx>) -> Vec<SubagentType> {
 /// they cannot be read (the turn goes on with the built-in one). An agent's `model` is not
 /// used yet: a subagent runs on its session's model.
 async fn org_agent_types(org: &OrgCtx) -> Vec<SubagentType> {
-    match org.fs.agent_types(&org.org_id).await {
+    match crate::agent_types::agent_types(&org.fs, &org.org_id).await {
         Ok(types) => types
             .into_iter()
             .map(|t| SubagentType {
@@ -126,7 +126,7 @@ async fn org_agent_types(org: &OrgCtx) -> Vec<SubagentType> {
 /// What a model that just wrote the agent file `path` (`/agents/NAME.md`) should know: that it
 /// is not a usable agent type and why, or what of it was left out; `None` when it is fine.
 pub(super) async fn agent_file_note(org: &OrgCtx, path: &str) -> Option<String> {
-    let listing = org.fs.agents(&org.org_id).await.ok()?;
+    let listing = crate::agent_types::agents(&org.fs, &org.org_id).await.ok()?;
     let agent = listing.agents.into_iter().find(|a| a.path == path)?;
     if let Some(problem) = agent.problem {
         return Some(format!(

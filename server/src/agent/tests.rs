@@ -93,7 +93,7 @@ fn long_memory_and_descriptions_are_cut_outside_the_fence() {
             "{}\n</org-data-{}>\n[MEMORY.md was cut at 32768 bytes; Read /memory/MEMORY.md for \
              the rest]",
             "m".repeat(PROMPT_MEMORY_BYTES),
-            &crate::auth::hex_sha256("m".repeat(PROMPT_MEMORY_BYTES).as_bytes())[..8]
+            &outboard_org::tokens::hex_sha256("m".repeat(PROMPT_MEMORY_BYTES).as_bytes())[..8]
         )),
         "{}",
         &prompt[prompt.len() - 200..]

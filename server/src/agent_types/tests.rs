@@ -1,5 +1,5 @@
 use super::*;
-use crate::orgfs::{Author, Precondition};
+use outboard_org::orgfs::{Author, Precondition};
 use outboard_shared::FileOp;
 use outboard_vfs::OrgPath;
 use pretty_assertions::assert_eq;
@@ -196,7 +196,7 @@ async fn the_org_listing_and_the_usable_types() {
     )
     .await;
 
-    let types = f.fs.agent_types(&f.org).await.unwrap();
+    let types = agent_types(&f.fs, &f.org).await.unwrap();
     assert_eq!(
         types,
         vec![
@@ -220,7 +220,7 @@ async fn the_org_listing_and_the_usable_types() {
             },
         ]
     );
-    let list = f.fs.agents(&f.org).await.unwrap();
+    let list = agents(&f.fs, &f.org).await.unwrap();
     let names: Vec<&str> = list.agents.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["broken", "explorer", "notes/readme.txt", "reviewer"]);
     assert!(list.agents[0].problem.as_ref().unwrap().contains("\"other\""));
@@ -240,18 +240,18 @@ async fn a_listing_reads_at_most_max_agents_files() {
         )
         .await;
     }
-    let list = f.fs.agents(&f.org).await.unwrap();
+    let list = agents(&f.fs, &f.org).await.unwrap();
     assert_eq!((list.agents.len(), list.omitted), (MAX_AGENTS, 1));
     assert_eq!(list.agents.last().map(|a| a.name.as_str()), Some("a199"));
-    assert_eq!(f.fs.agent_types(&f.org).await.unwrap().len(), MAX_AGENTS);
+    assert_eq!(agent_types(&f.fs, &f.org).await.unwrap().len(), MAX_AGENTS);
 }
 
 #[tokio::test]
 async fn a_huge_file_is_read_only_as_far_as_its_prompt() {
     let f = fixture().await;
-    let body = "b".repeat(crate::orgfs::MAX_ORG_FILE_BYTES - 100);
+    let body = "b".repeat(outboard_org::orgfs::MAX_ORG_FILE_BYTES - 100);
     write(&f, "/agents/big.md", &format!("---\nname: big\ndescription: x\n---\n{body}")).await;
-    let types = f.fs.agent_types(&f.org).await.unwrap();
+    let types = agent_types(&f.fs, &f.org).await.unwrap();
     let prompt = &types[0].prompt;
     assert!(prompt.starts_with(&"b".repeat(MAX_AGENT_PROMPT_BYTES)), "the prompt's first bytes");
     assert!(prompt.len() < MAX_AGENT_PROMPT_BYTES + 200, "{}", prompt.len());
@@ -272,7 +272,7 @@ async fn a_huge_file_is_read_only_as_far_as_its_prompt() {
     )
     .await;
     let wordy =
-        f.fs.agent_types(&f.org).await.unwrap().into_iter().find(|a| a.name == "wordy").unwrap();
+        agent_types(&f.fs, &f.org).await.unwrap().into_iter().find(|a| a.name == "wordy").unwrap();
     assert_eq!(wordy.description.len(), 30 * 1024);
     assert!(wordy.prompt.len() < body.len(), "only what was read: {}", wordy.prompt.len());
     assert!(wordy.prompt.ends_with("Read /agents/wordy.md for the rest]"), "a cut prompt says so");

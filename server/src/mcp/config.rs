@@ -261,7 +261,7 @@ pub fn parse_template(template: &str) -> Result<Vec<Part>, McpError> {
             )));
         };
         let name = &after[..end];
-        crate::secrets::validate_name(name).map_err(|e| {
+        outboard_org::secrets::validate_name(name).map_err(|e| {
             McpError::BadDefinition(format!("{template:?}: {{secret:{name}}}: {e}"))
         })?;
         parts.push(Part::Secret(name.to_owned()));

@@ -18,8 +18,8 @@ use tokio::io::AsyncReadExt as _;
 
 use super::config::{parse_template, Part, ServerDef, Transport};
 use super::{names, McpError, McpTool};
-use crate::secrets::{SecretValue, Secrets};
 use outboard_base::scrub::Scrubber;
+use outboard_org::secrets::{SecretValue, Secrets};
 
 /// A tool list longer than this is cut (the rest is not offered, and the prompt says so): each
 /// tool's schema is sent with every model request.
@@ -156,7 +156,7 @@ pub(super) async fn resolve(
 /// The key under which the secrets of an HTTP server's host are stored (`host[:port]`).
 fn url_host(url: &str) -> Option<String> {
     let parsed = reqwest013::Url::parse(url).ok()?;
-    Some(crate::secrets::host_key(parsed.scheme(), parsed.host_str()?, parsed.port()))
+    Some(outboard_org::secrets::host_key(parsed.scheme(), parsed.host_str()?, parsed.port()))
 }
 
 /// Connects to `def` (no timeout here: the hub bounds it).

@@ -38,7 +38,7 @@ pub fn shown(server: &str, tool: &str) -> String {
     if !tool.is_empty() && tool.chars().all(allowed) && head.len() + tool.len() <= MAX_TOOL_NAME {
         return format!("{head}{tool}");
     }
-    let digest = crate::auth::hex_sha256(tool.as_bytes());
+    let digest = outboard_org::tokens::hex_sha256(tool.as_bytes());
     let room = MAX_TOOL_NAME.saturating_sub(head.len() + 1 + DIGEST_CHARS);
     let kept: String = tool.chars().map(|c| if allowed(c) { c } else { '_' }).take(room).collect();
     format!("{head}{kept}_{}", &digest[..DIGEST_CHARS])

@@ -154,7 +154,7 @@ fn tool_lists_are_capped_and_oversized_schemas_left_out() {
 
 #[tokio::test]
 async fn secrets_resolve_by_name_preferring_the_servers_host() {
-    use crate::secrets::{SecretKey, SecretValue, Secrets};
+    use outboard_org::secrets::{SecretKey, SecretValue, Secrets};
     use outboard_store::org_id_by_name;
     let dir = tempfile::tempdir().unwrap();
     let store = outboard_store::pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();

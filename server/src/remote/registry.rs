@@ -18,7 +18,7 @@ use outboard_store::db::{params, OptionalExtension as _};
 
 use super::client::{HostClient, HostEndpoint, RemoteError, DEFAULT_RECONNECT_WINDOW};
 use super::workspace::RemoteWorkspace;
-use crate::secrets::{SecretError, SecretValue, Secrets};
+use outboard_org::secrets::{SecretError, SecretValue, Secrets};
 use outboard_store::{Store, StoreError};
 
 /// Capacity assumed of a host that never told one (added, never joined).

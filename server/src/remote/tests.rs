@@ -184,7 +184,7 @@ async fn write_read_edit_through_the_wire_keep_the_read_before_write_rule() {
 
     // The digest the durability rules record, computed where the file is.
     let digest = c.digest("w1", "/workspace/a.txt").await.unwrap();
-    assert_eq!(digest, Some(crate::auth::hex_sha256(b"changed\n")));
+    assert_eq!(digest, Some(outboard_org::tokens::hex_sha256(b"changed\n")));
     assert_eq!(c.digest("w1", "nope.txt").await.unwrap().as_deref(), Some("absent"));
 
     let r = c.tool("w1", "Grep", &json!({"pattern": "bee"}), &mut reads, no()).await.unwrap();

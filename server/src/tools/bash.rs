@@ -134,10 +134,10 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         Err(message) => return ToolOutcome::error(message),
     };
     let mut outcome = phrase(result, &params.command, timeout, &ctx.cancel);
-    // The workspace quota is measured once the command has ended (see `crate::quota`): a
+    // The workspace quota is measured once the command has ended (see `outboard_org::quota`): a
     // command that left the workspace over it fails with the usage and what to do.
     if let Some(org) = ctx.org.filter(|_| ctx.workspace.metered() && ctx.remote.is_none()) {
-        let over = crate::quota::workspace_over(
+        let over = outboard_org::quota::workspace_over(
             org.fs.store(),
             &org.org_id,
             ctx.workspace.root(),

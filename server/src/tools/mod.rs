@@ -475,7 +475,7 @@ async fn with_ledger(
 }
 
 /// The refusal of a workspace write that would add `growth` bytes past the org's
-/// `workspace_bytes` quota (see [`crate::quota`]); `None` to go ahead.
+/// `workspace_bytes` quota (see [`outboard_org::quota`]); `None` to go ahead.
 async fn workspace_quota(
     org: Option<&OrgCtx>,
     workspace: &Workspace,
@@ -484,7 +484,7 @@ async fn workspace_quota(
 ) -> Option<ToolOutcome> {
     let org = org.filter(|_| workspace.metered())?;
     let root = workspace.root();
-    crate::quota::workspace_write_refusal(org.fs.store(), &org.org_id, root, growth, cancel)
+    outboard_org::quota::workspace_write_refusal(org.fs.store(), &org.org_id, root, growth, cancel)
         .await
         .map(ToolOutcome::error)
 }

@@ -1,5 +1,5 @@
 //! `Read`, `Write` and `Edit` on the org's shared files (`/memory/**`, `/skills/**`), which live
-//! in the store ([`crate::orgfs`]) rather than on disk.
+//! in the store ([`outboard_org::orgfs`]) rather than on disk.
 //!
 //! The model sees the same tools and the same answers as for workspace files, with the version
 //! added, and the same read-before-write rule made stronger by the store: a `Write` carries the
@@ -11,7 +11,7 @@ use outboard_shared::{FileOp, OrgId};
 
 use super::file::{edited_message, render, replace, EditParams, ReadParams, WriteParams};
 use super::{ReadLedger, ToolOutcome};
-use crate::orgfs::{describe, Author, FsError, OrgFs, Precondition};
+use outboard_org::orgfs::{describe, Author, FsError, OrgFs, Precondition};
 use outboard_vfs::OrgPath;
 
 /// The org a session's tools act for, and who they act as.

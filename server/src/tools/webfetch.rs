@@ -186,7 +186,7 @@ fn is_redirect(status: StatusCode) -> bool {
     matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
 }
 
-/// Who refused, in words, from the refusal's `policy` (see [`crate::netpolicy`] and
+/// Who refused, in words, from the refusal's `policy` (see [`outboard_org::netpolicy`] and
 /// [`outboard_egress`]).
 fn refuser(policy: &str) -> &'static str {
     if policy.starts_with("session") {

@@ -6,8 +6,8 @@ use axum::response::{Html, IntoResponse, Redirect};
 use axum::routing::get;
 
 use super::*;
-use crate::netpolicy::{Decision, Policy};
 use outboard_egress::{Audit, Decide, Injection, NetLimits, SessionNet, Verdict};
+use outboard_org::netpolicy::{Decision, Policy};
 
 #[test]
 fn the_first_url_is_checked() {

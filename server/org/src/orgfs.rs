@@ -1,6 +1,6 @@
 //! The org's shared files, `/memory/**`, `/skills/**` and `/agents/**`: versioned text in the
 //! store, read and written by every session and person of the org, projected read-only onto the
-//! host for Bash, `Glob` and `Grep` (`crate::agent_types` reads the agent types out of `/agents`).
+//! host for Bash, `Glob` and `Grep` (the harness reads the agent types out of `/agents`).
 //!
 //! CONTRACT (used by `tools`, `agent`, `session`, `gateway`): [`OrgFs`] and its methods,
 //! [`Author`], [`Precondition`], [`FsError`], [`OrgChange`], [`describe`].
@@ -39,7 +39,7 @@ use outboard_shared::{FileOp, FileVersion, OrgId, SessionId, SkillInfo};
 use outboard_store::db::{params, Db, OptionalExtension, Row, Transaction};
 use tokio::sync::broadcast;
 
-use crate::auth::hex_sha256;
+use outboard_base::digest::hex_sha256;
 use outboard_base::util::now_rfc3339;
 use outboard_store::{Store, StoreError};
 use outboard_vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
@@ -732,11 +732,11 @@ enum Change {
     Delete,
 }
 
-pub(crate) const FILE_COLUMNS: &str =
+pub const FILE_COLUMNS: &str =
     "f.path, f.version, f.op, f.size, f.sha256, f.author, f.session_id, \
                             f.at, f.content IS NULL, f.restored_from";
 
-pub(crate) fn file_version(r: &Row<'_>) -> outboard_store::db::Result<FileVersion> {
+pub fn file_version(r: &Row<'_>) -> outboard_store::db::Result<FileVersion> {
     let op: String = r.get(2)?;
     Ok(FileVersion {
         path: r.get(0)?,

@@ -1,4 +1,10 @@
+use super::limits::*;
+use super::sealed::*;
 use super::*;
+use outboard_base::util::now_rfc3339;
+use outboard_shared::OrgId;
+use outboard_store::db::params;
+use outboard_store::Store;
 use outboard_store::UserRow;
 use pretty_assertions::assert_eq;
 use std::os::unix::fs::PermissionsExt as _;

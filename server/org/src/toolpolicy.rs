@@ -1,5 +1,5 @@
 //! Per-org tool policies: for each tool pattern, whether a call runs (`allow`), waits for a
-//! person's answer (`ask`, see [`crate::approvals`]) or is refused (`deny`).
+//! person's answer (`ask`, see the harness's approvals) or is refused (`deny`).
 //!
 //! An admin sets them (`outboard-server admin policy set --org ORG PATTERN allow|ask|deny`). A
 //! PATTERN is a tool name, where `*` matches any run of characters (`mcp__github__*`, `Bash`,

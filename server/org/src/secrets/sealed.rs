@@ -1,189 +1,21 @@
-//! Org credentials for git hosts: stored sealed in `org_secrets`, opened only by the server when it
-//! talks to that host (`outboard-server admin secret set|ls|rm` manages them).
-//!
-//! CONTRACT (used by `main` and the server's git code): [`SecretKey::load`], [`Secrets`]
-//! (`set`, `list`, `remove`, `for_host`, `org_by_name`), [`SecretValue`] (`expose`,
-//! `basic_auth`, `basic_header`), [`host_key`], [`SecretError`].
-//!
-//! Design choices:
-//! - **A copy of the database alone reveals names and hosts, never values.** Each value is sealed
-//!   with ChaCha20-Poly1305 (ring) under a 32-byte key that is not in the database: the
-//!   `OUTBOARD_SECRET_KEY` environment variable (64 hex characters) when set, else
-//!   `<data dir>/secret.key`, created on first use with 0600 and `O_EXCL`. A key file that group
-//!   or others may read is refused rather than tightened: whoever could read it may have copied it.
-//! - **A sealed value is bound to its row.** The nonce is random (96 bits) per value, and the
-//!   associated data is `org_id \0 host \0 name`, so a sealed value copied into another org's row
-//!   or another host's does not open.
-//! - **One key for every org.** `set` checks that an existing secret opens with the key it has
-//!   before adding another, so an `admin` run that forgot the server's `OUTBOARD_SECRET_KEY` (and
-//!   so made a `secret.key` of its own) is refused instead of sealing values the server cannot open.
-//! - **Values do not linger.** [`SecretValue`] prints `[redacted]` and zeroes its bytes on drop;
-//!   buffers that held plaintext while sealing or opening are zeroed too. Copies made before a
-//!   value reached us (a pipe buffer, the caller's own `String` growth) are beyond our reach.
-//! - **Several names for one host: the most recently set wins** ([`Secrets::for_host`]); `set`
-//!   of an existing name replaces its value and counts as newly set.
-//! - There is no re-key command yet: to change the key, `rm` every secret, replace the key and
-//!   `set` them again.
+//! Sealing and opening org secrets: the server's key, the `org_secrets` rows, validation of
+//! names, hosts and values.
 
+pub use outboard_base::secret::SecretValue;
+use outboard_base::secret::{wipe, Wiped};
+use outboard_base::util::now_rfc3339;
+use outboard_shared::OrgId;
+use outboard_store::db::{params, OptionalExtension};
+use outboard_store::{org_id_by_name, org_name, Store, StoreError};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use outboard_shared::OrgId;
-use outboard_store::db::{params, OptionalExtension};
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
-
-use outboard_base::secret::{wipe, Wiped};
-pub use outboard_base::secret::{SecretValue, TOKEN_USER};
-use outboard_base::util::now_rfc3339;
-use outboard_store::{org_id_by_name, org_name, Store, StoreError};
-
-mod outbound;
-#[cfg(test)]
-mod tests;
-
-pub use outbound::{
-    placeholder, Binding, HeaderTemplate, Outbound, MAX_UPSTREAM_CA_BYTES, PLACEHOLDER_PREFIX,
-};
-
-/// The environment variable that carries the key instead of the key file.
-pub const KEY_ENV: &str = "OUTBOARD_SECRET_KEY";
-/// The key file's name in the data directory.
-pub const KEY_FILE: &str = "secret.key";
-/// Bytes of the key (ChaCha20's key size).
-const KEY_BYTES: usize = 32;
-/// A value's size at most: a token or a `user:password` pair is far shorter; the cap keeps a
-/// mistaken `< some-file` from being stored as a credential.
-pub const MAX_VALUE_BYTES: usize = 4096;
-/// A name's length at most (names are labels like `ci-token`).
-pub const MAX_NAME_BYTES: usize = 64;
-/// A host's length at most (a DNS name is at most 253 characters, plus `:65535`).
-const MAX_HOST_BYTES: usize = 260;
-/// Prefixes of well-known token formats: a NAME starting so is a value typed on the command line.
-const TOKEN_PREFIXES: &[&str] =
-    &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gldt-", "xoxb-"];
-
-/// Why a secret could not be stored, listed or opened. No message ever contains a value.
-#[derive(Debug, thiserror::Error)]
-pub enum SecretError {
-    /// `OUTBOARD_SECRET_KEY` is set but is not 64 hex characters.
-    #[error(
-        "{KEY_ENV} is set but is not a key: give 64 hex characters (32 bytes), e.g. the output of \
-         `openssl rand -hex 32`, or unset it to use the key file in the data directory"
-    )]
-    BadEnvKey,
-    /// The key file grants group or others some access.
-    #[error(
-        "refusing the secret key file {path}: its mode {mode:03o} lets group or others read it; \
-         run `chmod 600 {path}` (and consider the key exposed: set the secrets again with a new key)"
-    )]
-    KeyFileMode {
-        /// The key file.
-        path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// The key file is not a regular file of exactly 32 bytes.
-    #[error(
-        "the secret key file {path} is not a {KEY_BYTES}-byte key ({what}): restore it from a \
-         backup, or, if no secret was ever set with it, remove it so a new one is made"
-    )]
-    KeyFileBad {
-        /// The key file.
-        path: PathBuf,
-        /// What is wrong with it.
-        what: String,
-    },
-    /// The key file cannot be read or created.
-    #[error(
-        "cannot read or create the secret key file {path}: {source}; check that the data \
-         directory exists and belongs to this user, or set {KEY_ENV}"
-    )]
-    KeyFileIo {
-        /// The key file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The OS gave no randomness (a key or a nonce).
-    #[error("cannot get random bytes from the OS: {0}; try again")]
-    Random(String),
-    /// The host is not `host` or `host:port`.
-    #[error(
-        "invalid host {host:?}: {why}; give the host as in the repository's URL, without scheme \
-         or path: `github.com`, `git.example.com:8443` or `[2001:db8::1]:3000`"
-    )]
-    BadHost {
-        /// What was given (never when it might hold a credential).
-        host: String,
-        /// What is wrong.
-        why: &'static str,
-    },
-    /// The host holds userinfo (`user:token@host`): the credential would be in argv and logs.
-    #[error(
-        "the host must not hold a credential (it contains '@'): give the host alone; the value \
-         is read from stdin by `outboard-server admin secret set`"
-    )]
-    HostWithCredential,
-    /// The name is not 1..=64 of `[A-Za-z0-9_.-]`.
-    #[error("invalid secret name {name:?}: use 1 to {MAX_NAME_BYTES} of A-Z a-z 0-9 _ . -")]
-    BadName {
-        /// What was given.
-        name: String,
-    },
-    /// The name looks like a token: the value was typed where the name goes.
-    #[error(
-        "the secret name looks like a token: the value is read from stdin, never from the command \
-         line; pick a name such as `ci-token` (and revoke the token if this command line was \
-         logged)"
-    )]
-    NameIsToken,
-    /// The value is empty, too long or holds control characters.
-    #[error("invalid secret value: {0}")]
-    BadValue(&'static str),
-    /// A sealed value does not open with this server's key.
-    #[error(
-        "the secret {host}/{name} of org {org} does not open with this server's key: was the key \
-         file replaced? set it again with `outboard-server admin secret set`"
-    )]
-    WrongKey {
-        /// The org's name.
-        org: String,
-        /// The secret's host.
-        host: String,
-        /// The secret's name.
-        name: String,
-    },
-    /// Existing secrets do not open with the key this process loaded.
-    #[error(
-        "the stored secrets do not open with this key (the secret {host}/{name} of org {org} \
-         does not): run with the same {KEY_ENV} or data directory as the server, or `rm` the \
-         old secrets first"
-    )]
-    KeyMismatch {
-        /// The org of the secret that failed.
-        org: String,
-        /// Its host.
-        host: String,
-        /// Its name.
-        name: String,
-    },
-    /// The org does not exist.
-    #[error(
-        "no org named {0:?}: orgs are created by `outboard-server admin user add NAME --org ORG`"
-    )]
-    NoOrg(String),
-    /// An `--inject-header`, `--placeholder` or `--upstream-ca` is not usable.
-    #[error("{0}")]
-    BadBinding(String),
-    /// The org's sandbox CA cannot be made or read.
-    #[error(transparent)]
-    Ca(#[from] outboard_egress::ca::CaError),
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
+use super::binding::Binding;
+use super::error::SecretError;
+use super::limits::*;
 
 /// The key that seals org secrets.
 pub struct SecretKey {
@@ -215,7 +47,7 @@ impl SecretKey {
 
     /// [`SecretKey::load`] with the environment variable's value given (tests cannot set the
     /// process environment without racing each other).
-    fn load_with(
+    pub(crate) fn load_with(
         data_dir: &Path,
         env: Option<std::ffi::OsString>,
     ) -> Result<SecretKey, SecretError> {
@@ -320,7 +152,7 @@ impl SecretKey {
     }
 
     /// Seals `value` for the row `(org, host, name)`: `(nonce, ciphertext || tag)`.
-    fn seal(
+    pub(crate) fn seal(
         &self,
         org: &OrgId,
         host: &str,
@@ -344,7 +176,7 @@ impl SecretKey {
     }
 
     /// Opens what [`SecretKey::seal`] made for the same row; `None` when it does not open.
-    fn open(
+    pub(crate) fn open(
         &self,
         org: &OrgId,
         host: &str,
@@ -377,17 +209,17 @@ impl SecretKey {
 
 /// The `host` part of a sandbox host token's sealing context; with an empty org id, which no
 /// org has, it never collides with an org secret's.
-const HOST_TOKEN_ROW: &str = "sandbox-host";
+pub(crate) const HOST_TOKEN_ROW: &str = "sandbox-host";
 
-fn host_token_org() -> OrgId {
+pub(crate) fn host_token_org() -> OrgId {
     OrgId(String::new())
 }
 
-fn aad(org: &OrgId, host: &str, name: &str) -> Vec<u8> {
+pub(crate) fn aad(org: &OrgId, host: &str, name: &str) -> Vec<u8> {
     format!("{}\0{host}\0{name}", org.0).into_bytes()
 }
 
-fn hex_digit(c: u8) -> Option<u8> {
+pub(crate) fn hex_digit(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
@@ -412,8 +244,8 @@ pub struct SecretInfo {
 /// The org secrets of this server: the store plus the key that seals them. Cheap to clone.
 #[derive(Clone)]
 pub struct Secrets {
-    store: Store,
-    key: Arc<SecretKey>,
+    pub(crate) store: Store,
+    pub(crate) key: Arc<SecretKey>,
 }
 
 impl std::fmt::Debug for Secrets {
@@ -428,7 +260,7 @@ impl Secrets {
         Secrets { store, key: Arc::new(key) }
     }
 
-    /// Seals the join token of the sandbox host `name` (`crate::remote::registry`): `(nonce,
+    /// Seals the join token of the sandbox host `name` (the sandbox hosts registry): `(nonce,
     /// sealed)`, bound to that name (a sealed token copied to another host's row does not open).
     pub fn seal_host_token(
         &self,
@@ -618,7 +450,7 @@ impl Secrets {
 
 impl Secrets {
     /// Every secret of `org` named `name`, with its host, opened (for `{secret:NAME}` in an MCP
-    /// server's headers or environment, [`crate::mcp`], which picks among them); most recently
+    /// server's headers or environment, the MCP client, which picks among them); most recently
     /// set first.
     pub async fn named(
         &self,
@@ -654,9 +486,12 @@ impl Secrets {
 }
 
 /// A stored secret as selected: org id, host, name, nonce, sealed value.
-type SealedRow = (String, String, String, Vec<u8>, Vec<u8>);
+pub(crate) type SealedRow = (String, String, String, Vec<u8>, Vec<u8>);
 
-fn org_name_opt(c: &outboard_store::db::Db, org: &OrgId) -> Result<Option<String>, StoreError> {
+pub(crate) fn org_name_opt(
+    c: &outboard_store::db::Db,
+    org: &OrgId,
+) -> Result<Option<String>, StoreError> {
     c.query_row("SELECT name FROM orgs WHERE id = ?1", [&org.0], |r| r.get(0)).optional()
 }
 
