@@ -45,5 +45,5 @@ cargo test --workspace
 # The same store tests and the end-to-end suites that exercise the log, recovery, org files and
 # attach, on PostgreSQL (a schema of a throwaway cluster per test; see server/src/store/pgtest.rs).
 echo "== tests on PostgreSQL"
-OUTBOARD_TEST_STORE=postgres cargo test -p outboard-store -p outboard-server --lib
+OUTBOARD_TEST_STORE=postgres cargo test -p outboard-store -p outboard-org -p outboard-server --lib
 OUTBOARD_TEST_STORE=postgres cargo test -p outboard-tests --no-fail-fast $PG_SUITES

@@ -20,11 +20,11 @@ use outboard_shared::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Limits;
-use crate::tools::{self, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use outboard_llm::{
     context, ContentBlock, LlmError, ModelRequest, ModelStop, Provider, StreamDelta,
 };
 use outboard_sandbox::Sandbox;
+use outboard_tools::{self as tools, OrgCtx, ReadLedger, ToolCtx, ToolOutcome};
 use outboard_vfs::confined::ConfinedError;
 use outboard_vfs::{Route, Workspace};
 

@@ -27,7 +27,7 @@
 //! here (Claude Code's `WebSearch`, `NotebookEdit`, `Task`, `TodoWrite`, MCP tools) is left out of
 //! its list, a body over [`MAX_AGENT_PROMPT_BYTES`] is cut with a note.
 //!
-//! This module sits above both [`outboard_org::orgfs`] (the files) and [`crate::tools`] (the tool set
+//! This module sits above both [`outboard_org::orgfs`] (the files) and [`outboard_tools`] (the tool set
 //! it validates against), so neither imports the other through it.
 
 use std::collections::HashMap;
@@ -35,8 +35,8 @@ use std::collections::HashMap;
 use outboard_shared::{AgentInfo, AgentsListResponse, OrgId};
 use outboard_store::db::params;
 
-use crate::tools::SUBAGENT_TOOLS;
 use outboard_org::orgfs::{file_version, FsError, OrgFs, FILE_COLUMNS};
+use outboard_tools::SUBAGENT_TOOLS;
 use outboard_vfs::AGENTS_PREFIX;
 
 /// The agent type that always exists, built into the harness; a file of that name is refused.

@@ -39,7 +39,7 @@ pub mod session;
 pub mod sources;
 pub use outboard_org::toolpolicy;
 pub use outboard_store as store;
-pub mod tools;
+pub use outboard_tools as tools;
 pub mod uploads;
 pub use outboard_vfs as vfs;
 pub mod workspace_api;

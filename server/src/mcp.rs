@@ -32,16 +32,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use outboard_shared::OrgId;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::ToolOutcome;
 use config::ServerDef;
 use connect::Live;
 use outboard_llm::ToolSpec;
 use outboard_org::secrets::Secrets;
 use outboard_store::Store;
+use outboard_tools::ToolOutcome;
 
 pub use connect::{MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_SERVER};
 
@@ -153,13 +154,7 @@ pub struct McpTool {
 }
 
 /// An org's MCP tools for a turn, and the system prompt's section about its servers.
-#[derive(Debug, Default)]
-pub struct OrgTools {
-    /// Every connected server's tools.
-    pub specs: Vec<ToolSpec>,
-    /// The `# MCP servers` section; empty when the org has none.
-    pub prompt: String,
-}
+pub use outboard_tools::ExternalSet as OrgTools;
 
 /// Whether `name` is an MCP tool's name (`mcp__…`).
 pub fn is_mcp_name(name: &str) -> bool {
@@ -199,6 +194,23 @@ pub struct McpHub {
 impl std::fmt::Debug for McpHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpHub").finish_non_exhaustive()
+    }
+}
+
+/// The MCP servers are the tools' external tools.
+impl outboard_tools::ExternalTools for McpHub {
+    fn org_tools<'a>(&'a self, org: &'a OrgId) -> BoxFuture<'a, OrgTools> {
+        Box::pin(McpHub::org_tools(self, org))
+    }
+
+    fn call<'a>(
+        &'a self,
+        org: &'a OrgId,
+        name: &'a str,
+        input: &'a Value,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(McpHub::call(self, org, name, input, cancel))
     }
 }
 

@@ -782,7 +782,7 @@ mod tests {
 
     #[test]
     fn every_built_in_tool_has_its_own_label() {
-        let mut names: Vec<String> = crate::tools::specs().into_iter().map(|s| s.name).collect();
+        let mut names: Vec<String> = outboard_tools::specs().into_iter().map(|s| s.name).collect();
         names.push("Task".into());
         for name in names {
             assert_eq!(tool_label(&name), name, "{name} would be counted as other");

@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
-use crate::tools::{OrgCtx, ReadLedger};
 use outboard_base::util::{new_id, now_rfc3339};
 use outboard_llm::models::Models;
 use outboard_llm::{ContentBlock, Provider};
@@ -42,6 +41,7 @@ use outboard_org::orgfs::{Author, OrgFs};
 use outboard_sandbox::jobs::JobReport;
 use outboard_sandbox::{Sandbox, SandboxTransition};
 use outboard_store::{SessionRow, Store, StoreError};
+use outboard_tools::{OrgCtx, ReadLedger};
 use outboard_vfs::Workspace;
 
 /// Commands queued for one session. A turn emits a few events per model step and connections
@@ -873,7 +873,7 @@ impl Actor {
             self.files_touched = agent::files_touched(&log);
             self.gate.restore(&log);
         }
-        self.lost_jobs = crate::tools::background::running_in_log(&log);
+        self.lost_jobs = outboard_tools::background::running_in_log(&log);
         for (shell_id, command) in self.lost_jobs.clone() {
             let lost = EventKind::BackgroundTask {
                 shell_id,
@@ -1424,7 +1424,7 @@ impl Actor {
                     (None, _) => None,
                     (Some(host), Some(hosts)) => {
                         let hosted = hosts.workspace(host, self.row.id.as_str());
-                        Some(Arc::new(hosted) as Arc<dyn crate::tools::HostedWorkspace>)
+                        Some(Arc::new(hosted) as Arc<dyn outboard_tools::HostedWorkspace>)
                     }
                     (Some(host), None) => {
                         return Err(ErrorBody::new(
@@ -1451,7 +1451,10 @@ impl Actor {
                     fs: self.org_fs.clone(),
                     org_id: self.row.org_id.clone(),
                     author: Author { user: String::new(), session: Some(self.row.id.clone()) },
-                    mcp: self.mcp.clone(),
+                    mcp: self
+                        .mcp
+                        .clone()
+                        .map(|m| Arc::new(m) as Arc<dyn outboard_tools::ExternalTools>),
                 };
                 ToolEnv {
                     workspace,

@@ -1,11 +1,7 @@
 //! Which executable the sandbox runs as its PID 1: the in-sandbox init ships inside our own
 //! binaries (`outboard-server`, `outboard`), behind a hidden first argument.
 
-#[cfg(any(test, feature = "test-support"))]
-use std::path::Path;
 use std::path::PathBuf;
-#[cfg(any(test, feature = "test-support"))]
-use std::sync::OnceLock;
 
 use outboard_sandbox_init::error::SandboxError;
 
@@ -17,20 +13,11 @@ pub fn resolve_agent_exe(config: &SandboxConfig) -> Result<PathBuf, SandboxError
     if let Some(exe) = &config.agent_exe {
         return Ok(exe.clone());
     }
-    #[cfg(any(test, feature = "test-support"))]
+    #[cfg(test)]
     {
-        // One of our binaries built with this feature (a `cargo test --workspace` builds them
-        // so) carries the init itself; a test binary does not.
-        let own = std::env::current_exe().ok().filter(|exe| {
-            let name = exe.file_name().and_then(|n| n.to_str());
-            matches!(name, Some("outboard-server" | "outboard"))
-        });
-        match own {
-            Some(exe) => Ok(exe),
-            None => agent_exe_for_tests(),
-        }
+        crate::testing::agent_exe_for_tests()
     }
-    #[cfg(not(any(test, feature = "test-support")))]
+    #[cfg(not(test))]
     {
         /// Names of our binaries that carry the agent.
         const AGENT_BINARIES: &[&str] = &["outboard-server", "outboard"];
@@ -54,28 +41,4 @@ pub fn resolve_agent_exe(config: &SandboxConfig) -> Result<PathBuf, SandboxError
             exe.display()
         )))
     }
-}
-
-#[cfg(any(test, feature = "test-support"))]
-/// `outboard-server`, built once for a test binary (which cannot be the agent itself: libtest owns
-/// its `main`). Only with the `test-support` feature, which the crates' tests turn on.
-fn agent_exe_for_tests() -> Result<PathBuf, SandboxError> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = std::process::Command::new(cargo)
-                .args(["build", "--quiet", "-p", "outboard-server", "--bin", "outboard-server"])
-                .status()
-                .map_err(|e| format!("cannot run cargo build: {e}"))?;
-            if !status.success() {
-                return Err("cargo build of outboard-server failed".into());
-            }
-            // target/debug/deps/<test> → target/debug
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let dir = exe.parent().and_then(Path::parent).ok_or("no target dir")?;
-            Ok(dir.join("outboard-server"))
-        })
-        .clone()
-        .map_err(SandboxError::Start)
 }

@@ -26,7 +26,6 @@ pub mod manager;
 pub mod observe;
 pub mod pool;
 pub mod request;
-#[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod types;
 

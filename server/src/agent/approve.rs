@@ -10,8 +10,8 @@ use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
 
 use super::{not_run, EmitError, Role, Turn};
 use crate::approvals::Answer;
-use crate::tools::ToolOutcome;
 use outboard_org::toolpolicy::{Decision, Rule};
+use outboard_tools::ToolOutcome;
 
 /// What the log holds of a call's approval, for a call found without a result after a restart.
 #[derive(Debug, Clone)]

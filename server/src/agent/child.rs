@@ -29,8 +29,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Conversation, EmitError, Ending, Resume, Role, ToolEnv, Turn};
-use crate::tools::{OrgCtx, ReadLedger, ToolOutcome, SUBAGENT_TOOLS};
 use outboard_llm::{ContentBlock, Role as MessageRole, ToolSpec};
+use outboard_tools::{OrgCtx, ReadLedger, ToolOutcome, SUBAGENT_TOOLS};
 
 /// The tool's name.
 pub const TASK: &str = "Task";
@@ -205,7 +205,7 @@ pub struct ChildRole {
 impl ChildRole {
     /// The tools offered to its model.
     pub(super) fn specs(&self) -> Vec<ToolSpec> {
-        crate::tools::specs()
+        outboard_tools::specs()
             .into_iter()
             .filter(|s| self.tools.contains(&s.name.as_str()))
             .collect()
@@ -345,7 +345,7 @@ async fn run_child(
 ) -> Result<Option<(ToolOutcome, Usage)>, EmitError> {
     tracing::debug!(target: SPAWN_TARGET, call_id = %call.call_id, "subagent starting");
     let answer = |o: ToolOutcome| Ok(Some((o, Usage::default())));
-    let params = match crate::tools::parse::<TaskParams>(TASK, &call.input, TASK_PARAMS) {
+    let params = match outboard_tools::input::parse::<TaskParams>(TASK, &call.input, TASK_PARAMS) {
         Ok(params) => params,
         Err(refusal) => return answer(refusal),
     };

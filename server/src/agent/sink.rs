@@ -83,7 +83,7 @@ impl Emitter {
 }
 
 /// `TodoWrite` records its list through the turn's emitter.
-impl crate::tools::ToolEvents for Emitter {
+impl outboard_tools::ToolEvents for Emitter {
     fn durable(&self, kind: EventKind) -> futures_util::future::BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
             Emitter::durable(self, kind).await.map(|_| ()).map_err(|e| e.to_string())

@@ -174,7 +174,7 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
 fn the_request_estimate_bounds_both_dialects_bodies() {
     use outboard_llm::{ContentBlock, Message, ModelRequest, Role};
     use serde_json::json;
-    let tools = crate::tools::specs();
+    let tools = outboard_tools::specs();
     let system = crate::agent::system_prompt();
     let mut messages = vec![Message {
         role: Role::User,

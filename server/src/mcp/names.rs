@@ -8,8 +8,8 @@
 //! appended, so the name is stable across connections and two such tools of one server never
 //! collide. The hub keeps the map from the shown name back to the server's.
 
-/// What every MCP tool's name starts with.
-pub const PREFIX: &str = "mcp__";
+/// What every MCP tool's name starts with (the tools' prefix for external tools).
+pub const PREFIX: &str = outboard_tools::EXTERNAL_PREFIX;
 /// The longest tool name the providers accept.
 pub const MAX_TOOL_NAME: usize = 64;
 /// Hex digits of the digest appended to a mapped name.

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 use super::auth::{self, AuthError, JoinKey, PinnedVerifier};
 use super::host::{stamp_from_wire, stamp_to_wire};
 use super::protocol::{self, Op, Reply, ToHarness, ToHost, PROTOCOL_VERSION};
-use crate::tools::{ReadLedger, ToolOutcome};
 use outboard_sandbox::ExecResult;
+use outboard_tools::{ReadLedger, ToolOutcome};
 
 /// Messages waiting to be written to the host; callers wait past it (back-pressure on the
 /// sessions, never unbounded memory). Sized like the host's side ([`super::host::OUTBOUND_MESSAGES`]).

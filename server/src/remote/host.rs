@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{self, HostIdentity, JoinKey};
 use super::protocol::{self, Op, Reply, ToHarness, ToHost, WireStamp, PROTOCOL_VERSION};
-use crate::tools::{ReadLedger, ReadStamp, ToolCtx};
 use outboard_sandbox::{Sandbox, SandboxConfig};
+use outboard_tools::{ReadLedger, ReadStamp, ToolCtx};
 use outboard_vfs::Workspace;
 
 /// Messages waiting to be written to one harness. Output is produced at sandbox speed and the
@@ -535,7 +535,7 @@ async fn call(
                 events: None,
                 remote: None,
             };
-            let outcome = crate::tools::run(&name, &input, ctx).await;
+            let outcome = outboard_tools::run(&name, &input, ctx).await;
             outbox.finish().await;
             let (recorded, forgotten) = ledger_changes(&sent, &reads);
             Reply::Tool { output: outcome.output, is_error: outcome.is_error, recorded, forgotten }

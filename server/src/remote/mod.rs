@@ -12,7 +12,7 @@
 //! (the harness side).
 //!
 //! Design choice: the host runs the very tool functions the server runs locally
-//! ([`crate::tools::run`]) against its own [`outboard_vfs::Workspace`], so confinement (checked
+//! ([`outboard_tools::run`]) against its own [`outboard_vfs::Workspace`], so confinement (checked
 //! where the files are), output formats and limits cannot drift between local and remote
 //! workspaces; only the read ledger crosses the wire, carried by each call (see
 //! [`protocol::Op::Tool`]).

@@ -20,7 +20,7 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The largest message either end sends or accepts, in bytes. A `Write` carries a whole file and
 /// a `Write`/`Edit` the session's whole read ledger: the largest file `Edit` loads
-/// ([`crate::tools::MAX_FILE_BYTES`], 32 MiB) plus a full ledger of long paths (4096 entries of
+/// ([`outboard_tools::MAX_FILE_BYTES`], 32 MiB) plus a full ledger of long paths (4096 entries of
 /// up to a few KiB) stays under it, and a peer cannot make the other buffer more.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 

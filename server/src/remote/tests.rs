@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::client::{HostClient, HostEndpoint, RemoteError};
 use super::host::{Host, HostOptions};
 use super::protocol::{self, FrameError, Op, ToHost, MAX_FRAME_BYTES};
-use crate::tools::{confinement, ReadLedger};
 use outboard_sandbox::SandboxConfig;
+use outboard_tools::{confinement, ReadLedger};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -44,7 +44,11 @@ async fn start_with(
     listen: SocketAddr,
     tune: impl FnOnce(&mut HostOptions),
 ) -> Running {
-    let mut options = HostOptions::new(data.to_path_buf(), SandboxConfig::Bwrap);
+    let sandbox = SandboxConfig {
+        agent_exe: Some(outboard_sandbox::testing::agent_exe_for_tests().unwrap()),
+        ..SandboxConfig::Bwrap
+    };
+    let mut options = HostOptions::new(data.to_path_buf(), sandbox);
     options.capacity = 8;
     tune(&mut options);
     let host = Host::new(options, token).unwrap();

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{HostClient, RemoteError};
 use super::registry::Hosts;
-use crate::tools::{HostedWorkspace, ReadLedger, ToolOutcome};
 use outboard_sandbox::ExecResult;
+use outboard_tools::{HostedWorkspace, ReadLedger, ToolOutcome};
 
 /// What the model is told after a host error: how the session gets a workspace again.
 pub const RESTORE_HINT: &str = "If the host stays unreachable, the session can be moved to \

@@ -579,11 +579,6 @@ struct Frame<S> {
     scope: S,
 }
 
-/// The name a test plants to make a walk wait at it until cancelled (a walk that would never end
-/// on its own, to test that an interrupt ends it).
-#[cfg(test)]
-pub(crate) const TEST_STALL_NAME: &str = ".outboard-test-stall";
-
 fn walk<W: Walker>(
     start: OwnedFd,
     walker: &mut W,
@@ -612,13 +607,6 @@ fn walk<W: Walker>(
         visited += 1;
         if visited > max_entries {
             return Ok(WalkEnd { capped: true, ..WalkEnd::default() });
-        }
-        #[cfg(test)]
-        if name == TEST_STALL_NAME {
-            while !cancel.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            continue;
         }
         let frame = &stack[top];
         let dir_fd = frame.dir.fd().map_err(ConfinedError::from_errno)?;

@@ -1,17 +1,18 @@
-//! The file tools' confinement cases as one table, so the tools run locally ([`super::tests`])
-//! and through a sandbox host ([`crate::remote`]) are held to the very same cases: `..` and
+//! The file tools' confinement cases as one table, so the tools run locally (this crate's tests)
+//! and through a sandbox host (the server's) are held to the very same cases: `..` and
 //! absolute paths out, symlinks out (to a file, to `/etc`), a FIFO, whole-tree searches that
-//! must not follow the links.
+//! must not follow the links. Test
+//! support, compiled always so the server's tests reach it; it panics on a failed case.
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::ToolOutcome;
+use crate::outcome::ToolOutcome;
 
 /// What a case must answer.
-pub(crate) enum Expect {
+pub enum Expect {
     /// An error that names no host path.
     Refused,
     /// Exactly this outcome.
@@ -20,18 +21,22 @@ pub(crate) enum Expect {
 
 /// Lays out the cases' files: in the workspace directory `root`, links to a file of
 /// `outside_dir` and to `/etc`, and a FIFO; returns the outside file, which must stay as it is.
-pub(crate) fn lay_out(root: &Path, outside_dir: &Path) -> PathBuf {
+pub fn lay_out(root: &Path, outside_dir: &Path) -> PathBuf {
     let outside = outside_dir.join("outside.txt");
-    std::fs::write(&outside, "host secret").unwrap();
-    symlink(&outside, root.join("link")).unwrap();
-    symlink("/etc", root.join("etc")).unwrap();
+    std::fs::write(&outside, "host secret")
+        .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
+    symlink(&outside, root.join("link"))
+        .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
+    symlink("/etc", root.join("etc"))
+        .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
     let fifo = root.join("fifo");
-    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o644)).unwrap();
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o644))
+        .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
     outside
 }
 
 /// The calls and what each must answer, for the layout [`lay_out`] made.
-pub(crate) fn cases(outside: &Path) -> Vec<(&'static str, Value, Expect)> {
+pub fn cases(outside: &Path) -> Vec<(&'static str, Value, Expect)> {
     let outside = outside.to_string_lossy().into_owned();
     vec![
         ("Read", json!({"file_path": "link"}), Expect::Refused),
@@ -61,7 +66,7 @@ pub(crate) fn cases(outside: &Path) -> Vec<(&'static str, Value, Expect)> {
 }
 
 /// Asserts one case's answer; `host` is the host directory that must never be shown.
-pub(crate) fn check(tool: &str, input: &Value, expect: &Expect, outcome: &ToolOutcome, host: &str) {
+pub fn check(tool: &str, input: &Value, expect: &Expect, outcome: &ToolOutcome, host: &str) {
     match expect {
         Expect::Refused => assert!(outcome.is_error, "{tool} {input}: {}", outcome.output),
         Expect::Exactly(want) => assert_eq!(outcome, want, "{tool} {input}"),
@@ -72,8 +77,12 @@ pub(crate) fn check(tool: &str, input: &Value, expect: &Expect, outcome: &ToolOu
 }
 
 /// Asserts that nothing outside the workspace changed.
-pub(crate) fn check_untouched(outside: &Path) {
-    assert_eq!(std::fs::read_to_string(outside).unwrap(), "host secret");
+pub fn check_untouched(outside: &Path) {
+    assert_eq!(
+        std::fs::read_to_string(outside)
+            .unwrap_or_else(|e| panic!("cannot read the outside file: {e}")),
+        "host secret"
+    );
     let escape = outside.parent().map(|d| d.join("escape.txt"));
     assert!(escape.is_some_and(|e| !e.exists()), "a Write escaped the workspace");
 }

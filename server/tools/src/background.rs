@@ -9,7 +9,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::ToolOutcome;
+use crate::outcome::ToolOutcome;
 use outboard_llm::ToolSpec;
 use outboard_sandbox::jobs::{JobReport, JobState};
 use outboard_sandbox::Sandbox;
@@ -22,23 +22,23 @@ pub const MAX_READ_BYTES: usize = 30_000;
 /// Bytes of a `filter` regex: a pattern, not a program.
 const MAX_FILTER_BYTES: usize = 1000;
 
-pub(super) const OUTPUT_PARAMS: &str =
+pub const OUTPUT_PARAMS: &str =
     "{\"bash_id\": string (required), \"filter\": string (optional, a regular expression)}";
-pub(super) const KILL_PARAMS: &str = "{\"shell_id\": string (required)}";
+pub const KILL_PARAMS: &str = "{\"shell_id\": string (required)}";
 
 #[derive(Debug, Deserialize)]
-pub(super) struct BashOutputParams {
+pub struct BashOutputParams {
     bash_id: String,
     #[serde(default)]
     filter: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct KillShellParams {
+pub struct KillShellParams {
     shell_id: String,
 }
 
-pub(super) fn output_spec() -> ToolSpec {
+pub fn output_spec() -> ToolSpec {
     ToolSpec {
         name: "BashOutput".into(),
         description: "Retrieves output from a running or completed background bash shell.\n\
@@ -61,7 +61,7 @@ pub(super) fn output_spec() -> ToolSpec {
     }
 }
 
-pub(super) fn kill_spec() -> ToolSpec {
+pub fn kill_spec() -> ToolSpec {
     ToolSpec {
         name: "KillShell".into(),
         description: "Kills a running background bash shell by its ID.\n\
@@ -82,7 +82,7 @@ pub(super) fn kill_spec() -> ToolSpec {
 }
 
 /// `Bash` with `run_in_background`: starts the command and answers with its shell id at once.
-pub(super) async fn start(command: &str, sandbox: &Sandbox) -> ToolOutcome {
+pub async fn start(command: &str, sandbox: &Sandbox) -> ToolOutcome {
     match sandbox.spawn_job(command).await {
         Ok(shell_id) => ToolOutcome::ok(format!(
             "Command running in background with ID: {shell_id}. Read its output with \
@@ -99,7 +99,7 @@ fn unknown(id: &str) -> ToolOutcome {
     ))
 }
 
-pub(super) async fn output(params: BashOutputParams, sandbox: &Sandbox) -> ToolOutcome {
+pub async fn output(params: BashOutputParams, sandbox: &Sandbox) -> ToolOutcome {
     let filter = match params.filter.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
         None => None,
         Some(f) if f.len() > MAX_FILTER_BYTES => {
@@ -159,7 +159,7 @@ pub(super) async fn output(params: BashOutputParams, sandbox: &Sandbox) -> ToolO
     ToolOutcome::ok(out.trim_end().to_owned())
 }
 
-pub(super) async fn kill(params: KillShellParams, sandbox: &Sandbox) -> ToolOutcome {
+pub async fn kill(params: KillShellParams, sandbox: &Sandbox) -> ToolOutcome {
     match sandbox.kill_job(&params.shell_id).await {
         Ok(true) => ToolOutcome::ok(format!("Successfully killed shell: {}", params.shell_id)),
         Ok(false) => match sandbox.read_job(&params.shell_id).await {

@@ -11,7 +11,9 @@ use outboard_shared::OutputStream;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{lenient, ToolCtx, ToolOutcome};
+use crate::ctx::ToolCtx;
+use crate::input::lenient;
+use crate::outcome::ToolOutcome;
 use outboard_llm::ToolSpec;
 
 /// The longest timeout the model may ask for, in milliseconds.
@@ -22,13 +24,13 @@ const READ_ONLY_HINT: &str =
     "(/memory, /skills and /agents are your org's shared files: read-only in \
 Bash. Change them with the Write or Edit tool, which keeps every version.)";
 
-pub(super) const PARAMS: &str =
+pub const PARAMS: &str =
     "{\"command\": string (required), \"timeout\": integer (optional, milliseconds, max 600000), \
      \"description\": string (optional, 5-10 words), \"run_in_background\": boolean (optional)}";
 
 /// `description` is for the people watching; the tool ignores it (serde skips unknown fields).
 #[derive(Debug, Deserialize)]
-pub(super) struct BashParams {
+pub struct BashParams {
     command: String,
     #[serde(default, deserialize_with = "lenient::opt_count")]
     timeout: Option<u64>,
@@ -36,7 +38,7 @@ pub(super) struct BashParams {
     run_in_background: Option<bool>,
 }
 
-pub(super) fn spec() -> ToolSpec {
+pub fn spec() -> ToolSpec {
     ToolSpec {
         name: "Bash".into(),
         description: "Executes a given bash command in a sandbox with optional timeout.\n\n\
@@ -80,7 +82,7 @@ need to use `&` at the end of the command when using this parameter."
     }
 }
 
-pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
+pub async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     if params.command.trim().is_empty() {
         return ToolOutcome::error("The command is empty: give the shell command to run.");
     }
@@ -89,7 +91,7 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
     // against the directory the sandbox's shell is in (`cd /memory` in one command, `touch x` in
     // the next); asking for it never wakes the sandbox.
     let cwd = ctx.sandbox.cwd().await;
-    if let Err(refusal) = super::bashguard::check(&params.command, cwd.as_deref()) {
+    if let Err(refusal) = outboard_bashguard::check(&params.command, cwd.as_deref()) {
         return ToolOutcome::error(refusal.message);
     }
     // Org files are visible read-only at /memory, /skills and /agents: bring that view up to date
@@ -100,7 +102,7 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         }
     }
     if params.run_in_background == Some(true) {
-        return super::background::start(&params.command, ctx.sandbox).await;
+        return crate::background::start(&params.command, ctx.sandbox).await;
     }
     let timeout = match params.timeout.filter(|&ms| ms > 0) {
         Some(ms) => Duration::from_millis(ms.min(MAX_TIMEOUT_MS)),
@@ -161,12 +163,12 @@ pub(super) async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
 /// Bytes of a command's output streamed to watchers: about what the model sees of it (the
 /// harness's default cut of a tool result); the result in the log keeps more
 /// (`outboard_sandbox_init::output::OUTPUT_HEAD_BYTES` and `OUTPUT_TAIL_BYTES`).
-pub(super) const STREAM_CAP_BYTES: usize = 30_000;
+pub const STREAM_CAP_BYTES: usize = 30_000;
 
 /// Counts a command's streamed output and lets through its first `cap` bytes (cut on a character
 /// boundary); what it holds back is announced by [`StreamCap::truncation_line`] at the end.
 #[derive(Debug)]
-pub(super) struct StreamCap {
+pub struct StreamCap {
     cap: usize,
     sent: usize,
     held_back: usize,
@@ -174,12 +176,12 @@ pub(super) struct StreamCap {
 }
 
 impl StreamCap {
-    pub(super) fn new(cap: usize) -> Self {
+    pub fn new(cap: usize) -> Self {
         StreamCap { cap, sent: 0, held_back: 0, ends_with_newline: true }
     }
 
     /// The part of `text` to stream, if any.
-    pub(super) fn admit<'t>(&mut self, text: &'t str) -> Option<&'t str> {
+    pub fn admit<'t>(&mut self, text: &'t str) -> Option<&'t str> {
         // Once anything was held back, nothing more passes: the stream is a prefix of the output.
         let room = if self.held_back > 0 { 0 } else { self.cap - self.sent };
         let mut cut = text.len().min(room);
@@ -197,7 +199,7 @@ impl StreamCap {
     }
 
     /// The last delta when output was held back: `… output truncated, N bytes more`.
-    pub(super) fn truncation_line(&self) -> Option<String> {
+    pub fn truncation_line(&self) -> Option<String> {
         if self.held_back == 0 {
             return None;
         }

@@ -9,8 +9,10 @@
 
 use outboard_shared::{FileOp, OrgId};
 
-use super::file::{edited_message, render, replace, EditParams, ReadParams, WriteParams};
-use super::{ReadLedger, ToolOutcome};
+use crate::external::ExternalTools;
+use crate::file::{edited_message, render, replace, EditParams, ReadParams, WriteParams};
+use crate::ledger::ReadLedger;
+use crate::outcome::ToolOutcome;
 use outboard_org::orgfs::{describe, Author, FsError, OrgFs, Precondition};
 use outboard_vfs::OrgPath;
 
@@ -24,11 +26,11 @@ pub struct OrgCtx {
     /// The user driving the turn, and the session.
     pub author: Author,
     /// The org's MCP servers (`mcp__SERVER__TOOL` calls); `None`: none offered.
-    pub mcp: Option<crate::mcp::McpHub>,
+    pub mcp: Option<std::sync::Arc<dyn ExternalTools>>,
 }
 
 /// Where org files are not available (a context without an org).
-pub(super) fn unavailable(path: &OrgPath) -> ToolOutcome {
+pub(crate) fn unavailable(path: &OrgPath) -> ToolOutcome {
     ToolOutcome::error(format!("{path}: org files are not available in this session"))
 }
 
@@ -50,7 +52,7 @@ async fn directory_hint(org: &OrgCtx, path: &OrgPath) -> Option<ToolOutcome> {
     )))
 }
 
-pub(super) async fn read(
+pub(crate) async fn read(
     params: ReadParams,
     path: OrgPath,
     org: &OrgCtx,
@@ -73,7 +75,7 @@ pub(super) async fn read(
     }
 }
 
-pub(super) async fn write(
+pub(crate) async fn write(
     params: WriteParams,
     path: OrgPath,
     org: &OrgCtx,
@@ -117,7 +119,7 @@ pub(super) async fn write(
     }
 }
 
-pub(super) async fn edit(
+pub(crate) async fn edit(
     params: EditParams,
     path: OrgPath,
     org: &OrgCtx,

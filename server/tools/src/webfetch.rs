@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::ToolOutcome;
+use crate::outcome::ToolOutcome;
 use outboard_egress::{admit_destination, Admission, AuditEntry, Egress, RefusedBy};
 use outboard_llm::ToolSpec;
 
@@ -63,16 +63,16 @@ const AUDIT_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 const USER_AGENT: &str = concat!("Outboard-WebFetch/", env!("CARGO_PKG_VERSION"));
 
-pub(super) const PARAMS: &str =
+pub const PARAMS: &str =
     "{\"url\": string (required, http:// or https://), \"prompt\": string (required)}";
 
 #[derive(Debug, Deserialize)]
-pub(super) struct WebFetchParams {
+pub struct WebFetchParams {
     url: String,
     prompt: String,
 }
 
-pub(super) fn spec() -> ToolSpec {
+pub fn spec() -> ToolSpec {
     ToolSpec {
         name: "WebFetch".into(),
         description: "- Fetches content from a specified URL and returns it for the prompt\n\
@@ -106,7 +106,7 @@ archives) are refused.\n\
 }
 
 /// Runs one `WebFetch`. `egress` is the session's network; `None` refuses every fetch.
-pub(super) async fn run(
+pub async fn run(
     params: WebFetchParams,
     egress: Option<&Egress>,
     cancel: &CancellationToken,

@@ -9,7 +9,8 @@ use outboard_shared::{EventKind, TodoItem, TodoStatus};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ToolEvents, ToolOutcome};
+use crate::ctx::ToolEvents;
+use crate::outcome::ToolOutcome;
 use outboard_llm::ToolSpec;
 
 /// Items in one list: a plan longer than this is better split into phases, and every client
@@ -19,15 +20,15 @@ pub const MAX_TODOS: usize = 100;
 /// Bytes of one item's `content` or `activeForm`: a line of a panel, not a document.
 pub const MAX_TODO_TEXT_BYTES: usize = 500;
 
-pub(super) const PARAMS: &str = "{\"todos\": [{\"content\": string, \"status\": \"pending\" | \
+pub const PARAMS: &str = "{\"todos\": [{\"content\": string, \"status\": \"pending\" | \
      \"in_progress\" | \"completed\", \"activeForm\": string}] (required)}";
 
 #[derive(Debug, Deserialize)]
-pub(super) struct TodoWriteParams {
+pub struct TodoWriteParams {
     todos: Vec<TodoItem>,
 }
 
-pub(super) fn spec() -> ToolSpec {
+pub fn spec() -> ToolSpec {
     ToolSpec {
         name: "TodoWrite".into(),
         description: "Use this tool to create and manage a structured task list for your current \
@@ -88,7 +89,7 @@ Each call replaces the whole list. The people attached to this session see it as
 }
 
 /// Checks a list; the refusal for the model when it is not one the session can keep.
-pub(super) fn validate(todos: &[TodoItem]) -> Result<(), String> {
+pub fn validate(todos: &[TodoItem]) -> Result<(), String> {
     if todos.len() > MAX_TODOS {
         return Err(format!(
             "The list has {} items; at most {MAX_TODOS} are kept. Merge or drop items, or plan \
@@ -128,7 +129,7 @@ pub(super) fn validate(todos: &[TodoItem]) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) async fn run(params: TodoWriteParams, events: Option<&dyn ToolEvents>) -> ToolOutcome {
+pub async fn run(params: TodoWriteParams, events: Option<&dyn ToolEvents>) -> ToolOutcome {
     if let Err(refusal) = validate(&params.todos) {
         return ToolOutcome::error(refusal);
     }

@@ -12,7 +12,9 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{lenient, ReadLedger, ToolOutcome};
+use crate::input::lenient;
+use crate::ledger::ReadLedger;
+use crate::outcome::ToolOutcome;
 use outboard_llm::ToolSpec;
 use outboard_vfs::confined::{ConfinedError, Located};
 use outboard_vfs::Workspace;
@@ -28,40 +30,39 @@ pub const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 /// Lines of context around an edit in `Edit`'s answer.
 const SNIPPET_CONTEXT: usize = 4;
 
-pub(super) const READ_PARAMS: &str =
+pub const READ_PARAMS: &str =
     "{\"file_path\": string (required), \"offset\": integer (optional, 1-based line), \
      \"limit\": integer (optional, number of lines)}";
-pub(super) const WRITE_PARAMS: &str =
-    "{\"file_path\": string (required), \"content\": string (required)}";
-pub(super) const EDIT_PARAMS: &str =
+pub const WRITE_PARAMS: &str = "{\"file_path\": string (required), \"content\": string (required)}";
+pub const EDIT_PARAMS: &str =
     "{\"file_path\": string (required), \"old_string\": string (required), \"new_string\": \
      string (required), \"replace_all\": boolean (optional, default false)}";
 
 #[derive(Debug, Deserialize)]
-pub(super) struct ReadParams {
-    pub(super) file_path: String,
+pub struct ReadParams {
+    pub file_path: String,
     #[serde(default, deserialize_with = "lenient::opt_count")]
-    pub(super) offset: Option<u64>,
+    pub offset: Option<u64>,
     #[serde(default, deserialize_with = "lenient::opt_count")]
-    pub(super) limit: Option<u64>,
+    pub limit: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct WriteParams {
-    pub(super) file_path: String,
-    pub(super) content: String,
+pub struct WriteParams {
+    pub file_path: String,
+    pub content: String,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct EditParams {
-    pub(super) file_path: String,
-    pub(super) old_string: String,
-    pub(super) new_string: String,
+pub struct EditParams {
+    pub file_path: String,
+    pub old_string: String,
+    pub new_string: String,
     #[serde(default, deserialize_with = "lenient::opt_bool")]
-    pub(super) replace_all: Option<bool>,
+    pub replace_all: Option<bool>,
 }
 
-pub(super) fn read_spec() -> ToolSpec {
+pub fn read_spec() -> ToolSpec {
     ToolSpec {
         name: "Read".into(),
         description: "Reads a file from the local filesystem. You can access any file in the \
@@ -98,7 +99,7 @@ file contents."
     }
 }
 
-pub(super) fn write_spec() -> ToolSpec {
+pub fn write_spec() -> ToolSpec {
     ToolSpec {
         name: "Write".into(),
         description: "Writes a file to the local filesystem.\n\n\
@@ -126,7 +127,7 @@ that someone changed since you read it is refused; Read it again and redo your c
     }
 }
 
-pub(super) fn edit_spec() -> ToolSpec {
+pub fn edit_spec() -> ToolSpec {
     ToolSpec {
         name: "Edit".into(),
         description: "Performs exact string replacements in files.\n\n\
@@ -212,11 +213,7 @@ fn numbered(out: &mut String, number: usize, line: &str) {
     out.push_str(&format!("{number:>6}\t{cut}\n"));
 }
 
-pub(super) fn read(
-    params: ReadParams,
-    workspace: &Workspace,
-    reads: &mut ReadLedger,
-) -> ToolOutcome {
+pub fn read(params: ReadParams, workspace: &Workspace, reads: &mut ReadLedger) -> ToolOutcome {
     let Loaded { at, shown, bytes } = match load(workspace, &params.file_path, false) {
         Ok(loaded) => loaded,
         Err(msg) => return ToolOutcome::error(msg),
@@ -237,7 +234,7 @@ pub(super) fn read(
 }
 
 /// A file's text as `Read` answers it: `cat -n` lines from `offset`, at most `limit` of them.
-pub(super) fn render(bytes: &[u8], offset: Option<u64>, limit: Option<u64>) -> ToolOutcome {
+pub fn render(bytes: &[u8], offset: Option<u64>, limit: Option<u64>) -> ToolOutcome {
     if bytes.is_empty() {
         return ToolOutcome::ok(
             "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
@@ -274,11 +271,7 @@ pub(super) fn render(bytes: &[u8], offset: Option<u64>, limit: Option<u64>) -> T
     ToolOutcome::ok(out)
 }
 
-pub(super) fn write(
-    params: WriteParams,
-    workspace: &Workspace,
-    reads: &mut ReadLedger,
-) -> ToolOutcome {
+pub fn write(params: WriteParams, workspace: &Workspace, reads: &mut ReadLedger) -> ToolOutcome {
     let Loaded { at, shown, bytes: existing } = match load(workspace, &params.file_path, true) {
         Ok(loaded) => loaded,
         Err(msg) => return ToolOutcome::error(msg),
@@ -302,11 +295,7 @@ pub(super) fn write(
     }
 }
 
-pub(super) fn edit(
-    params: EditParams,
-    workspace: &Workspace,
-    reads: &mut ReadLedger,
-) -> ToolOutcome {
+pub fn edit(params: EditParams, workspace: &Workspace, reads: &mut ReadLedger) -> ToolOutcome {
     // Claude Code's convention: an empty old_string creates a new file.
     let create = params.old_string.is_empty();
     let Loaded { at, shown, bytes: existing } = match load(workspace, &params.file_path, create) {
@@ -351,17 +340,17 @@ pub(super) fn edit(
 }
 
 /// An edit applied to a file's text.
-pub(super) struct Replaced {
+pub struct Replaced {
     /// The new text.
-    pub(super) updated: String,
+    pub updated: String,
     /// Occurrences replaced.
-    pub(super) matches: usize,
+    pub matches: usize,
     /// Byte offset of the first occurrence in the old text.
-    pub(super) first: usize,
+    pub first: usize,
 }
 
 /// Applies `Edit`'s replacement to `content`, or says why it cannot (the message for the model).
-pub(super) fn replace(content: &str, params: &EditParams, shown: &str) -> Result<Replaced, String> {
+pub fn replace(content: &str, params: &EditParams, shown: &str) -> Result<Replaced, String> {
     if params.old_string == params.new_string {
         return Err("No changes to make: old_string and new_string are exactly the same.".into());
     }
@@ -401,7 +390,7 @@ pub(super) fn replace(content: &str, params: &EditParams, shown: &str) -> Result
 }
 
 /// `Edit`'s answer: what changed and a `cat -n` snippet around it; `suffix` ends the first line.
-pub(super) fn edited_message(
+pub fn edited_message(
     shown: &str,
     content: &str,
     replaced: &Replaced,

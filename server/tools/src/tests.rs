@@ -8,9 +8,10 @@ use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::search::MAX_GREP_OUTPUT_BYTES;
 use super::*;
+use crate::search::MAX_GREP_OUTPUT_BYTES;
 use outboard_sandbox::{Sandbox, SandboxConfig};
+use outboard_vfs::Workspace;
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -25,7 +26,11 @@ impl Fixture {
     fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let workspace = Workspace::new(dir.path().join("ws")).unwrap();
-        let sandbox = Sandbox::new(SandboxConfig::Bwrap, workspace.root().to_path_buf());
+        let config = SandboxConfig {
+            agent_exe: Some(outboard_sandbox::testing::agent_exe_for_tests().unwrap()),
+            ..SandboxConfig::Bwrap
+        };
+        let sandbox = Sandbox::new(config, workspace.root().to_path_buf());
         Fixture {
             dir,
             workspace,
@@ -565,7 +570,7 @@ async fn bash_output_returns_at_most_a_results_worth_and_checks_its_filter() {
     let r = f.call("BashOutput", json!({"bash_id": id})).await;
     let body = r.output.split("<output>\n").nth(1).unwrap_or("");
     let kept = body.trim_end_matches("\n</output>").len();
-    assert_eq!(kept, super::background::MAX_READ_BYTES, "{}", &r.output[..200]);
+    assert_eq!(kept, crate::background::MAX_READ_BYTES, "{}", &r.output[..200]);
     assert!(
         r.output.contains("<note>20000 bytes of earlier output were not kept"),
         "{}",

@@ -31,13 +31,15 @@ use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{lenient, ToolOutcome};
+use crate::blocking::offload;
+use crate::input::lenient;
+use crate::outcome::ToolOutcome;
 use outboard_llm::ToolSpec;
 use outboard_vfs::confined::{self, ConfinedError, Visit, WalkEnd, WalkEntry, Walker};
 use outboard_vfs::Workspace;
 
 /// What one `Glob`/`Grep` searches.
-pub(super) enum Scope {
+pub enum Scope {
     /// One tree (the workspace, or an org root's projection) from the given path (its root when
     /// `None`).
     One(Workspace, Option<String>),
@@ -94,20 +96,20 @@ const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 /// Characters kept of one matching line in `Grep`'s content mode.
 const MAX_GREP_LINE_CHARS: usize = 500;
 
-pub(super) const GLOB_PARAMS: &str =
+pub const GLOB_PARAMS: &str =
     "{\"pattern\": string (required, e.g. \"**/*.rs\"), \"path\": string (optional directory, \
      default /workspace)}";
-pub(super) const GREP_PARAMS: &str =
+pub const GREP_PARAMS: &str =
     "{\"pattern\": string (required regex), \"path\": string (optional file or directory), \
      \"glob\": string, \"type\": string, \"output_mode\": \"content\" | \"files_with_matches\" | \
      \"count\", \"-i\": boolean, \"-n\": boolean, \"-A\": integer, \"-B\": integer, \"-C\": \
      integer, \"head_limit\": integer, \"multiline\": boolean (all optional but pattern)}";
 
 #[derive(Debug, Deserialize)]
-pub(super) struct GlobParams {
+pub struct GlobParams {
     pattern: String,
     #[serde(default)]
-    pub(super) path: Option<String>,
+    pub path: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
@@ -120,10 +122,10 @@ enum OutputMode {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct GrepParams {
+pub struct GrepParams {
     pattern: String,
     #[serde(default)]
-    pub(super) path: Option<String>,
+    pub path: Option<String>,
     #[serde(default)]
     glob: Option<String>,
     #[serde(default, rename = "type")]
@@ -146,7 +148,7 @@ pub(super) struct GrepParams {
     multiline: Option<bool>,
 }
 
-pub(super) fn glob_spec() -> ToolSpec {
+pub fn glob_spec() -> ToolSpec {
     ToolSpec {
         name: "Glob".into(),
         description: "- Fast file pattern matching tool that works with any codebase size\n\
@@ -169,7 +171,7 @@ speculatively perform multiple searches as a batch that are potentially useful."
     }
 }
 
-pub(super) fn grep_spec() -> ToolSpec {
+pub fn grep_spec() -> ToolSpec {
     ToolSpec {
         name: "Grep".into(),
         description: "A powerful search tool built on ripgrep's engine\n\n\
@@ -327,6 +329,10 @@ impl Filter {
     }
 }
 
+/// The name a test plants to make a walk wait at it until cancelled.
+#[cfg(test)]
+pub const TEST_STALL_NAME: &str = ".outboard-test-stall";
+
 /// Runs a walk from the directory `dir` (at `base_rel` in `space`) with `visit` for each entry the [`Filter`] keeps.
 fn walk_target(
     space: &Workspace,
@@ -339,6 +345,8 @@ fn walk_target(
     struct Visitor<'a> {
         filter: &'a Filter,
         visit: &'a mut dyn FnMut(&WalkEntry<'_>),
+        #[cfg(test)]
+        cancel: &'a AtomicBool,
     }
     impl Walker for Visitor<'_> {
         type Scope = Rules;
@@ -346,6 +354,15 @@ fn walk_target(
             Rules::load(dir, rel)
         }
         fn entry(&mut self, entry: &WalkEntry<'_>, scopes: &[&Rules]) -> Visit {
+            // A test plants this name to make a walk wait at it until cancelled (a walk that
+            // would never end on its own, to test that an interrupt ends it).
+            #[cfg(test)]
+            if entry.name == TEST_STALL_NAME {
+                while !self.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                return Visit::Skip;
+            }
             if !self.filter.keeps(entry, scopes) {
                 return Visit::Skip;
             }
@@ -353,7 +370,12 @@ fn walk_target(
             Visit::Descend
         }
     }
-    let mut visitor = Visitor { filter, visit };
+    let mut visitor = Visitor {
+        filter,
+        visit,
+        #[cfg(test)]
+        cancel,
+    };
     space
         .confined()
         .walk(dir, &mut visitor, MAX_WALK_ENTRIES, cancel)
@@ -365,14 +387,12 @@ fn interrupted() -> ToolOutcome {
     ToolOutcome::error("Interrupted by the user")
 }
 
-pub(super) async fn glob(
+pub async fn glob(
     params: GlobParams,
     scope: Scope,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> ToolOutcome {
-    super::offload(cancel, move |cancel| glob_blocking(params, scope, cancel))
-        .await
-        .unwrap_or_else(|e| e)
+    offload(cancel, move |cancel| glob_blocking(params, scope, cancel)).await.unwrap_or_else(|e| e)
 }
 
 /// The trees a `Glob` walks and the pattern relative to them.
@@ -474,14 +494,12 @@ fn glob_blocking(params: GlobParams, scope: Scope, cancel: &AtomicBool) -> ToolO
     ToolOutcome::ok(out.join("\n"))
 }
 
-pub(super) async fn grep(
+pub async fn grep(
     params: GrepParams,
     scope: Scope,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> ToolOutcome {
-    super::offload(cancel, move |cancel| grep_blocking(params, scope, cancel))
-        .await
-        .unwrap_or_else(|e| e)
+    offload(cancel, move |cancel| grep_blocking(params, scope, cancel)).await.unwrap_or_else(|e| e)
 }
 
 /// `Grep`'s `glob` and `type` filters.

@@ -233,9 +233,9 @@ async fn a_page_that_never_comes_is_given_up_within_the_budget() {
 
 #[test]
 fn the_tool_is_offered_to_subagents_and_runs_with_other_reads() {
-    let spec = crate::tools::specs().into_iter().find(|s| s.name == "WebFetch").unwrap();
+    let spec = crate::specs().into_iter().find(|s| s.name == "WebFetch").unwrap();
     assert_eq!(spec.input_schema["required"], json!(["url", "prompt"]));
     assert!(spec.description.contains("Answer from this page"), "{}", spec.description);
-    assert!(crate::tools::SUBAGENT_TOOLS.contains(&"WebFetch"));
-    assert!(crate::tools::runs_concurrently("WebFetch"));
+    assert!(crate::SUBAGENT_TOOLS.contains(&"WebFetch"));
+    assert!(crate::runs_concurrently("WebFetch"));
 }

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use outboard_sandbox::{Sandbox, SandboxConfig};
+use outboard_vfs::Workspace;
 
 /// Generous: only a tool stuck on a FIFO (forever) reaches it.
 const STUCK: Duration = Duration::from_secs(60);
@@ -37,7 +38,11 @@ impl Env {
         std::fs::create_dir_all(&host).unwrap();
         std::fs::write(host.join("target.txt"), "HOST ORIGINAL\n").unwrap();
         std::fs::write(host.join("secret.txt"), "HOST-SECRET-7f3a\n").unwrap();
-        let sandbox = Sandbox::new(SandboxConfig::Bwrap, workspace.root().to_path_buf());
+        let config = SandboxConfig {
+            agent_exe: Some(outboard_sandbox::testing::agent_exe_for_tests().unwrap()),
+            ..SandboxConfig::Bwrap
+        };
+        let sandbox = Sandbox::new(config, workspace.root().to_path_buf());
         Env {
             _dir: dir,
             workspace,

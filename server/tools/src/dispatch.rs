@@ -1,201 +1,22 @@
-//! The model's tools, with Claude Code's names and parameters: `Read`, `Write`, `Edit`, `Glob`,
-//! `Grep` act on the session's workspace through [`outboard_vfs`]; `Bash` runs in the session's
-//! [`outboard_sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
-//! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
-//! list as session state ([`todo`]); `WebFetch` fetches a page in the server itself, under the
-//! session's network policy and audit ([`webfetch`]).
-//!
-//! CONTRACT (used by `agent`): [`specs`], [`run`], [`ToolCtx`], [`ToolOutcome`], [`ReadLedger`].
-//! A tool never panics and never returns a Rust error: every failure, including invalid input
-//! from the model, is a [`ToolOutcome`] with `is_error` set and a message that tells the model
-//! what to do.
-//!
-//! File work (workspace `Read`/`Write`/`Edit`, `Glob`, `Grep`) runs on the blocking pool through
-//! [`offload`]: every such call is bounded (non-blocking opens, capped reads, walks with an entry
-//! cap that check a cancel flag), and the tool's future answers an interrupt at once even while
-//! the blocking thread finishes, so neither a runtime thread nor a turn can be held by the
-//! filesystem.
-//!
-//! Design choice: the surface copies Claude Code's (names, parameters, output formats such as
-//! `cat -n` lines and the read-before-write rule) because that is what models are trained on;
-//! a model that calls these tools as it would in Claude Code gets the answers it expects. Each
-//! tool deserialises its input into a typed struct, so a malformed call is answered with the
-//! exact field at fault and the expected parameters rather than with a guess.
+//! One tool call, routed: the built-in tools by name, a sandbox host's workspace when the session
+//! has one, the org's files by path, external tools by their prefix.
 
-pub mod background;
-mod bash;
-pub mod bashguard;
-mod file;
-mod ledger;
-mod org;
-mod search;
-pub mod todo;
-mod webfetch;
+use std::sync::atomic::AtomicBool;
 
-#[cfg(test)]
-pub(crate) mod confinement;
-#[cfg(test)]
-mod race_tests;
-#[cfg(test)]
-mod tests;
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
-use futures_util::future::BoxFuture;
-use outboard_shared::OutputStream;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use outboard_llm::ToolSpec;
-use outboard_sandbox::Sandbox;
 use outboard_vfs::{OrgPath, Route, Workspace};
 
-pub use file::MAX_FILE_BYTES;
-pub use ledger::{OrgStamp, ReadLedger, ReadStamp};
-pub use org::{changed_since_read, OrgCtx};
-
-/// Where a tool records a durable event of the session (`TodoWrite`'s list): the turn's
-/// emitter, behind a small trait so `tools` never imports `agent`.
-pub trait ToolEvents: Send + Sync {
-    /// Commits `kind` to the session's log and sends it to everyone attached; the error says why
-    /// it could not be.
-    fn durable(
-        &self,
-        kind: outboard_shared::EventKind,
-    ) -> futures_util::future::BoxFuture<'_, Result<(), String>>;
-}
-
-/// A session's workspace and sandbox on a sandbox host ([`crate::remote`]): the file tools on
-/// `/workspace`, `Bash` and the background commands' tools run there, checked there (confinement where the files
-/// are); the read ledger stays with the session and travels with each call. A small trait so
-/// `tools` never imports `remote`. Errors are whole messages for the model (they name the host
-/// and say what to do).
-pub trait HostedWorkspace: Send + Sync {
-    /// The host's name on this harness.
-    fn host(&self) -> &str;
-    /// Runs the workspace file tool `name` there with the session's ledger `reads`.
-    fn tool<'a>(
-        &'a self,
-        name: &'a str,
-        input: &'a Value,
-        reads: &'a mut ReadLedger,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, ToolOutcome>;
-    /// Runs a foreground command in the sandbox there, its output streamed to `on_output`.
-    fn exec<'a>(
-        &'a self,
-        command: &'a str,
-        timeout: Duration,
-        on_output: &'a mut (dyn FnMut(OutputStream, &str) + Send),
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<outboard_sandbox::ExecResult, String>>;
-    /// The `target_before` digest of a workspace file there (`None`: it cannot be read).
-    fn digest<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Option<String>>;
-    /// The ledger entries of `paths` as they are there now.
-    fn stamps(&self, paths: Vec<String>) -> BoxFuture<'_, Result<ReadLedger, String>>;
-}
-
-impl std::fmt::Debug for dyn HostedWorkspace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostedWorkspace").field("host", &self.host()).finish_non_exhaustive()
-    }
-}
-
-/// What a tool call may use.
-pub struct ToolCtx<'a> {
-    /// The session's workspace (`/workspace`).
-    pub workspace: &'a Workspace,
-    /// The session's sandbox, for `Bash`.
-    pub sandbox: &'a Sandbox,
-    /// Receives output as it is produced (Bash's stdout/stderr).
-    pub on_output: &'a mut (dyn FnMut(OutputStream, &str) + Send),
-    /// Cancelled when the turn is interrupted; a running command is killed.
-    pub cancel: CancellationToken,
-    /// Bash timeout when the model gives none.
-    pub default_timeout: Duration,
-    /// The files this session has Read and their state then; `Write` and `Edit` of an existing
-    /// file require an entry that still matches. One ledger per session, kept across turns.
-    pub reads: &'a mut ReadLedger,
-    /// The org's shared files (`/memory`, `/skills`); `None` where there is no org (unit tests).
-    pub org: Option<&'a OrgCtx>,
-    /// The session's log, for tools whose effect is an event (`TodoWrite`); `None` in unit tests.
-    pub events: Option<&'a dyn ToolEvents>,
-    /// Where `/workspace` and `Bash` really are when the session lives on a sandbox host;
-    /// `None`: here (`workspace` and `sandbox`).
-    pub remote: Option<&'a dyn HostedWorkspace>,
-}
-
-/// The result of a tool call, as the model will see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolOutcome {
-    /// The text for the model.
-    pub output: String,
-    /// The call failed.
-    pub is_error: bool,
-}
-
-impl ToolOutcome {
-    /// A successful result.
-    pub fn ok(output: impl Into<String>) -> Self {
-        ToolOutcome { output: output.into(), is_error: false }
-    }
-
-    /// A failed result whose text tells the model what to do.
-    pub fn error(output: impl Into<String>) -> Self {
-        ToolOutcome { output: output.into(), is_error: true }
-    }
-}
-
-/// The names of the tools [`run`] knows, in the order [`specs`] lists them.
-pub const TOOL_NAMES: &[&str] = &[
-    "Bash",
-    "BashOutput",
-    "KillShell",
-    "Glob",
-    "Grep",
-    "Read",
-    "Edit",
-    "Write",
-    "TodoWrite",
-    "WebFetch",
-];
-
-/// The tools a subagent (`Task`) may be given: all but `Task` itself (a subagent does not
-/// start subagents, so the tree stays one level deep) and `TodoWrite` (the todo list is the
-/// session's, kept by its main loop). An org agent's `tools` list picks among these.
-pub const SUBAGENT_TOOLS: &[&str] =
-    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "WebFetch"];
-
-/// The tools offered to the model.
-pub fn specs() -> Vec<ToolSpec> {
-    vec![
-        bash::spec(),
-        background::output_spec(),
-        background::kill_spec(),
-        search::glob_spec(),
-        search::grep_spec(),
-        file::read_spec(),
-        file::edit_spec(),
-        file::write_spec(),
-        todo::spec(),
-        webfetch::spec(),
-    ]
-}
-
-/// Whether a tool only reads (safe to re-run after a restart; a `WebFetch` is one GET).
-pub fn is_read_only(name: &str) -> bool {
-    matches!(name, "Read" | "Glob" | "Grep" | "WebFetch")
-}
-
-/// Whether calls of this tool may run at the same time as the other such calls of one
-/// assistant message: they change nothing the others see (a `BashOutput` reads a job's new
-/// output, which no other call reads).
-pub fn runs_concurrently(name: &str) -> bool {
-    is_read_only(name) || name == "BashOutput"
-}
+use crate::blocking::offload;
+use crate::catalog::TOOL_NAMES;
+use crate::ctx::ToolCtx;
+use crate::external::is_external_name;
+use crate::input::parse;
+use crate::ledger::ReadLedger;
+use crate::org::OrgCtx;
+use crate::outcome::ToolOutcome;
+use crate::{background, bash, file, org, search, todo, webfetch};
 
 /// Runs one tool call.
 pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
@@ -328,7 +149,7 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             Ok(params) => webfetch::run(params, ctx.sandbox.egress(), &ctx.cancel).await,
             Err(e) => e,
         },
-        name if crate::mcp::is_mcp_name(name) => {
+        name if is_external_name(name) => {
             match ctx.org.and_then(|o| o.mcp.as_ref().map(|m| (m, &o.org_id))) {
                 Some((mcp, org)) => mcp.call(org, name, input, &ctx.cancel).await,
                 None => ToolOutcome::error(format!(
@@ -422,33 +243,6 @@ async fn remote_search(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutco
 /// Whether a search's output says it found nothing.
 fn is_nothing_found(output: &str) -> bool {
     output.starts_with("No files found") || output.starts_with("No matches found")
-}
-
-/// Sets its flag when dropped: the blocking work learns that nobody waits for it any more.
-struct CancelOnDrop(Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Runs bounded blocking file work on the blocking pool. The work gets a flag that is set when
-/// the turn is interrupted or this future is dropped (walks check it between entries); an
-/// interrupt answers at once with "Interrupted by the user", as `Bash` does, even if the
-/// blocking thread is still finishing its current step.
-pub(crate) async fn offload<T: Send + 'static>(
-    cancel: &CancellationToken,
-    work: impl FnOnce(&AtomicBool) -> T + Send + 'static,
-) -> Result<T, ToolOutcome> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let _guard = CancelOnDrop(flag.clone());
-    let handle = tokio::task::spawn_blocking(move || work(&flag));
-    tokio::select! {
-        joined = handle => joined
-            .map_err(|e| ToolOutcome::error(format!("The tool failed unexpectedly: {e}"))),
-        _ = cancel.cancelled() => Err(ToolOutcome::error("Interrupted by the user")),
-    }
 }
 
 /// Runs a workspace file tool on the blocking pool (see [`offload`]) with a copy of the read
@@ -570,81 +364,6 @@ async fn scope(
                 .find_map(|(root, space)| (*root == org_path.root()).then_some(space))
                 .ok_or_else(|| ToolOutcome::error(format!("{org_path} has no projection")))?;
             Ok(search::Scope::One(space, Some(org_path.to_string())))
-        }
-    }
-}
-
-/// Deserialises a tool's input, or answers with what is wrong and what `expected` looks like.
-pub(crate) fn parse<T: DeserializeOwned>(
-    tool: &str,
-    input: &Value,
-    expected: &str,
-) -> Result<T, ToolOutcome> {
-    match input {
-        Value::String(raw) => {
-            let head: String = raw.chars().take(200).collect();
-            let more = if raw.chars().count() > 200 { "…" } else { "" };
-            Err(ToolOutcome::error(format!(
-                "The tool arguments were not valid JSON: {head}{more}; send a JSON object"
-            )))
-        }
-        Value::Object(_) => T::deserialize(input).map_err(|e| {
-            ToolOutcome::error(format!(
-                "Invalid input for {tool}: {e}. Expected parameters: {expected}"
-            ))
-        }),
-        other => Err(ToolOutcome::error(format!(
-            "Invalid input for {tool}: expected a JSON object, got {}. Expected parameters: \
-             {expected}",
-            json_kind(other)
-        ))),
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Serde helpers for lenient numbers: models send `10`, `10.0` or `"10"` for a count.
-mod lenient {
-    use serde::{Deserialize, Deserializer};
-    use serde_json::Value;
-
-    fn to_count(value: &Value) -> Option<u64> {
-        match value {
-            Value::Number(n) => n.as_u64().or_else(|| {
-                n.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1e15).map(|f| f as u64)
-            }),
-            Value::String(s) => s.trim().parse().ok(),
-            _ => None,
-        }
-    }
-
-    /// An optional non-negative integer.
-    pub fn opt_count<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-        match Option::<Value>::deserialize(d)? {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => to_count(&v).map(Some).ok_or_else(|| {
-                serde::de::Error::custom(format!("expected a non-negative integer, got {v}"))
-            }),
-        }
-    }
-
-    /// An optional boolean, also accepting `"true"`/`"false"`.
-    pub fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-        match Option::<Value>::deserialize(d)? {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(b)),
-            Some(Value::String(s)) if s == "true" => Ok(Some(true)),
-            Some(Value::String(s)) if s == "false" => Ok(Some(false)),
-            Some(v) => Err(serde::de::Error::custom(format!("expected true or false, got {v}"))),
         }
     }
 }
