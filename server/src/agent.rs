@@ -395,10 +395,10 @@ pub async fn run_compaction(
 }
 
 /// The org's MCP tools and the prompt's section on its servers (none outside an org).
-async fn mcp_tools(env: &ToolEnv) -> crate::mcp::OrgTools {
+async fn mcp_tools(env: &ToolEnv) -> outboard_mcp::OrgTools {
     match env.org.as_ref().and_then(|o| o.mcp.as_ref().map(|m| (m, &o.org_id))) {
         Some((mcp, org)) => mcp.org_tools(org).await,
-        None => crate::mcp::OrgTools::default(),
+        None => outboard_mcp::OrgTools::default(),
     }
 }
 
@@ -651,7 +651,7 @@ async fn start(turn: &Turn, planned: Planned) -> Result<Option<(ToolCall, Action
     let action = match call.name.as_str() {
         child::TASK => Action::Resume(child_log),
         name if tools::is_read_only(name) => Action::Run,
-        name if crate::mcp::is_mcp_name(name) => {
+        name if outboard_mcp::is_mcp_name(name) => {
             Action::Answer(ToolOutcome { output: MCP_OUTCOME_UNKNOWN.into(), is_error: true })
         }
         "Write" | "Edit" => {

@@ -64,8 +64,8 @@ pub struct Hub {
     sources: Arc<crate::sources::Sources>,
     /// The org secrets (credentials for git hosts); none in a hub made without a key.
     secrets: Option<outboard_org::secrets::Secrets>,
-    /// The org's MCP servers' connections, shared by every session ([`crate::mcp`]).
-    mcp: crate::mcp::McpHub,
+    /// The org's MCP servers' connections, shared by every session ([`outboard_mcp`]).
+    mcp: outboard_mcp::McpHub,
     /// The sandbox hosts ([`crate::remote::registry`]); none in a hub made without a key.
     hosts: Option<Arc<crate::remote::registry::Hosts>>,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
@@ -152,7 +152,7 @@ impl Hub {
     pub fn new(store: Store, models: Arc<Models>, config: ServerConfig) -> Self {
         Hub {
             org_fs: OrgFs::new(store.clone(), config.data_dir.join("orgs")),
-            mcp: crate::mcp::McpHub::new(store.clone(), None),
+            mcp: outboard_mcp::McpHub::new(store.clone(), None),
             store,
             models,
             sources: Arc::new(crate::sources::Sources::new(
@@ -197,7 +197,7 @@ impl Hub {
 
     /// This hub with the org secrets to authenticate to git hosts with.
     pub fn with_secrets(mut self, secrets: outboard_org::secrets::Secrets) -> Self {
-        self.mcp = crate::mcp::McpHub::new(self.store.clone(), Some(secrets.clone()));
+        self.mcp = outboard_mcp::McpHub::new(self.store.clone(), Some(secrets.clone()));
         self.hosts = Some(crate::remote::registry::Hosts::new(self.store.clone(), secrets.clone()));
         self.secrets = Some(secrets);
         self

@@ -22,7 +22,7 @@ pub mod http_api;
 pub mod hub;
 pub use outboard_llm as llm;
 pub mod manual;
-pub mod mcp;
+pub use outboard_mcp as mcp;
 pub mod metrics;
 pub use outboard_llm::models;
 pub mod net;

@@ -244,7 +244,7 @@ pub struct Services {
     /// server without a secret key.
     pub secrets: Option<outboard_org::secrets::Secrets>,
     /// The org's MCP servers' shared connections; `None`: no MCP tools.
-    pub mcp: Option<crate::mcp::McpHub>,
+    pub mcp: Option<outboard_mcp::McpHub>,
     /// The server's metrics (turns, steps and tool calls are counted from the log's events).
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The sandbox hosts, for sessions whose workspace lives on one; `None`: a server without
@@ -534,7 +534,7 @@ struct Actor {
     /// Tool calls waiting for a person's answer, shared with the running turn.
     gate: Arc<crate::approvals::Gate>,
     /// The org's MCP connections, for the tool environment.
-    mcp: Option<crate::mcp::McpHub>,
+    mcp: Option<outboard_mcp::McpHub>,
     /// Where committed events are counted.
     metrics: Arc<crate::metrics::Metrics>,
     /// The sandbox hosts (see [`Services::hosts`]).

@@ -213,7 +213,7 @@ impl ChildRole {
 
     /// The answer to a call of a tool this agent does not have; `None` when it has it.
     pub(super) fn refusal(&self, tool: &str) -> Option<ToolOutcome> {
-        if self.tools.contains(&tool) || (self.mcp && crate::mcp::is_mcp_name(tool)) {
+        if self.tools.contains(&tool) || (self.mcp && outboard_mcp::is_mcp_name(tool)) {
             return None;
         }
         let why = match tool {

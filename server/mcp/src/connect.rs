@@ -16,8 +16,10 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use tokio::io::AsyncReadExt as _;
 
-use super::config::{parse_template, Part, ServerDef, Transport};
-use super::{names, McpError, McpTool};
+use crate::config::{parse_template, Part, ServerDef, Transport};
+use crate::error::McpError;
+use crate::names;
+use crate::tool::McpTool;
 use outboard_base::scrub::Scrubber;
 use outboard_org::secrets::{SecretValue, Secrets};
 
@@ -31,7 +33,7 @@ pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
 /// The last bytes of a stdio server's stderr kept, for the error when it cannot start.
 pub const STDERR_TAIL_BYTES: usize = 2048;
 /// A Streamable HTTP response body larger than this is refused by the transport: far above
-/// what [`super::MAX_RESULT_BYTES`] keeps, below what would hold the server's memory.
+/// what [`crate::limits::MAX_RESULT_BYTES`] keeps, below what would hold the server's memory.
 pub const MAX_HTTP_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Receives the server's notifications: a changed tool list marks the cached one stale.

@@ -3,14 +3,14 @@
 //! `org_mcp_servers` (migration 13) that hold them.
 //!
 //! A definition is stored as written, templates included: a secret's value is looked up only
-//! when the server connects ([`super::connect`]), so rotating a secret needs no change here and
+//! when the server connects (the `connect` module), so rotating a secret needs no change here and
 //! the table never holds a credential.
 
 use outboard_shared::OrgId;
 use outboard_store::db::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use super::McpError;
+use crate::error::McpError;
 use outboard_base::util::now_rfc3339;
 use outboard_store::Store;
 
@@ -316,7 +316,7 @@ pub async fn list(store: &Store, org: &OrgId) -> Result<Vec<ServerDef>, McpError
         .collect()
 }
 
-/// Adds or replaces a server; refused past [`super::MAX_SERVERS_PER_ORG`]. `true` when it
+/// Adds or replaces a server; refused past [`crate::limits::MAX_SERVERS_PER_ORG`]. `true` when it
 /// replaced one of that name.
 pub async fn put(store: &Store, org: &OrgId, def: &ServerDef) -> Result<bool, McpError> {
     def.validate()?;
@@ -339,7 +339,7 @@ pub async fn put(store: &Store, org: &OrgId, def: &ServerDef) -> Result<bool, Mc
                 [&org.0],
                 |r| r.get(0),
             )?;
-            if !existed && count as usize >= super::MAX_SERVERS_PER_ORG {
+            if !existed && count as usize >= crate::limits::MAX_SERVERS_PER_ORG {
                 return Ok(Err(McpError::TooMany));
             }
             tx.execute(

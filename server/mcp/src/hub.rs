@@ -1,160 +1,25 @@
-//! The MCP client of the server: each org's MCP servers (defined with `outboard-server admin mcp
-//! add`, stored in `org_mcp_servers`), reached from the server with the official Rust SDK
-//! (`rmcp`), their tools offered to the model as `mcp__SERVER__TOOL`.
-//!
-//! CONTRACT (used by `agent`, `tools`, `session`/`hub` and `main`): [`McpHub`] (`new`,
-//! `org_tools`, `call`, `test`), [`OrgTools`], [`is_mcp_name`], [`config`] (definitions and
-//! their rows), [`McpError`].
-//!
-//! Design choices:
-//! - **The server holds the credentials, never the sandbox.** A server's headers or environment
-//!   name secrets (`{secret:NAME}`) that are resolved from the org's store when it connects and
-//!   handed to the transport only (see [`connect`]).
-//! - **One connection per (org, server), shared by every session of the org**: the SDK's
-//!   client handle is cloneable and takes concurrent requests. It is opened on first use (a
-//!   turn's start, or a call), its tool list is cached and listed again when the server
-//!   announces a change; a connection whose transport closed, or whose call failed at the
-//!   transport or timed out, is dropped and opened again at the next call.
-//! - **A server that cannot be reached costs a turn little**: a failed connect is not retried
-//!   at turn starts for [`RETRY_AFTER`] (the prompt says the server is unavailable and why);
-//!   a call always tries, bounded by [`CONNECT_TIMEOUT`] and [`CALL_TIMEOUT`], and every
-//!   failure is a tool error for the model, never a failed turn.
-//! - Results are text: the loop's conversation carries text tool results only, so an image is
-//!   described as `[image: MIME, N bytes]`; embedded resources are given as their text.
+//! [`McpHub`]: the server's connections to every org's MCP servers, made on demand, kept per
+//! (org, server), and the tools they offer as the model sees them.
 
-pub mod config;
-mod connect;
-pub mod names;
-#[cfg(test)]
-mod tests;
-
+use futures_util::future::BoxFuture;
+use outboard_llm::ToolSpec;
+use outboard_org::secrets::Secrets;
+use outboard_shared::OrgId;
+use outboard_store::Store;
+pub use outboard_tools::ExternalSet as OrgTools;
+use outboard_tools::ToolOutcome;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use futures_util::future::BoxFuture;
-use outboard_shared::OrgId;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use config::ServerDef;
-use connect::Live;
-use outboard_llm::ToolSpec;
-use outboard_org::secrets::Secrets;
-use outboard_store::Store;
-use outboard_tools::ToolOutcome;
-
-pub use connect::{MAX_DESCRIPTION_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS_PER_SERVER};
-
-/// MCP servers an org may define, at most: each one's tools go into every request's tool list,
-/// and each is a connection (or a process) the server keeps open.
-pub const MAX_SERVERS_PER_ORG: usize = 16;
-/// How long opening a connection may take (process start or HTTP, handshake, tool list).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long one tool call may take before the model is told the server is too slow.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
-/// After a failed connect, turn starts do not try that server again for this long (calls do):
-/// a server that is down must not add a connect timeout to every turn of every session.
-pub const RETRY_AFTER: Duration = Duration::from_secs(30);
-/// A tool result's text beyond this many bytes is cut here (the conversation cuts long results
-/// further, like every tool's).
-pub const MAX_RESULT_BYTES: usize = 256 * 1024;
-
-/// Why an MCP server could not be defined, reached or used. No message holds a secret's value.
-#[derive(Debug, thiserror::Error)]
-pub enum McpError {
-    /// A server name that cannot be part of a tool name.
-    #[error(
-        "MCP server name {0:?} is not valid: use 1 to 32 of a-z 0-9 _ -, starting with a letter \
-         or digit, without `__`"
-    )]
-    BadName(String),
-    /// Something else in the definition.
-    #[error("{0}")]
-    BadDefinition(String),
-    /// The org has [`MAX_SERVERS_PER_ORG`] already.
-    #[error(
-        "the org has {MAX_SERVERS_PER_ORG} MCP servers already, the most it may have: remove one \
-         first (`admin mcp rm`)"
-    )]
-    TooMany,
-    /// No server of that name in the org.
-    #[error("the org has no MCP server {0:?}: `admin mcp ls --org ORG` lists them")]
-    NoServer(String),
-    /// A template names a secret the org does not have.
-    #[error(
-        "MCP server {server}: the org has no secret {secret:?}; store it with `outboard-server \
-         admin secret set --org ORG --host HOST {secret}`"
-    )]
-    MissingSecret {
-        /// The server.
-        server: String,
-        /// The secret's name.
-        secret: String,
-    },
-    /// A template names a secret held for several hosts, none the server's.
-    #[error(
-        "MCP server {server}: the secret {secret:?} exists for several hosts ({hosts}) and none \
-         is the server's; keep one, or name the secret uniquely"
-    )]
-    AmbiguousSecret {
-        /// The server.
-        server: String,
-        /// The secret's name.
-        secret: String,
-        /// The hosts holding it.
-        hosts: String,
-    },
-    /// This server runs without a secret key, so templates cannot be resolved.
-    #[error("MCP server {server} needs the secret {secret:?}, and this server has no secret key")]
-    NoSecrets {
-        /// The server.
-        server: String,
-        /// The secret's name.
-        secret: String,
-    },
-    /// The secrets could not be read.
-    #[error("cannot read the org's secrets: {0}")]
-    Secret(#[source] outboard_org::secrets::SecretError),
-    /// Connecting or listing failed.
-    #[error("cannot connect to MCP server {server}: {why}")]
-    Failed {
-        /// The server.
-        server: String,
-        /// What the transport or the server said (scrubbed of secret values).
-        why: String,
-    },
-    /// Connecting took longer than [`CONNECT_TIMEOUT`].
-    #[error("MCP server {0} did not complete its connection within {CONNECT_TIMEOUT:?}")]
-    ConnectTimeout(String),
-    /// A stored definition does not parse (written by a newer server?).
-    #[error("the stored definition of MCP server {name} cannot be read ({why}): add it again")]
-    Corrupt {
-        /// The server.
-        name: String,
-        /// The parse error.
-        why: String,
-    },
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] outboard_store::StoreError),
-}
-
-/// One tool of a connected server.
-#[derive(Debug, Clone)]
-pub struct McpTool {
-    /// The name the model sees (`mcp__SERVER__TOOL`, see [`names`]).
-    pub shown: String,
-    /// The server's name for it.
-    pub remote: String,
-    /// Its description, cut at [`MAX_DESCRIPTION_BYTES`].
-    pub description: String,
-    /// Its input schema.
-    pub schema: Value,
-}
-
-/// An org's MCP tools for a turn, and the system prompt's section about its servers.
-pub use outboard_tools::ExternalSet as OrgTools;
+use crate::config::{self, ServerDef};
+use crate::connect::{self, Live};
+use crate::error::McpError;
+use crate::limits::*;
+use crate::names;
+use crate::tool::McpTool;
 
 /// Whether `name` is an MCP tool's name (`mcp__…`).
 pub fn is_mcp_name(name: &str) -> bool {
@@ -568,3 +433,6 @@ fn decoded_len(data: &str) -> usize {
     let body = data.trim_end_matches('=').len();
     body * 3 / 4
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,10 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 
-use super::config::{
+use super::render;
+use crate::config::{
     parse_env, parse_header, parse_template, validate_name, Part, ServerDef, Transport,
 };
-use super::names::{server_of, shown, MAX_TOOL_NAME};
-use super::render;
+use crate::names::{server_of, shown, MAX_TOOL_NAME};
 
 fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
@@ -120,13 +120,13 @@ fn results_become_text_with_images_described_and_big_ones_cut() {
     let (text, is_error) = render(&CallToolResult::error(vec![ContentBlock::text("no")]));
     assert!(is_error);
     assert_eq!(text, "no");
-    let big = "y".repeat(super::MAX_RESULT_BYTES + 10);
+    let big = "y".repeat(crate::limits::MAX_RESULT_BYTES + 10);
     let (text, _) = render(&CallToolResult::success(vec![ContentBlock::text(big)]));
-    assert!(text.len() < super::MAX_RESULT_BYTES + 200, "{}", text.len());
+    assert!(text.len() < crate::limits::MAX_RESULT_BYTES + 200, "{}", text.len());
     assert!(text.ends_with(&format!(
         "cut at {} of {} bytes]",
-        super::MAX_RESULT_BYTES,
-        super::MAX_RESULT_BYTES + 10
+        crate::limits::MAX_RESULT_BYTES,
+        crate::limits::MAX_RESULT_BYTES + 10
     )));
 }
 
@@ -139,14 +139,14 @@ fn tool_lists_are_capped_and_oversized_schemas_left_out() {
         o.insert("description".into(), "d".repeat(bytes).into());
         Arc::new(o)
     };
-    let mut listed: Vec<rmcp::model::Tool> = (0..super::MAX_TOOLS_PER_SERVER + 2)
+    let mut listed: Vec<rmcp::model::Tool> = (0..crate::connect::MAX_TOOLS_PER_SERVER + 2)
         .map(|i| rmcp::model::Tool::new(format!("t{i}"), "x".repeat(3000), schema(10)))
         .collect();
-    listed.insert(0, rmcp::model::Tool::new("huge", "h", schema(super::MAX_SCHEMA_BYTES)));
-    let (tools, left_out) = super::connect::shown_tools("s", listed);
-    assert_eq!(tools.len(), super::MAX_TOOLS_PER_SERVER);
+    listed.insert(0, rmcp::model::Tool::new("huge", "h", schema(crate::connect::MAX_SCHEMA_BYTES)));
+    let (tools, left_out) = crate::connect::shown_tools("s", listed);
+    assert_eq!(tools.len(), crate::connect::MAX_TOOLS_PER_SERVER);
     assert_eq!(tools[0].shown, "mcp__s__t0");
-    assert!(tools[0].description.len() <= super::MAX_DESCRIPTION_BYTES + 3);
+    assert!(tools[0].description.len() <= crate::connect::MAX_DESCRIPTION_BYTES + 3);
     assert_eq!(left_out.len(), 3, "{left_out:?}");
     assert!(left_out[0].starts_with("huge (input schema"), "{left_out:?}");
     assert!(left_out[2].contains("over 128 tools"), "{left_out:?}");
@@ -175,7 +175,7 @@ async fn secrets_resolve_by_name_preferring_the_servers_host() {
             headers: vec![("authorization".into(), header.into())],
         },
     };
-    let resolved = super::connect::resolve(
+    let resolved = crate::connect::resolve(
         Some(&secrets),
         &org,
         &http("http://127.0.0.1:8080/mcp", "Bearer {secret:tok}"),
@@ -185,7 +185,7 @@ async fn secrets_resolve_by_name_preferring_the_servers_host() {
     assert_eq!(resolved.pairs[0].1.expose(), "Bearer value-for-loopback");
     assert_eq!(resolved.scrub.scrub_str("x value-for-loopback y"), "x [secret tok] y");
     // Held by several hosts, none the server's: ambiguous, naming the hosts, not the values.
-    let e = super::connect::resolve(
+    let e = crate::connect::resolve(
         Some(&secrets),
         &org,
         &http("https://elsewhere.example/", "{secret:tok}"),
@@ -197,11 +197,11 @@ async fn secrets_resolve_by_name_preferring_the_servers_host() {
     assert!(text.contains("several hosts (127.0.0.1:8080, a.example)"), "{text}");
     assert!(!text.contains("value-for"), "{text}");
     let one = http("https://elsewhere.example/", "t={secret:single}");
-    let resolved = super::connect::resolve(Some(&secrets), &org, &one).await.unwrap();
+    let resolved = crate::connect::resolve(Some(&secrets), &org, &one).await.unwrap();
     assert_eq!(resolved.pairs[0].1.expose(), "t=the-only-value-1");
     let missing = http("https://x.example/", "{secret:nope}");
-    let e = super::connect::resolve(Some(&secrets), &org, &missing).await.err().unwrap();
-    assert!(matches!(e, super::McpError::MissingSecret { .. }), "{e}");
-    let e = super::connect::resolve(None, &org, &one).await.err().unwrap();
-    assert!(matches!(e, super::McpError::NoSecrets { .. }), "{e}");
+    let e = crate::connect::resolve(Some(&secrets), &org, &missing).await.err().unwrap();
+    assert!(matches!(e, crate::error::McpError::MissingSecret { .. }), "{e}");
+    let e = crate::connect::resolve(None, &org, &one).await.err().unwrap();
+    assert!(matches!(e, crate::error::McpError::NoSecrets { .. }), "{e}");
 }

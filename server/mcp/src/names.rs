@@ -21,7 +21,7 @@ pub fn is_mcp(name: &str) -> bool {
 }
 
 /// The server a shown name belongs to: the part between `mcp__` and the next `__` (server
-/// names contain no `__`, see [`super::config::validate_name`]).
+/// names contain no `__`, see the config's `validate_name`).
 pub fn server_of(shown: &str) -> Option<&str> {
     let rest = shown.strip_prefix(PREFIX)?;
     let (server, tool) = rest.split_once("__")?;
