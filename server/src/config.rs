@@ -131,7 +131,7 @@ pub struct Limits {
     pub compact_percent: u8,
     /// How many characters of a tool result the model sees, cut in the middle beyond
     /// (`serve --tool-result-chars`; never more than an eighth of the window, see
-    /// [`crate::agent::Window::result_chars`]). The log keeps the whole result.
+    /// [`outboard_harness::Window::result_chars`]). The log keeps the whole result.
     pub result_chars: usize,
 }
 
@@ -145,6 +145,17 @@ pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 200 * 1024 * 1024;
 /// answer or a script between two `outboard run`s, while the idle ones stop soon.
 pub const SESSION_IDLE: Duration = Duration::from_secs(60);
 
+impl Limits {
+    /// What a turn takes of them: the harness's own limits.
+    pub fn turn(&self) -> outboard_harness::TurnLimits {
+        outboard_harness::TurnLimits {
+            max_steps: self.max_steps,
+            task_max_steps: self.task_max_steps,
+            bash_timeout: self.bash_timeout,
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -156,8 +167,8 @@ impl Default for Limits {
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             network: outboard_egress::NetLimits::DEFAULT,
             context_window: None,
-            compact_percent: crate::agent::compact::DEFAULT_COMPACT_PERCENT,
-            result_chars: crate::agent::conversation::DEFAULT_RESULT_CHARS,
+            compact_percent: outboard_harness::compact::DEFAULT_COMPACT_PERCENT,
+            result_chars: outboard_harness::conversation::DEFAULT_RESULT_CHARS,
         }
     }
 }

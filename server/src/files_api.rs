@@ -103,9 +103,10 @@ pub async fn handle(
             let (written, unchanged) = fs.import(org, files, &author).await.map_err(error)?;
             Ok(Response::ok(id, &SkillsImportResponse { written, unchanged }))
         }
-        Method::AgentsList(_) => {
-            Ok(Response::ok(id, &crate::agent_types::agents(fs, org).await.map_err(error)?))
-        }
+        Method::AgentsList(_) => Ok(Response::ok(
+            id,
+            &outboard_harness::agent_types::agents(fs, org).await.map_err(error)?,
+        )),
         Method::AgentsImport(p) => {
             let files = agent_files(p.files)?;
             let (written, unchanged) = fs.import(org, files, &author).await.map_err(error)?;
@@ -121,7 +122,7 @@ pub async fn handle(
 /// The files of an `agents/import`, each checked to be a usable agent before anything is
 /// written: a bad one refuses the whole request, naming it and what is wrong.
 fn agent_files(files: Vec<ImportFile>) -> Result<Vec<(OrgPath, String)>, ErrorBody> {
-    use crate::agent_types::{parse, MAX_AGENTS};
+    use outboard_harness::agent_types::{parse, MAX_AGENTS};
     let bad = |message: String| ErrorBody::new(ErrorCode::BadRequest, message);
     if files.len() > MAX_AGENTS {
         return Err(bad(format!(

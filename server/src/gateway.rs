@@ -1163,7 +1163,7 @@ impl Connection {
                         format!("say the reason in at most {MAX_APPROVAL_REASON_BYTES} bytes"),
                     ));
                 }
-                let answer = crate::approvals::Answer {
+                let answer = outboard_harness::approvals::Answer {
                     decision: p.decision,
                     scope: p.scope,
                     by: user.name.clone(),

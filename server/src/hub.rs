@@ -473,7 +473,7 @@ impl Hub {
         &self,
         row: &SessionRow,
         call_id: String,
-        answer: crate::approvals::Answer,
+        answer: outboard_harness::approvals::Answer,
     ) -> Result<(), ErrorBody> {
         self.with_actor(row, |h| {
             let (call_id, answer) = (call_id.clone(), answer.clone());

@@ -10,9 +10,9 @@
 //! [`workspace_api`] (workspaces from repositories and uploads, and their changes going out),
 //! [`uploads`] (working trees sent by clients), [`auth`], [`metrics`] (Prometheus).
 
-pub mod agent;
-pub mod agent_types;
-pub mod approvals;
+pub use outboard_harness as agent;
+pub use outboard_harness::agent_types;
+pub use outboard_harness::approvals;
 pub use outboard_org::tokens as auth;
 pub mod config;
 pub mod files_api;

@@ -343,6 +343,12 @@ impl outboard_store::JobObserver for StoreMetrics {
     }
 }
 
+impl outboard_harness::ToolMetrics for Metrics {
+    fn tool_call(&self, tool: &str, is_error: bool, took: Duration) {
+        Metrics::tool_call(self, tool, is_error, took);
+    }
+}
+
 impl outboard_llm::CallMetrics for Metrics {
     fn start<'a>(
         &'a self,

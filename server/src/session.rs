@@ -32,9 +32,9 @@ use outboard_shared::{
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{self, ToolEnv, Turn, TurnEnd};
 use crate::config::ServerConfig;
 use outboard_base::util::{new_id, now_rfc3339};
+use outboard_harness::{self as agent, ToolEnv, Turn, TurnEnd};
 use outboard_llm::models::Models;
 use outboard_llm::{ContentBlock, Provider};
 use outboard_org::orgfs::{Author, OrgFs};
@@ -64,7 +64,7 @@ const SANDBOX_TRANSITIONS: usize = 16;
 /// them, as for transitions.
 const SANDBOX_JOB_REPORTS: usize = 16;
 
-pub use crate::agent::{EmitError, Emitter};
+pub use outboard_harness::{EmitError, Emitter};
 
 /// Actor identities, unique for the life of the process: the hub forgets a stopping actor only
 /// if its map still holds that one, not a successor spawned for the same session.
@@ -79,19 +79,19 @@ pub trait Evict: Send + Sync {
     fn evict(&self, session: &SessionId, epoch: u64) -> bool;
 }
 
-/// The actor's side of [`crate::agent::EventSink`]: a turn's events arrive on the actor's one
+/// The actor's side of [`outboard_harness::EventSink`]: a turn's events arrive on the actor's one
 /// command channel, in order with attaches, so a snapshot and its subscription stay atomic.
 struct ActorSink {
     tx: mpsc::Sender<Command>,
 }
 
-impl crate::agent::EventSink for ActorSink {
+impl outboard_harness::EventSink for ActorSink {
     fn emit(
         &self,
         kind: EventKind,
         durable: bool,
         parent: Option<Arc<str>>,
-    ) -> crate::agent::EmitFuture<'_> {
+    ) -> outboard_harness::EmitFuture<'_> {
         Box::pin(async move {
             if !durable {
                 let emit = Command::Emit { kind, parent, ack: None };
@@ -109,7 +109,7 @@ impl crate::agent::EventSink for ActorSink {
         &self,
         kinds: Vec<EventKind>,
         parent: Option<Arc<str>>,
-    ) -> crate::agent::EmitAllFuture<'_> {
+    ) -> outboard_harness::EmitAllFuture<'_> {
         Box::pin(async move {
             let (ack, rx) = oneshot::channel();
             let emit = Command::EmitAll { kinds, parent, ack };
@@ -162,7 +162,7 @@ enum Command {
         parent: Option<Arc<str>>,
         ack: Option<oneshot::Sender<Result<u64, EmitError>>>,
     },
-    /// Durable events committed together ([`crate::agent::EventSink::emit_all`]).
+    /// Durable events committed together ([`outboard_harness::EventSink::emit_all`]).
     EmitAll {
         kinds: Vec<EventKind>,
         parent: Option<Arc<str>>,
@@ -206,7 +206,7 @@ enum Command {
     /// Answer a call waiting for approval (`approval/answer`).
     Answer {
         call_id: String,
-        answer: crate::approvals::Answer,
+        answer: outboard_harness::approvals::Answer,
         reply: oneshot::Sender<Result<(), ErrorBody>>,
     },
     /// Use another model from the next turn on (`session/set_model`).
@@ -417,7 +417,7 @@ impl SessionHandle {
     pub async fn answer(
         &self,
         call_id: String,
-        answer: crate::approvals::Answer,
+        answer: outboard_harness::approvals::Answer,
     ) -> Result<(), ErrorBody> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::Answer { call_id, answer, reply }).await.map_err(|_| gone())?;
@@ -532,7 +532,7 @@ struct Actor {
     /// command)`: logged as lost at load, handed to the next sandbox so the model is told.
     lost_jobs: Vec<(String, String)>,
     /// Tool calls waiting for a person's answer, shared with the running turn.
-    gate: Arc<crate::approvals::Gate>,
+    gate: Arc<outboard_harness::approvals::Gate>,
     /// The org's MCP connections, for the tool environment.
     mcp: Option<outboard_mcp::McpHub>,
     /// Where committed events are counted.
@@ -676,8 +676,8 @@ impl Actor {
                 Command::CompactEnded(end) => self.compaction_ended(end).await,
                 Command::Answer { call_id, answer, reply } => {
                     let answered = match self.gate.answer(&call_id, answer) {
-                        crate::approvals::Delivery::Delivered => Ok(()),
-                        crate::approvals::Delivery::NotWaiting(answer) => {
+                        outboard_harness::approvals::Delivery::Delivered => Ok(()),
+                        outboard_harness::approvals::Delivery::NotWaiting(answer) => {
                             self.answer_early(&call_id, answer).await
                         }
                     };
@@ -803,14 +803,14 @@ impl Actor {
     async fn answer_early(
         &mut self,
         call_id: &str,
-        answer: crate::approvals::Answer,
+        answer: outboard_harness::approvals::Answer,
     ) -> Result<(), ErrorBody> {
         let marks = self
             .store
-            .events_of_kinds(&self.row.id, crate::approvals::KINDS)
+            .events_of_kinds(&self.row.id, outboard_harness::approvals::KINDS)
             .await
             .map_err(internal)?;
-        if self.running.is_none() || !crate::approvals::is_open(&marks, call_id) {
+        if self.running.is_none() || !outboard_harness::approvals::is_open(&marks, call_id) {
             return Err(ErrorBody::new(
                 ErrorCode::NotFound,
                 format!(
@@ -1128,7 +1128,10 @@ impl Actor {
                     .await
                     .map_err(internal)?;
                 let mut standing: Vec<SessionEvent> =
-                    crate::approvals::open_requests(&marks).into_iter().cloned().collect();
+                    outboard_harness::approvals::open_requests(&marks)
+                        .into_iter()
+                        .cloned()
+                        .collect();
                 standing.extend(self::standing(marks));
                 standing.sort_by_key(|e| e.seq);
                 standing
@@ -1467,7 +1470,7 @@ impl Actor {
                         || Arc::new(outboard_base::scrub::Scrubber::new(Vec::new())),
                         |s| s.text.clone(),
                     ),
-                    metrics: Some(self.metrics.clone()),
+                    metrics: Some(self.metrics.clone() as Arc<dyn outboard_harness::ToolMetrics>),
                     remote,
                 }
             }
@@ -1490,10 +1493,10 @@ impl Actor {
             emitter: emitter(tx.clone()),
             cancel: cancel.clone(),
             shutdown: self.shutdown.clone(),
-            limits: self.limits.clone(),
+            limits: self.limits.turn(),
             resume,
             role: agent::Role::Main,
-            approvals: crate::approvals::Approvals {
+            approvals: outboard_harness::approvals::Approvals {
                 rules: Arc::default(),
                 gate: self.gate.clone(),
                 source: Some((self.store.clone(), self.row.org_id.clone())),
@@ -1543,7 +1546,7 @@ impl Actor {
 
 /// The kinds of event an attach's `standing` is made from, read at once: the todo list and
 /// background commands ([`standing`]) and the open approval requests
-/// ([`crate::approvals::KINDS`]).
+/// ([`outboard_harness::approvals::KINDS`]).
 const STANDING_KINDS: &[&str] = &[
     "todos",
     "background_task",
@@ -1718,7 +1721,7 @@ mod in_flight_tests {
 mod standing_tests {
     #[test]
     fn standing_reads_every_kind_the_open_requests_need() {
-        for kind in crate::approvals::KINDS {
+        for kind in outboard_harness::approvals::KINDS {
             assert!(super::STANDING_KINDS.contains(kind), "{kind}");
         }
     }

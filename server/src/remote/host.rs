@@ -547,7 +547,7 @@ async fn call(
             };
             let ws = hosted.workspace.clone();
             let digest = tokio::task::spawn_blocking(move || {
-                crate::agent::workspace_target_digest(&ws, &path)
+                outboard_tools::recovery::workspace_target_digest(&ws, &path)
             });
             Reply::Digest { digest: digest.await.ok().flatten() }
         }
@@ -557,8 +557,9 @@ async fn call(
                 Err(e) => return failed(e),
             };
             let ws = hosted.workspace.clone();
-            let rebuilt =
-                tokio::task::spawn_blocking(move || crate::agent::rebuilt_ledger(&ws, &paths));
+            let rebuilt = tokio::task::spawn_blocking(move || {
+                outboard_tools::recovery::rebuilt_ledger(&ws, &paths)
+            });
             let ledger = rebuilt.await.unwrap_or_default();
             let stamps = ledger
                 .files()

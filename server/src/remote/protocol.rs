@@ -75,7 +75,7 @@ pub enum Op {
     /// for the others (they only record).
     Tool { workspace: String, name: String, input: Value, ledger: Vec<WireStamp> },
     /// The `target_before` digest of `path` in the workspace (see
-    /// [`crate::agent::workspace_target_digest`]).
+    /// [`outboard_harness::workspace_target_digest`]).
     Digest { workspace: String, path: String },
     /// The ledger entries of `paths` as they are now (files that cannot be read are left out):
     /// how a harness that restarted rebuilds a session's read ledger.

@@ -38,6 +38,7 @@ pub mod input;
 pub mod ledger;
 pub mod org;
 pub mod outcome;
+pub mod recovery;
 pub mod search;
 pub mod todo;
 pub mod webfetch;

@@ -1,4 +1,4 @@
-//! Subagents: the `Task` tool. A `Task` call runs a child loop — the same [`super::drive`] as
+//! Subagents: the `Task` tool. A `Task` call runs a child loop — the same the turn's `drive` as
 //! the session's, with its own conversation, step limit and read ledger — that shares the
 //! session's workspace, sandbox and org files; the parent gets only the child's final message
 //! as the call's result.
@@ -28,12 +28,13 @@ use outboard_shared::{EventKind, SessionEvent, StopReason, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Conversation, EmitError, Ending, Resume, Role, ToolEnv, Turn};
+use crate::conversation::Conversation;
+use crate::sink::EmitError;
+use crate::state::{ChildRole, Drive, Ending, Resume, Role, ToolEnv, Turn};
 use outboard_llm::{ContentBlock, Role as MessageRole, ToolSpec};
 use outboard_tools::{OrgCtx, ReadLedger, ToolOutcome, SUBAGENT_TOOLS};
 
-/// The tool's name.
-pub const TASK: &str = "Task";
+pub use crate::state::TASK;
 
 pub use crate::agent_types::GENERAL_PURPOSE;
 
@@ -125,7 +126,7 @@ async fn org_agent_types(org: &OrgCtx) -> Vec<SubagentType> {
 
 /// What a model that just wrote the agent file `path` (`/agents/NAME.md`) should know: that it
 /// is not a usable agent type and why, or what of it was left out; `None` when it is fine.
-pub(super) async fn agent_file_note(org: &OrgCtx, path: &str) -> Option<String> {
+pub(crate) async fn agent_file_note(org: &OrgCtx, path: &str) -> Option<String> {
     let listing = crate::agent_types::agents(&org.fs, &org.org_id).await.ok()?;
     let agent = listing.agents.into_iter().find(|a| a.path == path)?;
     if let Some(problem) = agent.problem {
@@ -189,47 +190,6 @@ pub fn task_spec(types: &[SubagentType]) -> ToolSpec {
     }
 }
 
-/// What a subagent's loop knows beyond a [`Turn`]'s.
-pub struct ChildRole {
-    /// Its system prompt.
-    pub(super) system: String,
-    /// Its agent type's name.
-    pub(super) agent: String,
-    /// The tools it may call.
-    pub(super) tools: Vec<&'static str>,
-    /// Whether it has the org's MCP tools too: an agent type without a `tools` list has every
-    /// tool, MCP ones included; a list names only built-in tools.
-    pub(super) mcp: bool,
-}
-
-impl ChildRole {
-    /// The tools offered to its model.
-    pub(super) fn specs(&self) -> Vec<ToolSpec> {
-        outboard_tools::specs()
-            .into_iter()
-            .filter(|s| self.tools.contains(&s.name.as_str()))
-            .collect()
-    }
-
-    /// The answer to a call of a tool this agent does not have; `None` when it has it.
-    pub(super) fn refusal(&self, tool: &str) -> Option<ToolOutcome> {
-        if self.tools.contains(&tool) || (self.mcp && outboard_mcp::is_mcp_name(tool)) {
-            return None;
-        }
-        let why = match tool {
-            TASK => " (a subagent cannot start subagents)",
-            "TodoWrite" => " (the todo list is the main agent's)",
-            _ => "",
-        };
-        Some(ToolOutcome::error(format!(
-            "The tool \"{tool}\" is not available to the \"{}\" agent{why}. Its tools are: {}. \
-             Do the task with these, and say in your final report what needed another tool.",
-            self.agent,
-            self.tools.join(", ")
-        )))
-    }
-}
-
 #[derive(Deserialize)]
 struct TaskParams {
     description: String,
@@ -269,7 +229,7 @@ fn plan(log: &[SessionEvent], result_chars: usize) -> Start {
     Start::Resume {
         conversation: Conversation::from_events(log.iter(), result_chars),
         resume,
-        touched: super::files_touched_in(log.iter()),
+        touched: crate::state::files_touched_in(log.iter()),
     }
 }
 
@@ -319,21 +279,22 @@ fn report_outcome(report: String) -> ToolOutcome {
     ToolOutcome::ok(report)
 }
 
-/// What [`run`] returns: boxed, since [`super::drive`] calls it and it calls `drive` again.
+/// What [`run`] returns: boxed, since the turn's `drive` calls it and it calls `drive` again.
 type TaskFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Option<(ToolOutcome, Usage)>, EmitError>> + Send + 'a>>;
 
 /// Runs (or, with `log`, resumes) the subagent of the `Task` call `call` of `parent`; its
 /// result and the tokens it used, or `None` when it stopped for a server shutdown (the call
 /// resumes with the turn).
-pub(super) fn run<'a>(
+pub(crate) fn run<'a>(
     parent: &'a Turn,
     types: &'a [SubagentType],
     system: &'a str,
     call: &'a ToolCall,
     log: Option<Vec<SessionEvent>>,
+    drive: Drive,
 ) -> TaskFuture<'a> {
-    Box::pin(run_child(parent, types, system, call, log))
+    Box::pin(run_child(parent, types, system, call, log, drive))
 }
 
 async fn run_child(
@@ -342,6 +303,7 @@ async fn run_child(
     system: &str,
     call: &ToolCall,
     log: Option<Vec<SessionEvent>>,
+    drive: Drive,
 ) -> Result<Option<(ToolOutcome, Usage)>, EmitError> {
     tracing::debug!(target: SPAWN_TARGET, call_id = %call.call_id, "subagent starting");
     let answer = |o: ToolOutcome| Ok(Some((o, Usage::default())));
@@ -433,7 +395,7 @@ async fn run_child(
         }),
         approvals: parent.approvals.clone(),
     };
-    let ending = match super::drive(&mut child, &mut usage).await {
+    let ending = match drive(&mut child, &mut usage).await {
         Ok(ending) => ending,
         Err(EmitError::Store(e)) => Ending::Failed(format!("the event log failed: {e}")),
         Err(e) => return Err(e),

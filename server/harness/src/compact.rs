@@ -25,8 +25,8 @@
 use outboard_shared::{CompactionTrigger, EventKind, Usage};
 use tokio_util::sync::CancellationToken;
 
-use super::conversation::{cut_middle, Conversation};
-use super::{EmitError, Emitter};
+use crate::conversation::{cut_middle, Conversation};
+use crate::sink::{EmitError, Emitter};
 use outboard_llm::{
     context, ContentBlock, LlmError, Message, ModelRequest, Provider, Role, ToolSpec,
 };
@@ -236,7 +236,7 @@ impl Compactor<'_> {
         // model's message, so nothing merges into the summary).
         let summary_bytes = context::message_bytes(&Message {
             role: Role::User,
-            content: vec![ContentBlock::Text(super::conversation::summary_message(summary))],
+            content: vec![ContentBlock::Text(crate::conversation::summary_message(summary))],
         });
         let tokens_after = context::estimate_tokens(
             self.fixed_bytes + summary_bytes + conversation.bytes_from(tail),

@@ -211,6 +211,15 @@ pub fn is_open(log: &[SessionEvent], call_id: &str) -> bool {
         .any(|e| matches!(&e.kind, EventKind::ApprovalRequested { call_id: c, .. } if c == call_id))
 }
 
+/// What the log holds of a call's approval, for a call found without a result after a restart.
+#[derive(Debug, Clone)]
+pub enum Recorded {
+    /// Asked, not answered: wait again, without asking twice.
+    Open,
+    /// Answered: act on it.
+    Answered(Answer),
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

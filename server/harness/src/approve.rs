@@ -8,22 +8,14 @@
 
 use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
 
-use super::{not_run, EmitError, Role, Turn};
-use crate::approvals::Answer;
+use crate::approvals::{Answer, Recorded};
+use crate::sink::EmitError;
+use crate::state::{not_run, Role, Turn};
 use outboard_org::toolpolicy::{Decision, Rule};
 use outboard_tools::ToolOutcome;
 
-/// What the log holds of a call's approval, for a call found without a result after a restart.
-#[derive(Debug, Clone)]
-pub enum Recorded {
-    /// Asked, not answered: wait again, without asking twice.
-    Open,
-    /// Answered: act on it.
-    Answered(Answer),
-}
-
 /// What to do with the call.
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     /// Start it.
     Run,
     /// Answer it without running.
@@ -34,7 +26,7 @@ pub(super) enum Verdict {
 }
 
 /// Applies the policy to `call` (or, after a restart, what the log `recorded` of it).
-pub(super) async fn check(
+pub(crate) async fn check(
     turn: &Turn,
     call: &ToolCall,
     recorded: Option<Recorded>,
@@ -91,7 +83,7 @@ pub(super) async fn check(
 
 /// The verdict on a fresh call that needs nobody's answer: the policy allows or denies it, no
 /// rule matches, or the session already allowed the tool. `None`: a person must be asked.
-pub(super) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
+pub(crate) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
     let approvals = &turn.approvals;
     if let Role::Child(role) = &turn.role {
         // A tool the subagent lacks is refused when it runs; nothing to ask about.

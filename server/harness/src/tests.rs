@@ -1,5 +1,9 @@
-use super::*;
+use crate::fence::*;
+use crate::prompt::*;
+use crate::state::*;
+use outboard_shared::{EventKind, SessionId};
 use outboard_shared::{FileOp, FileVersion, SkillInfo};
+use outboard_tools::recovery::{rebuilt_ledger, LEDGER_REBUILD_FILES};
 use pretty_assertions::assert_eq;
 
 fn version(path: &str, version: u64, author: &str, session: Option<&str>) -> FileVersion {
@@ -175,7 +179,7 @@ fn the_request_estimate_bounds_both_dialects_bodies() {
     use outboard_llm::{ContentBlock, Message, ModelRequest, Role};
     use serde_json::json;
     let tools = outboard_tools::specs();
-    let system = crate::agent::system_prompt();
+    let system = crate::prompt::system_prompt();
     let mut messages = vec![Message {
         role: Role::User,
         content: vec![ContentBlock::Text("fix \"the\" build\n\ttabs \u{1} €".into())],
