@@ -29,7 +29,7 @@ pub struct ServerConfig {
     /// server's host (the server may run as root), so it refuses the field.
     pub allow_client_workspaces: bool,
     /// Whether new sessions are placed on the registered sandbox hosts (`serve --sandbox
-    /// remote`, see [`crate::remote::registry`]) rather than given a workspace and sandbox here.
+    /// remote`, see [`outboard_remote::registry`]) rather than given a workspace and sandbox here.
     /// Sessions placed before keep their host either way.
     pub place_on_hosts: bool,
     /// Where the store lives; `None`: the SQLite file in the data dir ([`Self::db_path`]).

@@ -66,8 +66,8 @@ pub struct Hub {
     secrets: Option<outboard_org::secrets::Secrets>,
     /// The org's MCP servers' connections, shared by every session ([`outboard_mcp`]).
     mcp: outboard_mcp::McpHub,
-    /// The sandbox hosts ([`crate::remote::registry`]); none in a hub made without a key.
-    hosts: Option<Arc<crate::remote::registry::Hosts>>,
+    /// The sandbox hosts ([`outboard_remote::registry`]); none in a hub made without a key.
+    hosts: Option<Arc<outboard_remote::registry::Hosts>>,
     /// Cancelled at shutdown: turns stop at their next checkpoint and new turns are refused.
     shutdown: CancellationToken,
     /// The server's metrics ([`crate::metrics`]).
@@ -198,13 +198,14 @@ impl Hub {
     /// This hub with the org secrets to authenticate to git hosts with.
     pub fn with_secrets(mut self, secrets: outboard_org::secrets::Secrets) -> Self {
         self.mcp = outboard_mcp::McpHub::new(self.store.clone(), Some(secrets.clone()));
-        self.hosts = Some(crate::remote::registry::Hosts::new(self.store.clone(), secrets.clone()));
+        self.hosts =
+            Some(outboard_remote::registry::Hosts::new(self.store.clone(), secrets.clone()));
         self.secrets = Some(secrets);
         self
     }
 
     /// The sandbox hosts, if this hub has a key to join them with.
-    pub fn hosts(&self) -> Option<&Arc<crate::remote::registry::Hosts>> {
+    pub fn hosts(&self) -> Option<&Arc<outboard_remote::registry::Hosts>> {
         self.hosts.as_ref()
     }
 

@@ -249,7 +249,7 @@ pub struct Services {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The sandbox hosts, for sessions whose workspace lives on one; `None`: a server without
     /// a secret key (no host tokens can be opened).
-    pub hosts: Option<Arc<crate::remote::registry::Hosts>>,
+    pub hosts: Option<Arc<outboard_remote::registry::Hosts>>,
 }
 
 impl SessionHandle {
@@ -538,7 +538,7 @@ struct Actor {
     /// Where committed events are counted.
     metrics: Arc<crate::metrics::Metrics>,
     /// The sandbox hosts (see [`Services::hosts`]).
-    hosts: Option<Arc<crate::remote::registry::Hosts>>,
+    hosts: Option<Arc<outboard_remote::registry::Hosts>>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -1426,7 +1426,11 @@ impl Actor {
                 let remote = match (&self.row.host, &self.hosts) {
                     (None, _) => None,
                     (Some(host), Some(hosts)) => {
-                        let hosted = hosts.workspace(host, self.row.id.as_str());
+                        let hosted = outboard_remote::workspace::RemoteWorkspace::new(
+                            hosts.clone(),
+                            host.clone(),
+                            self.row.id.as_str().to_owned(),
+                        );
                         Some(Arc::new(hosted) as Arc<dyn outboard_tools::HostedWorkspace>)
                     }
                     (Some(host), None) => {

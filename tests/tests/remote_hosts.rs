@@ -8,8 +8,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use outboard_server::remote::auth::new_join_token;
 use outboard_server::remote::client::{HostClient, RemoteError};
+use outboard_server::remote::trust::new_join_token;
 use outboard_server::tools::ReadLedger;
 use outboard_tests::harness::bin;
 use outboard_tests::hosts::{net_ns_of, HostProcess, NetNs};

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use clap::Parser;
-use outboard_server::remote::auth::new_join_token;
 use outboard_server::remote::client::HostClient;
+use outboard_server::remote::trust::new_join_token;
 use outboard_server::sandbox::{Sandbox, SandboxConfig};
 use outboard_server::tools::{self, ReadLedger, ToolCtx};
 use outboard_server::vfs::Workspace;

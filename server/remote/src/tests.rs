@@ -10,9 +10,9 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{HostClient, HostEndpoint, RemoteError};
-use super::host::{Host, HostOptions};
-use super::protocol::{self, FrameError, Op, ToHost, MAX_FRAME_BYTES};
+use crate::client::{HostClient, HostEndpoint, RemoteError};
+use crate::host::{Host, HostOptions};
+use crate::protocol::{self, FrameError, Op, ToHost, MAX_FRAME_BYTES};
 use outboard_sandbox::SandboxConfig;
 use outboard_tools::{confinement, ReadLedger};
 
@@ -84,7 +84,7 @@ struct Fixture {
 impl Fixture {
     async fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let token = super::auth::new_join_token().unwrap();
+        let token = crate::trust::new_join_token().unwrap();
         let host = start(&dir.path().join("host"), Some(&token), loopback()).await;
         let client = client(host.addr, &token, T);
         Fixture { dir, token, host, client }
@@ -221,7 +221,7 @@ async fn the_local_confinement_cases_hold_on_the_host() {
 #[tokio::test]
 async fn a_wrong_join_token_is_refused_with_what_to_do() {
     let f = Fixture::new().await;
-    let wrong = super::auth::new_join_token().unwrap();
+    let wrong = crate::trust::new_join_token().unwrap();
     let e = client(f.host.addr, &wrong, T).connect().await.unwrap_err();
     let message = e.to_string();
     assert!(matches!(e, RemoteError::Refused { .. }), "{message}");
@@ -330,7 +330,7 @@ async fn a_host_that_is_gone_is_reported_unreachable_by_name() {
 #[tokio::test]
 async fn a_call_past_the_per_connection_bound_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let token = super::auth::new_join_token().unwrap();
+    let token = crate::trust::new_join_token().unwrap();
     let host =
         start_with(&dir.path().join("host"), Some(&token), loopback(), |o| o.max_calls = 2).await;
     let client = std::sync::Arc::new(client(host.addr, &token, T));
@@ -368,7 +368,7 @@ async fn closed_by_host(tcp: &mut tokio::net::TcpStream, wait: Duration) -> bool
 #[tokio::test]
 async fn peers_that_never_join_hold_at_most_the_pending_bound_and_the_join_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let token = super::auth::new_join_token().unwrap();
+    let token = crate::trust::new_join_token().unwrap();
     let host = start_with(&dir.path().join("host"), Some(&token), loopback(), |o| {
         o.max_pending_joins = 2;
         o.max_connections = 3;
@@ -406,7 +406,7 @@ async fn peers_that_never_join_hold_at_most_the_pending_bound_and_the_join_deadl
     let mut over = tokio::net::TcpStream::connect(host.addr).await.unwrap();
     assert!(closed_by_host(&mut over, T).await, "the fourth connection is over the total bound");
     // A silent peer is dropped at the join deadline, not kept.
-    assert!(closed_by_host(&mut held[0], super::host::JOIN_TIMEOUT * 2).await);
+    assert!(closed_by_host(&mut held[0], crate::host::JOIN_TIMEOUT * 2).await);
     host.stop().await;
 }
 

@@ -1,5 +1,5 @@
 //! The sandbox host: accepts harness connections over TLS and WebSocket, authenticates them with
-//! the join handshake ([`super::auth`]), and runs their calls against the workspaces it keeps
+//! the join handshake ([`crate::trust`]), and runs their calls against the workspaces it keeps
 //! under `DATA/workspaces/ID`, each with one [`Sandbox`] (the same manager as the server's: lazy
 //! start, freeze when idle, thaw on the next command, replacement on death, limits).
 //!
@@ -20,10 +20,13 @@ use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::auth::{self, HostIdentity, JoinKey};
-use super::protocol::{self, Op, Reply, ToHarness, ToHost, WireStamp, PROTOCOL_VERSION};
+use crate::protocol::{
+    self, stamp_from_wire, stamp_to_wire, valid_workspace_id, Op, Reply, ToHarness, ToHost,
+    WireStamp, MAX_WORKSPACE_ID, PROTOCOL_VERSION,
+};
+use crate::trust::{self as auth, HostIdentity, JoinKey};
 use outboard_sandbox::{Sandbox, SandboxConfig};
-use outboard_tools::{ReadLedger, ReadStamp, ToolCtx};
+use outboard_tools::{ReadLedger, ToolCtx};
 use outboard_vfs::Workspace;
 
 /// Messages waiting to be written to one harness. Output is produced at sandbox speed and the
@@ -55,9 +58,6 @@ pub const MAX_PENDING_JOINS: usize = 16;
 /// sandbox. Org files and the network stay on the harness.
 pub const HOST_TOOLS: &[&str] =
     &["Read", "Write", "Edit", "Glob", "Grep", "Bash", "BashOutput", "KillShell"];
-
-/// Longest workspace id.
-pub const MAX_WORKSPACE_ID: usize = 64;
 
 /// Bash timeout of a tool call that runs a foreground command (none does here: foreground
 /// commands come as [`Op::Exec`]; required by [`ToolCtx`]).
@@ -135,14 +135,6 @@ struct HostState {
 struct Hosted {
     workspace: Workspace,
     sandbox: Sandbox,
-}
-
-/// Whether `id` may name a workspace: 1 to [`MAX_WORKSPACE_ID`] letters, digits, `-` or `_`, so
-/// it is one plain directory name under `DATA/workspaces`.
-pub fn valid_workspace_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= MAX_WORKSPACE_ID
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl Host {
@@ -601,28 +593,6 @@ pub fn ledger_from_wire(entries: &[WireStamp]) -> ReadLedger {
         }
     }
     ledger
-}
-
-/// The stamp of a wire entry; `None` for a malformed digest (the entry is then as good as
-/// absent: the write it would allow is refused, never allowed).
-pub fn stamp_from_wire(entry: &WireStamp) -> Option<ReadStamp> {
-    if entry.sha256.len() != 64 {
-        return None;
-    }
-    let mut sha256 = [0u8; 32];
-    for (i, byte) in sha256.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(entry.sha256.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(ReadStamp { len: entry.len, sha256 })
-}
-
-/// A ledger entry for the wire.
-pub fn stamp_to_wire(path: &Path, stamp: &ReadStamp) -> WireStamp {
-    WireStamp {
-        path: path.to_string_lossy().into_owned(),
-        len: stamp.len,
-        sha256: auth::hex(&stamp.sha256),
-    }
 }
 
 /// What a tool changed in the ledger: entries new or different from what was sent, and sent

@@ -1,5 +1,5 @@
 //! A harness node's handle on one sandbox host: connects over TLS with the host's pinned
-//! certificate, joins with the token ([`super::auth`]), multiplexes the calls of every session
+//! certificate, joins with the token ([`crate::trust`]), multiplexes the calls of every session
 //! on one WebSocket by request id, and reconnects when the connection is gone (a host that
 //! restarted still has its workspace directories).
 //!
@@ -19,14 +19,15 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use super::auth::{self, AuthError, JoinKey, PinnedVerifier};
-use super::host::{stamp_from_wire, stamp_to_wire};
-use super::protocol::{self, Op, Reply, ToHarness, ToHost, PROTOCOL_VERSION};
+use crate::protocol::{
+    self, stamp_from_wire, stamp_to_wire, Op, Reply, ToHarness, ToHost, PROTOCOL_VERSION,
+};
+use crate::trust::{self as auth, AuthError, JoinKey, PinnedVerifier};
 use outboard_sandbox::ExecResult;
 use outboard_tools::{ReadLedger, ToolOutcome};
 
 /// Messages waiting to be written to the host; callers wait past it (back-pressure on the
-/// sessions, never unbounded memory). Sized like the host's side ([`super::host::OUTBOUND_MESSAGES`]).
+/// sessions, never unbounded memory). Sized like the host's side (the host's `OUTBOUND_MESSAGES`).
 pub const OUTBOUND_MESSAGES: usize = 256;
 
 /// Output chunks of one call received and not yet handed to its caller. The reader waits past

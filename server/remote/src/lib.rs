@@ -1,4 +1,4 @@
-//! Sandboxes and workspaces on another machine: a sandbox host (`outboard-server sandbox-host`)
+//! Sandboxes and workspaces on another machine (floor 7): a sandbox host (`outboard-server sandbox-host`)
 //! owns workspace directories and bubblewrap sandboxes on its machine and serves them to
 //! harness nodes over one authenticated, encrypted WebSocket per node.
 //!
@@ -6,7 +6,7 @@
 //! and [`host::HostOptions`] run a host; [`client::HostClient`] is a harness node's handle on
 //! one host (connect, authenticate, multiplex calls, reconnect); [`protocol`] is the wire.
 //!
-//! Rooms: [`protocol`] (typed, versioned, length-bounded messages), [`auth`] (the host's key and
+//! Rooms: [`protocol`] (typed, versioned, length-bounded messages), [`trust`] (the host's key and
 //! certificate, the join token, the HMAC handshake, the pinned-certificate verifier), [`host`]
 //! (the host side: per workspace id a directory and a [`outboard_sandbox::Sandbox`]), [`client`]
 //! (the harness side).
@@ -17,11 +17,11 @@
 //! workspaces; only the read ledger crosses the wire, carried by each call (see
 //! [`protocol::Op::Tool`]).
 
-pub mod auth;
 pub mod client;
 pub mod host;
 pub mod protocol;
 pub mod registry;
+pub mod trust;
 pub mod workspace;
 
 #[cfg(test)]

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use outboard_store::db::{params, OptionalExtension as _};
 
-use super::client::{HostClient, HostEndpoint, RemoteError, DEFAULT_RECONNECT_WINDOW};
-use super::workspace::RemoteWorkspace;
+use crate::client::{HostClient, HostEndpoint, RemoteError, DEFAULT_RECONNECT_WINDOW};
 use outboard_org::secrets::{SecretError, SecretValue, Secrets};
 use outboard_store::{Store, StoreError};
 
@@ -143,7 +142,7 @@ pub async fn add(
         return Err(HostsError::BadName(name.to_owned()));
     }
     let url = check_url(url)?;
-    let token = SecretValue::new(super::auth::new_join_token().map_err(RemoteError::from)?);
+    let token = SecretValue::new(crate::trust::new_join_token().map_err(RemoteError::from)?);
     let (nonce, sealed) = secrets.seal_host_token(name, &token)?;
     let owned = name.to_owned();
     let added = store
@@ -339,10 +338,5 @@ impl Hosts {
             }
         }
         Err(HostsError::NoneAvailable(refusals.join("; ")))
-    }
-
-    /// The workspace `id` of a session on host `name` (nothing is looked up yet).
-    pub fn workspace(self: &Arc<Self>, name: &str, id: &str) -> RemoteWorkspace {
-        RemoteWorkspace::new(self.clone(), name.to_owned(), id.to_owned())
     }
 }

@@ -10,8 +10,8 @@ use outboard_shared::OutputStream;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{HostClient, RemoteError};
-use super::registry::Hosts;
+use crate::client::{HostClient, RemoteError};
+use crate::registry::Hosts;
 use outboard_sandbox::ExecResult;
 use outboard_tools::{HostedWorkspace, ReadLedger, ToolOutcome};
 

@@ -2,7 +2,7 @@
 //! binary message, each at most [`MAX_FRAME_BYTES`].
 //!
 //! A connection opens with the join handshake ([`ToHarness::Challenge`], [`ToHost::Join`],
-//! [`ToHarness::Welcome`] or [`ToHarness::Refused`]; see [`super::auth`]), then carries calls:
+//! [`ToHarness::Welcome`] or [`ToHarness::Refused`]; see `trust`), then carries calls:
 //! each [`ToHost::Call`] has an id chosen by the harness, unique on the connection, so many calls
 //! of many sessions share it; the host answers with any number of [`ToHarness::Output`] for that
 //! id (a command's output as it comes) and exactly one [`ToHarness::Reply`]. [`ToHost::Cancel`]
@@ -31,7 +31,7 @@ pub enum ToHarness {
     /// The first message: the host's version and a fresh random nonce (hex) to prove the join
     /// token against.
     Challenge { version: u32, nonce: String },
-    /// The join was accepted; `proof` shows the host knows the token too (see [`super::auth`]).
+    /// The join was accepted; `proof` shows the host knows the token too (see `trust`).
     /// `capacity` is how many workspaces the host offers to take (`sandbox-host --capacity`),
     /// what placement weighs hosts by.
     Welcome {
@@ -60,7 +60,7 @@ pub enum ToHost {
 }
 
 /// What a call asks of the host. `workspace` is the id of a workspace on the host (letters,
-/// digits, `-` and `_`; see [`super::host::valid_workspace_id`]).
+/// digits, `-` and `_`; see [`valid_workspace_id`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
@@ -157,4 +157,37 @@ pub fn ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig 
     tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES))
+}
+
+/// Longest workspace id.
+pub const MAX_WORKSPACE_ID: usize = 64;
+
+/// Whether `id` may name a workspace: 1 to [`MAX_WORKSPACE_ID`] letters, digits, `-` or `_`, so
+/// it is one plain directory name under `DATA/workspaces`.
+pub fn valid_workspace_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_WORKSPACE_ID
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// The stamp of a wire entry; `None` for a malformed digest (the entry is then as good as
+/// absent: the write it would allow is refused, never allowed).
+pub fn stamp_from_wire(entry: &WireStamp) -> Option<outboard_tools::ReadStamp> {
+    if entry.sha256.len() != 64 {
+        return None;
+    }
+    let mut sha256 = [0u8; 32];
+    for (i, byte) in sha256.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(entry.sha256.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(outboard_tools::ReadStamp { len: entry.len, sha256 })
+}
+
+/// A ledger entry for the wire.
+pub fn stamp_to_wire(path: &std::path::Path, stamp: &outboard_tools::ReadStamp) -> WireStamp {
+    WireStamp {
+        path: path.to_string_lossy().into_owned(),
+        len: stamp.len,
+        sha256: crate::trust::hex(&stamp.sha256),
+    }
 }
