@@ -192,9 +192,9 @@ impl ServerConfig {
         }
     }
 
-    /// Where uploaded working trees wait for their session (`crate::uploads`).
+    /// Where uploaded working trees wait for their session (the uploads module's).
     pub fn uploads_dir(&self) -> PathBuf {
-        crate::uploads::uploads_dir(&self.data_dir)
+        uploads_dir(&self.data_dir)
     }
 }
 
@@ -363,6 +363,11 @@ pub fn default_data_dir() -> Result<PathBuf, ConfigError> {
     }
     let home = std::env::var_os("HOME").filter(|v| !v.is_empty()).ok_or(ConfigError::NoDataDir)?;
     Ok(PathBuf::from(home).join(".local/share/outboard"))
+}
+
+/// The directory of uploaded archives under a data dir.
+pub fn uploads_dir(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("uploads")
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod files_api;
 pub mod gateway;
 pub mod git;
 pub mod http_api;
+pub mod http_common;
 pub mod hub;
 pub use outboard_llm as llm;
 pub mod manual;

@@ -32,7 +32,7 @@ use outboard_shared::{ErrorBody, ErrorCode, UploadResponse};
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::http_api::{authenticate, ApiError};
+use crate::http_common::{authenticate, ApiError};
 use crate::hub::Hub;
 use crate::net::ConnInfo;
 use outboard_org::quota::human_bytes;
@@ -52,10 +52,7 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
 /// The longest branch name taken in the branch header (git's own limit is the file system's).
 const MAX_BRANCH_BYTES: usize = 255;
 
-/// The directory of uploaded archives under a data dir.
-pub fn uploads_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("uploads")
-}
+pub use crate::config::uploads_dir;
 
 /// Why an upload was refused or cannot be unpacked. Each message says what to do next.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use outboard_shared::{
 };
 
 use crate::git::{GitError, Progress, ProgressSink, Remote, RepoUrl};
-use crate::http_api::{authenticate, ApiError};
+use crate::http_common::{authenticate, ApiError};
 use crate::hub::Hub;
 use crate::net::ConnInfo;
 use crate::sources::SourceError;
@@ -458,6 +458,6 @@ fn diff_response(body: Body, row: &SessionRow, stat: bool) -> Response {
             response.headers_mut().insert("x-outboard-source", v);
         }
     }
-    crate::http_api::close(&mut response);
+    crate::http_common::close(&mut response);
     response
 }
