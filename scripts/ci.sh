@@ -43,7 +43,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== tests (the README's test command)"
 cargo test --workspace
 # The same store tests and the end-to-end suites that exercise the log, recovery, org files and
-# attach, on PostgreSQL (a schema of a throwaway cluster per test; see server/src/store/pgtest.rs).
+# attach, on PostgreSQL (a schema of a throwaway cluster per test; see server/store/src/pgtest.rs).
 echo "== tests on PostgreSQL"
 OUTBOARD_TEST_STORE=postgres cargo test -p outboard-store -p outboard-org -p outboard-server --lib
 OUTBOARD_TEST_STORE=postgres cargo test -p outboard-tests --no-fail-fast $PG_SUITES
