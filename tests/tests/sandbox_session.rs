@@ -1,7 +1,7 @@
 //! The sandbox lifecycle as a session lives it, through a real server: nothing starts before the
 //! first `Bash`; an idle sandbox is frozen and a background process survives the freeze; a killed
 //! sandbox is replaced over the same workspace and the session goes on. (The sandbox's own unit
-//! tests in `server/src/sandbox/tests.rs` cover limits, timeouts, the output cap and isolation.)
+//! tests in `server/sandbox/src/handle/tests.rs` cover limits, timeouts, the output cap and isolation.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
