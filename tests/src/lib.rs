@@ -1,5 +1,5 @@
 //! Outboard's test support: the mock LLM server ([`mock_llm`], its Responses API dialect in
-//! [`mock_responses`]) shared by the end-to-end suites
+//! [`mock_responses`], the scripted steps both stream in [`mock_step`]) shared by the end-to-end suites
 //! and the `mock-llm` binary, and the process harness ([`harness`]) that starts real servers and
 //! runs the real CLI, the crash harness ([`crash`]), a mock model answering several conversations at
 //! once ([`conversations`]), and a real git smart-HTTP host with test
@@ -18,6 +18,7 @@ pub mod long_session;
 pub mod long_turn;
 pub mod mock_llm;
 pub mod mock_responses;
+pub mod mock_step;
 pub mod nodes;
 pub mod scripted;
 pub mod tls;
