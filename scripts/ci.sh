@@ -28,14 +28,6 @@ fi
 # A fresh clone builds everything once: incremental state would only cost disk (~1.7 GB).
 export CARGO_INCREMENTAL=0
 
-# The end-to-end suites run a second time on PostgreSQL: every one but `nodes`, which runs its
-# nodes on PostgreSQL in both passes.
-PG_SUITES=""
-for suite in tests/tests/*.rs; do
-  name=$(basename "$suite" .rs)
-  [ "$name" = nodes ] || PG_SUITES="$PG_SUITES --test $name"
-done
-
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
@@ -46,4 +38,6 @@ cargo test --workspace
 # attach, on PostgreSQL (a schema of a throwaway cluster per test; see server/src/store/pgtest.rs).
 echo "== tests on PostgreSQL"
 OUTBOARD_TEST_STORE=postgres cargo test -p outboard-server --lib
-OUTBOARD_TEST_STORE=postgres cargo test -p outboard-tests --no-fail-fast $PG_SUITES
+# The end-to-end suites are the modules of one binary (tests/tests/e2e/): every suite but `nodes`,
+# which runs its nodes on PostgreSQL in both passes.
+OUTBOARD_TEST_STORE=postgres cargo test -p outboard-tests --no-fail-fast --test e2e -- --skip nodes::
