@@ -128,6 +128,14 @@ pub fn cli_ok(server: &TestServer, token: &str, args: &[&str], stdin: Option<&st
     r
 }
 
+/// Runs `outboard-server admin ARGS` on `server`'s data dir with `stdin`, which must succeed;
+/// returns its stdout.
+pub fn admin_ok(server: &TestServer, args: &[&str], stdin: Option<&str>) -> String {
+    let (code, out, err) = server.admin(args, stdin).unwrap();
+    assert_eq!(code, 0, "admin {args:?}: {err}");
+    out
+}
+
 /// Whether `e` ends a turn (completed or failed).
 pub fn turn_ended(e: &SessionEvent) -> bool {
     matches!(e.kind, EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. })

@@ -11,7 +11,7 @@ use std::io::BufRead as _;
 use std::process::{Child, Command, Stdio};
 
 use outboard_shared::EventKind;
-use outboard_tests::fixture::serve;
+use outboard_tests::fixture::{admin_ok, serve};
 use outboard_tests::harness::{bash_outputs, outboard, tool_results, Api, TestServer, WsClient};
 use outboard_tests::scripted::{say, script, tool};
 use serde_json::json;
@@ -80,8 +80,7 @@ async fn a_stdio_servers_tools_reach_the_model_from_outboard_run() {
     let server = serve(&mock, Api::Anthropic, &[]);
     let token = server.add_user("alice", "acme").unwrap();
     let set = ["secret", "set", "--org", "acme", "--host", "mcp.example", "stdio-token"];
-    let (code, _, err) = server.admin(&set, Some("stdio-secret-value-123456\n")).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &set, Some("stdio-secret-value-123456\n"));
     add_stdio(&server);
     let prompt = script(&[
         tool("mcp__local__echo", json!({"text": "hi from the model"})),
@@ -150,8 +149,7 @@ async fn an_http_servers_token_stays_in_the_server_and_a_killed_server_is_reconn
     let token = server.add_user("alice", "acme").unwrap();
     let host = format!("127.0.0.1:{port}");
     let set = ["secret", "set", "--org", "acme", "--host", &host, "mcp-token"];
-    let (code, _, err) = server.admin(&set, Some(&format!("{TOKEN}\n"))).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &set, Some(&format!("{TOKEN}\n")));
     let url = format!("http://{host}/mcp");
     let add = [
         "mcp",

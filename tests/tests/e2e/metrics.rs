@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use outboard_shared::{EventKind, SessionEvent, Usage};
-use outboard_tests::fixture::serve;
+use outboard_tests::fixture::{admin_ok, serve};
 use outboard_tests::harness::{bash_outputs, Api, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use serde_json::json;
@@ -126,9 +126,7 @@ async fn a_scripted_session_moves_each_counter_by_what_happened() {
     let url = server.metrics_url.clone().expect("the metrics address");
     assert_ne!(url.trim_start_matches("http://").trim_end_matches("/metrics"), server.addr());
     let token = server.add_user("alice", "acme").unwrap();
-    let (code, _, err) =
-        server.admin(&["network", "set", "--org", "acme", "allow", &up.to_string()], None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &["network", "set", "--org", "acme", "allow", &up.to_string()], None);
 
     let before = scrape(&url).await;
     assert!(WsClient::connect(&server.url, "ob_not_a_token").await.is_err());

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use outboard_shared::{EventKind, SessionEvent};
-use outboard_tests::fixture::serve;
+use outboard_tests::fixture::{admin_ok, serve};
 use outboard_tests::git_http::{make_repo, GitHttp};
 use outboard_tests::harness::{bash_outputs, outboard, wait_until, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
@@ -117,8 +117,7 @@ async fn an_allowed_upstream_is_reached_and_every_refusal_explains_itself() {
         &git.authority(),
         &format!("localhost:{closed}"),
     ];
-    let (code, _, err) = server.admin(&allow, None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &allow, None);
 
     let steps = vec![
         MockStep::tool_call(
@@ -223,8 +222,7 @@ async fn full_mode_still_refuses_the_way_back_in_and_none_refuses_everything() {
     let mock = MockLlm::start(vec![]).await.unwrap();
     let server = serve(&mock, Api::Anthropic, &[]);
     let token = server.add_user("alice", "acme").unwrap();
-    let (code, _, err) = server.admin(&["network", "set", "--org", "acme", "full"], None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &["network", "set", "--org", "acme", "full"], None);
     push(
         &mock,
         vec![

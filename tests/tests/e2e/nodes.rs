@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outboard_shared::{ErrorCode, EventKind, SessionAttachResponse, SessionEvent};
+use outboard_tests::fixture::driver;
 use outboard_tests::harness::{spawn_outboard, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use outboard_tests::nodes::Cluster;
@@ -110,12 +111,17 @@ async fn fresh_log(url: &str, token: &str, sid: &str) -> Vec<SessionEvent> {
     snap.events
 }
 
+/// Nodes A and B on a fresh store with `lease_secs` leases, talking to `mock`.
+fn two_nodes(mock: &MockLlm, lease_secs: u64) -> (Cluster, TestServer, TestServer) {
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), lease_secs).unwrap();
+    let (a, b) = (cluster.start().unwrap(), cluster.start().unwrap());
+    (cluster, a, b)
+}
+
 #[tokio::test]
 async fn admin_nodes_lists_every_node_and_shows_a_killed_one_lost() {
     let mock = MockLlm::start(vec![]).await.unwrap();
-    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 1).unwrap();
-    let a = cluster.start().unwrap();
-    let b = cluster.start().unwrap();
+    let (cluster, a, b) = two_nodes(&mock, 1);
     let listed = nodes(&a);
     assert_eq!(listed.len(), 2, "two nodes serve one store side by side: {listed:?}");
     assert!(listed.iter().all(|n| n["state"] == "serving" && n["leases"] == 0), "{listed:?}");
@@ -169,9 +175,7 @@ fn presence_of(c: &WsClient, events: &[SessionEvent]) -> Option<(String, String)
 #[tokio::test]
 async fn any_node_serves_a_session_that_another_node_runs() {
     let mock = MockLlm::start_responder(|_| Some(MockStep::text("done"))).await.unwrap();
-    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
-    let a = cluster.start().unwrap();
-    let b = cluster.start().unwrap();
+    let (_cluster, a, b) = two_nodes(&mock, 2);
     let alice = a.add_user("alice", "acme").unwrap();
     let bob = a.add_user("bob", "acme").unwrap();
 
@@ -281,15 +285,9 @@ async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
     })
     .await
     .unwrap();
-    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
-    let a = cluster.start().unwrap();
-    let b = cluster.start().unwrap();
-    let token = a.add_user("alice", "acme").unwrap();
-
-    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
-    let sid = on_a.new_session().await.unwrap();
-    let sent = on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await;
-    sent.unwrap().unwrap();
+    let (cluster, a, b) = two_nodes(&mock, 2);
+    let (token, mut on_a, sid) = driver(&a).await;
+    on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
     let ran = cluster.workspace(&sid).join("ran.log");
     outboard_tests::harness::wait_until("the command to start", Duration::from_secs(30), || {
         ran.exists()
@@ -330,15 +328,9 @@ async fn a_node_frozen_past_its_lease_cannot_append_once_thawed() {
     })
     .await
     .unwrap();
-    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
-    let a = cluster.start().unwrap();
-    let b = cluster.start().unwrap();
-    let token = a.add_user("alice", "acme").unwrap();
-
-    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
-    let sid = on_a.new_session().await.unwrap();
-    let sent = on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await;
-    sent.unwrap().unwrap();
+    let (_cluster, a, b) = two_nodes(&mock, 2);
+    let (token, mut on_a, sid) = driver(&a).await;
+    on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
     outboard_tests::harness::wait_until("the model call", Duration::from_secs(60), || {
         calls.load(Ordering::SeqCst) >= 1
     })
@@ -389,15 +381,9 @@ async fn a_node_stopped_with_sigterm_hands_its_turn_over_mid_way() {
     })
     .await
     .unwrap();
-    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
-    let a = cluster.start().unwrap();
-    let b = cluster.start().unwrap();
-    let token = a.add_user("alice", "acme").unwrap();
-
-    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
-    let sid = on_a.new_session().await.unwrap();
-    let sent = on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await;
-    sent.unwrap().unwrap();
+    let (cluster, a, b) = two_nodes(&mock, 2);
+    let (token, mut on_a, sid) = driver(&a).await;
+    on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
     let mut seen: Vec<SessionEvent> = Vec::new();
     while !seen.iter().any(|e| matches!(e.kind, EventKind::ToolResult { .. })) {
         let e = on_a.event().await.unwrap();
@@ -660,14 +646,9 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
 #[tokio::test]
 async fn an_org_file_written_on_one_node_is_announced_to_sessions_on_another() {
     let mock = MockLlm::start_responder(|_| Some(MockStep::text("ok"))).await.unwrap();
-    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 2).unwrap();
-    let a = cluster.start().unwrap();
-    let b = cluster.start().unwrap();
-    let token = a.add_user("alice", "acme").unwrap();
-
+    let (_cluster, a, b) = two_nodes(&mock, 2);
     // A session live on A, watched there.
-    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
-    let sid = on_a.new_session().await.unwrap();
+    let (token, mut on_a, sid) = driver(&a).await;
     on_a.completed_turn(&sid, "hello", Duration::from_secs(30)).await.unwrap();
 
     // Written on B, twice.
@@ -767,9 +748,7 @@ async fn a_rolling_deploy_under_load_fails_no_turn_and_shows_clients_only_reconn
 async fn one_connection_relays_at_most_sixteen_sessions_and_a_detach_makes_room() {
     const MAX_RELAYS: usize = 16; // gateway/relay.rs
     let mock = MockLlm::start(vec![]).await.unwrap();
-    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 10).unwrap();
-    let a = cluster.start().unwrap();
-    let b = cluster.start().unwrap();
+    let (_cluster, a, b) = two_nodes(&mock, 10);
     let token = a.add_user("alice", "acme").unwrap();
     // Attached on A, the sessions run there.
     let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();

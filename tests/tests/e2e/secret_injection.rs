@@ -6,13 +6,34 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
-use outboard_tests::fixture::serve;
-use outboard_tests::harness::{bash_outputs, Api, WsClient};
+use outboard_tests::fixture::{admin_ok, serve};
+use outboard_tests::harness::{bash_outputs, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use outboard_tests::tls::echo_upstream;
 use serde_json::json;
 
 const VALUE: &str = "s3cr3t-token-0123456789abcdef";
+
+/// `admin secret set --org acme --host HOST NAME --inject-header HEADER EXTRA… --upstream-ca
+/// FILE` with the value on stdin, FILE holding `upstream_ca` (in the data dir), which must
+/// succeed; returns its stdout.
+fn bind(
+    server: &TestServer,
+    host: &str,
+    name: &str,
+    header: &str,
+    extra: &[&str],
+    upstream_ca: &str,
+    value: &str,
+) -> String {
+    let ca_file = server.data_dir().join(format!("{name}-ca.pem"));
+    std::fs::write(&ca_file, upstream_ca).unwrap();
+    let mut args = vec!["secret", "set", "--org", "acme", "--host", host, name];
+    args.extend(["--inject-header", header]);
+    args.extend_from_slice(extra);
+    args.extend(["--upstream-ca", ca_file.to_str().unwrap()]);
+    admin_ok(server, &args, Some(value))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sandbox_uses_the_credential_and_never_holds_it() {
@@ -20,35 +41,17 @@ async fn the_sandbox_uses_the_credential_and_never_holds_it() {
     let mock = MockLlm::start(vec![]).await.unwrap();
     let server = serve(&mock, Api::Anthropic, &[]);
     let token = server.add_user("alice", "acme").unwrap();
-    let ca_file = server.data_dir().join("upstream-ca.pem");
-    std::fs::write(&ca_file, &up_ca).unwrap();
     let host = up.to_string();
-    let set = [
-        "secret",
-        "set",
-        "--org",
-        "acme",
-        "--host",
-        &host,
-        "api",
-        "--inject-header",
-        "Authorization: Bearer {}",
-        "--placeholder",
-        "GH_TOKEN",
-        "--upstream-ca",
-        ca_file.to_str().unwrap(),
-    ];
-    let (code, out, err) = server.admin(&set, Some(&format!("{VALUE}\n"))).unwrap();
-    assert_eq!(code, 0, "{err}");
+    let bearer = "Authorization: Bearer {}";
+    let placeholder = ["--placeholder", "GH_TOKEN"];
+    let out = bind(&server, &host, "api", bearer, &placeholder, &up_ca, &format!("{VALUE}\n"));
     assert!(out.contains("GH_TOKEN holds outboard-placeholder-GH_TOKEN"), "{out}");
     let (_, listed, _) = server.admin(&["secret", "ls", "--org", "acme"], None).unwrap();
     assert!(
         listed.contains("injects `authorization: Bearer {}`; placeholders GH_TOKEN"),
         "{listed}"
     );
-    let (code, _, err) =
-        server.admin(&["network", "set", "--org", "acme", "registries+", &host], None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &["network", "set", "--org", "acme", "registries+", &host], None);
 
     for step in [
         // A value that reached the workspace some other way is scrubbed from what tools show.
@@ -149,28 +152,10 @@ async fn git_clones_over_https_with_a_credential_it_never_sees() {
     let mock = MockLlm::start(vec![]).await.unwrap();
     let server = serve(&mock, Api::Anthropic, &[]);
     let token = server.add_user("alice", "acme").unwrap();
-    let ca_file = server.data_dir().join("front-ca.pem");
-    std::fs::write(&ca_file, &front_ca).unwrap();
     let host = front.to_string();
     let value = basic_auth("alice", PASSWORD).trim_start_matches("Basic ").to_owned();
-    let set = [
-        "secret",
-        "set",
-        "--org",
-        "acme",
-        "--host",
-        &host,
-        "git",
-        "--inject-header",
-        "Authorization: Basic {}",
-        "--upstream-ca",
-        ca_file.to_str().unwrap(),
-    ];
-    let (code, _, err) = server.admin(&set, Some(&value)).unwrap();
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) =
-        server.admin(&["network", "set", "--org", "acme", "registries+", &host], None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    bind(&server, &host, "git", "Authorization: Basic {}", &[], &front_ca, &value);
+    admin_ok(&server, &["network", "set", "--org", "acme", "registries+", &host], None);
     mock.push(MockStep::tool_call(
         "Bash",
         json!({"command": format!(
@@ -209,34 +194,15 @@ async fn a_secret_bound_while_the_session_runs_is_injected_without_a_new_session
     let host = up.to_string();
     // A git credential: the org has a secret, none bound to outbound HTTP yet.
     let git = ["secret", "set", "--org", "acme", "--host", "git.example.com", "ci"];
-    let (code, _, err) = server.admin(&git, Some("git-token-0123456789")).unwrap();
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) =
-        server.admin(&["network", "set", "--org", "acme", "registries+", &host], None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &git, Some("git-token-0123456789"));
+    admin_ok(&server, &["network", "set", "--org", "acme", "registries+", &host], None);
     mock.push(MockStep::tool_call("Bash", json!({"command": "echo started"})));
     mock.push(MockStep::text("started"));
     let mut c = WsClient::connect(&server.url, &token).await.unwrap();
     let sid = c.new_session().await.unwrap();
     c.turn(&sid, "go").await.unwrap();
 
-    let ca_file = server.data_dir().join("late-ca.pem");
-    std::fs::write(&ca_file, &up_ca).unwrap();
-    let bind = [
-        "secret",
-        "set",
-        "--org",
-        "acme",
-        "--host",
-        &host,
-        "late",
-        "--inject-header",
-        "Authorization: Bearer {}",
-        "--upstream-ca",
-        ca_file.to_str().unwrap(),
-    ];
-    let (code, _, err) = server.admin(&bind, Some(VALUE)).unwrap();
-    assert_eq!(code, 0, "{err}");
+    bind(&server, &host, "late", "Authorization: Bearer {}", &[], &up_ca, VALUE);
     // Until the refresh the host is tunnelled (its own certificate, which the sandbox does not
     // trust): the command retries until the proxy intercepts, for at most 20 s.
     mock.push(MockStep::tool_call(

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use axum::response::{Html, Redirect};
 use axum::routing::get;
 use outboard_shared::{EventKind, SessionEvent};
-use outboard_tests::fixture;
+use outboard_tests::fixture::{self, admin_ok};
 use outboard_tests::harness::{outboard, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall};
 use serde_json::{json, Value};
@@ -101,9 +101,7 @@ async fn webfetch_returns_markdown_under_the_policy_and_refuses_what_it_does_not
     let mock = MockLlm::start(vec![]).await.unwrap();
     let server = fixture::serve(&mock, Api::Anthropic, &[]);
     let token = server.add_user("bob", "acme").unwrap();
-    let (code, _, err) =
-        server.admin(&["network", "set", "--org", "acme", "allow", &up.to_string()], None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &["network", "set", "--org", "acme", "allow", &up.to_string()], None);
 
     mock.push(MockStep::tool_calls(vec![
         fetch("page", &format!("http://{up}/")),
@@ -205,9 +203,7 @@ async fn a_session_without_network_refuses_every_webfetch() {
     let mock = MockLlm::start(vec![]).await.unwrap();
     let server = fixture::serve(&mock, Api::Anthropic, &[]);
     let token = server.add_user("alice", "acme").unwrap();
-    let (code, _, err) =
-        server.admin(&["network", "set", "--org", "acme", "allow", &up.to_string()], None).unwrap();
-    assert_eq!(code, 0, "{err}");
+    admin_ok(&server, &["network", "set", "--org", "acme", "allow", &up.to_string()], None);
     mock.push(MockStep::tool_calls(vec![fetch("page", &format!("http://{up}/"))]));
     mock.push(MockStep::text("done"));
     let run = outboard(
