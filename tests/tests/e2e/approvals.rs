@@ -168,12 +168,7 @@ async fn a_watchers_answer_is_refused_and_an_org_member_answers_with_outboard_ap
         start(vec![bash("b1", "echo ran > ran.txt"), MockStep::text("ok")], &[("Bash", "ask")])
             .await;
     let bob = server.add_user("bob", "acme").unwrap();
-    let mut watcher = WsClient::connect(&server.url, &bob).await.unwrap();
-    watcher
-        .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
-        .await
-        .unwrap()
-        .unwrap();
+    let (mut watcher, _) = attach(&server, &bob, &sid, "watcher").await;
     c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
     until(&mut c, "the approval request", WAIT, asked).await;
     until(&mut watcher, "the watcher to see the request", WAIT, asked).await;

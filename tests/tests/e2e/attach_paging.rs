@@ -9,6 +9,7 @@ use outboard_shared::{
     EventKind, SessionAttachResponse, SessionHistoryResponse, HISTORY_PAGE_BYTES,
     HISTORY_PAGE_EVENTS,
 };
+use outboard_tests::fixture::{attach, craft_log};
 use outboard_tests::harness::{Api, TestServer, WsClient};
 use outboard_tests::long_session;
 use outboard_tests::mock_llm::MockLlm;
@@ -55,14 +56,8 @@ async fn a_new_client_gets_the_newest_page_in_one_small_frame_and_pages_back_to_
     let long = long_session().await;
     assert!(long.last >= EVENTS);
     // A watcher (not the owner) reads the whole history.
-    let mut bob = WsClient::connect(&long.server.url, &long.bob).await.unwrap();
-    let attached = bob
-        .request("session/attach", json!({"session_id": long.session, "role": "watcher"}))
-        .await
-        .unwrap()
-        .unwrap();
+    let (mut bob, attached) = attach(&long.server, &long.bob, &long.session, "watcher").await;
     let first_frame = bob.last_frame_bytes;
-    let attached: SessionAttachResponse = serde_json::from_value(attached).unwrap();
     assert!(
         first_frame <= HISTORY_PAGE_BYTES,
         "the first frame is {first_frame} bytes, over the page bound {HISTORY_PAGE_BYTES}"
@@ -172,11 +167,7 @@ async fn a_reconnect_far_behind_gets_every_missed_event_in_order_before_live_one
 async fn state_from_before_the_page_comes_with_the_attach() {
     // The todo list and two background commands are set early; 600 events follow, so the newest
     // page holds none of them.
-    use outboard_shared::{SessionEvent, TaskStatus, TodoItem, TodoStatus, TurnId};
-    let data = tempfile::tempdir().unwrap();
-    let store = long_session::open(data.path()).unwrap();
-    let (owner, alice) = long_session::user(&store, "alice", "acme").await.unwrap();
-    let row = store.create_session(&owner, "todos", "anthropic/mock-model").await.unwrap();
+    use outboard_shared::{TaskStatus, TodoItem, TodoStatus, TurnId};
     let todos = vec![TodoItem {
         content: "Fix the build".into(),
         status: TodoStatus::InProgress,
@@ -210,27 +201,12 @@ async fn state_from_before_the_page_comes_with_the_attach() {
             usage: Default::default(),
         });
     }
-    for (i, kind) in kinds.into_iter().enumerate() {
-        let event = SessionEvent {
-            session_id: row.id.clone(),
-            seq: i as u64 + 1,
-            ts: "2026-12-01T00:00:00.000Z".into(),
-            kind,
-            parent: None,
-        };
-        store.append_event(event).await.unwrap();
-    }
-    drop(store);
+    let data = tempfile::tempdir().unwrap();
+    let (sid, alice) = craft_log(data.path(), "anthropic/mock-model", kinds).await;
     let mock = MockLlm::start(vec![]).await.unwrap();
     let server =
         TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
-    let mut c = WsClient::connect(&server.url, &alice).await.unwrap();
-    let snap = c
-        .request("session/attach", json!({"session_id": row.id.0, "role": "watcher"}))
-        .await
-        .unwrap()
-        .unwrap();
-    let snap: SessionAttachResponse = serde_json::from_value(snap).unwrap();
+    let (_c, snap) = attach(&server, &alice, &sid, "watcher").await;
     assert!(snap.has_more && snap.cursor.unwrap() > 6, "the early events are not in the page");
     // bash_1 ran when the server stopped: the restarted actor records it lost (the newest
     // event), so only the todo list still holds.

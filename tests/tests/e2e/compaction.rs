@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use outboard_server::llm::context::estimate_tokens;
 use outboard_shared::{EventKind, SessionEvent};
-use outboard_tests::fixture::{driver, serve};
+use outboard_tests::fixture::{attach, driver, serve};
 use outboard_tests::harness::{outboard, wait_until, Api, TestServer, WsClient};
 use outboard_tests::long_turn::{is_summary, last_step, long_turn_mock, step_call};
 use outboard_tests::mock_llm::{MockLlm, MockStep, RecordedRequest};
@@ -275,12 +275,7 @@ async fn session_compact_summarises_on_request_with_a_focus() {
     assert!(matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }));
     let n = mock.requests().len();
     // Only the driver compacts.
-    let mut watcher = WsClient::connect(&server.url, &bob).await.unwrap();
-    watcher
-        .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
-        .await
-        .unwrap()
-        .unwrap();
+    let (mut watcher, _) = attach(&server, &bob, &sid, "watcher").await;
     let denied =
         watcher.request("session/compact", json!({"session_id": sid})).await.unwrap().unwrap_err();
     assert_ne!(denied.code, outboard_shared::ErrorCode::Internal, "{denied:?}");

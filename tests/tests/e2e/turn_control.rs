@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use outboard_shared::{EventKind, StopReason};
-use outboard_tests::fixture::{driver, serve, turn_ended};
+use outboard_tests::fixture::{attach, driver, serve, turn_ended};
 use outboard_tests::harness::{Api, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use pretty_assertions::assert_eq;
@@ -116,13 +116,7 @@ async fn a_late_watcher_gets_the_log_then_live_events_without_gap() {
     .unwrap();
 
     // Bob attaches mid-command: the snapshot has the log so far and the partial output.
-    let mut b = WsClient::connect(&server.url, &bob).await.unwrap();
-    let snap = b
-        .request("session/attach", json!({"session_id": sid, "role": "watcher"}))
-        .await
-        .unwrap()
-        .unwrap();
-    let snap: outboard_shared::SessionAttachResponse = serde_json::from_value(snap).unwrap();
+    let (mut b, snap) = attach(&server, &bob, &sid, "watcher").await;
     let in_flight = snap.in_flight.expect("a turn is in flight");
     assert!(in_flight.tool_output.iter().any(|o| o.text.contains("one")), "{in_flight:?}");
     let mut seqs: Vec<u64> = snap.events.iter().map(|e| e.seq).collect();
