@@ -33,6 +33,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== tests (the README's test command)"
+# The end-to-end suites are one binary (tests/tests/e2e/) at libtest's default of a thread per
+# core, as each suite's own binary ran before: on 2 cores, 4 threads overload the machine enough
+# for a test that kills a node inside a 3 s command to miss it.
 cargo test --workspace
 # The same store tests and the end-to-end suites that exercise the log, recovery, org files and
 # attach, on PostgreSQL (a schema of a throwaway cluster per test; see server/src/store/pgtest.rs).
