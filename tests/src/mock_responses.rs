@@ -1,6 +1,6 @@
 //! The mock LLM's OpenAI Responses API dialect (`POST /v1/responses`): the SSE events of a
-//! scripted [`MockStep`], with its reasoning items ([`MockStep::openai_reasoning`]). It streams steps
-//! only; the server that routes requests here is `mock_llm`.
+//! scripted [`MockStep`], with its reasoning items ([`MockStep::openai_reasoning`]). It streams
+//! steps only; the server that routes requests here is `mock_llm`.
 //!
 //! The events are those the real API streams for reasoning, a message and function calls, each
 //! with its `sequence_number` and its name repeated in the SSE `event:` line: `response.created`,
