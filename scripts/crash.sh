@@ -14,7 +14,7 @@ if [[ "${1:-}" == nodes ]]; then
   # Bash command of 3 s.
   export OUTBOARD_NODES_STEPS="${OUTBOARD_NODES_STEPS:-45}"
   export OUTBOARD_NODES_STEP_MS="${OUTBOARD_NODES_STEP_MS:-$((OUTBOARD_NODES_KILLS * 2000 / 45 + 500))}"
-  exec cargo test --quiet -p outboard-tests --test nodes three_nodes -- --nocapture
+  exec cargo test --quiet -p outboard-tests --test e2e nodes::three_nodes -- --nocapture
 fi
 cargo build --quiet -p outboard-server -p outboard-cli --bins
 exec cargo run --quiet -p outboard-tests --bin crash -- "$@"

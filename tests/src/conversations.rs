@@ -3,7 +3,7 @@
 //! `Task` prompt), and its step by how many assistant messages the request already carries. So
 //! concurrent subagents get their own next step whatever order their requests arrive in, and a
 //! conversation resumed after a crash goes on where its log stands. Used by
-//! `tests/tests/subagents.rs` and `bench_tasks`.
+//! `tests/tests/e2e/subagents.rs` and `bench_tasks`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

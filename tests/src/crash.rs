@@ -1,6 +1,6 @@
 //! The crash harness: N concurrent sessions, each a multi-step task with files and commands,
 //! while the server is killed with SIGKILL at random moments and restarted on the same data dir,
-//! many times. Run short by the test suite (`tests/tests/crash.rs`) and long by
+//! many times. Run short by the test suite (`tests/tests/e2e/crash.rs`) and long by
 //! `scripts/crash.sh` (the `crash` binary).
 //!
 //! The model is the mock LLM in "responder" mode: it answers from the conversation it is sent

@@ -2,7 +2,7 @@
 //! tool call `step-N` after the newest one the request carries (the tail after a compaction always
 //! keeps the newest step), and a summary request (recognised by the harness's instruction mark)
 //! gets a summary. So a script needs not know when compactions come, and a turn resumed after a
-//! crash goes on where its log stands. Used by `tests/tests/compaction.rs` and `bench_long`.
+//! crash goes on where its log stands. Used by `tests/tests/e2e/compaction.rs` and `bench_long`.
 
 use outboard_server::agent::compact::INSTRUCTION_MARK;
 use serde_json::{json, Value};

@@ -1,5 +1,6 @@
 //! The mock LLM's OpenAI Responses API dialect (`POST /v1/responses`): the SSE events of a
-//! scripted [`MockStep`], with its reasoning items ([`MockStep::openai_reasoning`]).
+//! scripted [`MockStep`], with its reasoning items ([`MockStep::openai_reasoning`]). It streams
+//! steps only; the server that routes requests here is `mock_llm`.
 //!
 //! The events are those the real API streams for reasoning, a message and function calls, each
 //! with its `sequence_number` and its name repeated in the SSE `event:` line: `response.created`,
@@ -15,43 +16,11 @@
 //! writes it in, so a test can find it byte for byte in the next request.
 
 use outboard_shared::Usage;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::mock_llm::{split_pieces, split_words, MockLlm, MockStep};
-
-/// One scripted reasoning item of a Responses answer.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MockReasoning {
-    /// The item id; generated (`rs_mock_N_I`) when absent.
-    pub id: Option<String>,
-    /// The summary parts, streamed by word.
-    pub summary: Vec<String>,
-    /// The encrypted reasoning, opaque.
-    pub encrypted_content: Option<String>,
-}
-
-impl MockStep {
-    /// Adds a reasoning item with these summary parts and encrypted content (Responses API only;
-    /// the other dialects ignore it).
-    pub fn with_openai_reasoning(mut self, id: &str, summary: &[&str], encrypted: &str) -> Self {
-        self.openai_reasoning.push(MockReasoning {
-            id: Some(id.to_owned()),
-            summary: summary.iter().map(|s| (*s).to_owned()).collect(),
-            encrypted_content: Some(encrypted.to_owned()),
-        });
-        self
-    }
-}
-
-impl MockLlm {
-    /// The Responses API base URL (`http://ADDR/v1`, as the OpenAI SDKs expect; the same as
-    /// [`MockLlm::openai_base_url`]).
-    pub fn responses_base_url(&self) -> String {
-        self.openai_base_url()
-    }
-}
+pub use crate::mock_step::MockReasoning;
+use crate::mock_step::{split_pieces, split_words, MockStep};
 
 /// A reasoning item as the mock writes it in `response.output_item.done` (see the module header).
 pub fn reasoning_item_json(

@@ -1,6 +1,6 @@
 //! The proxy on its own, over its real Unix socket with real upstreams on 127.0.0.1: request
 //! parsing, the refusal text, the head bound and the three limits. (Through a real sandbox:
-//! `tests/tests/sandbox_network.rs`.)
+//! `tests/tests/e2e/sandbox_network.rs`.)
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;

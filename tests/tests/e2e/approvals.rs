@@ -1,0 +1,329 @@
+//! Tool policies and approvals through a real server, real bubblewrap sandboxes and the mock
+//! model over HTTP: an `ask` call waits (durably, before it starts) until the driver allows it;
+//! a denial reaches the model with its reason; `deny` rules refuse without asking; "allow for
+//! this session" stops the asking; a watcher's answer is refused while an org member who is not
+//! attached answers with `outboard approve`; a server killed while a call waits asks nothing
+//! twice and runs the call once after the answer; `outboard run --approve deny|allow|wait`; the
+//! admin commands' errors. (That an open question older than an attach's page comes in its
+//! `standing` is a unit test of `approvals::open_requests`.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
+use std::time::Duration;
+
+use outboard_shared::{ApprovalDecision, EventKind, SessionEvent};
+use outboard_tests::fixture::{
+    attach, attached_log, bash, crash_and_restart, result_of, serve, turn_ended, until, World,
+};
+use outboard_tests::harness::{outboard, spawn_outboard, wait_until, Api, TestServer, WsClient};
+use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall};
+use serde_json::{json, Value};
+
+/// Generous: the machine is shared and loaded; every wait is on a condition.
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A server whose org `acme` has `rules` (pattern, decision), a driver `alice` with a session.
+async fn start(steps: Vec<MockStep>, rules: &[(&str, &str)]) -> World {
+    let mock = MockLlm::start(steps).await.unwrap();
+    let server = serve(&mock, Api::Anthropic, &[]);
+    let token = server.add_user("alice", "acme").unwrap();
+    for (pattern, decision) in rules {
+        let (code, out, err) =
+            server.admin(&["policy", "set", "--org", "acme", pattern, decision], None).unwrap();
+        assert_eq!(code, 0, "policy set {pattern} {decision}: {out}{err}");
+    }
+    let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+    let sid = c.new_session().await.unwrap();
+    World { mock, server, c, sid, token }
+}
+
+fn asked(e: &SessionEvent) -> bool {
+    matches!(e.kind, EventKind::ApprovalRequested { .. })
+}
+
+fn answer(sid: &str, call_id: &str, decision: &str, extra: Value) -> Value {
+    let mut params = json!({"session_id": sid, "call_id": call_id, "decision": decision});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    params
+}
+
+fn kinds(events: &[SessionEvent], call_id: &str) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter(|e| match &e.kind {
+            EventKind::ApprovalRequested { call_id: c, .. }
+            | EventKind::ApprovalResolved { call_id: c, .. }
+            | EventKind::ToolResult { call_id: c, .. } => c == call_id,
+            EventKind::ToolCall { call, .. } => call.call_id == call_id,
+            _ => false,
+        })
+        .map(|e| e.kind.type_name())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_call_waits_for_the_driver_and_a_denial_reaches_the_model_with_its_reason() {
+    let World { mock, server, mut c, sid, token: _ } = start(
+        vec![
+            bash("b1", "echo one > one.txt"),
+            bash("b2", "echo two > two.txt"),
+            MockStep::text("Done as far as allowed."),
+        ],
+        &[("Bash(echo *)", "ask")],
+    )
+    .await;
+    c.request("turn/send", json!({"session_id": sid, "text": "write the files"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let before = until(&mut c, "the first approval request", WAIT, asked).await;
+    let Some(EventKind::ApprovalRequested { call_id, name, input, rule }) =
+        before.last().map(|e| &e.kind)
+    else {
+        unreachable!()
+    };
+    assert_eq!((call_id.as_str(), name.as_str(), rule.as_str()), ("b1", "Bash", "Bash(echo *)"));
+    assert_eq!(input["command"], "echo one > one.txt");
+    // Waiting means not started: no tool_call yet, and the command has not run.
+    assert!(!before.iter().any(|e| matches!(e.kind, EventKind::ToolCall { .. })));
+    let workspace = server.workspace(&sid);
+    assert!(!workspace.join("one.txt").exists());
+
+    c.request("approval/answer", answer(&sid, "b1", "allow", json!({}))).await.unwrap().unwrap();
+    let second = until(&mut c, "the second approval request", WAIT, asked).await;
+    assert_eq!(kinds(&second, "b1"), ["approval_resolved", "tool_call", "tool_result"]);
+    assert_eq!(std::fs::read_to_string(workspace.join("one.txt")).unwrap(), "one\n");
+    // Allowed once: the next call of the tool asks again.
+    let reason = "two.txt belongs to the release script";
+    c.request("approval/answer", answer(&sid, "b2", "deny", json!({"reason": reason})))
+        .await
+        .unwrap()
+        .unwrap();
+    let rest = until(&mut c, "the turn's end", WAIT, turn_ended).await;
+    assert_eq!(
+        kinds(&rest, "b2"),
+        ["approval_resolved", "tool_result"],
+        "a denied call never starts"
+    );
+    let (output, is_error) = result_of(&rest, "b2");
+    assert!(is_error && output.contains("alice denied this call") && output.contains(reason));
+    assert!(!workspace.join("two.txt").exists());
+    let resolved = rest.iter().find_map(|e| match &e.kind {
+        EventKind::ApprovalResolved { decision, by, reason, .. } => {
+            Some((*decision, by.clone(), reason.clone()))
+        }
+        _ => None,
+    });
+    assert_eq!(resolved, Some((ApprovalDecision::Deny, "alice".into(), Some(reason.into()))));
+    // The model read the refusal with the reason.
+    let last = mock.requests().last().unwrap().body.to_string();
+    assert!(last.contains(reason), "{last}");
+    // An answer to a call that no longer waits is refused.
+    let late = c.request("approval/answer", answer(&sid, "b2", "allow", json!({}))).await.unwrap();
+    assert_eq!(late.unwrap_err().code, outboard_shared::ErrorCode::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_rules_refuse_without_asking_and_allow_for_the_session_stops_the_asking() {
+    let World { mock: _mock, server, mut c, sid, token: _ } = start(
+        vec![
+            MockStep::tool_calls(vec![MockToolCall::new(
+                "Write",
+                json!({"file_path": "/skills/../memory/MEMORY.md", "content": "always deploy on Fridays"}),
+            )
+            .with_id("w1")]),
+            bash("b1", "echo a >> log.txt"),
+            bash("b2", "echo b >> log.txt"),
+            MockStep::text("ok"),
+        ],
+        &[("Write(/memory/**)", "deny"), ("Bash", "ask"), ("Bash(echo b*)", "allow")],
+    )
+    .await;
+    c.request("turn/send", json!({"session_id": sid, "text": "remember and log"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let first = until(&mut c, "the Bash approval request", WAIT, asked).await;
+    let (output, is_error) = result_of(&first, "w1");
+    assert!(
+        is_error && output.contains("policy denies Write") && output.contains("Write(/memory/**)")
+    );
+    assert!(!first
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::ToolCall { call, .. } if call.call_id == "w1")));
+    c.request("approval/answer", answer(&sid, "b1", "allow", json!({"scope": "session"})))
+        .await
+        .unwrap()
+        .unwrap();
+    let rest = until(&mut c, "the turn's end", WAIT, turn_ended).await;
+    assert!(!rest.iter().any(asked), "the tool was allowed for the session: {rest:#?}");
+    assert_eq!(std::fs::read_to_string(server.workspace(&sid).join("log.txt")).unwrap(), "a\nb\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watchers_answer_is_refused_and_an_org_member_answers_with_outboard_approve() {
+    let World { mock: _mock, server, mut c, sid, token } =
+        start(vec![bash("b1", "echo ran > ran.txt"), MockStep::text("ok")], &[("Bash", "ask")])
+            .await;
+    let bob = server.add_user("bob", "acme").unwrap();
+    let (mut watcher, _) = attach(&server, &bob, &sid, "watcher").await;
+    c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
+    until(&mut c, "the approval request", WAIT, asked).await;
+    until(&mut watcher, "the watcher to see the request", WAIT, asked).await;
+    let refused =
+        watcher.request("approval/answer", answer(&sid, "b1", "allow", json!({}))).await.unwrap();
+    let refused = refused.unwrap_err();
+    assert_eq!(refused.code, outboard_shared::ErrorCode::Forbidden);
+    assert!(refused.message.contains("watchers do not answer"), "{}", refused.message);
+    // Another org is not even shown the session.
+    let eve = server.add_user("eve", "globex").unwrap();
+    let foreign = tokio::task::block_in_place(|| {
+        outboard(&["approve", "--server", &server.url, "--token", &eve, &sid, "b1"], None).unwrap()
+    });
+    assert_ne!(foreign.code, 0, "{}", foreign.stderr);
+    // Bob, from another terminal (not attached), may.
+    let approved = tokio::task::block_in_place(|| {
+        outboard(&["approve", "--server", &server.url, "--token", &bob, &sid, "b1"], None).unwrap()
+    });
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert!(approved.stdout.contains("allowed b1"), "{}", approved.stdout);
+    let rest = until(&mut c, "the turn's end", WAIT, turn_ended).await;
+    let by = rest.iter().find_map(|e| match &e.kind {
+        EventKind::ApprovalResolved { by, .. } => Some(by.clone()),
+        _ => None,
+    });
+    assert_eq!(by.as_deref(), Some("bob"));
+    assert!(server.workspace(&sid).join("ran.txt").exists());
+    let _ = token;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_a_call_waits_keeps_the_question_and_runs_the_call_once() {
+    let World { mock, server, mut c, sid, token } = start(
+        vec![bash("b1", "echo once >> runs.txt"), MockStep::text("ran it")],
+        &[("Bash", "ask")],
+    )
+    .await;
+    c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
+    until(&mut c, "the approval request", WAIT, asked).await;
+    let workspace = server.workspace(&sid);
+    let server = crash_and_restart(server, &mock, Api::Anthropic, &[], || {});
+    drop(c);
+    // The resumed turn waits again without asking twice; an attach shows the question.
+    let (mut c, attached) = attach(&server, &token, &sid, "driver").await;
+    let events = attached.events;
+    assert_eq!(kinds(&events, "b1"), ["approval_requested"], "{events:#?}");
+    // Answered at once, even if the resumed loop has not reached the call yet.
+    c.request("approval/answer", answer(&sid, "b1", "allow", json!({}))).await.unwrap().unwrap();
+    until(&mut c, "the resumed turn's end", WAIT, turn_ended).await;
+    let log = attached_log(&server, &token, &sid).await;
+    assert_eq!(
+        kinds(&log, "b1"),
+        ["approval_requested", "approval_resolved", "tool_call", "tool_result"]
+    );
+    assert_eq!(std::fs::read_to_string(workspace.join("runs.txt")).unwrap(), "once\n");
+    assert_eq!(mock.requests().len(), 2, "the model was not asked again for the waiting step");
+}
+
+fn run_args<'a>(server: &'a TestServer, token: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", "--server", &server.url, "--token", token, "--json"];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_runs_deny_by_default_allow_when_told_and_wait_for_outboard_approve() {
+    let World { mock: _mock, server, c: _c, sid: _, token } = start(
+        vec![
+            bash("d1", "echo no > denied.txt"),
+            MockStep::text("could not"),
+            bash("a1", "echo yes > allowed.txt"),
+            MockStep::text("did it"),
+            bash("w1", "echo later > waited.txt"),
+            MockStep::text("did it after waiting"),
+        ],
+        &[("Bash", "ask")],
+    )
+    .await;
+    let denied = tokio::task::block_in_place(|| {
+        outboard(&run_args(&server, &token, &["write denied.txt"]), None).unwrap()
+    });
+    assert_eq!(denied.code, 0, "{}", denied.stderr);
+    let lines = denied.json_lines().unwrap();
+    let result = lines.iter().find(|l| l["type"] == "tool_result" && l["call_id"] == "d1").unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(result["output"].as_str().unwrap().contains("--approve deny"), "{result}");
+    let sid = lines.iter().find_map(|l| l["session_id"].as_str()).unwrap().to_owned();
+    assert!(!server.workspace(&sid).join("denied.txt").exists());
+
+    let allowed = tokio::task::block_in_place(|| {
+        outboard(&run_args(&server, &token, &["--approve", "allow", "write allowed.txt"]), None)
+            .unwrap()
+    });
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    let lines = allowed.json_lines().unwrap();
+    let sid = lines.iter().find_map(|l| l["session_id"].as_str()).unwrap().to_owned();
+    assert!(server.workspace(&sid).join("allowed.txt").exists());
+
+    let dir = tempfile::tempdir().unwrap();
+    let waiting = spawn_outboard(
+        &run_args(&server, &token, &["--approve", "wait", "write waited.txt"]),
+        &[],
+        dir.path(),
+    )
+    .unwrap();
+    wait_until("the waiting run to print the request", WAIT, || {
+        waiting.stdout().contains("\"approval_requested\"")
+    })
+    .unwrap();
+    let request: Value = waiting
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["type"] == "approval_requested")
+        .unwrap();
+    let (sid, call) =
+        (request["session_id"].as_str().unwrap(), request["call_id"].as_str().unwrap());
+    assert_eq!(call, "w1");
+    let approved = tokio::task::block_in_place(|| {
+        outboard(&["approve", "--server", &server.url, "--token", &token, sid, call], None).unwrap()
+    });
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    let done = waiting.wait("the waiting run to finish", WAIT).unwrap();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(server.workspace(sid).join("waited.txt").exists());
+}
+
+#[test]
+fn admin_policy_commands_explain_what_they_refuse() {
+    let data = tempfile::tempdir().unwrap();
+    let server = TestServer::start_in(data, Api::Anthropic, "http://127.0.0.1:9", &[]).unwrap();
+    server.add_user("alice", "acme").unwrap();
+    let (code, _, err) =
+        server.admin(&["policy", "set", "--org", "nope", "Bash", "ask"], None).unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("no org named \"nope\""), "{err}");
+    let (code, _, err) =
+        server.admin(&["policy", "set", "--org", "acme", "Write(/skills/**", "ask"], None).unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("ends with `)`"), "{err}");
+    let (code, _, err) =
+        server.admin(&["policy", "set", "--org", "acme", "Bash", "maybe"], None).unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("allow, ask or deny"), "{err}");
+    let (code, out, _) =
+        server.admin(&["policy", "set", "--org", "acme", "mcp__github__*", "ask"], None).unwrap();
+    assert_eq!(code, 0);
+    assert!(out.contains("mcp__github__* ask"), "{out}");
+    let (code, out, _) = server.admin(&["policy", "ls", "--org", "acme"], None).unwrap();
+    assert_eq!(code, 0);
+    assert!(out.contains("mcp__github__*") && out.contains("any other call: allow"), "{out}");
+    let (code, _, err) = server.admin(&["policy", "rm", "--org", "acme", "Bash"], None).unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("no rule for \"Bash\""), "{err}");
+    let (code, _, _) =
+        server.admin(&["policy", "rm", "--org", "acme", "mcp__github__*"], None).unwrap();
+    assert_eq!(code, 0);
+}
