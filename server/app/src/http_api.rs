@@ -4,7 +4,7 @@
 //!
 //! Each request carries the same bearer token as `hello` (`Authorization: Bearer TOKEN`). Until
 //! it is checked the connection is under the edge's pre-hello budget and handshake deadline
-//! ([`crate::net`]); once it is, [`authenticate`] lifts both and the endpoint's own caps apply.
+//! ([`crate::net`]); once it is, [`crate::http_common::authenticate`] lifts both and the endpoint's own caps apply.
 //! Errors are JSON `{"error": ErrorBody}` with a status that matches the code, and every answer
 //! closes the connection, so an authenticated connection is never reused unchecked.
 

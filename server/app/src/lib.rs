@@ -1,14 +1,17 @@
-//! The Outboard server as a library: `main.rs` parses flags and calls [`launch`]; tests and the
-//! CLI's embedded mode call [`launch`] with a listener on `127.0.0.1:0`.
+//! The Outboard server as a library (the app, floor 8): `main.rs` parses flags and calls
+//! [`launch`]; tests and the CLI's embedded mode call [`launch`] with a listener on
+//! `127.0.0.1:0`.
 //!
-//! Module map (one room each, see `docs/ARCHITECTURE.md`): [`gateway`] (WebSocket, handshake,
-//! per-connection tasks), [`hub`] (the session map), [`session`] (one actor per session),
-//! [`agent`] (the harness loop), [`llm`] (providers), [`tools`] (the model's tools), [`vfs`] (path
-//! routing and confinement), [`sandbox`] (where commands run), [`netproxy`] (the sandbox's one
-//! way out), [`netpolicy`] (where it may lead) and [`netsession`] (both, with the org's
-//! injected credentials, for one session), [`store`] (SQLite), [`secrets`] (org credentials), [`sources`] and
-//! [`workspace_api`] (workspaces from repositories and uploads, and their changes going out),
-//! [`uploads`] (working trees sent by clients), [`auth`], [`metrics`] (Prometheus).
+//! It owns what only the assembled server knows: [`config`] (assembly of every crate's own
+//! configuration), [`net`] and [`gateway`] (the network edge, WebSocket, handshake,
+//! per-connection tasks, the relay between nodes), [`hub`] and [`session`] (one actor per
+//! session, implementing the harness's event sink), the HTTP API ([`http_api`], [`http_common`],
+//! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`] and [`git`] (workspaces from
+//! repositories and their changes going out), [`netsession`] (a session's network: policy,
+//! injected credentials, audit), [`paging`], [`metrics`] (Prometheus; it implements the lower
+//! crates' observer traits) and [`manual`]. The crates below are re-exported under the module
+//! names they had when they were modules of this crate (`store`, `tools`, `agent` for the
+//! harness…), for the CLI's embedded mode and the tests. See `docs/ARCHITECTURE.md`, "Floors".
 
 pub use outboard_harness as agent;
 pub use outboard_harness::agent_types;

@@ -1,4 +1,4 @@
-//! The Bash guard (floor 1, its own crate so its tree-sitter grammar builds once and its tests run
+//! The Bash guard (floor 3, its own crate so its tree-sitter grammar builds once and its tests run
 //! alone): refuses, before it runs, a command that would write to `/memory`, `/skills` or
 //! `/agents`, with an instructive message. The read-only mount is the guarantee; this only
 //! teaches. See [`guard`] for what counts as a write.

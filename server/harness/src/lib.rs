@@ -1,4 +1,4 @@
-//! The harness (floor 8): the loop, model → tools → model, until the model ends the turn, the step budget is
+//! The harness (floor 7): the loop, model → tools → model, until the model ends the turn, the step budget is
 //! spent, or the user interrupts.
 //!
 //! A turn runs as its own task, spawned by the session actor, and owns for its duration the

@@ -22,7 +22,7 @@
 //! - Results are text: the loop's conversation carries text tool results only, so an image is
 //!   described as `[image: MIME, N bytes]`; embedded resources are given as their text.
 //!
-//! Floor 7: it implements the tools' `ExternalTools`; the tools never know it.
+//! Floor 6: it implements the tools' `ExternalTools`; the tools never know it.
 
 pub mod config;
 pub mod connect;

@@ -1,4 +1,4 @@
-//! What belongs to an org (floor 5): bearer tokens ([`tokens`]), quotas ([`quota`]), tool and
+//! What belongs to an org (floor 3): bearer tokens ([`tokens`]), quotas ([`quota`]), tool and
 //! network policy ([`toolpolicy`], [`netpolicy`]), sealed credentials and how they reach the
 //! sandbox's outbound HTTP ([`secrets`]), and the org's shared files — memory, skills, agents —
 //! versioned in the store ([`orgfs`]).

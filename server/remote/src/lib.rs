@@ -1,4 +1,4 @@
-//! Sandboxes and workspaces on another machine (floor 7): a sandbox host (`outboard-server sandbox-host`)
+//! Sandboxes and workspaces on another machine (floor 6): a sandbox host (`outboard-server sandbox-host`)
 //! owns workspace directories and bubblewrap sandboxes on its machine and serves them to
 //! harness nodes over one authenticated, encrypted WebSocket per node.
 //!

@@ -22,7 +22,7 @@
 //! tool deserialises its input into a typed struct, so a malformed call is answered with the
 //! exact field at fault and the expected parameters rather than with a guess.
 //!
-//! Floor 6: it must not know the MCP client ([`ExternalTools`] is its seam), the harness or the
+//! Floor 5: it must not know the MCP client ([`ExternalTools`] is its seam), the harness or the
 //! session; the Bash guard is its own crate below.
 
 pub mod background;
