@@ -27,6 +27,13 @@
 //! - every `*setxattr` (`EOPNOTSUPP`, which `cp -a` and `tar` treat as "no extended
 //!   attributes"): a `security.capability` attribute is a file capability, and seccomp cannot
 //!   read the attribute's name to single it out.
+//!
+//! One allow-list among the refusals: the address families of `socket` and `socketpair`. A
+//! command may make `AF_UNIX`, `AF_INET`, `AF_INET6` and `AF_NETLINK` sockets (the network
+//! namespace confines the last three: its one way out is the proxy's socket); every other family
+//! answers `EAFNOSUPPORT`, which programs take as "not on this system". Some families are not
+//! namespaced at all — `AF_VSOCK` reaches the VM's host and binds the machine's vsock ports — and
+//! new ones appear with kernels, so the families are listed by what is allowed, not refused.
 
 use std::collections::BTreeMap;
 
@@ -130,6 +137,28 @@ fn unsupported() -> Vec<i64> {
     ]
 }
 
+/// Address families a command may open sockets of (see the module header).
+const SOCKET_FAMILIES: [u64; 4] =
+    [libc::AF_UNIX as u64, libc::AF_INET as u64, libc::AF_INET6 as u64, libc::AF_NETLINK as u64];
+
+/// `socket` and `socketpair` of any other family answer `EAFNOSUPPORT`: one rule per call whose
+/// conditions (all must hold) say the family is none of the allowed ones.
+fn other_families() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
+    let none_allowed = || -> Result<SeccompRule, SeccompError> {
+        let conds = SOCKET_FAMILIES
+            .iter()
+            .map(|&family| {
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SeccompRule::new(conds)?)
+    };
+    Ok([libc::SYS_socket, libc::SYS_socketpair]
+        .into_iter()
+        .map(|call| Ok((call, vec![none_allowed()?])))
+        .collect::<Result<_, SeccompError>>()?)
+}
+
 /// Calls that answer `EOPNOTSUPP`.
 fn no_xattrs() -> Vec<i64> {
     vec![libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr, SYS_SETXATTRAT]
@@ -204,6 +233,7 @@ pub fn programs() -> Result<Vec<BpfProgram>, SeccompError> {
         compile(eperm_rules()?, libc::EPERM, arch)?,
         compile(plain(unsupported()), libc::ENOSYS, arch)?,
         compile(plain(no_xattrs()), libc::EOPNOTSUPP, arch)?,
+        compile(other_families()?, libc::EAFNOSUPPORT, arch)?,
     ])
 }
 

@@ -140,6 +140,7 @@ const PROBE_C: &str = r#"
 #include <stdio.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -168,6 +169,20 @@ int main(void) {
     report("io_uring_setup", syscall(SYS_io_uring_setup, 1, 0));
     report("mount", syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, 0));
     report("chmod_plain", chmod("plain", 0700));
+    /* Address families: the ones a build uses work, every other is refused (vsock is not
+       namespaced and reaches the VM's host; a raw socket would bypass the proxy). */
+    report("socket_unix", socket(AF_UNIX, SOCK_STREAM, 0));
+    report("socket_inet", socket(AF_INET, SOCK_STREAM, 0));
+    report("socket_inet6", socket(AF_INET6, SOCK_DGRAM, 0));
+    report("socket_netlink", socket(AF_NETLINK, SOCK_RAW, 0 /* NETLINK_ROUTE */));
+    report("socket_vsock", socket(40 /* AF_VSOCK */, SOCK_STREAM, 0));
+    report("socket_vsock_dgram", socket(40 /* AF_VSOCK */, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    report("socket_packet", socket(AF_PACKET, SOCK_RAW, 0));
+    report("socket_alg", socket(38 /* AF_ALG */, SOCK_SEQPACKET, 0));
+    report("socket_bluetooth", socket(31 /* AF_BLUETOOTH */, SOCK_STREAM, 0));
+    int pair[2];
+    report("socketpair_unix", socketpair(AF_UNIX, SOCK_STREAM, 0, pair));
+    report("socketpair_vsock", socketpair(40 /* AF_VSOCK */, SOCK_STREAM, 0, pair));
     return 0;
 }
 "#;
@@ -196,7 +211,7 @@ async fn dangerous_calls_are_refused_and_nothing_becomes_setuid_on_the_host() {
         .filter_map(|(name, errno)| Some((name, errno.parse().ok()?)))
         .collect();
     // Linux's errno values (the same on every architecture we build for).
-    let (eperm, eacces, enosys, eopnotsupp) = (1, 13, 38, 95);
+    let (eperm, eacces, enosys, eopnotsupp, eafnosupport) = (1, 13, 38, 95, 97);
     let expected: BTreeMap<&str, i32> = [
         ("add_key", eperm),
         ("keyctl", eperm),
@@ -218,6 +233,17 @@ async fn dangerous_calls_are_refused_and_nothing_becomes_setuid_on_the_host() {
         ("mount", eperm),
         // Ordinary modes still work: the filter looks only at the set-id bits.
         ("chmod_plain", 0),
+        ("socket_unix", 0),
+        ("socket_inet", 0),
+        ("socket_inet6", 0),
+        ("socket_netlink", 0),
+        ("socket_vsock", eafnosupport),
+        ("socket_vsock_dgram", eafnosupport),
+        ("socket_packet", eafnosupport),
+        ("socket_alg", eafnosupport),
+        ("socket_bluetooth", eafnosupport),
+        ("socketpair_unix", 0),
+        ("socketpair_vsock", eafnosupport),
     ]
     .into_iter()
     .collect();
