@@ -23,6 +23,16 @@ use outboard_org::secrets::SecretValue;
 /// wrong; the progress lines before it do not.
 const STDERR_TAIL_BYTES: usize = 4096;
 
+/// CPU seconds one git process of ours may use (`RLIMIT_CPU`, set right after it starts): git
+/// runs outside every sandbox and cgroup, on the server's own time, over files a sandbox wrote.
+/// A clone of a very large repository stays well under it; a workspace built to make git spin
+/// (huge files are left out before git sees them, see `sources::large`) is killed at it.
+pub const CPU_LIMIT_SECS: u64 = 600;
+
+/// Wall-clock bound of one git command we wait for; transfers also stop when slower than
+/// [`LOW_SPEED_BYTES`] for [`LOW_SPEED_SECS`].
+pub const WALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 /// The longest progress line read from git (its lines are far shorter; a longer one is cut).
 const PROGRESS_LINE_BYTES: usize = 1024;
 
@@ -226,6 +236,21 @@ impl ProgressSink for Quiet {
     fn report(&self, _: Progress) {}
 }
 
+/// Sets [`CPU_LIMIT_SECS`] on a git process just started (its helpers, forked later, inherit
+/// it). A failure is logged: the wall-clock bound still holds.
+fn limit_cpu(child: &tokio::process::Child) {
+    let Some(pid) = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)) else {
+        return;
+    };
+    let limit = rustix::process::Rlimit {
+        current: Some(CPU_LIMIT_SECS),
+        maximum: Some(CPU_LIMIT_SECS + 5),
+    };
+    if let Err(e) = rustix::process::prlimit(Some(pid), rustix::process::Resource::Cpu, limit) {
+        tracing::warn!("could not bound git's CPU time: {e}");
+    }
+}
+
 /// Parses one of git's progress lines (`Receiving objects:  45% (450/1000), 1.2 MiB | …`).
 pub fn parse_progress(line: &str) -> Option<Progress> {
     let line = line.trim();
@@ -358,13 +383,16 @@ impl GitCommand {
     /// dropped.
     pub fn spawn_stdout(mut self) -> Result<tokio::process::Child, GitError> {
         self.command.stdout(Stdio::piped()).stderr(Stdio::null());
-        self.command.spawn().map_err(|e| GitError::Spawn(e.to_string()))
+        let child = self.command.spawn().map_err(|e| GitError::Spawn(e.to_string()))?;
+        limit_cpu(&child);
+        Ok(child)
     }
 
     /// Runs it to the end, reporting git's progress lines (stderr, split at `\r` and `\n`).
     pub async fn run_reporting(mut self, sink: &dyn ProgressSink) -> Result<Vec<u8>, GitError> {
         self.command.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = self.command.spawn().map_err(|e| GitError::Spawn(e.to_string()))?;
+        limit_cpu(&child);
         let (Some(mut stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(GitError::Spawn("no pipes".into()));
         };
@@ -402,8 +430,19 @@ impl GitCommand {
             }
             tail
         };
-        let (out, tail) = tokio::join!(read_stdout, read_stderr);
-        let status = child.wait().await.map_err(|e| GitError::Spawn(e.to_string()))?;
+        let ran = tokio::time::timeout(WALL_LIMIT, async {
+            let (out, tail) = tokio::join!(read_stdout, read_stderr);
+            (out, tail, child.wait().await)
+        })
+        .await;
+        let Ok((out, tail, status)) = ran else {
+            // `kill_on_drop`: the child goes with the future.
+            return Err(GitError::Failed {
+                command: self.name,
+                detail: format!("took longer than {} minutes", WALL_LIMIT.as_secs() / 60),
+            });
+        };
+        let status = status.map_err(|e| GitError::Spawn(e.to_string()))?;
         let out = out.map_err(|e| GitError::Spawn(e.to_string()))?;
         if status.success() {
             return Ok(out);

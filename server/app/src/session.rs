@@ -1296,6 +1296,20 @@ impl Actor {
             });
             config.pool = Some(live.ticket(self.row.org_id.as_str(), limit));
         }
+        // A workspace the server made is held to the org's quota while commands run; a
+        // directory of the user's own, worked on in place, is not metered.
+        if self.row.workspace.is_none() {
+            let watch = std::sync::Arc::new(outboard_org::quota::WorkspaceWatch::new(
+                self.store.clone(),
+                self.row.org_id.clone(),
+                self.workspace_dir.clone(),
+            ));
+            let check: outboard_sandbox::WorkspaceCheck = std::sync::Arc::new(move |start| {
+                let watch = watch.clone();
+                Box::pin(async move { watch.check(start).await })
+            });
+            config.workspace_watch = Some(outboard_sandbox::WorkspaceWatch(check));
+        }
         let lost = std::mem::take(&mut self.lost_jobs);
         let sandbox = Sandbox::with_reports(config, self.workspace_dir.clone(), tx, jobs_tx, lost);
         self.sandbox = Some(sandbox.clone());

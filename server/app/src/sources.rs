@@ -28,8 +28,16 @@ use crate::git::{
     classify, is_commit_id, Git, GitError, ProgressSink, Remote, RemoteRefs, RepoUrl,
 };
 
+pub mod large;
+
+pub use large::TooLarge;
+
 /// The empty tree's id (SHA-1): the base of a session that started with an empty workspace.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// Files too large to read that a snapshot asks git about (whether it ignores them); past it
+/// all are left out.
+const MAX_IGNORE_CHECKS: usize = 1000;
 
 /// The ref naming a session's base commit in its shadow repository.
 const BASE_REF: &str = "refs/outboard/base";
@@ -51,6 +59,12 @@ pub enum SourceError {
     /// The request does not fit this session.
     #[error("{0}")]
     Invalid(String),
+    /// Files too large to push (see [`large`]), named.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The size walk before a snapshot failed.
+    #[error(transparent)]
+    Walk(#[from] large::WalkError),
     /// Another part refused, with the protocol error to answer (an upload that cannot be used).
     #[error("{}", .0.message)]
     Refused(outboard_shared::ErrorBody),
@@ -391,7 +405,7 @@ impl Sources {
         &self,
         session: &SessionId,
         ws: &Path,
-    ) -> Result<(String, String), SourceError> {
+    ) -> Result<(String, String, Vec<TooLarge>), SourceError> {
         let lock = self.lock(session);
         let _held = lock.lock().await;
         let shadow = self.shadow(session);
@@ -413,22 +427,59 @@ impl Sources {
             Ok(commit) => commit,
             Err(_) => EMPTY_TREE.to_owned(),
         };
-        self.shadow_git(session, ws, &["add", "-A"]).output().await?;
+        let skipped = self.too_large(session, ws).await?;
+        if skipped.is_empty() {
+            self.shadow_git(session, ws, &["add", "-A"]).output().await?;
+        } else {
+            // Everything but the files too large to read (see [`large`]).
+            let spec = shadow.with_extension("pathspec");
+            std::fs::write(&spec, large::pathspec(&skipped))
+                .map_err(io("cannot write the snapshot's pathspec"))?;
+            let from = format!("--pathspec-from-file={}", spec.display());
+            self.shadow_git(session, ws, &["add", "-A", &from, "--pathspec-file-nul"])
+                .output()
+                .await?;
+        }
         let tree = self.shadow_git(session, ws, &["write-tree"]).text().await?;
-        Ok((base, tree))
+        Ok((base, tree, skipped))
+    }
+
+    /// The workspace's files over [`large::MAX_FILE_BYTES`] that a snapshot would take (those
+    /// git ignores, untracked, it would not).
+    async fn too_large(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+    ) -> Result<Vec<TooLarge>, SourceError> {
+        let root = ws.to_path_buf();
+        let found = tokio::task::spawn_blocking(move || large::find(&root, large::MAX_FILE_BYTES))
+            .await
+            .map_err(|e| SourceError::Invalid(format!("the size walk failed: {e}")))??;
+        if found.is_empty() || found.len() > MAX_IGNORE_CHECKS {
+            return Ok(found);
+        }
+        let mut args = vec!["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--"];
+        let specs: Vec<String> = found.iter().map(|f| format!(":(literal){}", f.path)).collect();
+        args.extend(specs.iter().map(String::as_str));
+        let ignored = self.shadow_git(session, ws, &args).output().await?;
+        let ignored: std::collections::HashSet<&[u8]> =
+            ignored.split(|&b| b == 0).filter(|p| !p.is_empty()).collect();
+        Ok(found.into_iter().filter(|f| !ignored.contains(f.path.as_bytes())).collect())
     }
 
     /// `git diff` (or `--stat`) of `session`'s workspace against its base, as a child process
-    /// whose stdout is the diff. `ws` is the workspace directory.
+    /// whose stdout is the diff, and the files left out as too large to read. `ws` is the
+    /// workspace directory.
     pub async fn diff(
         &self,
         session: &SessionId,
         ws: &Path,
         stat: bool,
-    ) -> Result<tokio::process::Child, SourceError> {
-        let (base, tree) = self.snapshot(session, ws).await?;
+    ) -> Result<(tokio::process::Child, Vec<TooLarge>), SourceError> {
+        let (base, tree, skipped) = self.snapshot(session, ws).await?;
         let args = diff_args(&base, &tree, stat);
-        Ok(self.git.command(None, &args).env("GIT_DIR", self.shadow(session)).spawn_stdout()?)
+        let child = self.git.command(None, &args).env("GIT_DIR", self.shadow(session));
+        Ok((child.spawn_stdout()?, skipped))
     }
 
     /// The diff of a workspace worked on in place (embedded mode) against its `HEAD`, untracked
@@ -485,7 +536,20 @@ impl Sources {
         remote: &Remote,
         progress: &dyn ProgressSink,
     ) -> Result<Option<String>, SourceError> {
-        let (_, tree) = self.snapshot(session, ws).await?;
+        let (_, tree, skipped) = self.snapshot(session, ws).await?;
+        if !skipped.is_empty() {
+            let names: Vec<String> = skipped
+                .iter()
+                .map(|f| format!("{} ({})", f.path, outboard_org::quota::human_bytes(f.bytes)))
+                .collect();
+            return Err(SourceError::TooLarge(format!(
+                "not pushed: {} over the {} MiB limit of pushes: {}. Delete it, add it to \
+                 .gitignore, or make it smaller, then push again",
+                if skipped.len() == 1 { "a file is" } else { "files are" },
+                large::MAX_FILE_BYTES >> 20,
+                names.join(", ")
+            )));
+        }
         let shadow = self.shadow(session);
         let parent_tree = self
             .git

@@ -528,7 +528,7 @@ fn checked_path(path: &Path) -> Result<PathBuf, String> {
     for c in path.components() {
         match c {
             Component::Normal(name) => {
-                if name == ".git" {
+                if is_git_dir_name(name) {
                     return Err(
                         "is a .git or under one: the server makes .git from the history bundle"
                             .into(),
@@ -545,6 +545,15 @@ fn checked_path(path: &Path) -> Result<PathBuf, String> {
         return Err("has an empty path".into());
     }
     Ok(rel)
+}
+
+/// Whether git takes `name` for `.git`: it refuses such paths in an index on every platform
+/// (`.GIT`, `.Git`, with trailing dots or spaces, the 8.3 name `GIT~1`), so a tree holding one
+/// could never be snapshotted.
+fn is_git_dir_name(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy().to_ascii_lowercase();
+    let trimmed = name.trim_end_matches(['.', ' ']);
+    trimmed == ".git" || trimmed == "git~1" || name.starts_with(".git:")
 }
 
 fn kind_name(kind: tar::EntryType) -> &'static str {
@@ -640,7 +649,21 @@ async fn restore_history(
     let git = Git::new(dest)?;
     let bundle_arg = bundle.to_string_lossy().into_owned();
     git.run("init", &["init", "-q", "--template="]).await?;
-    let heads = git.run("bundle list-heads", &["bundle", "list-heads", &bundle_arg]).await?;
+    // The bundle is the client's: git's complaint about it names the server's paths, so it is
+    // answered as a bad member instead (and logged whole).
+    let bad_bundle = |e: UploadError| {
+        tracing::info!("an uploaded history bundle was refused: {e}");
+        UploadError::Unsafe {
+            member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
+            reason: "is not a git bundle this server can read (make it with `git bundle create`, \
+                     or upload the tree without it)"
+                .to_owned(),
+        }
+    };
+    let heads = git
+        .run("bundle list-heads", &["bundle", "list-heads", &bundle_arg])
+        .await
+        .map_err(bad_bundle)?;
     let mut head = None;
     let mut branches = Vec::new();
     for line in heads.lines() {
@@ -653,9 +676,9 @@ async fn restore_history(
     }
     let on_branch = branch.and_then(|b| branches.iter().find(|(name, _)| name == b));
     let Some(head) = head.or_else(|| on_branch.map(|(_, c)| c.clone())) else {
-        return Err(UploadError::Git {
-            step: "bundle list-heads".into(),
-            detail: "the history bundle has no HEAD".into(),
+        return Err(UploadError::Unsafe {
+            member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
+            reason: "has no HEAD".to_owned(),
         });
     };
     let mut fetch = vec!["fetch", "-q", "--update-head-ok", "--no-tags", bundle_arg.as_str()];
@@ -663,7 +686,7 @@ async fn restore_history(
         fetch.push("+refs/heads/*:refs/heads/*");
     }
     fetch.push("HEAD");
-    git.run("fetch", &fetch).await?;
+    git.run("fetch", &fetch).await.map_err(bad_bundle)?;
     let checked_out = match on_branch {
         Some((name, _)) => {
             git.run("symbolic-ref", &["symbolic-ref", "HEAD", &format!("refs/heads/{name}")])

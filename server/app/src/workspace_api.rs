@@ -20,6 +20,7 @@ use crate::git::{GitError, Progress, ProgressSink, Remote, RepoUrl};
 use crate::http_common::{authenticate, ApiError};
 use crate::hub::Hub;
 use crate::net::ConnInfo;
+use crate::sources::large::WalkError;
 use crate::sources::SourceError;
 use outboard_org::secrets::SecretValue;
 use outboard_store::{SessionRow, UserRow};
@@ -43,7 +44,9 @@ pub fn error(e: SourceError) -> ErrorBody {
             GitError::DiskFull(_) => ErrorCode::QuotaExceeded,
             GitError::Spawn(_) | GitError::Failed { .. } => ErrorCode::Internal,
         },
-        SourceError::Invalid(_) => ErrorCode::BadRequest,
+        SourceError::Invalid(_) | SourceError::Walk(WalkError::TooMany) => ErrorCode::BadRequest,
+        SourceError::TooLarge(_) => ErrorCode::TooLarge,
+        SourceError::Walk(WalkError::Unreadable(_)) => ErrorCode::Internal,
         SourceError::Refused(body) => return body.clone(),
         SourceError::Io { .. } => ErrorCode::Internal,
     };
@@ -432,12 +435,11 @@ pub(crate) async fn diff_endpoint(
         // A session that never ran a tool has no directory yet: nothing changed.
         return Ok(diff_response(Body::empty(), &row, stat));
     }
-    let child = match &row.workspace {
-        Some(_) => hub.sources().diff_in_place(&ws, stat).await,
+    let (mut child, skipped) = match &row.workspace {
+        Some(_) => hub.sources().diff_in_place(&ws, stat).await.map(|c| (c, Vec::new())),
         None => hub.sources().diff(&row.id, &ws, stat).await,
     }
     .map_err(|e| ApiError(error(e)))?;
-    let mut child = child;
     let Some(stdout) = child.stdout.take() else {
         return Err(ApiError::new(ErrorCode::Internal, "git gave no output"));
     };
@@ -445,7 +447,12 @@ pub(crate) async fn diff_endpoint(
     tokio::spawn(async move {
         let _ = child.wait().await;
     });
-    let stream = tokio_util::io::ReaderStream::new(stdout);
+    // Files left out as too large come first, as comment lines `git apply` skips.
+    let notice = crate::sources::large::notice(&skipped);
+    let head = futures_util::stream::iter(
+        (!notice.is_empty()).then(|| Ok::<_, std::io::Error>(bytes::Bytes::from(notice))),
+    );
+    let stream = futures_util::StreamExt::chain(head, tokio_util::io::ReaderStream::new(stdout));
     Ok(diff_response(Body::from_stream(stream), &row, stat))
 }
 

@@ -470,7 +470,9 @@ pub fn charge_org_file(c: &Db, org: &OrgId, size: u64) -> Result<Result<(), Stri
 /// A workspace's measured disk usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
-    /// Bytes allocated (`st_blocks * 512`), hard links counted once.
+    /// Bytes used: per entry the larger of its apparent size and its allocated blocks
+    /// (`st_blocks * 512`), hard links counted once. Apparent sizes count, so a sparse file
+    /// (`truncate -s 8G`) weighs what reading it costs: diffs, pushes and copies read it whole.
     pub bytes: u64,
     /// Entries visited.
     pub entries: u64,
@@ -528,8 +530,7 @@ pub fn measure(
     let top = rustix::fs::open(root, flags, Mode::empty()).map_err(|e| unreadable(root, e))?;
     let stat = rustix::fs::fstat(&top).map_err(|e| unreadable(root, e))?;
     let dev = stat.st_dev;
-    let mut usage =
-        Usage { bytes: u64::try_from(stat.st_blocks).unwrap_or(0).saturating_mul(512), entries: 1 };
+    let mut usage = Usage { bytes: weight(&stat), entries: 1 };
     let mut linked: HashSet<(u64, u64)> = HashSet::new();
     // Pending directories: the parent's descriptor (shared, so at most the current path's
     // directories are open at once), the name in it, and its path for messages.
@@ -581,8 +582,7 @@ pub fn measure(
             if st.st_nlink > 1 && !is_dir && !linked.insert((st.st_dev, st.st_ino)) {
                 continue;
             }
-            let blocks = u64::try_from(st.st_blocks).unwrap_or(0);
-            usage.bytes = usage.bytes.saturating_add(blocks.saturating_mul(512));
+            usage.bytes = usage.bytes.saturating_add(weight(&st));
             if is_dir {
                 let name = std::ffi::OsStr::from_bytes(child.to_bytes()).to_os_string();
                 let child_path = path.join(&name);
@@ -591,6 +591,14 @@ pub fn measure(
         }
     }
     Ok(usage)
+}
+
+/// What one entry counts for: the larger of its apparent size and its allocated blocks (see
+/// [`Usage::bytes`]).
+fn weight(st: &rustix::fs::Stat) -> u64 {
+    let allocated = u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512);
+    let apparent = u64::try_from(st.st_size).unwrap_or(0);
+    allocated.max(apparent)
 }
 
 /// Measures `root` on a blocking thread.
@@ -665,6 +673,121 @@ pub async fn workspace_write_refusal(
         Ok(_) | Err(MeasureError::Cancelled) => None,
         Err(e) => Some(format!("Not written: {e}")),
     }
+}
+
+/// A workspace watch re-reads the org's quota every this many checks (an admin's change applies
+/// within seconds, without a store read per second per running sandbox).
+const WATCH_QUOTA_EVERY: u32 = 10;
+
+/// A workspace watch walks the tree at least every this many checks, whatever the filesystem's
+/// used space says (other writers on the same filesystem can hide the workspace's growth).
+const WATCH_WALK_EVERY: u32 = 10;
+
+/// The workspace quota while commands run (the sandbox's watch calls [`WorkspaceWatch::check`]
+/// once a second while the sandbox runs; see `outboard_sandbox::watch`).
+///
+/// Walking the tree every second would cost a large workspace a core, so the walk runs only
+/// when the workspace may have crossed the quota: the growth of the filesystem's used space
+/// since the last walk bounds the workspace's growth (every byte a command writes lands on that
+/// filesystem), so while the last walk's usage plus that growth stays under the quota, nothing
+/// is walked. Every [`WATCH_WALK_EVERY`]th check walks anyway. Apparent sizes (a sparse file)
+/// do not move the filesystem's used space: the check after each command counts them.
+///
+/// It trips when the workspace is over the quota *and grew* since the previous walk, so a
+/// workspace left over its quota can still be trimmed by the next command.
+pub struct WorkspaceWatch {
+    store: Store,
+    org: OrgId,
+    root: PathBuf,
+    state: std::sync::Mutex<WatchState>,
+}
+
+#[derive(Debug, Default)]
+struct WatchState {
+    /// Usage at the last walk.
+    usage: u64,
+    /// The filesystem's used bytes at the last walk.
+    fs_used: u64,
+    checks: u32,
+    quota: Option<u64>,
+    /// The last walk could not count the tree (too many entries): tripped once, not again.
+    unmeasurable: bool,
+}
+
+impl WorkspaceWatch {
+    /// A watch of the workspace at `root` against `org`'s `workspace_bytes`.
+    pub fn new(store: Store, org: OrgId, root: PathBuf) -> Self {
+        WorkspaceWatch { store, org, root, state: Default::default() }
+    }
+
+    /// `start`: take a baseline (the sandbox has just started running), never trips. Otherwise:
+    /// the sentence for the model when the workspace went over its quota since the last check.
+    pub async fn check(&self, start: bool) -> Option<String> {
+        let fs_used = fs_used(&self.root);
+        let (quota, walk) = {
+            let mut st = self.lock();
+            st.checks = if start { 0 } else { st.checks.wrapping_add(1) };
+            let stale = st.quota.is_none() || st.checks.is_multiple_of(WATCH_QUOTA_EVERY);
+            (
+                if stale { None } else { st.quota },
+                start || st.checks.is_multiple_of(WATCH_WALK_EVERY),
+            )
+        };
+        let quota = match quota {
+            Some(q) => q,
+            None => {
+                let q = workspace_quota(&self.store, &self.org).await?;
+                self.lock().quota = Some(q);
+                q
+            }
+        };
+        if !walk {
+            let st = self.lock();
+            let bound =
+                st.usage.saturating_add(fs_used.unwrap_or(u64::MAX).saturating_sub(st.fs_used));
+            if bound <= quota {
+                return None;
+            }
+        }
+        let measured = measure_async(self.root.clone(), CancellationToken::new()).await;
+        let mut st = self.lock();
+        st.fs_used = fs_used.unwrap_or(0);
+        match measured {
+            Ok(usage) => {
+                let grew = usage.bytes > st.usage;
+                st.usage = usage.bytes;
+                st.unmeasurable = false;
+                (!start && grew && usage.bytes > quota).then(|| watch_message(usage.bytes, quota))
+            }
+            Err(e @ MeasureError::TooManyEntries) => {
+                let first = !std::mem::replace(&mut st.unmeasurable, true);
+                (!start && first).then(|| format!("The sandbox's commands were stopped: {e}"))
+            }
+            // An unreadable directory: the check after the command reports it.
+            Err(MeasureError::Unreadable { .. } | MeasureError::Cancelled) => None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, WatchState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The used bytes of the filesystem holding `root`.
+fn fs_used(root: &Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(root).ok()?;
+    Some(st.f_blocks.saturating_sub(st.f_bfree).saturating_mul(st.f_frsize))
+}
+
+/// What a command stopped by the watch is told.
+pub fn watch_message(used: u64, quota: u64) -> String {
+    format!(
+        "The sandbox's commands (background ones too) were stopped: they wrote past the \
+         workspace quota ({} used of {}). /workspace is intact; delete files to get back under \
+         it.",
+        human_bytes(used),
+        human_bytes(quota)
+    )
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ pub struct SandboxConfig {
     pub server_ports: Vec<u16>,
     /// Where the manager counts its states and transitions; `None`: nowhere.
     pub metrics: Option<Observer>,
+    /// The session's workspace limit, checked while the sandbox runs ([`crate::watch`]);
+    /// `None`: not watched (a directory of the user's own, worked on in place).
+    pub workspace_watch: Option<crate::watch::WorkspaceWatch>,
 }
 
 impl SandboxConfig {
@@ -113,6 +116,7 @@ impl SandboxConfig {
         network: None,
         server_ports: Vec::new(),
         metrics: None,
+        workspace_watch: None,
     };
 }
 

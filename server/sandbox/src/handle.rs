@@ -17,6 +17,7 @@ use crate::jobs::{JobRead, JobReport};
 use crate::manager::Manager;
 use crate::request::Request;
 use crate::types::{ExecResult, SandboxTransition};
+use crate::watch::Tripwire;
 
 /// How long a starting server waits for orphaned sandbox groups to empty: killing them takes
 /// milliseconds, so one still populated after this has a process stuck in the kernel, which
@@ -71,6 +72,8 @@ pub struct Sandbox {
     /// The session's network as the server's own fetches for the model use it (`WebFetch`):
     /// the same policy and audit sink as the proxy, reached without waking the sandbox.
     egress: Option<std::sync::Arc<outboard_egress::Egress>>,
+    /// Fires when the workspace watch stops the sandbox's commands ([`crate::watch`]).
+    tripwire: std::sync::Arc<Tripwire>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -137,13 +140,20 @@ impl Sandbox {
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("Sandbox created outside a tokio runtime: it will refuse commands");
-            return Sandbox { tx: None, audit, egress };
+            return Sandbox { tx: None, audit, egress, tripwire: Default::default() };
         };
         let (tx, rx) = mpsc::channel(REQUEST_CHANNEL_CAPACITY);
         let (jobs, lost) = jobs.map_or((None, Vec::new()), |(tx, lost)| (Some(tx), lost));
-        let manager = Manager::new(config, workspace, transitions, jobs, lost, tx.downgrade());
+        let (state_tx, state_rx) = tokio::sync::watch::channel(SandboxState::None);
+        let tripwire = std::sync::Arc::new(Tripwire::default());
+        if let Some(watch) = &config.workspace_watch {
+            let check = watch.0.clone();
+            runtime.spawn(crate::watch::run(check, state_rx, tx.downgrade(), tripwire.clone()));
+        }
+        let manager =
+            Manager::new(config, workspace, transitions, jobs, lost, tx.downgrade(), state_tx);
         runtime.spawn(manager.run(rx));
-        Sandbox { tx: Some(tx), audit, egress }
+        Sandbox { tx: Some(tx), audit, egress, tripwire }
     }
 
     /// The session's network policy, audit sink and the server's own ports, for fetches the
@@ -163,6 +173,8 @@ impl Sandbox {
     /// first; a `cd` carries over), streaming output to `on_output` as it comes. Starts or
     /// thaws the sandbox as needed. On timeout or cancel the command's processes are killed and
     /// the output so far is returned (`timed_out` set on timeout; `exit_code` `None` in both).
+    /// When the workspace watch stops the sandbox's commands meanwhile, the command is killed
+    /// the same way and its `failure` says why.
     pub async fn exec(
         &self,
         command: &str,
@@ -173,13 +185,21 @@ impl Sandbox {
         let tx = self.tx.as_ref().ok_or(SandboxError::Gone)?;
         let (out_tx, mut out_rx) = mpsc::channel(OUTPUT_CHANNEL_CAPACITY);
         let (reply, mut answer) = oneshot::channel();
-        let request =
-            Request::Exec { command: command.to_string(), timeout, cancel, output: out_tx, reply };
+        let tripped = self.tripwire.token();
+        let cancel = cancel.child_token();
+        let request = Request::Exec {
+            command: command.to_string(),
+            timeout,
+            cancel: cancel.clone(),
+            output: out_tx,
+            reply,
+        };
         tx.send(request).await.map_err(|_| SandboxError::Gone)?;
         loop {
             tokio::select! {
                 biased;
                 Some((stream, text)) = out_rx.recv() => on_output(stream, &text),
+                () = tripped.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
                 result = &mut answer => {
                     // Everything was queued before the answer.
                     while let Ok((stream, text)) = out_rx.try_recv() {
@@ -189,7 +209,11 @@ impl Sandbox {
                     if let Some(audit) = &self.audit {
                         let _ = tokio::time::timeout(AUDIT_FLUSH_WAIT, audit.flush()).await;
                     }
-                    return result.map_err(|_| SandboxError::Gone)?;
+                    let mut result = result.map_err(|_| SandboxError::Gone)??;
+                    if tripped.is_cancelled() && result.failure.is_none() {
+                        result.failure = self.tripwire.reason();
+                    }
+                    return Ok(result);
                 }
             }
         }

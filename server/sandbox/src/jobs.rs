@@ -223,6 +223,16 @@ impl Jobs {
         Some(report)
     }
 
+    /// Adds `line` to the unread output of every running job (why they are about to be killed,
+    /// for `BashOutput`).
+    pub fn note_running(&mut self, line: &str) {
+        let running: Vec<u64> =
+            self.jobs.iter().filter(|j| j.state == JobState::Running).map(|j| j.agent_id).collect();
+        for agent_id in running {
+            self.output(agent_id, format!("\n{line}\n"));
+        }
+    }
+
     /// The sandbox went away: every running job is killed with it; their reports.
     pub fn all_killed(&mut self) -> Vec<JobReport> {
         let mut reports = Vec::new();

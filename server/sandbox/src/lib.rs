@@ -28,6 +28,7 @@ pub mod pool;
 pub mod request;
 pub mod testing;
 pub mod types;
+pub mod watch;
 
 pub use config::{scratch_dir, Backend, SandboxConfig, SandboxLimits};
 pub use handle::{reap_orphans, Sandbox};
@@ -35,3 +36,4 @@ pub use observe::{Observer, TransitionObserver};
 pub use outboard_sandbox_init::error::SandboxError;
 pub use outboard_sandbox_init::{bwrap, init, launch, output, protocol, seccomp};
 pub use types::{ExecResult, SandboxTransition};
+pub use watch::{WorkspaceCheck, WorkspaceWatch};

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use outboard_shared::{OutputStream, SandboxState};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -132,6 +132,8 @@ pub struct Manager {
     /// This manager's id in the live-sandbox pool, and a weak handle others use to stop it.
     member: u64,
     myself: mpsc::WeakSender<Request>,
+    /// The state, for the workspace watch ([`crate::watch`]), which runs only while `running`.
+    state_tx: watch::Sender<SandboxState>,
 }
 
 /// How long `KillShell` waits for the agent to report the job's end.
@@ -172,6 +174,7 @@ impl Manager {
         jobs: Option<mpsc::Sender<JobReport>>,
         lost: Vec<(String, String)>,
         myself: mpsc::WeakSender<Request>,
+        state_tx: watch::Sender<SandboxState>,
     ) -> Self {
         let mut table = Jobs::default();
         table.adopt_lost(lost);
@@ -189,6 +192,7 @@ impl Manager {
             reports: transitions.map(Reports::new),
             jobs: table,
             job_reports: jobs.map(Reports::new),
+            state_tx,
         }
     }
 
@@ -199,6 +203,7 @@ impl Manager {
             tracing::error!(?from, ?to, "sandbox transition outside the state machine");
         }
         self.state = to;
+        self.state_tx.send_replace(to);
         if let Some(metrics) = &self.config.metrics {
             metrics.transition(from, to, took);
         }
@@ -357,6 +362,11 @@ impl Manager {
                 let _ = reply.send(self.instance.as_ref().and_then(|i| i.cwd().map(str::to_owned)));
             }
             Request::Stop(reply) => {
+                self.stop().await;
+                let _ = reply.send(());
+            }
+            Request::StopFor(why, reply) => {
+                self.jobs.note_running(&why);
                 self.stop().await;
                 let _ = reply.send(());
             }

@@ -23,6 +23,8 @@ pub enum Request {
     Pid(oneshot::Sender<Option<u32>>),
     Cwd(oneshot::Sender<Option<String>>),
     Stop(oneshot::Sender<()>),
+    /// Stop, telling the running background jobs why (in their unread output).
+    StopFor(String, oneshot::Sender<()>),
     /// Start a background job; its shell id.
     Spawn {
         command: String,

@@ -580,3 +580,45 @@ async fn a_connection_runs_at_most_four_clones_at_once_and_keeps_serving_meanwhi
     drop(client);
     drop(silent);
 }
+
+/// An 8 GiB sparse file (twelve kilobytes on disk) is listed, not read: the diff names it before
+/// the patch of the rest, and a push refuses naming it. Before, git hashed and diffed it on the
+/// server's own CPU for minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sparse_file_is_neither_diffed_nor_pushed() {
+    let w = world(vec![
+        MockStep::tool_call(
+            "Bash",
+            json!({"command": "truncate -s 8G big.img && printf 'more\\n' >> README.md"}),
+        ),
+        MockStep::text("done"),
+    ])
+    .await;
+    let url = w.git.url("shop.git");
+    let scratch = tempfile::tempdir().unwrap();
+    let repo_arg = format!("{url}#main");
+    let run = cli(&w, scratch.path(), &["run", "--json", "--repo", &repo_arg, "grow"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let lines = run.json_lines().unwrap();
+    let started = lines.iter().find(|l| l["type"] == "run_started").unwrap();
+    let sid = started["session_id"].as_str().unwrap().to_owned();
+
+    let diff = cli(&w, scratch.path(), &["diff", &sid]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert!(
+        diff.stdout.starts_with("# Not compared: one file is over the 64 MiB limit"),
+        "{}",
+        diff.stdout
+    );
+    assert!(diff.stdout.contains("#   big.img (8 GiB)\n"), "{}", diff.stdout);
+    assert!(diff.stdout.contains("+more"), "the rest is diffed: {}", diff.stdout);
+    assert!(!diff.stdout.contains("diff --git a/big.img"), "{}", diff.stdout);
+
+    let pushed = cli(&w, scratch.path(), &["push", &sid]);
+    assert_ne!(pushed.code, 0, "{}", pushed.stdout);
+    assert!(
+        pushed.stderr.contains("over the 64 MiB limit of pushes: big.img (8 GiB)"),
+        "{}",
+        pushed.stderr
+    );
+}

@@ -87,6 +87,89 @@ async fn a_command_past_workspace_bytes_fails_and_writes_are_refused_until_files
     assert_eq!(note, "more data\n");
 }
 
+/// Size of a workspace file, MiB (0 when it is gone).
+fn mib(org: &Org, sid: &str, name: &str) -> u64 {
+    std::fs::metadata(org.server.workspace(sid).join(name)).map(|m| m.len() >> 20).unwrap_or(0)
+}
+
+/// A writer that would put 400 MiB in the workspace at about 40 MiB/s: the watch stops it near
+/// the 20 MiB quota (one check interval's writes past it), in the background and in the
+/// foreground alike, and the next command, which frees space, runs as usual.
+#[tokio::test]
+async fn writers_are_stopped_at_the_workspace_quota_while_they_run() {
+    let org = start().await;
+    let token = org.server.add_user("alice", "acme").unwrap();
+    admin_quota(&org.server, &["set", "--org", "acme", "workspace_bytes", "20MiB"]);
+    let mut c = WsClient::connect(&org.server.url, &token).await.unwrap();
+    let sid = c.new_session().await.unwrap();
+    let writer = |file: &str| {
+        format!(
+            "for i in $(seq 1 100); do head -c 4194304 /dev/zero >> {file} || exit 1; sleep 0.1; \
+             done; echo finished"
+        )
+    };
+    let events = script_turn(
+        &mut c,
+        &sid,
+        &[
+            tool("Bash", json!({"command": writer("bg.bin"), "run_in_background": true})),
+            tool("Bash", json!({"command": "sleep 12; echo slept"})),
+            say("done"),
+        ],
+    )
+    .await;
+    let r = results(&events);
+    assert!(!r[0].1, "{r:?}");
+    assert!(r[1].1, "the command running while the workspace went over is stopped: {r:?}");
+    assert!(r[1].2.contains("were stopped: they wrote past the workspace quota"), "{}", r[1].2);
+    assert!(!r[1].2.contains("slept"), "{}", r[1].2);
+    let bg = mib(&org, &sid, "bg.bin");
+    assert!((20..120).contains(&bg), "the background writer stopped near the quota: {bg} MiB");
+
+    let events = script_turn(
+        &mut c,
+        &sid,
+        &[
+            tool("Bash", json!({"command": "rm bg.bin && echo removed"})),
+            tool("Bash", json!({"command": writer("fg.bin")})),
+            tool("Bash", json!({"command": "rm fg.bin && echo removed"})),
+            say("done"),
+        ],
+    )
+    .await;
+    let r = results(&events);
+    assert_eq!((r[0].1, r[0].2.as_str()), (false, "removed\n"), "a workspace over may shrink");
+    assert!(r[1].1 && r[1].2.contains("wrote past the workspace quota"), "{r:?}");
+    assert!(!r[1].2.contains("finished"), "{}", r[1].2);
+    assert!(r[1].2.contains("workspace quota exceeded:"), "the usage is named: {}", r[1].2);
+    let fg = mib(&org, &sid, "fg.bin");
+    assert!((20..120).contains(&fg), "the foreground writer stopped near the quota: {fg} MiB");
+    assert_eq!((r[2].1, r[2].2.as_str()), (false, "removed\n"), "{r:?}");
+}
+
+/// A sparse file weighs its apparent size: `truncate -s 8G` does not slip under the quota.
+#[tokio::test]
+async fn a_sparse_file_counts_at_its_apparent_size() {
+    let org = start().await;
+    let token = org.server.add_user("alice", "acme").unwrap();
+    admin_quota(&org.server, &["set", "--org", "acme", "workspace_bytes", "1GiB"]);
+    let mut c = WsClient::connect(&org.server.url, &token).await.unwrap();
+    let sid = c.new_session().await.unwrap();
+    let events = script_turn(
+        &mut c,
+        &sid,
+        &[tool("Bash", json!({"command": "truncate -s 8G big && echo made"})), say("done")],
+    )
+    .await;
+    let r = results(&events);
+    assert!(r[0].1, "{r:?}");
+    assert!(
+        r[0].2.starts_with("made\nworkspace quota exceeded: 8 GiB used of 1 GiB"),
+        "{}",
+        r[0].2
+    );
+}
+
 #[tokio::test]
 async fn sessions_per_hour_and_title_bytes_refuse_session_create() {
     let org = start().await;

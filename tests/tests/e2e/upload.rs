@@ -297,8 +297,11 @@ async fn post_archive(fx: &Fixture, archive: Vec<u8>) -> String {
 async fn hostile_archives_are_refused_and_leave_nothing() {
     let fx = Fixture::new(&[]).await;
     type Craft = fn(&mut tar::Builder<Vec<u8>>);
-    let cases: [(&str, Craft); 6] = [
+    let cases: [(&str, Craft); 8] = [
         ("..", |b| raw_member(b, b"../escape.txt", tar::EntryType::Regular, None, b"x")),
+        // git takes these for `.git` too; they were `internal` with git's raw stderr before.
+        (".GIT", |b| raw_member(b, b".GIT/config", tar::EntryType::Regular, None, b"[core]\n")),
+        ("GIT~1", |b| raw_member(b, b"GIT~1/config", tar::EntryType::Regular, None, b"[core]\n")),
         ("absolute", |b| {
             raw_member(b, b"/tmp/outboard-upload-escape", tar::EntryType::Regular, None, b"x")
         }),
@@ -330,6 +333,33 @@ async fn hostile_archives_are_refused_and_leave_nothing() {
         assert!(fx.uploads_left().is_empty(), "{name}: {:?}", fx.uploads_left());
     }
     assert!(!Path::new("/tmp/outboard-upload-escape").exists());
+}
+
+/// A history bundle that is not one is the client's mistake, answered as such: `bad_request`
+/// naming the member, never `internal` with git's stderr and the server's paths.
+#[tokio::test]
+async fn a_junk_history_bundle_is_a_bad_request_naming_the_member() {
+    let fx = Fixture::new(&[]).await;
+    let mut builder = tar::Builder::new(Vec::new());
+    raw_member(&mut builder, b"first.txt", tar::EntryType::Regular, None, b"unpacked first\n");
+    let bundle = outboard_shared::http::UPLOAD_HISTORY_BUNDLE.as_bytes();
+    raw_member(&mut builder, bundle, tar::EntryType::Regular, None, b"not a bundle at all\n");
+    let id = post_archive(&fx, builder.into_inner().unwrap()).await;
+    let parent = tempfile::tempdir().unwrap();
+    let dest = parent.path().join("ws");
+    std::fs::create_dir(&dest).unwrap();
+    let err = fx.unpack(&id, &dest).await.unwrap_err();
+    let body = err.body();
+    assert_eq!(body.code, outboard_shared::ErrorCode::BadRequest, "{err}");
+    assert!(
+        body.message.contains(outboard_shared::http::UPLOAD_HISTORY_BUNDLE),
+        "{}",
+        body.message
+    );
+    assert!(body.message.contains("not a git bundle"), "{}", body.message);
+    let data = fx.server.data_dir().to_string_lossy().into_owned();
+    assert!(!body.message.contains(&data), "the server's path leaked: {}", body.message);
+    assert!(!body.message.contains(&*parent.path().to_string_lossy()), "{}", body.message);
 }
 
 #[tokio::test]

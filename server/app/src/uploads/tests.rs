@@ -60,4 +60,10 @@ fn member_paths_are_checked() {
     assert!(checked_path(Path::new("/etc/passwd")).unwrap_err().contains("absolute"));
     assert!(checked_path(Path::new("x/.git/hooks/pre-commit")).unwrap_err().contains(".git"));
     assert!(checked_path(Path::new(".")).is_err());
+    // What git itself takes for `.git` (it refuses these in an index on every platform).
+    for path in [".GIT/config", "a/.Git/config", ".git./x", ".git  /x", "GIT~1/config", ".git:x"] {
+        assert!(checked_path(Path::new(path)).unwrap_err().contains(".git"), "{path}");
+    }
+    assert_eq!(checked_path(Path::new(".github/x")).unwrap(), PathBuf::from(".github/x"));
+    assert_eq!(checked_path(Path::new(".gitignore")).unwrap(), PathBuf::from(".gitignore"));
 }

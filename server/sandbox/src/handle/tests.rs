@@ -621,3 +621,48 @@ async fn background_jobs_are_capped_lose_no_output_and_survive_a_foreground_time
     assert!(read.output.bytes().all(|b| b == b'x'));
     sandbox.stop().await;
 }
+
+/// The workspace watch: a check that trips (here: once a file named `trip` exists) stops the
+/// foreground command with the check's sentence and kills the background jobs, telling them why;
+/// the baseline taken when the sandbox starts never trips, and the next command runs as usual.
+#[tokio::test]
+async fn the_workspace_watch_stops_every_command_when_it_trips() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path().to_path_buf();
+    let starts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = starts.clone();
+    let check: crate::WorkspaceCheck = std::sync::Arc::new(move |start| {
+        let tripped = root.join("trip").exists();
+        if start {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Box::pin(async move { (!start && tripped).then(|| "the workspace is over".to_owned()) })
+    });
+    let config = SandboxConfig {
+        workspace_watch: Some(crate::WorkspaceWatch(check)),
+        ..SandboxConfig::Bwrap
+    };
+    let sandbox = Sandbox::new(config, ws.path().to_path_buf());
+    let job = sandbox.spawn_job("sleep 60").await.unwrap();
+    let started = Instant::now();
+    let cancel = CancellationToken::new();
+    let r = sandbox.exec("touch trip; sleep 30; echo done", T, &mut |_, _| {}, cancel).await;
+    let r = r.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(15), "stopped within the interval");
+    assert_eq!(r.failure.as_deref(), Some("the workspace is over"), "{r:?}");
+    assert!(!r.output.contains("done"), "{r:?}");
+    let read = sandbox.read_job(&job).await.unwrap();
+    assert_eq!(read.state, jobs::JobState::Killed);
+    assert!(read.output.contains("the workspace is over"), "{read:?}");
+    assert_eq!(sandbox.state().await, SandboxState::Stopped);
+    // The next command starts a fresh sandbox; a workspace left over does not stop it (the
+    // baseline is retaken at the start, and this check trips only on later ticks).
+    std::fs::remove_file(ws.path().join("trip")).unwrap();
+    let r = sandbox.exec("echo again", T, &mut |_, _| {}, CancellationToken::new()).await.unwrap();
+    assert_eq!(r, ok("again\n"));
+    let baselines = Instant::now();
+    while starts.load(std::sync::atomic::Ordering::SeqCst) < 2 && baselines.elapsed() < T {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(starts.load(std::sync::atomic::Ordering::SeqCst), 2, "a baseline per start");
+}
