@@ -22,9 +22,12 @@ pub async fn approve(args: &ApproveArgs, out: &mut impl Write) -> i32 {
     };
     let said = match scope {
         ApprovalScope::Once => format!("allowed {}", args.call_id),
-        ApprovalScope::Session => {
-            format!("allowed {} and later calls of its tool in this session", args.call_id)
-        }
+        ApprovalScope::Session => format!(
+            "allowed {} and, for the rest of this session, the later calls of its tool that only \
+             the rules its request named ask about (the request's `covers`, printed by \
+             `outboard run` and shown by the TUI)",
+            args.call_id
+        ),
     };
     exit(answer(&args.connect, params, &said, out).await)
 }

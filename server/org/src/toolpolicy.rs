@@ -46,10 +46,10 @@
 use std::fmt;
 
 use globset::{GlobBuilder, GlobMatcher};
-use regex_automata::hybrid::dfa::DFA;
-use regex_automata::{Anchored, Input};
 use outboard_shared::OrgId;
 use outboard_store::db::params;
+use regex_automata::hybrid::dfa::DFA;
+use regex_automata::{Anchored, Input};
 use serde_json::Value;
 
 use outboard_base::util::now_rfc3339;
@@ -326,7 +326,12 @@ impl Rules {
     /// How the rules answer a call of `tool` with `input` (see the module header).
     /// `granted` says whether an `ask` rule was allowed for the rest of the session for this
     /// tool: such a rule answers `allow`.
-    pub fn judge(&self, tool: &str, input: &Value, granted: &dyn Fn(&Rule) -> bool) -> Judgement<'_> {
+    pub fn judge(
+        &self,
+        tool: &str,
+        input: &Value,
+        granted: &dyn Fn(&Rule) -> bool,
+    ) -> Judgement<'_> {
         let mut judged = Judgement::default();
         for subject in subjects(tool, input) {
             // What is known is judged as written: a lower bound on a longer command's answer.
