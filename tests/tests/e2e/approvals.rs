@@ -404,6 +404,36 @@ async fn headless_runs_deny_by_default_allow_when_told_and_wait_for_outboard_app
     assert!(server.workspace(sid).join("waited.txt").exists());
 }
 
+/// Issue 36, item 2: a line the rules cannot judge before it runs asks a person, so a headless
+/// run, which has nobody to ask, refuses it even with `--approve allow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_run_refuses_what_the_rules_cannot_judge_even_with_approve_allow() {
+    let World { mock: _mock, server, c: _c, sid: _, token } = start(
+        vec![
+            bash("u1", "c=git; $c push 2>/dev/null; touch ran.txt"),
+            bash("a1", "echo fine > fine.txt"),
+            MockStep::text("done"),
+        ],
+        &[("Bash(git push*)", "deny"), ("Bash(echo*)", "ask")],
+    )
+    .await;
+    let run = tokio::task::block_in_place(|| {
+        outboard(&run_args(&server, &token, &["--approve", "allow", "push it"]), None).unwrap()
+    });
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.json_lines().unwrap();
+    let request = lines.iter().find(|l| l["type"] == "approval_requested").unwrap();
+    assert_eq!((&request["call_id"], &request["covers"]), (&json!("u1"), &json!([])));
+    assert!(request["unjudged"].as_str().is_some_and(|why| why.contains("only known")));
+    let result = lines.iter().find(|l| l["type"] == "tool_result" && l["call_id"] == "u1").unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(result["output"].as_str().unwrap().contains("could not judge"), "{result}");
+    let sid = lines.iter().find_map(|l| l["session_id"].as_str()).unwrap().to_owned();
+    assert!(!server.workspace(&sid).join("ran.txt").exists(), "the unjudged line ran");
+    // An ordinary `ask` is still allowed by `--approve allow`.
+    assert!(server.workspace(&sid).join("fine.txt").exists());
+}
+
 #[test]
 fn admin_policy_commands_explain_what_they_refuse() {
     let data = tempfile::tempdir().unwrap();
