@@ -277,4 +277,38 @@ mod tests {
             (ApprovalDecision::Allow, ApprovalScope::Session)
         );
     }
+
+    #[test]
+    fn the_panel_says_what_allow_for_the_session_covers_and_what_was_not_judged() {
+        let text = |a: &Approvals| -> Vec<String> {
+            a.panel(&Theme { color: false }, true, 200)
+                .iter()
+                .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+                .collect()
+        };
+        let mut a = Approvals::default();
+        a.apply(&requested("c1"), None);
+        assert!(text(&a).contains(
+            &" [a] also allows later mcp__github__create_issue calls of this session that no \
+              rule but `mcp__github__*` asks about"
+                .to_owned()
+        ));
+        let mut b = Approvals::default();
+        b.apply(
+            &EventKind::ApprovalRequested {
+                call_id: "c2".into(),
+                name: "Bash".into(),
+                input: json!({"command": "$cmd push"}),
+                rule: "Bash(git push*)".into(),
+                covers: Some(Vec::new()),
+                unjudged: Some("a command is only known when it runs".into()),
+            },
+            None,
+        );
+        let lines = text(&b);
+        assert!(lines.contains(
+            &" not judged before it runs: a command is only known when it runs".to_owned()
+        ));
+        assert!(lines.iter().any(|l| l.contains("[a] also allows nothing beyond this call")));
+    }
 }

@@ -230,7 +230,7 @@ async fn bash_rules_judge_every_command_of_the_line_by_its_normalised_name() {
 /// request says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allow_for_the_session_covers_the_rule_that_asked_not_the_tool() {
-    let World { mock: _mock, server, mut c, sid, token: _ } = start(
+    let World { mock: _mock, server, mut c, sid, token } = start(
         vec![
             bash("e1", "echo first > first.txt"),
             bash("e2", "echo second >> first.txt"),
@@ -247,10 +247,16 @@ async fn an_allow_for_the_session_covers_the_rule_that_asked_not_the_tool() {
     let first = until(&mut c, "the request for echo", WAIT, asked).await;
     let covers = Some(vec!["Bash(echo*)".to_owned()]);
     assert_eq!(request_of(&first, "e1"), ("Bash(echo*)".into(), covers.clone(), None));
-    c.request("approval/answer", answer(&sid, "e1", "allow", json!({"scope": "session"})))
-        .await
-        .unwrap()
-        .unwrap();
+    // The approver is told what the grant covers.
+    let approved = tokio::task::block_in_place(|| {
+        let args = ["approve", "--server", &server.url, "--token", &token, &sid, "e1"];
+        outboard(&[&args[..], &["--for-session"]].concat(), None).unwrap()
+    });
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert_eq!(
+        approved.stdout.trim(),
+        "allowed e1 and later Bash calls of this session that no rule but `Bash(echo*)` asks about"
+    );
     let second = until(&mut c, "the request for rm", WAIT, asked).await;
     let resolved = second.iter().find_map(|e| match &e.kind {
         EventKind::ApprovalResolved { covers, .. } => Some(covers.clone()),
