@@ -368,25 +368,35 @@ impl<O: Write, E: Write> Printer<O, E> {
 }
 
 /// An approval request or its answer, for a person; `None` for other events. The request says
-/// how to answer it from another terminal.
+/// why it asks, what an allow for the session would cover, and how to answer it from another
+/// terminal.
 pub fn approval_lines(session: &str, kind: &EventKind) -> Option<Vec<String>> {
     match kind {
-        EventKind::ApprovalRequested { call_id, name, input, rule } => {
+        EventKind::ApprovalRequested { call_id, name, input, rule, covers, unjudged } => {
             let call =
                 ToolCall { call_id: call_id.clone(), name: name.clone(), input: input.clone() };
-            Some(vec![
-                format!("? {} waits for approval (org rule {rule})", tool_call_summary(&call)),
-                format!(
-                    "  answer with: outboard approve {session} {call_id}  |  outboard deny \
-                     {session} {call_id} --reason TEXT"
-                ),
-            ])
+            let mut lines = vec![format!(
+                "? {} waits for approval (org rule {rule})",
+                tool_call_summary(&call)
+            )];
+            if let Some(why) = unjudged {
+                lines.push(format!("  not judged before it runs: {}", truncate(why, 200)));
+            }
+            lines.push(format!(
+                "  answer with: outboard approve {session} {call_id}  |  outboard deny {session} \
+                 {call_id} --reason TEXT"
+            ));
+            lines.push(format!(
+                "  approve --for-session also allows {}",
+                session_covers(name, covers.as_deref())
+            ));
+            Some(lines)
         }
-        EventKind::ApprovalResolved { name, decision, scope, by, reason, .. } => {
+        EventKind::ApprovalResolved { name, decision, scope, by, reason, covers, .. } => {
             Some(vec![match (decision, scope) {
                 (ApprovalDecision::Allow, ApprovalScope::Once) => format!("  ✓ allowed by {by}"),
                 (ApprovalDecision::Allow, ApprovalScope::Session) => {
-                    format!("  ✓ allowed by {by}, with every later {name} call of this session")
+                    format!("  ✓ allowed by {by}, with {}", session_covers(name, covers.as_deref()))
                 }
                 (ApprovalDecision::Deny, _) => match reason {
                     Some(reason) => format!("  ✗ denied by {by}: {}", truncate(reason, 200)),
@@ -395,6 +405,24 @@ pub fn approval_lines(session: &str, kind: &EventKind) -> Option<Vec<String>> {
             }])
         }
         _ => None,
+    }
+}
+
+/// What an allow for the session covers (a request's or answer's `covers`), for a person.
+pub fn session_covers(tool: &str, covers: Option<&[String]>) -> String {
+    match covers {
+        // A server that granted the whole tool.
+        None => format!("every later {tool} call of this session"),
+        Some([]) => {
+            "nothing beyond this call (what asks could not be judged before it runs)".into()
+        }
+        Some(rules) => {
+            let rules: Vec<String> = rules.iter().map(|r| format!("`{r}`")).collect();
+            format!(
+                "later {tool} calls of this session that no rule but {} asks about",
+                rules.join(", ")
+            )
+        }
     }
 }
 
@@ -672,6 +700,8 @@ mod tests {
             name: "Bash".into(),
             input: json!({"command": "git push origin main"}),
             rule: "Bash(git push*)".into(),
+            covers: Some(vec!["Bash(git push*)".into()]),
+            unjudged: None,
         };
         assert_eq!(
             approval_lines("s_1", &asked).unwrap(),
@@ -679,7 +709,24 @@ mod tests {
                 "? Bash(git push origin main) waits for approval (org rule Bash(git push*))",
                 "  answer with: outboard approve s_1 toolu_9  |  outboard deny s_1 toolu_9 --reason \
                  TEXT",
+                "  approve --for-session also allows later Bash calls of this session that no rule \
+                 but `Bash(git push*)` asks about",
             ]
+        );
+        let unjudged = EventKind::ApprovalRequested {
+            call_id: "toolu_9".into(),
+            name: "Bash".into(),
+            input: json!({"command": "$cmd push"}),
+            rule: "Bash(git push*)".into(),
+            covers: Some(Vec::new()),
+            unjudged: Some("a command is only known when it runs".into()),
+        };
+        let lines = approval_lines("s_1", &unjudged).unwrap();
+        assert_eq!(lines[1], "  not judged before it runs: a command is only known when it runs");
+        assert_eq!(
+            lines[3],
+            "  approve --for-session also allows nothing beyond this call (what asks could not be \
+             judged before it runs)"
         );
         let denied = EventKind::ApprovalResolved {
             call_id: "toolu_9".into(),
@@ -688,6 +735,7 @@ mod tests {
             scope: ApprovalScope::Once,
             by: "bob".into(),
             reason: Some("not today".into()),
+            covers: None,
         };
         assert_eq!(approval_lines("s_1", &denied).unwrap(), ["  ✗ denied by bob: not today"]);
         let for_session = EventKind::ApprovalResolved {
@@ -697,10 +745,12 @@ mod tests {
             scope: ApprovalScope::Session,
             by: "bob".into(),
             reason: None,
+            covers: Some(vec!["Bash(echo*)".into(), "Bash(ls*)".into()]),
         };
         assert_eq!(
             approval_lines("s_1", &for_session).unwrap(),
-            ["  ✓ allowed by bob, with every later Bash call of this session"]
+            ["  ✓ allowed by bob, with later Bash calls of this session that no rule but \
+                 `Bash(echo*)`, `Bash(ls*)` asks about"]
         );
         assert_eq!(approval_lines("s_1", &EventKind::Unknown), None);
     }

@@ -459,6 +459,13 @@ pub const HEADLESS_DENIAL: &str = "this is a headless `outboard run` with `--app
     default), so nobody is there to approve it; the user can run again with `--approve allow` or \
     `--approve wait`, or ask an admin to change the org's tool policy";
 
+/// The reason a headless run with `--approve allow` gives when it refuses a call the org's
+/// rules could not judge before it runs: allowing it would lift a rule unseen.
+pub const HEADLESS_UNJUDGED: &str = "this is a headless `outboard run`, and the org's tool \
+    policy could not judge part of this call before it runs, so a person must look at it: write \
+    the command without what is only known when it runs, or the user can run again with \
+    `--approve wait`";
+
 /// Where a run stands in its turn; it survives reconnects.
 struct Follow {
     session_id: SessionId,
@@ -658,14 +665,18 @@ async fn follow_events<O: Write, E: Write>(
 /// The answer a run gives by itself to an approval request of its session (`--approve allow`
 /// or `deny`); `None` with `--approve wait` or for any other event.
 fn auto_answer(client: &Client, follow: &Follow, event: &SessionEvent) -> Option<AnswerCall> {
-    let EventKind::ApprovalRequested { call_id, .. } = &event.kind else { return None };
+    let EventKind::ApprovalRequested { call_id, unjudged, .. } = &event.kind else { return None };
     if event.session_id != follow.session_id {
         return None;
     }
-    let (decision, reason) = match follow.approve {
-        ApproveMode::Wait => return None,
-        ApproveMode::Allow => (ApprovalDecision::Allow, None),
-        ApproveMode::Deny => (ApprovalDecision::Deny, Some(HEADLESS_DENIAL.to_owned())),
+    let (decision, reason) = match (follow.approve, unjudged) {
+        (ApproveMode::Wait, _) => return None,
+        // Nobody looks at what the rules could not judge: `--approve allow` does not cover it.
+        (ApproveMode::Allow, Some(why)) => {
+            (ApprovalDecision::Deny, Some(format!("{HEADLESS_UNJUDGED} ({why})")))
+        }
+        (ApproveMode::Allow, None) => (ApprovalDecision::Allow, None),
+        (ApproveMode::Deny, _) => (ApprovalDecision::Deny, Some(HEADLESS_DENIAL.to_owned())),
     };
     let params = ApprovalAnswerParams {
         session_id: follow.session_id.clone(),

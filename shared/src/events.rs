@@ -261,6 +261,16 @@ pub enum EventKind {
         input: Value,
         /// The policy rule that asks (`mcp__github__*`, `Write(/skills/**)`).
         rule: String,
+        /// What an `allow` with `scope: session` would cover: later calls of this tool whose
+        /// every asking rule is one of these patterns. Empty: nothing beyond this call (what
+        /// asks could not be judged before it runs). Absent from servers that granted the whole
+        /// tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        covers: Option<Vec<String>>,
+        /// Why part of the call could not be judged before it runs (`$cmd push`, `eval "$x"`),
+        /// when that is what asks: a client answering by itself refuses it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unjudged: Option<String>,
     },
     /// An approval request was answered (durable). An `allow` is followed by the call's
     /// `tool_call`; a `deny` by its `tool_result` saying so.
@@ -279,6 +289,10 @@ pub enum EventKind {
         /// Why, for a denial.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// For an `allow` with `scope: session`: the rules it granted for this tool (as the
+        /// request's `covers`). Absent from servers that granted the whole tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        covers: Option<Vec<String>>,
     },
     /// The session's model was changed (durable, `session/set_model`): its next turn uses it.
     ModelChanged {
@@ -622,6 +636,7 @@ pub enum ApprovalScope {
     /// This call only.
     #[default]
     Once,
-    /// Every later call of the same tool in this session runs without asking.
+    /// Later calls of the same tool in this session run without asking when every rule that
+    /// asks about them is one the request's `covers` named.
     Session,
 }

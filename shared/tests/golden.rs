@@ -699,6 +699,8 @@ fn session_events() {
             name: "mcp__github__create_issue".into(),
             input: json!({"title": "Flaky test", "repo": "acme/app"}),
             rule: "mcp__github__*".into(),
+            covers: Some(vec!["mcp__github__*".into()]),
+            unjudged: None,
         },
         EventKind::ApprovalResolved {
             call_id: "toolu_01".into(),
@@ -707,12 +709,26 @@ fn session_events() {
             scope: ApprovalScope::Once,
             by: "alice".into(),
             reason: Some("file it in the backlog project instead".into()),
+            covers: None,
         },
     ];
     for (i, kind) in events.into_iter().enumerate() {
         let name = format!("event_{}", kind.type_name());
         insta::assert_json_snapshot!(name, roundtrip(&event(i as u64 + 1, kind)));
     }
+}
+
+/// A request and an answer written before `covers` and `unjudged` existed still read.
+#[test]
+fn approval_events_without_covers_still_parse() {
+    let asked: EventKind = serde_json::from_value(json!({"type": "approval_requested",
+        "call_id": "c", "name": "Bash", "input": {"command": "ls"}, "rule": "Bash"}))
+    .unwrap();
+    assert!(matches!(asked, EventKind::ApprovalRequested { covers: None, unjudged: None, .. }));
+    let answered: EventKind = serde_json::from_value(json!({"type": "approval_resolved",
+        "call_id": "c", "name": "Bash", "decision": "allow", "scope": "session", "by": "a"}))
+    .unwrap();
+    assert!(matches!(answered, EventKind::ApprovalResolved { covers: None, .. }));
 }
 
 #[test]

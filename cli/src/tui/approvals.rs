@@ -3,8 +3,9 @@
 //! or the end of their turn, and the prompt the driver answers them with. Watchers see the
 //! panel without the keys: the server refuses their answers.
 //!
-//! Keys while the driver has a request open: `y` allows it once, `a` allows it and every later
-//! call of the same tool in this session, `n` starts a denial whose reason is typed in the
+//! Keys while the driver has a request open: `y` allows it once, `a` allows it and the later
+//! calls of the same tool that only the rules it names (`covers`, shown above the keys) ask
+//! about, `n` starts a denial whose reason is typed in the
 //! composer (Enter sends it, possibly empty; Esc goes back). The prompt is modal for other
 //! printable keys, so a key meant for the prompt never lands in a message.
 
@@ -24,6 +25,10 @@ pub struct Request {
     pub call: ToolCall,
     /// The org rule that asks.
     pub rule: String,
+    /// What `a` (allow for the session) covers, as the request says.
+    pub covers: Option<Vec<String>>,
+    /// Why part of it could not be judged before it runs.
+    pub unjudged: Option<String>,
     /// Made by a subagent (its `Task` call id).
     pub parent: Option<String>,
 }
@@ -54,7 +59,7 @@ impl Approvals {
     pub fn apply(&mut self, kind: &EventKind, parent: Option<&str>) {
         match kind {
             // Seen twice (in `standing` and in the page): one request.
-            EventKind::ApprovalRequested { call_id, name, input, rule }
+            EventKind::ApprovalRequested { call_id, name, input, rule, covers, unjudged }
                 if self.open.iter().all(|r| r.call.call_id != *call_id) =>
             {
                 self.open.push(Request {
@@ -64,6 +69,8 @@ impl Approvals {
                         input: input.clone(),
                     },
                     rule: rule.clone(),
+                    covers: covers.clone(),
+                    unjudged: unjudged.clone(),
                     parent: parent.map(str::to_owned),
                 });
             }
@@ -156,6 +163,18 @@ impl Approvals {
             let rest = shown.len() - INPUT_LINES;
             lines.push(Line::from(Span::styled(format!("   … {rest} more lines"), theme.dim())));
         }
+        if let Some(why) = &first.unjudged {
+            let why = format!(" not judged before it runs: {why}");
+            lines.push(Line::from(Span::styled(
+                crate::output::truncate(&why, width.saturating_sub(1)),
+                theme.warn(),
+            )));
+        }
+        let covers = crate::output::session_covers(&first.call.name, first.covers.as_deref());
+        lines.push(Line::from(Span::raw(crate::output::truncate(
+            &format!(" [a] also allows {covers}"),
+            width.saturating_sub(1),
+        ))));
         let keys = match (driving, self.denying) {
             (true, false) => {
                 " [y] allow once   [a] allow for this session   [n] deny with a reason   \
@@ -172,7 +191,7 @@ impl Approvals {
 /// The transcript's line for an approval event of the session's own loop.
 pub fn transcript_line(kind: &EventKind) -> Option<(String, bool)> {
     match kind {
-        EventKind::ApprovalRequested { call_id, name, input, rule } => {
+        EventKind::ApprovalRequested { call_id, name, input, rule, .. } => {
             let call =
                 ToolCall { call_id: call_id.clone(), name: name.clone(), input: input.clone() };
             Some((
@@ -209,6 +228,8 @@ mod tests {
             name: "mcp__github__create_issue".into(),
             input: json!({"title": "x"}),
             rule: "mcp__github__*".into(),
+            covers: Some(vec!["mcp__github__*".into()]),
+            unjudged: None,
         }
     }
 
@@ -220,6 +241,7 @@ mod tests {
             scope: ApprovalScope::Once,
             by: "alice".into(),
             reason: None,
+            covers: None,
         }
     }
 
@@ -254,5 +276,39 @@ mod tests {
             (allow.decision, allow.scope),
             (ApprovalDecision::Allow, ApprovalScope::Session)
         );
+    }
+
+    #[test]
+    fn the_panel_says_what_allow_for_the_session_covers_and_what_was_not_judged() {
+        let text = |a: &Approvals| -> Vec<String> {
+            a.panel(&Theme { color: false }, true, 200)
+                .iter()
+                .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+                .collect()
+        };
+        let mut a = Approvals::default();
+        a.apply(&requested("c1"), None);
+        assert!(text(&a).contains(
+            &" [a] also allows later mcp__github__create_issue calls of this session that no \
+              rule but `mcp__github__*` asks about"
+                .to_owned()
+        ));
+        let mut b = Approvals::default();
+        b.apply(
+            &EventKind::ApprovalRequested {
+                call_id: "c2".into(),
+                name: "Bash".into(),
+                input: json!({"command": "$cmd push"}),
+                rule: "Bash(git push*)".into(),
+                covers: Some(Vec::new()),
+                unjudged: Some("a command is only known when it runs".into()),
+            },
+            None,
+        );
+        let lines = text(&b);
+        assert!(lines.contains(
+            &" not judged before it runs: a command is only known when it runs".to_owned()
+        ));
+        assert!(lines.iter().any(|l| l.contains("[a] also allows nothing beyond this call")));
     }
 }

@@ -63,14 +63,14 @@ use tree_sitter::{Node, Parser, Tree};
 pub const VIRTUAL_ROOTS: &[&str] = &outboard_vfs::ORG_ROOTS;
 
 /// Commands longer than this (bytes) are let through unchecked: the read-only mount still holds.
-const MAX_CHECKED_LEN: usize = 1 << 20;
+pub(crate) const MAX_CHECKED_LEN: usize = 1 << 20;
 
 /// The sandbox's `HOME` and default working directory.
 const HOME: &str = "/workspace";
 /// How deep the walk follows the tree; deeper nesting is let through (no stack overflow).
 const MAX_DEPTH: usize = 200;
 /// How many `bash -c '…'`/`eval '…'` levels are parsed again.
-const MAX_NESTED_SCRIPTS: usize = 4;
+pub(crate) const MAX_NESTED_SCRIPTS: usize = 4;
 /// A tracked working directory longer than this becomes unknown (bounds the work per word).
 const MAX_CWD_LEN: usize = 4096;
 
@@ -128,7 +128,7 @@ thread_local! {
 }
 
 /// Parses with this thread's parser (created on first use); None if tree-sitter fails.
-fn parse(src: &str) -> Option<Tree> {
+pub(crate) fn parse(src: &str) -> Option<Tree> {
     PARSER.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.is_none() {
@@ -147,7 +147,7 @@ fn check_script(src: &str, cwd: &mut Cwd, nesting: usize) -> Checked {
     walker.children(tree.root_node(), cwd, 0)
 }
 
-fn named_children(node: Node<'_>) -> Vec<Node<'_>> {
+pub(crate) fn named_children(node: Node<'_>) -> Vec<Node<'_>> {
     let mut cursor = node.walk();
     node.named_children(&mut cursor).collect()
 }
@@ -247,7 +247,7 @@ fn virtual_path(word: &Word, base: Option<&str>) -> Option<String> {
     is_virtual(&dir).then(|| format!("{dir}/{tail}{rest}"))
 }
 
-fn basename(path: &str) -> &str {
+pub(crate) fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
@@ -257,9 +257,9 @@ fn basename(path: &str) -> &str {
 /// A shell word as far as it is known: `lit` is its literal value, or the literal prefix before
 /// the first expansion or glob, in which case `rest` holds the source text from there on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Word {
-    lit: String,
-    rest: Option<String>,
+pub(crate) struct Word {
+    pub(crate) lit: String,
+    pub(crate) rest: Option<String>,
 }
 
 impl Word {
@@ -268,12 +268,12 @@ impl Word {
     }
 
     /// The value when fully known.
-    fn complete(&self) -> Option<&str> {
+    pub(crate) fn complete(&self) -> Option<&str> {
         self.rest.is_none().then_some(self.lit.as_str())
     }
 
     /// `{}` as `find -exec` uses it, quoted or not.
-    fn is_braces(&self) -> bool {
+    pub(crate) fn is_braces(&self) -> bool {
         self.complete() == Some("{}") || (self.lit.is_empty() && self.rest.as_deref() == Some("{}"))
     }
 
@@ -340,7 +340,7 @@ fn unescape_ansi_c(text: &str) -> Option<String> {
 // Options
 
 /// How a command's options take values.
-struct Opts {
+pub(crate) struct Opts {
     /// Short options that take a value: the rest of the cluster or the next word.
     short: &'static str,
     /// Long options that take a value: after `=` or the next word.
@@ -359,13 +359,13 @@ const NO_OPTS: Opts = Opts::new("", &[]);
 
 /// A parsed argument: an option (short as its letter, long without dashes) or an operand.
 #[derive(Debug)]
-enum Arg {
+pub(crate) enum Arg {
     Opt(String, Option<Word>),
     Operand(Word),
 }
 
 impl Arg {
-    fn is(&self, names: &[&str]) -> bool {
+    pub(crate) fn is(&self, names: &[&str]) -> bool {
         matches!(self, Arg::Opt(name, _) if names.contains(&name.as_str()))
     }
 
@@ -377,7 +377,7 @@ impl Arg {
     }
 }
 
-fn operands(args: &[Arg]) -> Vec<&Word> {
+pub(crate) fn operands(args: &[Arg]) -> Vec<&Word> {
     args.iter()
         .filter_map(|arg| match arg {
             Arg::Operand(word) => Some(word),
@@ -392,7 +392,7 @@ fn is_option(word: &Word) -> bool {
 }
 
 /// Parses `words` as GNU-style arguments.
-fn parse_args(words: &[Word], opts: &Opts) -> Vec<Arg> {
+pub(crate) fn parse_args(words: &[Word], opts: &Opts) -> Vec<Arg> {
     let mut out = Vec::new();
     let mut i = 0;
     let mut ended = false;
@@ -544,8 +544,8 @@ const IN_PLACE: &[(&str, Opts, &[&str])] = &[
     ("ruby", Opts { short: "eIrCEFK", long: &[], optional: "i0lWTx" }, &["e"]),
 ];
 
-const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh", "ash", "mksh"];
-const SHELL_OPTS: Opts = Opts::new("oO", &["rcfile", "init-file"]);
+pub(crate) const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh", "ash", "mksh"];
+pub(crate) const SHELL_OPTS: Opts = Opts::new("oO", &["rcfile", "init-file"]);
 
 const TAR: Opts = Opts::new(
     "fCTXbKNgLVHI",
@@ -619,9 +619,9 @@ fn lookup<T>(table: &'static [(&'static str, T)], name: &str) -> Option<&'static
 // ---------------------------------------------------------------------------------------------
 // The walk
 
-struct Walker<'s> {
-    src: &'s str,
-    nesting: usize,
+pub(crate) struct Walker<'s> {
+    pub(crate) src: &'s str,
+    pub(crate) nesting: usize,
 }
 
 impl Walker<'_> {
@@ -766,7 +766,7 @@ impl Walker<'_> {
 
     // -- Word evaluation ------------------------------------------------------------------------
 
-    fn word(&self, node: Node<'_>) -> Word {
+    pub(crate) fn word(&self, node: Node<'_>) -> Word {
         let mut buf = WordBuf { lit: String::new(), stop: None };
         let node = match node.kind() {
             "command_name" => node.named_child(0).unwrap_or(node),
@@ -988,34 +988,53 @@ impl Walker<'_> {
 fn skip_wrappers(words: &[Word]) -> Option<usize> {
     let mut i = 0;
     loop {
-        let name = basename(words.get(i)?.complete()?);
-        let opts = match name {
-            "sudo" | "doas" => &SUDO,
-            "env" => &ENV,
-            "command" | "builtin" | "nohup" | "time" => &NO_OPTS,
-            "exec" => &EXEC,
-            "nice" => &NICE,
-            "timeout" => &TIMEOUT,
-            "xargs" => &XARGS,
-            _ => return Some(i),
-        };
-        let next = skip_options(words, i + 1, opts);
-        if name == "command" {
-            let flags = words.get(i + 1..next).unwrap_or(&[]);
-            if flags.iter().any(|w| w.lit.starts_with('-') && w.lit.contains(['v', 'V'])) {
-                return None;
-            }
-        }
-        i = next;
-        if matches!(name, "sudo" | "doas" | "env") {
-            while words.get(i).is_some_and(is_assignment) {
-                i += 1;
-            }
-        }
-        if name == "timeout" {
-            i += 1;
+        match unwrap_once(words, i)? {
+            Step::Command => return Some(i),
+            Step::Wrapper(next) => i = next,
+            Step::NotRun => return None,
         }
     }
+}
+
+/// What the word at an index of a simple command is, seen as a possible wrapper.
+pub(crate) enum Step {
+    /// Not a wrapper: the command itself.
+    Command,
+    /// A wrapper (`env X=1`, `timeout 5`, `xargs -n1`, …) whose command starts at this index.
+    Wrapper(usize),
+    /// A wrapper that runs no command (`command -v`).
+    NotRun,
+}
+
+/// One wrapper peeled off `words[i]`; None when that word is missing or not fully known.
+pub(crate) fn unwrap_once(words: &[Word], i: usize) -> Option<Step> {
+    let name = basename(words.get(i)?.complete()?);
+    let opts = match name {
+        "sudo" | "doas" => &SUDO,
+        "env" => &ENV,
+        "command" | "builtin" | "nohup" | "time" => &NO_OPTS,
+        "exec" => &EXEC,
+        "nice" => &NICE,
+        "timeout" => &TIMEOUT,
+        "xargs" => &XARGS,
+        _ => return Some(Step::Command),
+    };
+    let mut next = skip_options(words, i + 1, opts);
+    if name == "command" {
+        let flags = words.get(i + 1..next).unwrap_or(&[]);
+        if flags.iter().any(|w| w.lit.starts_with('-') && w.lit.contains(['v', 'V'])) {
+            return Some(Step::NotRun);
+        }
+    }
+    if matches!(name, "sudo" | "doas" | "env") {
+        while words.get(next).is_some_and(is_assignment) {
+            next += 1;
+        }
+    }
+    if name == "timeout" {
+        next += 1;
+    }
+    Some(Step::Wrapper(next))
 }
 
 /// The directory after `cd`/`pushd`/`popd` (None when unknown).

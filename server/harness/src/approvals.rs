@@ -7,8 +7,10 @@
 //! restart loses neither: a resumed turn that finds its question open waits again without asking
 //! twice, and one that finds it answered acts on that answer. The gate itself is memory only:
 //! which calls wait right now, the answers that arrived before the resumed loop got back to its
-//! call, and the tools allowed for the rest of the session (rebuilt from the log with
-//! [`Gate::restore`]).
+//! call, and the rules allowed for the rest of the session, each for one tool name (rebuilt
+//! from the log with [`Gate::restore`]). A grant is the rules that asked, not the tool: with
+//! `Bash(echo*)` and `Bash(rm*)` both `ask`, allowing `echo first` for the session still asks
+//! before `rm`.
 //!
 //! Bounds: a call waits only while its loop runs it, so at most the session's loop and its
 //! parallel subagents' calls ([`crate::agent::MAX_PARALLEL_CALLS`] each) wait at once; answers
@@ -33,7 +35,7 @@ pub const MAX_EARLY_ANSWERS: usize = 64;
 pub struct Answer {
     /// Run it or not.
     pub decision: ApprovalDecision,
-    /// For `allow`: this call, or the tool for the rest of the session.
+    /// For `allow`: this call, or also the rules that asked for the rest of the session.
     pub scope: ApprovalScope,
     /// Who answered.
     pub by: String,
@@ -54,7 +56,8 @@ pub enum Delivery {
 struct State {
     waiting: HashMap<String, oneshot::Sender<Answer>>,
     early: HashMap<String, Answer>,
-    allowed: HashSet<String>,
+    /// (tool name, rule pattern) allowed for the rest of the session.
+    allowed: HashSet<(String, String)>,
 }
 
 /// One session's approvals in flight. Shared by the actor and its turn (and the turn's
@@ -127,28 +130,48 @@ impl Gate {
         true
     }
 
-    /// Whether calls of `tool` were allowed for the rest of the session.
-    pub fn allows(&self, tool: &str) -> bool {
-        self.state().allowed.contains(tool)
+    /// Whether the rule `rule` was allowed for calls of `tool` for the rest of the session.
+    pub fn allows(&self, tool: &str, rule: &str) -> bool {
+        self.state().allowed.contains(&(tool.to_owned(), rule.to_owned()))
     }
 
-    /// Allows `tool` for the rest of the session.
-    pub fn allow(&self, tool: &str) {
-        self.state().allowed.insert(tool.to_owned());
+    /// Allows the rules `covers` for calls of `tool` for the rest of the session.
+    pub fn allow(&self, tool: &str, covers: &[String]) {
+        let mut state = self.state();
+        for rule in covers {
+            state.allowed.insert((tool.to_owned(), rule.clone()));
+        }
     }
 
-    /// The tools allowed for the session in `log` (`approval_resolved` with scope `session`).
+    /// The rules allowed for the session in `log` (`approval_resolved` with scope `session`):
+    /// what the answer says it covers, or, for an answer written before answers said so, the
+    /// rule its request named (narrower than the whole tool such a server granted).
     pub fn restore(&self, log: &[SessionEvent]) {
+        let mut asked: HashMap<&str, &str> = HashMap::new();
         let mut state = self.state();
         for event in log {
-            if let EventKind::ApprovalResolved {
-                name,
-                decision: ApprovalDecision::Allow,
-                scope: ApprovalScope::Session,
-                ..
-            } = &event.kind
-            {
-                state.allowed.insert(name.clone());
+            match &event.kind {
+                EventKind::ApprovalRequested { call_id, rule, .. } => {
+                    asked.insert(call_id, rule);
+                }
+                EventKind::ApprovalResolved {
+                    call_id,
+                    name,
+                    decision: ApprovalDecision::Allow,
+                    scope: ApprovalScope::Session,
+                    covers,
+                    ..
+                } => {
+                    let covers = match (covers, asked.get(call_id.as_str())) {
+                        (Some(covers), _) => covers.clone(),
+                        (None, Some(rule)) => vec![(*rule).to_owned()],
+                        (None, None) => Vec::new(),
+                    };
+                    for rule in covers {
+                        state.allowed.insert((name.clone(), rule));
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -214,8 +237,12 @@ pub fn is_open(log: &[SessionEvent], call_id: &str) -> bool {
 /// What the log holds of a call's approval, for a call found without a result after a restart.
 #[derive(Debug, Clone)]
 pub enum Recorded {
-    /// Asked, not answered: wait again, without asking twice.
-    Open,
+    /// Asked, not answered: wait again, without asking twice; an allow for the session covers
+    /// what the request said.
+    Open {
+        /// The request's `covers`.
+        covers: Vec<String>,
+    },
     /// Answered: act on it.
     Answered(Answer),
 }
@@ -287,7 +314,9 @@ mod tests {
             call_id: call_id.into(),
             name: "Bash".into(),
             input: serde_json::json!({"command": "ls"}),
-            rule: "Bash".into(),
+            rule: "Bash(ls*)".into(),
+            covers: None,
+            unjudged: None,
         }
     }
 
@@ -299,6 +328,7 @@ mod tests {
             scope,
             by: "alice".into(),
             reason: None,
+            covers: (scope == ApprovalScope::Session).then(|| vec!["Bash(echo*)".into()]),
         }
     }
 
@@ -323,14 +353,35 @@ mod tests {
     }
 
     #[test]
-    fn tools_allowed_for_the_session_are_rebuilt_from_the_log() {
+    fn rules_allowed_for_the_session_are_rebuilt_from_the_log() {
         let gate = Gate::default();
         gate.restore(&[
             event(1, None, resolved("a", ApprovalScope::Once)),
             event(2, None, resolved("b", ApprovalScope::Session)),
         ]);
-        assert!(gate.allows("Bash"));
-        assert!(!Gate::default().allows("Bash"));
+        assert!(gate.allows("Bash", "Bash(echo*)"));
+        assert!(!gate.allows("Bash", "Bash(rm*)"), "the grant is the rule, not the tool");
+        assert!(!gate.allows("Read", "Bash(echo*)"));
+        assert!(!Gate::default().allows("Bash", "Bash(echo*)"));
+        // An answer written before answers named what they cover: the request's rule.
+        let old = Gate::default();
+        let EventKind::ApprovalResolved { call_id, name, decision, scope, by, reason, .. } =
+            resolved("c", ApprovalScope::Session)
+        else {
+            unreachable!()
+        };
+        let answered = EventKind::ApprovalResolved {
+            call_id,
+            name,
+            decision,
+            scope,
+            by,
+            reason,
+            covers: None,
+        };
+        old.restore(&[event(1, None, asked("c")), event(2, None, answered)]);
+        assert!(old.allows("Bash", "Bash(ls*)"));
+        assert!(!old.allows("Bash", "Bash(rm*)"));
     }
 
     #[tokio::test]

@@ -11,7 +11,7 @@ use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
 use crate::approvals::{Answer, Recorded};
 use crate::sink::EmitError;
 use crate::state::{not_run, Role, Turn};
-use outboard_org::toolpolicy::{Decision, Rule};
+use outboard_org::toolpolicy::{Decision, Judgement, Rule};
 use outboard_tools::ToolOutcome;
 
 /// What to do with the call.
@@ -32,25 +32,28 @@ pub(crate) async fn check(
     recorded: Option<Recorded>,
 ) -> Result<Verdict, EmitError> {
     let approvals = &turn.approvals;
-    match recorded {
+    let covers = match recorded {
         Some(Recorded::Answered(answer)) => return Ok(verdict(&answer)),
-        Some(Recorded::Open) => {}
+        Some(Recorded::Open { covers }) => covers,
         None => {
             if let Some(verdict) = settled(turn, call) {
                 return Ok(verdict);
             }
-            let Some(rule) = approvals.rules.decide(&call.name, &call.input) else {
-                return Ok(Verdict::Run);
-            };
+            let judged = judge(turn, call);
+            let Some(rule) = judged.rule() else { return Ok(Verdict::Run) };
+            let covers = judged.covers();
             let asked = EventKind::ApprovalRequested {
                 call_id: call.call_id.clone(),
                 name: call.name.clone(),
                 input: call.input.clone(),
                 rule: rule.pattern.as_str().to_owned(),
+                covers: Some(covers.clone()),
+                unjudged: judged.unjudged().map(str::to_owned),
             };
             turn.emitter.durable(asked).await?;
+            covers
         }
-    }
+    };
     tracing::info!(session = %turn.session_id, call = %call.call_id, tool = %call.name, "waiting for approval");
     let waiting = approvals.gate.wait(&call.call_id);
     let answer = tokio::select! {
@@ -65,6 +68,8 @@ pub(crate) async fn check(
         approvals.gate.forget(&call.call_id);
         return Ok(Verdict::Refuse(not_run()));
     };
+    let for_session =
+        answer.decision == ApprovalDecision::Allow && answer.scope == ApprovalScope::Session;
     turn.emitter
         .durable(EventKind::ApprovalResolved {
             call_id: call.call_id.clone(),
@@ -73,32 +78,37 @@ pub(crate) async fn check(
             scope: answer.scope,
             by: answer.by.clone(),
             reason: answer.reason.clone(),
+            covers: for_session.then(|| covers.clone()),
         })
         .await?;
-    if answer.decision == ApprovalDecision::Allow && answer.scope == ApprovalScope::Session {
-        approvals.gate.allow(&call.name);
+    if for_session {
+        approvals.gate.allow(&call.name, &covers);
     }
     Ok(verdict(&answer))
 }
 
-/// The verdict on a fresh call that needs nobody's answer: the policy allows or denies it, no
-/// rule matches, or the session already allowed the tool. `None`: a person must be asked.
-pub(crate) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
+/// The org's rules on `call`, with the rules the session allowed for this tool as `allow`.
+fn judge<'t>(turn: &'t Turn, call: &ToolCall) -> Judgement<'t> {
     let approvals = &turn.approvals;
+    let granted = |rule: &Rule| approvals.gate.allows(&call.name, rule.pattern.as_str());
+    approvals.rules.judge(&call.name, &call.input, &granted)
+}
+
+/// The verdict on a fresh call that needs nobody's answer: the policy allows or denies it, no
+/// rule matches, or the session already allowed every rule that asks. `None`: a person must be
+/// asked.
+pub(crate) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
     if let Role::Child(role) = &turn.role {
         // A tool the subagent lacks is refused when it runs; nothing to ask about.
         if role.refusal(&call.name).is_some() {
             return Some(Verdict::Run);
         }
     }
-    let Some(rule) = approvals.rules.decide(&call.name, &call.input) else {
-        return Some(Verdict::Run);
-    };
-    match rule.decision {
-        Decision::Allow => Some(Verdict::Run),
-        Decision::Deny => Some(Verdict::Refuse(policy_denies(&call.name, rule))),
-        Decision::Ask if approvals.gate.allows(&call.name) => Some(Verdict::Run),
-        Decision::Ask => None,
+    let judged = judge(turn, call);
+    match (judged.decision(), judged.rule()) {
+        (Decision::Deny, Some(rule)) => Some(Verdict::Refuse(policy_denies(&call.name, rule))),
+        (Decision::Ask, _) => None,
+        _ => Some(Verdict::Run),
     }
 }
 

@@ -233,9 +233,11 @@ impl Resume {
                     })
                     .collect();
             }
-            EventKind::ApprovalRequested { call_id, .. } => {
+            EventKind::ApprovalRequested { call_id, rule, covers, .. } => {
                 if let Some(p) = self.pending.iter_mut().find(|p| &p.call.call_id == call_id) {
-                    p.approval = Some(Recorded::Open);
+                    // A request written before `covers` existed: its rule.
+                    let covers = covers.clone().unwrap_or_else(|| vec![rule.clone()]);
+                    p.approval = Some(Recorded::Open { covers });
                 }
             }
             EventKind::ApprovalResolved { call_id, decision, scope, by, reason, .. } => {

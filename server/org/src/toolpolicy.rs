@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `Read`, `Write`, `Edit` | `file_path`, normalised (`/skills/../memory/a.md` is `/memory/a.md`) |
 //! | `Glob`, `Grep` | `path` (`/workspace` when absent) |
-//! | `Bash` | `command` |
+//! | `Bash` | each simple command of `command`, and the line as written (below) |
 //! | `WebFetch` | `url` |
 //! | `Task` | `subagent_type` (`general-purpose` when absent) |
 //!
@@ -18,11 +18,27 @@
 //! (`Write(/skills/**)`); in a command or URL `*` matches anything (`Bash(git push*)`). Other
 //! tools (MCP tools among them) have no argument, so a pattern with one never matches them.
 //!
-//! Which rule applies: the most specific of those that match — one with an argument beats one
-//! without, then the one with more literal characters — and of equally specific ones the
-//! strictest (`deny` over `ask` over `allow`). So `ask mcp__github__*` with `allow
+//! A `Bash` line is judged command by command (`outboard_bashguard::commands`): every simple
+//! command of the parsed line — in lists, pipelines, subshells, substitutions, `bash -c '…'`,
+//! `eval '…'`, behind `env`, `sudo`, `timeout`, `nice`, `xargs` and the other wrappers — as its
+//! words with quotes and escapes undone and the name by its basename, so ` git push`,
+//! `true; git push`, `/usr/bin/git push` and `c\url` are `git push` and `curl` to a rule; the
+//! line as written (trimmed) is judged too. Each gets its rule as below, and the call gets the
+//! strictest of their answers. A command that is only known when it runs (`$cmd push`,
+//! `eval "$x"`, `git $sub`, a line that does not parse cleanly) cannot be judged: it gets the
+//! rules that could match some completion of what is known (for `git $sub`, those that could
+//! match a text starting `git `) and, if one of them is stricter than `allow`, the call asks a
+//! person (the request says why; a headless run that answers by itself refuses it).
+//!
+//! Which rule applies to one text: the most specific of those that match — one with an argument
+//! beats one without, then the one with more literal characters — and of equally specific ones
+//! the strictest (`deny` over `ask` over `allow`). So `ask mcp__github__*` with `allow
 //! mcp__github__get_*` asks for everything of that server but its getters. A call no rule
 //! matches is allowed: attaching a server or a tool is already the admin's decision.
+//!
+//! An `allow` for the session (see the harness's approvals) covers the rules that asked, for
+//! that tool name: a later call runs unasked only when every rule that asks about it was
+//! granted so, and never when part of it could not be judged.
 //!
 //! Rules are read when a turn starts, so an admin's change reaches the next turn of every
 //! session.
@@ -32,6 +48,8 @@ use std::fmt;
 use globset::{GlobBuilder, GlobMatcher};
 use outboard_shared::OrgId;
 use outboard_store::db::params;
+use regex_automata::hybrid::dfa::DFA;
+use regex_automata::{Anchored, Input};
 use serde_json::Value;
 
 use outboard_base::util::now_rfc3339;
@@ -132,6 +150,9 @@ pub struct Pattern {
     tool: GlobMatcher,
     /// The argument pattern, compiled both ways: which one applies depends on the tool matched.
     arg: Option<(GlobMatcher, GlobMatcher)>,
+    /// The argument pattern as text, run over a command's known prefix: could a completion of
+    /// it match? (`None`: no argument, or a pattern too large for a lazy DFA: anything could.)
+    prefix: Option<DFA>,
     /// Literal characters: how specific it is.
     literal: usize,
 }
@@ -171,16 +192,19 @@ impl Pattern {
                 .literal_separator(separator)
                 .backslash_escape(true)
                 .build()
-                .map(|g| g.compile_matcher())
                 .map_err(|e| bad(&e.to_string()))
         };
-        let tool = glob(name, false)?;
-        let arg = match arg {
-            Some(a) => Some((glob(a, true)?, glob(a, false)?)),
-            None => None,
+        let tool = glob(name, false)?.compile_matcher();
+        let (arg, prefix) = match arg {
+            Some(a) => {
+                let text = glob(a, false)?;
+                let prefix = prefix_dfa(text.regex());
+                (Some((glob(a, true)?.compile_matcher(), text.compile_matcher())), prefix)
+            }
+            None => (None, None),
         };
         let literal = text.chars().filter(|c| !matches!(c, '*' | '?' | '(' | ')')).count();
-        Ok(Pattern { text: text.to_owned(), tool, arg, literal })
+        Ok(Pattern { text: text.to_owned(), tool, arg, prefix, literal })
     }
 
     /// The pattern as written.
@@ -188,24 +212,57 @@ impl Pattern {
         &self.text
     }
 
-    /// Whether a call of `tool` with `input` matches.
-    pub fn matches(&self, tool: &str, input: &Value) -> bool {
+    /// Whether it matches `tool` with the argument `subject` (already normalised).
+    fn matches(&self, tool: &str, subject: &Subject) -> bool {
         if !self.tool.is_match(tool) {
             return false;
         }
         let Some((as_path, as_text)) = &self.arg else { return true };
-        let Some((field, kind, default)) = argument_of(tool) else { return false };
-        let raw = input.get(field).and_then(Value::as_str).unwrap_or(default);
-        match kind {
-            ArgKind::Path => as_path.is_match(normal_path(raw)),
-            ArgKind::Text => as_text.is_match(raw),
+        match subject.kind {
+            None => false,
+            Some(ArgKind::Path) => as_path.is_match(&subject.text),
+            Some(ArgKind::Text) => as_text.is_match(&subject.text),
         }
+    }
+
+    /// Whether it could match `tool` with an argument that starts with `known` and goes on
+    /// with what only run time knows.
+    fn could_match(&self, tool: &str, known: &str) -> bool {
+        if !self.tool.is_match(tool) {
+            return false;
+        }
+        if self.arg.is_none() {
+            return true;
+        }
+        let Some(dfa) = &self.prefix else { return true };
+        let mut cache = dfa.create_cache();
+        let input = Input::new(known).anchored(Anchored::Yes);
+        let Ok(mut state) = dfa.start_state_forward(&mut cache, &input) else { return true };
+        for &byte in known.as_bytes() {
+            match dfa.next_state(&mut cache, state, byte) {
+                Ok(next) if next.is_dead() => return false,
+                Ok(next) if next.is_quit() => return true,
+                Ok(next) => state = next,
+                Err(_) => return true,
+            }
+        }
+        !state.is_dead()
     }
 
     /// How specific it is: an argument first, then literal characters.
     fn specificity(&self) -> (bool, usize) {
         (self.arg.is_some(), self.literal)
     }
+}
+
+/// A lazy DFA of a glob's regex. Globs match bytes (`(?-u)`), so the regex may match invalid
+/// UTF-8; `None` when it cannot be built (then every prefix could match).
+fn prefix_dfa(regex: &str) -> Option<DFA> {
+    DFA::builder()
+        .syntax(regex_automata::util::syntax::Config::new().utf8(false))
+        .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+        .build(regex)
+        .ok()
 }
 
 /// `path` as the file tools resolve it: an org path normalised, a workspace path made absolute
@@ -266,13 +323,147 @@ impl Rules {
         self.rules.is_empty()
     }
 
-    /// The rule that applies to a call of `tool` with `input` (see the module header), `None`
-    /// when none matches (the call runs).
-    pub fn decide(&self, tool: &str, input: &Value) -> Option<&Rule> {
-        self.rules.iter().filter(|r| r.pattern.matches(tool, input)).max_by(|a, b| {
+    /// How the rules answer a call of `tool` with `input` (see the module header).
+    /// `granted` says whether an `ask` rule was allowed for the rest of the session for this
+    /// tool: such a rule answers `allow`.
+    pub fn judge(
+        &self,
+        tool: &str,
+        input: &Value,
+        granted: &dyn Fn(&Rule) -> bool,
+    ) -> Judgement<'_> {
+        let mut judged = Judgement::default();
+        for subject in subjects(tool, input) {
+            // What is known is judged as written: a lower bound on a longer command's answer.
+            if let Some(rule) = self.applying(tool, &subject) {
+                judged.take(rule, granted);
+            }
+            if subject.complete {
+                continue;
+            }
+            let unsure = self
+                .rules
+                .iter()
+                .filter(|r| r.pattern.could_match(tool, &subject.text))
+                .filter(|r| r.decision != Decision::Allow && !granted(r))
+                .max_by(|a, b| strictness(a).cmp(&strictness(b)));
+            if let (Some(rule), None) = (unsure, &judged.unjudged) {
+                judged.unjudged = Some((rule, unjudged_why(&subject.text)));
+            }
+        }
+        judged
+    }
+
+    /// The rule that applies to one text (see the module header).
+    fn applying(&self, tool: &str, subject: &Subject) -> Option<&Rule> {
+        self.rules.iter().filter(|r| r.pattern.matches(tool, subject)).max_by(|a, b| {
             a.pattern.specificity().cmp(&b.pattern.specificity()).then(a.decision.cmp(&b.decision))
         })
     }
+}
+
+/// Which of two rules that could apply is the stricter: the decision, then the more specific.
+fn strictness(rule: &Rule) -> (Decision, (bool, usize)) {
+    (rule.decision, rule.pattern.specificity())
+}
+
+/// Why a command could not be judged, for the person asked.
+fn unjudged_why(known: &str) -> String {
+    if known.is_empty() {
+        return "a command of this line is only known when it runs (a variable or substitution \
+                as its name, `eval` or `bash -c` of one, or a line that does not parse cleanly)"
+            .to_owned();
+    }
+    format!("the command `{known}…` goes on with words only known when it runs")
+}
+
+/// How the rules answer one call.
+#[derive(Debug, Default)]
+pub struct Judgement<'r> {
+    /// The first `deny` that applies.
+    deny: Option<&'r Rule>,
+    /// The `ask` rules that apply and were not granted for the session, in order, once each.
+    asks: Vec<&'r Rule>,
+    /// A rule stricter than `allow` that could apply to a command not known before it runs.
+    unjudged: Option<(&'r Rule, String)>,
+}
+
+impl<'r> Judgement<'r> {
+    fn take(&mut self, rule: &'r Rule, granted: &dyn Fn(&Rule) -> bool) {
+        match rule.decision {
+            Decision::Allow => {}
+            Decision::Deny => {
+                self.deny.get_or_insert(rule);
+            }
+            Decision::Ask if granted(rule) => {}
+            Decision::Ask => {
+                if !self.asks.iter().any(|r| r.pattern.as_str() == rule.pattern.as_str()) {
+                    self.asks.push(rule);
+                }
+            }
+        }
+    }
+
+    /// What happens to the call: `deny` if any part is denied, `ask` if any part asks or could
+    /// not be judged, else `allow`.
+    pub fn decision(&self) -> Decision {
+        if self.deny.is_some() {
+            Decision::Deny
+        } else if !self.asks.is_empty() || self.unjudged.is_some() {
+            Decision::Ask
+        } else {
+            Decision::Allow
+        }
+    }
+
+    /// The rule to name: the denying one, the first that asks, or the one that could apply to
+    /// what could not be judged; `None` when the call runs.
+    pub fn rule(&self) -> Option<&'r Rule> {
+        self.deny.or_else(|| self.asks.first().copied()).or(self.unjudged.as_ref().map(|u| u.0))
+    }
+
+    /// What an `allow` for the session would cover: these rules, for this tool name. Empty
+    /// when only a part that could not be judged asks.
+    pub fn covers(&self) -> Vec<String> {
+        self.asks.iter().map(|r| r.pattern.as_str().to_owned()).collect()
+    }
+
+    /// Why part of the call could not be judged before it runs, when that is so.
+    pub fn unjudged(&self) -> Option<&str> {
+        self.unjudged.as_ref().map(|u| u.1.as_str())
+    }
+}
+
+/// One text a call's rules are matched against: its argument (normalised) or, for `Bash`, the
+/// line and each of its commands.
+#[derive(Debug)]
+struct Subject {
+    /// How it is matched; `None`: the tool has no argument.
+    kind: Option<ArgKind>,
+    text: String,
+    /// False: `text` is only the start of what runs.
+    complete: bool,
+}
+
+/// What a call of `tool` with `input` is judged on.
+fn subjects(tool: &str, input: &Value) -> Vec<Subject> {
+    let Some((field, kind, default)) = argument_of(tool) else {
+        return vec![Subject { kind: None, text: String::new(), complete: true }];
+    };
+    let raw = input.get(field).and_then(Value::as_str).unwrap_or(default);
+    let text = match kind {
+        ArgKind::Path => normal_path(raw),
+        ArgKind::Text => raw.trim().to_owned(),
+    };
+    let mut subjects = vec![Subject { kind: Some(kind), text, complete: true }];
+    if tool == "Bash" {
+        subjects.extend(outboard_bashguard::commands(raw).into_iter().map(|c| Subject {
+            kind: Some(ArgKind::Text),
+            text: c.text,
+            complete: c.complete,
+        }));
+    }
+    subjects
 }
 
 /// The rules of `org`, in the order they were set.
@@ -386,8 +577,14 @@ mod tests {
         Rules::from_rows(pairs.iter().map(|(p, d)| (p.to_string(), d.to_string())).collect())
     }
 
+    /// The rule named and the decision; `None` when the call runs with no rule to name.
     fn decide(rules: &Rules, tool: &str, input: Value) -> Option<(String, Decision)> {
-        rules.decide(tool, &input).map(|r| (r.pattern.as_str().to_owned(), r.decision))
+        let judged = rules.judge(tool, &input, &|_| false);
+        judged.rule().map(|r| (r.pattern.as_str().to_owned(), judged.decision()))
+    }
+
+    fn bash(rules: &Rules, command: &str) -> Decision {
+        rules.judge("Bash", &json!({ "command": command }), &|_| false).decision()
     }
 
     #[test]
@@ -397,7 +594,7 @@ mod tests {
             decide(&r, "mcp__github__create_issue", json!({})),
             Some(("mcp__github__*".into(), Decision::Ask))
         );
-        assert_eq!(decide(&r, "Bash", json!({"command": "ls"})).unwrap().1, Decision::Deny);
+        assert_eq!(bash(&r, "ls"), Decision::Deny);
         assert_eq!(decide(&r, "mcp__linear__list", json!({})), None);
         assert_eq!(decide(&r, "Read", json!({"file_path": "/workspace/a"})), None);
     }
@@ -413,7 +610,7 @@ mod tests {
         // Two rules with the same pattern cannot be stored; from rows, the stricter wins.
         assert_eq!(decide(&r, "mcp__github__get_issue", json!({})).unwrap().1, Decision::Deny);
         assert_eq!(decide(&r, "mcp__github__create_issue", json!({})).unwrap().1, Decision::Ask);
-        assert_eq!(decide(&r, "Glob", json!({})).unwrap().1, Decision::Allow);
+        assert_eq!(r.judge("Glob", &json!({}), &|_| false).decision(), Decision::Allow);
     }
 
     #[test]
@@ -439,9 +636,8 @@ mod tests {
     fn commands_and_urls_match_as_text() {
         let r =
             rules(&[("Bash", "allow"), ("Bash(git push*)", "ask"), ("WebFetch(*evil*)", "deny")]);
-        let bash = |c: &str| decide(&r, "Bash", json!({"command": c})).map(|x| x.1);
-        assert_eq!(bash("git push origin main"), Some(Decision::Ask));
-        assert_eq!(bash("git status"), Some(Decision::Allow));
+        assert_eq!(bash(&r, "git push origin main"), Decision::Ask);
+        assert_eq!(bash(&r, "git status"), Decision::Allow);
         let fetch = decide(&r, "WebFetch", json!({"url": "https://evil.example/a/b"}));
         assert_eq!(fetch.map(|x| x.1), Some(Decision::Deny));
     }
@@ -454,5 +650,79 @@ mod tests {
         }
         assert!(Decision::parse("maybe").unwrap_err().to_string().contains("allow, ask or deny"));
         assert_eq!(Decision::parse(" ASK ").unwrap(), Decision::Ask);
+    }
+
+    /// The attacks of issue 36 (they all ran when rules matched the raw string) and the shapes
+    /// a line hides a command in.
+    #[test]
+    fn every_simple_command_of_a_bash_line_is_judged_by_its_normalised_name() {
+        let r = rules(&[("Bash(git push*)", "deny"), ("Bash(curl*)", "deny")]);
+        for line in [
+            " git push",
+            "true; git push",
+            "/usr/bin/git push",
+            "c\\url --version",
+            "\"git\" 'push' origin",
+            "ls | git push",
+            "ls && (cd x; git push)",
+            "echo $(curl -s a)",
+            "echo `git push`",
+            "bash -c 'git push'",
+            "sh -c \"true && curl a\"",
+            "env GIT_TRACE=1 git push",
+            "echo main | xargs git push origin",
+            "timeout 5 git push",
+            "nice -n 10 curl a",
+            "sudo -u me /usr/bin/git push",
+            "eval 'git push'",
+            "if true; then git push; fi",
+            "for i in 1; do curl a; done",
+        ] {
+            assert_eq!(bash(&r, line), Decision::Deny, "{line:?}");
+        }
+        let named = decide(&r, "Bash", json!({"command": "true; c\\url a"})).unwrap();
+        assert_eq!(named, ("Bash(curl*)".to_owned(), Decision::Deny));
+        for line in ["git status", "echo git push", "ls | grep curl", "cat curl.txt"] {
+            assert_eq!(bash(&r, line), Decision::Allow, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_command_not_known_before_it_runs_asks_when_a_stricter_rule_could_apply() {
+        let r = rules(&[("Bash(git push*)", "deny"), ("Bash(ls*)", "allow")]);
+        for line in ["$cmd push", "eval \"$x\"", "git $sub", "bash -c \"$x\"", "$(echo git) push"] {
+            let judged = r.judge("Bash", &json!({ "command": line }), &|_| false);
+            assert_eq!(judged.decision(), Decision::Ask, "{line:?}");
+            assert_eq!(judged.rule().map(|r| r.pattern.as_str()), Some("Bash(git push*)"));
+            assert!(judged.unjudged().is_some(), "{line:?}");
+            assert!(judged.covers().is_empty(), "a session grant covers nothing unjudged");
+        }
+        // What is known already rules the rule out: no completion of `ls ` or `cd ` is `git push`.
+        for line in ["ls $dir", "cd \"$HOME\" && ls *.txt", "echo $x"] {
+            assert_eq!(bash(&r, line), Decision::Allow, "{line:?}");
+        }
+        // What is known already matches a deny: refused, not asked.
+        assert_eq!(bash(&r, "git push $remote"), Decision::Deny);
+        // With no rule stricter than allow for Bash, nothing is unjudged.
+        let open = rules(&[("Bash(ls*)", "allow"), ("Read", "ask")]);
+        assert_eq!(bash(&open, "$cmd push"), Decision::Allow);
+    }
+
+    #[test]
+    fn a_session_grant_covers_the_rules_that_asked_and_nothing_else() {
+        let r = rules(&[("Bash(echo*)", "ask"), ("Bash(rm*)", "ask")]);
+        let first = r.judge("Bash", &json!({"command": "echo first"}), &|_| false);
+        assert_eq!((first.decision(), first.covers()), (Decision::Ask, vec!["Bash(echo*)".into()]));
+        let granted = |rule: &Rule| rule.pattern.as_str() == "Bash(echo*)";
+        let judge = |c: &str| r.judge("Bash", &json!({ "command": c }), &granted);
+        assert_eq!(judge("echo again").decision(), Decision::Allow);
+        let rm = judge("rm -rf x");
+        assert_eq!((rm.decision(), rm.covers()), (Decision::Ask, vec!["Bash(rm*)".into()]));
+        let both = judge("echo a; rm b");
+        assert_eq!((both.decision(), both.covers()), (Decision::Ask, vec!["Bash(rm*)".into()]));
+        // A rule without an argument covers the tool, as it says.
+        let tool = rules(&[("Bash", "ask")]);
+        let covers = tool.judge("Bash", &json!({"command": "ls; rm x"}), &|_| false).covers();
+        assert_eq!(covers, vec!["Bash".to_owned()]);
     }
 }

@@ -4,7 +4,10 @@
 //! this session" stops the asking; a watcher's answer is refused while an org member who is not
 //! attached answers with `outboard approve`; a server killed while a call waits asks nothing
 //! twice and runs the call once after the answer; `outboard run --approve deny|allow|wait`; the
-//! admin commands' errors. (That an open question older than an attach's page comes in its
+//! admin commands' errors. Issue 36: `Bash(...)` rules judge every simple command of the parsed
+//! line with its name normalised (the four variants that beat the raw-string match are refused,
+//! a command only known at run time asks), and an allow for the session covers the rules that
+//! asked, not the tool. (That an open question older than an attach's page comes in its
 //! `standing` is a unit test of `approvals::open_requests`.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
@@ -79,7 +82,7 @@ async fn an_ask_call_waits_for_the_driver_and_a_denial_reaches_the_model_with_it
         .unwrap()
         .unwrap();
     let before = until(&mut c, "the first approval request", WAIT, asked).await;
-    let Some(EventKind::ApprovalRequested { call_id, name, input, rule }) =
+    let Some(EventKind::ApprovalRequested { call_id, name, input, rule, .. }) =
         before.last().map(|e| &e.kind)
     else {
         unreachable!()
@@ -160,6 +163,117 @@ async fn deny_rules_refuse_without_asking_and_allow_for_the_session_stops_the_as
     let rest = until(&mut c, "the turn's end", WAIT, turn_ended).await;
     assert!(!rest.iter().any(asked), "the tool was allowed for the session: {rest:#?}");
     assert_eq!(std::fs::read_to_string(server.workspace(&sid).join("log.txt")).unwrap(), "a\nb\n");
+}
+
+/// The request of `call_id` among `events`: its rule, covers and why it was not judged.
+fn request_of(
+    events: &[SessionEvent],
+    call_id: &str,
+) -> (String, Option<Vec<String>>, Option<String>) {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ApprovalRequested { call_id: c, rule, covers, unjudged, .. }
+                if c == call_id =>
+            {
+                Some((rule.clone(), covers.clone(), unjudged.clone()))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no approval request of {call_id} in {events:#?}"))
+}
+
+/// Issue 36, item 2: with `Bash(git push*)` and `Bash(curl*)` denied, ` git push` (leading
+/// space), `true; git push`, `/usr/bin/git push` and `c\url --version` all ran, because the
+/// rules matched the raw string. Each line here would leave a marker file if any of it ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_rules_judge_every_command_of_the_line_by_its_normalised_name() {
+    let variants = [
+        ("v1", " git push 2>/dev/null; touch ran1"),
+        ("v2", "true; git push 2>/dev/null; touch ran2"),
+        ("v3", "/usr/bin/git push 2>/dev/null; touch ran3"),
+        ("v4", "c\\url --version > ran4"),
+        ("v5", "echo x | timeout 5 env A=1 bash -c 'git push' 2>/dev/null; touch ran5"),
+    ];
+    let mut steps: Vec<MockStep> = variants.iter().map(|(id, cmd)| bash(id, cmd)).collect();
+    steps.push(bash("ok", "echo fine > ok.txt"));
+    steps.push(bash("u1", "c=git; $c push 2>/dev/null; touch ran6"));
+    steps.push(MockStep::text("done"));
+    let World { mock: _mock, server, mut c, sid, token: _ } =
+        start(steps, &[("Bash(git push*)", "deny"), ("Bash(curl*)", "deny")]).await;
+    c.request("turn/send", json!({"session_id": sid, "text": "push it"})).await.unwrap().unwrap();
+    // A command named by a variable cannot be judged before it runs: it asks, and an allow for
+    // the session would cover nothing more.
+    let events = until(&mut c, "the request for the unjudged line", WAIT, asked).await;
+    let (rule, covers, unjudged) = request_of(&events, "u1");
+    assert_eq!((rule.as_str(), covers), ("Bash(git push*)", Some(Vec::new())));
+    assert!(unjudged.is_some_and(|why| why.contains("only known when it runs")));
+    let workspace = server.workspace(&sid);
+    for (id, _) in variants {
+        let (output, is_error) = result_of(&events, id);
+        assert!(is_error && output.contains("policy denies Bash"), "{id}: {output}");
+        assert!(!events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::ToolCall { call, .. } if call.call_id == id)));
+    }
+    assert!(result_of(&events, "v4").0.contains("Bash(curl*)"));
+    assert_eq!(std::fs::read_to_string(workspace.join("ok.txt")).unwrap(), "fine\n");
+    c.request("approval/answer", answer(&sid, "u1", "deny", json!({}))).await.unwrap().unwrap();
+    until(&mut c, "the turn's end", WAIT, turn_ended).await;
+    for marker in ["ran1", "ran2", "ran3", "ran4", "ran5", "ran6"] {
+        assert!(!workspace.join(marker).exists(), "{marker}: a refused line ran");
+    }
+}
+
+/// Issue 36, item 3: with `Bash(echo*)` and `Bash(rm*)` both `ask`, allowing `echo first` for
+/// the session let a later `rm` run unasked. The grant covers the rule that asked, and the
+/// request says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_for_the_session_covers_the_rule_that_asked_not_the_tool() {
+    let World { mock: _mock, server, mut c, sid, token } = start(
+        vec![
+            bash("e1", "echo first > first.txt"),
+            bash("e2", "echo second >> first.txt"),
+            bash("r1", "rm first.txt"),
+            MockStep::text("done"),
+        ],
+        &[("Bash(echo*)", "ask"), ("Bash(rm*)", "ask")],
+    )
+    .await;
+    c.request("turn/send", json!({"session_id": sid, "text": "write, then clean"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let first = until(&mut c, "the request for echo", WAIT, asked).await;
+    let covers = Some(vec!["Bash(echo*)".to_owned()]);
+    assert_eq!(request_of(&first, "e1"), ("Bash(echo*)".into(), covers.clone(), None));
+    // The approver is told what the grant covers.
+    let approved = tokio::task::block_in_place(|| {
+        let args = ["approve", "--server", &server.url, "--token", &token, &sid, "e1"];
+        outboard(&[&args[..], &["--for-session"]].concat(), None).unwrap()
+    });
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+    assert_eq!(
+        approved.stdout.trim(),
+        "allowed e1 and later Bash calls of this session that no rule but `Bash(echo*)` asks about"
+    );
+    let second = until(&mut c, "the request for rm", WAIT, asked).await;
+    let resolved = second.iter().find_map(|e| match &e.kind {
+        EventKind::ApprovalResolved { covers, .. } => Some(covers.clone()),
+        _ => None,
+    });
+    assert_eq!(resolved, Some(covers), "the answer records what it granted");
+    assert_eq!(kinds(&second, "e2"), ["tool_call", "tool_result"], "echo runs unasked");
+    assert_eq!(
+        request_of(&second, "r1"),
+        ("Bash(rm*)".into(), Some(vec!["Bash(rm*)".to_owned()]), None),
+        "rm still asks"
+    );
+    let file = server.workspace(&sid).join("first.txt");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "first\nsecond\n");
+    c.request("approval/answer", answer(&sid, "r1", "deny", json!({}))).await.unwrap().unwrap();
+    until(&mut c, "the turn's end", WAIT, turn_ended).await;
+    assert!(file.exists(), "a denied rm never ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,6 +408,36 @@ async fn headless_runs_deny_by_default_allow_when_told_and_wait_for_outboard_app
     let done = waiting.wait("the waiting run to finish", WAIT).unwrap();
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert!(server.workspace(sid).join("waited.txt").exists());
+}
+
+/// Issue 36, item 2: a line the rules cannot judge before it runs asks a person, so a headless
+/// run, which has nobody to ask, refuses it even with `--approve allow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_run_refuses_what_the_rules_cannot_judge_even_with_approve_allow() {
+    let World { mock: _mock, server, c: _c, sid: _, token } = start(
+        vec![
+            bash("u1", "c=git; $c push 2>/dev/null; touch ran.txt"),
+            bash("a1", "echo fine > fine.txt"),
+            MockStep::text("done"),
+        ],
+        &[("Bash(git push*)", "deny"), ("Bash(echo*)", "ask")],
+    )
+    .await;
+    let run = tokio::task::block_in_place(|| {
+        outboard(&run_args(&server, &token, &["--approve", "allow", "push it"]), None).unwrap()
+    });
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.json_lines().unwrap();
+    let request = lines.iter().find(|l| l["type"] == "approval_requested").unwrap();
+    assert_eq!((&request["call_id"], &request["covers"]), (&json!("u1"), &json!([])));
+    assert!(request["unjudged"].as_str().is_some_and(|why| why.contains("only known")));
+    let result = lines.iter().find(|l| l["type"] == "tool_result" && l["call_id"] == "u1").unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(result["output"].as_str().unwrap().contains("could not judge"), "{result}");
+    let sid = lines.iter().find_map(|l| l["session_id"].as_str()).unwrap().to_owned();
+    assert!(!server.workspace(&sid).join("ran.txt").exists(), "the unjudged line ran");
+    // An ordinary `ask` is still allowed by `--approve allow`.
+    assert!(server.workspace(&sid).join("fine.txt").exists());
 }
 
 #[test]

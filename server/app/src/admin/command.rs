@@ -98,6 +98,17 @@ pub(crate) enum PolicyCommand {
     /// `Bash`, `*`), optionally with an argument pattern (`Write(/skills/**)`,
     /// `Edit(/memory/MEMORY.md)`, `Bash(git push*)`, `WebFetch(https://*.example.com/*)`).
     /// The most specific matching rule applies; calls no rule matches run.
+    ///
+    /// A `Bash(…)` pattern is matched against each simple command of the parsed line (in lists,
+    /// pipelines, subshells, `$(…)`, `bash -c '…'`, `eval '…'`, behind `env`, `sudo`,
+    /// `timeout`, `nice`, `xargs`…), its words unquoted and its name without its directory, and
+    /// against the whole line; the strictest answer wins. So `Bash(git push*)` catches
+    /// ` git push`, `true; git push`, `/usr/bin/git push` and `c\url` for `Bash(curl*)`. A
+    /// command only known when it runs (`$cmd push`, `eval "$x"`, `git $sub`) asks a person when
+    /// a stricter rule could match it; a headless run refuses it. A rule does not see inside
+    /// scripts or programs a command runs (`bash x.sh`, `make`, `python -c …`): for those, deny
+    /// or ask for the interpreter itself. An allow for the session covers the rules that asked,
+    /// for that tool, never the whole tool (unless the rule is the tool's name).
     Set {
         /// Organisation name.
         #[arg(long)]
