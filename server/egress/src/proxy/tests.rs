@@ -179,6 +179,52 @@ fn connect_and_absolute_form_targets() {
     assert!(t(Method::GET, "ftp://example.com/").unwrap_err().contains("http only"));
 }
 
+#[tokio::test]
+async fn a_malformed_port_is_refused_with_400_and_never_read_as_another() {
+    // `:111793` was read as "no port" (so port 80), `+443` and `0443` as 443.
+    let port = sender(5).await;
+    let f = start(vec![(LOCAL, 80), (LOCAL, 443), (LOCAL, port)], NetLimits::DEFAULT).await;
+    let heads = [
+        "GET http://127.0.0.1:111793/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_string(),
+        "GET http://127.0.0.1:+443/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_string(),
+        "GET http://127.0.0.1:0443/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_string(),
+        format!("GET http://127.0.0.1:0{port}/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"),
+        "CONNECT 127.0.0.1:+443 HTTP/1.1\r\n\r\n".to_string(),
+        "CONNECT 127.0.0.1:0443 HTTP/1.1\r\n\r\n".to_string(),
+        format!("CONNECT 127.0.0.1:0{port} HTTP/1.1\r\n\r\n"),
+        "CONNECT 127.0.0.1:111793 HTTP/1.1\r\n\r\n".to_string(),
+        "CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n".to_string(),
+    ];
+    for head in &heads {
+        let mut c = client(&f).await;
+        c.write_all(head.as_bytes()).await.unwrap();
+        let answer = read_all(&mut c).await;
+        assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head:?}: {answer}");
+        assert!(!answer.contains("xxxxx"), "{head:?} reached the upstream: {answer}");
+    }
+    // Nothing was connected: every entry the proxy wrote is a refusal.
+    let entries = f.audit.entries();
+    assert!(entries.iter().all(|e| !e.allowed), "{entries:?}");
+    // The canonical spelling still works.
+    let mut c = client(&f).await;
+    c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+    assert!(read_head(&mut c).await.starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn ports_are_read_only_in_their_canonical_form() {
+    let t = |method: Method, uri: &str| parse_target(&method, &uri.parse::<Uri>().unwrap());
+    for bad in ["+443", "0443", "00", "0", "65536", "99999"] {
+        let err = t(Method::CONNECT, &format!("example.com:{bad}")).unwrap_err();
+        assert!(err.contains("is not a port"), "{bad}: {err}");
+        let err = t(Method::GET, &format!("http://example.com:{bad}/")).unwrap_err();
+        assert!(err.contains("is not a port"), "{bad}: {err}");
+    }
+    assert_eq!(t(Method::CONNECT, "[::1]:65535").unwrap().port, 65535);
+    assert_eq!(t(Method::GET, "http://[::1]/").unwrap().port, 80);
+    assert_eq!(t(Method::GET, "http://u:p@example.com:8080/").unwrap().port, 8080);
+}
+
 #[test]
 fn hop_by_hop_and_proxy_headers_are_removed() {
     let mut h = HeaderMap::new();
