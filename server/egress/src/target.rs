@@ -59,7 +59,7 @@ pub(crate) fn parse_target(method: &Method, uri: &Uri) -> Result<Target, String>
 /// `port_u16` reads `+443` and `0443` as 443 and silently drops an out-of-range `:111793` (so a
 /// plain request went to port 80): a port the proxy would read otherwise than the client or
 /// another parser might is refused (`400`), never guessed.
-fn port_of(authority: &hyper::http::uri::Authority) -> Result<Option<u16>, String> {
+pub(crate) fn port_of(authority: &hyper::http::uri::Authority) -> Result<Option<u16>, String> {
     let text = authority.as_str();
     let after_host = match text.rfind(']') {
         Some(end) => &text[end + 1..],
