@@ -203,6 +203,17 @@ pub(crate) struct NetArgs {
     /// the listen address (this host's name for 0.0.0.0 or ::), wss:// with TLS.
     #[arg(long, env = "OUTBOARD_NODE_URL", value_name = "URL", value_parser = parse_node_url)]
     pub(crate) node_url: Option<String>,
+    /// A git host on a loopback, private or otherwise internal address that repository URLs
+    /// (`--repo`) may name, as HOST:PORT (the URL's host as written, or an address it resolves
+    /// to). Repeat the flag, or separate hosts with commas. Without it such URLs are refused.
+    #[arg(long = "git-allow-host", env = "OUTBOARD_GIT_ALLOW_HOSTS", value_name = "HOST:PORT",
+          value_delimiter = ',', value_parser = outboard_server::repo_hosts::parse_host_port)]
+    pub(crate) git_allow_hosts: Vec<String>,
+    /// A git host (HOST:PORT) to which the org's stored credential may be sent over plain
+    /// http://; every other host gets it over https:// only. Repeatable, or comma-separated.
+    #[arg(long = "git-allow-http", env = "OUTBOARD_GIT_ALLOW_HTTP", value_name = "HOST:PORT",
+          value_delimiter = ',', value_parser = outboard_server::repo_hosts::parse_host_port)]
+    pub(crate) git_allow_http: Vec<String>,
 }
 
 /// `ws://HOST:PORT` or `wss://HOST:PORT`, with nothing after the authority.
@@ -257,6 +268,10 @@ impl NetArgs {
             max_connections_per_ip: self.max_connections_per_ip,
             tls,
             node_url: self.node_url,
+            git_hosts: outboard_server::repo_hosts::GitHosts {
+                internal: self.git_allow_hosts,
+                cleartext: self.git_allow_http,
+            },
         })
     }
 }

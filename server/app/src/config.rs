@@ -58,6 +58,9 @@ pub struct NetConfig {
     /// Where clients and other nodes reach this node; `None`: from the listen address
     /// ([`NetConfig::node_url_for`]).
     pub node_url: Option<String>,
+    /// The git hosts an admin allowed beyond the destination rules of repository URLs
+    /// (`--git-allow-host`, `--git-allow-http`; see [`crate::repo_hosts`]).
+    pub git_hosts: crate::repo_hosts::GitHosts,
 }
 
 impl NetConfig {
@@ -85,6 +88,7 @@ impl Default for NetConfig {
             max_connections_per_ip: 64,
             tls: None,
             node_url: None,
+            git_hosts: crate::repo_hosts::GitHosts::default(),
         }
     }
 }
