@@ -214,9 +214,14 @@ pub(crate) struct NetArgs {
     #[arg(long = "git-allow-http", env = "OUTBOARD_GIT_ALLOW_HTTP", value_name = "HOST:PORT",
           value_delimiter = ',', value_parser = outboard_server::repo_hosts::parse_host_port)]
     pub(crate) git_allow_http: Vec<String>,
+    /// A CA certificate (PEM) that this node trusts, besides the webpki roots, when it relays
+    /// clients to other nodes over wss:// (the nodes' own PKI).
+    #[arg(long, env = "OUTBOARD_NODE_CA", value_name = "FILE")]
+    pub(crate) node_ca: Option<PathBuf>,
 }
 
-/// `ws://HOST:PORT` or `wss://HOST:PORT`, with nothing after the authority.
+/// `wss://HOST:PORT`, or `ws://` to a loopback host (other nodes send users' tokens there:
+/// the client's rule), with nothing after the authority.
 pub(crate) fn parse_node_url(text: &str) -> Result<String, String> {
     let text = text.trim().trim_end_matches('/');
     let rest = text.strip_prefix("ws://").or_else(|| text.strip_prefix("wss://"));
@@ -224,6 +229,7 @@ pub(crate) fn parse_node_url(text: &str) -> Result<String, String> {
         Some(authority)
             if !authority.is_empty() && !authority.contains(['/', '?', '#', '@', ' ']) =>
         {
+            outboard_server::gateway::check_node_url(text)?;
             Ok(text.to_owned())
         }
         _ => Err(format!(
@@ -272,6 +278,7 @@ impl NetArgs {
                 internal: self.git_allow_hosts,
                 cleartext: self.git_allow_http,
             },
+            node_ca: self.node_ca,
         })
     }
 }

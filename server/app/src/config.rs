@@ -61,6 +61,9 @@ pub struct NetConfig {
     /// The git hosts an admin allowed beyond the destination rules of repository URLs
     /// (`--git-allow-host`, `--git-allow-http`; see [`crate::repo_hosts`]).
     pub git_hosts: crate::repo_hosts::GitHosts,
+    /// A CA (PEM) that relays to other nodes trust besides the webpki roots (`--node-ca`): the
+    /// nodes' own PKI, for `wss://` between them.
+    pub node_ca: Option<PathBuf>,
 }
 
 impl NetConfig {
@@ -89,6 +92,7 @@ impl Default for NetConfig {
             tls: None,
             node_url: None,
             git_hosts: crate::repo_hosts::GitHosts::default(),
+            node_ca: None,
         }
     }
 }
