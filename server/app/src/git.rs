@@ -128,7 +128,7 @@ pub struct Remote {
     /// The org's credential for the host, if it has one.
     pub credential: Option<SecretValue>,
     /// The `http.curloptResolve` entry that pins git to the addresses vetted for the host
-    /// ([`crate::repo_hosts`]); `None` for an IP literal or a local path.
+    /// before git runs; `None` for an IP literal or a local path.
     pub pin: Option<String>,
 }
 
