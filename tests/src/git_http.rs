@@ -209,6 +209,14 @@ impl GitHttp {
         self.addr.to_string()
     }
 
+    /// The `serve` flags an admin gives for an internal git host like this one: it may be on
+    /// loopback (`--git-allow-host`) and get the org's credential over plain http
+    /// (`--git-allow-http`). Without them the server refuses its URLs.
+    pub fn allow_flags(&self) -> Vec<String> {
+        let host = self.authority();
+        vec!["--git-allow-host".into(), host.clone(), "--git-allow-http".into(), host]
+    }
+
     /// The repository root (`GIT_PROJECT_ROOT`).
     pub fn root(&self) -> &Path {
         &self.shared.root

@@ -203,9 +203,25 @@ pub(crate) struct NetArgs {
     /// the listen address (this host's name for 0.0.0.0 or ::), wss:// with TLS.
     #[arg(long, env = "OUTBOARD_NODE_URL", value_name = "URL", value_parser = parse_node_url)]
     pub(crate) node_url: Option<String>,
+    /// A git host on a loopback, private or otherwise internal address that repository URLs
+    /// (`--repo`) may name, as HOST:PORT (the URL's host as written, or an address it resolves
+    /// to). Repeat the flag, or separate hosts with commas. Without it such URLs are refused.
+    #[arg(long = "git-allow-host", env = "OUTBOARD_GIT_ALLOW_HOSTS", value_name = "HOST:PORT",
+          value_delimiter = ',', value_parser = outboard_server::repo_hosts::parse_host_port)]
+    pub(crate) git_allow_hosts: Vec<String>,
+    /// A git host (HOST:PORT) to which the org's stored credential may be sent over plain
+    /// http://; every other host gets it over https:// only. Repeatable, or comma-separated.
+    #[arg(long = "git-allow-http", env = "OUTBOARD_GIT_ALLOW_HTTP", value_name = "HOST:PORT",
+          value_delimiter = ',', value_parser = outboard_server::repo_hosts::parse_host_port)]
+    pub(crate) git_allow_http: Vec<String>,
+    /// A CA certificate (PEM) that this node trusts, besides the webpki roots, when it relays
+    /// clients to other nodes over wss:// (the nodes' own PKI).
+    #[arg(long, env = "OUTBOARD_NODE_CA", value_name = "FILE")]
+    pub(crate) node_ca: Option<PathBuf>,
 }
 
-/// `ws://HOST:PORT` or `wss://HOST:PORT`, with nothing after the authority.
+/// `wss://HOST:PORT`, or `ws://` to a loopback host (other nodes send users' tokens there:
+/// the client's rule), with nothing after the authority.
 pub(crate) fn parse_node_url(text: &str) -> Result<String, String> {
     let text = text.trim().trim_end_matches('/');
     let rest = text.strip_prefix("ws://").or_else(|| text.strip_prefix("wss://"));
@@ -213,6 +229,7 @@ pub(crate) fn parse_node_url(text: &str) -> Result<String, String> {
         Some(authority)
             if !authority.is_empty() && !authority.contains(['/', '?', '#', '@', ' ']) =>
         {
+            outboard_server::gateway::check_node_url(text)?;
             Ok(text.to_owned())
         }
         _ => Err(format!(
@@ -257,6 +274,11 @@ impl NetArgs {
             max_connections_per_ip: self.max_connections_per_ip,
             tls,
             node_url: self.node_url,
+            git_hosts: outboard_server::repo_hosts::GitHosts {
+                internal: self.git_allow_hosts,
+                cleartext: self.git_allow_http,
+            },
+            node_ca: self.node_ca,
         })
     }
 }

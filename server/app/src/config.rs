@@ -58,6 +58,12 @@ pub struct NetConfig {
     /// Where clients and other nodes reach this node; `None`: from the listen address
     /// ([`NetConfig::node_url_for`]).
     pub node_url: Option<String>,
+    /// The git hosts an admin allowed beyond the destination rules of repository URLs
+    /// (`--git-allow-host`, `--git-allow-http`; see [`crate::repo_hosts`]).
+    pub git_hosts: crate::repo_hosts::GitHosts,
+    /// A CA (PEM) that relays to other nodes trust besides the webpki roots (`--node-ca`): the
+    /// nodes' own PKI, for `wss://` between them.
+    pub node_ca: Option<PathBuf>,
 }
 
 impl NetConfig {
@@ -85,6 +91,8 @@ impl Default for NetConfig {
             max_connections_per_ip: 64,
             tls: None,
             node_url: None,
+            git_hosts: crate::repo_hosts::GitHosts::default(),
+            node_ca: None,
         }
     }
 }

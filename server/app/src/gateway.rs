@@ -50,6 +50,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod relay;
+pub use relay::check_node_url;
 
 use crate::config::{NetConfig, ServerConfig};
 use crate::hub::{ConnId, Hub, Member};
@@ -100,6 +101,10 @@ struct AppState {
     net: NetConfig,
     /// Where clients and the other nodes reach this node, as registered in the store.
     node_url: String,
+    /// What this node presents to the nodes it relays to, and the TLS it trusts there.
+    node_auth: relay::NodeAuth,
+    /// Connections relayed here from other nodes, capped per user.
+    relayed: relay::RelayedUsers,
 }
 
 /// A running server.
@@ -247,6 +252,9 @@ pub enum LaunchError {
     /// The key that seals the org secrets cannot be read or made.
     #[error("{0}")]
     SecretKey(#[source] outboard_org::secrets::SecretError),
+    /// The CA that relays to other nodes trust (`--node-ca`) cannot be read.
+    #[error("{0} — give a PEM file of the CA that signs the nodes' certificates")]
+    NodeCa(String),
 }
 
 impl LaunchError {
@@ -258,6 +266,7 @@ impl LaunchError {
             self,
             LaunchError::DataDir(_)
                 | LaunchError::Tls(_)
+                | LaunchError::NodeCa(_)
                 | LaunchError::Sandbox(_)
                 | LaunchError::Models(_)
                 | LaunchError::SecretKey(_)
@@ -325,6 +334,13 @@ pub async fn launch_with(
     let addr = listener.local_addr().map_err(LaunchError::Listener)?;
     let node_url = config.net.node_url_for(addr, &node_name());
     register_node(&store, &node_url).await?;
+    if let Err(why) = relay::check_node_url(&node_url) {
+        tracing::warn!(node_url = %node_url, "other nodes will not relay clients to this node: {why}");
+    }
+    let (node_auth, key_hash) =
+        relay::NodeAuth::new(&store.node().id, config.net.node_ca.as_deref())
+            .map_err(LaunchError::NodeCa)?;
+    store.set_relay_key_hash(&key_hash).await.map_err(LaunchError::Store)?;
     // Sandboxes' network proxies refuse this server's own port on every local address.
     config.sandbox.server_ports.push(addr.port());
     let net = config.net.clone();
@@ -336,6 +352,8 @@ pub async fn launch_with(
         connections: TaskTracker::new(),
         net: net.clone(),
         node_url,
+        node_auth,
+        relayed: relay::RelayedUsers::new(net.max_connections_per_ip),
     });
     let changes = state.hub.org_fs().subscribe();
     tokio::spawn(crate::files_api::forward_changes(
@@ -422,6 +440,15 @@ async fn heartbeat(hub: Arc<Hub>, shutdown: CancellationToken) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot renew this node's leases"),
         }
+        match hub.store().reassert_node().await {
+            Ok(Some(found)) => tracing::warn!(
+                found = %found,
+                "this node's row in the store had been changed (its URL or relay key); wrote \
+                 this node's own back: check who can write to the store"
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot check this node's row in the store"),
+        }
     }
 }
 
@@ -474,17 +501,47 @@ async fn upgrade(
     ws: WebSocketUpgrade,
     State(state): State<Arc<AppState>>,
     Extension(info): Extension<ConnInfo>,
+    headers: axum::http::HeaderMap,
 ) -> impl IntoResponse {
+    let relayed_from = relaying_node(&state, &info, &headers).await;
+    if relayed_from.is_some() {
+        info.leave_per_ip();
+    }
     ws.max_message_size(WS_HARD_LIMIT)
         .max_frame_size(WS_HARD_LIMIT)
         .read_buffer_size(WS_READ_BUFFER)
         .on_upgrade(move |socket| {
             let token = state.connections.token();
             async move {
-                connection(socket, state, info).await;
+                connection(socket, state, info, relayed_from).await;
                 drop(token);
             }
         })
+}
+
+/// The node a connection is relayed from, when its [`relay::RELAY_HEADER`] names a node of the
+/// store (not stopped) and the key whose hash that node registered. A header that does not is
+/// logged (at most once a second) and the connection counted as a client's.
+async fn relaying_node(
+    state: &AppState,
+    info: &ConnInfo,
+    headers: &axum::http::HeaderMap,
+) -> Option<String> {
+    let value = headers.get(relay::RELAY_HEADER)?;
+    let (id, key) = value.to_str().ok()?.split_once(' ')?;
+    let found = state.hub.store().relay_key_hash(id).await;
+    let wanted = outboard_base::digest::hex_sha256(key.as_bytes());
+    match found {
+        Ok(Some(hash)) if hash == wanted => Some(id.to_owned()),
+        Ok(_) => {
+            crate::net::log_bad_relay(info.peer, "no running node has that id and key");
+            None
+        }
+        Err(e) => {
+            crate::net::log_bad_relay(info.peer, &format!("the store cannot say: {e}"));
+            None
+        }
+    }
 }
 
 /// Connections the metrics listener serves at once: a Prometheus server or two and a person with
@@ -560,7 +617,12 @@ fn close_frame(frame: &ServerFrame) -> Option<CloseFrame> {
 /// frame, discarding what it still sends, so the close is not lost to a TCP reset.
 const CUT_LINGER: Duration = crate::net::REFUSAL_LINGER;
 
-async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
+async fn connection(
+    socket: WebSocket,
+    state: Arc<AppState>,
+    info: ConnInfo,
+    relayed_from: Option<String>,
+) {
     let _counted = state.hub.metrics().connection();
     let (mut sink, mut stream) = socket.split();
     let (out, mut out_rx) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE);
@@ -592,6 +654,8 @@ async fn connection(socket: WebSocket, state: Arc<AppState>, info: ConnInfo) {
         user: None,
         client: String::new(),
         token: String::new(),
+        relayed_from,
+        relayed_slot: None,
         attached: HashMap::new(),
         relays: HashMap::new(),
         long_requests: Arc::new(tokio::sync::Semaphore::new(LONG_REQUESTS_PER_CONNECTION)),
@@ -643,6 +707,10 @@ struct Connection {
     client: String,
     /// The token of its `hello`, for relays to other nodes (memory only, never logged).
     token: String,
+    /// The node this connection is an authenticated relay from ([`relaying_node`]).
+    relayed_from: Option<String>,
+    /// Its place under its user's cap of relayed connections, once `hello` named the user.
+    relayed_slot: Option<relay::RelayedSlot>,
     attached: HashMap<SessionId, Attachment>,
     /// Sessions this connection reaches on the nodes that run them ([`relay`]).
     relays: HashMap<SessionId, relay::Relay>,
@@ -759,6 +827,15 @@ impl Connection {
             }
             Err(e) => return self.fatal(ErrorCode::Internal, &e.to_string()).await,
         };
+        if let Some(node) = &self.relayed_from {
+            match self.state.relayed.admit(&user.id, &user.name) {
+                Ok(slot) => self.relayed_slot = Some(slot),
+                Err(why) => {
+                    tracing::info!(%peer, user = %user.name, %node, "refused a relayed connection: {why}");
+                    return self.fatal(ErrorCode::QuotaExceeded, &why).await;
+                }
+            }
+        }
         self.info.pre_hello.open();
         tracing::info!(%peer, user = %user.name, org = %user.org, client = %hello.client, "connected");
         self.send(ServerFrame::Welcome(Welcome {
@@ -887,7 +964,9 @@ impl Connection {
         };
         let client =
             relay::Client { token: &self.token, name: &self.client, connection_id: self.id.0 };
-        let relay = relay::Relay::open(&url, client, session.clone(), self.out.clone()).await?;
+        let node = &self.state.node_auth;
+        let relay =
+            relay::Relay::open(&url, node, client, session.clone(), self.out.clone()).await?;
         relay.forward(copy)?;
         self.relays.insert(session, relay);
         Ok(None)

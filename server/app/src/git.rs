@@ -48,6 +48,27 @@ pub enum GitError {
     /// The URL cannot be used at all.
     #[error("{0}")]
     BadUrl(String),
+    /// The URL's host is, or resolves to, an address that leads back into the server's host or
+    /// its networks, and no admin named it. The text depends on the URL alone: it tells nothing
+    /// of what listens there.
+    #[error(
+        "{host} is not a git host this server may reach: it is, or resolves to, a loopback, \
+         private, link-local or otherwise internal address. An admin names an internal git host \
+         with `outboard-server serve --git-allow-host HOST:PORT`"
+    )]
+    InternalHost {
+        /// The host (and port).
+        host: String,
+    },
+    /// The org holds a credential for the host, and the URL is plain `http://`.
+    #[error(
+        "the org's credential for {host} is never sent over plain http://: use an https:// URL, \
+         or an admin marks the host with `outboard-server serve --git-allow-http HOST:PORT`"
+    )]
+    CleartextCredential {
+        /// The host (and port).
+        host: String,
+    },
     /// The host did not answer.
     #[error("cannot reach {host}: {detail}. Check the URL and that the host is up")]
     Unreachable {
@@ -116,6 +137,9 @@ pub struct Remote {
     pub host: String,
     /// The org's credential for the host, if it has one.
     pub credential: Option<SecretValue>,
+    /// The `http.curloptResolve` entry that pins git to the addresses vetted for the host
+    /// before git runs; `None` for an IP literal or a local path.
+    pub pin: Option<String>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -124,6 +148,7 @@ impl std::fmt::Debug for Remote {
             .field("url", &self.url)
             .field("host", &self.host)
             .field("credential", &self.credential.as_ref().map(|_| "[redacted]"))
+            .field("pin", &self.pin)
             .finish()
     }
 }
@@ -341,17 +366,26 @@ impl Git {
         GitCommand { command, name, redact: Vec::new() }
     }
 
-    /// A command that talks to `remote`, with its credential available to git's helper.
+    /// A command that talks to `remote`, pinned to its vetted addresses, with its credential
+    /// available to git's helper.
     pub fn remote_command(&self, cwd: Option<&Path>, remote: &Remote, args: &[&str]) -> GitCommand {
         let mut cmd = self.command(cwd, args);
+        let mut count = 5;
+        let mut config = |cmd: &mut GitCommand, key: &str, value: &str| {
+            cmd.command
+                .env(format!("GIT_CONFIG_KEY_{count}"), key)
+                .env(format!("GIT_CONFIG_VALUE_{count}"), value);
+            count += 1;
+            cmd.command.env("GIT_CONFIG_COUNT", count.to_string());
+        };
+        if let Some(pin) = &remote.pin {
+            config(&mut cmd, "http.curloptResolve", pin);
+        }
         if let Some(credential) = &remote.credential {
             let (user, password) = credential.basic_auth();
+            config(&mut cmd, "credential.helper", CREDENTIAL_HELPER);
+            config(&mut cmd, "credential.interactive", "false");
             cmd.command
-                .env("GIT_CONFIG_COUNT", "7")
-                .env("GIT_CONFIG_KEY_5", "credential.helper")
-                .env("GIT_CONFIG_VALUE_5", CREDENTIAL_HELPER)
-                .env("GIT_CONFIG_KEY_6", "credential.interactive")
-                .env("GIT_CONFIG_VALUE_6", "false")
                 .env("OUTBOARD_GIT_USER", &user)
                 .env("OUTBOARD_GIT_PASSWORD", password.expose());
             cmd.redact.push(password.expose().to_owned());

@@ -6,10 +6,10 @@
 //! configuration), [`net`] and [`gateway`] (the network edge, WebSocket, handshake,
 //! per-connection tasks, the relay between nodes), [`hub`] and [`session`] (one actor per
 //! session, implementing the harness's event sink), the HTTP API ([`http_api`], [`http_common`],
-//! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`] and [`git`] (workspaces from
-//! repositories and their changes going out), [`netsession`] (a session's network: policy,
-//! injected credentials, audit), [`paging`], [`metrics`] (Prometheus; it implements the lower
-//! crates' observer traits) and [`manual`]. The crates below are re-exported under the module
+//! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`], [`git`] and [`repo_hosts`]
+//! (workspaces from repositories and their changes going out; where the server's git may go),
+//! [`netsession`] (a session's network: policy, injected credentials, audit), [`paging`],
+//! [`metrics`] (Prometheus; it implements the lower crates' observer traits) and [`manual`]. The crates below are re-exported under the module
 //! names they had when they were modules of this crate (`store`, `tools`, `agent` for the
 //! harness…), for the CLI's embedded mode and the tests. See `docs/ARCHITECTURE.md`, "Floors".
 
@@ -38,6 +38,7 @@ pub mod paging;
 pub use outboard_org::quota;
 pub use outboard_org::secrets;
 pub use outboard_remote as remote;
+pub mod repo_hosts;
 pub use outboard_sandbox as sandbox;
 pub mod session;
 pub mod sources;

@@ -126,6 +126,8 @@ pub(crate) enum Refusal {
 pub(crate) struct Slot {
     caps: Arc<Caps>,
     ip: IpAddr,
+    /// Whether it still counts against its address ([`Slot::leave_per_ip`]).
+    per_ip: AtomicBool,
 }
 
 impl Caps {
@@ -145,7 +147,28 @@ impl Caps {
         }
         *n += 1;
         *total += 1;
-        Ok(Slot { caps: self.clone(), ip })
+        Ok(Slot { caps: self.clone(), ip, per_ip: AtomicBool::new(true) })
+    }
+}
+
+impl Slot {
+    /// Stops counting this connection against its source address (it still counts in the
+    /// total): an authenticated relay from another node of the store carries many users' relays
+    /// from one address, which are capped per user instead (`gateway::relay`).
+    pub(crate) fn leave_per_ip(&self) {
+        if self.per_ip.swap(false, Ordering::AcqRel) {
+            let mut guard = self.caps.counts.lock().unwrap_or_else(|p| p.into_inner());
+            release_ip(&mut guard.1, self.ip);
+        }
+    }
+}
+
+fn release_ip(per_ip: &mut HashMap<IpAddr, usize>, ip: IpAddr) {
+    if let Some(n) = per_ip.get_mut(&ip) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            per_ip.remove(&ip);
+        }
     }
 }
 
@@ -154,11 +177,8 @@ impl Drop for Slot {
         let mut guard = self.caps.counts.lock().unwrap_or_else(|p| p.into_inner());
         let (total, per_ip) = &mut *guard;
         *total = total.saturating_sub(1);
-        if let Some(n) = per_ip.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                per_ip.remove(&self.ip);
-            }
+        if self.per_ip.load(Ordering::Acquire) {
+            release_ip(per_ip, self.ip);
         }
     }
 }
@@ -309,7 +329,14 @@ pub(crate) struct ConnInfo {
     /// The raw-byte budget before `hello`.
     pub(crate) pre_hello: Arc<PreHello>,
     /// The connection's place under the caps.
-    _slot: Arc<Slot>,
+    slot: Arc<Slot>,
+}
+
+impl ConnInfo {
+    /// See [`Slot::leave_per_ip`].
+    pub(crate) fn leave_per_ip(&self) {
+        self.slot.leave_per_ip();
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -345,6 +372,14 @@ static REFUSED_TOTAL: Throttled = Throttled::new();
 static REFUSED_PER_IP: Throttled = Throttled::new();
 static HANDSHAKE_TIMEOUTS: Throttled = Throttled::new();
 static ACCEPT_ERRORS: Throttled = Throttled::new();
+
+/// Logs a relay header that did not authenticate another node, at most once a second.
+pub(crate) fn log_bad_relay(peer: SocketAddr, reason: &str) {
+    static BAD: Throttled = Throttled::new();
+    if let Some(n) = BAD.tick() {
+        tracing::warn!(%peer, events = n, "a connection claimed to be another node's relay and was counted as a client: {reason}");
+    }
+}
 
 /// Logs that a connection was cut before `hello`, at most once a second per kind.
 pub(crate) fn log_pre_hello_cut(peer: SocketAddr, reason: &str) {
@@ -398,7 +433,7 @@ pub(crate) async fn serve(edge: Edge) {
         // Nagle stays on, as under `axum::serve` (TCP_NODELAY changes the timing clients and
         // tests have been written against).
         let budget = PreHello::new();
-        let info = ConnInfo { peer, pre_hello: budget.clone(), _slot: Arc::new(slot) };
+        let info = ConnInfo { peer, pre_hello: budget.clone(), slot: Arc::new(slot) };
         let io = Guarded { inner: tcp, budget: budget.clone() };
         let router = router.clone();
         let tls = tls.clone();
@@ -535,4 +570,33 @@ fn refuse(
         .await;
         drop(permit);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_slot_that_leaves_its_address_frees_a_place_there_but_not_in_the_total() {
+        let caps = Caps::new(3, 1);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let relay = caps.admit(ip).unwrap();
+        assert_eq!(caps.admit(ip).err(), Some(Refusal::PerIp));
+        relay.leave_per_ip();
+        relay.leave_per_ip(); // once only
+        let client = caps.admit(ip).unwrap();
+        assert_eq!(caps.admit(ip).err(), Some(Refusal::PerIp));
+        let other = caps.admit("127.0.0.2".parse().unwrap()).unwrap();
+        assert_eq!(caps.admit("127.0.0.3".parse().unwrap()).err(), Some(Refusal::Total));
+        drop(relay);
+        // The relay's drop frees the total only: the address still holds the client.
+        assert_eq!(caps.admit(ip).err(), Some(Refusal::PerIp));
+        drop(client);
+        let again = caps.admit(ip).unwrap();
+        drop((again, other));
+        assert_eq!(caps.counts.lock().unwrap().0, 0);
+        assert!(caps.counts.lock().unwrap().1.is_empty());
+    }
 }

@@ -108,6 +108,11 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let mut config = config;
+    if let Some(port) = metrics.as_ref().and_then(|m| m.local_addr().ok()).map(|a| a.port()) {
+        // Neither a sandbox's proxy nor the server's git may reach the metrics port either.
+        config.sandbox.server_ports.push(port);
+    }
     let handle = outboard_server::launch(listener, config).await?;
     println!("outboard-server listening on {}", handle.url());
     if let Some(listener) = metrics {

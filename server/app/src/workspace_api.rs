@@ -36,9 +36,10 @@ pub fn error(e: SourceError) -> ErrorBody {
             GitError::BadUrl(_) | GitError::NotGit { .. } | GitError::Unreachable { .. } => {
                 ErrorCode::BadRequest
             }
-            GitError::CredentialMissing { .. } | GitError::CredentialRefused { .. } => {
-                ErrorCode::Forbidden
-            }
+            GitError::CredentialMissing { .. }
+            | GitError::CredentialRefused { .. }
+            | GitError::InternalHost { .. }
+            | GitError::CleartextCredential { .. } => ErrorCode::Forbidden,
             GitError::NotFound { .. } | GitError::MissingRef(_) => ErrorCode::NotFound,
             GitError::PushRefused(_) => ErrorCode::Conflict,
             GitError::DiskFull(_) => ErrorCode::QuotaExceeded,
@@ -109,6 +110,21 @@ async fn credential(
     })
 }
 
+/// The remote of `url` as the server's git may use it: its destination vetted and pinned, and
+/// the org's credential, unless it would go over plain `http://` to a host no admin marked
+/// ([`crate::repo_hosts`]). Refused before git runs.
+async fn remote(hub: &Hub, user: &UserRow, url: &RepoUrl) -> Result<Remote, ErrorBody> {
+    let config = hub.config();
+    let hosts = &config.net.git_hosts;
+    let pin = hosts
+        .admit(url, &config.sandbox.server_ports, config.allow_client_workspaces)
+        .await
+        .map_err(|e| error(e.into()))?;
+    let credential = credential(hub, user, &url.host).await?;
+    hosts.check_credential(url, credential.is_some()).map_err(|e| error(e.into()))?;
+    Ok(Remote { url: url.url.clone(), host: url.host.clone(), credential, pin })
+}
+
 /// `session/create` with a `source`: prepares the workspace, then writes the session row. A
 /// failure at any step leaves neither.
 pub async fn create(
@@ -143,11 +159,7 @@ pub async fn create(
                     ));
                 }
             }
-            let remote = Remote {
-                url: url.url.clone(),
-                host: url.host.clone(),
-                credential: credential(hub, user, &url.host).await?,
-            };
+            let remote = remote(hub, user, &url).await?;
             sources
                 .clone_repo(&row.id, &url, git_ref.as_deref(), &remote, sink)
                 .await
@@ -342,11 +354,7 @@ pub async fn push(
     let (name, email) = author(user, params.author.as_deref())?;
     let parsed =
         RepoUrl::parse(url, hub.config().allow_client_workspaces).map_err(|e| error(e.into()))?;
-    let remote = Remote {
-        url: parsed.url.clone(),
-        host: parsed.host.clone(),
-        credential: credential(hub, user, &parsed.host).await?,
-    };
+    let remote = remote(hub, user, &parsed).await?;
     let internal =
         |e: outboard_store::StoreError| ErrorBody::new(ErrorCode::Internal, e.to_string());
     let record = hub.store().push_record(&remote.url, &branch).await.map_err(internal)?;

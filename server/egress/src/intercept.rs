@@ -15,6 +15,13 @@
 //! Design choices:
 //! - The leaf is for the host the client named in `CONNECT` (what the policy vetted), not the
 //!   SNI: a client asking for another name inside fails its own verification.
+//! - The credential follows the request, not the tunnel ([`misdirected`]): a request is sent
+//!   with it only when the TLS SNI (absent for an IP literal) and the request's `Host` (and an
+//!   absolute-form target's authority) all name the bound host and port. A client that skips
+//!   verification could otherwise ask, inside a tunnel to the bound host, for another virtual
+//!   host of a shared front end, which would receive the org's credential. Such a request is
+//!   answered `421 Misdirected Request`, audited as a refusal and logged; nothing is sent.
+//!   Only HTTP/1.1 is offered, so there is no `:authority` to check.
 //! - One upstream connection per client connection, reused while it stays open (requests on
 //!   one client connection are serial in HTTP/1.1); a closed one is reopened to the same vetted
 //!   addresses. Its bytes count on the connection's one [`crate::contract::AuditEntry`].
@@ -28,6 +35,7 @@ use bytes::Bytes;
 use hyper::body::{Frame, Incoming};
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HeaderName, HeaderValue, ACCEPT_ENCODING, CONTENT_LENGTH, HOST};
+use hyper::http::uri::Authority;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
@@ -48,7 +56,7 @@ use crate::conn::{connect, refused, unreachable, Conn, Record};
 use crate::contract::{Injection, MAX_HEAD};
 use crate::leaves::{provider, SANDBOX_CA_BUNDLE, SYSTEM_BUNDLES};
 use crate::meter::{Counters, Metered, BUDGET_SPENT};
-use crate::target::{strip_hop_by_hop, Refusal, Target};
+use crate::target::{port_of, strip_hop_by_hop, Refusal, Target};
 
 /// The system's roots, read once.
 fn system_roots() -> &'static RootCertStore {
@@ -275,8 +283,12 @@ impl Intercepted {
         self.open(tcp).await
     }
 
-    /// One request from the sandbox, with the credential, and its scrubbed response.
-    async fn relay(&self, mut req: Request<Incoming>) -> Response<Body> {
+    /// One request from the sandbox, with the credential, and its scrubbed response; `sni` is
+    /// the name the client's TLS asked for.
+    async fn relay(&self, mut req: Request<Incoming>, sni: Option<&str>) -> Response<Body> {
+        if let Some(why) = misdirected(&self.target, sni, &req) {
+            return self.refuse_misdirected(why);
+        }
         if let Some(why) = self.failed.lock().ok().and_then(|f| f.clone()) {
             return unreachable(&self.target, &why);
         }
@@ -319,6 +331,85 @@ impl Intercepted {
     }
 }
 
+impl Intercepted {
+    /// `421` for a request that names another host than the bound one: audited as a refusal
+    /// (a log row and a `network` event) and logged, and never sent upstream.
+    fn refuse_misdirected(&self, why: String) -> Response<Body> {
+        let (host, port) = (&self.target.host, self.target.port);
+        let shared = &self.conn.shared;
+        tracing::warn!(
+            org = %shared.ctx.org_name,
+            session = %shared.ctx.session,
+            %host,
+            port,
+            "refused a request to a host with an injected credential: {why}"
+        );
+        let refusal = Refusal {
+            status: StatusCode::MISDIRECTED_REQUEST,
+            policy: "credentials go only to the host they are bound to (built into the proxy)"
+                .into(),
+            reason: format!(
+                "an org secret is bound to {host}:{port}, and this request inside its tunnel \
+                 {why}; a shared front end would hand it, with the credential, to another \
+                 virtual host. Nothing was sent"
+            ),
+            hint: format!(
+                "name {host} in both the TLS server name and the Host header; reach any other \
+                 host through its own connection (CONNECT to it)"
+            ),
+        };
+        Record::refusal(shared, host, port, &refusal).finish();
+        refused(host, port, &refusal)
+    }
+}
+
+/// Why a request inside an intercepted tunnel does not name the bound host, if it does not:
+/// the TLS SNI must be the bound name (and absent for an IP literal, which SNI cannot carry);
+/// an absolute-form target's authority and the one `Host` header, when present, must name the
+/// bound host, and their port, when given, the bound port. A request without `Host` gets the
+/// bound host's ([`rewrite_request`]).
+fn misdirected(target: &Target, sni: Option<&str>, req: &Request<Incoming>) -> Option<String> {
+    let is_ip = target.host.parse::<std::net::IpAddr>().is_ok();
+    match sni {
+        Some(name) if !name.eq_ignore_ascii_case(&target.host) => {
+            return Some(format!("asked TLS for the server name {name:?}"));
+        }
+        None if !is_ip => return Some("sent no TLS server name (SNI)".into()),
+        _ => {}
+    }
+    if let Some(authority) = req.uri().authority() {
+        if let Some(why) = other_authority(target, authority) {
+            return Some(format!("names {why} in its request line"));
+        }
+    }
+    let mut hosts = req.headers().get_all(HOST).iter();
+    let (first, second) = (hosts.next(), hosts.next());
+    if second.is_some() {
+        return Some("carries more than one Host header".into());
+    }
+    let value = first?;
+    let Some(authority) = value.to_str().ok().and_then(|v| v.parse::<Authority>().ok()) else {
+        return Some("carries a Host header that is not a host".into());
+    };
+    other_authority(target, &authority).map(|why| format!("names {why} in its Host header"))
+}
+
+/// `Some(the authority as shown)` when `authority` is not the target's host (and port, when it
+/// gives one).
+fn other_authority(target: &Target, authority: &Authority) -> Option<String> {
+    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    let same_port = match port_of(authority) {
+        Ok(Some(port)) => port == target.port,
+        Ok(None) => true,
+        Err(_) => false,
+    };
+    let userinfo = authority.as_str().contains('@');
+    if host.eq_ignore_ascii_case(&target.host) && same_port && !userinfo {
+        return None;
+    }
+    Some(format!("{:?}", authority.as_str()))
+}
+
 /// Terminates the client's TLS, opens the first upstream connection, and serves the requests.
 async fn serve(
     session: Arc<Intercepted>,
@@ -350,9 +441,11 @@ async fn serve(
             }
         }
     }
+    // The name the client's TLS asked for, which every request's credential depends on.
+    let sni: Option<Arc<str>> = client.get_ref().1.server_name().map(Arc::from);
     let service = service_fn(move |req| {
-        let session = session.clone();
-        async move { Ok::<_, Infallible>(session.relay(req).await) }
+        let (session, sni) = (session.clone(), sni.clone());
+        async move { Ok::<_, Infallible>(session.relay(req, sni.as_deref()).await) }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .max_buf_size(MAX_HEAD)

@@ -35,7 +35,7 @@ pub(crate) fn parse_target(method: &Method, uri: &Uri) -> Result<Target, String>
         if uri.scheme().is_some() || uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
             return Err("CONNECT takes host:port only".into());
         }
-        let port = authority.port_u16().ok_or("CONNECT needs a port (host:port)")?;
+        let port = port_of(authority)?.ok_or("CONNECT needs a port (host:port)")?;
         return Ok(Target { host, port, path: None });
     }
     match uri.scheme_str() {
@@ -48,10 +48,34 @@ pub(crate) fn parse_target(method: &Method, uri: &Uri) -> Result<Target, String>
         Some(other) => return Err(format!("the proxy speaks http only, not {other}://")),
         None => return Err(format!("no scheme in {uri}: send http://host/path")),
     }
-    let port = authority.port_u16().unwrap_or(80);
+    let port = port_of(authority)?.unwrap_or(80);
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let path = if path.is_empty() { "/" } else { path };
     Ok(Target { host, port, path: Some(path.to_string()) })
+}
+
+/// The port an authority names, `None` when it names none. Only the canonical spelling is
+/// taken: 1 to 5 digits, no sign, no leading zero, 1 to 65535. The `http` crate's own
+/// `port_u16` reads `+443` and `0443` as 443 and silently drops an out-of-range `:111793` (so a
+/// plain request went to port 80): a port the proxy would read otherwise than the client or
+/// another parser might is refused (`400`), never guessed.
+pub(crate) fn port_of(authority: &hyper::http::uri::Authority) -> Result<Option<u16>, String> {
+    let text = authority.as_str();
+    let after_host = match text.rfind(']') {
+        Some(end) => &text[end + 1..],
+        None => text.rsplit_once('@').map_or(text, |(_, rest)| rest),
+    };
+    let Some((_, digits)) = after_host.rsplit_once(':') else { return Ok(None) };
+    let bad =
+        || format!("{digits:?} is not a port: give a number from 1 to 65535 in its plain form");
+    let canonical = !digits.is_empty()
+        && digits.len() <= 5
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !digits.starts_with('0');
+    if !canonical {
+        return Err(bad());
+    }
+    digits.parse::<u16>().map(Some).map_err(|_| bad())
 }
 
 /// Headers that describe one hop and must not be passed on (RFC 9110 §7.6.1), plus every

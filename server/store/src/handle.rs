@@ -266,6 +266,25 @@ impl Store {
         .await
     }
 
+    /// Records the SHA-256 of the key this node's relays to other nodes present.
+    pub async fn set_relay_key_hash(&self, hash: &str) -> Result<(), StoreError> {
+        let (node, hash) = (self.node.clone(), hash.to_owned());
+        self.call(move |c| lease::set_relay_key_hash(c, &node, &hash)).await
+    }
+
+    /// The relay key hash node `id` registered, if it is not stopped.
+    pub async fn relay_key_hash(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let id = id.to_owned();
+        self.call(move |c| lease::relay_key_hash(c, &id)).await
+    }
+
+    /// Writes this node's URL and relay key hash back into its row if they were changed there;
+    /// the URL found instead, if so ([`lease::reassert`]).
+    pub async fn reassert_node(&self) -> Result<Option<String>, StoreError> {
+        let node = self.node.clone();
+        self.call(move |c| lease::reassert(c, &node)).await
+    }
+
     /// Records this node, if it registered, as `state` (`draining`, `stopped`): a stopped node's
     /// leases are left to expire or to be given back by their sessions.
     pub async fn set_node_state(&self, state: &'static str) -> Result<(), StoreError> {

@@ -50,6 +50,16 @@ pub struct Node {
     /// The lease time.
     pub lease: Duration,
     held: Arc<Mutex<HashMap<String, (i64, bool)>>>,
+    /// What this node registered (its URL, its relay key's hash), which each renewal
+    /// re-asserts ([`reassert`]).
+    own: Arc<Mutex<Registration>>,
+}
+
+/// What a node says of itself in its `nodes` row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Registration {
+    url: Option<String>,
+    relay_key_hash: Option<String>,
 }
 
 impl Node {
@@ -59,7 +69,12 @@ impl Node {
             id: Arc::from(outboard_base::util::new_id("n")),
             lease,
             held: Arc::new(Mutex::new(HashMap::new())),
+            own: Arc::default(),
         }
+    }
+
+    fn registered(&self) -> Registration {
+        self.own.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     /// The epoch of this node's lease on `session`, if it holds one.
@@ -134,6 +149,9 @@ pub fn heartbeat(
     url: &str,
     state: &str,
 ) -> Result<(), StoreError> {
+    if let Ok(mut own) = node.own.lock() {
+        own.url = Some(url.to_owned());
+    }
     let now = outboard_base::util::now_rfc3339();
     c.execute(
         "INSERT INTO nodes (id, name, url, state, started_at, heartbeat_at, heartbeat_ms, lease_ms,
@@ -152,6 +170,53 @@ pub fn heartbeat(
         ],
     )?;
     Ok(())
+}
+
+/// Records the SHA-256 of the key this node's relays present (`relay_key_hash`), in its row
+/// and for [`reassert`].
+pub fn set_relay_key_hash(c: &Db, node: &Node, hash: &str) -> Result<(), StoreError> {
+    if let Ok(mut own) = node.own.lock() {
+        own.relay_key_hash = Some(hash.to_owned());
+    }
+    c.execute(
+        "UPDATE nodes SET relay_key_hash = ?2 WHERE id = ?1",
+        params![node.id.as_ref(), hash],
+    )?;
+    Ok(())
+}
+
+/// The relay key hash of the node `id`, if it is registered, not stopped, and has one.
+pub fn relay_key_hash(c: &Db, id: &str) -> Result<Option<String>, StoreError> {
+    let hash: Option<Option<String>> = c
+        .query_row(
+            "SELECT relay_key_hash FROM nodes WHERE id = ?1 AND state <> 'stopped'",
+            [id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(hash.flatten())
+}
+
+/// Writes this node's URL and relay key hash into its row again when someone else changed them,
+/// so that editing one row cannot redirect the relays to a node for long (a renewal is a third
+/// of the lease time). Returns the URL the row held instead, when it was rewritten.
+pub fn reassert(c: &Db, node: &Node) -> Result<Option<String>, StoreError> {
+    let own = node.registered();
+    let Some(url) = own.url else { return Ok(None) };
+    let found: Option<(Option<String>, Option<String>)> = c
+        .query_row("SELECT url, relay_key_hash FROM nodes WHERE id = ?1", [node.id.as_ref()], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let Some((row_url, row_hash)) = found else { return Ok(None) };
+    if row_url.as_deref() == Some(url.as_str()) && row_hash == own.relay_key_hash {
+        return Ok(None);
+    }
+    c.execute(
+        "UPDATE nodes SET url = ?2, relay_key_hash = ?3 WHERE id = ?1",
+        params![node.id.as_ref(), url, own.relay_key_hash],
+    )?;
+    Ok(Some(row_url.unwrap_or_default()))
 }
 
 /// Expires the leases of nodes that ran on this host (`name`) in a process that is gone (killed

@@ -259,6 +259,12 @@ CREATE INDEX session_leases_by_node ON session_leases(node_id);
 ALTER TABLE nodes ADD COLUMN pid BIGINT;
 "#,
     ),
+    (
+        19,
+        r#"
+ALTER TABLE nodes ADD COLUMN relay_key_hash TEXT;
+"#,
+    ),
 ];
 
 /// Runs `f` on a thread of its own and waits for it: the blocking driver starts a small runtime

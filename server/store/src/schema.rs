@@ -335,6 +335,11 @@ CREATE INDEX session_leases_by_node ON session_leases(node_id);
 -- that was killed (its process is gone) from one still serving, and take its leases at once.
 ALTER TABLE nodes ADD COLUMN pid INTEGER;
 "#,
+    r#"
+-- Schema 19: the SHA-256 of the key a node authenticates its relays with (`x-outboard-relay`):
+-- the owner of a session checks it, so relays between nodes are told from clients.
+ALTER TABLE nodes ADD COLUMN relay_key_hash TEXT;
+"#,
 ];
 
 pub fn open_connection(

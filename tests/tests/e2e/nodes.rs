@@ -768,3 +768,55 @@ async fn one_connection_relays_at_most_sixteen_sessions_and_a_detach_makes_room(
     on_b.request("session/detach", json!({"session_id": sids[0]})).await.unwrap().unwrap();
     on_b.request("session/attach", attach(&sids[MAX_RELAYS])).await.unwrap().unwrap();
 }
+
+/// Issue 36, item 11: relays from one node share its address, so one user's relays filled the
+/// owner's per-address cap and locked another org's user out with 429. Authenticated relays
+/// leave the per-address count and are capped per user; a connection that only claims to be a
+/// relay is counted as a client.
+#[tokio::test]
+async fn relays_from_a_node_are_capped_per_user_not_per_address() {
+    const CAP: usize = 4;
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let cluster = Cluster::new(Api::Anthropic, &mock.anthropic_base_url(), 10)
+        .unwrap()
+        .with_flags(&["--max-connections-per-ip", &CAP.to_string()]);
+    let (a, b) = (cluster.start().unwrap(), cluster.start().unwrap());
+    let alice = a.add_user("alice", "acme").unwrap();
+    let bob = a.add_user("bob", "other").unwrap();
+    // Alice's sessions run on A (one connection of 127.0.0.1 there).
+    let mut on_a = WsClient::connect(&a.url, &alice).await.unwrap();
+    let mut sids = Vec::new();
+    for _ in 0..=CAP {
+        sids.push(on_a.new_session().await.unwrap());
+    }
+    // Through B she watches CAP of them: CAP relays from B to A, all from 127.0.0.1.
+    let mut on_b = WsClient::connect(&b.url, &alice).await.unwrap();
+    let attach = |sid: &str| json!({"session_id": sid, "role": "watcher"});
+    for sid in &sids[..CAP] {
+        on_b.request("session/attach", attach(sid)).await.unwrap().unwrap();
+    }
+    // Bob, of another org, still gets in on A from the same address.
+    let mut bob_on_a = WsClient::connect(&a.url, &bob).await.unwrap();
+    bob_on_a.request("ping", json!({})).await.unwrap().unwrap();
+    // Alice's next relay is over her own cap on A.
+    let refused = on_b.request("session/attach", attach(&sids[CAP])).await.unwrap().unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Unavailable, "{}", refused.message);
+    assert!(
+        refused.message.contains(&format!("alice already holds {CAP} connections relayed")),
+        "{}",
+        refused.message
+    );
+    // A claimed relay with a made-up key counts on the address like any client: two fit beside
+    // alice's and bob's connections, the third is refused.
+    let fake = || {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let mut request = a.url.as_str().into_client_request().unwrap();
+        let claim = format!("{} {}", "n_madeup", "0".repeat(64));
+        request.headers_mut().insert("x-outboard-relay", claim.parse().unwrap());
+        tokio_tungstenite::connect_async(request)
+    };
+    let _f1 = fake().await.unwrap();
+    let _f2 = fake().await.unwrap();
+    let err = fake().await.err().unwrap().to_string();
+    assert!(err.contains("429"), "{err}");
+}

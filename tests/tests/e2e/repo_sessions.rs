@@ -65,7 +65,9 @@ async fn world(steps: Vec<MockStep>) -> World {
     repo.tag("v1", "main").unwrap();
     let git = GitHttp::start(root.path(), "x-access-token", TOKEN).unwrap();
     let mock = MockLlm::start(steps).await.unwrap();
-    let server = serve(&mock, Api::Anthropic, &[]);
+    let flags = git.allow_flags();
+    let server =
+        serve(&mock, Api::Anthropic, &flags.iter().map(String::as_str).collect::<Vec<_>>());
     let alice = server.add_user("alice", "acme").unwrap();
     let set = secret_set(&server, "acme", &git.authority(), TOKEN);
     assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
@@ -210,12 +212,13 @@ async fn refused_credentials_missing_refs_and_bad_urls_leave_nothing_behind() {
         let refused = create(&mut alice, bad, None).await.unwrap_err();
         assert_eq!(refused["code"], "bad_request", "{bad}: {refused}");
     }
-    // An HTTP server that does not speak git (the Outboard server's own health check).
-    let not_git = format!("http://{}/healthz", w.server.addr());
-    let refused = create(&mut alice, &not_git, None).await.unwrap_err();
-    assert!(refused["code"] == "bad_request" || refused["code"] == "not_found", "{refused}");
-    let unreachable = create(&mut alice, "http://127.0.0.1:9/git/x.git", None).await.unwrap_err();
-    assert!(unreachable["message"].as_str().unwrap().contains("cannot reach"), "{unreachable}");
+    // The server's own port and any other loopback port are not git hosts an admin named.
+    let own = format!("http://{}/healthz", w.server.addr());
+    for internal in [own.as_str(), "http://127.0.0.1:9/git/x.git"] {
+        let refused = create(&mut alice, internal, None).await.unwrap_err();
+        assert_eq!(refused["code"], "forbidden", "{internal}: {refused}");
+        assert!(refused["message"].as_str().unwrap().contains("--git-allow-host"), "{refused}");
+    }
 
     // A wrong credential is "refused", not "missing".
     let set = secret_set(&w.server, "acme", &w.git.authority(), "not-the-token");
@@ -525,8 +528,10 @@ async fn a_disk_that_fills_up_mid_clone_leaves_no_session_and_no_files() {
     }
     let _unmount = Unmount(data.path().to_path_buf());
     let mock = MockLlm::start(vec![]).await.unwrap();
+    let flags = git.allow_flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server =
-        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[]).unwrap();
+        TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &flags).unwrap();
     let alice = server.add_user("alice", "acme").unwrap();
     assert!(secret_set(&server, "acme", &git.authority(), TOKEN).status.success());
     let mut client = WsClient::connect(&server.url, &alice).await.unwrap();
@@ -545,9 +550,10 @@ async fn a_connection_runs_at_most_four_clones_at_once_and_keeps_serving_meanwhi
     use outboard_shared::{methods, SessionCreateParams, SourceSpec};
     // A "git host" that accepts connections and never answers: every clone hangs on it.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/git/slow.git", silent.local_addr().unwrap());
+    let silent_host = silent.local_addr().unwrap().to_string();
+    let url = format!("http://{silent_host}/git/slow.git");
     let mock = MockLlm::start(vec![]).await.unwrap();
-    let server = serve(&mock, Api::Anthropic, &[]);
+    let server = serve(&mock, Api::Anthropic, &["--git-allow-host", &silent_host]);
     let token = server.add_user("alice", "acme").unwrap();
     let client = outboard_cli::client::Client::connect(&server.url, &token).await.unwrap();
     let params = || SessionCreateParams {
@@ -621,4 +627,78 @@ async fn a_sparse_file_is_neither_diffed_nor_pushed() {
         "{}",
         pushed.stderr
     );
+}
+
+/// Issue 36, item 6: `--repo http://127.0.0.1:PORT/…` made the server's git request any local
+/// port, and its errors ("no git repository", "does not speak git", "cannot reach") told open
+/// ports from closed. Without an admin's allowance every internal address is refused before git
+/// runs, with one text whatever listens there; and the org's credential never goes over plain
+/// http:// to a host no admin marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_repository_hosts_are_refused_alike_open_or_closed_unless_an_admin_named_them() {
+    let root = tempfile::tempdir().unwrap();
+    make_repo(root.path(), "shop.git", &[("README.md", b"# Shop\n")]).unwrap();
+    let git = GitHttp::start(root.path(), "x-access-token", TOKEN).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let server = serve(&mock, Api::Anthropic, &[]);
+    let token = server.add_user("alice", "acme").unwrap();
+    let mut alice = WsClient::connect(&server.url, &token).await.unwrap();
+    // An open port that speaks git, a closed one, the server's own, one that does not speak git
+    // (the mock model), and the same by name.
+    let urls = [
+        git.url("shop.git"),
+        format!("http://{closed}/git/shop.git"),
+        format!("http://{}/healthz", server.addr()),
+        format!("{}/git/x.git", mock.anthropic_base_url().trim_end_matches('/')),
+        format!("http://localhost:{}/git/shop.git", git.authority().rsplit(':').next().unwrap()),
+        format!("http://localhost:{}/git/shop.git", closed.port()),
+    ];
+    let mut texts = Vec::new();
+    for url in &urls {
+        let refused = create(&mut alice, url, None).await.unwrap_err();
+        assert_eq!(refused["code"], "forbidden", "{url}: {refused}");
+        let port = url.split("://").nth(1).unwrap().split(['/']).next().unwrap();
+        let port = port.rsplit(':').next().unwrap();
+        texts.push(refused["message"].as_str().unwrap().replace(port, "PORT"));
+    }
+    let uniform = texts[0].clone();
+    assert!(
+        uniform.contains("127.0.0.1:PORT is not a git host this server may reach"),
+        "{uniform}"
+    );
+    assert!(uniform.contains("--git-allow-host HOST:PORT"), "{uniform}");
+    for (url, text) in urls.iter().zip(&texts) {
+        let expected = if url.contains("localhost") {
+            uniform.replace("127.0.0.1", "localhost")
+        } else {
+            uniform.clone()
+        };
+        assert_eq!(text, &expected, "{url}");
+    }
+    assert!(git.requests().is_empty(), "git reached the host: {:?}", git.requests());
+
+    // Named by an admin, but the org's credential would go over plain http: refused unsent.
+    let host = git.authority();
+    let named = serve(&mock, Api::Anthropic, &["--git-allow-host", &host]);
+    let token = named.add_user("alice", "acme").unwrap();
+    assert!(secret_set(&named, "acme", &host, TOKEN).status.success());
+    let mut alice = WsClient::connect(&named.url, &token).await.unwrap();
+    let refused = create(&mut alice, &git.url("shop.git"), None).await.unwrap_err();
+    assert_eq!(refused["code"], "forbidden", "{refused}");
+    let text = refused["message"].as_str().unwrap();
+    assert!(
+        text.contains("never sent over plain http://") && text.contains("--git-allow-http"),
+        "{text}"
+    );
+    assert!(git.requests().is_empty(), "git reached the host: {:?}", git.requests());
+    // With both marks (the fixture's flags) the same URL clones.
+    let flags = git.allow_flags();
+    let allowed =
+        serve(&mock, Api::Anthropic, &flags.iter().map(String::as_str).collect::<Vec<_>>());
+    let token = allowed.add_user("alice", "acme").unwrap();
+    assert!(secret_set(&allowed, "acme", &host, TOKEN).status.success());
+    let mut alice = WsClient::connect(&allowed.url, &token).await.unwrap();
+    let made = create(&mut alice, &git.url("shop.git"), None).await.unwrap();
+    assert_eq!(made["source"]["ref"], "main", "{made}");
 }

@@ -173,3 +173,43 @@ async fn the_sandbox_sees_the_cas_certificate_read_only_and_never_its_key() {
         assert!(!dump.contains(line), "a line of the CA's key is visible in the sandbox");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_another_virtual_host_inside_the_tunnel_gets_421_and_no_credential() {
+    // Issue 36, item 4: inside a tunnel to the bound host, `Host: attacker.example` (or TLS
+    // asking for that name) reached the upstream with the real credential.
+    let (up, up_ca, seen) =
+        outboard_tests::tls::echo_upstream("the upstream itself", "upstream test CA")
+            .await
+            .unwrap();
+    let net = sandbox(vec![up.port()], vec![(up.port(), injection(&up_ca))]);
+    let port = up.port();
+    let r = exec(
+        &net.sandbox,
+        &format!(
+            "{VIA_PROXY} curl -sS -H 'Host: attacker.example' -w '%{{http_code}}\\n' \
+             https://{up}/vhost; echo ==; \
+             curl -sS -k --connect-to attacker.example:{port}:127.0.0.1:{port} \
+             -w '%{{http_code}}\\n' https://attacker.example:{port}/sni; echo ==; \
+             curl -sS -o /dev/null -w '%{{http_code}}\\n' https://{up}/control"
+        ),
+    )
+    .await;
+    assert_eq!(r.exit_code, Some(0), "{}", r.output);
+    let sections: Vec<&str> = r.output.split("==\n").collect();
+    assert_eq!(sections.len(), 3, "{}", r.output);
+    for section in &sections[..2] {
+        assert!(section.ends_with("\n421\n"), "{}", r.output);
+        assert!(section.contains("credentials go only to the host they are bound to"), "{section}");
+    }
+    assert!(sections[0].contains("\"attacker.example\" in its Host header"), "{}", sections[0]);
+    assert!(sections[1].contains("the server name \"attacker.example\""), "{}", sections[1]);
+    assert_eq!(sections[2], "200\n", "{}", r.output);
+    // Only the control reached the upstream.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("GET /control HTTP/1.1\r\n"), "{}", seen[0]);
+    assert!(!r.output.contains(VALUE), "{}", r.output);
+    let e = net.audit.wait_for_port("the refusal", port, |e| e.refused_by.is_some()).await;
+    assert!(e.reason.as_deref().unwrap_or("").contains("Nothing was sent"), "{e:?}");
+}

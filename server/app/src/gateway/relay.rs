@@ -20,6 +20,19 @@
 //! bounded queue (a slow client slows its upstream, whose owner then cuts it with `lagged`).
 //! Relays never chain: a relayed connection announces itself in its `hello` and the owner
 //! answers its requests itself or refuses them.
+//!
+//! The link between nodes carries users' tokens, so it follows the client's rule
+//! ([`check_node_url`]): `wss://`, or `ws://` to a loopback address only; any other URL is
+//! refused before a byte is sent, and logged. `wss://` trusts the webpki roots plus the
+//! server's `--node-ca` (a company's own PKI). A node re-asserts its own URL in its `nodes` row
+//! at every renewal, so an edited row redirects relays for a third of a lease at most, and only
+//! to a URL that meets the rule and a certificate the relay trusts.
+//!
+//! Relays from one node share its source address. A relaying node proves it is a node of the
+//! store with [`RELAY_HEADER`] (its id and a random key whose SHA-256 its `nodes` row holds);
+//! the owner then takes the connection out of the per-address count and caps relayed
+//! connections per user instead ([`RelayedUsers`]): one user's relays cannot lock another
+//! user who shares the relaying node out.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -45,6 +58,147 @@ pub const MAX_IN_FLIGHT: usize = 64;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The prefix of a relayed connection's client name in its `hello` (and so in presence).
 pub const RELAY_CLIENT_PREFIX: &str = "relay:";
+/// The header of a relaying node's upgrade request: `NODE_ID KEY` ([`NodeAuth`]).
+pub const RELAY_HEADER: &str = "x-outboard-relay";
+
+/// Whether `url` may carry users' tokens to another node: the client's own rule, `wss://`, or
+/// `ws://` to a loopback host. The error says why and what to give instead.
+pub fn check_node_url(url: &str) -> Result<(), String> {
+    if let Some(rest) = url.strip_prefix("wss://") {
+        return if rest.is_empty() { Err(format!("{url:?} names no host")) } else { Ok(()) };
+    }
+    let Some(rest) = url.strip_prefix("ws://") else {
+        return Err(format!("{url:?} is not a ws:// or wss:// URL"));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return Ok(());
+    }
+    Err(format!(
+        "{url} is clear-text ws:// to a host that is not loopback: users' tokens would cross the \
+         network readable. Nodes reach each other over wss:// (serve --tls-cert/--tls-key, \
+         --node-url wss://HOST:PORT, and --node-ca for a private CA)"
+    ))
+}
+
+/// What this node presents to the others it relays to, and what it trusts: its id in the
+/// store, its relay key (memory only; the store holds its SHA-256) and the TLS configuration
+/// of `wss://` relays (webpki roots plus `--node-ca`).
+#[derive(Clone)]
+pub struct NodeAuth {
+    /// This node's id in `nodes`.
+    pub node_id: String,
+    /// The key, never logged.
+    pub key: outboard_base::Secret,
+    /// TLS for `wss://` node URLs.
+    pub tls: std::sync::Arc<rustls::ClientConfig>,
+}
+
+impl NodeAuth {
+    /// A fresh key for node `node_id`, trusting the webpki roots and the certificates of
+    /// `node_ca` (PEM). Returns it with the hash the store keeps.
+    pub fn new(
+        node_id: &str,
+        node_ca: Option<&std::path::Path>,
+    ) -> Result<(NodeAuth, String), String> {
+        let key = outboard_base::util::random_hex(32);
+        let hash = outboard_base::digest::hex_sha256(key.as_bytes());
+        let tls = node_tls(node_ca)?;
+        Ok((
+            NodeAuth { node_id: node_id.to_owned(), key: outboard_base::Secret::new(key), tls },
+            hash,
+        ))
+    }
+
+    /// The value of [`RELAY_HEADER`].
+    fn header(&self) -> String {
+        format!("{} {}", self.node_id, self.key.expose())
+    }
+}
+
+/// rustls (ring) trusting the webpki roots and every certificate of `node_ca`.
+fn node_tls(
+    node_ca: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<rustls::ClientConfig>, String> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = node_ca {
+        let bad = |why: String| format!("--node-ca {}: {why}", path.display());
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(bad("no CERTIFICATE in it".into()));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| bad(e.to_string()))?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(std::sync::Arc::new(config))
+}
+
+/// Relayed connections per user on the node that owns the sessions: at most `cap` each
+/// (`--max-connections-per-ip`: a user is counted as one address would be).
+pub struct RelayedUsers {
+    cap: usize,
+    counts: std::sync::Arc<std::sync::Mutex<HashMap<outboard_shared::UserId, usize>>>,
+}
+
+/// One relayed connection's place under its user's cap; dropping it frees the place.
+pub struct RelayedSlot {
+    user: outboard_shared::UserId,
+    counts: std::sync::Arc<std::sync::Mutex<HashMap<outboard_shared::UserId, usize>>>,
+}
+
+impl RelayedUsers {
+    /// At most `cap` relayed connections per user.
+    pub fn new(cap: usize) -> RelayedUsers {
+        RelayedUsers { cap, counts: std::sync::Arc::default() }
+    }
+
+    /// A place for one more relayed connection of `user`, or the refusal's text.
+    pub fn admit(&self, user: &outboard_shared::UserId, name: &str) -> Result<RelayedSlot, String> {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = counts.entry(user.clone()).or_insert(0);
+        if *n >= self.cap {
+            return Err(format!(
+                "{name} already holds {} connections relayed from other server nodes to this one \
+                 (the per-user cap, --max-connections-per-ip); detach from sessions you no longer \
+                 watch",
+                self.cap
+            ));
+        }
+        *n += 1;
+        Ok(RelayedSlot { user: user.clone(), counts: self.counts.clone() })
+    }
+}
+
+impl Drop for RelayedSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.user);
+            }
+        }
+    }
+}
 
 /// Whether a request concerns a session's running actor (and so goes where the session runs):
 /// the session it names. History and files read the shared store and workspaces on any node.
@@ -92,9 +246,12 @@ type Upstream =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 impl Relay {
-    /// Connects to the owner at `node_url` as `client` for `session`; its frames go to `out`.
+    /// Connects to the owner at `node_url` as `client` for `session`, presenting `node` as
+    /// this node; its frames go to `out`. A URL that breaks [`check_node_url`] is refused
+    /// before anything is sent.
     pub async fn open(
         node_url: &str,
+        node: &NodeAuth,
         client: Client<'_>,
         session: SessionId,
         out: mpsc::Sender<Outbound>,
@@ -109,14 +266,31 @@ impl Relay {
             )
             .at_node(Some(node_url.to_owned()))
         };
+        if let Err(why) = check_node_url(node_url) {
+            tracing::warn!(session = %session, node = node_url, "refused to relay a client's token to another node: {why}");
+            return Err(unreachable(why));
+        }
         let connect = async {
+            use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
             let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                 .max_message_size(Some(2 * MAX_FRAME_BYTES))
                 .max_frame_size(Some(2 * MAX_FRAME_BYTES));
-            let (mut ws, _) =
-                tokio_tungstenite::connect_async_with_config(node_url, Some(config), false)
-                    .await
-                    .map_err(|e| unreachable(e.to_string()))?;
+            let mut request =
+                node_url.into_client_request().map_err(|e| unreachable(e.to_string()))?;
+            let mut auth =
+                tokio_tungstenite::tungstenite::http::HeaderValue::from_str(&node.header())
+                    .map_err(|_| unreachable("this node's id cannot stand in a header".into()))?;
+            auth.set_sensitive(true);
+            request.headers_mut().insert(RELAY_HEADER, auth);
+            let tls = tokio_tungstenite::Connector::Rustls(node.tls.clone());
+            let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
+                request,
+                Some(config),
+                false,
+                Some(tls),
+            )
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
             let hello = ClientFrame::Hello(Hello {
                 protocol_version: PROTOCOL_VERSION,
                 token: client.token.to_owned(),
@@ -360,7 +534,15 @@ mod tests {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
-            let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+            // The relaying node names itself and its key.
+            // tungstenite's callback type returns its large error response; not ours to shrink.
+            #[allow(clippy::result_large_err)]
+            let check = |req: &tokio_tungstenite::tungstenite::handshake::server::Request, resp| {
+                let auth = req.headers().get(RELAY_HEADER).unwrap().to_str().unwrap();
+                assert!(auth.starts_with("n_test ") && auth.len() == "n_test ".len() + 64);
+                Ok(resp)
+            };
+            let mut ws = tokio_tungstenite::accept_hdr_async(tcp, check).await.unwrap();
             let hello = ws.next().await.unwrap().unwrap();
             let hello: ClientFrame = serde_json::from_str(hello.to_text().unwrap()).unwrap();
             let ClientFrame::Hello(hello) = hello else { panic!("no hello") };
@@ -402,6 +584,10 @@ mod tests {
         (url, task)
     }
 
+    fn test_node() -> NodeAuth {
+        NodeAuth::new("n_test", None).unwrap().0
+    }
+
     fn interrupt(id: u64) -> Request {
         Request {
             id: RequestId(id),
@@ -422,7 +608,8 @@ mod tests {
         let (url, node) = silent_node(closed).await;
         let (out, mut rx) = mpsc::channel(1024);
         let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
-        let relay = Relay::open(&url, client, SessionId("s_1".into()), out).await.unwrap();
+        let relay =
+            Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await.unwrap();
         for i in 0..=MAX_IN_FLIGHT as u64 {
             // Paced so that the queue (a smaller bound) never fills: the in-flight bound is hit.
             while relay.requests.capacity() < 2 {
@@ -457,7 +644,8 @@ mod tests {
         let (url, _node) = silent_node(closed).await;
         let (out, _rx) = mpsc::channel(1024);
         let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
-        let relay = Relay::open(&url, client, SessionId("s_1".into()), out).await.unwrap();
+        let relay =
+            Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await.unwrap();
         // On a current-thread runtime the pump does not run between these sends.
         for i in 0..RELAY_QUEUE as u64 {
             relay.forward(interrupt(i)).unwrap();
@@ -473,11 +661,85 @@ mod tests {
         drop(listener);
         let (out, _rx) = mpsc::channel(8);
         let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
-        let Err(e) = Relay::open(&url, client, SessionId("s_1".into()), out).await else {
+        let Err(e) = Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await
+        else {
             panic!("connected to nothing")
         };
         assert_eq!(e.code, ErrorCode::Unavailable);
         assert_eq!(e.node_url.as_deref(), Some(url.as_str()));
         assert!(!e.message.contains("tok-secret"));
+    }
+
+    #[test]
+    fn node_urls_follow_the_clients_rule() {
+        for ok in [
+            "wss://n1.internal:7700",
+            "wss://10.77.0.2:8080",
+            "ws://127.0.0.1:7700",
+            "ws://localhost:7700",
+            "ws://[::1]:7700",
+            "ws://127.8.9.10:1",
+        ] {
+            assert_eq!(check_node_url(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "ws://10.77.0.2:8080",
+            "ws://n1.internal:7700",
+            "ws://[fd00::2]:80",
+            "ws://localhost.evil.example:80",
+            "http://127.0.0.1:1",
+            "wss://",
+        ] {
+            assert!(check_node_url(bad).is_err(), "{bad}");
+        }
+        assert!(check_node_url("ws://10.77.0.2:8080").unwrap_err().contains("wss://"));
+    }
+
+    #[tokio::test]
+    async fn a_clear_text_node_url_off_loopback_gets_no_byte_of_the_token() {
+        // Issue 36, item 10: a relay to `ws://10.77.0.2:8080` sent the client's hello, token
+        // included, over plain TCP. A listener on a non-loopback address of this host (when it
+        // has one) sees whether anything is sent.
+        let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let route = std::net::UdpSocket::bind("0.0.0.0:0")
+            .and_then(|s| s.connect("10.77.0.2:8080").and_then(|()| s.local_addr()));
+        let host = match route {
+            Ok(a) if !a.ip().is_loopback() && !a.ip().is_unspecified() => a.ip().to_string(),
+            _ => "10.77.0.2".to_owned(),
+        };
+        let url = format!("ws://{host}:{port}");
+        let (out, _rx) = mpsc::channel(8);
+        let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
+        let started = std::time::Instant::now();
+        let Err(e) = Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await
+        else {
+            panic!("relayed over clear text to {url}")
+        };
+        assert!(started.elapsed() < Duration::from_secs(1), "it tried to connect");
+        assert_eq!(e.code, ErrorCode::Unavailable);
+        assert!(
+            e.message.contains("clear-text ws://") && e.message.contains("--node-ca"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("tok-secret"));
+        let accepted = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+        assert!(accepted.is_err(), "a connection reached {url}");
+    }
+
+    #[test]
+    fn relayed_connections_are_capped_per_user_and_freed_when_they_close() {
+        let relayed = RelayedUsers::new(2);
+        let (alice, bob) =
+            (outboard_shared::UserId("u_a".into()), outboard_shared::UserId("u_b".into()));
+        let first = relayed.admit(&alice, "alice").unwrap();
+        let _second = relayed.admit(&alice, "alice").unwrap();
+        let refused = relayed.admit(&alice, "alice").err().unwrap();
+        assert!(refused.contains("alice already holds 2 connections relayed"), "{refused}");
+        // Another user is not counted with alice.
+        let _bob = relayed.admit(&bob, "bob").unwrap();
+        drop(first);
+        relayed.admit(&alice, "alice").unwrap();
     }
 }

@@ -68,6 +68,7 @@ fn failures_are_classified_by_what_the_user_can_do() {
         url: "http://h:1/r".into(),
         host: "h:1".into(),
         credential: credential.then(|| SecretValue::new("tok".into())),
+        pin: None,
     };
     let failed = |detail: &str| GitError::Failed { command: "fetch".into(), detail: detail.into() };
     let cases = [
@@ -104,6 +105,7 @@ async fn a_failing_command_names_itself_and_never_shows_the_credential() {
         url: "http://127.0.0.1:9/r".into(),
         host: "127.0.0.1:9".into(),
         credential: Some(SecretValue::new("s3cr3t-value".into())),
+        pin: None,
     };
     let err = git
         .remote_command(None, &remote, &["ls-remote", "http://127.0.0.1:9/r"])

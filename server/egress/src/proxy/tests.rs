@@ -179,6 +179,52 @@ fn connect_and_absolute_form_targets() {
     assert!(t(Method::GET, "ftp://example.com/").unwrap_err().contains("http only"));
 }
 
+#[tokio::test]
+async fn a_malformed_port_is_refused_with_400_and_never_read_as_another() {
+    // `:111793` was read as "no port" (so port 80), `+443` and `0443` as 443.
+    let port = sender(5).await;
+    let f = start(vec![(LOCAL, 80), (LOCAL, 443), (LOCAL, port)], NetLimits::DEFAULT).await;
+    let heads = [
+        "GET http://127.0.0.1:111793/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_string(),
+        "GET http://127.0.0.1:+443/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_string(),
+        "GET http://127.0.0.1:0443/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".to_string(),
+        format!("GET http://127.0.0.1:0{port}/ HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"),
+        "CONNECT 127.0.0.1:+443 HTTP/1.1\r\n\r\n".to_string(),
+        "CONNECT 127.0.0.1:0443 HTTP/1.1\r\n\r\n".to_string(),
+        format!("CONNECT 127.0.0.1:0{port} HTTP/1.1\r\n\r\n"),
+        "CONNECT 127.0.0.1:111793 HTTP/1.1\r\n\r\n".to_string(),
+        "CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n".to_string(),
+    ];
+    for head in &heads {
+        let mut c = client(&f).await;
+        c.write_all(head.as_bytes()).await.unwrap();
+        let answer = read_all(&mut c).await;
+        assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head:?}: {answer}");
+        assert!(!answer.contains("xxxxx"), "{head:?} reached the upstream: {answer}");
+    }
+    // Nothing was connected: every entry the proxy wrote is a refusal.
+    let entries = f.audit.entries();
+    assert!(entries.iter().all(|e| !e.allowed), "{entries:?}");
+    // The canonical spelling still works.
+    let mut c = client(&f).await;
+    c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+    assert!(read_head(&mut c).await.starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn ports_are_read_only_in_their_canonical_form() {
+    let t = |method: Method, uri: &str| parse_target(&method, &uri.parse::<Uri>().unwrap());
+    for bad in ["+443", "0443", "00", "0", "65536", "99999"] {
+        let err = t(Method::CONNECT, &format!("example.com:{bad}")).unwrap_err();
+        assert!(err.contains("is not a port"), "{bad}: {err}");
+        let err = t(Method::GET, &format!("http://example.com:{bad}/")).unwrap_err();
+        assert!(err.contains("is not a port"), "{bad}: {err}");
+    }
+    assert_eq!(t(Method::CONNECT, "[::1]:65535").unwrap().port, 65535);
+    assert_eq!(t(Method::GET, "http://[::1]/").unwrap().port, 80);
+    assert_eq!(t(Method::GET, "http://u:p@example.com:8080/").unwrap().port, 8080);
+}
+
 #[test]
 fn hop_by_hop_and_proxy_headers_are_removed() {
     let mut h = HeaderMap::new();
@@ -570,6 +616,7 @@ mod intercepting {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.subject_alt_names.push(SanType::IpAddress(LOCAL));
+        params.subject_alt_names.push(SanType::DnsName("localhost".try_into().unwrap()));
         let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
         (ca.pem(), cert, key)
     }
@@ -646,6 +693,68 @@ mod intercepting {
             .connect(ServerName::IpAddress(LOCAL.into()), c)
             .await
             .unwrap()
+    }
+
+    /// A client that accepts any certificate, as `curl -k` does: it can ask for any name.
+    #[derive(Debug)]
+    struct AcceptAnything(Arc<rustls::crypto::CryptoProvider>);
+
+    impl rustls::client::danger::ServerCertVerifier for AcceptAnything {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: rustls::pki_types::UnixTime,
+        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            let algorithms = &self.0.signature_verification_algorithms;
+            rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            let algorithms = &self.0.signature_verification_algorithms;
+            rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    /// `CONNECT localhost:port`, then TLS asking for `sni` (none for an IP) and accepting any
+    /// certificate.
+    async fn tls_asking_for(
+        f: &Fixture,
+        port: u16,
+        sni: ServerName<'static>,
+    ) -> TlsStream<UnixStream> {
+        let mut c = client(f).await;
+        c.write_all(format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes()).await.unwrap();
+        let head = read_head(&mut c).await;
+        assert!(head.starts_with("HTTP/1.1 200 Connection established\r\n"), "{head}");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnything(provider)))
+            .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(Arc::new(config)).connect(sni, c).await.unwrap()
     }
 
     /// Sends `requests` on one connection; each answer's status, headers and body.
@@ -728,6 +837,80 @@ mod intercepting {
         let e = &f.audit.entries()[0];
         assert!(e.allowed && e.intercepted && e.reason.is_none(), "{e:?}");
         assert!(e.bytes_up > 0 && e.bytes_down > 0, "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn a_request_naming_another_host_inside_the_tunnel_gets_421_and_no_credential() {
+        let (port, upstream_ca, seen) = echo_upstream("upstream test CA").await;
+        let ca = Arc::new(OrgCa::generate("test").unwrap());
+        // The secret is bound to `localhost` (a name: SNI applies), reached on loopback.
+        let six = IpAddr::V6(std::net::Ipv6Addr::LOCALHOST);
+        let f = start_full(
+            vec![(LOCAL, port), (six, port)],
+            vec![(port, injection(&upstream_ca))],
+            Some(ca),
+            NetLimits::DEFAULT,
+            REFUSAL_LINGER,
+        )
+        .await;
+        let bound = || ServerName::try_from("localhost").unwrap();
+        let attacker = || ServerName::try_from("attacker.example").unwrap();
+        let with_host = |host: &str| {
+            let mut req = Request::get("/echo").body(String::new()).unwrap();
+            req.headers_mut().insert(HOST, host.parse().unwrap());
+            req
+        };
+        let ours = format!("localhost:{port}");
+        let absolute = || {
+            let mut req =
+                Request::get("https://attacker.example/echo").body(String::new()).unwrap();
+            req.headers_mut().insert(HOST, ours.parse().unwrap());
+            req
+        };
+        let two_hosts = || {
+            let mut req = with_host(&ours);
+            req.headers_mut().append(HOST, "attacker.example".parse().unwrap());
+            req
+        };
+        let cases: Vec<(ServerName<'static>, Request<String>, &str)> = vec![
+            (bound(), with_host("attacker.example"), "\"attacker.example\" in its Host header"),
+            (bound(), with_host(&format!("localhost:{}", port + 1)), "in its Host header"),
+            (bound(), with_host(&format!("localhost.:{port}")), "in its Host header"),
+            (bound(), absolute(), "\"attacker.example\" in its request line"),
+            (bound(), two_hosts(), "more than one Host header"),
+            (attacker(), with_host(&ours), "the server name \"attacker.example\""),
+            (attacker(), with_host("attacker.example"), "the server name \"attacker.example\""),
+            (ServerName::IpAddress(LOCAL.into()), with_host(&ours), "no TLS server name"),
+        ];
+        for (sni, req, says) in cases {
+            let shown = format!("{sni:?} {:?} {:?}", req.uri(), req.headers());
+            let answers = get(tls_asking_for(&f, port, sni).await, vec![req]).await;
+            let (status, _, body) = &answers[0];
+            assert_eq!(*status, StatusCode::MISDIRECTED_REQUEST, "{shown}: {body}");
+            assert!(body.contains("credentials go only to the host they are bound to"), "{body}");
+            assert!(body.contains(says), "{shown}: {body}");
+            assert!(!body.contains(VALUE), "{body}");
+        }
+        assert!(seen.lock().unwrap().is_empty(), "a misdirected request was sent: {seen:?}");
+        // The bound name in SNI and Host (with or without its port) is served with the credential.
+        for host in [ours.clone(), "LocalHost".into()] {
+            let answers =
+                get(tls_asking_for(&f, port, bound()).await, vec![with_host(&host)]).await;
+            assert_eq!(answers[0].0, StatusCode::OK, "{host}: {}", answers[0].2);
+        }
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert!(seen[0].contains(&format!("authorization: Bearer {VALUE}\n")), "{}", seen[0]);
+        wait_for("the refusals' audit entries", || {
+            f.audit.entries().iter().filter(|e| e.refused_by.is_some()).count() == 8
+        })
+        .await;
+        let refused: Vec<AuditEntry> =
+            f.audit.entries().into_iter().filter(|e| e.refused_by.is_some()).collect();
+        for e in &refused {
+            assert_eq!((e.host.as_str(), e.port, e.allowed), ("localhost", port, false), "{e:?}");
+            assert!(e.reason.as_deref().unwrap().contains("Nothing was sent"), "{e:?}");
+        }
     }
 
     #[tokio::test]

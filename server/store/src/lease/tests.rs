@@ -96,3 +96,34 @@ async fn renewal_keeps_a_lease_and_reports_one_taken_over() {
     let row = nodes.iter().find(|n| n.id == *a.node().id).unwrap();
     assert_eq!((row.name.as_str(), row.state.as_str(), row.leases), ("node-a", "serving", 1));
 }
+
+#[tokio::test]
+async fn a_nodes_url_and_relay_key_edited_in_its_row_are_written_back_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_nodes(dir.path(), Duration::from_millis(300));
+    a.heartbeat("node-a", "wss://a.internal:7700", "serving").await.unwrap();
+    a.set_relay_key_hash("hash-a").await.unwrap();
+    let id = a.node().id.to_string();
+    assert_eq!(b.relay_key_hash(&id).await.unwrap().as_deref(), Some("hash-a"));
+    assert_eq!(a.reassert_node().await.unwrap(), None, "nothing changed");
+    // Someone with write access to the store points the row elsewhere.
+    b.call({
+        let id = id.clone();
+        move |c| {
+            c.execute(
+                "UPDATE nodes SET url = 'ws://10.77.0.2:8080', relay_key_hash = 'x' WHERE id = ?1",
+                [id],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(a.reassert_node().await.unwrap().as_deref(), Some("ws://10.77.0.2:8080"));
+    let nodes = b.nodes(Duration::from_secs(60)).await.unwrap();
+    let row = nodes.iter().find(|n| n.id == id).unwrap();
+    assert_eq!(row.url.as_deref(), Some("wss://a.internal:7700"));
+    assert_eq!(b.relay_key_hash(&id).await.unwrap().as_deref(), Some("hash-a"));
+    // A stopped node's key authenticates nothing.
+    a.set_node_state("stopped").await.unwrap();
+    assert_eq!(b.relay_key_hash(&id).await.unwrap(), None);
+}
