@@ -311,7 +311,11 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
                 }
                 let watched = current.as_ref().map(|r| r.pid);
                 let finished = reaped.iter().find(|(pid, _)| Some(*pid) == watched).map(|(_, s)| *s);
-                if let (Some(status), Some(mut run)) = (finished, current.take()) {
+                // Only the foreground's own end takes it: any other child's end (a background
+                // job's, an orphan's) leaves it running. (Taking it first and matching after
+                // dropped the running command, pipes and all, whenever a job ended during it.)
+                let ended = if finished.is_some() { current.take() } else { None };
+                if let (Some(status), Some(mut run)) = (finished, ended) {
                     finish(&mut run, &mut out).await?;
                     if let Ok(dir) = std::fs::read_to_string(&config.cwd_file) {
                         let dir = PathBuf::from(dir.trim_end_matches('\n'));

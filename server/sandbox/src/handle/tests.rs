@@ -666,3 +666,28 @@ async fn the_workspace_watch_stops_every_command_when_it_trips() {
     }
     assert_eq!(starts.load(std::sync::atomic::Ordering::SeqCst), 2, "a baseline per start");
 }
+
+/// Issue 35, item 1: background jobs that end while a foreground command runs leave it
+/// unharmed — its result comes, whole, however many jobs end meanwhile.
+#[tokio::test]
+async fn background_jobs_ending_during_a_command_leave_it_unharmed() {
+    let ws = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    let ticker = "for i in 1 2 3; do echo tick-$i; sleep 0.5; done";
+    let jobs_started = [
+        sandbox.spawn_job(ticker).await.unwrap(),
+        sandbox.spawn_job("sleep 0.2").await.unwrap(),
+        sandbox.spawn_job("echo quick").await.unwrap(),
+    ];
+    let r = tokio::time::timeout(
+        T,
+        sandbox.exec("sleep 3; echo done", T, &mut |_, _| {}, CancellationToken::new()),
+    )
+    .await
+    .expect("the foreground command's result came");
+    assert_eq!(r.unwrap(), ok("done\n"));
+    for id in &jobs_started {
+        let read = sandbox.read_job(id).await.unwrap();
+        assert!(matches!(read.state, jobs::JobState::Exited(0)), "{id}: {read:?}");
+    }
+}
