@@ -760,6 +760,31 @@ async fn a_revoked_token_is_refused_at_the_next_hello() {
     assert_eq!(all.lines().count(), 2, "{all}");
 }
 
+/// A connection opened before `admin token revoke` (the real command, on the same data dir) is
+/// cut: the next requests fail with the reason and the socket closes, while a connection of
+/// another token goes on. Before, `session/create` and `session/list` kept working on it.
+#[tokio::test]
+async fn a_revoked_token_loses_its_open_connections() {
+    let server = Server::start(&[], "info");
+    let token = server.add_user("alice", "acme");
+    let other = server.add_user("bob", "acme");
+    let mut alice = WsClient::connect(&server.url, &token).await.unwrap();
+    let mut second = WsClient::connect(&server.url, &token).await.unwrap();
+    let mut bob = WsClient::connect(&server.url, &other).await.unwrap();
+    alice.request("session/create", serde_json::json!({})).await.unwrap().unwrap();
+
+    let listed = admin(server.data.path(), &["token", "ls"]);
+    let row = listed.lines().find(|l| l.contains("alice")).unwrap();
+    admin(server.data.path(), &["token", "revoke", row.split_whitespace().next().unwrap()]);
+
+    for c in [&mut alice, &mut second] {
+        let failure = outboard_tests::fixture::until_cut(c, Duration::from_secs(10)).await;
+        assert!(failure.contains("revoked"), "{failure}");
+    }
+    assert!(bob.request("session/list", serde_json::json!({})).await.unwrap().is_ok());
+    assert!(server.log().contains("revoked"), "{}", server.log());
+}
+
 /// With the server logging at trace level, neither a valid nor a refused token appears in its
 /// stderr; nor in the CLI's at trace level.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
