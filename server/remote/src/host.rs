@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{PendingJoins, RefusalLog, MAX_PENDING_JOINS_PER_SOURCE};
 use crate::protocol::{
     self, stamp_from_wire, stamp_to_wire, valid_workspace_id, Op, Reply, ToHarness, ToHost,
     WireStamp, MAX_WORKSPACE_ID, PROTOCOL_VERSION,
@@ -50,6 +51,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Connections that have not joined yet, at once. Each may send one message up to the frame
 /// bound before the join is checked, within [`JOIN_TIMEOUT`]; 16 bounds what peers without the
 /// token can make the host buffer, and a harness's reconnect is never more than one of them.
+/// One source holds at most [`MAX_PENDING_JOINS_PER_SOURCE`] of them ([`crate::admission`]).
 pub const MAX_PENDING_JOINS: usize = 16;
 
 /// Tools a harness may run on the host: the workspace's file tools, and `Bash` (a foreground
@@ -80,6 +82,8 @@ pub struct HostOptions {
     pub max_connections: usize,
     /// [`MAX_PENDING_JOINS`] unless a test reaches the bound with fewer.
     pub max_pending_joins: usize,
+    /// [`MAX_PENDING_JOINS_PER_SOURCE`] unless a test reaches the bound with fewer.
+    pub max_pending_joins_per_source: usize,
 }
 
 impl HostOptions {
@@ -93,6 +97,7 @@ impl HostOptions {
             capacity: default_capacity(),
             max_connections: MAX_CONNECTIONS,
             max_pending_joins: MAX_PENDING_JOINS,
+            max_pending_joins_per_source: MAX_PENDING_JOINS_PER_SOURCE,
         }
     }
 }
@@ -176,7 +181,11 @@ impl Host {
     pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) {
         let connections = tokio_util::task::TaskTracker::new();
         let open = Arc::new(Semaphore::new(self.state.options.max_connections));
-        let pending = Arc::new(Semaphore::new(self.state.options.max_pending_joins));
+        let options = &self.state.options;
+        let pending =
+            PendingJoins::new(options.max_pending_joins, options.max_pending_joins_per_source);
+        // Reachable without the token: every line about a refused or failed join is rate-limited.
+        let refusals = Arc::new(RefusalLog::default());
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
@@ -195,14 +204,18 @@ impl Host {
             let _ = tcp.set_nodelay(true);
             // Over a bound, the connection is closed at once (the harness's client retries).
             let Ok(slot) = open.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, "sandbox host: at its connection bound; closing one");
+                refusals.note(peer, "at its connection bound; closed a new connection");
                 continue;
             };
-            let Ok(joining) = pending.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, "sandbox host: too many connections joining; closing one");
-                continue;
+            let joining = match pending.admit(peer.ip()) {
+                Ok(joining) => joining,
+                Err(why) => {
+                    refusals.note(peer, &format!("{}; closed a new connection", why.describe()));
+                    continue;
+                }
             };
             let (tls, state, stop) = (self.tls.clone(), self.state.clone(), shutdown.clone());
+            let refusals = refusals.clone();
             connections.spawn(async move {
                 let run = async {
                     let handshake = async {
@@ -219,11 +232,20 @@ impl Host {
                         let joined = join(&mut ws, &state).await?;
                         Ok::<_, String>((ws, joined))
                     };
-                    let (mut ws, joined) = tokio::time::timeout(JOIN_TIMEOUT, handshake)
+                    let joined = tokio::time::timeout(JOIN_TIMEOUT, handshake)
                         .await
-                        .map_err(|_| "the join timed out".to_owned())??;
+                        .map_err(|_| "the join timed out".to_owned())
+                        .and_then(|joined| joined);
                     drop(joining);
+                    let (mut ws, joined) = match joined {
+                        Ok(joined) => joined,
+                        Err(e) => {
+                            refusals.note(peer, &format!("a connection ended before joining: {e}"));
+                            return Ok(());
+                        }
+                    };
                     if !joined {
+                        refusals.note(peer, "refused a join (a wrong token or protocol version)");
                         let _ = ws.close(None).await;
                         return Ok(());
                     }
@@ -291,7 +313,6 @@ async fn join(ws: &mut Ws, state: &HostState) -> Result<bool, String> {
                       add NAME --url URL` and restart the sandbox host with --join-token TOKEN"
             .to_owned();
         send_now(ws, &ToHarness::Refused { reason }).await?;
-        tracing::warn!("sandbox host: refused a join with a wrong token");
         return Ok(false);
     }
     let proof = state.key.host_proof(&nonce, &theirs, &state.fingerprint);

@@ -296,3 +296,70 @@ async fn a_host_restarted_on_the_same_port_in_its_namespace_keeps_the_workspace(
         (Some(0), "before the restart\n".into())
     );
 }
+
+/// Keeps `n` TCP connections from `source` to `addr` open without a byte of TLS, reopening each
+/// as the host closes it, until `stop`; returns how many were opened.
+fn hold_joins(
+    addr: std::net::SocketAddr,
+    source: std::net::IpAddr,
+    n: usize,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let stop = stop.clone();
+            tasks.spawn(async move {
+                use tokio::io::AsyncReadExt as _;
+                let mut opened = 0;
+                while !stop.is_cancelled() {
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind((source, 0).into()).unwrap();
+                    let Ok(mut tcp) = socket.connect(addr).await else { continue };
+                    opened += 1;
+                    let mut buf = [0u8; 64];
+                    tokio::select! {
+                        _ = tcp.read(&mut buf) => {}
+                        () = stop.cancelled() => {}
+                    }
+                }
+                opened
+            });
+        }
+        let mut opened = 0;
+        while let Some(n) = tasks.join_next().await {
+            opened += n.unwrap();
+        }
+        opened
+    })
+}
+
+/// A peer without the token keeps more idle connections open than the host lets join at once,
+/// reopening each as it is closed: a harness from another address still joins at its first
+/// attempt, and the host's log does not grow with the refusals. Before, the peer held every
+/// join slot ("tls handshake eof") and each refusal was a warning line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_of_one_peer_leave_the_harness_room_to_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = new_join_token().unwrap();
+    let host = HostProcess::spawn(None, &dir.path().join("host"), &token, &[]).unwrap();
+    let logged_before = host.log().lines().count();
+    let stop = CancellationToken::new();
+    let attacker: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let holding = hold_joins(host.addr(), attacker, 32, stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await; // the peer has taken what it can
+
+    let client = HostClient::new(host.endpoint("h1"), T).unwrap();
+    client.connect_within(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(sh(&client, "s1", "echo joined").await.unwrap(), (Some(0), "joined\n".into()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.cancel();
+    let opened = holding.await.unwrap();
+    assert!(opened > 100, "the peer reopened only {opened} connections");
+
+    let log = host.log();
+    let lines: Vec<&str> = log.lines().skip(logged_before).collect();
+    let about_peer = lines.iter().filter(|l| l.contains("127.0.0.2")).count();
+    assert!(about_peer <= 12, "{about_peer} lines for {opened} connections:\n{}", lines.join("\n"));
+    assert!(log.contains("left_out"), "{log}");
+}
