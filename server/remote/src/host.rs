@@ -435,6 +435,11 @@ impl HostState {
     }
 }
 
+/// The largest output chunk sent to a harness, waiting chunks joined included: a harness
+/// accepts messages up to [`protocol::MAX_HOST_MESSAGE_BYTES`], which this stays far below even
+/// at JSON's worst escaping.
+pub const OUTPUT_CHUNK_BYTES: usize = 256 * 1024;
+
 /// Forwards a call's output to the writer without blocking the sandbox's synchronous callback:
 /// chunks that do not fit the writer's queue now wait here, a run of one stream joined into one
 /// chunk, and go first at the next chunk or at the end, so nothing is lost and order is kept.
@@ -451,9 +456,28 @@ impl<'a> Outbox<'a> {
     }
 
     fn push(&mut self, stream: OutputStream, text: &str) {
+        let mut rest = text;
+        while rest.len() > OUTPUT_CHUNK_BYTES {
+            let mut cut = OUTPUT_CHUNK_BYTES;
+            while !rest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.push_chunk(stream, &rest[..cut]);
+            rest = &rest[cut..];
+        }
+        self.push_chunk(stream, rest);
+    }
+
+    /// Queues `text` (at most [`OUTPUT_CHUNK_BYTES`]), joined to the last waiting chunk of the
+    /// same stream while that stays within the bound.
+    fn push_chunk(&mut self, stream: OutputStream, text: &str) {
         self.flush();
         match self.pending.back_mut() {
-            Some((kind, held)) if *kind == stream => held.push_str(text),
+            Some((kind, held))
+                if *kind == stream && held.len() + text.len() <= OUTPUT_CHUNK_BYTES =>
+            {
+                held.push_str(text)
+            }
             Some(_) => self.pending.push_back((stream, text.to_owned())),
             None => {
                 self.pending.push_back((stream, text.to_owned()));
