@@ -363,3 +363,96 @@ async fn idle_connections_of_one_peer_leave_the_harness_room_to_join() {
     assert!(about_peer <= 12, "{about_peer} lines for {opened} connections:\n{}", lines.join("\n"));
     assert!(log.contains("left_out"), "{log}");
 }
+
+/// `outboard-server admin ARGS --data DATA`: exit code, stdout, stderr.
+fn admin(data: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("outboard-server").unwrap())
+        .arg("admin")
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env_remove("OUTBOARD_STORE")
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// `admin hosts ls --json`'s object for the one host.
+fn listed(data: &std::path::Path) -> Value {
+    let (code, out, err) = admin(data, &["hosts", "ls", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(out.lines().next().unwrap()).unwrap()
+}
+
+/// A host whose key changed (its data directory was rebuilt) while a session is placed on it:
+/// it cannot be joined (not the pinned certificate) nor removed (a session is placed on it);
+/// `admin hosts repin` shows the pinned and the new fingerprints, changes nothing without
+/// `--yes`, and with it the host is joined again under its new pin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_key_changed_is_repinned_by_the_admin() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = dir.path().join("harness");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("wss://127.0.0.1:{port}");
+    let (code, token, err) = admin(&harness, &["hosts", "add", "h1", "--url", &url]);
+    assert_eq!(code, 0, "{err}");
+    let exe = bin("outboard-server").unwrap();
+    let spawn = |data: &str| {
+        let path = dir.path().join(data);
+        HostProcess::spawn_exe(&exe, None, &path, token.trim(), &[], port, "info")
+    };
+    let mut first = spawn("host-a").unwrap();
+    let old = first.fingerprint().to_owned();
+    assert_eq!(
+        (listed(&harness)["state"].as_str(), listed(&harness)["pin"].as_str()),
+        (Some("up"), Some(old.as_str()))
+    );
+    let (sid, _) = outboard_tests::fixture::craft_log(&harness, "m", vec![]).await;
+    let store = outboard_tests::harness::open_store(&harness).unwrap();
+    store
+        .call(move |c| Ok(c.execute("UPDATE sessions SET host = 'h1' WHERE id = ?1", [sid])?))
+        .await
+        .unwrap();
+
+    // The host comes back with a new key on the same address.
+    first.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let second = loop {
+        match spawn("host-b") {
+            Ok(host) => break host,
+            Err(e) if Instant::now() < deadline && e.to_string().contains("in use") => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let new = second.fingerprint().to_owned();
+    assert_ne!(old, new);
+    let down = listed(&harness);
+    assert_eq!(down["state"], "down", "{down}");
+    assert!(down["error"].as_str().unwrap().contains("is not sandbox host h1"), "{down}");
+    let (code, _, err) = admin(&harness, &["hosts", "rm", "h1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("still holds 1 session"), "{err}");
+
+    // Asked without --yes: shown, not changed.
+    let (code, out, err) = admin(&harness, &["hosts", "repin", "h1"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains(&format!("pinned:   {old}")) && out.contains(&format!("presents: {new}")),
+        "{out}"
+    );
+    assert!(err.contains("--yes"), "{err}");
+    assert_eq!(listed(&harness)["pin"], old.as_str());
+    // Confirmed: pinned, and the host is joined again.
+    let (code, out, err) = admin(&harness, &["hosts", "repin", "h1", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let up = listed(&harness);
+    assert_eq!(
+        (up["state"].as_str(), up["pin"].as_str()),
+        (Some("up"), Some(new.as_str())),
+        "{up}"
+    );
+    assert_eq!(up["sessions"], 1);
+}
