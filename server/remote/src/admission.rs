@@ -1,7 +1,7 @@
 //! Who may start a join on a sandbox host, and how often the host says it refused someone.
 //!
 //! A connection that has not joined yet is reachable without the token. The host bounds them
-//! overall ([`crate::host::MAX_PENDING_JOINS`]) and, here, per source
+//! overall (the host's `MAX_PENDING_JOINS`) and, here, per source
 //! ([`MAX_PENDING_JOINS_PER_SOURCE`]): with the overall bound only, 16 idle TCP connections from
 //! one peer, reopened as the host closed them, kept every slot taken and a restarted harness
 //! could not reach the host. A source is an IPv4 address or an IPv6 /64 (what one machine is
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 /// Connections not yet joined from one source at once. A harness node reconnects with one
 /// connection at a time; four leave room for a few nodes behind one address (NAT) while a
-/// peer without the token holds at most a quarter of [`crate::host::MAX_PENDING_JOINS`].
+/// peer without the token holds at most a quarter of the host's `MAX_PENDING_JOINS`.
 pub const MAX_PENDING_JOINS_PER_SOURCE: usize = 4;
 
 /// At most one refusal line this often; the next one says how many were left out.

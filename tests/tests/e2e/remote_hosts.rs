@@ -5,6 +5,8 @@
 //! name while the other serves on; a wrong token is refused; a restart on the same port keeps
 //! the workspace). The fixture is `outboard_tests::hosts`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -411,7 +413,7 @@ async fn a_host_whose_key_changed_is_repinned_by_the_admin() {
     let (sid, _) = outboard_tests::fixture::craft_log(&harness, "m", vec![]).await;
     let store = outboard_tests::harness::open_store(&harness).unwrap();
     store
-        .call(move |c| Ok(c.execute("UPDATE sessions SET host = 'h1' WHERE id = ?1", [sid])?))
+        .call(move |c| c.execute("UPDATE sessions SET host = 'h1' WHERE id = ?1", [sid]))
         .await
         .unwrap();
 
