@@ -657,3 +657,39 @@ fn ledger_changes(sent: &ReadLedger, after: &ReadLedger) -> (Vec<WireStamp>, Vec
         .collect();
     (recorded, forgotten)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Output that waits (the writer's queue is full) is joined per stream but never past
+    /// [`OUTPUT_CHUNK_BYTES`], and a chunk larger than that is split on character boundaries:
+    /// every message stays far under what a harness accepts, and nothing is lost or reordered.
+    #[tokio::test]
+    async fn waiting_output_is_joined_up_to_the_chunk_bound() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let mut outbox = Outbox::new(7, &tx);
+        let mut sent = String::new();
+        for i in 0..40 {
+            let text = format!("{i:02}é").repeat(10_000); // 50,000 bytes, multi-byte chars
+            outbox.push(OutputStream::Stdout, &text);
+            sent.push_str(&text);
+        }
+        let big = "ü".repeat(OUTPUT_CHUNK_BYTES); // two bytes each: split in four
+        outbox.push(OutputStream::Stdout, &big);
+        sent.push_str(&big);
+        let drained = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(ToHarness::Output { text, .. }) = rx.recv().await {
+                got.push(text);
+            }
+            got
+        });
+        outbox.finish().await;
+        drop(tx);
+        let got = drained.await.unwrap();
+        assert!(got.iter().all(|t| t.len() <= OUTPUT_CHUNK_BYTES), "a chunk over the bound");
+        assert!(got.iter().any(|t| t.len() > 50_000), "waiting chunks were not joined");
+        assert_eq!(got.concat(), sent);
+    }
+}
