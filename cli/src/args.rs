@@ -416,7 +416,8 @@ pub struct ConnectArgs {
     #[arg(long, env = "OUTBOARD_CA_CERT", value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
     /// Allow sending the token over clear-text ws:// to a host other than this machine.
-    #[arg(long, env = "OUTBOARD_INSECURE")]
+    /// OUTBOARD_INSECURE takes 1/0, true/false, yes/no, on/off.
+    #[arg(long, env = "OUTBOARD_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure: bool,
     /// Embedded mode: the model provider.
     #[arg(long, env = "OUTBOARD_PROVIDER", value_parser = ["anthropic", "openai", "responses"])]
@@ -778,6 +779,50 @@ mod tests {
             Cli::try_parse_from(["outboard", "run", "--provider", "llama", "hi"]).unwrap_err();
         assert_eq!(provider.kind(), ErrorKind::InvalidValue);
         assert_eq!(provider.exit_code(), 2);
+    }
+
+    /// Every boolean flag with an environment variable takes the usual spellings from it
+    /// (`OUTBOARD_INSECURE=1`, as the client's own refusal suggests, was refused before).
+    #[test]
+    fn every_boolean_variable_takes_the_usual_spellings() {
+        let checked = boolean_env_args(&<Cli as clap::CommandFactory>::command());
+        assert!(checked.contains(&"OUTBOARD_INSECURE".to_owned()), "{checked:?}");
+    }
+
+    /// Walks `cmd` and its subcommands; checks each flag with an environment variable parses
+    /// every boolean spelling and refuses a non-boolean; returns the variables checked.
+    fn boolean_env_args(cmd: &clap::Command) -> Vec<String> {
+        let mut checked = Vec::new();
+        for arg in cmd.get_arguments() {
+            let (Some(env), clap::ArgAction::SetTrue) = (arg.get_env(), arg.get_action()) else {
+                continue;
+            };
+            // The variable's value goes through the flag's value parser: parse it as a value.
+            let id = arg.get_id().to_string();
+            let valued = arg.clone().action(clap::ArgAction::Set).long("value").env(None);
+            let parse = |word: &str| {
+                let matches = clap::Command::new("t")
+                    .arg(valued.clone())
+                    .try_get_matches_from(["t", "--value", word])?;
+                Ok::<_, clap::Error>(matches.get_one::<bool>(&id).copied())
+            };
+            for (word, want) in [("1", true), ("0", false), ("true", true), ("FALSE", false)]
+                .into_iter()
+                .chain([("yes", true), ("No", false), ("on", true), ("OFF", false)])
+            {
+                let parsed = parse(word);
+                assert!(
+                    matches!(parsed, Ok(Some(got)) if got == want),
+                    "{env:?}={word}: {parsed:?}"
+                );
+            }
+            assert!(parse("maybe").is_err(), "{env:?}=maybe");
+            checked.push(env.to_string_lossy().into_owned());
+        }
+        for sub in cmd.get_subcommands() {
+            checked.extend(boolean_env_args(sub));
+        }
+        checked
     }
 
     #[test]

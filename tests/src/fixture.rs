@@ -477,3 +477,25 @@ pub fn net_sandbox(
 pub async fn exec(sandbox: &Sandbox, command: &str) -> ExecResult {
     sandbox.exec(command, NET_WAIT, &mut |_, _| {}, CancellationToken::new()).await.unwrap()
 }
+
+/// Sends `session/list` on `c` every 100 ms until it fails (at most `within`, else the test
+/// fails): a connection whose token was revoked is told why and closed. Returns the failure,
+/// after checking that the connection is closed.
+pub async fn until_cut(c: &mut WsClient, within: Duration) -> String {
+    let deadline = std::time::Instant::now() + within;
+    let failure = loop {
+        match c.request("session/list", json!({})).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => break format!("{}: {}", e.code.as_str(), e.message),
+            Err(e) => break format!("{e:#}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the connection still serves requests {within:?} later"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let after = tokio::time::timeout(Duration::from_secs(5), c.frame()).await;
+    assert!(matches!(after, Ok(Err(_))), "the connection stayed open: {after:?}");
+    failure
+}

@@ -45,6 +45,8 @@ pub(crate) struct DataArg {
     pub(crate) data: Option<PathBuf>,
     /// Where the store lives: a PostgreSQL URL (`postgres://user@host:5432/db`, for several
     /// server nodes on one database) or a SQLite file; default: `outboard.db` in the data dir.
+    /// Keep the password off the command line, which other users can read (`ps`): give the URL
+    /// in OUTBOARD_STORE, or the password in PGPASSWORD.
     #[arg(long = "store", env = "OUTBOARD_STORE", value_name = "URL|FILE")]
     pub(crate) store: Option<String>,
     /// Connections this process keeps to PostgreSQL.
@@ -56,6 +58,13 @@ impl DataArg {
     /// The store it names, in data dir `dir`.
     pub(crate) fn spec(&self, dir: &std::path::Path) -> outboard_server::store::StoreSpec {
         use outboard_server::store::StoreSpec;
+        if self.password_on_command_line() {
+            eprintln!(
+                "outboard-server: warning: the --store URL holds a password, which other users of \
+                 this machine can read in the command line (`ps`); give the URL in OUTBOARD_STORE \
+                 or the password in PGPASSWORD instead"
+            );
+        }
         match self.store.as_deref().map(StoreSpec::parse) {
             Some(StoreSpec::Postgres { url, .. }) => {
                 StoreSpec::Postgres { url, pool: self.store_pool.clamp(1, 256) }
@@ -64,6 +73,31 @@ impl DataArg {
             None => StoreSpec::Sqlite(dir.join("outboard.db")),
         }
     }
+}
+
+impl DataArg {
+    /// Whether `--store` came from the command line (not from OUTBOARD_STORE) with a password.
+    fn password_on_command_line(&self) -> bool {
+        let Some(store) = self.store.as_deref() else {
+            return false;
+        };
+        let from_env = std::env::var("OUTBOARD_STORE").is_ok_and(|env| env == store);
+        !from_env && store_holds_password(store)
+    }
+}
+
+/// Whether a store URL or connection string carries a password: `scheme://user:PASSWORD@…`,
+/// or a `password=` key (in a query or a `key=value` connection string).
+pub(crate) fn store_holds_password(store: &str) -> bool {
+    let lower = store.to_ascii_lowercase();
+    if lower.contains("password=") {
+        return true;
+    }
+    let Some((_, rest)) = store.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    authority.rsplit_once('@').is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
 /// The data dir and the store of an `admin` command (the data dir made private first).
@@ -180,7 +214,8 @@ pub(crate) struct NetArgs {
     pub(crate) tls_key: Option<PathBuf>,
     /// Allow listening on a non-loopback address without TLS (tokens would cross the network in
     /// clear text; only behind a TLS-terminating proxy on the same host or a trusted network).
-    #[arg(long, env = "OUTBOARD_INSECURE")]
+    /// OUTBOARD_INSECURE takes 1/0, true/false, yes/no, on/off.
+    #[arg(long, env = "OUTBOARD_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     pub(crate) insecure: bool,
     /// Seconds a new connection has to finish its upgrade (TLS and HTTP), and then to send hello.
     #[arg(long, env = "OUTBOARD_HANDSHAKE_TIMEOUT", value_name = "SECS", value_parser = parse_secs,

@@ -105,6 +105,9 @@ struct AppState {
     node_auth: relay::NodeAuth,
     /// Connections relayed here from other nodes, capped per user.
     relayed: relay::RelayedUsers,
+    /// The tokens of the open connections, checked against the store so a revocation closes
+    /// them ([`outboard_org::tokens::LiveTokens`]).
+    live_tokens: Arc<outboard_org::tokens::LiveTokens>,
 }
 
 /// A running server.
@@ -354,6 +357,7 @@ pub async fn launch_with(
         node_url,
         node_auth,
         relayed: relay::RelayedUsers::new(net.max_connections_per_ip),
+        live_tokens: Arc::default(),
     });
     let changes = state.hub.org_fs().subscribe();
     tokio::spawn(crate::files_api::forward_changes(
@@ -371,6 +375,12 @@ pub async fn launch_with(
         tracing::info!(sessions = resumed, "resuming turns cut short by the last stop");
     }
     tokio::spawn(heartbeat(state.hub.clone(), state.shutdown.clone()));
+    // `admin token revoke` runs against the store: each node notices by itself.
+    tokio::spawn(state.live_tokens.clone().run(
+        state.hub.store().clone(),
+        outboard_org::tokens::REVOCATION_CHECK_EVERY,
+        state.shutdown.clone(),
+    ));
     if resume_turns {
         tokio::spawn(take_over(state.hub.clone(), state.shutdown.clone()));
     }
@@ -748,6 +758,16 @@ impl Connection {
         let _ = self.out.send(Outbound::Last(connection_error(code, message, true))).await;
     }
 
+    /// Closes a connection whose token was revoked (`admin token revoke`, on any node).
+    async fn revoked(&self) {
+        tracing::info!(peer = %self.info.peer, user = %user_name(&self.user), "closing a connection whose token was revoked");
+        self.fatal(
+            ErrorCode::Unauthorized,
+            "the token of this connection was revoked; connect again with a valid token",
+        )
+        .await
+    }
+
     async fn serve(&mut self, stream: &mut WsStream) {
         // The handshake: the first frame must be a valid hello, within the timeout, and within
         // the pre-hello byte budget.
@@ -852,10 +872,15 @@ impl Connection {
         .await;
         self.user = Some(user);
         self.client = hello.client.chars().take(64).collect();
+        let watched = self.state.live_tokens.watch(&hello.token);
         self.token = hello.token;
 
         loop {
-            let frame = match next_frame(stream, Some(net.idle_timeout)).await {
+            let next = tokio::select! {
+                next = next_frame(stream, Some(net.idle_timeout)) => next,
+                () = watched.revoked() => return self.revoked().await,
+            };
+            let frame = match next {
                 Some(Ok(Some(frame))) => frame,
                 Some(Ok(None)) => {
                     tracing::info!(%peer, user = %user_name(&self.user), "closing an idle connection");

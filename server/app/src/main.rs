@@ -161,3 +161,67 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every boolean flag with an environment variable takes the usual spellings from it
+    /// (`OUTBOARD_INSECURE=1` was refused with "possible values: true, false").
+    #[test]
+    fn every_boolean_variable_takes_the_usual_spellings() {
+        let checked = boolean_env_args(&<Cli as clap::CommandFactory>::command());
+        assert!(checked.contains(&"OUTBOARD_INSECURE".to_owned()), "{checked:?}");
+    }
+
+    /// Walks `cmd` and its subcommands; checks each flag with an environment variable parses
+    /// every boolean spelling and refuses a non-boolean; returns the variables checked.
+    fn boolean_env_args(cmd: &clap::Command) -> Vec<String> {
+        let mut checked = Vec::new();
+        for arg in cmd.get_arguments() {
+            let (Some(env), clap::ArgAction::SetTrue) = (arg.get_env(), arg.get_action()) else {
+                continue;
+            };
+            // The variable's value goes through the flag's value parser: parse it as a value.
+            let id = arg.get_id().to_string();
+            let valued = arg.clone().action(clap::ArgAction::Set).long("value").env(None);
+            let parse = |word: &str| {
+                let matches = clap::Command::new("t")
+                    .arg(valued.clone())
+                    .try_get_matches_from(["t", "--value", word])?;
+                Ok::<_, clap::Error>(matches.get_one::<bool>(&id).copied())
+            };
+            for (word, want) in [("1", true), ("0", false), ("true", true), ("FALSE", false)]
+                .into_iter()
+                .chain([("yes", true), ("No", false), ("on", true), ("OFF", false)])
+            {
+                let parsed = parse(word);
+                assert!(
+                    matches!(parsed, Ok(Some(got)) if got == want),
+                    "{env:?}={word}: {parsed:?}"
+                );
+            }
+            assert!(parse("maybe").is_err(), "{env:?}=maybe");
+            checked.push(env.to_string_lossy().into_owned());
+        }
+        for sub in cmd.get_subcommands() {
+            checked.extend(boolean_env_args(sub));
+        }
+        checked
+    }
+
+    #[test]
+    fn a_password_in_the_store_url_is_seen() {
+        for url in [
+            "postgres://u:secret@db:5432/outboard",
+            "postgresql://u:s%40cret@db/x?sslmode=require",
+            "host=db user=u password=secret",
+            "postgres://u@db/x?password=secret",
+        ] {
+            assert!(store_holds_password(url), "{url}");
+        }
+        for url in ["postgres://u@db:5432/outboard", "postgres://db/x", "/var/lib/outboard.db"] {
+            assert!(!store_holds_password(url), "{url}");
+        }
+    }
+}

@@ -2,6 +2,9 @@
 //! copy of the database does not let anyone log in. Tokens are 256 random bits, so a plain hash
 //! (no salt, no slow KDF) is the right tool: there is nothing to brute-force.
 
+mod live;
+
+pub use live::{LiveTokens, Watched, CHECK_CHUNK, REVOCATION_CHECK_EVERY};
 pub use outboard_base::digest::{hash_token, hex_sha256};
 use outboard_store::{Store, StoreError};
 
@@ -48,8 +51,8 @@ pub async fn list_tokens(store: &Store, org: Option<&str>) -> Result<Vec<TokenIn
 }
 
 /// Deletes the token whose hash starts with `id` (the `admin token ls` id, or more of the
-/// hash). The next `hello` with it is refused; connections already open stay open until they
-/// close. Returns the revoked token's description.
+/// hash). The next `hello` with it is refused, and every node closes the connections it has
+/// open with it at its next [`LiveTokens`] check. Returns the revoked token's description.
 pub async fn revoke_by_id(store: &Store, id: &str) -> Result<TokenInfo, RevokeError> {
     let id = id.trim().to_ascii_lowercase();
     if id.len() < TOKEN_ID_CHARS || !id.bytes().all(|b| b.is_ascii_hexdigit()) {

@@ -23,6 +23,7 @@ use crate::protocol::{
     self, stamp_from_wire, stamp_to_wire, Op, Reply, ToHarness, ToHost, PROTOCOL_VERSION,
 };
 use crate::trust::{self as auth, AuthError, JoinKey, PinnedVerifier};
+use outboard_sandbox::output::CappedOutput;
 use outboard_sandbox::ExecResult;
 use outboard_tools::{ReadLedger, ToolOutcome};
 
@@ -251,9 +252,13 @@ impl HostClient {
         let op =
             Op::Exec { workspace: workspace.to_owned(), command: command.to_owned(), timeout_ms };
         match self.call(op, on_output, cancel).await? {
-            Reply::Exec { exit_code, output, timed_out, signal, failure } => {
-                Ok(ExecResult { exit_code, output, timed_out, signal, failure })
-            }
+            Reply::Exec { exit_code, output, timed_out, signal, failure } => Ok(ExecResult {
+                exit_code,
+                output: capped(output, CappedOutput::default()),
+                timed_out,
+                signal,
+                failure: failure.map(|f| protocol::host_text(&f)),
+            }),
             other => Err(self.unexpected(&other)),
         }
     }
@@ -297,7 +302,7 @@ impl HostClient {
                         reads.record_stamp(std::path::Path::new(&entry.path), stamp);
                     }
                 }
-                Ok(ToolOutcome { output, is_error })
+                Ok(ToolOutcome { output: capped(output, tool_cap()), is_error })
             }
             other => Err(self.unexpected(&other)),
         }
@@ -314,12 +319,14 @@ impl HostClient {
 
     fn unexpected(&self, reply: &Reply) -> RemoteError {
         match reply {
-            Reply::Failed { error } => {
-                RemoteError::Failed { name: self.endpoint.name.clone(), error: error.clone() }
-            }
+            Reply::Failed { error } => RemoteError::Failed {
+                name: self.endpoint.name.clone(),
+                error: protocol::host_text(error),
+            },
+            // Named by its kind only: its fields are the host's and may be large.
             other => RemoteError::Protocol {
                 name: self.endpoint.name.clone(),
-                what: format!("an unexpected reply {other:?}"),
+                what: format!("an unexpected {} reply", reply_kind(other)),
             },
         }
     }
@@ -457,10 +464,13 @@ impl HostClient {
             })?;
         let fingerprint = verifier.seen().ok_or_else(|| self.not_the_host("no certificate"))?;
         let url = format!("wss://{address}/");
-        let (mut ws, _) =
-            tokio_tungstenite::client_async_with_config(url, tls, Some(protocol::ws_config()))
-                .await
-                .map_err(|e| self.unreachable(format!("WebSocket failed: {e}")))?;
+        let (mut ws, _) = tokio_tungstenite::client_async_with_config(
+            url,
+            tls,
+            Some(protocol::harness_ws_config()),
+        )
+        .await
+        .map_err(|e| self.unreachable(format!("WebSocket failed: {e}")))?;
         let host_nonce = match read(&mut ws).await.map_err(|e| self.unreachable(e))? {
             Some(ToHarness::Challenge { version, nonce }) if version == PROTOCOL_VERSION => nonce,
             Some(ToHarness::Challenge { version, .. }) => {
@@ -492,11 +502,12 @@ impl HostClient {
                 }
             }
             Some(ToHarness::Refused { reason }) => {
+                // Reachable without the token: shown only as bounded, plain text.
                 return Err(RemoteError::Refused {
                     name: self.endpoint.name.clone(),
                     url: self.endpoint.url.clone(),
-                    reason,
-                })
+                    reason: protocol::host_text(&reason),
+                });
             }
             _ => return Err(self.unreachable("the host closed the connection during the join")),
         }
@@ -535,7 +546,7 @@ async fn read(ws: &mut Ws) -> Result<Option<ToHarness>, String> {
             None | Some(Ok(Message::Close(_))) => return Ok(None),
             Some(Err(e)) => return Err(e.to_string()),
             Some(Ok(Message::Binary(bytes))) => {
-                return protocol::decode(&bytes).map(Some).map_err(|e| e.to_string())
+                return protocol::decode_from_host(&bytes).map(Some).map_err(|e| e.to_string())
             }
             Some(Ok(_)) => {}
         }
@@ -570,7 +581,7 @@ fn spawn_connection(ws: Ws) -> Conn {
                 _ = reader_closed.cancelled() => break,
             };
             let message: ToHarness = match message {
-                Some(Ok(Message::Binary(bytes))) => match protocol::decode(&bytes) {
+                Some(Ok(Message::Binary(bytes))) => match protocol::decode_from_host(&bytes) {
                     Ok(message) => message,
                     Err(e) => {
                         tracing::warn!("sandbox host sent a bad message: {e}");
@@ -600,6 +611,36 @@ fn spawn_connection(ws: Ws) -> Conn {
 /// A `Cancel`, encoded (a few bytes: never over the bound).
 fn cancel_bytes(id: u64) -> Vec<u8> {
     protocol::encode(&ToHost::Cancel { id }).unwrap_or_default()
+}
+
+/// The name of a reply's kind, for messages.
+fn reply_kind(reply: &Reply) -> &'static str {
+    match reply {
+        Reply::Opened => "Opened",
+        Reply::Exec { .. } => "Exec",
+        Reply::Tool { .. } => "Tool",
+        Reply::Digest { .. } => "Digest",
+        Reply::Stamps { .. } => "Stamps",
+        Reply::Status { .. } => "Status",
+        Reply::Failed { .. } => "Failed",
+    }
+}
+
+/// The most a host's tool result may hold, as a local one: `Read`'s bound, the largest of the
+/// file tools' (a foreground `Bash` comes as an exec, capped as a local command's output), and
+/// room for the note a tool adds.
+pub const MAX_HOST_TOOL_OUTPUT_BYTES: usize = outboard_tools::file::MAX_READ_OUTPUT_BYTES + 4096;
+
+fn tool_cap() -> CappedOutput {
+    CappedOutput::new(MAX_HOST_TOOL_OUTPUT_BYTES / 2, MAX_HOST_TOOL_OUTPUT_BYTES / 2)
+}
+
+/// `output` kept within `cap` (head and tail, the middle cut with a note), as the server keeps
+/// a local command's output: what a host sends goes into the session's log and the model's
+/// context, and a host is not trusted to bound it.
+fn capped(output: String, mut cap: CappedOutput) -> String {
+    cap.push(&output);
+    cap.into_string()
 }
 
 /// `HOST:PORT` of a host URL.

@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, Mutex, Semaphore};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::{PendingJoins, RefusalLog, MAX_PENDING_JOINS_PER_SOURCE};
 use crate::protocol::{
     self, stamp_from_wire, stamp_to_wire, valid_workspace_id, Op, Reply, ToHarness, ToHost,
     WireStamp, MAX_WORKSPACE_ID, PROTOCOL_VERSION,
@@ -50,6 +51,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// Connections that have not joined yet, at once. Each may send one message up to the frame
 /// bound before the join is checked, within [`JOIN_TIMEOUT`]; 16 bounds what peers without the
 /// token can make the host buffer, and a harness's reconnect is never more than one of them.
+/// One source holds at most [`MAX_PENDING_JOINS_PER_SOURCE`] of them ([`crate::admission`]).
 pub const MAX_PENDING_JOINS: usize = 16;
 
 /// Tools a harness may run on the host: the workspace's file tools, and `Bash` (a foreground
@@ -80,6 +82,8 @@ pub struct HostOptions {
     pub max_connections: usize,
     /// [`MAX_PENDING_JOINS`] unless a test reaches the bound with fewer.
     pub max_pending_joins: usize,
+    /// [`MAX_PENDING_JOINS_PER_SOURCE`] unless a test reaches the bound with fewer.
+    pub max_pending_joins_per_source: usize,
 }
 
 impl HostOptions {
@@ -93,6 +97,7 @@ impl HostOptions {
             capacity: default_capacity(),
             max_connections: MAX_CONNECTIONS,
             max_pending_joins: MAX_PENDING_JOINS,
+            max_pending_joins_per_source: MAX_PENDING_JOINS_PER_SOURCE,
         }
     }
 }
@@ -176,7 +181,11 @@ impl Host {
     pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) {
         let connections = tokio_util::task::TaskTracker::new();
         let open = Arc::new(Semaphore::new(self.state.options.max_connections));
-        let pending = Arc::new(Semaphore::new(self.state.options.max_pending_joins));
+        let options = &self.state.options;
+        let pending =
+            PendingJoins::new(options.max_pending_joins, options.max_pending_joins_per_source);
+        // Reachable without the token: every line about a refused or failed join is rate-limited.
+        let refusals = Arc::new(RefusalLog::default());
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
@@ -195,14 +204,18 @@ impl Host {
             let _ = tcp.set_nodelay(true);
             // Over a bound, the connection is closed at once (the harness's client retries).
             let Ok(slot) = open.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, "sandbox host: at its connection bound; closing one");
+                refusals.note(peer, "at its connection bound; closed a new connection");
                 continue;
             };
-            let Ok(joining) = pending.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, "sandbox host: too many connections joining; closing one");
-                continue;
+            let joining = match pending.admit(peer.ip()) {
+                Ok(joining) => joining,
+                Err(why) => {
+                    refusals.note(peer, &format!("{}; closed a new connection", why.describe()));
+                    continue;
+                }
             };
             let (tls, state, stop) = (self.tls.clone(), self.state.clone(), shutdown.clone());
+            let refusals = refusals.clone();
             connections.spawn(async move {
                 let run = async {
                     let handshake = async {
@@ -219,11 +232,20 @@ impl Host {
                         let joined = join(&mut ws, &state).await?;
                         Ok::<_, String>((ws, joined))
                     };
-                    let (mut ws, joined) = tokio::time::timeout(JOIN_TIMEOUT, handshake)
+                    let joined = tokio::time::timeout(JOIN_TIMEOUT, handshake)
                         .await
-                        .map_err(|_| "the join timed out".to_owned())??;
+                        .map_err(|_| "the join timed out".to_owned())
+                        .and_then(|joined| joined);
                     drop(joining);
+                    let (mut ws, joined) = match joined {
+                        Ok(joined) => joined,
+                        Err(e) => {
+                            refusals.note(peer, &format!("a connection ended before joining: {e}"));
+                            return Ok(());
+                        }
+                    };
                     if !joined {
+                        refusals.note(peer, "refused a join (a wrong token or protocol version)");
                         let _ = ws.close(None).await;
                         return Ok(());
                     }
@@ -291,7 +313,6 @@ async fn join(ws: &mut Ws, state: &HostState) -> Result<bool, String> {
                       add NAME --url URL` and restart the sandbox host with --join-token TOKEN"
             .to_owned();
         send_now(ws, &ToHarness::Refused { reason }).await?;
-        tracing::warn!("sandbox host: refused a join with a wrong token");
         return Ok(false);
     }
     let proof = state.key.host_proof(&nonce, &theirs, &state.fingerprint);
@@ -414,6 +435,11 @@ impl HostState {
     }
 }
 
+/// The largest output chunk sent to a harness, waiting chunks joined included: a harness
+/// accepts messages up to [`protocol::MAX_HOST_MESSAGE_BYTES`], which this stays far below even
+/// at JSON's worst escaping.
+pub const OUTPUT_CHUNK_BYTES: usize = 256 * 1024;
+
 /// Forwards a call's output to the writer without blocking the sandbox's synchronous callback:
 /// chunks that do not fit the writer's queue now wait here, a run of one stream joined into one
 /// chunk, and go first at the next chunk or at the end, so nothing is lost and order is kept.
@@ -430,9 +456,28 @@ impl<'a> Outbox<'a> {
     }
 
     fn push(&mut self, stream: OutputStream, text: &str) {
+        let mut rest = text;
+        while rest.len() > OUTPUT_CHUNK_BYTES {
+            let mut cut = OUTPUT_CHUNK_BYTES;
+            while !rest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.push_chunk(stream, &rest[..cut]);
+            rest = &rest[cut..];
+        }
+        self.push_chunk(stream, rest);
+    }
+
+    /// Queues `text` (at most [`OUTPUT_CHUNK_BYTES`]), joined to the last waiting chunk of the
+    /// same stream while that stays within the bound.
+    fn push_chunk(&mut self, stream: OutputStream, text: &str) {
         self.flush();
         match self.pending.back_mut() {
-            Some((kind, held)) if *kind == stream => held.push_str(text),
+            Some((kind, held))
+                if *kind == stream && held.len() + text.len() <= OUTPUT_CHUNK_BYTES =>
+            {
+                held.push_str(text)
+            }
             Some(_) => self.pending.push_back((stream, text.to_owned())),
             None => {
                 self.pending.push_back((stream, text.to_owned()));
@@ -611,4 +656,40 @@ fn ledger_changes(sent: &ReadLedger, after: &ReadLedger) -> (Vec<WireStamp>, Vec
         .map(|(path, _)| path.to_string_lossy().into_owned())
         .collect();
     (recorded, forgotten)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Output that waits (the writer's queue is full) is joined per stream but never past
+    /// [`OUTPUT_CHUNK_BYTES`], and a chunk larger than that is split on character boundaries:
+    /// every message stays far under what a harness accepts, and nothing is lost or reordered.
+    #[tokio::test]
+    async fn waiting_output_is_joined_up_to_the_chunk_bound() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let mut outbox = Outbox::new(7, &tx);
+        let mut sent = String::new();
+        for i in 0..40 {
+            let text = format!("{i:02}é").repeat(10_000); // 50,000 bytes, multi-byte chars
+            outbox.push(OutputStream::Stdout, &text);
+            sent.push_str(&text);
+        }
+        let big = "ü".repeat(OUTPUT_CHUNK_BYTES); // two bytes each: split in four
+        outbox.push(OutputStream::Stdout, &big);
+        sent.push_str(&big);
+        let drained = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(ToHarness::Output { text, .. }) = rx.recv().await {
+                got.push(text);
+            }
+            got
+        });
+        outbox.finish().await;
+        drop(tx);
+        let got = drained.await.unwrap();
+        assert!(got.iter().all(|t| t.len() <= OUTPUT_CHUNK_BYTES), "a chunk over the bound");
+        assert!(got.iter().any(|t| t.len() > 50_000), "waiting chunks were not joined");
+        assert_eq!(got.concat(), sent);
+    }
 }

@@ -6,7 +6,8 @@
 //! and [`host::HostOptions`] run a host; [`client::HostClient`] is a harness node's handle on
 //! one host (connect, authenticate, multiplex calls, reconnect); [`protocol`] is the wire.
 //!
-//! Rooms: [`protocol`] (typed, versioned, length-bounded messages), [`trust`] (the host's key and
+//! Rooms: [`protocol`] (typed, versioned, length-bounded messages), [`admission`] (who may
+//! start a join, and the rate of refusal lines), [`trust`] (the host's key and
 //! certificate, the join token, the HMAC handshake, the pinned-certificate verifier), [`host`]
 //! (the host side: per workspace id a directory and a [`outboard_sandbox::Sandbox`]), [`client`]
 //! (the harness side).
@@ -17,6 +18,7 @@
 //! workspaces; only the read ledger crosses the wire, carried by each call (see
 //! [`protocol::Op::Tool`]).
 
+pub mod admission;
 pub mod client;
 pub mod host;
 pub mod protocol;

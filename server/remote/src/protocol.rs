@@ -120,6 +120,39 @@ pub struct WireStamp {
     pub sha256: String,
 }
 
+/// The largest message a harness accepts from a host. A host's messages are small by
+/// construction (a command's result is at most its output cap, 128 KiB, a `Read` at most
+/// `MAX_READ_OUTPUT_BYTES`, 256 KiB, an output chunk at most the host's `OUTPUT_CHUNK_BYTES`,
+/// a ledger rebuild at most 256 entries), even at JSON's worst escaping (6 bytes a byte); only
+/// the other direction carries whole files. A host sending more is cut off before the message
+/// is buffered: one once sent a 60 MiB `Bash` result that went whole into the log.
+pub const MAX_HOST_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The longest text of a host's own a harness keeps (a refusal reason, reachable without the
+/// token; a failure): enough for a sentence and what to do.
+pub const MAX_HOST_TEXT_BYTES: usize = 512;
+
+/// A host's text as a harness shows it (in `admin hosts ls`, in users' errors): control
+/// characters (escape sequences, newlines, Unicode bidirectional controls) become spaces and
+/// it is cut at [`MAX_HOST_TEXT_BYTES`] on a character boundary, with `…` when cut.
+pub fn host_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_HOST_TEXT_BYTES));
+    for c in text.chars() {
+        let c = if c.is_control() || is_bidi_control(c) { ' ' } else { c };
+        if out.len() + c.len_utf8() > MAX_HOST_TEXT_BYTES {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Unicode's bidirectional formatting characters, which reorder what a terminal shows.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// A message that could not be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
@@ -129,6 +162,12 @@ pub enum FrameError {
          send a smaller file or split the work"
     )]
     TooLarge { len: usize },
+    /// A host's message over [`MAX_HOST_MESSAGE_BYTES`].
+    #[error(
+        "the sandbox host sent a {len}-byte message, over the {MAX_HOST_MESSAGE_BYTES} bytes a \
+         harness accepts from a host"
+    )]
+    HostMessageTooLarge { len: usize },
     /// Not a message of this protocol version.
     #[error("a malformed sandbox host message ({0}); are both ends the same outboard version?")]
     Malformed(String),
@@ -149,6 +188,23 @@ pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, FrameErro
         return Err(FrameError::TooLarge { len: bytes.len() });
     }
     serde_json::from_slice(bytes).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// A host's message in `bytes`, as the harness reads it: refused past
+/// [`MAX_HOST_MESSAGE_BYTES`] before it is parsed.
+pub fn decode_from_host<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, FrameError> {
+    if bytes.len() > MAX_HOST_MESSAGE_BYTES {
+        return Err(FrameError::HostMessageTooLarge { len: bytes.len() });
+    }
+    decode(bytes)
+}
+
+/// The harness's WebSocket limits: no message or frame from a host past
+/// [`MAX_HOST_MESSAGE_BYTES`] (what it sends to the host is bounded by [`encode`]).
+pub fn harness_ws_config() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(MAX_HOST_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_HOST_MESSAGE_BYTES))
 }
 
 /// The WebSocket limits of both ends: no message or frame past [`MAX_FRAME_BYTES`], so a peer's

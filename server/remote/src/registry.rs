@@ -79,6 +79,12 @@ pub enum HostsError {
          `outboard sessions restore ID` first"
     )]
     InUse { name: String, sessions: u64 },
+    /// The pin changed between the probe and the repin (or the host is gone).
+    #[error(
+        "the pin of sandbox host {0} changed meanwhile (or the host was removed); run \
+         `outboard-server admin hosts repin {0}` again"
+    )]
+    PinChanged(String),
     /// No host is registered.
     #[error(
         "no sandbox host is registered: add one with `outboard-server admin hosts add NAME --url \
@@ -219,6 +225,43 @@ struct Entry {
     recorded: AtomicBool,
 }
 
+/// A host's certificate as [`Hosts::probe_key`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyChange {
+    /// Where the host was reached.
+    pub url: String,
+    /// The pin on record (none before the first join).
+    pub old: Option<String>,
+    /// The fingerprint of the certificate it presents now.
+    pub new: String,
+}
+
+/// Pins `new` as host `name`'s certificate, replacing `old` (`admin hosts repin`, after the
+/// admin confirmed: a host whose key changed, e.g. its data directory was lost, cannot be
+/// joined, and it cannot be removed and added again while sessions are placed on it). Refused
+/// when the pin on record is no longer `old` (someone else changed it meanwhile).
+pub async fn repin(
+    store: &Store,
+    name: &str,
+    old: Option<&str>,
+    new: &str,
+) -> Result<(), HostsError> {
+    let (owned, old, new) = (name.to_owned(), old.map(str::to_owned), new.to_owned());
+    let changed = store
+        .call(move |c| {
+            c.execute(
+                "UPDATE sandbox_hosts SET pin = ?2
+                 WHERE name = ?1 AND COALESCE(pin, '') = COALESCE(?3, '')",
+                params![owned, new, old],
+            )
+        })
+        .await?;
+    if changed == 0 {
+        return Err(HostsError::PinChanged(name.to_owned()));
+    }
+    Ok(())
+}
+
 /// The hosts of a harness process: one client per host, shared by its sessions.
 pub struct Hosts {
     store: Store,
@@ -248,6 +291,36 @@ impl Hosts {
         if let Some(entry) = clients.get(name) {
             return Ok(entry.clone());
         }
+        let endpoint = self.endpoint(name).await?;
+        let recorded = AtomicBool::new(endpoint.pin.is_some());
+        let client = Arc::new(HostClient::new(endpoint, self.reconnect_window)?);
+        let entry = Arc::new(Entry { client, recorded });
+        clients.insert(name.to_owned(), entry.clone());
+        Ok(entry)
+    }
+
+    /// Drops the client of host `name`, so the next use reads its row again: after the host
+    /// failed to show its pinned certificate, in case an admin re-pinned it meanwhile
+    /// ([`repin`]).
+    pub async fn forget(&self, name: &str) {
+        self.clients.lock().await.remove(name);
+    }
+
+    /// Joins host `name` ignoring its pin, one attempt within `timeout`, and returns the pin on
+    /// record and the certificate's fingerprint the host presents now. The host must still
+    /// prove it holds the join token (the proof covers the certificate), so a peer without the
+    /// token is refused; nothing is recorded.
+    pub async fn probe_key(&self, name: &str, timeout: Duration) -> Result<KeyChange, HostsError> {
+        let mut endpoint = self.endpoint(name).await?;
+        let (url, old) = (endpoint.url.clone(), endpoint.pin.take());
+        let client = HostClient::new(endpoint, self.reconnect_window)?;
+        client.connect_within(timeout).await?;
+        let new = client.pinned().ok_or_else(|| HostsError::NotFound(name.to_owned()))?;
+        Ok(KeyChange { url, old, new })
+    }
+
+    /// Host `name`'s endpoint from its row, the token opened.
+    async fn endpoint(&self, name: &str) -> Result<HostEndpoint, HostsError> {
         let owned = name.to_owned();
         let row = self
             .store
@@ -273,13 +346,7 @@ impl Hosts {
             .secrets
             .open_host_token(name, &nonce, sealed)
             .ok_or_else(|| HostsError::Sealed(name.to_owned()))?;
-        let recorded = AtomicBool::new(pin.is_some());
-        let endpoint =
-            HostEndpoint { name: name.to_owned(), url, token: token.expose().to_owned(), pin };
-        let client = Arc::new(HostClient::new(endpoint, self.reconnect_window)?);
-        let entry = Arc::new(Entry { client, recorded });
-        clients.insert(name.to_owned(), entry.clone());
-        Ok(entry)
+        Ok(HostEndpoint { name: name.to_owned(), url, token: token.expose().to_owned(), pin })
     }
 
     /// Records the pin and capacity of host `name`'s join in its row, once per process (the
@@ -312,7 +379,12 @@ impl Hosts {
     /// Joins host `name` now, within `timeout` (one attempt), and records the join.
     pub async fn join(&self, name: &str, timeout: Duration) -> Result<(), HostsError> {
         let client = self.client(name).await?;
-        client.connect_within(timeout).await?;
+        if let Err(e) = client.connect_within(timeout).await {
+            if matches!(e, RemoteError::NotTheHost { .. }) {
+                self.forget(name).await;
+            }
+            return Err(e.into());
+        }
         self.note_joined(name).await;
         Ok(())
     }

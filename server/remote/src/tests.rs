@@ -461,3 +461,123 @@ async fn background_commands_run_read_and_die_in_the_hosts_sandbox() {
     assert!(e.to_string().contains("does not run on a sandbox host"), "{e}");
     f.host.stop().await;
 }
+
+/// What a hostile host answers after the join.
+enum Hostile {
+    /// Refuses the join with this reason (no token needed to send it).
+    Refuse(String),
+    /// Welcomes the harness (it knows the token: a compromised host) and answers each call,
+    /// in order, with these replies.
+    Answer(Vec<protocol::Reply>),
+}
+
+/// A sandbox host that speaks the protocol but answers as `behaviour` says, on loopback; its
+/// address. It serves one connection.
+async fn hostile_host(dir: &Path, token: &str, behaviour: Hostile) -> SocketAddr {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use protocol::{ToHarness, PROTOCOL_VERSION};
+    use tokio_tungstenite::tungstenite::Message;
+    let identity = crate::trust::HostIdentity::load_or_create(dir).unwrap();
+    let fingerprint = identity.fingerprint();
+    let tls =
+        tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(identity.server_config().unwrap()));
+    let key = crate::trust::JoinKey::from_token(token).unwrap();
+    let listener = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let stream = tls.accept(tcp).await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let send = |m: &ToHarness| Message::Binary(serde_json::to_vec(m).unwrap().into());
+        let nonce = crate::trust::nonce().unwrap();
+        let challenge = ToHarness::Challenge { version: PROTOCOL_VERSION, nonce: nonce.clone() };
+        ws.send(send(&challenge)).await.unwrap();
+        let Some(Ok(Message::Binary(join))) = ws.next().await else { return };
+        let Ok(ToHost::Join { nonce: theirs, .. }) = protocol::decode(&join) else { return };
+        let replies = match behaviour {
+            Hostile::Refuse(reason) => {
+                let _ = ws.send(send(&ToHarness::Refused { reason })).await;
+                return;
+            }
+            Hostile::Answer(replies) => replies,
+        };
+        let proof = key.host_proof(&nonce, &theirs, &fingerprint);
+        ws.send(send(&ToHarness::Welcome { proof, capacity: Some(1) })).await.unwrap();
+        for reply in replies {
+            let Some(Ok(Message::Binary(call))) = ws.next().await else { return };
+            let Ok(ToHost::Call { id, .. }) = protocol::decode(&call) else { return };
+            if ws.send(send(&ToHarness::Reply { id, reply })).await.is_err() {
+                return;
+            }
+        }
+        while ws.next().await.is_some() {}
+    });
+    addr
+}
+
+/// A refusal reason, which a peer without the token can send, reaches the harness's errors (and
+/// `admin hosts ls`) as bounded plain text: no escape sequence, newline or bidirectional
+/// control, at most `MAX_HOST_TEXT_BYTES`.
+#[tokio::test]
+async fn a_hosts_refusal_reason_is_bounded_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = crate::trust::new_join_token().unwrap();
+    let reason = format!(
+        "\u{1b}[2J\u{1b}[31mgo away\u{1b}[0m\r\nFAKE: all good\u{202e}{}",
+        "A".repeat(100_000)
+    );
+    let addr = hostile_host(dir.path(), &token, Hostile::Refuse(reason)).await;
+    let e = client(addr, &token, Duration::ZERO).connect_within(T).await.unwrap_err();
+    let RemoteError::Refused { reason, .. } = &e else { panic!("{e:?}") };
+    let head: String = reason.chars().take(80).collect();
+    assert!(reason.starts_with(" [2J [31mgo away [0m  FAKE: all good "), "{head:?}");
+    assert!(!reason.chars().any(|c| c.is_control() || c == '\u{202e}'), "{head:?}");
+    assert!(reason.len() <= protocol::MAX_HOST_TEXT_BYTES + '…'.len_utf8(), "{}", reason.len());
+    assert!(e.to_string().len() < 1024, "{}", e.to_string().len());
+}
+
+/// A host's results are kept as a local command's or tool's would be: a 15 MiB command output
+/// and a 15 MiB `Read` come back capped (head and tail, the middle cut with a note), and a
+/// message over the harness's bound ends the connection instead of being buffered. Before,
+/// a 60 MiB `Bash` result went whole into the session's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_oversized_results_are_capped_like_local_ones() {
+    use outboard_sandbox::output::{OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let token = crate::trust::new_join_token().unwrap();
+    let big = "x".repeat(15 << 20);
+    let replies = vec![
+        protocol::Reply::Exec {
+            exit_code: Some(0),
+            output: big.clone(),
+            timed_out: false,
+            signal: None,
+            failure: Some(format!("\u{1b}]0;title\u{7}{}", "F".repeat(64 << 10))),
+        },
+        protocol::Reply::Tool { output: big, is_error: false, recorded: vec![], forgotten: vec![] },
+        protocol::Reply::Failed { error: "E".repeat(20 << 20) },
+    ];
+    let addr = hostile_host(dir.path(), &token, Hostile::Answer(replies)).await;
+    let c = client(addr, &token, Duration::ZERO);
+
+    let r = c.exec("w1", "true", T, &mut |_, _| {}, CancellationToken::new()).await.unwrap();
+    let note = 512;
+    assert!(r.output.len() <= OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES + note, "{}", r.output.len());
+    assert!(r.output.contains("bytes of output cut from the middle"));
+    let failure = r.failure.unwrap();
+    assert!(failure.len() <= protocol::MAX_HOST_TEXT_BYTES + 3 && !failure.contains('\u{1b}'));
+
+    let mut reads = ReadLedger::new();
+    let read = json!({"file_path": "a.txt"});
+    let t = c.tool("w1", "Read", &read, &mut reads, CancellationToken::new()).await.unwrap();
+    assert!(
+        t.output.len() <= crate::client::MAX_HOST_TOOL_OUTPUT_BYTES + note,
+        "{}",
+        t.output.len()
+    );
+
+    // 20 MiB in one message: over the bound, the connection is cut, nothing is kept.
+    let e = c.exec("w1", "true", T, &mut |_, _| {}, CancellationToken::new()).await.unwrap_err();
+    assert!(matches!(e, RemoteError::Lost { .. } | RemoteError::Unreachable { .. }), "{e:?}");
+    assert!(e.to_string().len() < 1024);
+}

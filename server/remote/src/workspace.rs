@@ -45,8 +45,11 @@ impl RemoteWorkspace {
     }
 
     async fn after<T>(&self, result: Result<T, RemoteError>) -> Result<T, String> {
-        if result.is_ok() {
-            self.hosts.note_joined(&self.host).await;
+        match &result {
+            Ok(_) => self.hosts.note_joined(&self.host).await,
+            // The next call reads the host's row again: an admin may have re-pinned it.
+            Err(RemoteError::NotTheHost { .. }) => self.hosts.forget(&self.host).await,
+            Err(_) => {}
         }
         result.map_err(|e| explain(&e))
     }

@@ -641,6 +641,31 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
     }
 }
 
+/// `admin token revoke`, run against the store while two nodes serve, closes the token's
+/// connections on both nodes; another token's connections stay.
+#[tokio::test]
+async fn a_revoked_token_is_cut_on_every_node() {
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let (_cluster, a, b) = two_nodes(&mock, 2);
+    let token = a.add_user("alice", "acme").unwrap();
+    let other = a.add_user("bob", "acme").unwrap();
+    let mut on_a = WsClient::connect(&a.url, &token).await.unwrap();
+    let mut on_b = WsClient::connect(&b.url, &token).await.unwrap();
+    let mut bob = WsClient::connect(&b.url, &other).await.unwrap();
+
+    let (code, listed, err) = a.admin(&["token", "ls"], None).unwrap();
+    assert_eq!(code, 0, "{err}");
+    let id = listed.lines().find(|l| l.contains("alice")).unwrap().split_whitespace().next();
+    let (code, _, err) = b.admin(&["token", "revoke", id.unwrap()], None).unwrap();
+    assert_eq!(code, 0, "{err}");
+
+    for c in [&mut on_a, &mut on_b] {
+        let failure = outboard_tests::fixture::until_cut(c, Duration::from_secs(10)).await;
+        assert!(failure.contains("revoked"), "{failure}");
+    }
+    assert!(bob.request("session/list", json!({})).await.unwrap().is_ok());
+}
+
 /// An org file written through one node reaches the live sessions of the org on another node as
 /// `memory_changed` (the store's notification of the commit), once each.
 #[tokio::test]

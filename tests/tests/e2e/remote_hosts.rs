@@ -5,6 +5,8 @@
 //! name while the other serves on; a wrong token is refused; a restart on the same port keeps
 //! the workspace). The fixture is `outboard_tests::hosts`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -295,4 +297,164 @@ async fn a_host_restarted_on_the_same_port_in_its_namespace_keeps_the_workspace(
         sh(&client, "s1", "cat kept.txt").await.unwrap(),
         (Some(0), "before the restart\n".into())
     );
+}
+
+/// Keeps `n` TCP connections from `source` to `addr` open without a byte of TLS, reopening each
+/// as the host closes it, until `stop`; returns how many were opened.
+fn hold_joins(
+    addr: std::net::SocketAddr,
+    source: std::net::IpAddr,
+    n: usize,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let stop = stop.clone();
+            tasks.spawn(async move {
+                use tokio::io::AsyncReadExt as _;
+                let mut opened = 0;
+                while !stop.is_cancelled() {
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind((source, 0).into()).unwrap();
+                    let Ok(mut tcp) = socket.connect(addr).await else { continue };
+                    opened += 1;
+                    let mut buf = [0u8; 64];
+                    tokio::select! {
+                        _ = tcp.read(&mut buf) => {}
+                        () = stop.cancelled() => {}
+                    }
+                }
+                opened
+            });
+        }
+        let mut opened = 0;
+        while let Some(n) = tasks.join_next().await {
+            opened += n.unwrap();
+        }
+        opened
+    })
+}
+
+/// A peer without the token keeps more idle connections open than the host lets join at once,
+/// reopening each as it is closed: a harness from another address still joins at its first
+/// attempt, and the host's log does not grow with the refusals. Before, the peer held every
+/// join slot ("tls handshake eof") and each refusal was a warning line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_of_one_peer_leave_the_harness_room_to_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = new_join_token().unwrap();
+    let host = HostProcess::spawn(None, &dir.path().join("host"), &token, &[]).unwrap();
+    let logged_before = host.log().lines().count();
+    let stop = CancellationToken::new();
+    let attacker: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let holding = hold_joins(host.addr(), attacker, 32, stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await; // the peer has taken what it can
+
+    let client = HostClient::new(host.endpoint("h1"), T).unwrap();
+    client.connect_within(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(sh(&client, "s1", "echo joined").await.unwrap(), (Some(0), "joined\n".into()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.cancel();
+    let opened = holding.await.unwrap();
+    assert!(opened > 100, "the peer reopened only {opened} connections");
+
+    let log = host.log();
+    let lines: Vec<&str> = log.lines().skip(logged_before).collect();
+    let about_peer = lines.iter().filter(|l| l.contains("127.0.0.2")).count();
+    assert!(about_peer <= 12, "{about_peer} lines for {opened} connections:\n{}", lines.join("\n"));
+    assert!(log.contains("left_out"), "{log}");
+}
+
+/// `outboard-server admin ARGS --data DATA`: exit code, stdout, stderr.
+fn admin(data: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("outboard-server").unwrap())
+        .arg("admin")
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env_remove("OUTBOARD_STORE")
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// `admin hosts ls --json`'s object for the one host.
+fn listed(data: &std::path::Path) -> Value {
+    let (code, out, err) = admin(data, &["hosts", "ls", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(out.lines().next().unwrap()).unwrap()
+}
+
+/// A host whose key changed (its data directory was rebuilt) while a session is placed on it:
+/// it cannot be joined (not the pinned certificate) nor removed (a session is placed on it);
+/// `admin hosts repin` shows the pinned and the new fingerprints, changes nothing without
+/// `--yes`, and with it the host is joined again under its new pin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_key_changed_is_repinned_by_the_admin() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = dir.path().join("harness");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("wss://127.0.0.1:{port}");
+    let (code, token, err) = admin(&harness, &["hosts", "add", "h1", "--url", &url]);
+    assert_eq!(code, 0, "{err}");
+    let exe = bin("outboard-server").unwrap();
+    let spawn = |data: &str| {
+        let path = dir.path().join(data);
+        HostProcess::spawn_exe(&exe, None, &path, token.trim(), &[], port, "info")
+    };
+    let mut first = spawn("host-a").unwrap();
+    let old = first.fingerprint().to_owned();
+    assert_eq!(
+        (listed(&harness)["state"].as_str(), listed(&harness)["pin"].as_str()),
+        (Some("up"), Some(old.as_str()))
+    );
+    let (sid, _) = outboard_tests::fixture::craft_log(&harness, "m", vec![]).await;
+    let store = outboard_tests::harness::open_store(&harness).unwrap();
+    store
+        .call(move |c| c.execute("UPDATE sessions SET host = 'h1' WHERE id = ?1", [sid]))
+        .await
+        .unwrap();
+
+    // The host comes back with a new key on the same address.
+    first.kill();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let second = loop {
+        match spawn("host-b") {
+            Ok(host) => break host,
+            Err(e) if Instant::now() < deadline && e.to_string().contains("in use") => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let new = second.fingerprint().to_owned();
+    assert_ne!(old, new);
+    let down = listed(&harness);
+    assert_eq!(down["state"], "down", "{down}");
+    assert!(down["error"].as_str().unwrap().contains("is not sandbox host h1"), "{down}");
+    let (code, _, err) = admin(&harness, &["hosts", "rm", "h1"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("still holds 1 session"), "{err}");
+
+    // Asked without --yes: shown, not changed.
+    let (code, out, err) = admin(&harness, &["hosts", "repin", "h1"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains(&format!("pinned:   {old}")) && out.contains(&format!("presents: {new}")),
+        "{out}"
+    );
+    assert!(err.contains("--yes"), "{err}");
+    assert_eq!(listed(&harness)["pin"], old.as_str());
+    // Confirmed: pinned, and the host is joined again.
+    let (code, out, err) = admin(&harness, &["hosts", "repin", "h1", "--yes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let up = listed(&harness);
+    assert_eq!(
+        (up["state"].as_str(), up["pin"].as_str()),
+        (Some("up"), Some(new.as_str())),
+        "{up}"
+    );
+    assert_eq!(up["sessions"], 1);
 }

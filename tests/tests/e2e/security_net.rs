@@ -733,6 +733,64 @@ fn clear_text_token_off_loopback_is_refused_by_the_client() {
     assert!(stderr.contains("visible to other users"), "{stderr}");
 }
 
+/// `OUTBOARD_INSECURE` takes the usual boolean spellings in both binaries (`1`, which the
+/// client's own refusal suggests, was refused with "possible values: true, false"); a password
+/// in `serve --store` is warned about without being printed, and the help steers to
+/// `OUTBOARD_STORE` and `PGPASSWORD`.
+#[test]
+fn boolean_variables_take_the_usual_spellings_and_store_passwords_stay_off_the_command_line() {
+    // 0.0.0.0 is not loopback for the client's rule, and refuses at once on this machine.
+    for yes in ["1", "yes", "ON", "True"] {
+        let (code, _, stderr) = outboard(
+            &["sessions", "--server", "ws://0.0.0.0:9"],
+            &[("OUTBOARD_TOKEN", "ob_secret"), ("OUTBOARD_INSECURE", yes)],
+        );
+        assert!(!stderr.contains("possible values") && !stderr.contains("refusing"), "{stderr}");
+        assert_ne!(code, 0, "{stderr}");
+    }
+    for no in ["0", "no", "off", "FALSE"] {
+        let (code, _, stderr) = outboard(
+            &["sessions", "--server", "ws://0.0.0.0:9"],
+            &[("OUTBOARD_TOKEN", "ob_secret"), ("OUTBOARD_INSECURE", no)],
+        );
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("refusing to send the token over clear-text"), "{stderr}");
+    }
+
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin("outboard-server").unwrap())
+        .args(["serve", "--listen", "0.0.0.0:0", "--base-url", "http://127.0.0.1:9"])
+        .arg("--data")
+        .arg(data.path())
+        .env("ANTHROPIC_API_KEY", TEST_API_KEY)
+        .env("OUTBOARD_INSECURE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.starts_with("outboard-server listening on ws://0.0.0.0:"), "{line:?}");
+
+    let out = Command::new(bin("outboard-server").unwrap())
+        .args(["serve", "--store", "postgres://ob:hunter2pass@127.0.0.1:1/outboard"])
+        .arg("--data")
+        .arg(data.path())
+        .env_remove("OUTBOARD_STORE")
+        .env("ANTHROPIC_API_KEY", TEST_API_KEY)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("holds a password") && stderr.contains("PGPASSWORD"), "{stderr}");
+    assert!(!stderr.contains("hunter2pass"), "{stderr}");
+    let help = Command::new(bin("outboard-server").unwrap()).args(["serve", "--help"]).output();
+    let help = String::from_utf8_lossy(&help.unwrap().stdout).into_owned();
+    assert!(help.contains("OUTBOARD_STORE") && help.contains("PGPASSWORD"), "{help}");
+}
+
 /// `admin token ls` shows ids, not tokens; `admin token revoke ID` makes the next hello fail.
 #[tokio::test]
 async fn a_revoked_token_is_refused_at_the_next_hello() {
@@ -758,6 +816,31 @@ async fn a_revoked_token_is_refused_at_the_next_hello() {
     WsClient::connect(&server.url, &other).await.unwrap();
     let all = admin(server.data.path(), &["token", "ls"]);
     assert_eq!(all.lines().count(), 2, "{all}");
+}
+
+/// A connection opened before `admin token revoke` (the real command, on the same data dir) is
+/// cut: the next requests fail with the reason and the socket closes, while a connection of
+/// another token goes on. Before, `session/create` and `session/list` kept working on it.
+#[tokio::test]
+async fn a_revoked_token_loses_its_open_connections() {
+    let server = Server::start(&[], "info");
+    let token = server.add_user("alice", "acme");
+    let other = server.add_user("bob", "acme");
+    let mut alice = WsClient::connect(&server.url, &token).await.unwrap();
+    let mut second = WsClient::connect(&server.url, &token).await.unwrap();
+    let mut bob = WsClient::connect(&server.url, &other).await.unwrap();
+    alice.request("session/create", serde_json::json!({})).await.unwrap().unwrap();
+
+    let listed = admin(server.data.path(), &["token", "ls"]);
+    let row = listed.lines().find(|l| l.contains("alice")).unwrap();
+    admin(server.data.path(), &["token", "revoke", row.split_whitespace().next().unwrap()]);
+
+    for c in [&mut alice, &mut second] {
+        let failure = outboard_tests::fixture::until_cut(c, Duration::from_secs(10)).await;
+        assert!(failure.contains("revoked"), "{failure}");
+    }
+    assert!(bob.request("session/list", serde_json::json!({})).await.unwrap().is_ok());
+    assert!(server.log().contains("revoked"), "{}", server.log());
 }
 
 /// With the server logging at trace level, neither a valid nor a refused token appears in its

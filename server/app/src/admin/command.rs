@@ -83,6 +83,18 @@ pub(crate) enum HostsCommand {
         #[command(flatten)]
         data: DataArg,
     },
+    /// Pin the certificate a host presents now, after its key changed (its data directory was
+    /// lost or rebuilt): shows the pinned and the new fingerprints; pins only with --yes. The
+    /// host must still prove the join token. Sessions placed on it stay placed.
+    Repin {
+        /// The host's name.
+        name: String,
+        /// Pin the new key (without it, only show the change).
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        data: DataArg,
+    },
     /// Forget a host (refused while sessions are placed on it).
     Rm {
         /// The host's name.

@@ -7,8 +7,12 @@ use outboard_server::store::Store;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// `admin mcp add|ls|rm|test`: on the data dir directly, like `admin secret`; a running server
-/// reads the definitions at each turn's start, so a change applies at the next turn.
+/// How long `admin hosts repin` waits for the host to answer.
+const REPIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `admin hosts add|ls|repin|rm`: on the store directly, like `admin secret`; a running server
+/// reads a host's row when it first uses the host, and again after the host failed to show its
+/// pinned certificate (so a repin applies at its next call to the host).
 pub(crate) async fn admin_hosts(command: HostsCommand) -> anyhow::Result<ExitCode> {
     use outboard_server::remote::registry::{self, Hosts, HostsError};
     use outboard_server::secrets::{SecretKey, Secrets};
@@ -98,6 +102,36 @@ pub(crate) async fn admin_hosts(command: HostsCommand) -> anyhow::Result<ExitCod
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        HostsCommand::Repin { name, yes, data } => {
+            let (store, secrets) = open(data)?;
+            let hosts = Hosts::with_window(store.clone(), secrets, Duration::ZERO);
+            let change = match hosts.probe_key(&name, REPIN_CONNECT_TIMEOUT).await {
+                Ok(change) => change,
+                Err(e) => return refused(e),
+            };
+            let old = change.old.as_deref().unwrap_or("(none)");
+            println!("sandbox host {name} at {}", change.url);
+            println!("  pinned:   {old}");
+            println!("  presents: {} (and it proved the join token)", change.new);
+            if change.old.as_deref() == Some(change.new.as_str()) {
+                println!("the host presents its pinned certificate; nothing to change");
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !yes {
+                eprintln!(
+                    "outboard-server: not pinned; if the host's key was changed on purpose, run \
+                     `outboard-server admin hosts repin {name} --yes`"
+                );
+                return Ok(ExitCode::from(1));
+            }
+            match registry::repin(&store, &name, change.old.as_deref(), &change.new).await {
+                Ok(()) => {
+                    println!("pinned the new certificate of sandbox host {name}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => refused(e),
+            }
         }
         HostsCommand::Rm { name, data } => {
             let (store, _) = open(data)?;
