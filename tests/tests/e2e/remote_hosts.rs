@@ -368,11 +368,14 @@ async fn idle_connections_of_one_peer_leave_the_harness_room_to_join() {
 
 /// `outboard-server admin ARGS --data DATA`: exit code, stdout, stderr.
 fn admin(data: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    // The store the test itself opens (`open_store`): PostgreSQL in CI's second pass.
+    std::fs::create_dir_all(data).unwrap();
     let out = Command::new(bin("outboard-server").unwrap())
         .arg("admin")
         .args(args)
         .arg("--data")
         .arg(data)
+        .args(outboard_tests::harness::store_args(data).unwrap())
         .env_remove("OUTBOARD_STORE")
         .output()
         .unwrap();
