@@ -354,6 +354,7 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::Sandbox { .. }
             | EventKind::Presence { .. }
             | EventKind::DriveRequested { .. }
+            | EventKind::SessionTitled { .. }
             | EventKind::MemoryChanged { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalResolved { .. }

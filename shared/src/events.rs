@@ -209,6 +209,13 @@ pub enum EventKind {
         /// The watcher's user name.
         user: String,
     },
+    /// The session got its title, derived from its first message (transient; sent right after
+    /// that `user_message`, whose commit stored it): a client showing the session's title shows
+    /// this one from now on. Later attaches read it in the session's info.
+    SessionTitled {
+        /// The title.
+        title: String,
+    },
     /// An org file (`/memory/**`, `/skills/**`) changed, by any session or person of the org
     /// (transient; sent to every live session of the org).
     MemoryChanged {
@@ -321,6 +328,7 @@ impl EventKind {
                 | EventKind::CompactionStarted { .. }
                 | EventKind::Presence { .. }
                 | EventKind::DriveRequested { .. }
+                | EventKind::SessionTitled { .. }
                 | EventKind::MemoryChanged { .. }
                 | EventKind::Unknown
         )
@@ -370,6 +378,7 @@ impl EventKind {
             EventKind::CompactionStarted { .. } => "compaction_started",
             EventKind::Presence { .. } => "presence",
             EventKind::DriveRequested { .. } => "drive_requested",
+            EventKind::SessionTitled { .. } => "session_titled",
             EventKind::MemoryChanged { .. } => "memory_changed",
             EventKind::Todos { .. } => "todos",
             EventKind::BackgroundTask { .. } => "background_task",

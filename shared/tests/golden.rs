@@ -711,6 +711,7 @@ fn session_events() {
             reason: Some("file it in the backlog project instead".into()),
             covers: None,
         },
+        EventKind::SessionTitled { title: "Fix the flaky test".into() },
     ];
     for (i, kind) in events.into_iter().enumerate() {
         let name = format!("event_{}", kind.type_name());

@@ -1,7 +1,63 @@
-//! What the benchmark binaries share: percentiles, unit conversion, and the sandbox settings of
-//! in-process servers.
+//! What the benchmark binaries share: their command lines, percentiles, unit conversion, and the
+//! sandbox settings of in-process servers.
 
 use std::time::Duration;
+
+/// The arguments of a bench binary (`crash` and `mock-llm` too), parsed as the main binaries
+/// parse theirs, so that a typo gets a usage line rather than an `anyhow` backtrace: `--help`/`-h`
+/// prints the usage and exits 0; an unknown or malformed argument, or one `check` refuses (e.g. a
+/// count of zero), prints `error: …` and the usage to stderr and exits 2.
+pub fn args<A: clap::Parser>(check: impl FnOnce(&A) -> Result<(), String>) -> A {
+    match parse_args(std::env::args_os(), check) {
+        Ok(args) => args,
+        Err(Refusal { code: 0, text }) => {
+            print!("{text}");
+            std::process::exit(0)
+        }
+        Err(Refusal { code, text }) => {
+            eprint!("{text}");
+            std::process::exit(code)
+        }
+    }
+}
+
+/// Why [`parse_args`] did not return arguments: what to print and the exit code (0 for the help
+/// asked for, on stdout; 2 for a refused command line, on stderr).
+#[derive(Debug)]
+pub struct Refusal {
+    /// The process's exit code.
+    pub code: i32,
+    /// The help, or `error: …` and the usage.
+    pub text: String,
+}
+
+/// [`args`] over `argv` (its first item the binary's name), nothing printed.
+pub fn parse_args<A, I, T>(
+    argv: I,
+    check: impl FnOnce(&A) -> Result<(), String>,
+) -> Result<A, Refusal>
+where
+    A: clap::Parser,
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let mut command = A::command();
+    let parsed = command
+        .try_get_matches_from_mut(argv)
+        .and_then(|matches| A::from_arg_matches(&matches))
+        .map_err(|e| e.render().to_string());
+    let error = match parsed {
+        Ok(args) => match check(&args) {
+            Ok(()) => return Ok(args),
+            Err(message) => format!("error: {message}"),
+        },
+        Err(help) if !help.starts_with("error:") => return Err(Refusal { code: 0, text: help }),
+        // clap's own error, cut before its usage or hint (some kinds carry the usage, some not).
+        Err(error) => error.split("\n\n").next().unwrap_or_default().trim_end().to_owned(),
+    };
+    let usage = command.render_usage();
+    Err(Refusal { code: 2, text: format!("{error}\n\n{usage}\n\nFor more, try '--help'.\n") })
+}
 
 /// The `p` quantile (0.0–1.0) of `sorted` samples (nearest rank; zero when empty).
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -95,5 +151,66 @@ impl BenchSession {
             .await?
             .map_err(anyhow::Error::msg)?;
         Ok(BenchSession { server, client, session, _data: data })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_args;
+
+    /// Measures nothing: the shape of a bench's command line.
+    #[derive(Debug, clap::Parser)]
+    struct Args {
+        /// Runs per measurement.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Smaller sizes.
+        #[arg(long)]
+        quick: bool,
+    }
+
+    fn parse(argv: &[&str]) -> Result<Args, super::Refusal> {
+        let argv = std::iter::once("bench_x").chain(argv.iter().copied());
+        parse_args(
+            argv,
+            |a: &Args| if a.runs == 0 { Err("--runs must be above zero".into()) } else { Ok(()) },
+        )
+    }
+
+    #[test]
+    fn help_prints_the_usage_and_succeeds() {
+        for flag in ["--help", "-h"] {
+            let Err(refusal) = parse(&["--runs", "2", flag]) else {
+                panic!("{flag} parsed as a run")
+            };
+            let text = &refusal.text;
+            assert_eq!(refusal.code, 0, "{flag}: {text}");
+            assert!(text.contains("Measures nothing") && text.contains("--runs <RUNS>"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_bad_argument_is_an_error_with_the_usage_and_exit_code_2() {
+        for (argv, says) in [
+            (&["--bogus"][..], "unexpected argument '--bogus'"),
+            (&["--runs", "many"], "invalid value 'many' for '--runs <RUNS>'"),
+            (&["--runs"], "a value is required for '--runs <RUNS>'"),
+            (&["--runs", "0"], "error: --runs must be above zero"),
+            (&["extra"], "unexpected argument 'extra'"),
+        ] {
+            let Err(refusal) = parse(argv) else { panic!("{argv:?} parsed") };
+            let text = &refusal.text;
+            assert_eq!(refusal.code, 2, "{argv:?}: {text}");
+            assert!(text.starts_with("error: ") && text.contains(says), "{text}");
+            assert_eq!(text.matches("Usage: bench_x [OPTIONS]").count(), 1, "{text}");
+        }
+    }
+
+    #[test]
+    fn good_arguments_parse() {
+        let a = parse(&["--quick", "--runs", "5"]);
+        assert!(matches!(a, Ok(Args { runs: 5, quick: true })), "{a:?}");
+        let a = parse(&[]);
+        assert!(matches!(a, Ok(Args { runs: 3, quick: false })), "{a:?}");
     }
 }

@@ -990,6 +990,11 @@ impl App {
                     false,
                 );
             }
+            EventKind::SessionTitled { title } => {
+                if let Some(s) = &mut self.session {
+                    s.title = title;
+                }
+            }
             EventKind::SystemReminder { .. } | EventKind::Unknown => {}
         }
     }

@@ -1,8 +1,9 @@
 //! `Edit` and `Write` tool calls drawn as a coloured diff, from the call's own input: an `Edit`
 //! is the line diff of `old_string` → `new_string` with [`CONTEXT_LINES`] of unchanged lines
-//! around each change (longer unchanged runs are folded to a `⋮` row); a `Write` shows the new
-//! content as added lines (the client never sees the previous file). Long diffs are cut with a
-//! count.
+//! around each change (longer unchanged runs are folded to a `⋮` row), widened to whole lines once
+//! the result shows the edited lines (a replacement within a line is drawn as that line, before
+//! and after); a `Write` shows the new content as added lines (the client never sees the previous
+//! file). Long diffs are cut with a count.
 //!
 //! Line numbers are the file's own, never guessed: an `Edit`'s result says where its one
 //! replacement landed ("… has been updated at line N"), and its `cat -n` snippet of the edited
@@ -55,6 +56,36 @@ fn snippet(result: &str) -> HashMap<usize, &str> {
             Some((n.trim_start().parse().ok()?, text))
         })
         .collect()
+}
+
+/// `old` and `new` widened to the whole lines of the file they sit in (as a diff shows them,
+/// not the replaced part of a line), from the edited file's lines in `file`: the text before the
+/// replacement on its first line (`start`) and after it on its last. `None` when the snippet
+/// cannot say (an empty `new_string` within a line has no place in it). A `new_string` found
+/// twice on its one line is taken at its first place.
+fn whole_lines(
+    old: &str,
+    new: &str,
+    start: usize,
+    file: &HashMap<usize, &str>,
+) -> Option<(String, String)> {
+    let pieces: Vec<&str> = new.split('\n').collect();
+    let first = *file.get(&start)?;
+    let (prefix, suffix) = match pieces[..] {
+        [""] if old.ends_with('\n') => ("", ""),
+        [""] => return None,
+        [one] => {
+            let at = first.find(one)?;
+            (&first[..at], &first[at + one.len()..])
+        }
+        [head, .., ""] => (first.strip_suffix(head)?, ""),
+        [head, .., tail] => {
+            let last = file.get(&(start + pieces.len() - 1))?;
+            (first.strip_suffix(head)?, last.strip_prefix(tail)?)
+        }
+        [] => return None,
+    };
+    Some((format!("{prefix}{old}{suffix}"), format!("{prefix}{new}{suffix}")))
 }
 
 /// The rows of an `Edit`: every change with [`CONTEXT_LINES`] around it, numbered from `start`
@@ -132,7 +163,11 @@ pub fn diff_lines(
             let (old, new) = (field("old_string")?, field("new_string")?);
             let start = result.and_then(edit_line);
             let file = result.map(snippet).unwrap_or_default();
-            edit_rows(old, new, start, &file)
+            match start.and_then(|s| whole_lines(old, new, s, &file)) {
+                Some((old, new)) => edit_rows(&old, &new, start, &file),
+                // Parts of lines: numbered, but the file's lines are not theirs to neighbour.
+                None => edit_rows(old, new, start, &HashMap::new()),
+            }
         }
         "Write" => field("content")?
             .lines()
@@ -274,6 +309,37 @@ mod tests {
                 "43 44   }",
             ]
         );
+    }
+
+    #[test]
+    fn a_replacement_within_a_line_shows_the_whole_lines() {
+        // The case: `- hi from outboard` / `+ hello, world` without the line around it.
+        let input = json!({"file_path": "hello.py", "old_string": "hi from outboard", "new_string": "hello, world"});
+        let result = edited(2, &[(1, "import sys"), (2, "print(\"hello, world\")"), (3, "")]);
+        assert_eq!(
+            texts("Edit", &input, Some(&result)),
+            [
+                "1 1   import sys",
+                "2   - print(\"hi from outboard\")",
+                "  2 + print(\"hello, world\")",
+                "3 3   ",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_replacement_spanning_lines_mid_line_shows_the_whole_first_and_last_lines() {
+        let input = json!({"file_path": "a.rs", "old_string": "b(1);\n    c(", "new_string": "b(2);\n    c("});
+        let result =
+            edited(5, &[(4, "fn f() {"), (5, "    a(); b(2);"), (6, "    c(3);"), (7, "}")]);
+        assert_eq!(
+            texts("Edit", &input, Some(&result)),
+            ["4 4   fn f() {", "5   -     a(); b(1);", "  5 +     a(); b(2);", "6 6       c(3);"]
+        );
+        // A deletion within a line has no place in the edited line: the parts as they are.
+        let gone = json!({"file_path": "a.rs", "old_string": " b(2);", "new_string": ""});
+        let result = edited(5, &[(5, "    a();")]);
+        assert_eq!(texts("Edit", &gone, Some(&result)), ["5 -  b(2);"]);
     }
 
     #[test]

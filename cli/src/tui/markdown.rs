@@ -1,5 +1,6 @@
 //! The model's markdown as styled, wrapped lines: headings, emphasis, inline code, lists (nested,
-//! bulleted or numbered), block quotes, rules and fenced code blocks with highlighting. It is run
+//! bulleted or numbered), block quotes, rules, tables (aligned columns, [`super::table`]) and
+//! fenced code blocks with highlighting. It is run
 //! again on the whole partial text on every delta of a streaming answer: pulldown-cmark reads an
 //! unclosed fence as a code block to the end, so a half-streamed answer already renders right,
 //! and a re-parse of a few kilobytes costs microseconds.
@@ -9,6 +10,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::highlight::highlight_block;
+use super::table::{Cell, Table};
 use super::theme::Theme;
 use super::wrap::wrap_line;
 
@@ -24,6 +26,10 @@ struct Builder<'t> {
     code: Option<(String, String)>,
     /// The marker of an item whose first line has not been written yet.
     pending_marker: Option<String>,
+    /// The table being read, drawn whole at its end (its columns' widths need every row).
+    table: Option<Table>,
+    /// The cells of the table's row being read.
+    row: Vec<Cell>,
 }
 
 impl Builder<'_> {
@@ -108,6 +114,8 @@ pub fn render(text: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
         quote: 0,
         code: None,
         pending_marker: None,
+        table: None,
+        row: Vec::new(),
     };
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
     for event in Parser::new_ext(text, options) {
@@ -155,6 +163,12 @@ pub fn render(text: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
                     };
                     b.pending_marker = Some(marker);
                 }
+                Tag::Table(aligns) => {
+                    b.flush();
+                    b.blank();
+                    b.table = Some(Table { aligns, ..Table::default() });
+                }
+                Tag::TableCell => b.cur.clear(),
                 Tag::Emphasis => b.push_style(|s| s.add_modifier(Modifier::ITALIC)),
                 Tag::Strong => b.push_style(|s| s.add_modifier(Modifier::BOLD)),
                 Tag::Strikethrough => b.push_style(|s| s.add_modifier(Modifier::CROSSED_OUT)),
@@ -193,6 +207,26 @@ pub fn render(text: &str, width: usize, theme: &Theme) -> Vec<Line<'static>> {
                     }
                 }
                 TagEnd::Item => b.flush(),
+                TagEnd::TableCell => {
+                    let cell = std::mem::take(&mut b.cur);
+                    b.row.push(cell);
+                }
+                TagEnd::TableHead | TagEnd::TableRow => {
+                    let row = std::mem::take(&mut b.row);
+                    if let Some(table) = &mut b.table {
+                        table.head += usize::from(tag == TagEnd::TableHead);
+                        table.rows.push(row);
+                    }
+                }
+                TagEnd::Table => {
+                    if let Some(table) = b.table.take() {
+                        let indent = b.prefix(false);
+                        b.out.extend(table.render(width, &indent, theme));
+                    }
+                    if b.lists.is_empty() {
+                        b.out.push(Line::default());
+                    }
+                }
                 TagEnd::Emphasis | TagEnd::Strong | TagEnd::Strikethrough | TagEnd::Link => {
                     b.styles.pop();
                 }
@@ -229,6 +263,7 @@ mod tests {
     use super::*;
     use crate::tui::wrap::plain;
     use pretty_assertions::assert_eq;
+    use unicode_width::UnicodeWidthStr;
 
     fn texts(md: &str, width: usize) -> Vec<String> {
         render(md, width, &Theme { color: false }).iter().map(plain).collect()
@@ -263,5 +298,54 @@ mod tests {
     #[test]
     fn list_items_wrap_under_their_text() {
         assert_eq!(texts("- alpha beta gamma", 12), ["• alpha ", "  beta gamma"]);
+    }
+
+    #[test]
+    fn a_table_is_aligned_columns_with_separators() {
+        // The table: its cells ran together as `filestatushello.pycreated`.
+        let md = "Done:\n\n| file | status |\n|---|---|\n| hello.py | created |\n| README.md | `edited` |\n\nBye.";
+        assert_eq!(
+            texts(md, 80),
+            [
+                "Done:",
+                "",
+                "file      │ status ",
+                "──────────┼────────",
+                "hello.py  │ created",
+                "README.md │ edited ",
+                "",
+                "Bye.",
+            ]
+        );
+    }
+
+    #[test]
+    fn alignments_pad_on_the_side_the_delimiter_row_says() {
+        let md = "| n | name | mid |\n|--:|:--|:-:|\n| 1 | a | x |\n| 100 | abc | xyz |";
+        assert_eq!(
+            texts(md, 80),
+            ["  n │ name │ mid", "────┼──────┼────", "  1 │ a    │  x ", "100 │ abc  │ xyz"]
+        );
+    }
+
+    #[test]
+    fn a_wide_table_narrows_its_widest_column_and_cuts_its_cells() {
+        let long = "a very long description that does not fit";
+        let md = format!("| id | what |\n|---|---|\n| 7 | {long} |");
+        let lines = texts(&md, 30);
+        assert_eq!(
+            lines,
+            [
+                "id │ what                     ",
+                "───┼──────────────────────────",
+                "7  │ a very long description …"
+            ]
+        );
+        assert!(lines.iter().all(|l| l.width() <= 30), "{lines:?}");
+        // Too many columns for even their narrowest: every line is cut at the edge.
+        let many =
+            format!("|{}\n|{}\n|{}", "head |".repeat(12), "---|".repeat(12), "cell |".repeat(12));
+        let lines = texts(&many, 40);
+        assert!(lines.iter().all(|l| l.width() <= 40 && l.ends_with('…')), "{lines:?}");
     }
 }

@@ -20,6 +20,7 @@ pub mod net;
 pub mod render;
 pub mod state;
 pub mod subagents;
+pub mod table;
 pub mod tasks;
 pub mod theme;
 pub mod wrap;

@@ -281,6 +281,23 @@ fn edit_as_a_diff() {
 }
 
 #[test]
+fn the_header_takes_the_title_the_server_gives_the_session_from_its_first_message() {
+    let mut app = app("alice", Role::Driver, vec![], None);
+    if let Some(s) = &mut app.session {
+        s.title.clear();
+    }
+    let header = |app: &App| screen(app, 80, 6).lines().next().unwrap_or_default().to_owned();
+    assert!(header(&app).contains(" untitled "), "{}", header(&app));
+    for e in turn_start() {
+        app.handle(AppEvent::Server(Box::new(e)));
+    }
+    let titled = EventKind::SessionTitled { title: "Why does the test flake?".into() };
+    app.handle(AppEvent::Server(Box::new(ev(2, titled))));
+    assert!(header(&app).contains(" Why does the test flake? "), "{}", header(&app));
+    assert!(!header(&app).contains("untitled"), "{}", header(&app));
+}
+
+#[test]
 fn watcher_view_with_disabled_composer() {
     let mut events = turn_start();
     events.push(ev(

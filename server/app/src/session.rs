@@ -1181,6 +1181,7 @@ impl Actor {
         self.prepare_network().await;
         let title =
             if self.row.title.is_empty() { Some(self.derived_title(&text).await) } else { None };
+        let titled = title.is_some();
         let started = async {
             self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
             self.emit_titled(EventKind::UserMessage { text: text.clone() }, true, title).await
@@ -1188,11 +1189,26 @@ impl Actor {
         let seq = started.await.map_err(|e| {
             ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
         })?;
+        if titled {
+            self.announce_title().await;
+        }
         if let Some(conversation) = &mut self.conversation {
             conversation.push_user(seq, ContentBlock::Text(text));
         }
         self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
         Ok(TurnSendResponse { turn_id, seq })
+    }
+
+    /// Tells the attached clients the title the first message's commit gave the session (the
+    /// store's, which kept a title set meanwhile): they show it without asking for the list.
+    async fn announce_title(&mut self) {
+        if self.row.title.is_empty() {
+            return;
+        }
+        let kind = EventKind::SessionTitled { title: self.row.title.clone() };
+        if let Err(e) = self.emit(kind, false).await {
+            tracing::debug!(session = %self.row.id, "cannot announce the title: {e}");
+        }
     }
 
     /// The title a session created without one gets from its first message, within the org's

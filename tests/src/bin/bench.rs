@@ -24,18 +24,32 @@ const STEPS: usize = 200;
 const RUNS: usize = 3;
 const CHECKPOINTS: usize = 2000;
 
+/// The harness's own overhead per step, and the cost of a checkpoint under each SQLite
+/// durability setting (tables; asserts nothing).
+#[derive(clap::Parser)]
+struct Args {
+    /// Which benchmark to run.
+    #[arg(value_enum, default_value_t = Which::All)]
+    which: Which,
+}
+
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Which {
+    Harness,
+    Durable,
+    All,
+}
+
 fn main() -> anyhow::Result<()> {
-    let what = std::env::args().nth(1).unwrap_or_else(|| "all".into());
+    let which = outboard_tests::bench::args(|_: &Args| Ok(())).which;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    match what.as_str() {
-        "harness" => rt.block_on(harness()),
-        "durable" => rt.block_on(durable()),
-        "all" => {
-            rt.block_on(harness())?;
-            rt.block_on(durable())
-        }
-        other => anyhow::bail!("unknown benchmark {other:?}: use harness, durable or all"),
+    if which != Which::Durable {
+        rt.block_on(harness())?;
     }
+    if which != Which::Harness {
+        rt.block_on(durable())?;
+    }
+    Ok(())
 }
 
 async fn harness() -> anyhow::Result<()> {

@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use clap::Parser;
 use outboard_server::remote::client::HostClient;
 use outboard_server::remote::trust::new_join_token;
 use outboard_server::sandbox::{Sandbox, SandboxConfig};
@@ -44,7 +43,7 @@ const WARMUP: usize = 20;
 /// The workspace id of the latency runs on the host.
 const WS: &str = "bench";
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(about = "Sandbox host latency and throughput against local tools")]
 struct Args {
     /// Timed calls per tool and side.
@@ -416,10 +415,12 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    if args.runs == 0 || args.cold == 0 || args.resumes == 0 || args.seconds <= 0.0 {
-        bail!("--runs, --cold, --resumes and --seconds must be above zero");
-    }
+    let args = outboard_tests::bench::args(|a: &Args| {
+        if a.runs == 0 || a.cold == 0 || a.resumes == 0 || a.seconds <= 0.0 {
+            return Err("--runs, --cold, --resumes and --seconds must be above zero".into());
+        }
+        Ok(())
+    });
     let exe = outboard_tests::bench::server_exe("hosts")?;
     let config = sandbox_config();
     Sandbox::check(&config).await.context("while checking the sandbox")?;

@@ -26,20 +26,35 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// What long sessions cost: attach time to the first screen, and the server's RSS with many idle
+/// sessions (tables; asserts nothing).
+#[derive(clap::Parser)]
+struct Args {
+    /// Which section to run.
+    #[arg(value_enum, default_value_t = Section::All)]
+    section: Section,
+    /// Smaller sizes, to try the bench itself.
+    #[arg(long)]
+    quick: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Section {
+    Attach,
+    Rss,
+    All,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let section = args.iter().find(|a| !a.starts_with("--")).map_or("all", String::as_str);
-    match section {
-        "attach" => attach(quick).await,
-        "rss" => rss(quick).await,
-        "all" => {
-            attach(quick).await?;
-            rss(quick).await
-        }
-        other => anyhow::bail!("unknown section {other:?}; try attach, rss or all"),
+    let Args { section, quick } = outboard_tests::bench::args(|_: &Args| Ok(()));
+    if section != Section::Rss {
+        attach(quick).await?;
     }
+    if section != Section::Attach {
+        rss(quick).await?;
+    }
+    Ok(())
 }
 
 /// Attaches this many times per session size.

@@ -16,7 +16,13 @@ const STEPS: u64 = 1_000;
 /// Steps per row of the bytes table.
 const BUCKET: usize = 100;
 
+/// A 1,000-step turn in a 16k- and a 64k-token window: request bytes per step, compactions, the
+/// prompt cache's share (tables; asserts nothing). No arguments.
+#[derive(clap::Parser)]
+struct Args {}
+
 fn main() -> anyhow::Result<()> {
+    outboard_tests::bench::args::<Args>(|_| Ok(()));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
         // Each step adds about 1,000 new tokens: in a 16k window that is a tenth of every

@@ -32,9 +32,18 @@ fn row(label: &str, mut samples: Vec<Duration>) -> (Duration, Duration) {
     (p50, p99)
 }
 
+/// An MCP tool call through the server's hub against the same call made directly, and calls per
+/// second with 16 callers on one connection (tables; asserts nothing).
+#[derive(clap::Parser)]
+struct Args {
+    /// Fewer calls, to try the bench itself.
+    #[arg(long)]
+    quick: bool,
+}
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let quick = outboard_tests::bench::args::<Args>(|_| Ok(())).quick;
     let calls = if quick { 200 } else { 2000 };
     let data = tempfile::tempdir()?;
     let store = Store::open(&data.path().join("outboard.db"), Durability::Normal)?;

@@ -213,8 +213,14 @@ fn network(ports: Vec<u16>, inject: Option<(u16, Arc<Injection>)>) -> anyhow::Re
     })
 }
 
+/// The sandbox's way out through the server's proxy on loopback: throughput, latency, tunnels and
+/// injection (tables; asserts nothing). No arguments.
+#[derive(clap::Parser)]
+struct Args {}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    outboard_tests::bench::args::<Args>(|_| Ok(()));
     let up = upstream()?;
     let (tunnel_tls, tunnel_ca) = test_tls()?;
     let (inject_tls, inject_ca) = test_tls()?;

@@ -30,32 +30,49 @@ const CHECKPOINTS: usize = 2000;
 const LEASE_SECS: u64 = 2;
 const STEPS: usize = 10;
 
+/// Several server nodes on one PostgreSQL: checkpoint cost, takeover after SIGKILL, fan-out to
+/// watchers, steps/s on 1 vs 3 nodes (tables; asserts nothing).
+#[derive(clap::Parser)]
+struct Args {
+    /// Nodes killed mid-turn in `takeover`.
+    #[arg(long, default_value_t = 20)]
+    kills: usize,
+    /// Concurrent sessions in `throughput`.
+    #[arg(long, default_value_t = 200)]
+    sessions: usize,
+    /// Runs only this one.
+    #[arg(long, value_enum)]
+    only: Option<Part>,
+}
+
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Part {
+    Checkpoint,
+    Takeover,
+    Fanout,
+    Throughput,
+}
+
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str, default: usize| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
-    let kills = flag("--kills", 20);
-    let sessions = flag("--sessions", 200);
+    let Args { kills, sessions, only } = outboard_tests::bench::args(|a: &Args| {
+        if a.kills == 0 || a.sessions == 0 {
+            return Err("--kills and --sessions must be above zero".into());
+        }
+        Ok(())
+    });
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    // `--only NAME` runs one of them.
-    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
-    let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    let runs = |part: Part| only.is_none_or(|o| o == part);
     rt.block_on(async {
-        if runs("checkpoint") {
+        if runs(Part::Checkpoint) {
             checkpoint().await?;
         }
-        if runs("takeover") {
+        if runs(Part::Takeover) {
             takeover(kills).await?;
         }
-        if runs("fanout") {
+        if runs(Part::Fanout) {
             fanout().await?;
         }
-        if runs("throughput") {
+        if runs(Part::Throughput) {
             throughput(sessions).await?;
         }
         Ok(())

@@ -95,8 +95,14 @@ fn pss_kib(pid: u32) -> u64 {
     pss(pid) + parent.map_or(0, pss)
 }
 
+/// The sandbox lifecycle on the real bubblewrap and cgroups: start, exec, freeze, resume, memory
+/// (p50/p90/p99 tables; asserts nothing). No arguments.
+#[derive(clap::Parser)]
+struct Args {}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    outboard_tests::bench::args::<Args>(|_| Ok(()));
     let config = SandboxConfig {
         agent_exe: Some(outboard_tests::bench::server_exe("sandbox")?),
         ..SandboxConfig::Bwrap

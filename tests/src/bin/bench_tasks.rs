@@ -106,8 +106,17 @@ async fn timed_turn(mock: &MockLlm, text: &str) -> anyhow::Result<Duration> {
     Ok(wall)
 }
 
+/// Subagents against one agent: 8 children × 20 steps vs one agent × 160 (wall time), and each
+/// child's start to its first model request (tables; asserts nothing).
+#[derive(clap::Parser)]
+struct Args {
+    /// One run instead of three, to try the bench itself.
+    #[arg(long)]
+    quick: bool,
+}
+
 fn main() -> anyhow::Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let quick = outboard_tests::bench::args::<Args>(|_| Ok(())).quick;
     let runs = if quick { 1 } else { 3 };
     let spawns = Spawns::default();
     let filter =

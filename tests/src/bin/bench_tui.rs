@@ -638,8 +638,18 @@ async fn fanout() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The TUI's costs: frame render time, attach, the first coloured code block, idle CPU, and the
+/// server's fan-out latency to attached clients (a table; asserts nothing).
+#[derive(clap::Parser)]
+struct Args {
+    /// Prints the frame rows only and stops.
+    #[arg(long)]
+    frames: bool,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let args = outboard_tests::bench::args::<Args>(|_| Ok(()));
     println!("tui");
     println!("{:<58} {:>10} {:>10}", "", "p50", "p99");
     // Before any frame: the first coloured block pays for loading the grammars.
@@ -679,7 +689,7 @@ async fn main() -> anyhow::Result<()> {
             format!("{:.3} ms", p99.as_secs_f64() * 1000.0)
         );
     }
-    if std::env::args().any(|a| a == "--frames") {
+    if args.frames {
         return Ok(());
     }
     match idle_cpu().await {

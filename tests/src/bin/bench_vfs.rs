@@ -48,8 +48,14 @@ const VIS_PATH: &str = "/memory/visibility.md";
 /// The file every session edits.
 const SHARED_PATH: &str = "/memory/shared.md";
 
+/// The org's shared files: throughput of concurrent sessions, visibility of a write, projection
+/// cost (tables; asserts nothing). No arguments.
+#[derive(clap::Parser)]
+struct Args {}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    outboard_tests::bench::args::<Args>(|_| Ok(()));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let build = if cfg!(debug_assertions) { "debug" } else { "release" };
     println!("## Org files (vfs) — {build}, {cores} cores");

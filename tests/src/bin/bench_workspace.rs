@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use clap::Parser;
 use outboard_cli::client::{Client, ConnectOptions};
 use outboard_server::secrets::{SecretKey, SecretValue, Secrets};
 use outboard_server::store::{Durability, Store};
@@ -43,7 +42,7 @@ const DIFF_FILES: usize = 1_000;
 const GIT_USER: &str = "x-access-token";
 const GIT_PASSWORD: &str = "bench-git-token";
 
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(about = "Workspace benchmark: clone, upload and diff of a 10,000-file repository")]
 struct Args {
     /// Runs per measurement (the table shows their median, min and max).
@@ -53,10 +52,12 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    if args.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
+    let args = outboard_tests::bench::args(|a: &Args| {
+        if a.runs == 0 {
+            return Err("--runs must be at least 1".into());
+        }
+        Ok(())
+    });
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let build = if cfg!(debug_assertions) { "debug" } else { "release" };
     let git_version = String::from_utf8(

@@ -4,20 +4,28 @@
 use outboard_tests::crash::{run, CrashConfig};
 use outboard_tests::harness::Api;
 
+/// Mock sessions on one real server killed at random; every session must end complete and
+/// consistent (a table per provider; exits 1 if one does not).
+#[derive(clap::Parser)]
+struct Args {
+    /// Concurrent sessions.
+    #[arg(default_value_t = 8)]
+    sessions: usize,
+    /// Kills per provider.
+    #[arg(default_value_t = 30)]
+    kills: usize,
+    /// The random seed (default: the clock), to replay a run.
+    seed: Option<u64>,
+}
+
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: u64| -> anyhow::Result<u64> {
-        Ok(match args.get(i) {
-            Some(a) => a.parse()?,
-            None => default,
-        })
+    let Args { sessions, kills, seed } = outboard_tests::bench::args(|_: &Args| Ok(()));
+    let seed = match seed {
+        Some(seed) => seed,
+        None => {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64
+        }
     };
-    let sessions = arg(0, 8)? as usize;
-    let kills = arg(1, 30)? as usize;
-    let seed = arg(
-        2,
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos() as u64,
-    )?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     println!(
         "| provider | sessions | kills | seed | model calls | unknown outcomes | events | result |"

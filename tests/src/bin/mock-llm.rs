@@ -7,11 +7,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Parser;
 use outboard_tests::mock_llm::{MockLlm, MockScript};
 
 /// Serve a scripted mock of the Anthropic and OpenAI streaming APIs.
-#[derive(Debug, Parser)]
+#[derive(Debug, clap::Parser)]
 #[command(name = "mock-llm")]
 struct Args {
     /// Address to listen on (port 0 picks a free port).
@@ -24,7 +23,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let args = outboard_tests::bench::args::<Args>(|_| Ok(()));
     let text = std::fs::read_to_string(&args.script)
         .with_context(|| format!("while reading the script {}", args.script.display()))?;
     let script = MockScript::from_json(&text)

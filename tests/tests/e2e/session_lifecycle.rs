@@ -1,6 +1,6 @@
 //! A session's life on the server: the title it gets from its first message when created without
-//! one, and its actor stopping when idle and coming back, with its whole history, on the next
-//! request.
+//! one (and the `session_titled` event telling its clients), and its actor stopping when idle and
+//! coming back, with its whole history, on the next request.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
@@ -31,13 +31,20 @@ async fn a_session_created_without_a_title_is_named_by_its_first_message() {
     let (token, mut c, sid) = driver(&server).await;
     assert_eq!(list(&mut c).await[0].title, "");
     let first = format!("\n   Fix the flaky login test in CI {}  \nthen run it", "é".repeat(40));
-    turn(&mut c, &sid, &first).await;
+    let events = turn(&mut c, &sid, &first).await;
     // The first line, trimmed, cut at 60 characters (not bytes: é is two).
     let want = format!("Fix the flaky login test in CI {}", "é".repeat(29));
     assert_eq!(want.chars().count(), 60);
     assert_eq!(list(&mut c).await[0].title, want);
-    // A later message does not rename it.
-    turn(&mut c, &sid, "something else entirely").await;
+    // The attached clients are told, right after the message (the TUI's header follows it).
+    let kinds: Vec<&EventKind> = events.iter().map(|e| &e.kind).collect();
+    let told = kinds.iter().position(|k| matches!(k, EventKind::SessionTitled { .. }));
+    let message = kinds.iter().position(|k| matches!(k, EventKind::UserMessage { .. }));
+    assert_eq!(told, message.map(|m| m + 1), "{kinds:?}");
+    assert!(matches!(kinds[told.unwrap()], EventKind::SessionTitled { title } if *title == want));
+    // A later message does not rename it, nor tell anyone again.
+    let later = turn(&mut c, &sid, "something else entirely").await;
+    assert!(!later.iter().any(|e| matches!(e.kind, EventKind::SessionTitled { .. })));
     assert_eq!(list(&mut c).await[0].title, want);
     // `outboard sessions` shows it, and a re-attach's snapshot carries it.
     let run = outboard(&["sessions", "--json", "--server", &server.url, "--token", &token], None)

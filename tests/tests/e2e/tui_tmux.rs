@@ -95,6 +95,10 @@ async fn a_prompt_streams_its_answer_and_a_watcher_sees_the_same_transcript() {
     // Mid-stream the partial answer is already on screen; then the whole of it.
     tmux.wait_for("a", "The answer is", &server);
     tmux.wait_for("a", "forty-two, streamed slowly.", &server);
+    // The header took the title the first message gave the session (it said "untitled").
+    let screen = tmux.screen("a");
+    let header = screen.lines().next().unwrap_or_default();
+    assert!(header.contains(" What is the answer? ") && !header.contains("untitled"), "{screen}");
 
     // A second TUI, attached as a watcher, shows the same transcript.
     let listed =
