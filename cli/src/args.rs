@@ -37,11 +37,16 @@ pub struct SourceArgs {
     /// What new sessions' sandboxes may reach: `org`, the org's policy (`outboard-server admin
     /// network show --org ORG`), or `none`, no network at all. A session can only narrow its
     /// org's policy.
-    #[arg(long, value_name = "org|none", default_value = "org")]
+    #[arg(long, env = "OUTBOARD_NETWORK", value_name = "org|none", default_value = "org")]
     pub network: outboard_shared::SessionNetwork,
     /// The model's context window in tokens for new sessions, overriding the server's (a local
     /// model whose `n_ctx` is smaller than its family's window).
-    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(
+        long,
+        env = "OUTBOARD_CONTEXT_WINDOW",
+        value_name = "TOKENS",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
     pub context_window: Option<u64>,
 }
 
@@ -483,7 +488,13 @@ pub struct RunArgs {
     /// A tool call the org's policy says to ask about: `deny` it (the model is told nobody was
     /// there to approve), `allow` it, or `wait` for an answer from elsewhere (`outboard approve`
     /// or `outboard deny`, the TUI of someone attached) — the request is printed with its call id.
-    #[arg(long, value_enum, value_name = "deny|allow|wait", default_value = "deny")]
+    #[arg(
+        long,
+        env = "OUTBOARD_APPROVE",
+        value_enum,
+        value_name = "deny|allow|wait",
+        default_value = "deny"
+    )]
     pub approve: ApproveMode,
     /// The message to send; `-` reads it from stdin.
     #[arg(value_name = "PROMPT")]
@@ -779,6 +790,33 @@ mod tests {
             Cli::try_parse_from(["outboard", "run", "--provider", "llama", "hi"]).unwrap_err();
         assert_eq!(provider.kind(), ErrorKind::InvalidValue);
         assert_eq!(provider.exit_code(), 2);
+    }
+
+    /// Issue 35, item 4: the settings a user keeps across runs have variables too, as the
+    /// README says of every flag (one-off flags — `--json`, `--reason`, a session id — do not).
+    #[test]
+    fn the_lasting_settings_of_a_run_have_environment_variables() {
+        let cmd = <Cli as clap::CommandFactory>::command();
+        let run = cmd.find_subcommand("run").expect("outboard run");
+        let env_of = |id: &str| {
+            let arg = run.get_arguments().find(|a| a.get_id() == id).expect(id);
+            arg.get_env().map(|e| e.to_string_lossy().into_owned())
+        };
+        for (id, var) in [
+            ("context_window", "OUTBOARD_CONTEXT_WINDOW"),
+            ("network", "OUTBOARD_NETWORK"),
+            ("approve", "OUTBOARD_APPROVE"),
+            ("reconnect_for", "OUTBOARD_RECONNECT_FOR"),
+            ("model", "OUTBOARD_MODEL"),
+            ("server", "OUTBOARD_SERVER"),
+        ] {
+            assert_eq!(env_of(id).as_deref(), Some(var), "--{id}");
+        }
+        // And the TUI's own (no subcommand) takes the same.
+        let top = |id: &str| {
+            cmd.get_arguments().find(|a| a.get_id() == id).and_then(|a| a.get_env()).is_some()
+        };
+        assert!(top("context_window") && top("network"));
     }
 
     /// Every boolean flag with an environment variable takes the usual spellings from it
