@@ -14,7 +14,10 @@
 //! the tool calls in it stay valid), ending with [`instruction`], which says how many of the last
 //! messages stay verbatim. When that does not fit the window, only the part being replaced is
 //! sent; if even that does not fit, long tool results in it are cut and then the oldest steps
-//! left out, and the model is told.
+//! left out, and the model is told. A model that answers with a tool call instead (or nothing) is
+//! asked once more with tool calls forbidden (`tool_choice` none; the tools stay, so the cached
+//! prefix holds); if that answer is empty too, the summary is a [`digest`] of the replaced part
+//! made here, so a compaction that is due always happens.
 //!
 //! Durability: nothing is written until the summary is complete; then one `compaction` event
 //! records it with the seq range it replaces, and the conversation is cut exactly as a replay of
@@ -206,32 +209,46 @@ impl Compactor<'_> {
         let messages =
             summary_request(conversation.messages(), tail, focus, self.fixed_bytes, budget);
         self.emitter.transient(EventKind::CompactionStarted { trigger }).await?;
-        let request = ModelRequest {
+        let mut request = ModelRequest {
             system: self.system,
             messages: &messages,
             tools: self.tools,
             max_tokens: u32::try_from(summary_tokens).ok(),
+            forbid_tools: false,
         };
-        // The summary's text is not streamed to clients: it is not an answer to anyone.
-        let mut ignore = |_| {};
-        let response = tokio::select! {
-            r = self.provider.complete(&request, &mut ignore) => r?,
-            _ = self.cancel.cancelled() => return Err(CompactError::Stopped),
-            _ = self.shutdown.cancelled() => return Err(CompactError::Stopped),
-        };
-        let summary: String = response
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let summary = summary.trim();
-        if summary.is_empty() {
-            return Err(CompactError::Empty);
+        // Asked in words not to call a tool, a model sometimes does anyway: then it is asked
+        // again with tool calls forbidden (`tool_choice` none; the tools stay, so the cached
+        // prefix still holds), and if that answer is empty too, the summary is a digest of the
+        // replaced part made here. A compaction that was due always happens.
+        let mut usage = Usage::default();
+        let mut summary = String::new();
+        for forbid_tools in [false, true] {
+            request.forbid_tools = forbid_tools;
+            let response = self.summary_call(&request).await?;
+            usage.add(response.usage);
+            summary = text_of(&response.content);
+            if !summary.is_empty() {
+                break;
+            }
+            let called = response.content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));
+            tracing::warn!(
+                forbid_tools,
+                called_a_tool = called,
+                "the model's summary was empty{}",
+                if forbid_tools {
+                    "; using a digest of the replaced part"
+                } else {
+                    "; asking again with tool calls forbidden"
+                }
+            );
         }
+        if summary.is_empty() {
+            let bytes = usize::try_from(summary_tokens)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(context::BYTES_PER_TOKEN);
+            summary = digest(&conversation.messages()[..tail], bytes);
+        }
+        let summary = summary.as_str();
         // What the cut leaves: the summary's message and the tail (which starts with the
         // model's message, so nothing merges into the summary).
         let summary_bytes = context::message_bytes(&Message {
@@ -251,7 +268,7 @@ impl Compactor<'_> {
                 tokens_after,
                 trigger,
                 focus: focus.map(str::to_owned),
-                usage: Some(response.usage),
+                usage: Some(usage),
             })
             .await?;
         conversation.apply_compaction(seq, summary, kept_from_seq);
@@ -262,8 +279,89 @@ impl Compactor<'_> {
             kept_from_seq,
             "compacted the conversation"
         );
-        Ok(Compacted { seq, tokens_before, tokens_after, usage: response.usage })
+        Ok(Compacted { seq, tokens_before, tokens_after, usage })
     }
+
+    /// One summary call; not streamed to clients (it is not an answer to anyone).
+    async fn summary_call(
+        &self,
+        request: &ModelRequest<'_>,
+    ) -> Result<outboard_llm::ModelResponse, CompactError> {
+        let mut ignore = |_| {};
+        tokio::select! {
+            r = self.provider.complete(request, &mut ignore) => Ok(r?),
+            _ = self.cancel.cancelled() => Err(CompactError::Stopped),
+            _ = self.shutdown.cancelled() => Err(CompactError::Stopped),
+        }
+    }
+}
+
+/// The text blocks of an answer, joined and trimmed.
+fn text_of(content: &[ContentBlock]) -> String {
+    let text: Vec<&str> = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    text.join("\n").trim().to_owned()
+}
+
+/// Characters of one message's text, one call's input or one result in a [`digest`].
+const DIGEST_PART_CHARS: usize = 300;
+
+/// A summary made without the model, when it gave none: what the user asked, what the model
+/// said and did and what came back, each cut short, the newest kept when it does not all fit
+/// `bytes`; headed so the model knows what it is reading.
+pub fn digest(replaced: &[Message], bytes: usize) -> String {
+    let cut = |text: &str| {
+        let text = text.trim();
+        match text.char_indices().nth(DIGEST_PART_CHARS) {
+            Some((end, _)) => format!("{} …", &text[..end]),
+            None => text.to_owned(),
+        }
+    };
+    let mut lines = Vec::new();
+    for message in replaced {
+        for block in &message.content {
+            let line = match (message.role, block) {
+                (Role::User, ContentBlock::Text(t)) => format!("- The user: {}", cut(t)),
+                (Role::Assistant, ContentBlock::Text(t)) => format!("- You: {}", cut(t)),
+                (_, ContentBlock::ToolUse { name, input, .. }) => {
+                    format!("- You called {name}: {}", cut(&input.to_string()))
+                }
+                (_, ContentBlock::ToolResult { content, is_error, .. }) => {
+                    let what = if *is_error { "failed" } else { "returned" };
+                    format!("  It {what}: {}", cut(content))
+                }
+                _ => continue,
+            };
+            lines.push(line.replace('\n', " "));
+        }
+    }
+    let head = "(The model gave no summary when the conversation was compacted: this is a digest \
+                of the replaced part, each entry cut short, made by Outboard.)";
+    let mut kept: Vec<String> = Vec::new();
+    let mut size = head.len() + 64;
+    for line in lines.iter().rev() {
+        if size + line.len() + 1 > bytes {
+            break;
+        }
+        size += line.len() + 1;
+        kept.push(line.clone());
+    }
+    kept.reverse();
+    let left_out = lines.len() - kept.len();
+    let mut text = head.to_owned();
+    if left_out > 0 {
+        text.push_str(&format!("\n- … {left_out} earlier entries left out"));
+    }
+    for line in kept {
+        text.push('\n');
+        text.push_str(&line);
+    }
+    text
 }
 
 /// The messages of a summary request replacing `conversation[..tail]`, made to fit `budget`

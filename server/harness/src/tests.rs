@@ -209,8 +209,13 @@ fn the_request_estimate_bounds_both_dialects_bodies() {
             }],
         });
     }
-    let request =
-        ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
+    let request = ModelRequest {
+        system: &system,
+        messages: &messages,
+        tools: &tools,
+        max_tokens: None,
+        forbid_tools: false,
+    };
     let estimate = outboard_llm::context::request_bytes(&request);
     for (dialect, body) in [
         (

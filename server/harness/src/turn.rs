@@ -125,6 +125,7 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
             messages: turn.conversation.messages(),
             tools: &specs,
             max_tokens: turn.window.answer_room(tokens, turn.provider.max_tokens()),
+            forbid_tools: false,
         };
         let response = tokio::select! {
             r = call_model(&turn.provider, &request, &turn.emitter) => r?,

@@ -58,9 +58,18 @@ pub fn request_body(
             thinking: thinking.is_some(),
         },
         tools: Tools { tools: request.tools, cached: marks.tools },
+        tool_choice: (request.forbid_tools && !request.tools.is_empty())
+            .then_some(ToolChoice { kind: "none" }),
         thinking,
         stream: true,
     })
+}
+
+/// `tool_choice: {"type": "none"}`: the tools stay on offer, the model may not call one.
+#[derive(Serialize)]
+struct ToolChoice {
+    #[serde(rename = "type")]
+    kind: &'static str,
 }
 
 /// `thinking: {"type": "enabled", "budget_tokens": N}`.
@@ -190,6 +199,8 @@ struct Body<'a> {
     messages: Messages<'a>,
     #[serde(skip_serializing_if = "Tools::is_empty")]
     tools: Tools<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<Thinking>,
     stream: bool,
@@ -575,6 +586,37 @@ mod tests {
 
     use super::*;
 
+    /// A request that forbids tool calls keeps its tools (the cached prefix) and says
+    /// `tool_choice` none; one without tools says nothing of it.
+    #[test]
+    fn forbidding_tool_calls_keeps_the_tools_and_sets_tool_choice_none() {
+        let messages =
+            vec![Message { role: Role::User, content: vec![ContentBlock::Text("hi".into())] }];
+        let tools = vec![ToolSpec {
+            name: "Bash".into(),
+            description: "runs".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let mut request = ModelRequest {
+            system: "s",
+            messages: &messages,
+            tools: &tools,
+            max_tokens: None,
+            forbid_tools: true,
+        };
+        let body = |r: &ModelRequest<'_>| -> serde_json::Value {
+            serde_json::from_slice(&request_body("m", 100, None, r).unwrap()).unwrap()
+        };
+        let forbidden = body(&request);
+        assert_eq!(forbidden["tool_choice"], json!({"type": "none"}));
+        assert_eq!(forbidden["tools"].as_array().map(Vec::len), Some(1));
+        request.forbid_tools = false;
+        assert_eq!(body(&request).get("tool_choice"), None);
+        request.forbid_tools = true;
+        request.tools = &[];
+        assert_eq!(body(&request).get("tool_choice"), None);
+    }
+
     #[test]
     fn empty_text_system_and_tools_are_left_out() {
         let messages = [
@@ -591,8 +633,13 @@ mod tests {
                 }],
             },
         ];
-        let request =
-            ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+        let request = ModelRequest {
+            system: "",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+            forbid_tools: false,
+        };
         let body: Value =
             serde_json::from_slice(&request_body("m", 7, None, &request).unwrap()).unwrap();
         assert_eq!(
@@ -668,8 +715,13 @@ mod tests {
             assistant_call("b"),
             user(vec![result("b", "two")]),
         ];
-        let request =
-            ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
+        let request = ModelRequest {
+            system: &system,
+            messages: &messages,
+            tools: &tools,
+            max_tokens: None,
+            forbid_tools: false,
+        };
         let body: Value =
             serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, None, &request).unwrap())
                 .unwrap();
@@ -696,8 +748,13 @@ mod tests {
             assistant_call("a"),
             user(vec![result("a", &"y".repeat(5_000))]),
         ];
-        let request =
-            ModelRequest { system: "terse", messages: &messages, tools: &tools, max_tokens: None };
+        let request = ModelRequest {
+            system: "terse",
+            messages: &messages,
+            tools: &tools,
+            max_tokens: None,
+            forbid_tools: false,
+        };
         let body: Value =
             serde_json::from_slice(&request_body("claude-sonnet-4-5", 7, None, &request).unwrap())
                 .unwrap();
@@ -795,8 +852,13 @@ mod tests {
             Message { role: Role::Assistant, content },
             user(vec![result("toolu_1", "a.rs")]),
         ];
-        let request =
-            ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+        let request = ModelRequest {
+            system: "",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+            forbid_tools: false,
+        };
         let body: Value =
             serde_json::from_slice(&request_body("m", 8192, Some(2048), &request).unwrap())
                 .unwrap();

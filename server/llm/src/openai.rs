@@ -42,6 +42,7 @@ pub fn request_body(
         max_tokens,
         stream: true,
         stream_options: StreamOptions { include_usage: true },
+        tool_choice: (request.forbid_tools && !request.tools.is_empty()).then_some("none"),
     })
 }
 
@@ -59,6 +60,9 @@ struct Body<'a> {
     max_tokens: u32,
     stream: bool,
     stream_options: StreamOptions,
+    /// `"none"` when the request forbids tool calls; last, so the byte prefix above stays.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -461,8 +465,40 @@ mod tests {
 
     use super::*;
 
+    /// A request that forbids tool calls keeps its tools (the cached prefix) and says
+    /// `tool_choice` none; one without tools says nothing of it.
+    #[test]
+    fn forbidding_tool_calls_keeps_the_tools_and_sets_tool_choice_none() {
+        let messages =
+            vec![Message { role: Role::User, content: vec![ContentBlock::Text("hi".into())] }];
+        let tools = vec![ToolSpec {
+            name: "Bash".into(),
+            description: "runs".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let mut request = ModelRequest {
+            system: "s",
+            messages: &messages,
+            tools: &tools,
+            max_tokens: None,
+            forbid_tools: true,
+        };
+        let body = |r: &ModelRequest<'_>| -> serde_json::Value {
+            serde_json::from_slice(&request_body("m", 100, r).unwrap()).unwrap()
+        };
+        let forbidden = body(&request);
+        assert_eq!(forbidden["tool_choice"], json!("none"));
+        assert_eq!(forbidden["tools"].as_array().map(Vec::len), Some(1));
+        request.forbid_tools = false;
+        assert_eq!(body(&request).get("tool_choice"), None);
+        request.forbid_tools = true;
+        request.tools = &[];
+        assert_eq!(body(&request).get("tool_choice"), None);
+    }
+
     fn body(system: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
-        let request = ModelRequest { system, messages, tools, max_tokens: None };
+        let request =
+            ModelRequest { system, messages, tools, max_tokens: None, forbid_tools: false };
         serde_json::from_slice(&request_body("m", 7, &request).unwrap()).unwrap()
     }
 

@@ -66,6 +66,7 @@ pub fn request_body(
         include: INCLUDE,
         store: false,
         stream: true,
+        tool_choice: (request.forbid_tools && !request.tools.is_empty()).then_some("none"),
     })
 }
 
@@ -87,6 +88,9 @@ struct Body<'a> {
     include: &'static [&'static str],
     store: bool,
     stream: bool,
+    /// `"none"` when the request forbids tool calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
 }
 
 fn is_empty(text: &&str) -> bool {
@@ -585,8 +589,40 @@ mod tests {
 
     use super::*;
 
+    /// A request that forbids tool calls keeps its tools (the cached prefix) and says
+    /// `tool_choice` none; one without tools says nothing of it.
+    #[test]
+    fn forbidding_tool_calls_keeps_the_tools_and_sets_tool_choice_none() {
+        let messages =
+            vec![Message { role: Role::User, content: vec![ContentBlock::Text("hi".into())] }];
+        let tools = vec![ToolSpec {
+            name: "Bash".into(),
+            description: "runs".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let mut request = ModelRequest {
+            system: "s",
+            messages: &messages,
+            tools: &tools,
+            max_tokens: None,
+            forbid_tools: true,
+        };
+        let body = |r: &ModelRequest<'_>| -> serde_json::Value {
+            serde_json::from_slice(&request_body("m", 100, None, r).unwrap()).unwrap()
+        };
+        let forbidden = body(&request);
+        assert_eq!(forbidden["tool_choice"], json!("none"));
+        assert_eq!(forbidden["tools"].as_array().map(Vec::len), Some(1));
+        request.forbid_tools = false;
+        assert_eq!(body(&request).get("tool_choice"), None);
+        request.forbid_tools = true;
+        request.tools = &[];
+        assert_eq!(body(&request).get("tool_choice"), None);
+    }
+
     fn body(system: &str, messages: &[Message], tools: &[ToolSpec], effort: Option<&str>) -> Value {
-        let request = ModelRequest { system, messages, tools, max_tokens: None };
+        let request =
+            ModelRequest { system, messages, tools, max_tokens: None, forbid_tools: false };
         serde_json::from_slice(&request_body("m", 7, effort, &request).unwrap()).unwrap()
     }
 
@@ -688,8 +724,13 @@ mod tests {
     fn effort_and_empty_parts() {
         let messages =
             [Message { role: Role::User, content: vec![ContentBlock::Text("hi".into())] }];
-        let request =
-            ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+        let request = ModelRequest {
+            system: "",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+            forbid_tools: false,
+        };
         let raw = String::from_utf8(request_body("gpt-5", 4096, Some("high"), &request).unwrap())
             .unwrap();
         // Exact bytes: the reasoning item order and the field order matter to the prefix cache.
@@ -713,8 +754,13 @@ mod tests {
         }
         let response = decoder.finish().unwrap();
         let messages = [Message { role: Role::Assistant, content: response.content }];
-        let request =
-            ModelRequest { system: "", messages: &messages, tools: &[], max_tokens: None };
+        let request = ModelRequest {
+            system: "",
+            messages: &messages,
+            tools: &[],
+            max_tokens: None,
+            forbid_tools: false,
+        };
         let raw = String::from_utf8(request_body("m", 100, None, &request).unwrap()).unwrap();
         assert!(raw.contains(&format!(r#""input":[{item}]"#)), "{raw}");
     }

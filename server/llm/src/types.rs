@@ -65,6 +65,10 @@ pub struct ModelRequest<'a> {
     /// `max_tokens` of this call when not the configured one (a summary is kept short; a
     /// request near the end of its window may not ask for more than is left).
     pub max_tokens: Option<u32>,
+    /// Forbid tool calls (`tool_choice` none in every dialect): the tools stay in the request,
+    /// so its prefix is the one the provider cached, but the model must answer in text (a
+    /// compaction's summary).
+    pub forbid_tools: bool,
 }
 
 /// Why the model stopped.

@@ -196,8 +196,13 @@ async fn mock_call_cost(api: &str) -> anyhow::Result<Duration> {
     }
     let system = outboard_server::agent::system_prompt();
     let tools = outboard_server::tools::specs();
-    let request =
-        ModelRequest { system: &system, messages: &messages, tools: &tools, max_tokens: None };
+    let request = ModelRequest {
+        system: &system,
+        messages: &messages,
+        tools: &tools,
+        max_tokens: None,
+        forbid_tools: false,
+    };
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();

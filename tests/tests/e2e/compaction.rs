@@ -327,3 +327,88 @@ async fn session_compact_summarises_on_request_with_a_focus() {
     let asked = mock.requests().into_iter().rev().find(|r| is_summary(&r.body)).unwrap();
     assert!(asked.body["messages"].to_string().contains("focus on: the tests"));
 }
+
+/// A model that answers the summary request with a tool call (issue 35, item 3): `respond` gets
+/// whether the request forbade tool calls and says whether the model summarises.
+async fn turn_with_a_stubborn_summariser(
+    respond: fn(bool) -> bool,
+) -> (MockLlm, Vec<SessionEvent>) {
+    const STEPS: u64 = 60;
+    let mock = MockLlm::start_responder(move |body| {
+        if is_summary(body) {
+            let forbidden = body["tool_choice"] == json!({"type": "none"});
+            return Some(if respond(forbidden) {
+                MockStep::text("Summary: the steps so far read the files.")
+            } else {
+                MockStep::tool_calls(vec![outboard_tests::mock_llm::MockToolCall::new(
+                    "Bash",
+                    json!({"command": "echo not a summary"}),
+                )])
+            });
+        }
+        let next = last_step(body).map_or(0, |n| n + 1);
+        if next >= STEPS {
+            return Some(MockStep::text("All steps done."));
+        }
+        Some(MockStep::tool_calls(vec![step_call(next, None)]))
+    })
+    .await
+    .unwrap();
+    let window = WINDOW.to_string();
+    let server = serve(&mock, Api::Anthropic, &["--context-window", &window, "--max-steps", "200"]);
+    let (_token, mut c, sid) = driver(&server).await;
+    let events = c.turn(&sid, "Run the scripted task.").await.unwrap();
+    assert!(
+        matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }),
+        "{:?}",
+        events.last()
+    );
+    (mock, events)
+}
+
+fn summaries(events: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Compaction { summary, .. } => Some(summary.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_calls_a_tool_instead_of_summarising_is_asked_again_without_tools() {
+    let (mock, events) = turn_with_a_stubborn_summariser(|forbidden| forbidden).await;
+    let summaries = summaries(&events);
+    assert!(!summaries.is_empty(), "the turn compacted");
+    assert!(summaries.iter().all(|s| s.starts_with("Summary: the steps")), "{summaries:?}");
+    // Each compaction: one request as usual, one again with tool calls forbidden — the same
+    // tools on offer, so the provider's cached prefix holds.
+    let requests = mock.requests();
+    let asked: Vec<&RecordedRequest> = requests.iter().filter(|r| is_summary(&r.body)).collect();
+    assert_eq!(asked.len(), 2 * summaries.len());
+    for pair in asked.chunks(2) {
+        assert_eq!(pair[0].body.get("tool_choice"), None);
+        assert_eq!(pair[1].body["tool_choice"], json!({"type": "none"}));
+        assert_eq!(pair[0].body["tools"], pair[1].body["tools"]);
+        assert_eq!(pair[0].body["messages"], pair[1].body["messages"]);
+    }
+    for (i, r) in requests.iter().enumerate() {
+        check_request(i, r);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_never_summarises_gets_a_digest_and_the_turn_stays_in_its_window() {
+    let (mock, events) = turn_with_a_stubborn_summariser(|_| false).await;
+    let summaries = summaries(&events);
+    assert!(!summaries.is_empty(), "the turn compacted");
+    for s in &summaries {
+        assert!(s.starts_with("(The model gave no summary"), "{s}");
+        assert!(s.contains("- You called "), "{s}");
+        assert!(s.len() < 12_000, "the digest keeps to the summary's budget: {}", s.len());
+    }
+    for (i, r) in mock.requests().iter().enumerate() {
+        check_request(i, r);
+    }
+}

@@ -61,6 +61,7 @@ impl Request {
             messages: &self.messages,
             tools: &self.tools,
             max_tokens: None,
+            forbid_tools: false,
         }
     }
 }
