@@ -680,8 +680,9 @@ pub async fn workspace_write_refusal(
 const WATCH_QUOTA_EVERY: u32 = 10;
 
 /// A workspace watch walks the tree at least every this many checks, whatever the filesystem's
-/// used space says (other writers on the same filesystem can hide the workspace's growth).
-const WATCH_WALK_EVERY: u32 = 10;
+/// used space says (files deleted elsewhere on the same filesystem can hide the workspace's
+/// growth).
+const WATCH_WALK_EVERY: u32 = 30;
 
 /// The workspace quota while commands run (the sandbox's watch calls [`WorkspaceWatch::check`]
 /// once a second while the sandbox runs; see `outboard_sandbox::watch`).
