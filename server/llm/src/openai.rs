@@ -465,37 +465,6 @@ mod tests {
 
     use super::*;
 
-    /// A request that forbids tool calls keeps its tools (the cached prefix) and says
-    /// `tool_choice` none; one without tools says nothing of it.
-    #[test]
-    fn forbidding_tool_calls_keeps_the_tools_and_sets_tool_choice_none() {
-        let messages =
-            vec![Message { role: Role::User, content: vec![ContentBlock::Text("hi".into())] }];
-        let tools = vec![ToolSpec {
-            name: "Bash".into(),
-            description: "runs".into(),
-            input_schema: json!({"type": "object"}),
-        }];
-        let mut request = ModelRequest {
-            system: "s",
-            messages: &messages,
-            tools: &tools,
-            max_tokens: None,
-            forbid_tools: true,
-        };
-        let body = |r: &ModelRequest<'_>| -> serde_json::Value {
-            serde_json::from_slice(&request_body("m", 100, r).unwrap()).unwrap()
-        };
-        let forbidden = body(&request);
-        assert_eq!(forbidden["tool_choice"], json!("none"));
-        assert_eq!(forbidden["tools"].as_array().map(Vec::len), Some(1));
-        request.forbid_tools = false;
-        assert_eq!(body(&request).get("tool_choice"), None);
-        request.forbid_tools = true;
-        request.tools = &[];
-        assert_eq!(body(&request).get("tool_choice"), None);
-    }
-
     fn body(system: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
         let request =
             ModelRequest { system, messages, tools, max_tokens: None, forbid_tools: false };

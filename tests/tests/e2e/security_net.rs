@@ -684,11 +684,20 @@ fn clear_text_off_loopback_is_refused_by_the_server() {
     assert!(stderr.contains("refusing to listen on 0.0.0.0:0 without TLS"), "{stderr}");
     assert!(stderr.contains("--tls-cert"), "{stderr}");
 
+    let line = serve_in_clear(data.path(), &["--insecure"], &[]);
+    assert!(line.starts_with("outboard-server listening on ws://0.0.0.0:"), "{line:?}");
+}
+
+/// `outboard-server serve --listen 0.0.0.0:0` in clear text with `args` and `env`: the first line
+/// it prints (its listening line, when it starts).
+fn serve_in_clear(data: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let mut child = Command::new(bin("outboard-server").unwrap())
-        .args(["serve", "--listen", "0.0.0.0:0", "--insecure", "--base-url", "http://127.0.0.1:9"])
+        .args(["serve", "--listen", "0.0.0.0:0", "--base-url", "http://127.0.0.1:9"])
+        .args(args)
         .arg("--data")
-        .arg(data.path())
+        .arg(data)
         .env("ANTHROPIC_API_KEY", TEST_API_KEY)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -698,7 +707,7 @@ fn clear_text_off_loopback_is_refused_by_the_server() {
     std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let _ = child.kill();
     let _ = child.wait();
-    assert!(line.starts_with("outboard-server listening on ws://0.0.0.0:"), "{line:?}");
+    line
 }
 
 /// The client refuses to send a token over ws:// to a non-loopback host unless `--insecure`;
@@ -758,21 +767,7 @@ fn boolean_variables_take_the_usual_spellings_and_store_passwords_stay_off_the_c
     }
 
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin("outboard-server").unwrap())
-        .args(["serve", "--listen", "0.0.0.0:0", "--base-url", "http://127.0.0.1:9"])
-        .arg("--data")
-        .arg(data.path())
-        .env("ANTHROPIC_API_KEY", TEST_API_KEY)
-        .env("OUTBOARD_INSECURE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let line = serve_in_clear(data.path(), &[], &[("OUTBOARD_INSECURE", "1")]);
     assert!(line.starts_with("outboard-server listening on ws://0.0.0.0:"), "{line:?}");
 
     let out = Command::new(bin("outboard-server").unwrap())
