@@ -1543,9 +1543,17 @@ impl Actor {
         let running = self.running.take();
         match end {
             Some(end) => {
+                let end = *end;
                 self.conversation = Some(end.conversation);
                 self.env = Some(end.env);
                 self.window = end.window;
+                // Committed here, in the command that makes the session idle: a client that
+                // answers `turn_completed` at once finds no turn running.
+                if let Some(last) = end.last {
+                    if let Err(e) = self.emit(last, true).await {
+                        tracing::error!(session = %self.row.id, "cannot record the end of the turn: {e}");
+                    }
+                }
             }
             None => {
                 // The turn task panicked: its conversation and tools are lost with it. Record the

@@ -147,6 +147,10 @@ pub struct TurnEnd {
     pub window: Window,
     /// The tool environment.
     pub env: ToolEnv,
+    /// The turn's terminal event (`turn_completed` or `turn_failed`), which the session
+    /// commits when it takes the rest back; `None` for a turn suspended for a shutdown (its
+    /// end is recorded by the node that resumes it) and for a compaction.
+    pub last: Option<EventKind>,
 }
 
 /// How a turn ended, before it is written to the log.

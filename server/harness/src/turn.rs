@@ -22,7 +22,9 @@ use crate::sink::{EmitError, Emitter};
 use crate::state::*;
 use outboard_tools::recovery::workspace_target_digest;
 
-/// Runs one turn to its end and records how it ended.
+/// Runs one turn to its end. How it ended is handed back in [`TurnEnd::last`] for the session
+/// to record, not recorded here: a client that sees the turn end may send the next message at
+/// once, and the session must have its conversation back by then.
 pub async fn run_turn(mut turn: Turn) -> TurnEnd {
     // A resumed turn's earlier model calls count too: their usage is in the log.
     let mut usage = turn.resume.usage;
@@ -31,20 +33,19 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
         Err(EmitError::Closed) => Ending::Failed("the session closed during the turn".into()),
         Err(EmitError::Store(e)) => Ending::Failed(format!("the event log failed: {e}")),
     };
-    let kind = match ending {
+    let last = match ending {
         Ending::Completed(stop_reason) => {
-            EventKind::TurnCompleted { turn_id: turn.turn_id.clone(), stop_reason, usage }
+            Some(EventKind::TurnCompleted { turn_id: turn.turn_id.clone(), stop_reason, usage })
         }
-        Ending::Failed(error) => EventKind::TurnFailed { turn_id: turn.turn_id.clone(), error },
+        Ending::Failed(error) => {
+            Some(EventKind::TurnFailed { turn_id: turn.turn_id.clone(), error })
+        }
         Ending::Suspended => {
             tracing::info!(session = %turn.session_id, turn = %turn.turn_id, "turn suspended for shutdown");
-            return TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window };
+            None
         }
     };
-    if let Err(e) = turn.emitter.durable(kind).await {
-        tracing::error!(session = %turn.session_id, "cannot record the end of the turn: {e}");
-    }
-    TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window }
+    TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window, last }
 }
 
 pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, EmitError> {
@@ -259,7 +260,10 @@ pub async fn run_compaction(
     let result = compactor
         .compact(&mut turn.conversation, CompactionTrigger::Manual, focus.as_deref())
         .await;
-    (TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window }, result)
+    (
+        TurnEnd { conversation: turn.conversation, env: turn.env, window: turn.window, last: None },
+        result,
+    )
 }
 
 /// The org's MCP tools and the prompt's section on its servers (none outside an org).

@@ -131,3 +131,26 @@ async fn a_late_watcher_gets_the_log_then_live_events_without_gap() {
         "both clients end at the same seq"
     );
 }
+
+/// A client that sends its next message the moment it sees `turn_completed` (a script, the
+/// `run` loop of an integration) must find the session idle: the turn's end is committed by the
+/// session in the same step that makes it idle, so no message lands in a gap between the two
+/// and is refused with "a turn is already running".
+#[tokio::test]
+async fn a_message_sent_the_moment_a_turn_ends_starts_the_next_turn() {
+    const TURNS: usize = 40;
+    let steps = (0..TURNS).map(|i| MockStep::text(&format!("answer {i}"))).collect();
+    let mock = MockLlm::start(steps).await.unwrap();
+    let server = serve(&mock, Api::Anthropic, &[]);
+    let (_token, mut c, sid) = driver(&server).await;
+    for i in 0..TURNS {
+        let events = c.turn(&sid, &format!("message {i}")).await.unwrap_or_else(|e| {
+            panic!("turn {i}, sent as soon as turn {} ended: {e}", i.saturating_sub(1))
+        });
+        assert!(
+            matches!(events.last().map(|e| &e.kind), Some(EventKind::TurnCompleted { .. })),
+            "turn {i}: {events:#?}"
+        );
+    }
+    assert_eq!(mock.requests().len(), TURNS);
+}
