@@ -96,6 +96,23 @@ pub fn token_from_args(args: &ConnectArgs) -> Result<Option<String>, ClientError
     Ok(args.token.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned))
 }
 
+/// How long an attach waits for a session whose server node cannot be reached to be taken
+/// over by another ([`Client::attach_through_takeover`]): a lease (10 s by default) runs out
+/// and a node notices within a few seconds more; a minute covers leases a few times longer.
+pub const TAKEOVER_WAIT: Duration = Duration::from_secs(60);
+/// The longest pause between attach attempts while waiting for a takeover: the user lands on
+/// the new node within this of its taking the session.
+const TAKEOVER_POLL: Duration = Duration::from_secs(1);
+/// What a client shows while an attach waits for a takeover.
+pub const TAKEOVER_NOTICE: &str = "waiting for another node to take the session over…";
+
+/// Whether `err` says the session runs on a server node that this one cannot reach (it died,
+/// or the network between them broke): the session is another node's once its lease expires.
+pub fn owner_unreachable(err: &ClientError) -> bool {
+    matches!(err, ClientError::Server { error, .. }
+        if error.code == ErrorCode::Unavailable && error.node_url.is_some())
+}
+
 /// How long connecting, upgrading to WebSocket and the hello/welcome exchange may take together.
 /// A loopback or LAN server answers in milliseconds; ten seconds covers a slow VPN without leaving
 /// a script hanging on a black-holed address.
@@ -461,16 +478,12 @@ impl Client {
         method: Method,
         progress: Option<mpsc::Sender<ProgressFrame>>,
     ) -> impl Future<Output = Result<Value, ClientError>> + Send + 'static {
-        let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let requests = self.requests.clone();
-        async move {
-            let (reply, answer) = oneshot::channel();
-            let request = Request { id, method };
-            if requests.send(Outgoing { request, reply, progress }).await.is_err() {
-                return Err(ClientError::Closed { reason: None });
-            }
-            answer.await.unwrap_or(Err(ClientError::Closed { reason: None }))
-        }
+        self.requester().send(method, progress)
+    }
+
+    /// What sends this connection's requests, for a task that outlives the borrow.
+    fn requester(&self) -> Requester {
+        Requester { requests: self.requests.clone(), next_id: self.next_id.clone() }
     }
 
     /// `session/create`: a new session owned by the caller.
@@ -525,6 +538,43 @@ impl Client {
         after_seq: Option<u64>,
     ) -> impl Future<Output = Result<SessionAttachResponse, ClientError>> + Send + 'static {
         self.call::<methods::SessionAttach>(SessionAttachParams { session_id, role, after_seq })
+    }
+
+    /// `session/attach`, waiting up to `wait` while the session's node cannot be reached: a
+    /// node that died keeps its lease until it expires, and then another node takes the
+    /// session over and the attach lands there. `waiting` is called once, when the wait
+    /// starts, to tell the user why nothing happens yet.
+    pub fn attach_through_takeover(
+        &self,
+        session_id: SessionId,
+        role: Role,
+        after_seq: Option<u64>,
+        wait: Duration,
+        waiting: impl FnOnce() + Send + 'static,
+    ) -> impl Future<Output = Result<SessionAttachResponse, ClientError>> + Send + 'static {
+        let requester = self.requester();
+        async move {
+            let deadline = tokio::time::Instant::now() + wait;
+            let mut waiting = Some(waiting);
+            let mut backoff = Backoff::new();
+            loop {
+                let params =
+                    SessionAttachParams { session_id: session_id.clone(), role, after_seq };
+                let err = match requester.call::<methods::SessionAttach>(params).await {
+                    Err(err) if owner_unreachable(&err) => err,
+                    other => return other,
+                };
+                let pause = backoff.next_delay().min(TAKEOVER_POLL);
+                if tokio::time::Instant::now() + pause >= deadline {
+                    return Err(err);
+                }
+                if let Some(waiting) = waiting.take() {
+                    tracing::debug!(session = %session_id, error = %err, "waiting for a takeover");
+                    waiting();
+                }
+                tokio::time::sleep(pause).await;
+            }
+        }
     }
 
     /// `session/history`: the page of durable events just before `before` (oldest first), with
@@ -729,7 +779,41 @@ impl Client {
         &self,
         params: C::Params,
     ) -> impl Future<Output = Result<C::Response, ClientError>> + Send + 'static {
-        let call = self.request(C::method(params));
+        self.requester().call::<C>(params)
+    }
+}
+
+/// Sends requests on a connection and waits for their answers; cloned out of a [`Client`] by
+/// calls that retry on their own.
+#[derive(Clone)]
+struct Requester {
+    requests: mpsc::Sender<Outgoing>,
+    next_id: Arc<AtomicU64>,
+}
+
+impl Requester {
+    fn send(
+        &self,
+        method: Method,
+        progress: Option<mpsc::Sender<ProgressFrame>>,
+    ) -> impl Future<Output = Result<Value, ClientError>> + Send + 'static {
+        let id = RequestId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let requests = self.requests.clone();
+        async move {
+            let (reply, answer) = oneshot::channel();
+            let request = Request { id, method };
+            if requests.send(Outgoing { request, reply, progress }).await.is_err() {
+                return Err(ClientError::Closed { reason: None });
+            }
+            answer.await.unwrap_or(Err(ClientError::Closed { reason: None }))
+        }
+    }
+
+    fn call<C: Call>(
+        &self,
+        params: C::Params,
+    ) -> impl Future<Output = Result<C::Response, ClientError>> + Send + 'static {
+        let call = self.send(C::method(params), None);
         async move {
             let value = call.await?;
             serde_json::from_value(value)
@@ -1237,6 +1321,25 @@ mod tests {
             let err = Client::connect(url, "tok").await.unwrap_err();
             assert!(!matches!(err, ClientError::Insecure { .. }), "{url}: {err:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn an_attach_waits_for_a_takeover_only_so_long() {
+        let script = crate::testing::Script { unreachable_attaches: 1000, ..Default::default() };
+        let (url, mut seen) = crate::testing::fake_server(script).await;
+        let client = Client::connect(&url, "tok").await.unwrap();
+        let told = Arc::new(AtomicU64::new(0));
+        let counted = told.clone();
+        let waiting = move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        };
+        let wait = Duration::from_millis(1500);
+        let call = client.attach_through_takeover("s_1".into(), Role::Watcher, None, wait, waiting);
+        let err = tokio::time::timeout(Duration::from_secs(10), call).await.unwrap().unwrap_err();
+        assert!(owner_unreachable(&err), "{err:?}");
+        assert_eq!(told.load(Ordering::Relaxed), 1, "the user is told once");
+        let attaches = std::iter::from_fn(|| seen.try_recv().ok()).count();
+        assert!((2..=8).contains(&attaches), "retried with a pause: {attaches} attaches");
     }
 
     #[tokio::test]

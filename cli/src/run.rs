@@ -31,7 +31,7 @@ use outboard_shared::{
 use tokio::sync::mpsc;
 
 use crate::args::{ApproveMode, ConnectArgs, RunArgs};
-use crate::client::{Backoff, Client, ClientError, ConnectOptions};
+use crate::client::{Backoff, Client, ClientError, ConnectOptions, TAKEOVER_NOTICE, TAKEOVER_WAIT};
 use crate::embedded::{EmbeddedError, EmbeddedServer, WorkspaceError};
 use crate::exit;
 use crate::output::{truncate, Printer};
@@ -351,7 +351,7 @@ async fn open_session<O: Write, E: Write>(
     // the list's first page is attached from the start instead; its snapshot is ignored either way.
     let sessions = client.list_sessions(None).await?;
     let after_seq = sessions.iter().find(|s| s.id == id).map(|s| s.last_seq);
-    let attached = client.attach(id, Role::Driver, after_seq).await?;
+    let attached = attach_noting(client, id, after_seq, printer).await?;
     let session = attached.session;
     // `--model` on an existing session: its turns from this one on use that model.
     if let Some(model) = &args.connect.model {
@@ -364,6 +364,26 @@ async fn open_session<O: Write, E: Write>(
         }
     }
     Ok((session.id, session.last_seq))
+}
+
+/// Attaches to `id` as its driver, waiting while the node that runs it cannot be reached for
+/// another to take it over ([`Client::attach_through_takeover`]); says so when the wait starts.
+async fn attach_noting<O: Write, E: Write>(
+    client: &Client,
+    id: SessionId,
+    after_seq: Option<u64>,
+    printer: &mut Printer<O, E>,
+) -> Result<SessionAttachResponse, RunError> {
+    let (started, waiting) = tokio::sync::oneshot::channel();
+    let call = client.attach_through_takeover(id, Role::Driver, after_seq, TAKEOVER_WAIT, || {
+        let _ = started.send(());
+    });
+    tokio::pin!(call);
+    tokio::select! {
+        attached = &mut call => return Ok(attached?),
+        Ok(()) = waiting => printer.note(&format!("outboard: {TAKEOVER_NOTICE}"))?,
+    }
+    Ok(call.await?)
 }
 
 /// `session/create` of a session the server prepares (a clone), printing its progress.
@@ -588,10 +608,13 @@ async fn follow_events<O: Write, E: Write>(
                     Err(err) if err.code() == Some(ErrorCode::Lagged) && !err.is_fatal() => {
                         // The server dropped events for us: fetch the durable ones we missed.
                         tracing::debug!(last_seq = follow.last_seq, "lagged; re-attaching");
-                        reattach = Some(Box::pin(client.attach(
+                        // The relay to the node that ran it may be gone with that node.
+                        reattach = Some(Box::pin(client.attach_through_takeover(
                             session_id.clone(),
                             Role::Driver,
                             Some(follow.last_seq),
+                            TAKEOVER_WAIT,
+                            || {},
                         )));
                     }
                     Err(err) if !err.is_fatal() => {
@@ -1098,6 +1121,20 @@ mod tests {
                 after_seq: Some(7)
             })
         );
+    }
+
+    #[tokio::test]
+    async fn continuing_a_session_waits_while_another_node_takes_it_over() {
+        let script = Script { turn: happy_turn(), unreachable_attaches: 2, ..Script::default() };
+        let (url, mut seen) = fake_server(script).await;
+        let ran =
+            run_with(&args(&url, Some("tok"), false, Some("s_old")), &mut no_interrupts()).await;
+        assert_eq!(ran.code, 0, "{}", ran.err);
+        assert_eq!(ran.out, "Two files.\n");
+        assert_eq!(ran.err, format!("outboard: {TAKEOVER_NOTICE}\n"));
+        let methods: Vec<Method> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        let attaches = methods.iter().filter(|m| matches!(m, Method::SessionAttach(_))).count();
+        assert_eq!(attaches, 3, "{methods:?}");
     }
 
     #[tokio::test]

@@ -30,7 +30,13 @@ pub(crate) struct Script {
     pub(crate) close_after_turn: bool,
     /// After pushing `turn`, report that the client lagged; a second attach gets these events.
     pub(crate) lag_then_snapshot: Option<Vec<SessionEvent>>,
+    /// Refuse this many attaches first as a node whose owner of the session is unreachable
+    /// (`unavailable` naming the owner's URL), as during a failover.
+    pub(crate) unreachable_attaches: usize,
 }
+
+/// The owner a refused attach names ([`Script::unreachable_attaches`]).
+pub(crate) const DEAD_NODE: &str = "ws://127.0.0.1:9";
 
 pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
     SessionInfo {
@@ -178,7 +184,7 @@ pub(crate) async fn send(ws: &mut WebSocketStream<TcpStream>, frame: &ServerFram
 }
 
 /// A one-connection fake of the server; the methods it received come back on the channel.
-pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedReceiver<Method>) {
+pub(crate) async fn fake_server(mut script: Script) -> (String, mpsc::UnboundedReceiver<Method>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://{}", listener.local_addr().unwrap());
     let (seen_tx, seen) = mpsc::unbounded_channel();
@@ -224,6 +230,12 @@ pub(crate) async fn fake_server(script: Script) -> (String, mpsc::UnboundedRecei
                 Method::SessionList(_) => {
                     let list = SessionListResponse { sessions: vec![session("s_old", 7)] };
                     (Response::ok(id, &list), vec![])
+                }
+                Method::SessionAttach(_) if script.unreachable_attaches > 0 => {
+                    script.unreachable_attaches -= 1;
+                    let error = ErrorBody::new(ErrorCode::Unavailable, "the owner is gone")
+                        .at_node(Some(DEAD_NODE.into()));
+                    (Response::err(id, error), vec![])
                 }
                 Method::SessionAttach(params) => {
                     attached = params.session_id.to_string();

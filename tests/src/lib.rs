@@ -6,7 +6,8 @@
 //! ([`conversations`]), and a real git smart-HTTP host with test repositories ([`git_http`]),
 //! HTTPS upstreams with throwaway CAs ([`tls`]), and a long scripted turn answered from each
 //! request ([`long_turn`]), and sandbox hosts as separate processes in their own network
-//! namespaces ([`hosts`]), and server nodes sharing one PostgreSQL store ([`nodes`]).
+//! namespaces ([`hosts`]), and server nodes sharing one PostgreSQL store ([`nodes`]), and the TUI
+//! in tmux ([`tmux`]).
 
 pub mod bench;
 pub mod conversations;
@@ -23,3 +24,4 @@ pub mod mock_step;
 pub mod nodes;
 pub mod scripted;
 pub mod tls;
+pub mod tmux;

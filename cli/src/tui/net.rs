@@ -20,7 +20,9 @@ use outboard_shared::{
 use tokio::sync::mpsc;
 
 use super::app::{AppEvent, ConnState, Effect, Me};
-use crate::client::{Backoff, Client, ClientError};
+use crate::client::{Backoff, Client, ClientError, TAKEOVER_NOTICE, TAKEOVER_WAIT};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// What to open first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,7 +170,7 @@ pub async fn run_with(
 
         let mut pending: Option<Pending> = match (initial.take(), &state.current) {
             (_, Some((id, role))) => {
-                Some(attach(&client, id.clone(), *role, Some(state.last_seq), true))
+                Some(attach(&client, id.clone(), *role, Some(state.last_seq), true, &app))
             }
             (
                 Some(
@@ -180,7 +182,7 @@ pub async fn run_with(
                 state.want_drive = drive;
                 let role = if drive { Role::Driver } else { Role::Watcher };
                 state.current = Some((id.clone(), role));
-                Some(attach(&client, id, role, None, false))
+                Some(attach(&client, id, role, None, false, &app))
             }
             (None, None) => None,
         };
@@ -209,7 +211,7 @@ pub async fn run_with(
                     }
                     Err(err) if err.code() == Some(ErrorCode::Lagged) && !err.is_fatal() => {
                         if let Some((id, role)) = &state.current {
-                            pending = Some(attach(&client, id.clone(), *role, Some(state.last_seq), true));
+                            pending = Some(attach(&client, id.clone(), *role, Some(state.last_seq), true, &app));
                         }
                     }
                     Err(err) if !err.is_fatal() => {
@@ -306,15 +308,31 @@ fn create(client: &Client, state: &mut State, app: &mpsc::Sender<AppEvent>) -> P
     })
 }
 
+/// Attaches to `id`; while the node running it cannot be reached, waits for another node to
+/// take it over, saying so in the notice line.
 fn attach(
     client: &Client,
     id: SessionId,
     role: Role,
     after_seq: Option<u64>,
     resumed: bool,
+    app: &mpsc::Sender<AppEvent>,
 ) -> Pending {
-    let call = client.attach(id, role, after_seq);
-    Box::pin(async move { Step::Attached { result: call.await, resumed, role } })
+    let waited = Arc::new(AtomicBool::new(false));
+    let (notices, shown) = (app.clone(), waited.clone());
+    let waiting = move || {
+        shown.store(true, Ordering::Relaxed);
+        let _ = notices.try_send(AppEvent::Notice(TAKEOVER_NOTICE.into()));
+    };
+    let call = client.attach_through_takeover(id, role, after_seq, TAKEOVER_WAIT, waiting);
+    let app = app.clone();
+    Box::pin(async move {
+        let result = call.await;
+        if result.is_ok() && waited.load(Ordering::Relaxed) {
+            let _ = app.send(AppEvent::Notice(String::new())).await;
+        }
+        Step::Attached { result, resumed, role }
+    })
 }
 
 async fn on_step(
@@ -327,7 +345,7 @@ async fn on_step(
         Step::Created(Ok(session)) => {
             state.current = Some((session.id.clone(), Role::Driver));
             state.last_seq = 0;
-            Some(attach(client, session.id, Role::Driver, None, false))
+            Some(attach(client, session.id, Role::Driver, None, false, app))
         }
         Step::Created(Err(e)) => {
             let _ =
@@ -355,7 +373,7 @@ async fn on_step(
             let (id, _) = state.current.clone()?;
             state.current = Some((id.clone(), Role::Watcher));
             let after = resumed.then_some(state.last_seq);
-            Some(attach(client, id, Role::Watcher, after, resumed))
+            Some(attach(client, id, Role::Watcher, after, resumed, app))
         }
         Step::Attached { result: Err(e), .. } => {
             // A lost connection keeps the session: the reconnect re-attaches it.
@@ -409,7 +427,7 @@ fn on_effect(
             state.current = Some((id.clone(), Role::Driver));
             state.last_seq = 0;
             // As driver when we own it; the server refuses otherwise and we fall back to watching.
-            Some(attach(client, id, Role::Driver, None, false))
+            Some(attach(client, id, Role::Driver, None, false, app))
         }
         Effect::LoadOlder(id, before) => {
             let call = client.history(id.clone(), before);

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use outboard_shared::{ErrorCode, EventKind, SessionAttachResponse, SessionEvent};
 use outboard_tests::fixture::driver;
-use outboard_tests::harness::{spawn_outboard, Api, TestServer, WsClient};
+use outboard_tests::harness::{bin, spawn_outboard, Api, TestServer, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
 use outboard_tests::nodes::Cluster;
+use outboard_tests::tmux::Tmux;
 use serde_json::{json, Value};
 
 fn nodes(server: &TestServer) -> Vec<Value> {
@@ -313,6 +314,42 @@ async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
     assert!(bash.contains("outcome is unknown"), "the cut command is reported, not re-run: {bash}");
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
     assert_eq!(fresh_log(&b.url, &token, &sid).await, log);
+}
+
+/// The TUI attached through node B while node A, which ran the session, is dead but still
+/// holds its lease: it says it waits for another node to take the session over (it used to say
+/// "cannot attach" and stay detached), then shows the turn B took over, to its end.
+// Multi-threaded: the test thread blocks while polling tmux, and the mock model must go on
+// serving from another worker meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tui_attaching_during_a_failover_waits_and_lands_on_the_node_that_took_over() {
+    // CI installs tmux (.ci/run); a missing tmux is a failure, never a skip.
+    let tmux = Tmux::new("failover").expect("tmux is required: apt-get install tmux");
+    let mock = MockLlm::start_responder(|body| {
+        Some(match results_in(body) {
+            0 => MockStep::tool_call("Bash", json!({"command": "echo ran >> ran.log && sleep 3"})),
+            _ => MockStep::text("done after the takeover"),
+        })
+    })
+    .await
+    .unwrap();
+    let (cluster, a, b) = two_nodes(&mock, 4);
+    let (token, mut on_a, sid) = driver(&a).await;
+    on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
+    let ran = cluster.workspace(&sid).join("ran.log");
+    outboard_tests::harness::wait_until("the command to start", Duration::from_secs(30), || {
+        ran.exists()
+    })
+    .unwrap();
+
+    let _ = a.kill();
+    let exe = bin("outboard").unwrap();
+    let exe = exe.to_str().unwrap();
+    let env = [("TERM", "xterm-256color"), ("NO_COLOR", "1")];
+    tmux.spawn("w", &env, &[exe, "attach", &sid, "--server", &b.url, "--token", &token]);
+    tmux.wait_for("w", "waiting for another node to take the session over", &b);
+    tmux.wait_for("w", "done after the takeover", &b);
+    assert!(!tmux.screen("w").contains("cannot attach"), "{}", tmux.screen("w"));
 }
 
 #[tokio::test]

@@ -6,70 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
-use std::process::Command;
 use std::time::Duration;
 
 use outboard_tests::fixture::{bash, driver, serve};
-use outboard_tests::harness::{bin, outboard, wait_until, Api, TestServer, WsClient};
+use outboard_tests::harness::{bin, outboard, wait_until, Api, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall};
-
-/// A tmux server of its own (`-L`), so tests never touch a developer's sessions.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn new(name: &str) -> Option<Tmux> {
-        Command::new("tmux").arg("-V").output().ok()?;
-        Some(Tmux { socket: format!("outboard-test-{name}-{}", std::process::id()) })
-    }
-
-    fn cmd(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux").args(["-L", &self.socket]).args(args).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Starts `argv` in a new 100×30 window named `name`.
-    fn spawn(&self, name: &str, env: &[(&str, &str)], argv: &[&str]) {
-        let mut args = vec!["new-session", "-d", "-s", name, "-x", "100", "-y", "30"];
-        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        for e in &env {
-            args.push("-e");
-            args.push(e);
-        }
-        args.extend_from_slice(argv);
-        self.cmd(&args);
-    }
-
-    fn screen(&self, name: &str) -> String {
-        self.cmd(&["capture-pane", "-p", "-t", name])
-    }
-
-    fn keys(&self, name: &str, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", name];
-        args.extend_from_slice(keys);
-        self.cmd(&args);
-    }
-
-    fn wait_for(&self, name: &str, text: &str, server: &TestServer) {
-        let mut last = String::new();
-        let found = wait_until(&format!("{text:?} on {name}"), Duration::from_secs(60), || {
-            last = self.screen(name);
-            last.contains(text)
-        });
-        assert!(
-            found.is_ok(),
-            "{text:?} never appeared on {name}; the screen:\n{last}\nthe server's log:\n{}",
-            server.log()
-        );
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.cmd(&["kill-server"]);
-    }
-}
+use outboard_tests::tmux::Tmux;
 
 // Multi-threaded: the test thread blocks while polling tmux, and the mock model must go on
 // serving from another worker meanwhile.
