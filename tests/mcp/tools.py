@@ -42,6 +42,13 @@ def build(name: str, **settings) -> FastMCP:
         raise ValueError(f"failed on purpose: {reason}")
 
     @mcp.tool()
+    def append(path: str, line: str) -> str:
+        """Appends the line to the file at `path` (the crash harness counts the calls run)."""
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        return f"appended {line}"
+
+    @mcp.tool()
     def pid() -> int:
         """The server's process id."""
         return os.getpid()

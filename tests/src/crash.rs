@@ -10,7 +10,8 @@
 //!
 //! At the end it checks, for every session: the turn completed; the log is well formed (seqs
 //! 1..n, every tool call has exactly one result); the files match what the accepted steps did;
-//! no command ran twice (each command appends a unique line to `ran.log`); and a watcher that was
+//! no command or MCP call ran twice (each appends a unique line to `ran.log`, or the MCP server's
+//! own record); every approval asked for was answered; and a watcher that was
 //! attached through all the crashes, reconnecting with its last `seq`, holds exactly the same
 //! transcript as a client attaching fresh at the end.
 
@@ -54,6 +55,10 @@ pub struct CrashReport {
     pub model_calls: usize,
     /// Durable events over all sessions.
     pub events: usize,
+    /// Approval requests (a request asked again after a kill counts again).
+    pub approvals: usize,
+    /// MCP calls the MCP server ran.
+    pub mcp_calls: usize,
 }
 
 /// One scripted step of a crash task.
@@ -67,25 +72,62 @@ enum Step {
     Read,
     /// Hand the commands and the edit to a subagent.
     Task,
+    /// A command in the background (`run_in_background`) that appends its line.
+    Background,
+    /// A command the org's policy asks a person about ([`APPROVAL_RULE`]).
+    Approved,
+    /// An MCP call that records itself ([`MCP_SERVER`]'s `append`).
+    Mcp,
     Done,
     ChildDone,
 }
 
-/// An even session does everything itself; an odd one hands its middle steps to a subagent, so
-/// kills land inside children too. The subagent reads the file before it edits it (its ledger
-/// is its own). The step is the number of tool results the conversation holds so far; past the
+/// What a session's task exercises while the server is killed: session `k` is
+/// `KINDS[k % KINDS.len()]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Its own commands and edit.
+    Plain,
+    /// A subagent's commands and edit.
+    Subagent,
+    /// A background command beside its own.
+    Background,
+    /// A command waiting for approval.
+    Approval,
+    /// An MCP call.
+    Mcp,
+}
+
+const KINDS: [Kind; 5] = [Kind::Plain, Kind::Subagent, Kind::Background, Kind::Approval, Kind::Mcp];
+
+fn kind(k: usize) -> Kind {
+    KINDS[k % KINDS.len()]
+}
+
+/// The org policy rule that makes [`Step::Approved`]'s command ask (and no other).
+const APPROVAL_RULE: &str = "Bash(echo approved*)";
+/// The org's MCP server's name: its tools are `mcp__crash__*`.
+const MCP_SERVER: &str = "crash";
+
+/// Each kind's steps, and a subagent's (which reads the file before it edits it: its ledger is
+/// its own). The step is the number of tool results the conversation holds so far; past the
 /// end, the last step again.
 fn script(conversation: &Conversation) -> &'static [Step] {
     use Step::*;
     match conversation {
-        Conversation::Main(k) if k % 2 == 1 => &[Write, Task, Read, Done],
-        Conversation::Main(_) => &[Write, BashA, Edit, BashB, Read, Done],
+        Conversation::Main(k) => match kind(*k) {
+            Kind::Plain => &[Write, BashA, Edit, BashB, Read, Done],
+            Kind::Subagent => &[Write, Task, Read, Done],
+            Kind::Background => &[Write, Background, BashA, Edit, BashB, Read, Done],
+            Kind::Approval => &[Write, BashA, Approved, Edit, Read, Done],
+            Kind::Mcp => &[Write, Mcp, Edit, BashB, Read, Done],
+        },
         Conversation::Child(_) => &[Read, BashA, Edit, BashB, ChildDone],
     }
 }
 
-/// Step `step` of session `k`'s task (or its subagent's).
-fn step_for(k: usize, step: Step) -> MockStep {
+/// Step `step` of session `k`'s task (or its subagent's); `record` is the MCP server's record.
+fn step_for(k: usize, step: Step, record: &str) -> MockStep {
     let file = format!("k{k}.txt");
     let s = match step {
         Step::Write => {
@@ -109,6 +151,19 @@ fn step_for(k: usize, step: Step) -> MockStep {
             json!({"description": "run the steps",
                    "prompt": format!("crash child {k}: run the steps"),
                    "subagent_type": "general-purpose"}),
+        ),
+        Step::Background => MockStep::tool_call(
+            "Bash",
+            json!({"command": format!("echo {k}-bg >> ran.log; sleep 0.5; echo {k}-bg done"),
+                   "run_in_background": true}),
+        ),
+        Step::Approved => MockStep::tool_call(
+            "Bash",
+            json!({"command": format!("echo approved-{k} >> ran.log; echo asked {k}")}),
+        ),
+        Step::Mcp => MockStep::tool_call(
+            &format!("mcp__{MCP_SERVER}__append"),
+            json!({"path": record, "line": format!("{k}-m")}),
         ),
         Step::Done => MockStep::text(&format!("done {k}")),
         Step::ChildDone => MockStep::text(&format!("child done {k}")),
@@ -183,6 +238,11 @@ impl Rng {
 pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     let calls = Arc::new(Mutex::new(0usize));
     let counter = calls.clone();
+    // The MCP server's record of the calls it ran: outside the server's data dir, which a kill
+    // does not touch either.
+    let scratch = tempfile::tempdir()?;
+    let record = scratch.path().join("mcp-calls.log");
+    let record_path = record.display().to_string();
     let mock = MockLlm::start_responder(move |body| {
         if let Ok(mut n) = counter.lock() {
             *n += 1;
@@ -190,7 +250,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         parse_request(body).and_then(|(conversation, step)| {
             let steps = script(&conversation);
             let (Conversation::Main(k) | Conversation::Child(k)) = conversation;
-            steps.get(step).or(steps.last()).map(|s| step_for(k, *s))
+            steps.get(step).or(steps.last()).map(|s| step_for(k, *s, &record_path))
         })
     })
     .await?;
@@ -200,11 +260,13 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     };
     let mut server = TestServer::start(config.api, &base)?;
     let token = server.add_user("alice", "acme")?;
+    org_setup(&server)?;
 
     // Start every session's turn, and a watcher per session that survives the crashes.
     let (url_tx, url_rx) = watch::channel(server.url.clone());
     let mut sids = Vec::new();
     let mut watchers = Vec::new();
+    let mut approvers = Vec::new();
     {
         let mut c = WsClient::connect(&server.url, &token).await?;
         for k in 0..config.sessions {
@@ -216,6 +278,13 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
                 token.clone(),
                 sid.clone(),
             )));
+            if kind(k) == Kind::Approval {
+                approvers.push(tokio::spawn(approve_through_crashes(
+                    url_rx.clone(),
+                    token.clone(),
+                    sid.clone(),
+                )));
+            }
             c.request("turn/send", json!({"session_id": sid, "text": format!("crash task {k}")}))
                 .await?
                 .map_err(anyhow::Error::msg)?;
@@ -255,6 +324,8 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         unknown_outcomes: 0,
         model_calls: 0,
         events: 0,
+        approvals: 0,
+        mcp_calls: 0,
     };
     for (k, sid) in sids.iter().enumerate() {
         let snap = c
@@ -264,7 +335,9 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         let snap: outboard_shared::SessionAttachResponse = serde_json::from_value(snap)?;
         let log = snap.events;
         report.events += log.len();
-        report.unknown_outcomes += check_session(k, &log, &server.workspace(sid))
+        report.approvals +=
+            log.iter().filter(|e| matches!(e.kind, EventKind::ApprovalRequested { .. })).count();
+        report.unknown_outcomes += check_session(k, &log, &server.workspace(sid), &record)
             .with_context(|| format!("session {k} ({sid})"))?;
         let watched = tokio::time::timeout(Duration::from_secs(30), watchers.remove(0))
             .await
@@ -280,15 +353,41 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
             );
         }
     }
+    for approver in approvers {
+        tokio::time::timeout(Duration::from_secs(30), approver)
+            .await
+            .context("an approver did not finish")??
+            .context("an approver")?;
+    }
     report.model_calls = calls.lock().map(|n| *n).unwrap_or(0);
+    report.mcp_calls = std::fs::read_to_string(&record).unwrap_or_default().lines().count();
     Ok(report)
 }
 
-/// Checks one session's final log and workspace; returns its unknown-outcome count.
+/// The org's side of the kinds: the rule that makes [`Step::Approved`] ask, and the MCP server
+/// (stdio, the official Python SDK) that [`Step::Mcp`] calls.
+fn org_setup(server: &TestServer) -> anyhow::Result<()> {
+    let script = format!("{}/mcp/stdio_server.py", env!("CARGO_MANIFEST_DIR"));
+    let commands: [&[&str]; 2] = [
+        &["policy", "set", "--org", "acme", APPROVAL_RULE, "ask"],
+        &["mcp", "add", "--org", "acme", MCP_SERVER, "--command", "python3", &script],
+    ];
+    for args in commands {
+        let (code, out, err) = server.admin(args, None)?;
+        if code != 0 {
+            bail!("admin {args:?}: {out}{err}");
+        }
+    }
+    Ok(())
+}
+
+/// Checks one session's final log and workspace (and the MCP server's `record`); returns its
+/// unknown-outcome count.
 fn check_session(
     k: usize,
     log: &[SessionEvent],
     workspace: &std::path::Path,
+    record: &std::path::Path,
 ) -> anyhow::Result<usize> {
     for (i, e) in log.iter().enumerate() {
         if e.seq != i as u64 + 1 {
@@ -306,46 +405,32 @@ fn check_session(
     if final_text.as_deref() != Some(&format!("done {k}")) {
         bail!("the final answer is {final_text:?}");
     }
-    // An odd session's subagent reported, once, and its events name their Task call.
-    if k % 2 == 1 {
-        let task = log.iter().find_map(|e| match &e.kind {
-            EventKind::ToolResult { name, output, call_id, .. } if name == "Task" => {
-                Some((output.clone(), call_id.clone()))
-            }
-            _ => None,
-        });
-        let Some((report, task_id)) = task else { bail!("no Task result") };
-        if report != format!("child done {k}") {
-            bail!("the subagent's report is {report:?}");
-        }
-        let nested = log.iter().filter(|e| e.parent.as_deref() == Some(task_id.as_str())).count();
-        if nested == 0 {
-            bail!("no event names the Task call {task_id}");
-        }
+    if kind(k) == Kind::Subagent {
+        check_subagent(k, log)?;
+    }
+    if kind(k) == Kind::Approval {
+        check_approvals(log)?;
     }
     // Every tool call has exactly one result.
     let mut calls: HashMap<String, usize> = HashMap::new();
     let mut unknown = 0;
-    let mut bash_ok: Vec<String> = Vec::new();
-    let mut bash_calls: HashMap<String, String> = HashMap::new();
+    let mut accepted: Vec<String> = Vec::new();
+    let mut inputs: HashMap<String, String> = HashMap::new();
     for e in log {
         match &e.kind {
             EventKind::AssistantMessage { tool_calls, .. } => {
                 for c in tool_calls {
                     calls.entry(c.call_id.clone()).or_insert(0);
-                    if c.name == "Bash" {
-                        let cmd = c.input["command"].as_str().unwrap_or_default().to_owned();
-                        bash_calls.insert(c.call_id.clone(), cmd);
-                    }
+                    inputs.insert(c.call_id.clone(), c.input.to_string());
                 }
             }
             EventKind::ToolResult { call_id, name, output, is_error, .. } => {
                 *calls.entry(call_id.clone()).or_insert(0) += 1;
                 if output.contains("outcome is unknown") {
                     unknown += 1;
-                } else if name == "Bash" && !is_error {
-                    bash_ok.push(bash_calls.get(call_id).cloned().unwrap_or_default());
-                } else if *is_error {
+                } else if !is_error {
+                    accepted.push(inputs.get(call_id).cloned().unwrap_or_default());
+                } else {
                     bail!("an unexpected error result for {name}: {output}");
                 }
             }
@@ -360,20 +445,88 @@ fn check_session(
     if file != format!("v2 {k}\n") {
         bail!("k{k}.txt holds {file:?}");
     }
-    // Commands: each line at most once; exactly once when its result was recorded.
+    // Commands and MCP calls: each line at most once; exactly once when its result was recorded
+    // (a background command's start says nothing of its line: a kill may stop it first).
     let ran = std::fs::read_to_string(workspace.join("ran.log")).unwrap_or_default();
-    for tag in ["a", "b"] {
-        let line = format!("{k}-{tag}");
-        let n = ran.lines().filter(|l| *l == line).count();
-        if n > 1 {
-            bail!("command {line} ran {n} times");
+    let mcp = std::fs::read_to_string(record).unwrap_or_default();
+    let lines: Vec<(String, &str, bool)> = match kind(k) {
+        Kind::Plain | Kind::Subagent => {
+            vec![(format!("{k}-a"), &ran, true), (format!("{k}-b"), &ran, true)]
         }
-        let accepted = bash_ok.iter().any(|c| c.contains(&format!("echo {line} ")));
-        if accepted && n != 1 {
-            bail!("command {line} succeeded but ran {n} times");
+        Kind::Background => vec![
+            (format!("{k}-bg"), &ran, false),
+            (format!("{k}-a"), &ran, true),
+            (format!("{k}-b"), &ran, true),
+        ],
+        Kind::Approval => {
+            vec![(format!("{k}-a"), &ran, true), (format!("approved-{k}"), &ran, true)]
+        }
+        Kind::Mcp => vec![(format!("{k}-m"), &mcp, true), (format!("{k}-b"), &ran, true)],
+    };
+    for (line, written, counts) in lines {
+        let n = written.lines().filter(|l| *l == line).count();
+        if n > 1 {
+            bail!("{line} ran {n} times");
+        }
+        let quoted = format!("{line}\"");
+        let recorded = accepted.iter().any(|input| {
+            input.contains(&format!("echo {line} ")) || input.contains(&format!("\"{quoted}"))
+        });
+        if counts && recorded && n != 1 {
+            bail!("{line} succeeded but ran {n} times");
         }
     }
     Ok(unknown)
+}
+
+/// A subagent session: its subagent reported, once, and its events name their Task call.
+fn check_subagent(k: usize, log: &[SessionEvent]) -> anyhow::Result<()> {
+    let task = log.iter().find_map(|e| match &e.kind {
+        EventKind::ToolResult { name, output, call_id, .. } if name == "Task" => {
+            Some((output.clone(), call_id.clone()))
+        }
+        _ => None,
+    });
+    let Some((report, task_id)) = task else { bail!("no Task result") };
+    if report != format!("child done {k}") {
+        bail!("the subagent's report is {report:?}");
+    }
+    let nested = log.iter().filter(|e| e.parent.as_deref() == Some(task_id.as_str())).count();
+    if nested == 0 {
+        bail!("no event names the Task call {task_id}");
+    }
+    Ok(())
+}
+
+/// An approval session: the command asked, and no request was lost: each call asked about was
+/// answered `allow` (by the approver) before its result.
+fn check_approvals(log: &[SessionEvent]) -> anyhow::Result<()> {
+    let mut open: Vec<String> = Vec::new();
+    let mut asked = 0;
+    for e in log {
+        match &e.kind {
+            EventKind::ApprovalRequested { call_id, .. } => {
+                asked += 1;
+                open.push(call_id.clone());
+            }
+            EventKind::ApprovalResolved { call_id, decision, .. } => {
+                if *decision != outboard_shared::ApprovalDecision::Allow {
+                    bail!("the approval of {call_id} was answered {decision:?}");
+                }
+                open.retain(|c| c != call_id);
+            }
+            EventKind::ToolResult { call_id, output, .. }
+                if open.contains(call_id) && !output.contains("outcome is unknown") =>
+            {
+                bail!("{call_id} has a result while its approval is open: {output}");
+            }
+            _ => {}
+        }
+    }
+    if asked == 0 {
+        bail!("the approval rule never asked");
+    }
+    Ok(())
 }
 
 /// A client attached through the whole run: on every disconnect it reconnects to the current
@@ -432,6 +585,59 @@ async fn watch_through_crashes(
             }
         }
     }
+}
+
+/// The person who answers a session's approval requests, through the crashes: on every
+/// (re)connect it attaches as the driver (retrying while another connection drives), answers
+/// `allow` to the requests the snapshot shows open, then to each one that arrives, until the turn
+/// completed.
+async fn approve_through_crashes(
+    mut url: watch::Receiver<String>,
+    token: String,
+    sid: String,
+) -> anyhow::Result<()> {
+    let give_up = Instant::now() + Duration::from_secs(600);
+    loop {
+        if Instant::now() > give_up {
+            bail!("the approver of {sid} gave up");
+        }
+        let current = url.borrow_and_update().clone();
+        let Ok(mut c) = WsClient::connect(&current, &token).await else {
+            let _ = tokio::time::timeout(Duration::from_millis(200), url.changed()).await;
+            continue;
+        };
+        let params = json!({"session_id": sid, "role": "driver"});
+        let snap = match c.request("session/attach", params).await {
+            Ok(Ok(v)) => v,
+            _ => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        let snap: outboard_shared::SessionAttachResponse = serde_json::from_value(snap)?;
+        if finished(&snap.events) {
+            return Ok(());
+        }
+        for e in &snap.standing {
+            if let EventKind::ApprovalRequested { call_id, .. } = &e.kind {
+                allow(&mut c, &sid, call_id).await;
+            }
+        }
+        while let Ok(e) = c.event().await {
+            match &e.kind {
+                EventKind::ApprovalRequested { call_id, .. } => allow(&mut c, &sid, call_id).await,
+                EventKind::TurnCompleted { .. } => return Ok(()),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Answers `allow` to `call_id`; a refusal (answered already, the server going away) is fine:
+/// the next attach shows what is still open.
+async fn allow(c: &mut WsClient, sid: &str, call_id: &str) {
+    let params = json!({"session_id": sid, "call_id": call_id, "decision": "allow"});
+    let _ = c.request("approval/answer", params).await;
 }
 
 fn finished(log: &[SessionEvent]) -> bool {
