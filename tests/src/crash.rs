@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::harness::{Api, TestServer, WsClient};
-use crate::mock_llm::{MockLlm, MockStep};
+use crate::mock_llm::{MockLlm, MockStep, MockToolCall};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -59,6 +59,8 @@ pub struct CrashReport {
     pub approvals: usize,
     /// MCP calls the MCP server ran.
     pub mcp_calls: usize,
+    /// Compactions recorded.
+    pub compactions: usize,
 }
 
 /// One scripted step of a crash task.
@@ -96,9 +98,20 @@ enum Kind {
     Approval,
     /// An MCP call.
     Mcp,
+    /// A long turn that compacts (see [`compacting_step`]).
+    Compaction,
 }
 
-const KINDS: [Kind; 5] = [Kind::Plain, Kind::Subagent, Kind::Background, Kind::Approval, Kind::Mcp];
+const KINDS: [Kind; 6] =
+    [Kind::Plain, Kind::Subagent, Kind::Background, Kind::Approval, Kind::Mcp, Kind::Compaction];
+
+/// The context window of a [`Kind::Compaction`] session: a few thousand tokens above the
+/// harness's own prompt and tools, so the turn compacts every dozen steps or so.
+const SMALL_WINDOW: u64 = 16_000;
+/// The steps of a [`Kind::Compaction`] session's turn before its answer.
+const COMPACTING_STEPS: usize = 30;
+/// Every this many steps, a compacting turn runs a command (which appends its line).
+const COMPACTING_COMMAND_EVERY: usize = 8;
 
 fn kind(k: usize) -> Kind {
     KINDS[k % KINDS.len()]
@@ -121,6 +134,8 @@ fn script(conversation: &Conversation) -> &'static [Step] {
             Kind::Background => &[Write, Background, BashA, Edit, BashB, Read, Done],
             Kind::Approval => &[Write, BashA, Approved, Edit, Read, Done],
             Kind::Mcp => &[Write, Mcp, Edit, BashB, Read, Done],
+            // Answered by `compacting_step`, from the call ids.
+            Kind::Compaction => &[],
         },
         Conversation::Child(_) => &[Read, BashA, Edit, BashB, ChildDone],
     }
@@ -170,6 +185,49 @@ fn step_for(k: usize, step: Step, record: &str) -> MockStep {
     };
     // Slow enough streams that kills land mid-stream too.
     s.chunk_delay(15)
+}
+
+/// The call id of step `n` of compacting session `k`.
+fn compacting_id(k: usize, n: usize) -> String {
+    format!("crash{k}-step-{n}")
+}
+
+/// The newest compacting step a request carries, `(k, n)` from its call id (a compaction keeps
+/// the newest step in its tail); `None` before the first.
+fn newest_compacting_step(body: &Value) -> Option<(usize, usize)> {
+    let steps = crate::long_turn::call_ids(body);
+    steps.iter().rev().find_map(|id| {
+        let (k, n) = id.strip_prefix("crash")?.split_once("-step-")?;
+        Some((k.parse().ok()?, n.parse().ok()?))
+    })
+}
+
+/// The answer to a compacting session's request: a summary to a summary request; otherwise the
+/// step after the newest one it carries. Step 0 writes ten 3 KiB files, then `Read`s of them,
+/// every [`COMPACTING_COMMAND_EVERY`]th step a `Bash` that appends its line, and after
+/// [`COMPACTING_STEPS`] the answer.
+fn compacting_step(k: usize, body: &Value) -> MockStep {
+    if crate::long_turn::is_summary(body) {
+        return MockStep::text(&format!("Summary: crash task {k}, files f0..f9 read in turn."));
+    }
+    let n = newest_compacting_step(body).map_or(0, |(_, n)| n + 1);
+    if n > COMPACTING_STEPS {
+        return MockStep::text(&format!("done {k}"));
+    }
+    let call = if n == 0 {
+        MockToolCall::new(
+            "Bash",
+            json!({"command": "for i in 0 1 2 3 4 5 6 7 8 9; do head -c 2300 /dev/urandom | base64 > f$i.txt; done; echo made"}),
+        )
+    } else if n.is_multiple_of(COMPACTING_COMMAND_EVERY) {
+        MockToolCall::new(
+            "Bash",
+            json!({"command": format!("echo {k}-c{n} >> ran.log; sleep 0.2; cat f{}.txt", n % 10)}),
+        )
+    } else {
+        MockToolCall::new("Read", json!({"file_path": format!("f{}.txt", n % 10)}))
+    };
+    MockStep::tool_calls(vec![call.with_id(&compacting_id(k, n))])
 }
 
 /// The text of a request's first user message (both dialects: OpenAI's first message is the
@@ -247,7 +305,15 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         if let Ok(mut n) = counter.lock() {
             *n += 1;
         }
+        if let Some((k, _)) = newest_compacting_step(body) {
+            return Some(compacting_step(k, body));
+        }
         parse_request(body).and_then(|(conversation, step)| {
+            if let Conversation::Main(k) = conversation {
+                if kind(k) == Kind::Compaction {
+                    return Some(compacting_step(k, body));
+                }
+            }
             let steps = script(&conversation);
             let (Conversation::Main(k) | Conversation::Child(k)) = conversation;
             steps.get(step).or(steps.last()).map(|s| step_for(k, *s, &record_path))
@@ -270,8 +336,11 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     {
         let mut c = WsClient::connect(&server.url, &token).await?;
         for k in 0..config.sessions {
-            let created =
-                c.request("session/create", json!({})).await?.map_err(anyhow::Error::msg)?;
+            let params = match kind(k) {
+                Kind::Compaction => json!({"context_window": SMALL_WINDOW}),
+                _ => json!({}),
+            };
+            let created = c.request("session/create", params).await?.map_err(anyhow::Error::msg)?;
             let sid = created["session"]["id"].as_str().context("no session id")?.to_owned();
             watchers.push(tokio::spawn(watch_through_crashes(
                 url_rx.clone(),
@@ -326,6 +395,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         events: 0,
         approvals: 0,
         mcp_calls: 0,
+        compactions: 0,
     };
     for (k, sid) in sids.iter().enumerate() {
         let snap = c
@@ -337,6 +407,8 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         report.events += log.len();
         report.approvals +=
             log.iter().filter(|e| matches!(e.kind, EventKind::ApprovalRequested { .. })).count();
+        report.compactions +=
+            log.iter().filter(|e| matches!(e.kind, EventKind::Compaction { .. })).count();
         report.unknown_outcomes += check_session(k, &log, &server.workspace(sid), &record)
             .with_context(|| format!("session {k} ({sid})"))?;
         let watched = tokio::time::timeout(Duration::from_secs(30), watchers.remove(0))
@@ -440,10 +512,16 @@ fn check_session(
     if let Some((id, n)) = calls.iter().find(|(_, n)| **n != 1) {
         bail!("tool call {id} has {n} results");
     }
-    // Files: the edit landed exactly once.
-    let file = std::fs::read_to_string(workspace.join(format!("k{k}.txt")))?;
-    if file != format!("v2 {k}\n") {
-        bail!("k{k}.txt holds {file:?}");
+    // Files: the edit landed exactly once; a compacting turn compacted.
+    if kind(k) == Kind::Compaction {
+        if !log.iter().any(|e| matches!(e.kind, EventKind::Compaction { .. })) {
+            bail!("the long turn in a {SMALL_WINDOW}-token window never compacted");
+        }
+    } else {
+        let file = std::fs::read_to_string(workspace.join(format!("k{k}.txt")))?;
+        if file != format!("v2 {k}\n") {
+            bail!("k{k}.txt holds {file:?}");
+        }
     }
     // Commands and MCP calls: each line at most once; exactly once when its result was recorded
     // (a background command's start says nothing of its line: a kill may stop it first).
@@ -462,6 +540,10 @@ fn check_session(
             vec![(format!("{k}-a"), &ran, true), (format!("approved-{k}"), &ran, true)]
         }
         Kind::Mcp => vec![(format!("{k}-m"), &mcp, true), (format!("{k}-b"), &ran, true)],
+        Kind::Compaction => (COMPACTING_COMMAND_EVERY..=COMPACTING_STEPS)
+            .step_by(COMPACTING_COMMAND_EVERY)
+            .map(|n| (format!("{k}-c{n}"), ran.as_str(), true))
+            .collect(),
     };
     for (line, written, counts) in lines {
         let n = written.lines().filter(|l| *l == line).count();

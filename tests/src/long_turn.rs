@@ -24,18 +24,19 @@ pub fn is_summary(body: &Value) -> bool {
 /// keeps the newest step), or `None` before the first. Both dialects: Anthropic's `tool_use`
 /// blocks, OpenAI's `tool_calls`.
 pub fn last_step(body: &Value) -> Option<u64> {
+    call_ids(body).iter().rev().find_map(|id| id.strip_prefix("step-")?.parse().ok())
+}
+
+/// The ids of the tool calls `body`'s messages carry, oldest first. Both dialects: Anthropic's
+/// `tool_use` blocks, OpenAI's `tool_calls`.
+pub fn call_ids(body: &Value) -> Vec<String> {
     let ids = |m: &Value| -> Vec<String> {
         let blocks =
             m["content"].as_array().into_iter().flatten().filter(|b| b["type"] == "tool_use");
         let calls = m["tool_calls"].as_array().into_iter().flatten();
         blocks.chain(calls).filter_map(|b| b["id"].as_str().map(str::to_owned)).collect()
     };
-    body["messages"]
-        .as_array()?
-        .iter()
-        .rev()
-        .flat_map(|m| ids(m).into_iter().rev())
-        .find_map(|id| id.strip_prefix("step-")?.parse().ok())
+    body["messages"].as_array().into_iter().flatten().flat_map(ids).collect()
 }
 
 /// The steps' commands: the first writes ten 3 KiB files, then `Read`s of them (cheap: no

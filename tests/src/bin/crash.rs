@@ -28,28 +28,29 @@ fn main() -> anyhow::Result<()> {
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     println!(
-        "| provider | sessions | kills | seed | model calls | approvals | MCP calls | unknown outcomes | events | result |"
+        "| provider | sessions | kills | seed | model calls | approvals | MCP calls | compactions | unknown outcomes | events | result |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut failed = false;
     for api in [Api::Anthropic, Api::OpenAi] {
         let config = CrashConfig { sessions, kills, api, gap_ms: (100, 900), seed };
         match rt.block_on(run(config)) {
             Ok(r) => println!(
-                "| {} | {} | {} | {seed} | {} | {} | {} | {} | {} | all complete and consistent |",
+                "| {} | {} | {} | {seed} | {} | {} | {} | {} | {} | {} | all complete and consistent |",
                 api.provider(),
                 r.sessions,
                 r.kills,
                 r.model_calls,
                 r.approvals,
                 r.mcp_calls,
+                r.compactions,
                 r.unknown_outcomes,
                 r.events
             ),
             Err(e) => {
                 failed = true;
                 println!(
-                    "| {} | {sessions} | {kills} | {seed} | | | | | | FAILED: {e:#} |",
+                    "| {} | {sessions} | {kills} | {seed} | | | | | | | FAILED: {e:#} |",
                     api.provider()
                 );
             }
