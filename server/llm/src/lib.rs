@@ -24,6 +24,9 @@ pub mod retry;
 pub mod sse;
 pub mod types;
 
+#[cfg(test)]
+mod dialect_tests;
+
 pub use client::{Provider, DEFAULT_IDLE_TIMEOUT};
 pub use config::{LlmConfig, ProviderKind, RetryPolicy, UnknownProvider};
 pub use error::LlmError;
