@@ -695,7 +695,7 @@ impl Hub {
         let session = session.0.clone();
         self.store
             .call(move |c| {
-                match to {
+                match &to {
                     Some(user) => c.execute(
                         "INSERT INTO drive_grants (session_id, user_id, granted_at)
                          VALUES (?1, ?2, ?3)
