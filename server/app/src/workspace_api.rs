@@ -143,7 +143,7 @@ pub async fn create(
              upload cannot go yet: start a plain session, or use a server without --sandbox remote",
         ));
     }
-    let mut row = hub.new_session_row(user, title, choice)?;
+    let mut row = hub.new_session_row(user, title, choice).await?;
     row.network = network;
     let sources = hub.sources();
     let prepared = match spec {

@@ -23,6 +23,7 @@ pub mod responses;
 pub mod retry;
 pub mod sse;
 pub mod types;
+pub mod window;
 
 pub use client::{Provider, DEFAULT_IDLE_TIMEOUT};
 pub use config::{LlmConfig, ProviderKind, RetryPolicy, UnknownProvider};

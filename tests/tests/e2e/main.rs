@@ -12,6 +12,7 @@ mod attach_reconnect;
 mod attach_roles;
 mod background_tasks;
 mod compaction;
+mod context_probe;
 mod crash;
 mod e2e_run;
 mod git_http_fixture;
