@@ -464,7 +464,11 @@ impl Models {
         self.entries
             .iter()
             .enumerate()
-            .map(|(i, (e, _))| e.info(self.server_window, i == 0))
+            .map(|(i, (e, _))| ModelInfo {
+                // What its server said, once asked ([`Models::resolve_window`]).
+                context_window: self.window(e),
+                ..e.info(self.server_window, i == 0)
+            })
             .collect()
     }
 }

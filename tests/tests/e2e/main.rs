@@ -44,6 +44,7 @@ mod security_net;
 mod security_quota;
 mod security_sandbox;
 mod session_lifecycle;
+mod store_outage;
 mod subagents;
 mod tui_tmux;
 mod turn_control;
