@@ -140,8 +140,11 @@ pub async fn probe(llm: &LlmConfig) -> Option<(u64, Dialect)> {
 /// [`RETRY_FAILED_AFTER`]; at most [`WINDOW_CACHE_ENTRIES`] (the oldest is forgotten first).
 #[derive(Debug, Default)]
 pub struct WindowCache {
-    entries: Mutex<HashMap<(String, String), (Option<u64>, Instant)>>,
+    entries: Mutex<Entries>,
 }
+
+/// (base URL, model) → the window said (`None`: the probe failed) and when.
+type Entries = HashMap<(String, String), (Option<u64>, Instant)>;
 
 /// What the cache knows of a pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +158,7 @@ pub enum Cached {
 }
 
 impl WindowCache {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), (Option<u64>, Instant)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 

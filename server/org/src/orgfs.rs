@@ -350,7 +350,7 @@ impl OrgFs {
             .call(move |c| {
                 let mut out = Vec::with_capacity(paths.len());
                 for p in &paths {
-                    if let Some((v, _)) = head(c, &org, &p)? {
+                    if let Some((v, _)) = head(c, &org, p)? {
                         out.push(v);
                     }
                 }
@@ -494,7 +494,7 @@ impl OrgFs {
                         op: FileOp::Import,
                         restored_from: None,
                     };
-                    match apply(&tx, &o, &path, &a, current.map(|(v, _)| v), change) {
+                    match apply(&tx, &o, path, &a, current.map(|(v, _)| v), change) {
                         Ok(v) => written.push(v),
                         Err(e) => return Ok(Err(e)),
                     }

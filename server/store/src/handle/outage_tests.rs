@@ -51,6 +51,7 @@ async fn appends_wait_out_an_outage_and_stale_connections_are_retried() {
     back.join().unwrap();
     appended.unwrap();
     assert!(store.unreachable_for().is_none(), "the store is reachable again");
+    assert!(store.recovered_within(Duration::from_secs(30)), "and knows it came back lately");
     // Every worker's connection died in the outage: each one's next job still succeeds.
     for seq in 3..9 {
         store.append_event(event(&s.id, seq, "after")).await.unwrap();
