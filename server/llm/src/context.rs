@@ -18,7 +18,7 @@ use crate::types::{ContentBlock, Message, ModelRequest, ToolSpec};
 pub const BYTES_PER_TOKEN: usize = 4;
 
 /// The window assumed for a model no row of [`WINDOWS`] matches and whose server does not say
-/// its own ([`crate::window`]: llama.cpp, vLLM and Ollama are asked). 8,192 is the smallest
+/// its own (llama.cpp, vLLM and Ollama are asked: the `window` module). 8,192 is the smallest
 /// window of the current open-weight families' defaults, so an unknown model is never
 /// overfilled; a bigger one is set with `--context-window` or per session.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 8_192;
@@ -56,7 +56,7 @@ pub fn context_window(model: &str) -> u64 {
 }
 
 /// The window of `model` when a row of [`WINDOWS`] knows its family; `None` for a model only
-/// its server can tell ([`crate::window`]).
+/// its server can tell (the `window` module asks it).
 pub fn known_window(model: &str) -> Option<u64> {
     let name = model.rsplit('/').next().unwrap_or(model).to_lowercase();
     WINDOWS.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, window)| *window)

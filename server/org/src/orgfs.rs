@@ -537,7 +537,7 @@ impl OrgFs {
         let (o, p, a, recent) = (org.clone(), path.clone(), author.clone(), self.recent.clone());
         let (written, extra) = self
             .store
-            .call_once(move |c| {
+            .call_no_rerun(move |c| {
                 let tx = c.transaction_immediate()?;
                 let (version, text) = match head(&tx, &o, p.as_str())? {
                     Some((v, t)) => (Some(v), t),

@@ -361,7 +361,7 @@ impl Store {
 
     /// [`Store::call`] for an `f` that can run only once (it consumes what it captured): a
     /// broken connection fails it, as the connection's error, rather than running it again.
-    pub async fn call_once<R, F>(&self, f: F) -> Result<R, StoreError>
+    pub async fn call_no_rerun<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,

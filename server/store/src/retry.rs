@@ -9,7 +9,7 @@
 //! under a commit cannot know whether the commit took effect: it runs again only if it checks
 //! that itself ([`crate::Store::call_idempotent`]: the log's appends look for their event), and
 //! otherwise fails with [`StoreError::CommitUnknown`], said as it is. A job that can run only
-//! once ([`crate::Store::call_once`]) fails with its connection's error.
+//! once ([`crate::Store::call_no_rerun`]) fails with its connection's error.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -45,7 +45,7 @@ pub(crate) trait Work: Send {
 /// When a job whose connection broke may run again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rerun {
-    /// Never ([`crate::Store::call_once`]).
+    /// Never ([`crate::Store::call_no_rerun`]).
     Never,
     /// Unless the link broke under a commit.
     BeforeCommit,
