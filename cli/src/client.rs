@@ -360,6 +360,11 @@ impl ClientError {
             (ErrorCode::ProtocolVersion, _) => {
                 ClientError::ProtocolVersion { message: err.error.message }
             }
+            // The server answered and says what it lacks (its store is unreachable, say): its
+            // words, not a guess that the address is wrong.
+            (ErrorCode::Unavailable, Some(_)) => {
+                ClientError::Connection { error: err.error, fatal: true }
+            }
             (_, Some(url)) => {
                 ClientError::Handshake { url: url.to_owned(), message: err.error.to_string() }
             }
@@ -1144,6 +1149,23 @@ async fn connection_task(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_handshake_refused_as_unavailable_says_the_servers_words() {
+        let refusal = ConnectionError {
+            error: ErrorBody::new(
+                ErrorCode::Unavailable,
+                "the server's store (PostgreSQL) is unreachable; retrying… try again shortly",
+            ),
+            fatal: true,
+        };
+        let e = ClientError::from_connection_error(Some("ws://127.0.0.1:1"), refusal);
+        let text = e.to_string();
+        assert!(text.contains("store (PostgreSQL) is unreachable"), "{text}");
+        assert!(!text.contains("is this an outboard-server address"), "{text}");
+        assert!(!text.contains("is outboard-server running"), "{text}");
+        assert_eq!(e.code(), Some(ErrorCode::Unavailable));
+    }
     use outboard_shared::{EventFrame, EventKind, OrgId, SessionListResponse, UserId, UserInfo};
     use pretty_assertions::assert_eq;
     use tokio::net::TcpListener;

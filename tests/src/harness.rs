@@ -100,6 +100,11 @@ impl Api {
     }
 }
 
+/// A pseudo-flag of `extra` (never passed to the server): the server starts without the suites'
+/// `OUTBOARD_CONTEXT_WINDOW`, so an unknown model's window is what its server says, or the
+/// default (tests of the window probe).
+pub const MODEL_OWN_WINDOW: &str = "--test-model-own-window";
+
 /// The file in a data dir that names its PostgreSQL store (a test may write it to put several
 /// servers on one store).
 pub const STORE_URL_FILE: &str = "test-store-url";
@@ -229,6 +234,9 @@ impl TestServer {
         extra: &[&str],
     ) -> anyhow::Result<(Child, String, Option<String>, PathBuf)> {
         use std::io::BufRead as _;
+        let own_window = extra.contains(&MODEL_OWN_WINDOW);
+        let extra: Vec<&str> = extra.iter().copied().filter(|a| *a != MODEL_OWN_WINDOW).collect();
+        let extra = extra.as_slice();
         let stderr_path = data.path().join("server.stderr");
         // Appended: a restarted server's log follows the previous one's.
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&stderr_path)?;
@@ -244,12 +252,16 @@ impl TestServer {
             command.args(["--provider", api.provider(), "--base-url", base_url]);
             command.args(["--model", "mock-model"]);
         }
+        // `mock-model` is no known family (8,192 tokens): the suites stand for a Claude-size
+        // window unless a test gives `--context-window` (which wins over the variable).
+        if own_window {
+            command.env_remove("OUTBOARD_CONTEXT_WINDOW");
+        } else {
+            command.env("OUTBOARD_CONTEXT_WINDOW", "200000");
+        }
         let mut child = command
             .args(extra)
             .env(api.key_var(), TEST_API_KEY)
-            // `mock-model` is no known family (8,192 tokens): the suites stand for a Claude-size
-            // window unless a test gives `--context-window` (which wins over the variable).
-            .env("OUTBOARD_CONTEXT_WINDOW", "200000")
             .env("OUTBOARD_LOG", "debug")
             .env_remove("OUTBOARD_LISTEN")
             .stdin(Stdio::null())

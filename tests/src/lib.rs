@@ -21,6 +21,7 @@ pub mod long_turn;
 pub mod mock_llm;
 pub mod mock_responses;
 pub mod mock_step;
+pub mod mock_window;
 pub mod nodes;
 pub mod scripted;
 pub mod tls;

@@ -290,6 +290,7 @@ fn lock(state: &SharedState) -> MutexGuard<'_, Shared> {
 pub struct MockLlm {
     addr: SocketAddr,
     state: SharedState,
+    window: crate::mock_window::Shared,
     task: JoinHandle<()>,
 }
 
@@ -309,18 +310,20 @@ impl MockLlm {
             openai: script.openai,
             ..Shared::default()
         }));
+        let window = crate::mock_window::Shared::default();
         let app = Router::new()
             .route("/v1/messages", post(anthropic))
             .route("/v1/chat/completions", post(openai))
             .route("/v1/responses", post(responses))
             .route("/_mock/requests", get(requests))
-            .with_state(state.clone());
+            .with_state(state.clone())
+            .merge(crate::mock_window::router(window.clone()));
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!("mock LLM server stopped: {e}");
             }
         });
-        Ok(MockLlm { addr, state, task })
+        Ok(MockLlm { addr, state, window, task })
     }
 
     /// Starts a server on `127.0.0.1:0` that answers every request with `respond(body)`.
@@ -361,6 +364,16 @@ impl MockLlm {
     /// Appends a step to the script.
     pub fn push(&self, step: MockStep) {
         lock(&self.state).steps.push_back(step);
+    }
+
+    /// Plays `window`'s server when asked its context window (see [`crate::mock_window`]).
+    pub fn serve_window(&self, window: crate::mock_window::MockWindow) {
+        crate::mock_window::set(&self.window, window);
+    }
+
+    /// The context-window probes received so far (`GET /props`, …), in order.
+    pub fn window_probes(&self) -> Vec<String> {
+        crate::mock_window::probes(&self.window)
     }
 
     /// How many steps are left.

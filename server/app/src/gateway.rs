@@ -833,7 +833,16 @@ impl Connection {
             self.handshake_failed(HandshakeFailure::ProtocolVersion);
             return self.fatal(ErrorCode::ProtocolVersion, &msg).await;
         }
-        let user = match self.state.hub.store().authenticate(&hello.token).await {
+        let store = self.state.hub.store();
+        let authenticated = tokio::select! {
+            user = store.authenticate(&hello.token) => user,
+            // A read: dropping it mid-way is harmless, and the client hears why at once rather
+            // than its handshake timing out.
+            () = store.unreachable(STORE_PATIENCE) => {
+                return self.fatal(ErrorCode::Unavailable, STORE_UNREACHABLE).await;
+            }
+        };
+        let user = match authenticated {
             Ok(Some(user)) => user,
             Ok(None) => {
                 tracing::info!(%peer, client = %hello.client, "refused a hello with an unknown token");
@@ -845,7 +854,10 @@ impl Connection {
                     )
                     .await;
             }
-            Err(e) => return self.fatal(ErrorCode::Internal, &e.to_string()).await,
+            Err(e) => {
+                let refusal = internal(e);
+                return self.fatal(refusal.code, &refusal.message).await;
+            }
         };
         if let Some(node) = &self.relayed_from {
             match self.state.relayed.admit(&user.id, &user.name) {
@@ -1066,7 +1078,7 @@ impl Connection {
                     context_window: p.context_window,
                     model: p.model.as_deref(),
                 };
-                let mut row = hub.new_session_row(&user, title.trim(), choice)?;
+                let mut row = hub.new_session_row(&user, title.trim(), choice).await?;
                 row.network = p.network;
                 if let Some(requested) = &p.workspace {
                     row.workspace = Some(hub.client_workspace(requested).await?);
@@ -1535,7 +1547,21 @@ fn too_large(len: usize) -> String {
     format!("the frame is {len} bytes; the limit is {MAX_FRAME_BYTES}: put large content in a file")
 }
 
-fn internal(e: outboard_store::StoreError) -> ErrorBody {
+/// What a client is told while the store cannot be reached (its handshake, a request failing
+/// on it): the server retries meanwhile, so trying again later may work.
+pub(crate) const STORE_UNREACHABLE: &str =
+    "the server's store (PostgreSQL) is unreachable; retrying… try again shortly";
+
+/// How long a handshake waits on a store that is unreachable before the client is told so.
+const STORE_PATIENCE: Duration = Duration::from_secs(2);
+
+/// A store failure as the client sees it: [`STORE_UNREACHABLE`] (`unavailable`) when the store
+/// could not be reached, never a raw driver message; else `internal`.
+pub(crate) fn internal(e: outboard_store::StoreError) -> ErrorBody {
+    if e.is_unreachable() {
+        tracing::warn!(error = %e, "a request failed: the store is unreachable");
+        return ErrorBody::new(ErrorCode::Unavailable, STORE_UNREACHABLE);
+    }
     ErrorBody::new(ErrorCode::Internal, e.to_string())
 }
 

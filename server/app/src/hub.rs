@@ -308,8 +308,10 @@ impl Hub {
 
     /// A new session row of `user` (not stored yet) with its model (`model` by name, else the
     /// server's default) and the context window it runs with: the one `session/create` asked
-    /// for, else the model's (its entry's, the server's `--context-window`, its family's).
-    pub fn new_session_row(
+    /// for, else the model's (its entry's, the server's `--context-window`, its family's, else
+    /// what the model's server says: asked once per base URL and model, see
+    /// [`outboard_llm::window`]).
+    pub async fn new_session_row(
         &self,
         user: &UserRow,
         title: &str,
@@ -331,7 +333,10 @@ impl Hub {
         };
         let mut row = SessionRow::new(user, title, &entry.label());
         row.model_name = Some(entry.name.clone());
-        row.context_window = Some(context_window.unwrap_or_else(|| self.models.window(entry)));
+        row.context_window = Some(match context_window {
+            Some(asked) => asked,
+            None => self.models.resolve_window(entry).await,
+        });
         Ok(row)
     }
 
@@ -520,6 +525,12 @@ impl Hub {
         if self.shutdown.is_cancelled() {
             return Ok(0);
         }
+        // After a store outage every node's leases look expired, their owners alive and about
+        // to renew them: taking them now would cut the owners' running commands ("outcome
+        // unknown") for nothing. A lease time is what an owner needs to renew.
+        if self.store.recovered_within(self.store.node().lease) {
+            return Ok(0);
+        }
         let orphans = self.store.orphaned_sessions().await?;
         let mut taken = 0;
         for id in orphans {
@@ -695,7 +706,7 @@ impl Hub {
         let session = session.0.clone();
         self.store
             .call(move |c| {
-                match to {
+                match &to {
                     Some(user) => c.execute(
                         "INSERT INTO drive_grants (session_id, user_id, granted_at)
                          VALUES (?1, ?2, ?3)

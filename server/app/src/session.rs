@@ -951,7 +951,7 @@ impl Actor {
         let (entry, _) =
             self.models.pick(&name).map_err(|e| ErrorBody::new(ErrorCode::BadRequest, e))?;
         let label = entry.label();
-        let context_window = self.models.window(entry);
+        let context_window = self.models.resolve_window(entry).await;
         if self.row.model_name.as_deref() == Some(name.as_str()) && self.row.model == label {
             return Ok(self.row.info(outboard_llm::context::context_window));
         }

@@ -350,7 +350,7 @@ pub async fn materialize(
             use outboard_store::db::OptionalExtension as _;
             c.query_row(
                 "SELECT bytes, branch FROM uploads WHERE id = ?1 AND user_id = ?2",
-                [uid, owner],
+                [&uid, &owner],
                 |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Option<String>>(1)?)),
             )
             .optional()

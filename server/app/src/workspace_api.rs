@@ -143,7 +143,7 @@ pub async fn create(
              upload cannot go yet: start a plain session, or use a server without --sandbox remote",
         ));
     }
-    let mut row = hub.new_session_row(user, title, choice)?;
+    let mut row = hub.new_session_row(user, title, choice).await?;
     row.network = network;
     let sources = hub.sources();
     let prepared = match spec {
@@ -288,7 +288,7 @@ pub async fn restore(
                 session_id: session.clone(),
                 seq: last as u64 + 1,
                 ts: outboard_base::util::now_rfc3339(),
-                kind: outboard_shared::EventKind::SystemReminder { text },
+                kind: outboard_shared::EventKind::SystemReminder { text: text.clone() },
                 parent: None,
             };
             outboard_store::move_session_host(c, &session, &host, &event)

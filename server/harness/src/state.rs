@@ -170,14 +170,21 @@ pub const WRITE_MAYBE_DONE: &str = "The harness restarted while this write ran. 
     longer holds its previous content, so the write most likely completed; Read the file to \
     confirm before relying on it.";
 
-/// What the model is told of a command cut by a restart: it is never run twice.
-pub const COMMAND_OUTCOME_UNKNOWN: &str = "The harness restarted while this command ran; its \
-    outcome is unknown. Check its effects (files, processes) before running it again.";
+/// What the model is told of a command whose result never reached the log: it is never run
+/// twice. The node that resumes the turn cannot tell which of the two happened (a node cut off
+/// from the store stops renewing its leases and its heartbeat alike), so both are named.
+pub const COMMAND_OUTCOME_UNKNOWN: &str = "This command's result was never recorded: the server \
+    running this session restarted, or lost its lease on the session (its store was unreachable \
+    for longer than the lease) and another server node took the turn over, while the command \
+    ran. Its outcome is unknown. Check its effects (files, processes) before running it again.";
 
-/// What the model is told of an MCP call cut by a restart: like a command, never run twice.
-pub const MCP_OUTCOME_UNKNOWN: &str = "The harness restarted while this MCP tool call ran; its \
-    outcome is unknown. Check its effects with the server's read-only tools before calling it \
-    again.";
+/// What the model is told of an MCP call whose result never reached the log: like a command,
+/// never run twice.
+pub const MCP_OUTCOME_UNKNOWN: &str = "This MCP tool call's result was never recorded: the \
+    server running this session restarted, or lost its lease on the session (its store was \
+    unreachable for longer than the lease) and another server node took the turn over, while \
+    the call ran. Its outcome is unknown. Check its effects with the server's read-only tools \
+    before calling it again.";
 
 /// Calls of one assistant message running at once, at most: Claude Code's default, enough to
 /// overlap the model latency of several subagents, few enough that one message cannot start

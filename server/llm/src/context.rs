@@ -17,10 +17,10 @@ use crate::types::{ContentBlock, Message, ModelRequest, ToolSpec};
 /// Bytes per token of [`estimate_tokens`].
 pub const BYTES_PER_TOKEN: usize = 4;
 
-/// The window assumed for a model no row of [`WINDOWS`] matches: a local model behind an
-/// OpenAI-compatible server (llama.cpp, Ollama, vLLM) whose `n_ctx` we cannot know. 8,192 is
-/// the smallest window of the current open-weight families' defaults, so an unknown model is
-/// never overfilled; a bigger one is set with `--context-window` or per session.
+/// The window assumed for a model no row of [`WINDOWS`] matches and whose server does not say
+/// its own (llama.cpp, vLLM and Ollama are asked: the `window` module). 8,192 is the smallest
+/// window of the current open-weight families' defaults, so an unknown model is never
+/// overfilled; a bigger one is set with `--context-window` or per session.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 8_192;
 
 /// Known windows by model-name prefix (lowercase), most specific first; the first row whose
@@ -52,11 +52,14 @@ pub const WINDOWS: &[(&str, u64)] = &[
 /// `model` may carry a `provider/` prefix (`anthropic/claude-sonnet-4-5`) or a vendor path
 /// (`meta-llama/Llama-3.1-8B`); case is ignored.
 pub fn context_window(model: &str) -> u64 {
+    known_window(model).unwrap_or(DEFAULT_CONTEXT_WINDOW)
+}
+
+/// The window of `model` when a row of [`WINDOWS`] knows its family; `None` for a model only
+/// its server can tell (the `window` module asks it).
+pub fn known_window(model: &str) -> Option<u64> {
     let name = model.rsplit('/').next().unwrap_or(model).to_lowercase();
-    WINDOWS
-        .iter()
-        .find(|(prefix, _)| name.starts_with(prefix))
-        .map_or(DEFAULT_CONTEXT_WINDOW, |(_, window)| *window)
+    WINDOWS.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, window)| *window)
 }
 
 /// The estimated tokens of `bytes` bytes of text (see the module header).

@@ -23,6 +23,7 @@ pub mod responses;
 pub mod retry;
 pub mod sse;
 pub mod types;
+pub mod window;
 
 #[cfg(test)]
 mod dialect_tests;

@@ -38,6 +38,7 @@ use crate::client::Provider;
 use crate::config::{LlmConfig, ProviderKind, RetryPolicy, UnknownProvider};
 use crate::error::LlmError;
 use crate::observe::CallMetrics;
+use crate::window::{self, Cached, WindowCache};
 use outboard_base::Secret;
 
 /// The most models one server offers: each is a line of `models/list` and of the TUI's picker, and
@@ -89,9 +90,15 @@ impl ModelEntry {
     /// The window a session of this model gets: the entry's, else `server_default` (`serve
     /// --context-window`), else the model family's.
     pub fn window(&self, server_default: Option<u64>) -> u64 {
+        self.known_window(server_default).unwrap_or(crate::context::DEFAULT_CONTEXT_WINDOW)
+    }
+
+    /// [`ModelEntry::window`] when it is known without asking the model's server: the entry's,
+    /// `server_default`, or a known family's.
+    pub fn known_window(&self, server_default: Option<u64>) -> Option<u64> {
         self.context_window
             .or(server_default)
-            .unwrap_or_else(|| crate::context::context_window(&self.label()))
+            .or_else(|| crate::context::known_window(&self.label()))
     }
 
     /// Its `models/list` line.
@@ -346,6 +353,8 @@ pub struct Models {
     entries: Vec<(ModelEntry, Arc<Provider>)>,
     /// `serve --context-window`, for entries that give none.
     server_window: Option<u64>,
+    /// The windows the models' servers said ([`Models::resolve_window`]).
+    probed: Arc<WindowCache>,
 }
 
 impl Models {
@@ -360,7 +369,7 @@ impl Models {
                 Ok((e.clone(), Arc::new(provider)))
             })
             .collect::<Result<_, ModelsError>>()?;
-        Ok(Models { entries, server_window })
+        Ok(Models { entries, server_window, probed: Arc::default() })
     }
 
     /// The same clients, each counting its calls in `metrics`.
@@ -408,7 +417,46 @@ impl Models {
 
     /// The window a session of `entry` gets.
     pub fn window(&self, entry: &ModelEntry) -> u64 {
-        entry.window(self.server_window)
+        entry.known_window(self.server_window).unwrap_or_else(|| {
+            match self.probed.get(&entry.llm.base_url, &entry.llm.model) {
+                Cached::Window(window) => window,
+                Cached::Failed | Cached::Unknown => crate::context::DEFAULT_CONTEXT_WINDOW,
+            }
+        })
+    }
+
+    /// [`Models::window`], first asking the model's server when nothing else knows the window
+    /// and it was not asked yet (see [`crate::window`]): at most [`window::PROBE_TIMEOUT`],
+    /// once per base URL and model; a failed probe leaves the default, logged.
+    pub async fn resolve_window(&self, entry: &ModelEntry) -> u64 {
+        let (base, model) = (&entry.llm.base_url, &entry.llm.model);
+        let askable = entry.llm.kind != ProviderKind::Anthropic;
+        if entry.known_window(self.server_window).is_none()
+            && askable
+            && self.probed.get(base, model) == Cached::Unknown
+        {
+            match window::probe(&entry.llm).await {
+                Some((window, dialect)) => {
+                    tracing::info!(
+                        model = %model, url = %base, source = dialect.source(),
+                        "context window {window} tokens for model {model} from {} at {base}",
+                        dialect.source()
+                    );
+                    self.probed.put(base, model, Some(window));
+                }
+                None => {
+                    tracing::info!(
+                        model = %model, url = %base,
+                        "the server at {base} does not say model {model}'s context window \
+                         (llama.cpp /props, vLLM /v1/models, Ollama /api/show); assuming {} \
+                         tokens: set --context-window for another",
+                        crate::context::DEFAULT_CONTEXT_WINDOW
+                    );
+                    self.probed.put(base, model, None);
+                }
+            }
+        }
+        self.window(entry)
     }
 
     /// `models/list`: the models, the default first.
@@ -416,7 +464,11 @@ impl Models {
         self.entries
             .iter()
             .enumerate()
-            .map(|(i, (e, _))| e.info(self.server_window, i == 0))
+            .map(|(i, (e, _))| ModelInfo {
+                // What its server said, once asked ([`Models::resolve_window`]).
+                context_window: self.window(e),
+                ..e.info(self.server_window, i == 0)
+            })
             .collect()
     }
 }

@@ -349,8 +349,8 @@ impl OrgFs {
             .store
             .call(move |c| {
                 let mut out = Vec::with_capacity(paths.len());
-                for p in paths {
-                    if let Some((v, _)) = head(c, &org, &p)? {
+                for p in &paths {
+                    if let Some((v, _)) = head(c, &org, p)? {
                         out.push(v);
                     }
                 }
@@ -481,7 +481,7 @@ impl OrgFs {
                 let tx = c.transaction_immediate()?;
                 let mut written = Vec::new();
                 let mut unchanged = 0u64;
-                for (path, content) in files {
+                for (path, content) in &files {
                     let current = head(&tx, &o, path.as_str())?;
                     if current.as_ref().is_some_and(|(v, _)| {
                         !v.deleted && v.sha256 == hex_sha256(content.as_bytes())
@@ -489,9 +489,12 @@ impl OrgFs {
                         unchanged += 1;
                         continue;
                     }
-                    let change =
-                        Change::Content { text: content, op: FileOp::Import, restored_from: None };
-                    match apply(&tx, &o, &path, &a, current.map(|(v, _)| v), change) {
+                    let change = Change::Content {
+                        text: content.clone(),
+                        op: FileOp::Import,
+                        restored_from: None,
+                    };
+                    match apply(&tx, &o, path, &a, current.map(|(v, _)| v), change) {
                         Ok(v) => written.push(v),
                         Err(e) => return Ok(Err(e)),
                     }
@@ -534,7 +537,7 @@ impl OrgFs {
         let (o, p, a, recent) = (org.clone(), path.clone(), author.clone(), self.recent.clone());
         let (written, extra) = self
             .store
-            .call(move |c| {
+            .call_no_rerun(move |c| {
                 let tx = c.transaction_immediate()?;
                 let (version, text) = match head(&tx, &o, p.as_str())? {
                     Some((v, t)) => (Some(v), t),
@@ -606,7 +609,7 @@ impl OrgFs {
                        AND h.deleted = 0
                      ORDER BY h.path"
                 ))?;
-                let rows = stmt.query_map([org.0], |r| Ok((file_version(r)?, r.get(10)?)))?;
+                let rows = stmt.query_map([&org.0], |r| Ok((file_version(r)?, r.get(10)?)))?;
                 rows.collect::<Result<Vec<_>, _>>()
             })
             .await?;

@@ -294,7 +294,7 @@ pub async fn set(store: &Store, org: &str, key: &str, value: &str) -> Result<Str
         .call(move |c| {
             let tx = c.transaction()?;
             let Some(id) = org_id_by_name(&tx, &org)? else {
-                return Ok(Err(QuotaError::NoOrg(org)));
+                return Ok(Err(QuotaError::NoOrg(org.clone())));
             };
             match value {
                 Some(v) => tx.execute(
@@ -320,7 +320,9 @@ pub async fn show(store: &Store, org: &str) -> Result<String, QuotaError> {
     let org = org.to_owned();
     store
         .call(move |c| {
-            let Some(id) = org_id_by_name(c, &org)? else { return Ok(Err(QuotaError::NoOrg(org))) };
+            let Some(id) = org_id_by_name(c, &org)? else {
+                return Ok(Err(QuotaError::NoOrg(org.clone())));
+            };
             Ok(Ok(render(c, &org, &id)?))
         })
         .await?

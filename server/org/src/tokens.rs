@@ -127,7 +127,7 @@ async fn tokens_with_hash(
                  WHERE CAST(?1 AS TEXT) IS NULL OR o.name = ?1
                  ORDER BY t.created_at, t.token_hash",
             )?;
-            let rows = stmt.query_map([org], |r| {
+            let rows = stmt.query_map([&org], |r| {
                 let hash: String = r.get(0)?;
                 let info = TokenInfo {
                     id: hash.chars().take(TOKEN_ID_CHARS).collect(),
@@ -146,7 +146,7 @@ async fn tokens_with_hash(
 async fn delete_hash(store: &Store, hash: String) -> Result<(), StoreError> {
     store
         .call(move |c| {
-            c.execute("DELETE FROM tokens WHERE token_hash = ?1", [hash])?;
+            c.execute("DELETE FROM tokens WHERE token_hash = ?1", [&hash])?;
             Ok(())
         })
         .await

@@ -46,6 +46,9 @@ pub struct Db {
     conn: Conn,
     /// Transactions open on it (a nested one runs inside the outer one).
     depth: std::cell::Cell<u32>,
+    /// Commits sent since [`Db::take_commits`] last looked (a `COMMIT`, or a write outside a
+    /// transaction): a job whose connection broke after one cannot know whether it took effect.
+    commits: std::cell::Cell<u32>,
 }
 
 enum Conn {
@@ -81,7 +84,11 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// A SQLite connection.
     pub fn sqlite(conn: rusqlite::Connection) -> Db {
-        Db { conn: Conn::Sqlite(conn), depth: std::cell::Cell::new(0) }
+        Db {
+            conn: Conn::Sqlite(conn),
+            depth: std::cell::Cell::new(0),
+            commits: std::cell::Cell::new(0),
+        }
     }
 
     /// A PostgreSQL connection.
@@ -89,10 +96,25 @@ impl Db {
         Db {
             conn: Conn::Pg(Box::new(RefCell::new(PgConn { client, statements: HashMap::new() }))),
             depth: std::cell::Cell::new(0),
+            commits: std::cell::Cell::new(0),
         }
     }
 
-    /// The engine underneath.
+    /// How many commits were sent since the last call (see the field): the store's workers ask
+    /// before and after each attempt of a job.
+    pub(crate) fn take_commits(&self) -> u32 {
+        self.commits.replace(0)
+    }
+
+    /// Counts `sql`, about to run, as a commit when it writes outside a transaction (PostgreSQL
+    /// commits such a statement by itself).
+    fn count_autocommit(&self, sql: &str) {
+        let reads = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("select"));
+        if self.depth.get() == 0 && !reads {
+            self.commits.set(self.commits.get() + 1);
+        }
+    }
+
     /// Whether the connection is gone (a PostgreSQL server restarted, a network cut, a session
     /// the server ended): the store's worker then connects again. A SQLite one never is.
     pub fn is_broken(&self) -> bool {
@@ -102,6 +124,7 @@ impl Db {
         }
     }
 
+    /// The engine underneath.
     pub fn backend(&self) -> Backend {
         match self.conn {
             Conn::Sqlite(_) => Backend::Sqlite,
@@ -148,7 +171,10 @@ impl Db {
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
         match &self.conn {
             Conn::Sqlite(c) => Ok(c.execute_batch(sql)?),
-            Conn::Pg(c) => Ok(c.borrow_mut().client.batch_execute(sql)?),
+            Conn::Pg(c) => {
+                self.count_autocommit(sql);
+                Ok(c.borrow_mut().client.batch_execute(sql)?)
+            }
         }
     }
 
@@ -195,6 +221,9 @@ impl Db {
             return Ok(());
         }
         let sql = if commit { "COMMIT" } else { "ROLLBACK" };
+        if commit {
+            self.commits.set(self.commits.get() + 1);
+        }
         match &self.conn {
             Conn::Sqlite(c) => {
                 let done = c.prepare_cached(sql)?.execute([]).map(drop);
@@ -344,6 +373,7 @@ fn pg_run<R>(
 ) -> Result<R> {
     db.with_pg(|pg| {
         let statement = pg.statement(sql)?;
+        db.count_autocommit(sql);
         let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn postgres::types::ToSql + Sync)).collect();
         Ok(run(&mut pg.client, &statement, &params)?)

@@ -64,9 +64,84 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// PostgreSQL could not be reached for as long as the store retries a job
+    /// ([`crate::Store::set_retry_bound`]): the job was not done.
+    #[error("the server's store (PostgreSQL at {target}) is unreachable; it was retried for {waited_s} s")]
+    Unreachable {
+        /// `host:port/dbname` of the URL.
+        target: String,
+        /// How long the job was retried.
+        waited_s: u64,
+    },
+    /// The connection to PostgreSQL broke while a change was being committed and the change
+    /// cannot be safely made again: whether it was saved is unknown.
+    #[error(
+        "the connection to the server's store (PostgreSQL at {target}) broke while a change was \
+         being committed; whether it was saved is unknown"
+    )]
+    CommitUnknown {
+        /// `host:port/dbname` of the URL.
+        target: String,
+    },
     /// The OS could not produce a random token.
     #[error("cannot generate a token: {0}")]
     Random(std::io::Error),
+}
+
+/// How a failed statement relates to the connection it ran on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broken {
+    /// The statement itself failed; the connection is fine.
+    No,
+    /// The server ended the session or the connection could not be made (SQLSTATE class 08,
+    /// `57P01`–`57P03`, a refused connect): whatever the statement was, it did not take effect.
+    Refused,
+    /// The link broke under the statement (an I/O error, a connection closed mid-request): a
+    /// commit under way may or may not have taken effect.
+    Cut,
+}
+
+impl StoreError {
+    /// Whether this failure is the connection's, and how (see [`Broken`]): what the store's
+    /// workers retry.
+    pub fn broken(&self) -> Broken {
+        match self {
+            StoreError::Postgres(e) => pg_broken(e),
+            StoreError::Connect { .. } => Broken::Refused,
+            _ => Broken::No,
+        }
+    }
+
+    /// Whether the store could not be reached (the server's store is down or cut off), rather
+    /// than refusing the request: what clients are told as "unavailable".
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, StoreError::Unreachable { .. } | StoreError::CommitUnknown { .. })
+            || self.broken() != Broken::No
+    }
+}
+
+/// [`StoreError::broken`] of a driver error.
+fn pg_broken(e: &postgres::Error) -> Broken {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        return if code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03") {
+            Broken::Refused
+        } else {
+            Broken::No
+        };
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return Broken::Cut;
+        }
+        source = s.source();
+    }
+    if e.is_closed() || e.to_string().contains("connection closed") {
+        Broken::Cut
+    } else {
+        Broken::No
+    }
 }
 
 /// A driver error as a line: the server's own message and code when it sent one.

@@ -3,7 +3,7 @@
 
 use outboard_shared::{EventKind, SessionEvent, SessionId, Usage};
 
-use crate::db::{self, params, Db};
+use crate::db::{self, params, Db, OptionalExtension as _};
 use crate::error::StoreError;
 use crate::lease;
 use crate::rows::todo_progress;
@@ -66,6 +66,20 @@ pub fn appending(
     }
     insert(&tx)?;
     tx.commit()
+}
+
+/// Whether `event` is in the log already, with this very payload: how an append run again after
+/// its commit's outcome was lost (the connection broke under `COMMIT`) finds out that the first
+/// run committed. An event of another payload at its seq is not this one (the append then
+/// fails on the seq check as it should).
+pub fn already_appended(c: &Db, event: &SessionEvent) -> Result<bool, StoreError> {
+    let payload =
+        serde_json::to_string(&event.kind).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let stored: Option<String> = c
+        .prepare_cached("SELECT payload FROM events WHERE session_id = ?1 AND seq = ?2")?
+        .query_row(params![event.session_id.0, to_i64(event.seq)], |r| r.get(0))
+        .optional()?;
+    Ok(stored.as_deref() == Some(payload.as_str()))
 }
 
 pub fn insert_event(tx: &Db, event: &SessionEvent, title: Option<&str>) -> Result<(), StoreError> {

@@ -18,6 +18,7 @@ use crate::events::*;
 use crate::lease;
 use crate::orgs::*;
 use crate::pg;
+use crate::retry::{self, Health, Worker};
 use crate::rows::*;
 use crate::schema::{self, open_connection};
 use crate::sessions::*;
@@ -29,28 +30,10 @@ use crate::usage::usage_report;
 /// instead of growing memory without bound.
 const STORE_QUEUE: usize = 1024;
 
-/// How long a store worker waits between attempts to connect again to PostgreSQL, at most.
-const RECONNECT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// A new connection to `url` for a worker whose connection broke: tried until it works, backing
-/// off up to [`RECONNECT_BACKOFF_MAX`] (the worker's jobs wait; the queue is bounded, so callers
-/// wait too rather than pile up).
-fn reconnected(url: &str) -> Db {
-    let mut wait = std::time::Duration::from_millis(100);
-    loop {
-        match pg::connect(url) {
-            Ok(client) => {
-                tracing::info!("connected to PostgreSQL again");
-                return Db::postgres(client);
-            }
-            Err(e) => {
-                tracing::warn!("cannot connect to PostgreSQL again: {e}; retrying in {wait:?}");
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(RECONNECT_BACKOFF_MAX);
-            }
-        }
-    }
-}
+/// How long a job is retried while PostgreSQL cannot be reached, by default: a restart of the
+/// database, a failover or a short network cut are waited out (a turn's appends wait with
+/// them); past this the job fails with [`StoreError::Unreachable`].
+pub const DEFAULT_RETRY_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Told how long each job of a store worker took (a read, or a write with its commit): the
 /// server's metrics implement it; the store knows nothing of them.
@@ -59,7 +42,8 @@ pub trait JobObserver: Send + Sync {
     fn job_done(&self, took: std::time::Duration);
 }
 
-type Job = Box<dyn FnOnce(&mut Db) + Send>;
+/// A job of the store's workers (see [`crate::retry`]).
+type Job = Box<dyn retry::Work>;
 
 /// A handle to the store thread. Cheap to clone.
 #[derive(Clone)]
@@ -68,6 +52,7 @@ pub struct Store {
     backend: db::Backend,
     url: Option<std::sync::Arc<str>>,
     node: lease::Node,
+    health: std::sync::Arc<Health>,
 }
 
 impl std::fmt::Debug for Store {
@@ -133,9 +118,9 @@ impl Store {
     }
 
     /// One worker thread per connection, all taking jobs from the one bounded queue. With
-    /// `reconnect` (a PostgreSQL URL), a worker whose connection broke connects again before its
-    /// next job (the job that met the break failed with its error; nothing half-done stays, as
-    /// the server rolled its transaction back).
+    /// `reconnect` (a PostgreSQL URL), a job that meets a broken connection is run again on a
+    /// new one while the outage lasts, up to the retry bound ([`Worker::run`] says which jobs
+    /// may be run again).
     fn start(
         conns: Vec<Db>,
         metrics: Option<std::sync::Arc<dyn JobObserver>>,
@@ -143,8 +128,10 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Job>(STORE_QUEUE);
         let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
-        for (i, mut conn) in conns.into_iter().enumerate() {
-            let (rx, metrics, reconnect) = (rx.clone(), metrics.clone(), reconnect.clone());
+        let health = std::sync::Arc::new(Health::new(DEFAULT_RETRY_BOUND));
+        for (i, conn) in conns.into_iter().enumerate() {
+            let (rx, metrics) = (rx.clone(), metrics.clone());
+            let mut worker = Worker::new(conn, reconnect.clone(), health.clone());
             let (ready_tx, ready_rx) = std_mpsc::channel::<()>();
             std::thread::Builder::new()
                 .name(format!("outboard-store-{i}"))
@@ -158,11 +145,8 @@ impl Store {
                             Err(_) => None,
                         };
                         let Some(job) = job else { break };
-                        if let Some(url) = reconnect.as_deref().filter(|_| conn.is_broken()) {
-                            conn = reconnected(url);
-                        }
                         let started = std::time::Instant::now();
-                        job(&mut conn);
+                        worker.run(job);
                         if let Some(m) = &metrics {
                             m.job_done(started.elapsed());
                         }
@@ -176,7 +160,33 @@ impl Store {
             backend: db::Backend::Sqlite,
             url: None,
             node: lease::Node::new(lease::DEFAULT_LEASE),
+            health,
         })
+    }
+
+    /// How long a job is retried while PostgreSQL cannot be reached (default
+    /// [`DEFAULT_RETRY_BOUND`]), for every handle of this store.
+    pub fn set_retry_bound(&mut self, bound: std::time::Duration) {
+        self.health.set_bound(bound);
+    }
+
+    /// How long the store has been unreachable, if it is now: since a job first met a broken
+    /// connection, until a job succeeds again.
+    pub fn unreachable_for(&self) -> Option<std::time::Duration> {
+        self.health.down_for()
+    }
+
+    /// Resolves once the store has been unreachable for `patience` (at once if it has been
+    /// already); never while it answers. For callers that should say so rather than wait out
+    /// the outage (a client's handshake).
+    pub async fn unreachable(&self, patience: std::time::Duration) {
+        self.health.outage(patience).await;
+    }
+
+    /// Whether the store came back from an outage within `within` (a node then leaves other
+    /// nodes' leases alone until they have had the time to renew them).
+    pub fn recovered_within(&self, within: std::time::Duration) -> bool {
+        self.health.recovered_within(within)
     }
 
     /// This node: its id and the session leases it holds ([`lease`]).
@@ -327,16 +337,50 @@ impl Store {
         self.tx.max_capacity() - self.tx.capacity()
     }
 
-    /// Runs `f` on the store thread and returns its result.
+    /// Runs `f` on a store thread and returns its result. On PostgreSQL, `f` runs again on a
+    /// new connection when its connection broke before anything of it was committed (so it
+    /// must not have effects outside the database); one that broke while committing fails
+    /// with [`StoreError::CommitUnknown`] (see [`Store::call_idempotent`]).
     pub async fn call<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut Db) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.submit(f, retry::Rerun::BeforeCommit).await
+    }
+
+    /// [`Store::call`] for an `f` that may run again even after a commit whose outcome is
+    /// unknown: it finds out itself whether its change is there (the log's appends).
+    pub async fn call_idempotent<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut Db) -> Result<R, StoreError> + Send + 'static,
+    {
+        self.submit(f, retry::Rerun::Always).await
+    }
+
+    /// [`Store::call`] for an `f` that can run only once (it consumes what it captured): a
+    /// broken connection fails it, as the connection's error, rather than running it again.
+    pub async fn call_no_rerun<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&mut Db) -> Result<R, StoreError> + Send + 'static,
     {
+        let mut f = Some(f);
+        let once = move |c: &mut Db| match f.take() {
+            Some(f) => f(c),
+            None => Err(StoreError::Closed),
+        };
+        self.submit(once, retry::Rerun::Never).await
+    }
+
+    async fn submit<R, F>(&self, f: F, rerun: retry::Rerun) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnMut(&mut Db) -> Result<R, StoreError> + Send + 'static,
+    {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            let _ = reply_tx.send(f(conn));
-        });
+        let job: Job = Box::new(retry::Call::new(f, reply_tx, rerun));
         self.tx.send(job).await.map_err(|_| StoreError::Closed)?;
         reply_rx.await.map_err(|_| StoreError::Closed)?
     }
@@ -405,7 +449,7 @@ impl Store {
                 "SELECT u.id, u.name, o.id, o.name FROM tokens t
                  JOIN users u ON u.id = t.user_id JOIN orgs o ON o.id = u.org_id
                  WHERE t.token_hash = ?1",
-                [hash],
+                [&hash],
                 user_from_row,
             )
             .optional()
@@ -431,7 +475,7 @@ impl Store {
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionRow>, StoreError> {
         let id = id.0.clone();
         self.call(move |c| {
-            c.query_row(&format!("{SESSION_SELECT} WHERE s.id = ?1"), [id], session_from_row)
+            c.query_row(&format!("{SESSION_SELECT} WHERE s.id = ?1"), [&id], session_from_row)
                 .optional()
         })
         .await
@@ -484,7 +528,11 @@ impl Store {
     /// the commit is done (see the module header for what that guarantees).
     pub async fn append_event(&self, event: SessionEvent) -> Result<(), StoreError> {
         let node = self.node.clone();
-        self.call(move |c| {
+        let mut rerun = false;
+        self.call_idempotent(move |c| {
+            if std::mem::replace(&mut rerun, true) && already_appended(c, &event)? {
+                return Ok(());
+            }
             appending(c, Some((&node, &event.session_id.0)), |c| insert_event(c, &event, None))
         })
         .await
@@ -497,8 +545,13 @@ impl Store {
     /// Appends `events` (consecutive seqs of one session) in one transaction: all or none.
     pub async fn append_events(&self, events: Vec<SessionEvent>) -> Result<(), StoreError> {
         let node = self.node.clone();
-        self.call(move |c| {
-            let Some(first) = events.first() else { return Ok(()) };
+        let mut rerun = false;
+        self.call_idempotent(move |c| {
+            let (Some(first), Some(last)) = (events.first(), events.last()) else { return Ok(()) };
+            // All or none committed: the last one tells.
+            if std::mem::replace(&mut rerun, true) && already_appended(c, last)? {
+                return Ok(());
+            }
             let sid = first.session_id.0.clone();
             appending(c, Some((&node, &sid)), |c| {
                 events.iter().try_for_each(|event| insert_event(c, event, None))
@@ -513,10 +566,13 @@ impl Store {
         title: String,
     ) -> Result<String, StoreError> {
         let node = self.node.clone();
-        self.call(move |c| {
-            appending(c, Some((&node, &event.session_id.0)), |c| {
-                insert_event(c, &event, Some(&title))
-            })?;
+        let mut rerun = false;
+        self.call_idempotent(move |c| {
+            if !(std::mem::replace(&mut rerun, true) && already_appended(c, &event)?) {
+                appending(c, Some((&node, &event.session_id.0)), |c| {
+                    insert_event(c, &event, Some(&title))
+                })?;
+            }
             c.query_row("SELECT title FROM sessions WHERE id = ?1", [&event.session_id.0], |r| {
                 r.get(0)
             })
@@ -679,3 +735,6 @@ fn migrate(conn: &mut Db) -> Result<(), StoreError> {
     }
     schema::migrate_sqlite(conn)
 }
+
+#[cfg(test)]
+mod outage_tests;

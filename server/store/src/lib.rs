@@ -46,6 +46,7 @@ pub mod lease;
 pub mod orgs;
 pub mod pg;
 pub mod pgtest;
+mod retry;
 pub mod rows;
 pub mod schema;
 pub mod sessions;
@@ -56,8 +57,8 @@ pub mod usage;
 mod tests;
 
 pub use error::StoreError;
-pub use events::{append_event, append_events};
-pub use handle::{JobObserver, Store};
+pub use events::{already_appended, append_event, append_events};
+pub use handle::{JobObserver, Store, DEFAULT_RETRY_BOUND};
 pub use orgs::{org_id_by_name, org_name};
 pub use rows::{derived_title, todo_progress, SessionRow, UserRow, TITLE_CHARS};
 pub use sessions::{insert_session, move_session_host};

@@ -163,16 +163,27 @@ impl Cluster {
         user: Option<(u32, u32)>,
     ) -> Result<Cluster, String> {
         // The shell stops the server and removes the cluster when this process's end of the
-        // pipe closes.
+        // pipe closes; `down` stops the server (a fast shutdown: sessions end with 57P01) and
+        // `up` starts it again on the same port, for tests of an outage.
         let script = r#"
-"$1/postgres" -D "$2/data" -p "$3" -k "$2" -c listen_addresses=127.0.0.1 \
-    -c max_connections=400 -c fsync="$4" -c synchronous_commit="$4" -c full_page_writes="$4" \
-    >"$2/server.log" 2>&1 &
-pid=$!
-read -r _ignored
+bin="$1"; dir="$2"; port="$3"; onoff="$4"
+start() {
+    "$bin/postgres" -D "$dir/data" -p "$port" -k "$dir" -c listen_addresses=127.0.0.1 \
+        -c max_connections=400 -c fsync="$onoff" -c synchronous_commit="$onoff" \
+        -c full_page_writes="$onoff" >>"$dir/server.log" 2>&1 &
+    pid=$!
+}
+start
+while read -r cmd; do
+    case "$cmd" in
+        down) kill -INT "$pid" 2>/dev/null; wait "$pid"; echo down >>"$dir/server.log" ;;
+        up) start ;;
+        *) break ;;
+    esac
+done
 kill -QUIT "$pid" 2>/dev/null
 wait "$pid"
-rm -rf "$2"
+rm -rf "$dir"
 "#;
         let onoff = if durable { "on" } else { "off" };
         let mut cmd = Command::new("/bin/sh");
@@ -243,6 +254,43 @@ rm -rf "$2"
                 postgres::Client::connect(&url, postgres::NoTls).map_err(|e| e.to_string())?;
             client.batch_execute(sql).map_err(|e| e.to_string())
         })
+    }
+
+    /// Stops the server (a fast shutdown: its sessions end with `57P01`) and returns once it
+    /// is down; [`Cluster::up`] starts it again. For tests of an outage, on a cluster of their
+    /// own ([`Cluster::start`]), never the process's shared one.
+    pub fn down(&self) {
+        self.send("down");
+        let url = self.url("postgres");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        crate::pg::off_runtime(|| {
+            while Instant::now() < deadline
+                && postgres::Client::connect(&url, postgres::NoTls).is_ok()
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+    }
+
+    /// Starts the server [`Cluster::down`] stopped and returns once it accepts connections.
+    pub fn up(&self) -> Result<(), String> {
+        self.send("up");
+        let url = self.url("postgres");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        crate::pg::off_runtime(|| loop {
+            match postgres::Client::connect(&url, postgres::NoTls) {
+                Ok(_) => return Ok(()),
+                Err(e) if Instant::now() > deadline => return Err(format!("not up again: {e}")),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        })
+    }
+
+    fn send(&self, line: &str) {
+        if let Ok(mut pipe) = self._keepalive.lock() {
+            let _ = writeln!(pipe, "{line}");
+            let _ = pipe.flush();
+        }
     }
 
     /// Stops the server now (it stops by itself when the process ends).

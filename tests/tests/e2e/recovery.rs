@@ -228,8 +228,10 @@ async fn a_command_in_flight_is_never_run_twice() {
     assert!(r[0].2, "{:?}", r[0]);
     assert_eq!(
         r[0].1,
-        "The harness restarted while this command ran; its outcome is unknown. Check its \
-         effects (files, processes) before running it again."
+        "This command's result was never recorded: the server running this session restarted, \
+         or lost its lease on the session (its store was unreachable for longer than the lease) \
+         and another server node took the turn over, while the command ran. Its outcome is \
+         unknown. Check its effects (files, processes) before running it again."
     );
     assert_eq!(std::fs::read_to_string(server.workspace(&sid).join("ran.log")).unwrap(), "ran\n");
     assert!(mock.requests()[1].body.to_string().contains("outcome is unknown"));

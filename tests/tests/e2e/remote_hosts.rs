@@ -416,7 +416,7 @@ async fn a_host_whose_key_changed_is_repinned_by_the_admin() {
     let (sid, _) = outboard_tests::fixture::craft_log(&harness, "m", vec![]).await;
     let store = outboard_tests::harness::open_store(&harness).unwrap();
     store
-        .call(move |c| c.execute("UPDATE sessions SET host = 'h1' WHERE id = ?1", [sid]))
+        .call(move |c| c.execute("UPDATE sessions SET host = 'h1' WHERE id = ?1", [&sid]))
         .await
         .unwrap();
 

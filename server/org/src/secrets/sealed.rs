@@ -347,7 +347,7 @@ impl Secrets {
                         }));
                     }
                 }
-                let (inject_header, placeholders, upstream_ca) = columns;
+                let (inject_header, placeholders, upstream_ca) = columns.clone();
                 tx.execute(
                     "INSERT INTO org_secrets (org_id, host, name, nonce, sealed, created_at,
                          inject_header, placeholders, upstream_ca)
@@ -435,7 +435,7 @@ impl Secrets {
                         |r| Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Vec<u8>>(2)?)),
                     )
                     .optional()?;
-                Ok(row.map(|row| (org_name(c, &org), org, host, row)))
+                Ok(row.map(|row| (org_name(c, &org), org.clone(), host.clone(), row)))
             })
             .await?;
         let Some((org_label, org, host, (name, nonce, sealed))) = row else {

@@ -181,7 +181,7 @@ mod tests {
         let hash = hash_token(token);
         store
             .call(move |c| {
-                c.execute("DELETE FROM tokens WHERE token_hash = ?1", [hash])?;
+                c.execute("DELETE FROM tokens WHERE token_hash = ?1", [&hash])?;
                 Ok(())
             })
             .await

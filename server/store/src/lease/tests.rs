@@ -86,7 +86,7 @@ async fn renewal_keeps_a_lease_and_reports_one_taken_over() {
     // B takes `lost` over by force of expiry: make it look expired, as a pause would.
     b.call({
         let id = lost.id.0.clone();
-        move |c| c.execute("UPDATE session_leases SET expires_ms = 1 WHERE session_id = ?1", [id])
+        move |c| c.execute("UPDATE session_leases SET expires_ms = 1 WHERE session_id = ?1", [&id])
     })
     .await
     .unwrap();
@@ -112,7 +112,7 @@ async fn a_nodes_url_and_relay_key_edited_in_its_row_are_written_back_and_report
         move |c| {
             c.execute(
                 "UPDATE nodes SET url = 'ws://10.77.0.2:8080', relay_key_hash = 'x' WHERE id = ?1",
-                [id],
+                [&id],
             )
         }
     })
