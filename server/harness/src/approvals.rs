@@ -64,8 +64,8 @@ struct State {
     allowed: HashSet<(String, String)>,
     /// The session's mode (the last `mode_changed` in the log).
     mode: SessionMode,
-    /// The mode the model was last told of (the last of [`crate::plan`]'s reminders in the
-    /// log); told again when it differs from `mode`.
+    /// The mode the model was last told of (the last of [`PLAN_ON`], [`PLAN_OFF`] in the log);
+    /// told again when it differs from `mode`.
     told: SessionMode,
 }
 
@@ -188,7 +188,7 @@ impl Gate {
             match &event.kind {
                 EventKind::ModeChanged { mode, .. } => state.mode = *mode,
                 EventKind::SystemReminder { text } if event.parent.is_none() => {
-                    if let Some(mode) = crate::plan::reminded(text) {
+                    if let Some(mode) = reminded(text) {
                         state.told = mode;
                     }
                 }
@@ -247,6 +247,30 @@ impl Approvals {
 /// The kinds of event [`open_requests`] reads.
 pub const KINDS: &[&str] =
     &["approval_requested", "approval_resolved", "turn_completed", "turn_failed"];
+
+/// What the model is told when the session enters plan mode.
+pub const PLAN_ON: &str = "<system-reminder>\nPlan mode is active: the user wants you to plan \
+    before anything changes. Explore and think — read files, search, fetch pages, keep your todo \
+    list, run Bash commands that only read (ls, cat, grep, git status|log|diff|show, find \
+    without -exec/-delete) — but change nothing: edits, writes, other commands and MCP tools are \
+    refused while the session plans. When your plan is ready, call ExitPlanMode with it; the \
+    user approves it or tells you what to change. Ask with AskUserQuestion when a choice is \
+    theirs.\n</system-reminder>";
+
+/// What the model is told when plan mode ends by a person's switch (an approved plan's result
+/// says it itself).
+pub const PLAN_OFF: &str = "<system-reminder>\nPlan mode is off: you may edit files and run \
+    commands again, within the org's tool policy.\n</system-reminder>";
+
+/// The mode a reminder in the log told the model of, if it is one of [`PLAN_ON`],
+/// [`PLAN_OFF`].
+pub fn reminded(text: &str) -> Option<SessionMode> {
+    match text {
+        PLAN_ON => Some(SessionMode::Plan),
+        PLAN_OFF => Some(SessionMode::Default),
+        _ => None,
+    }
+}
 
 /// The kinds of event the session's mode is rebuilt from ([`Gate::restore`]).
 pub const MODE_KINDS: &[&str] = &["mode_changed", "system_reminder"];

@@ -6,11 +6,13 @@
 //! never started — the resumed turn waits again (or acts on the answer in the log) instead of
 //! treating it as a command that may have run.
 
-use outboard_shared::{ApprovalDecision, ApprovalKind, ApprovalScope, EventKind, ToolCall};
+use outboard_shared::{
+    ApprovalDecision, ApprovalKind, ApprovalScope, EventKind, SessionMode, ToolCall,
+};
 
 use crate::approvals::{Answer, Recorded};
 use crate::sink::EmitError;
-use crate::state::{not_run, Role, Turn};
+use crate::state::{not_run, Role, Turn, TASK};
 use outboard_org::toolpolicy::{Decision, Judgement, Rule};
 use outboard_tools::ToolOutcome;
 
@@ -133,7 +135,7 @@ pub(crate) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
         }
     }
     // Plan mode first: a call it refuses is not worth a person's answer.
-    if let Some(refusal) = crate::plan::refusal(turn, call) {
+    if let Some(refusal) = plan_mode_refusal(turn, call) {
         return Some(Verdict::Refuse(refusal));
     }
     let judged = judge(turn, call);
@@ -142,6 +144,15 @@ pub(crate) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
         (Decision::Ask, _) => None,
         _ => Some(Verdict::Run),
     }
+}
+
+/// What the session's mode answers `call` now: `None` when it may run. `Task` runs (its
+/// subagent's calls are judged by the same mode, through the same gate).
+fn plan_mode_refusal(turn: &Turn, call: &ToolCall) -> Option<ToolOutcome> {
+    if turn.approvals.gate.mode() != SessionMode::Plan || call.name == TASK {
+        return None;
+    }
+    outboard_tools::plan::refusal_in_plan_mode(&call.name, &call.input)
 }
 
 fn verdict(answer: &Answer) -> Verdict {

@@ -1,5 +1,5 @@
-//! Plan mode in the loop: calls judged by the session's mode when they are made ([`refusal`]),
-//! the model told of the mode in its conversation ([`remind`]), and the two tools that wait for
+//! Plan mode in the loop: calls judged by the session's mode when they are made
+//! ([`crate::approve::settled`] asks `tools::plan` first), the model told of the mode in its conversation ([`remind`]), and the two tools that wait for
 //! a person — `ExitPlanMode` (the plan saved as an org file, approved or sent back with a
 //! reason) and `AskUserQuestion` (answered, or declined) — through the session's approval gate
 //! ([`settle`]).
@@ -21,47 +21,14 @@ use outboard_shared::{ApprovalDecision, ApprovalKind, EventKind, Question, Sessi
 use outboard_tools::plan::{self as tools_plan, ASK_USER_QUESTION, EXIT_PLAN_MODE};
 use outboard_tools::ToolOutcome;
 
-use crate::approvals::{Answer, Recorded};
+use crate::approvals::{Answer, Recorded, PLAN_OFF, PLAN_ON};
 use crate::approve::{wait, Waited};
 use crate::sink::EmitError;
-use crate::state::{not_run, Role, Turn, TASK};
-
-/// What the model is told when the session enters plan mode.
-pub const PLAN_ON: &str = "<system-reminder>\nPlan mode is active: the user wants you to plan \
-    before anything changes. Explore and think — read files, search, fetch pages, keep your todo \
-    list, run Bash commands that only read (ls, cat, grep, git status|log|diff|show, find \
-    without -exec/-delete) — but change nothing: edits, writes, other commands and MCP tools are \
-    refused while the session plans. When your plan is ready, call ExitPlanMode with it; the \
-    user approves it or tells you what to change. Ask with AskUserQuestion when a choice is \
-    theirs.\n</system-reminder>";
-
-/// What the model is told when plan mode ends by a person's switch (an approved plan's result
-/// says it itself).
-pub const PLAN_OFF: &str = "<system-reminder>\nPlan mode is off: you may edit files and run \
-    commands again, within the org's tool policy.\n</system-reminder>";
-
-/// The mode a reminder in the log told the model of, if it is one of [`PLAN_ON`],
-/// [`PLAN_OFF`].
-pub fn reminded(text: &str) -> Option<SessionMode> {
-    match text {
-        PLAN_ON => Some(SessionMode::Plan),
-        PLAN_OFF => Some(SessionMode::Default),
-        _ => None,
-    }
-}
+use crate::state::{not_run, Role, Turn};
 
 /// Whether `name` is one of the tools that wait for a person, run by [`settle`].
 pub fn is_interactive(name: &str) -> bool {
     name == EXIT_PLAN_MODE || name == ASK_USER_QUESTION
-}
-
-/// What the session's mode answers `call` now: `None` when it may run. `Task` runs (its
-/// subagent's calls are judged by the same mode).
-pub(crate) fn refusal(turn: &Turn, call: &ToolCall) -> Option<ToolOutcome> {
-    if turn.approvals.gate.mode() != SessionMode::Plan || call.name == TASK {
-        return None;
-    }
-    tools_plan::refusal_in_plan_mode(&call.name, &call.input)
 }
 
 /// Tells the model of the session's mode before a step of the main loop, when it changed since
@@ -291,6 +258,7 @@ mod tests {
 
     #[test]
     fn the_reminders_are_recognised_in_the_log_and_nothing_else_is() {
+        use crate::approvals::reminded;
         assert_eq!(reminded(PLAN_ON), Some(SessionMode::Plan));
         assert_eq!(reminded(PLAN_OFF), Some(SessionMode::Default));
         assert_eq!(reminded("<system-reminder>\nBackground shell ended\n</system-reminder>"), None);
