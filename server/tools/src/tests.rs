@@ -216,8 +216,8 @@ async fn read_errors_empty_dir_binary_missing() {
         r,
         err("/etc/passwd is outside the file tools' roots: file tools work on /workspace/... \
              (this session's files; relative paths too), /memory/... (your org's shared memory), \
-             /skills/... (your org's shared skills) and /agents/... (your org's agent types). Use \
-             Bash for other files")
+             /skills/... (your org's shared skills), /agents/... (your org's agent types) and \
+             /plans/... (your org's plans). Use Bash for other files")
     );
 }
 
