@@ -3,7 +3,8 @@
 //! or the end of their turn, and the prompt the driver answers them with. Watchers see the
 //! panel without the keys: the server refuses their answers.
 //!
-//! A plan (`ExitPlanMode`) is shown whole, with `y` to approve it (the session leaves plan mode)
+//! A plan (`ExitPlanMode`) is shown whole in the transcript and its beginning in the prompt,
+//! with `y` to approve it (the session leaves plan mode)
 //! and `n` to keep planning with a reason. The model's questions (`AskUserQuestion`) are shown
 //! one at a time with their options: a digit picks one (toggles one, for a multiple choice,
 //! which Enter confirms), `o` types another answer in the composer, `n` declines to answer.
@@ -24,6 +25,10 @@ use super::theme::Theme;
 
 /// Lines of a request's input shown in the prompt.
 const INPUT_LINES: usize = 4;
+
+/// Lines of a plan shown in the prompt, so its keys stay on a small screen; the transcript
+/// holds the plan whole.
+const PLAN_LINES: usize = 12;
 
 /// One open request.
 #[derive(Debug, Clone, PartialEq)]
@@ -316,11 +321,19 @@ impl Approvals {
             Span::styled(" ? plan to approve".to_owned(), theme.warn()),
             Span::raw(saved),
         ])];
-        for line in first.plan.as_deref().unwrap_or_default().lines() {
+        let plan: Vec<&str> = first.plan.as_deref().unwrap_or_default().lines().collect();
+        for line in plan.iter().take(PLAN_LINES) {
             lines.push(Line::from(Span::raw(format!(
                 "   {}",
                 crate::output::truncate(line, width.saturating_sub(4))
             ))));
+        }
+        if plan.len() > PLAN_LINES {
+            let rest = plan.len() - PLAN_LINES;
+            lines.push(Line::from(Span::styled(
+                format!("   … {rest} more lines: the whole plan is in the transcript (PgUp)"),
+                theme.dim(),
+            )));
         }
         let keys = match (driving, self.denying) {
             (true, false) => {
@@ -391,10 +404,12 @@ impl Approvals {
 /// The transcript's line for an approval event of the session's own loop.
 pub fn transcript_line(kind: &EventKind) -> Option<(String, bool)> {
     match kind {
-        EventKind::ApprovalRequested { kind: ApprovalKind::Plan, path, .. } => Some((
+        // The plan whole, where the transcript keeps it: the prompt shows its beginning.
+        EventKind::ApprovalRequested { kind: ApprovalKind::Plan, path, plan, .. } => Some((
             format!(
-                "? plan proposed{}",
-                path.as_deref().map(|p| format!(", saved as {p}")).unwrap_or_default()
+                "? plan proposed{}:\n{}",
+                path.as_deref().map(|p| format!(", saved as {p}")).unwrap_or_default(),
+                plan.as_deref().unwrap_or_default().trim_end()
             ),
             false,
         )),
@@ -492,6 +507,35 @@ mod tests {
             (allow.decision, allow.scope),
             (ApprovalDecision::Allow, ApprovalScope::Session)
         );
+    }
+
+    #[test]
+    fn a_long_plan_keeps_its_keys_in_the_prompt_and_is_whole_in_the_transcript() {
+        let plan: String = (1..=40).map(|i| format!("{i}. step {i}\n")).collect();
+        let asked = EventKind::ApprovalRequested {
+            call_id: "p1".into(),
+            name: "ExitPlanMode".into(),
+            input: json!({}),
+            rule: "ExitPlanMode".into(),
+            covers: None,
+            unjudged: None,
+            kind: ApprovalKind::Plan,
+            path: Some("/plans/x.md".into()),
+            plan: Some(plan.clone()),
+            questions: None,
+        };
+        let mut a = Approvals::default();
+        a.apply(&asked, None);
+        let lines: Vec<String> = a
+            .panel(&Theme { color: false }, true, 80)
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        assert_eq!(lines.len(), 1 + PLAN_LINES + 2, "{lines:#?}");
+        assert!(lines[PLAN_LINES + 1].contains("28 more lines"), "{lines:#?}");
+        assert!(lines.last().unwrap().contains("[y] approve"));
+        let (line, _) = transcript_line(&asked).unwrap();
+        assert!(line.ends_with("40. step 40"), "the transcript has it whole");
     }
 
     #[test]

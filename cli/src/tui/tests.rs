@@ -860,7 +860,7 @@ fn a_plan_waits_for_approval_shown_whole() {
     }));
     events.push(plan_request(4));
     let mut app = app("alice", Role::Driver, events, None);
-    insta::assert_snapshot!(screen(&app, 100, 24));
+    insta::assert_snapshot!(screen(&app, 100, 30));
     assert_eq!(press(&mut app, KeyCode::Char('a')), vec![], "no allow-for-session for a plan");
     press(&mut app, KeyCode::Char('n'));
     type_text(&mut app, "use the existing flag parser");
