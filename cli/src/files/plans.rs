@@ -1,6 +1,6 @@
 //! `outboard plans ls|cat`: the org's plans, `/plans/<date>-<slug>.md` files that sessions in
 //! plan mode saved with `ExitPlanMode` — versioned org files like memory, each version naming
-//! the user who drove the session and the session (`outboard memory history PATH` shows them).
+//! the user who drove the session and the session (`files/history` has them).
 
 use std::io::Write;
 
