@@ -1,6 +1,8 @@
-//! `outboard approve SESSION CALL_ID [--for-session]` and `outboard deny SESSION CALL_ID
-//! [--reason TEXT]`: `approval/answer` from a script or another terminal, for a tool call that
-//! waits because the org's policy says `ask` for it. The call id is in the session's
+//! `outboard approve SESSION CALL_ID [--for-session]`, `outboard deny SESSION CALL_ID
+//! [--reason TEXT]` and `outboard answer SESSION CALL_ID ANSWER…`: `approval/answer` from a
+//! script or another terminal, for a tool call that waits because the org's policy says `ask`
+//! for it, a plan waiting for approval (`ExitPlanMode`), or the model's questions
+//! (`AskUserQuestion`). The call id is in the session's
 //! `approval_requested` event (printed by `outboard run`, shown by the TUI); `--for-session`
 //! prints what the grant covers, as that request said.
 
@@ -11,7 +13,7 @@ use outboard_shared::{
     SessionHistoryParams, SessionId,
 };
 
-use crate::args::{ApproveArgs, ConnectArgs, DenyArgs};
+use crate::args::{AnswerArgs, ApproveArgs, ConnectArgs, DenyArgs};
 use crate::client::Client;
 use crate::run::{Connection, RunError};
 
@@ -25,6 +27,7 @@ pub async fn approve(args: &ApproveArgs, out: &mut impl Write) -> i32 {
         decision: ApprovalDecision::Allow,
         scope,
         reason: None,
+        answers: None,
     };
     exit(answer(&args.connect, params, out).await)
 }
@@ -37,6 +40,20 @@ pub async fn deny(args: &DenyArgs, out: &mut impl Write) -> i32 {
         decision: ApprovalDecision::Deny,
         scope: ApprovalScope::Once,
         reason: args.reason.clone(),
+        answers: None,
+    };
+    exit(answer(&args.connect, params, out).await)
+}
+
+/// Runs `outboard answer`: the questions' answers, in order; returns the exit code.
+pub async fn answer_questions(args: &AnswerArgs, out: &mut impl Write) -> i32 {
+    let params = ApprovalAnswerParams {
+        session_id: SessionId(args.session_id.clone()),
+        call_id: args.call_id.clone(),
+        decision: ApprovalDecision::Allow,
+        scope: ApprovalScope::Once,
+        reason: None,
+        answers: Some(args.answers.clone()),
     };
     exit(answer(&args.connect, params, out).await)
 }
@@ -67,6 +84,9 @@ async fn answer(
     conn.close().await;
     answered?;
     let said = match (params.decision, for_session, request) {
+        (ApprovalDecision::Allow, _, _) if params.answers.is_some() => {
+            format!("answered {}", params.call_id)
+        }
         (ApprovalDecision::Deny, _, _) => format!("denied {}", params.call_id),
         (ApprovalDecision::Allow, false, _) => format!("allowed {}", params.call_id),
         (ApprovalDecision::Allow, true, Some((tool, covers))) => format!(

@@ -23,6 +23,10 @@ pub struct Cli {
     /// as `outboard run --upload` does.
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
     pub upload: Option<PathBuf>,
+    /// Start the TUI's new session in plan mode: the model explores and proposes a plan, and
+    /// changes nothing until you approve it (Shift-Tab or /plan switches).
+    #[arg(long)]
+    pub plan: bool,
 }
 
 /// Where a new session's workspace comes from, instead of the current directory.
@@ -103,8 +107,16 @@ pub enum Command {
     /// Let a tool call that waits for approval run (the org's policy says `ask` for it). Any
     /// member of the session's org may answer, unless attached to it as a watcher.
     Approve(ApproveArgs),
-    /// Refuse a tool call that waits for approval; the model is told, with your reason.
+    /// Refuse a tool call that waits for approval; the model is told, with your reason. For a
+    /// plan: keep planning, and the model revises it with your reason.
     Deny(DenyArgs),
+    /// Answer the model's questions (`AskUserQuestion`): one ANSWER per question, in order,
+    /// an option's label or any text of your own.
+    Answer(AnswerArgs),
+    /// List and read the org's plans (`/plans/<date>-<slug>.md`, saved when a session in plan
+    /// mode proposes one).
+    #[command(subcommand)]
+    Plans(PlansCommand),
     /// Print shell completions (`outboard completions zsh > ~/.zfunc/_outboard`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -496,6 +508,11 @@ pub struct RunArgs {
         default_value = "deny"
     )]
     pub approve: ApproveMode,
+    /// Plan mode: the model explores, changes nothing, and proposes a plan (`ExitPlanMode`).
+    /// With `--approve deny` the run ends there, printing the plan (exit 0); `allow` approves
+    /// it and goes on to carry it out; `wait` waits for `outboard approve|deny`.
+    #[arg(long)]
+    pub plan: bool,
     /// The message to send; `-` reads it from stdin.
     #[arg(value_name = "PROMPT")]
     pub prompt: String,
@@ -544,6 +561,54 @@ pub struct DenyArgs {
     /// The call waiting, as its `approval_requested` event names it.
     #[arg(value_name = "CALL_ID")]
     pub call_id: String,
+}
+
+/// `outboard answer`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct AnswerArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// The `AskUserQuestion` call, as its `approval_requested` event names it.
+    #[arg(value_name = "CALL_ID")]
+    pub call_id: String,
+    /// One answer per question, in order.
+    #[arg(value_name = "ANSWER", required = true, num_args = 1..=4)]
+    pub answers: Vec<String>,
+}
+
+/// `outboard plans`.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum PlansCommand {
+    /// List the org's plans, newest first.
+    Ls(PlansLsArgs),
+    /// Print a plan (`/plans/NAME.md`, or just NAME).
+    Cat(PlansCatArgs),
+}
+
+/// `outboard plans ls`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct PlansLsArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the plans as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `outboard plans cat`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct PlansCatArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// The plan.
+    #[arg(value_name = "PATH")]
+    pub path: String,
 }
 
 /// `outboard sessions`.
@@ -700,6 +765,7 @@ mod tests {
                 source: SourceArgs::default(),
                 upload: None,
                 approve: ApproveMode::Allow,
+                plan: false,
                 prompt: "list the files".into(),
             }
         );
@@ -719,6 +785,7 @@ mod tests {
                 source: SourceArgs::default(),
                 upload: None,
                 approve: ApproveMode::Deny,
+                plan: false,
                 prompt: "-".into()
             }
         );
@@ -732,7 +799,8 @@ mod tests {
                 command: None,
                 connect: ConnectArgs::default(),
                 source: SourceArgs::default(),
-                upload: None
+                upload: None,
+                plan: false
             }
         );
     }

@@ -860,6 +860,7 @@ pub fn batches(skills: &[Skill], budget: usize) -> Vec<Vec<ImportFile>> {
 }
 
 pub mod agents;
+pub mod plans;
 
 #[cfg(test)]
 mod tests;

@@ -52,6 +52,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             network: cli.source.network,
             context_window: cli.source.context_window,
             upload: cli.upload,
+            plan: cli.plan,
         };
         return Ok(runtime.block_on(tui::run(args)));
     };
@@ -99,6 +100,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Deny(args) => {
             Ok(runtime.block_on(outboard_cli::approve::deny(&args, &mut std::io::stdout())))
         }
+        Command::Answer(args) => Ok(runtime
+            .block_on(outboard_cli::approve::answer_questions(&args, &mut std::io::stdout()))),
+        Command::Plans(command) => Ok(runtime.block_on(outboard_cli::files::plans::plans(
+            &command,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ))),
         Command::Compact(args) => {
             Ok(runtime.block_on(outboard_cli::compact::compact(&args, &mut std::io::stdout())))
         }
@@ -133,6 +141,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 network: outboard_shared::SessionNetwork::Org,
                 context_window: None,
                 upload: None,
+                plan: false,
             };
             Ok(runtime.block_on(tui::run(args)))
         }

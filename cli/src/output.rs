@@ -15,8 +15,8 @@ use std::io::{self, Write};
 
 use outboard_shared::headless::{Reconnected, RunFinished, RunStarted};
 use outboard_shared::{
-    ApprovalDecision, ApprovalScope, CompactionTrigger, EventKind, Role, SessionEvent, StopReason,
-    ToolCall,
+    ApprovalDecision, ApprovalKind, ApprovalScope, CompactionTrigger, EventKind, Role,
+    SessionEvent, StopReason, ToolCall,
 };
 use serde_json::Value;
 
@@ -215,6 +215,20 @@ impl<O: Write, E: Write> Printer<O, E> {
         }
     }
 
+    /// The plan the model proposed (`--plan`): a `plan` line for `--json`; for a person, the
+    /// plan on stdout and where it is saved and how to answer it on stderr.
+    pub fn plan(&mut self, line: &outboard_shared::headless::PlanProposed) -> io::Result<()> {
+        match self.mode {
+            Mode::Json => self.json_line(line),
+            Mode::Plain => {
+                self.end_line()?;
+                writeln!(self.out, "{}", line.plan.trim_end())?;
+                self.out.flush()?;
+                self.note(&format!("● plan saved as {}", line.path))
+            }
+        }
+    }
+
     /// The last line of a `--json` run; in plain mode, ends the text with a newline.
     pub fn run_finished(&mut self, finished: &RunFinished) -> io::Result<()> {
         match self.mode {
@@ -364,6 +378,11 @@ impl<O: Write, E: Write> Printer<O, E> {
                 writeln!(self.err, "● model: {model} ({label}), by {by}")?;
                 self.err.flush()
             }
+            EventKind::ModeChanged { mode, by } => {
+                self.end_line()?;
+                writeln!(self.err, "● mode: {}, by {by}", mode.as_str())?;
+                self.err.flush()
+            }
         }
     }
 }
@@ -373,7 +392,38 @@ impl<O: Write, E: Write> Printer<O, E> {
 /// terminal.
 pub fn approval_lines(session: &str, kind: &EventKind) -> Option<Vec<String>> {
     match kind {
-        EventKind::ApprovalRequested { call_id, name, input, rule, covers, unjudged } => {
+        EventKind::ApprovalRequested { call_id, kind: ApprovalKind::Plan, path, .. } => Some(vec![
+            format!(
+                "? the plan{} waits for approval",
+                path.as_deref().map(|p| format!(" ({p})")).unwrap_or_default()
+            ),
+            format!(
+                "  answer with: outboard approve {session} {call_id}  |  keep planning: \
+                     outboard deny {session} {call_id} --reason TEXT"
+            ),
+        ]),
+        EventKind::ApprovalRequested {
+            call_id,
+            kind: ApprovalKind::Question,
+            questions: Some(questions),
+            ..
+        } => {
+            let mut lines = vec!["? the model asks:".to_owned()];
+            for (i, q) in questions.iter().enumerate() {
+                let options: Vec<&str> = q.options.iter().map(|o| o.label.as_str()).collect();
+                lines.push(format!(
+                    "  {}. {} [{} | other]",
+                    i + 1,
+                    truncate(&q.question, 200),
+                    options.join(" | ")
+                ));
+            }
+            lines.push(format!(
+                "  answer with: outboard answer {session} {call_id} ANSWER…  (one per question)"
+            ));
+            Some(lines)
+        }
+        EventKind::ApprovalRequested { call_id, name, input, rule, covers, unjudged, .. } => {
             let call =
                 ToolCall { call_id: call_id.clone(), name: name.clone(), input: input.clone() };
             let mut lines = vec![format!(
@@ -392,6 +442,9 @@ pub fn approval_lines(session: &str, kind: &EventKind) -> Option<Vec<String>> {
                 session_covers(name, covers.as_deref())
             ));
             Some(lines)
+        }
+        EventKind::ApprovalResolved { answers: Some(answers), by, .. } => {
+            Some(vec![format!("  ✓ answered by {by}: {}", truncate(&answers.join(" / "), 200))])
         }
         EventKind::ApprovalResolved { name, decision, scope, by, reason, covers, .. } => {
             Some(vec![match (decision, scope) {
@@ -703,6 +756,10 @@ mod tests {
             rule: "Bash(git push*)".into(),
             covers: Some(vec!["Bash(git push*)".into()]),
             unjudged: None,
+            kind: Default::default(),
+            path: None,
+            plan: None,
+            questions: None,
         };
         assert_eq!(
             approval_lines("s_1", &asked).unwrap(),
@@ -721,6 +778,10 @@ mod tests {
             rule: "Bash(git push*)".into(),
             covers: Some(Vec::new()),
             unjudged: Some("a command is only known when it runs".into()),
+            kind: Default::default(),
+            path: None,
+            plan: None,
+            questions: None,
         };
         let lines = approval_lines("s_1", &unjudged).unwrap();
         assert_eq!(lines[1], "  not judged before it runs: a command is only known when it runs");
@@ -737,6 +798,7 @@ mod tests {
             by: "bob".into(),
             reason: Some("not today".into()),
             covers: None,
+            answers: None,
         };
         assert_eq!(approval_lines("s_1", &denied).unwrap(), ["  ✗ denied by bob: not today"]);
         let for_session = EventKind::ApprovalResolved {
@@ -747,6 +809,7 @@ mod tests {
             by: "bob".into(),
             reason: None,
             covers: Some(vec!["Bash(echo*)".into(), "Bash(ls*)".into()]),
+            answers: None,
         };
         assert_eq!(
             approval_lines("s_1", &for_session).unwrap(),

@@ -24,8 +24,8 @@ use outboard_shared::headless::{
     SCHEMA_VERSION,
 };
 use outboard_shared::{
-    methods, ApprovalAnswerParams, ApprovalDecision, ApprovalScope, Empty, ErrorCode, EventKind,
-    Role, SessionAttachResponse, SessionEvent, SessionId, StopReason, TurnId,
+    methods, ApprovalAnswerParams, ApprovalDecision, ApprovalKind, ApprovalScope, Empty, ErrorCode,
+    EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, StopReason, TurnId,
     TurnInterruptResponse,
 };
 use tokio::sync::mpsc;
@@ -281,12 +281,18 @@ async fn drive<O: Write, E: Write>(
         embedded: conn.embedded.is_some(),
     };
     let result = match printer.run_started(&started) {
-        Ok(()) => stream_turn(conn, args, &session_id, last_seq, prompt, interrupts, printer).await,
+        Ok(()) => match plan_mode(&conn.client, args, &session_id).await {
+            Ok(()) => {
+                stream_turn(conn, args, &session_id, last_seq, prompt, interrupts, printer).await
+            }
+            Err(e) => Err(e),
+        },
         Err(e) => Err(RunError::Output(e)),
     };
     let (code, error) = match result {
         Ok(Ending::Completed { interrupted: true }) => (exit::INTERRUPTED, None),
         Ok(Ending::Completed { interrupted: false }) => (exit::OK, None),
+        Ok(Ending::PlanProposed) => (exit::OK, None),
         Ok(Ending::Failed(error)) => (exit::FAILED, Some(error)),
         Ok(Ending::Abandoned) => (exit::INTERRUPTED, Some("interrupted".to_owned())),
         Err(err) => {
@@ -461,7 +467,29 @@ enum Ending {
     Failed(String),
     /// A second Ctrl-C: leave without waiting.
     Abandoned,
+    /// `--plan --approve deny`: the plan was proposed and printed; it waits in the session
+    /// for `outboard approve|deny`.
+    PlanProposed,
 }
+
+/// `run --plan`: the session goes into plan mode before the prompt is sent.
+async fn plan_mode(
+    client: &Client,
+    args: &RunArgs,
+    session_id: &SessionId,
+) -> Result<(), RunError> {
+    if args.plan {
+        let params = outboard_shared::SessionSetModeParams {
+            session_id: session_id.clone(),
+            mode: outboard_shared::SessionMode::Plan,
+        };
+        client.call::<methods::SessionSetMode>(params).await?;
+    }
+    Ok(())
+}
+
+/// What a run tells the model when it asks questions that nobody is there to answer.
+pub const HEADLESS_NO_ANSWER: &str = "no one can answer: this is a headless `outboard run`     (`--approve deny|allow`), with nobody at a terminal to ask; the user can run again with     `--approve wait` and answer with `outboard answer`";
 
 /// What the first Ctrl-C prints.
 const INTERRUPTING: &str = "interrupting… (press Ctrl-C again to quit now)";
@@ -688,12 +716,19 @@ async fn follow_events<O: Write, E: Write>(
 /// The answer a run gives by itself to an approval request of its session (`--approve allow`
 /// or `deny`); `None` with `--approve wait` or for any other event.
 fn auto_answer(client: &Client, follow: &Follow, event: &SessionEvent) -> Option<AnswerCall> {
-    let EventKind::ApprovalRequested { call_id, unjudged, .. } = &event.kind else { return None };
+    let EventKind::ApprovalRequested { call_id, unjudged, kind, .. } = &event.kind else {
+        return None;
+    };
     if event.session_id != follow.session_id {
         return None;
     }
     let (decision, reason) = match (follow.approve, unjudged) {
         (ApproveMode::Wait, _) => return None,
+        // `--approve deny` ends the run at the plan, which waits for a person's answer.
+        _ if *kind == ApprovalKind::Plan && follow.approve == ApproveMode::Deny => return None,
+        _ if *kind == ApprovalKind::Question => {
+            (ApprovalDecision::Deny, Some(HEADLESS_NO_ANSWER.to_owned()))
+        }
         // Nobody looks at what the rules could not judge: `--approve allow` does not cover it.
         (ApproveMode::Allow, Some(why)) => {
             (ApprovalDecision::Deny, Some(format!("{HEADLESS_UNJUDGED} ({why})")))
@@ -707,6 +742,7 @@ fn auto_answer(client: &Client, follow: &Follow, event: &SessionEvent) -> Option
         decision,
         scope: ApprovalScope::Once,
         reason,
+        answers: None,
     };
     let call = client.call::<methods::ApprovalAnswer>(params);
     let call_id = call_id.clone();
@@ -897,6 +933,22 @@ fn on_event<O: Write, E: Write>(
         return Ok(None);
     }
     Ok(match &event.kind {
+        EventKind::ApprovalRequested {
+            call_id,
+            kind: ApprovalKind::Plan,
+            path: Some(path),
+            plan: Some(plan),
+            ..
+        } => {
+            printer.plan(&outboard_shared::headless::PlanProposed {
+                kind: Default::default(),
+                session_id: follow.session_id.clone(),
+                call_id: call_id.clone(),
+                path: path.clone(),
+                plan: plan.clone(),
+            })?;
+            (follow.approve == ApproveMode::Deny).then_some(Ending::PlanProposed)
+        }
         EventKind::TurnCompleted { turn_id: id, stop_reason, .. } if id == turn_id => {
             Some(Ending::Completed { interrupted: *stop_reason == StopReason::Interrupted })
         }
@@ -930,6 +982,7 @@ mod tests {
             source: crate::args::SourceArgs::default(),
             upload: None,
             approve: crate::args::ApproveMode::Deny,
+            plan: false,
             prompt: "list the files\nand more".into(),
         }
     }

@@ -278,6 +278,20 @@ pub enum EventKind {
         /// when that is what asks: a client answering by itself refuses it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         unjudged: Option<String>,
+        /// What is asked: a tool call the policy asks about (absent: `tool`), a plan to approve
+        /// (`ExitPlanMode`), or questions to answer (`AskUserQuestion`).
+        #[serde(default, skip_serializing_if = "ApprovalKind::is_tool")]
+        kind: ApprovalKind,
+        /// For a `plan`: the org file it was saved as (`/plans/<date>-<slug>.md`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        /// For a `plan`: its text, whole.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<String>,
+        /// For a `question`: the questions, each with its options (an answer may also be any
+        /// other text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        questions: Option<Vec<Question>>,
     },
     /// An approval request was answered (durable). An `allow` is followed by the call's
     /// `tool_call`; a `deny` by its `tool_result` saying so.
@@ -300,6 +314,9 @@ pub enum EventKind {
         /// request's `covers`). Absent from servers that granted the whole tool.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         covers: Option<Vec<String>>,
+        /// For a `question` answered with `allow`: one answer per question, in order.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answers: Option<Vec<String>>,
     },
     /// The session's model was changed (durable, `session/set_model`): its next turn uses it.
     ModelChanged {
@@ -310,6 +327,15 @@ pub enum EventKind {
         /// The session's context window with it, in tokens.
         context_window: u64,
         /// Who changed it.
+        by: String,
+    },
+    /// The session's mode changed (durable): `session/set_mode` (`/plan`, Shift-Tab, `--plan`),
+    /// or an approved plan (`ExitPlanMode`) that ends plan mode. The last one in the log is the
+    /// session's mode; none: `default`.
+    ModeChanged {
+        /// The mode from now on.
+        mode: SessionMode,
+        /// Who changed it (for an approved plan: who approved it).
         by: String,
     },
     /// An event kind this client does not know; skip it.
@@ -386,6 +412,7 @@ impl EventKind {
             EventKind::ApprovalRequested { .. } => "approval_requested",
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::ModelChanged { .. } => "model_changed",
+            EventKind::ModeChanged { .. } => "mode_changed",
             EventKind::Unknown => "unknown",
         }
     }
@@ -636,6 +663,74 @@ pub enum ApprovalDecision {
     Allow,
     /// Do not run it; the model is told so (with the reason).
     Deny,
+}
+
+/// What an approval request asks a person.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// May this tool call run (the org's policy says `ask`)?
+    #[default]
+    Tool,
+    /// Is this plan good to carry out (`ExitPlanMode`)? `allow` ends plan mode, `deny` (with a
+    /// reason) keeps planning.
+    Plan,
+    /// The model's questions (`AskUserQuestion`): `allow` with the answers, `deny` declines.
+    Question,
+}
+
+impl ApprovalKind {
+    /// Whether it is the default, `tool` (left out of the JSON).
+    pub fn is_tool(&self) -> bool {
+        *self == ApprovalKind::Tool
+    }
+}
+
+/// One question of an `AskUserQuestion` call (Claude Code's shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    /// The question, whole.
+    pub question: String,
+    /// A short label for it (a chip, a tab).
+    #[serde(default)]
+    pub header: String,
+    /// Two to four choices.
+    pub options: Vec<QuestionOption>,
+    /// Whether several options may be chosen (the answer lists them, comma-separated).
+    #[serde(default, rename = "multiSelect")]
+    pub multi_select: bool,
+}
+
+/// One choice of a [`Question`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionOption {
+    /// What is chosen (the answer's text when picked).
+    pub label: String,
+    /// What it means.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A session's mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    /// The model may use every tool its org's policy allows.
+    #[default]
+    Default,
+    /// The model explores and proposes a plan (`ExitPlanMode`); tools that change anything are
+    /// refused when called.
+    Plan,
+}
+
+impl SessionMode {
+    /// The wire name (`default`, `plan`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SessionMode::Default => "default",
+            SessionMode::Plan => "plan",
+        }
+    }
 }
 
 /// How far an `allow` reaches.

@@ -91,6 +91,33 @@ pub struct Progress {
     pub message: String,
 }
 
+/// Printed when the model proposes its plan (`ExitPlanMode`) in a run with `--plan`
+/// (additive in schema version 1, like `reconnected`): the plan whole and the org file it was
+/// saved as. With `--approve deny` it is the run's last line before `run_finished`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanProposed {
+    /// Always `"plan"`.
+    #[serde(rename = "type")]
+    pub kind: PlanTag,
+    /// The session.
+    pub session_id: SessionId,
+    /// The `ExitPlanMode` call (`outboard approve|deny SESSION CALL_ID` answers it).
+    pub call_id: String,
+    /// The org file (`/plans/<date>-<slug>.md`; `outboard plans cat PATH`).
+    pub path: String,
+    /// The plan's text.
+    pub plan: String,
+}
+
+/// The literal tag `"plan"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PlanTag {
+    /// `plan`
+    #[default]
+    #[serde(rename = "plan")]
+    Plan,
+}
+
 /// The literal tag `"progress"`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ProgressTag {

@@ -34,9 +34,9 @@ pub use connection::{
     MAX_PRE_HELLO_BYTES,
 };
 pub use events::{
-    ApprovalDecision, ApprovalScope, CompactionTrigger, EventKind, OutputStream, PresenceEntry,
-    Reasoning, Role, SandboxState, SessionEvent, StopReason, TaskStatus, TodoItem, TodoStatus,
-    ToolCall, Usage,
+    ApprovalDecision, ApprovalKind, ApprovalScope, CompactionTrigger, EventKind, OutputStream,
+    PresenceEntry, Question, QuestionOption, Reasoning, Role, SandboxState, SessionEvent,
+    SessionMode, StopReason, TaskStatus, TodoItem, TodoStatus, ToolCall, Usage,
 };
 pub use files::{
     AgentInfo, AgentsImportParams, AgentsImportResponse, AgentsListResponse, FileOp, FileVersion,
@@ -52,14 +52,15 @@ pub use method::{methods, Call, ClientFrame, Method, MethodKind, Request};
 pub use requests::{
     ApprovalAnswerParams, DriveGrantParams, Empty, KillTaskParams, SessionAttachParams,
     SessionCompactParams, SessionCreateParams, SessionHistoryParams, SessionListParams,
-    SessionPushParams, SessionRef, SessionSetModelParams, SourceSpec, TurnSendParams, UsageGroup,
-    UsageReportParams, MAX_APPROVAL_REASON_BYTES,
+    SessionPushParams, SessionRef, SessionSetModeParams, SessionSetModelParams, SourceSpec,
+    TurnSendParams, UsageGroup, UsageReportParams, MAX_APPROVAL_REASON_BYTES,
+    MAX_QUESTION_ANSWER_BYTES,
 };
 pub use responses::{
     InFlight, ModelInfo, ModelPrices, ModelsListResponse, SessionAttachResponse,
     SessionCompactResponse, SessionCreateResponse, SessionHistoryResponse, SessionListResponse,
-    SessionPushResponse, SessionRestoreResponse, SessionSetModelResponse, ToolOutputSoFar,
-    TurnInterruptResponse, TurnSendResponse, UploadResponse, UsageReportResponse, UsageRow,
-    HISTORY_PAGE_BYTES, HISTORY_PAGE_EVENTS,
+    SessionPushResponse, SessionRestoreResponse, SessionSetModeResponse, SessionSetModelResponse,
+    ToolOutputSoFar, TurnInterruptResponse, TurnSendResponse, UploadResponse, UsageReportResponse,
+    UsageRow, HISTORY_PAGE_BYTES, HISTORY_PAGE_EVENTS,
 };
 pub use session::{SessionInfo, SessionNetwork, SessionSource, SessionStatus, TodoProgress};

@@ -16,12 +16,14 @@ use crate::ids::RequestId;
 use crate::requests::{
     ApprovalAnswerParams, DriveGrantParams, Empty, KillTaskParams, SessionAttachParams,
     SessionCompactParams, SessionCreateParams, SessionHistoryParams, SessionListParams,
-    SessionPushParams, SessionRef, SessionSetModelParams, TurnSendParams, UsageReportParams,
+    SessionPushParams, SessionRef, SessionSetModeParams, SessionSetModelParams, TurnSendParams,
+    UsageReportParams,
 };
 use crate::responses::{
     ModelsListResponse, SessionAttachResponse, SessionCompactResponse, SessionCreateResponse,
     SessionHistoryResponse, SessionListResponse, SessionPushResponse, SessionRestoreResponse,
-    SessionSetModelResponse, TurnInterruptResponse, TurnSendResponse, UsageReportResponse,
+    SessionSetModeResponse, SessionSetModelResponse, TurnInterruptResponse, TurnSendResponse,
+    UsageReportResponse,
 };
 #[cfg(doc)]
 use crate::{events::EventKind, frames::ServerFrame};
@@ -214,6 +216,10 @@ methods! {
     /// the model it started with). Answered with [`SessionSetModelResponse`] once the
     /// [`EventKind::ModelChanged`] is durable.
     SessionSetModel = "session/set_model" (SessionSetModelParams) -> SessionSetModelResponse;
+    /// The driver switches the session's mode (`plan` or `default`), at once: a turn in flight
+    /// judges its next tool calls by the new mode. Answered with [`SessionSetModeResponse`] once
+    /// the [`EventKind::ModeChanged`] is durable.
+    SessionSetMode = "session/set_mode" (SessionSetModeParams) -> SessionSetModeResponse;
 }
 
 impl Method {

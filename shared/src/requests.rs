@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::events::{ApprovalDecision, ApprovalScope, Role};
+use crate::events::{ApprovalDecision, ApprovalScope, Role, SessionMode};
 use crate::ids::SessionId;
 use crate::session::SessionNetwork;
 #[cfg(doc)]
@@ -202,6 +202,22 @@ pub struct ApprovalAnswerParams {
     /// For `deny`: why, passed to the model with the refusal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For a `question` request answered with `allow`: one answer per question, in order (an
+    /// option's label, several joined with `, ` for a multiple choice, or any other text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Vec<String>>,
+}
+
+/// The longest answer to one question (bytes); the model reads it.
+pub const MAX_QUESTION_ANSWER_BYTES: usize = 2048;
+
+/// Parameters of `session/set_mode`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSetModeParams {
+    /// The session.
+    pub session_id: SessionId,
+    /// The mode from now on.
+    pub mode: SessionMode,
 }
 
 /// The longest reason a person may give with a denial (bytes); the model reads it.

@@ -231,3 +231,13 @@ pub struct SessionSetModelResponse {
     /// The session as it now is (its `model` the new one's label).
     pub session: SessionInfo,
 }
+
+/// Result of `session/set_mode`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSetModeResponse {
+    /// The session's mode now.
+    pub mode: crate::events::SessionMode,
+    /// The `seq` of the [`crate::EventKind::ModeChanged`] that recorded it (the last durable
+    /// seq when the mode was already that one: nothing was written).
+    pub seq: u64,
+}

@@ -701,6 +701,10 @@ fn session_events() {
             rule: "mcp__github__*".into(),
             covers: Some(vec!["mcp__github__*".into()]),
             unjudged: None,
+            kind: ApprovalKind::Tool,
+            path: None,
+            plan: None,
+            questions: None,
         },
         EventKind::ApprovalResolved {
             call_id: "toolu_01".into(),
@@ -710,6 +714,7 @@ fn session_events() {
             by: "alice".into(),
             reason: Some("file it in the backlog project instead".into()),
             covers: None,
+            answers: None,
         },
         EventKind::SessionTitled { title: "Fix the flaky test".into() },
     ];
@@ -717,6 +722,80 @@ fn session_events() {
         let name = format!("event_{}", kind.type_name());
         insta::assert_json_snapshot!(name, roundtrip(&event(i as u64 + 1, kind)));
     }
+}
+
+/// Plan mode's events: the mode, a plan to approve, questions and their answers.
+#[test]
+fn plan_mode_events() {
+    let plan = "1. Add the flag.\n2. Test it.\n";
+    let events = [
+        (
+            "event_mode_changed",
+            EventKind::ModeChanged { mode: SessionMode::Plan, by: "alice".into() },
+        ),
+        (
+            "event_approval_requested_plan",
+            EventKind::ApprovalRequested {
+                call_id: "toolu_02".into(),
+                name: "ExitPlanMode".into(),
+                input: json!({"plan": plan}),
+                rule: "ExitPlanMode".into(),
+                covers: None,
+                unjudged: None,
+                kind: ApprovalKind::Plan,
+                path: Some("/plans/2026-12-04-add-the-flag.md".into()),
+                plan: Some(plan.into()),
+                questions: None,
+            },
+        ),
+        (
+            "event_approval_requested_question",
+            EventKind::ApprovalRequested {
+                call_id: "toolu_03".into(),
+                name: "AskUserQuestion".into(),
+                input: json!({}),
+                rule: "AskUserQuestion".into(),
+                covers: None,
+                unjudged: None,
+                kind: ApprovalKind::Question,
+                path: None,
+                plan: None,
+                questions: Some(vec![Question {
+                    question: "Which database?".into(),
+                    header: "Database".into(),
+                    options: vec![
+                        QuestionOption { label: "SQLite".into(), description: "one file".into() },
+                        QuestionOption { label: "PostgreSQL".into(), description: String::new() },
+                    ],
+                    multi_select: false,
+                }]),
+            },
+        ),
+        (
+            "event_approval_resolved_question",
+            EventKind::ApprovalResolved {
+                call_id: "toolu_03".into(),
+                name: "AskUserQuestion".into(),
+                decision: ApprovalDecision::Allow,
+                scope: ApprovalScope::Once,
+                by: "alice".into(),
+                reason: None,
+                covers: None,
+                answers: Some(vec!["SQLite".into()]),
+            },
+        ),
+    ];
+    for (i, (name, kind)) in events.into_iter().enumerate() {
+        insta::assert_json_snapshot!(name, roundtrip(&event(i as u64 + 1, kind)));
+    }
+    let line = outboard_shared::headless::PlanProposed {
+        kind: Default::default(),
+        session_id: SessionId("s_1".into()),
+        call_id: "toolu_02".into(),
+        path: "/plans/2026-12-04-add-the-flag.md".into(),
+        plan: plan.into(),
+    };
+    insta::assert_json_snapshot!("headless_plan", roundtrip(&line));
 }
 
 /// A request and an answer written before `covers` and `unjudged` existed still read.

@@ -54,6 +54,7 @@ fn sample_params(kind: MethodKind) -> Value {
         }),
         MethodKind::ModelsList => json!({}),
         MethodKind::SessionSetModel => json!({"session_id": sid, "model": "haiku"}),
+        MethodKind::SessionSetMode => json!({"session_id": sid, "mode": "plan"}),
     }
 }
 

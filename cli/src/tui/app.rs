@@ -9,8 +9,9 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use outboard_shared::{
-    ApprovalScope, EventKind, PresenceEntry, Role, SandboxState, SessionAttachResponse,
-    SessionEvent, SessionHistoryResponse, SessionId, SessionInfo, StopReason, Usage,
+    ApprovalKind, ApprovalScope, EventKind, PresenceEntry, Role, SandboxState,
+    SessionAttachResponse, SessionEvent, SessionHistoryResponse, SessionId, SessionInfo,
+    StopReason, Usage,
 };
 use ratatui::text::{Line, Span};
 
@@ -45,6 +46,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/diff", "the session's changes against its base (--stat: a summary)"),
     ("/compact", "[FOCUS] summarise the conversation now, keeping FOCUS in particular"),
     ("/model", "[NAME] the models on offer, or use NAME from the next turn"),
+    ("/plan", "switch plan mode on or off (also Shift-Tab): plan first, change nothing"),
+    ("/plans", "list the org's plans"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
     ("/tasks", "the background commands; /tasks kill ID stops one"),
     ("/quit", "leave (also Ctrl-C twice)"),
@@ -126,6 +129,10 @@ pub enum Effect {
     Models(Option<String>),
     /// Use this model (by name) from the session's next turn.
     SetModel(String),
+    /// Switch the session's mode.
+    SetMode(outboard_shared::SessionMode),
+    /// List the org's plans.
+    Plans,
     /// Leave.
     Quit,
 }
@@ -225,6 +232,8 @@ pub struct App {
     pub expand_tasks: bool,
     /// Tool calls waiting for approval, and the driver's prompt.
     pub approvals: super::approvals::Approvals,
+    /// The session's mode (its last `mode_changed`).
+    pub mode: outboard_shared::SessionMode,
 }
 
 /// The part of a session's history not loaded yet, paged in as the user scrolls up.
@@ -269,6 +278,7 @@ impl App {
             history: History::default(),
             expand_tasks: false,
             approvals: super::approvals::Approvals::default(),
+            mode: outboard_shared::SessionMode::Default,
         }
     }
 
@@ -475,6 +485,9 @@ impl App {
             return None;
         }
         let plain = !key.modifiers.intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if self.approvals.question().is_some() && !self.approvals.denying {
+            return self.question_key(key, plain);
+        }
         if self.approvals.denying {
             return match key.code {
                 KeyCode::Enter if plain => {
@@ -495,11 +508,12 @@ impl App {
         if !plain {
             return None;
         }
+        let plan = self.approvals.first().is_some_and(|r| r.kind == ApprovalKind::Plan);
         match c {
             'y' | 'Y' => Some(
                 self.approvals.allow(ApprovalScope::Once).map(Effect::Answer).into_iter().collect(),
             ),
-            'a' | 'A' => Some(
+            'a' | 'A' if !plan => Some(
                 self.approvals
                     .allow(ApprovalScope::Session)
                     .map(Effect::Answer)
@@ -514,6 +528,65 @@ impl App {
             // Modal: a key meant for the prompt never lands in a message.
             _ => Some(Vec::new()),
         }
+    }
+
+    /// The keys of a question's prompt: a digit picks (or toggles), Enter confirms a multiple
+    /// choice or gives the typed answer, `o` types another answer, `n` declines.
+    fn question_key(&mut self, key: KeyEvent, plain: bool) -> Option<Vec<Effect>> {
+        let answered = |answer: Option<super::approvals::Answer>| {
+            Some(answer.map(Effect::Answer).into_iter().collect())
+        };
+        if self.approvals.other {
+            return match key.code {
+                KeyCode::Enter if plain => {
+                    let text = self.composer.text().to_owned();
+                    self.composer.clear();
+                    answered(self.approvals.give(text))
+                }
+                KeyCode::Esc => {
+                    self.approvals.other = false;
+                    self.composer.clear();
+                    Some(Vec::new())
+                }
+                _ => None,
+            };
+        }
+        match key.code {
+            KeyCode::Enter if plain => answered(self.approvals.confirm()),
+            KeyCode::Char(c) if plain => match c {
+                '1'..='9' => answered(self.approvals.pick(c as usize - '0' as usize)),
+                'o' | 'O' => {
+                    self.approvals.other = true;
+                    self.composer.clear();
+                    Some(Vec::new())
+                }
+                'n' | 'N' => {
+                    self.approvals.denying = true;
+                    self.composer.clear();
+                    Some(Vec::new())
+                }
+                _ => Some(Vec::new()),
+            },
+            _ => None,
+        }
+    }
+
+    /// `/plan` and Shift-Tab: the driver switches plan mode.
+    fn toggle_mode(&mut self) -> Vec<Effect> {
+        if self.session.is_none() {
+            self.notice = Some("attach to a session first".into());
+            return Vec::new();
+        }
+        if !self.driving() {
+            self.notice =
+                Some("only the driver switches plan mode: /drive asks for the wheel".into());
+            return Vec::new();
+        }
+        let mode = match self.mode {
+            outboard_shared::SessionMode::Plan => outboard_shared::SessionMode::Default,
+            outboard_shared::SessionMode::Default => outboard_shared::SessionMode::Plan,
+        };
+        vec![Effect::SetMode(mode)]
     }
 
     fn page(&self) -> i32 {
@@ -563,6 +636,7 @@ impl App {
                 self.notice = Some("interrupting…".into());
                 return vec![Effect::Interrupt];
             }
+            KeyCode::BackTab => return self.toggle_mode(),
             KeyCode::PageUp => return self.scroll_by(self.page()),
             KeyCode::PageDown => return self.scroll_by(-self.page()),
             KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::SHIFT) => {
@@ -684,6 +758,8 @@ impl App {
                     vec![Effect::SetModel(name)]
                 }
             }
+            ("/plan", _) => self.toggle_mode(),
+            ("/plans", _) => vec![Effect::Plans],
             ("/interrupt", _) => vec![Effect::Interrupt],
             ("/quit", _) => vec![Effect::Quit],
             ("/attach" | "/handover", None) => {
@@ -733,6 +809,7 @@ impl App {
             self.sandbox = None;
             self.work = super::tasks::Work::default();
             self.approvals = super::approvals::Approvals::default();
+            self.mode = outboard_shared::SessionMode::Default;
             self.presence.clear();
             self.scroll = 0;
             self.history =
@@ -745,6 +822,9 @@ impl App {
         self.clear_child_streaming();
         // What still holds from before the page: the todo panel, the running commands.
         for event in &snapshot.standing {
+            if let EventKind::ModeChanged { mode, .. } = &event.kind {
+                self.mode = *mode;
+            }
             self.work.apply(&event.kind);
             self.approvals.apply(&event.kind, event.parent.as_deref());
         }
@@ -994,6 +1074,16 @@ impl App {
                 if let Some(s) = &mut self.session {
                     s.title = title;
                 }
+            }
+            EventKind::ModeChanged { mode, by } => {
+                self.mode = mode;
+                let what = match mode {
+                    outboard_shared::SessionMode::Plan => {
+                        "plan mode: the model explores and proposes a plan; it changes nothing"
+                    }
+                    outboard_shared::SessionMode::Default => "plan mode off",
+                };
+                self.push_notice(format!("{what} (by {by})"), false);
             }
             EventKind::SystemReminder { .. } | EventKind::Unknown => {}
         }

@@ -3,13 +3,21 @@
 //! or the end of their turn, and the prompt the driver answers them with. Watchers see the
 //! panel without the keys: the server refuses their answers.
 //!
+//! A plan (`ExitPlanMode`) is shown whole in the transcript and its beginning in the prompt,
+//! with `y` to approve it (the session leaves plan mode)
+//! and `n` to keep planning with a reason. The model's questions (`AskUserQuestion`) are shown
+//! one at a time with their options: a digit picks one (toggles one, for a multiple choice,
+//! which Enter confirms), `o` types another answer in the composer, `n` declines to answer.
+//!
 //! Keys while the driver has a request open: `y` allows it once, `a` allows it and the later
 //! calls of the same tool that only the rules it names (`covers`, shown above the keys) ask
 //! about, `n` starts a denial whose reason is typed in the
 //! composer (Enter sends it, possibly empty; Esc goes back). The prompt is modal for other
 //! printable keys, so a key meant for the prompt never lands in a message.
 
-use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
+use outboard_shared::{
+    ApprovalDecision, ApprovalKind, ApprovalScope, EventKind, Question, ToolCall,
+};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
@@ -17,6 +25,10 @@ use super::theme::Theme;
 
 /// Lines of a request's input shown in the prompt.
 const INPUT_LINES: usize = 4;
+
+/// Lines of a plan shown in the prompt, so its keys stay on a small screen; the transcript
+/// holds the plan whole.
+const PLAN_LINES: usize = 12;
 
 /// One open request.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +43,14 @@ pub struct Request {
     pub unjudged: Option<String>,
     /// Made by a subagent (its `Task` call id).
     pub parent: Option<String>,
+    /// A tool call, a plan or questions.
+    pub kind: ApprovalKind,
+    /// A plan's org file.
+    pub path: Option<String>,
+    /// A plan's text.
+    pub plan: Option<String>,
+    /// The questions.
+    pub questions: Vec<Question>,
 }
 
 /// An answer the driver gave in the prompt.
@@ -44,6 +64,8 @@ pub struct Answer {
     pub scope: ApprovalScope,
     /// Why, for a denial.
     pub reason: Option<String>,
+    /// The answers to questions.
+    pub answers: Option<Vec<String>>,
 }
 
 /// The session's open requests, oldest first; the prompt answers the first.
@@ -52,6 +74,12 @@ pub struct Approvals {
     open: Vec<Request>,
     /// The driver pressed `n`: the composer holds the reason.
     pub denying: bool,
+    /// The driver pressed `o`: the composer holds the answer to the current question.
+    pub other: bool,
+    /// The answers given so far to the first request's questions.
+    pub picked: Vec<String>,
+    /// The options toggled for the current question (a multiple choice), by index.
+    pub toggled: Vec<usize>,
 }
 
 impl Approvals {
@@ -59,9 +87,18 @@ impl Approvals {
     pub fn apply(&mut self, kind: &EventKind, parent: Option<&str>) {
         match kind {
             // Seen twice (in `standing` and in the page): one request.
-            EventKind::ApprovalRequested { call_id, name, input, rule, covers, unjudged }
-                if self.open.iter().all(|r| r.call.call_id != *call_id) =>
-            {
+            EventKind::ApprovalRequested {
+                call_id,
+                name,
+                input,
+                rule,
+                covers,
+                unjudged,
+                kind,
+                path,
+                plan,
+                questions,
+            } if self.open.iter().all(|r| r.call.call_id != *call_id) => {
                 self.open.push(Request {
                     call: ToolCall {
                         call_id: call_id.clone(),
@@ -72,20 +109,94 @@ impl Approvals {
                     covers: covers.clone(),
                     unjudged: unjudged.clone(),
                     parent: parent.map(str::to_owned),
+                    kind: *kind,
+                    path: path.clone(),
+                    plan: plan.clone(),
+                    questions: questions.clone().unwrap_or_default(),
                 });
             }
             EventKind::ApprovalResolved { call_id, .. } => {
                 if self.open.first().is_some_and(|r| r.call.call_id == *call_id) {
-                    self.denying = false;
+                    self.reset();
                 }
                 self.open.retain(|r| r.call.call_id != *call_id);
             }
             EventKind::TurnCompleted { .. } | EventKind::TurnFailed { .. } if parent.is_none() => {
                 self.open.clear();
-                self.denying = false;
+                self.reset();
             }
             _ => {}
         }
+    }
+
+    /// Forgets what the prompt was doing (its request was answered).
+    fn reset(&mut self) {
+        self.denying = false;
+        self.other = false;
+        self.picked.clear();
+        self.toggled.clear();
+    }
+
+    /// The question the prompt asks now, with its number.
+    pub fn question(&self) -> Option<(usize, &Question)> {
+        let first = self.first().filter(|r| r.kind == ApprovalKind::Question)?;
+        let at = self.picked.len();
+        first.questions.get(at).map(|q| (at, q))
+    }
+
+    /// A digit on a question: picks option `n` (from 1), or toggles it for a multiple choice;
+    /// the answers once every question has one.
+    pub fn pick(&mut self, n: usize) -> Option<Answer> {
+        let (_, q) = self.question()?;
+        let label = q.options.get(n.checked_sub(1)?)?.label.clone();
+        if q.multi_select {
+            match self.toggled.iter().position(|&i| i == n - 1) {
+                Some(at) => {
+                    self.toggled.remove(at);
+                }
+                None => self.toggled.push(n - 1),
+            }
+            return None;
+        }
+        self.give(label)
+    }
+
+    /// Enter on a multiple choice: the toggled options, as one answer.
+    pub fn confirm(&mut self) -> Option<Answer> {
+        let (_, q) = self.question()?;
+        if self.toggled.is_empty() {
+            return None;
+        }
+        let mut toggled = self.toggled.clone();
+        toggled.sort_unstable();
+        let labels: Vec<&str> =
+            toggled.iter().filter_map(|&i| q.options.get(i)).map(|o| o.label.as_str()).collect();
+        let answer = labels.join(", ");
+        self.give(answer)
+    }
+
+    /// The current question's answer is `text` (an option or another answer); the answers
+    /// once every question has one.
+    pub fn give(&mut self, text: String) -> Option<Answer> {
+        let first = self.first()?;
+        let (call_id, questions) = (first.call.call_id.clone(), first.questions.len());
+        let text = text.trim().to_owned();
+        if text.is_empty() {
+            return None;
+        }
+        self.picked.push(text);
+        self.toggled.clear();
+        self.other = false;
+        if self.picked.len() < questions {
+            return None;
+        }
+        Some(Answer {
+            call_id,
+            decision: ApprovalDecision::Allow,
+            scope: ApprovalScope::Once,
+            reason: None,
+            answers: Some(std::mem::take(&mut self.picked)),
+        })
     }
 
     /// The request the prompt is about.
@@ -111,6 +222,7 @@ impl Approvals {
             decision: ApprovalDecision::Allow,
             scope,
             reason: None,
+            answers: None,
         })
     }
 
@@ -123,8 +235,9 @@ impl Approvals {
             decision: ApprovalDecision::Deny,
             scope: ApprovalScope::Once,
             reason: (!reason.is_empty()).then(|| reason.to_owned()),
+            answers: None,
         };
-        self.denying = false;
+        self.reset();
         Some(answer)
     }
 
@@ -132,6 +245,11 @@ impl Approvals {
     /// who answers (for a watcher). Empty when nothing is open.
     pub fn panel(&self, theme: &Theme, driving: bool, width: u16) -> Vec<Line<'static>> {
         let Some(first) = self.first() else { return Vec::new() };
+        match first.kind {
+            ApprovalKind::Plan => return self.plan_panel(first, theme, driving, width),
+            ApprovalKind::Question => return self.question_panel(first, theme, driving, width),
+            ApprovalKind::Tool => {}
+        }
         let width = usize::from(width.max(20));
         let mut lines = Vec::new();
         let more = match self.open.len() {
@@ -188,9 +306,117 @@ impl Approvals {
     }
 }
 
+impl Approvals {
+    /// A plan, whole (each line cut to the width), and its keys.
+    fn plan_panel(
+        &self,
+        first: &Request,
+        theme: &Theme,
+        driving: bool,
+        width: u16,
+    ) -> Vec<Line<'static>> {
+        let width = usize::from(width.max(20));
+        let saved = first.path.as_deref().map(|p| format!(" ({p})")).unwrap_or_default();
+        let mut lines = vec![Line::from(vec![
+            Span::styled(" ? plan to approve".to_owned(), theme.warn()),
+            Span::raw(saved),
+        ])];
+        let plan: Vec<&str> = first.plan.as_deref().unwrap_or_default().lines().collect();
+        for line in plan.iter().take(PLAN_LINES) {
+            lines.push(Line::from(Span::raw(format!(
+                "   {}",
+                crate::output::truncate(line, width.saturating_sub(4))
+            ))));
+        }
+        if plan.len() > PLAN_LINES {
+            let rest = plan.len() - PLAN_LINES;
+            lines.push(Line::from(Span::styled(
+                format!("   … {rest} more lines: the whole plan is in the transcript (PgUp)"),
+                theme.dim(),
+            )));
+        }
+        let keys = match (driving, self.denying) {
+            (true, false) => {
+                " [y] approve: leave plan mode and carry it out   [n] keep planning (with a \
+                 reason)   [Esc] interrupt the turn"
+            }
+            (true, true) => {
+                " type what to change in the composer · Enter sends it back · Esc goes back"
+            }
+            (false, _) => " waiting for the driver (or `outboard approve`) to answer",
+        };
+        lines.push(Line::from(Span::styled(keys.to_owned(), theme.bold())));
+        lines
+    }
+
+    /// The current question with its options, and the keys.
+    fn question_panel(
+        &self,
+        first: &Request,
+        theme: &Theme,
+        driving: bool,
+        width: u16,
+    ) -> Vec<Line<'static>> {
+        let width = usize::from(width.max(20));
+        let Some((at, q)) = self.question() else { return Vec::new() };
+        let of = match first.questions.len() {
+            1 => String::new(),
+            n => format!(" ({} of {n})", at + 1),
+        };
+        let header = if q.header.is_empty() { String::new() } else { format!("[{}] ", q.header) };
+        let mut lines = vec![Line::from(vec![
+            Span::styled(format!(" ? question{of}: "), theme.warn()),
+            Span::raw(crate::output::truncate(
+                &format!("{header}{}", q.question),
+                width.saturating_sub(16),
+            )),
+        ])];
+        for (i, o) in q.options.iter().enumerate() {
+            let mark = match (q.multi_select, self.toggled.contains(&i)) {
+                (true, true) => "[x] ",
+                (true, false) => "[ ] ",
+                (false, _) => "",
+            };
+            let about = if o.description.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", o.description)
+            };
+            lines.push(Line::from(Span::raw(crate::output::truncate(
+                &format!("   {}. {mark}{}{about}", i + 1, o.label),
+                width.saturating_sub(1),
+            ))));
+        }
+        let keys = match (driving, self.other, self.denying) {
+            (true, true, _) => " type your answer in the composer · Enter gives it · Esc goes back",
+            (true, _, true) => " type why in the composer · Enter declines · Esc goes back",
+            (true, false, false) if q.multi_select => {
+                " [1-4] toggle   [Enter] confirm   [o] other answer   [n] decline to answer"
+            }
+            (true, false, false) => " [1-4] choose   [o] other answer   [n] decline to answer",
+            (false, _, _) => " waiting for the driver (or `outboard answer`) to answer",
+        };
+        lines.push(Line::from(Span::styled(keys.to_owned(), theme.bold())));
+        lines
+    }
+}
+
 /// The transcript's line for an approval event of the session's own loop.
 pub fn transcript_line(kind: &EventKind) -> Option<(String, bool)> {
     match kind {
+        // The plan whole, where the transcript keeps it: the prompt shows its beginning.
+        EventKind::ApprovalRequested { kind: ApprovalKind::Plan, path, plan, .. } => Some((
+            format!(
+                "? plan proposed{}:\n{}",
+                path.as_deref().map(|p| format!(", saved as {p}")).unwrap_or_default(),
+                plan.as_deref().unwrap_or_default().trim_end()
+            ),
+            false,
+        )),
+        EventKind::ApprovalRequested { kind: ApprovalKind::Question, questions, .. } => Some((
+            format!("? the model asks {} question(s)", questions.as_ref().map_or(0, Vec::len)),
+            false,
+        )),
         EventKind::ApprovalRequested { call_id, name, input, rule, .. } => {
             let call =
                 ToolCall { call_id: call_id.clone(), name: name.clone(), input: input.clone() };
@@ -230,6 +456,10 @@ mod tests {
             rule: "mcp__github__*".into(),
             covers: Some(vec!["mcp__github__*".into()]),
             unjudged: None,
+            kind: ApprovalKind::Tool,
+            path: None,
+            plan: None,
+            questions: None,
         }
     }
 
@@ -242,6 +472,7 @@ mod tests {
             by: "alice".into(),
             reason: None,
             covers: None,
+            answers: None,
         }
     }
 
@@ -279,6 +510,35 @@ mod tests {
     }
 
     #[test]
+    fn a_long_plan_keeps_its_keys_in_the_prompt_and_is_whole_in_the_transcript() {
+        let plan: String = (1..=40).map(|i| format!("{i}. step {i}\n")).collect();
+        let asked = EventKind::ApprovalRequested {
+            call_id: "p1".into(),
+            name: "ExitPlanMode".into(),
+            input: json!({}),
+            rule: "ExitPlanMode".into(),
+            covers: None,
+            unjudged: None,
+            kind: ApprovalKind::Plan,
+            path: Some("/plans/x.md".into()),
+            plan: Some(plan.clone()),
+            questions: None,
+        };
+        let mut a = Approvals::default();
+        a.apply(&asked, None);
+        let lines: Vec<String> = a
+            .panel(&Theme { color: false }, true, 80)
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        assert_eq!(lines.len(), 1 + PLAN_LINES + 2, "{lines:#?}");
+        assert!(lines[PLAN_LINES + 1].contains("28 more lines"), "{lines:#?}");
+        assert!(lines.last().unwrap().contains("[y] approve"));
+        let (line, _) = transcript_line(&asked).unwrap();
+        assert!(line.ends_with("40. step 40"), "the transcript has it whole");
+    }
+
+    #[test]
     fn the_panel_says_what_allow_for_the_session_covers_and_what_was_not_judged() {
         let text = |a: &Approvals| -> Vec<String> {
             a.panel(&Theme { color: false }, true, 200)
@@ -302,6 +562,10 @@ mod tests {
                 rule: "Bash(git push*)".into(),
                 covers: Some(Vec::new()),
                 unjudged: Some("a command is only known when it runs".into()),
+                kind: ApprovalKind::Tool,
+                path: None,
+                plan: None,
+                questions: None,
             },
             None,
         );

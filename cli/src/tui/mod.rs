@@ -76,6 +76,8 @@ pub struct TuiArgs {
     /// Send this directory first and work on the copy (`outboard --upload [DIR]`, with
     /// `--server` only).
     pub upload: Option<std::path::PathBuf>,
+    /// Put the session in plan mode before the first message (`outboard --plan`).
+    pub plan: bool,
 }
 
 /// Runs the TUI until the user quits; returns the exit status.
@@ -156,6 +158,7 @@ pub async fn run(args: TuiArgs) -> i32 {
         network: args.network,
         context_window: args.context_window,
         model: args.connect.model.clone(),
+        plan: args.plan,
     };
     let code = match ui(url, token, options, initial, new_sessions).await {
         Ok(()) => exit::OK,

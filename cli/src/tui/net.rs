@@ -93,6 +93,8 @@ pub struct NewSessions {
     pub context_window: Option<u64>,
     /// Their model by name, when not the server's default (`--model`).
     pub model: Option<String>,
+    /// They start in plan mode (`outboard --plan`).
+    pub plan: bool,
 }
 
 /// [`run`] with the transport options of the connection flags (`--ca-cert`, `--insecure`).
@@ -360,6 +362,18 @@ async fn on_step(
             let ask = state.want_drive && snapshot.role == Role::Watcher;
             state.want_drive = false;
             let id = snapshot.session.id.clone();
+            // `outboard --plan`: a session we just made plans before its first message.
+            if state.new_sessions.plan
+                && snapshot.role == Role::Driver
+                && snapshot.session.last_seq == 0
+            {
+                let params = outboard_shared::SessionSetModeParams {
+                    session_id: id.clone(),
+                    mode: outboard_shared::SessionMode::Plan,
+                };
+                let call = client.call::<outboard_shared::methods::SessionSetMode>(params);
+                spawn_request(async move { call.await.map(|_| ()) }, app, "");
+            }
             let _ = app.send(AppEvent::Attached(Box::new(snapshot), resumed)).await;
             if ask {
                 spawn_request(client.drive_request(id), app, "asked the driver for the wheel");
@@ -450,6 +464,14 @@ fn on_effect(
             });
             None
         }
+        Effect::Plans => {
+            let app = app.clone();
+            let call = org_files_notice(client, Some("/plans/".into()));
+            tokio::spawn(async move {
+                let _ = app.send(AppEvent::Notice(call.await)).await;
+            });
+            None
+        }
         Effect::Memory(path) => {
             let app = app.clone();
             let call = org_files_notice(client, path);
@@ -522,6 +544,12 @@ fn on_effect(
                 return None;
             };
             match other {
+                Effect::SetMode(mode) => {
+                    let params = outboard_shared::SessionSetModeParams { session_id: id, mode };
+                    let call = client.call::<outboard_shared::methods::SessionSetMode>(params);
+                    // Success shows as the `mode_changed` event, to every attached client.
+                    spawn_request(async move { call.await.map(|_| ()) }, app, "")
+                }
                 Effect::SetModel(model) => {
                     let params = outboard_shared::SessionSetModelParams { session_id: id, model };
                     let call = client.call::<outboard_shared::methods::SessionSetModel>(params);
@@ -573,6 +601,7 @@ fn on_effect(
                         decision: answer.decision,
                         scope: answer.scope,
                         reason: answer.reason.clone(),
+                        answers: answer.answers.clone(),
                     };
                     let call = client.call::<outboard_shared::methods::ApprovalAnswer>(params);
                     spawn_request(async move { call.await.map(|_| ()) }, app, "")
@@ -613,9 +642,11 @@ fn org_files_notice(
     client: &Client,
     path: Option<String>,
 ) -> impl std::future::Future<Output = String> + Send + 'static {
-    let list = path.is_none();
+    // A directory named with its `/` (`/plans/`) is listed too.
+    let list = path.as_ref().is_none_or(|p| p.ends_with('/'));
     let path = match path {
         None => "/memory".to_owned(),
+        Some(p) if p.ends_with('/') => p.trim_end_matches('/').to_owned(),
         Some(p) if p.starts_with('/') => p,
         Some(p) => format!("/memory/{p}"),
     };
@@ -632,9 +663,9 @@ fn org_files_notice(
         };
         if list {
             match serde_json::from_value::<FilesListResponse>(value) {
-                Ok(r) if r.files.is_empty() => "the org's memory is empty".to_owned(),
+                Ok(r) if r.files.is_empty() => format!("nothing in {path} yet"),
                 Ok(r) => {
-                    let mut lines = vec![format!("{} files in /memory:", r.files.len())];
+                    let mut lines = vec![format!("{} files in {path}:", r.files.len())];
                     for f in r.files {
                         lines.push(format!(
                             "  {}  v{}  {} B  {}",

@@ -200,6 +200,9 @@ fn status_line(app: &App) -> Paragraph<'static> {
         "watching"
     };
     spans.push(Span::raw(format!("│ {role} ")));
+    if app.mode == outboard_shared::SessionMode::Plan {
+        spans.push(Span::styled("│ ⏸ plan mode (Shift-Tab) ", theme.warn()));
+    }
     if app.running {
         spans.push(Span::styled("│ working (Esc stops) ", theme.warn()));
     }

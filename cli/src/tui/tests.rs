@@ -815,3 +815,124 @@ fn thinking_is_one_folded_line_that_ctrl_o_opens() {
     assert!(!open.contains("opaque-data"), "{open}");
     assert!(open.contains("thinking shown whole (Ctrl-O)"), "{open}");
 }
+
+fn press(app: &mut App, code: KeyCode) -> Vec<Effect> {
+    app.handle(AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        press(app, KeyCode::Char(c));
+    }
+}
+
+fn plan_request(seq: u64) -> SessionEvent {
+    let plan = "# Add a --plan flag\n\n1. Parse --plan in cli/src/args.rs.\n2. Call session/set_mode before the turn.\n3. Test it end to end.";
+    ev(
+        seq,
+        EventKind::ApprovalRequested {
+            call_id: "p1".into(),
+            name: "ExitPlanMode".into(),
+            input: json!({"plan": plan}),
+            rule: "ExitPlanMode".into(),
+            covers: None,
+            unjudged: None,
+            kind: outboard_shared::ApprovalKind::Plan,
+            path: Some("/plans/2026-12-04-add-a-plan-flag.md".into()),
+            plan: Some(plan.into()),
+            questions: None,
+        },
+    )
+}
+
+fn plan_mode(seq: u64) -> SessionEvent {
+    ev(seq, EventKind::ModeChanged { mode: outboard_shared::SessionMode::Plan, by: "alice".into() })
+}
+
+/// Plan mode shows in the status line; a proposed plan is shown whole with its keys: `n` keeps
+/// planning with the reason typed, `y` approves.
+#[test]
+fn a_plan_waits_for_approval_shown_whole() {
+    let mut events = vec![plan_mode(1)];
+    events.extend(turn_start().into_iter().map(|mut e| {
+        e.seq += 1;
+        e
+    }));
+    events.push(plan_request(4));
+    let mut app = app("alice", Role::Driver, events, None);
+    insta::assert_snapshot!(screen(&app, 100, 30));
+    assert_eq!(press(&mut app, KeyCode::Char('a')), vec![], "no allow-for-session for a plan");
+    press(&mut app, KeyCode::Char('n'));
+    type_text(&mut app, "use the existing flag parser");
+    let sent = press(&mut app, KeyCode::Enter);
+    let Some(Effect::Answer(answer)) = sent.first() else { panic!("{sent:?}") };
+    assert_eq!(
+        (answer.decision, answer.reason.as_deref()),
+        (outboard_shared::ApprovalDecision::Deny, Some("use the existing flag parser"))
+    );
+    let Some(Effect::Answer(approved)) = press(&mut app, KeyCode::Char('y')).first().cloned()
+    else {
+        panic!("y approves")
+    };
+    assert_eq!(approved.decision, outboard_shared::ApprovalDecision::Allow);
+}
+
+/// The model's questions are choices: a digit picks, `o` types another answer, and the answers
+/// go once every question has one.
+#[test]
+fn questions_are_shown_as_choices() {
+    let questions: Vec<outboard_shared::Question> = serde_json::from_value(json!([
+        {"question": "Which database?", "header": "DB", "options": [
+            {"label": "SQLite", "description": "one file, no server"},
+            {"label": "PostgreSQL", "description": "the production one"}]},
+        {"question": "Which port?", "header": "Port", "options": [
+            {"label": "80", "description": ""}, {"label": "443", "description": ""}]}
+    ]))
+    .unwrap();
+    let mut events = turn_start();
+    events.push(ev(
+        3,
+        EventKind::ApprovalRequested {
+            call_id: "q1".into(),
+            name: "AskUserQuestion".into(),
+            input: json!({}),
+            rule: "AskUserQuestion".into(),
+            covers: None,
+            unjudged: None,
+            kind: outboard_shared::ApprovalKind::Question,
+            path: None,
+            plan: None,
+            questions: Some(questions),
+        },
+    ));
+    let mut app = app("alice", Role::Driver, events, None);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+    assert_eq!(press(&mut app, KeyCode::Char('2')), vec![], "one question of two answered");
+    press(&mut app, KeyCode::Char('o'));
+    type_text(&mut app, "8080");
+    let sent = press(&mut app, KeyCode::Enter);
+    let Some(Effect::Answer(answer)) = sent.first() else { panic!("{sent:?}") };
+    assert_eq!(answer.answers, Some(vec!["PostgreSQL".to_owned(), "8080".to_owned()]));
+    assert_eq!(answer.decision, outboard_shared::ApprovalDecision::Allow);
+}
+
+/// Shift-Tab and `/plan` switch the mode (the driver only); `/plans` lists the org's plans.
+#[test]
+fn shift_tab_and_slash_plan_switch_the_mode() {
+    let mut app = app("alice", Role::Driver, vec![], None);
+    assert_eq!(
+        press(&mut app, KeyCode::BackTab),
+        vec![Effect::SetMode(outboard_shared::SessionMode::Plan)]
+    );
+    let last = app.last_seq;
+    app.handle(AppEvent::Server(Box::new(plan_mode(last + 1))));
+    type_text(&mut app, "/plan");
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        vec![Effect::SetMode(outboard_shared::SessionMode::Default)]
+    );
+    type_text(&mut app, "/plans");
+    assert_eq!(press(&mut app, KeyCode::Enter), vec![Effect::Plans]);
+    let mut watcher = super::tests::app("bob", Role::Watcher, vec![], None);
+    assert_eq!(press(&mut watcher, KeyCode::BackTab), vec![]);
+}

@@ -42,7 +42,7 @@ use outboard_shared::{
     Method, MethodKind, PresenceEntry, Request, RequestId, Response, Role, ServerFrame,
     SessionAttachResponse, SessionCreateResponse, SessionId, SessionListResponse,
     TurnInterruptResponse, UserInfo, Welcome, MAX_APPROVAL_REASON_BYTES, MAX_FRAME_BYTES,
-    MAX_PRE_HELLO_BYTES, PROTOCOL_VERSION,
+    MAX_PRE_HELLO_BYTES, MAX_QUESTION_ANSWER_BYTES, PROTOCOL_VERSION,
 };
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -1284,6 +1284,7 @@ impl Connection {
                     scope: p.scope,
                     by: user.name.clone(),
                     reason,
+                    answers: question_answers(p.answers)?,
                 };
                 hub.answer(&row, p.call_id, answer).await?;
                 Ok(Some(Response::ok(id, &Empty {})))
@@ -1297,6 +1298,12 @@ impl Connection {
                 hub.may_drive(&row, &user, self.id)?;
                 let session = hub.set_model(&row, p.model, &user.name).await?;
                 Ok(Some(Response::ok(id, &outboard_shared::SessionSetModelResponse { session })))
+            }
+            Method::SessionSetMode(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                hub.may_drive(&row, &user, self.id)?;
+                let set = hub.set_mode(&row, p.mode, &user.name).await?;
+                Ok(Some(Response::ok(id, &set)))
             }
             Method::SessionDriveRequest(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
@@ -1586,4 +1593,28 @@ fn usage_since(since: &str) -> Result<String, ErrorBody> {
         ErrorCode::BadRequest,
         format!("since {since:?} is not a date: give YYYY-MM-DD or an RFC 3339 UTC time (…Z)"),
     ))
+}
+
+/// The answers of an `approval/answer` to questions (`AskUserQuestion`), trimmed and checked
+/// against their bounds: at most four, each at most [`MAX_QUESTION_ANSWER_BYTES`].
+fn question_answers(answers: Option<Vec<String>>) -> Result<Option<Vec<String>>, ErrorBody> {
+    let Some(answers) = answers else { return Ok(None) };
+    if answers.len() > *outboard_tools::plan::QUESTIONS.end() {
+        return Err(ErrorBody::new(
+            ErrorCode::BadRequest,
+            format!(
+                "{} answers: a call asks at most {} questions",
+                answers.len(),
+                outboard_tools::plan::QUESTIONS.end()
+            ),
+        ));
+    }
+    let answers: Vec<String> = answers.into_iter().map(|a| a.trim().to_owned()).collect();
+    if answers.iter().any(|a| a.is_empty() || a.len() > MAX_QUESTION_ANSWER_BYTES) {
+        return Err(ErrorBody::new(
+            ErrorCode::BadRequest,
+            format!("each answer must be 1 to {MAX_QUESTION_ANSWER_BYTES} bytes"),
+        ));
+    }
+    Ok(Some(answers))
 }

@@ -474,6 +474,20 @@ impl Hub {
         .await
     }
 
+    /// Switches the session's mode (`plan`, `default`), at once.
+    pub async fn set_mode(
+        &self,
+        row: &SessionRow,
+        mode: outboard_shared::SessionMode,
+        by: &str,
+    ) -> Result<outboard_shared::SessionSetModeResponse, ErrorBody> {
+        self.with_actor(row, |h| {
+            let by = by.to_owned();
+            async move { h.set_mode(mode, by).await }
+        })
+        .await
+    }
+
     /// Answers a call of the session waiting for approval.
     pub async fn answer(
         &self,

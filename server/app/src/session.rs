@@ -209,6 +209,12 @@ enum Command {
         answer: outboard_harness::approvals::Answer,
         reply: oneshot::Sender<Result<(), ErrorBody>>,
     },
+    /// Switch the session's mode (`session/set_mode`).
+    SetMode {
+        mode: outboard_shared::SessionMode,
+        by: String,
+        reply: oneshot::Sender<Result<outboard_shared::SessionSetModeResponse, ErrorBody>>,
+    },
     /// Use another model from the next turn on (`session/set_model`).
     SetModel {
         model: String,
@@ -429,6 +435,17 @@ impl SessionHandle {
     pub async fn set_model(&self, model: String, by: String) -> Result<SessionInfo, ErrorBody> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::SetModel { model, by, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Switches the session's mode; answers once the `mode_changed` event is durable.
+    pub async fn set_mode(
+        &self,
+        mode: outboard_shared::SessionMode,
+        by: String,
+    ) -> Result<outboard_shared::SessionSetModeResponse, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::SetMode { mode, by, reply }).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 
@@ -682,6 +699,9 @@ impl Actor {
                         }
                     };
                     let _ = reply.send(answered);
+                }
+                Command::SetMode { mode, by, reply } => {
+                    let _ = reply.send(self.set_mode(mode, by).await);
                 }
                 Command::SetModel { model, by, reply } => {
                     let _ = reply.send(self.set_model(model, by).await);
@@ -970,6 +990,37 @@ impl Actor {
         self.row.context_window = Some(context_window);
         self.window.tokens = context_window;
         Ok(self.row.info(outboard_llm::context::context_window))
+    }
+
+    /// `session/set_mode`: records the switch durably, then the gate (which a running turn and
+    /// its subagents judge their next calls by) takes it. The gate's mode is read from the log
+    /// first when no turn has loaded it since the actor started. Refused for a failed session.
+    async fn set_mode(
+        &mut self,
+        mode: outboard_shared::SessionMode,
+        by: String,
+    ) -> Result<outboard_shared::SessionSetModeResponse, ErrorBody> {
+        if let Some(reason) = &self.row.failure {
+            return Err(ErrorBody::new(
+                ErrorCode::Conflict,
+                format!("this session failed: {reason}"),
+            ));
+        }
+        if self.conversation.is_none() && self.running.is_none() {
+            let kinds = outboard_harness::approvals::MODE_KINDS;
+            let marks = self.store.events_of_kinds(&self.row.id, kinds).await.map_err(internal)?;
+            self.gate.restore(&marks);
+        }
+        if self.gate.mode() == mode {
+            return Ok(outboard_shared::SessionSetModeResponse { mode, seq: self.last_seq });
+        }
+        let seq = self
+            .emit(EventKind::ModeChanged { mode, by }, true)
+            .await
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("cannot record it: {e}")))?;
+        self.gate.set_mode(mode);
+        tracing::info!(session = %self.row.id, mode = mode.as_str(), "mode changed");
+        Ok(outboard_shared::SessionSetModeResponse { mode, seq })
     }
 
     /// The provider of the session's model, for a turn (or a compaction) starting now. A
@@ -1586,10 +1637,11 @@ impl Actor {
     }
 }
 
-/// The kinds of event an attach's `standing` is made from, read at once: the todo list and
-/// background commands ([`standing`]) and the open approval requests
+/// The kinds of event an attach's `standing` is made from, read at once: the mode, the todo
+/// list and background commands ([`standing`]) and the open approval requests
 /// ([`outboard_harness::approvals::KINDS`]).
 const STANDING_KINDS: &[&str] = &[
+    "mode_changed",
     "todos",
     "background_task",
     "approval_requested",
@@ -1598,14 +1650,16 @@ const STANDING_KINDS: &[&str] = &[
     "turn_failed",
 ];
 
-/// Of a log's `todos` and `background_task` events, those whose state still holds: the last
-/// `todos`, and the last event of each background command whose last event says it runs.
+/// Of a log's `mode_changed`, `todos` and `background_task` events, those whose state still
+/// holds: the last `mode_changed`, the last `todos`, and the last event of each background command whose last event says it runs.
 fn standing(marks: Vec<SessionEvent>) -> Vec<SessionEvent> {
     let mut todos = None;
+    let mut mode = None;
     let mut tasks: Vec<SessionEvent> = Vec::new();
     for event in marks {
         match &event.kind {
             EventKind::Todos { .. } => todos = Some(event),
+            EventKind::ModeChanged { .. } => mode = Some(event),
             EventKind::BackgroundTask { shell_id, status, .. } => {
                 let running = *status == outboard_shared::TaskStatus::Running;
                 let id = shell_id.clone();
@@ -1619,7 +1673,7 @@ fn standing(marks: Vec<SessionEvent>) -> Vec<SessionEvent> {
             _ => {}
         }
     }
-    let mut out: Vec<SessionEvent> = todos.into_iter().chain(tasks).collect();
+    let mut out: Vec<SessionEvent> = mode.into_iter().chain(todos).chain(tasks).collect();
     out.sort_by_key(|e| e.seq);
     out
 }

@@ -19,7 +19,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, OrgId, SessionEvent};
+use outboard_shared::{
+    ApprovalDecision, ApprovalScope, EventKind, OrgId, SessionEvent, SessionMode,
+};
 use tokio::sync::oneshot;
 
 use outboard_org::toolpolicy::Rules;
@@ -41,6 +43,8 @@ pub struct Answer {
     pub by: String,
     /// Why, for a denial.
     pub reason: Option<String>,
+    /// For a question (`AskUserQuestion`) allowed: one answer per question.
+    pub answers: Option<Vec<String>>,
 }
 
 /// What became of an answer given to [`Gate::answer`].
@@ -58,6 +62,11 @@ struct State {
     early: HashMap<String, Answer>,
     /// (tool name, rule pattern) allowed for the rest of the session.
     allowed: HashSet<(String, String)>,
+    /// The session's mode (the last `mode_changed` in the log).
+    mode: SessionMode,
+    /// The mode the model was last told of (the last of [`PLAN_ON`], [`PLAN_OFF`] in the log);
+    /// told again when it differs from `mode`.
+    told: SessionMode,
 }
 
 /// One session's approvals in flight. Shared by the actor and its turn (and the turn's
@@ -130,6 +139,31 @@ impl Gate {
         true
     }
 
+    /// The session's mode now: a turn and its subagents judge each call by it when it is made.
+    pub fn mode(&self) -> SessionMode {
+        self.state().mode
+    }
+
+    /// Sets the session's mode (once its `mode_changed` is durable).
+    pub fn set_mode(&self, mode: SessionMode) {
+        self.state().mode = mode;
+    }
+
+    /// The mode to tell the model of before its next step, if it was not told of it yet; marks
+    /// it told (the caller records the reminder).
+    pub fn mode_to_tell(&self) -> Option<SessionMode> {
+        let mut state = self.state();
+        (state.told != state.mode).then(|| {
+            state.told = state.mode;
+            state.mode
+        })
+    }
+
+    /// The model was told of `mode` another way (an approved plan's result).
+    pub fn told(&self, mode: SessionMode) {
+        self.state().told = mode;
+    }
+
     /// Whether the rule `rule` was allowed for calls of `tool` for the rest of the session.
     pub fn allows(&self, tool: &str, rule: &str) -> bool {
         self.state().allowed.contains(&(tool.to_owned(), rule.to_owned()))
@@ -145,12 +179,19 @@ impl Gate {
 
     /// The rules allowed for the session in `log` (`approval_resolved` with scope `session`):
     /// what the answer says it covers, or, for an answer written before answers said so, the
-    /// rule its request named (narrower than the whole tool such a server granted).
+    /// rule its request named (narrower than the whole tool such a server granted). And the
+    /// session's mode, and the mode the model was last told of.
     pub fn restore(&self, log: &[SessionEvent]) {
         let mut asked: HashMap<&str, &str> = HashMap::new();
         let mut state = self.state();
         for event in log {
             match &event.kind {
+                EventKind::ModeChanged { mode, .. } => state.mode = *mode,
+                EventKind::SystemReminder { text } if event.parent.is_none() => {
+                    if let Some(mode) = reminded(text) {
+                        state.told = mode;
+                    }
+                }
                 EventKind::ApprovalRequested { call_id, rule, .. } => {
                     asked.insert(call_id, rule);
                 }
@@ -207,6 +248,33 @@ impl Approvals {
 pub const KINDS: &[&str] =
     &["approval_requested", "approval_resolved", "turn_completed", "turn_failed"];
 
+/// What the model is told when the session enters plan mode.
+pub const PLAN_ON: &str = "<system-reminder>\nPlan mode is active: the user wants you to plan \
+    before anything changes. Explore and think — read files, search, fetch pages, keep your todo \
+    list, run Bash commands that only read (ls, cat, grep, git status|log|diff|show, find \
+    without -exec/-delete) — but change nothing: edits, writes, other commands and MCP tools are \
+    refused while the session plans. When your plan is ready, call ExitPlanMode with it; the \
+    user approves it or tells you what to change. Ask with AskUserQuestion when a choice is \
+    theirs.\n</system-reminder>";
+
+/// What the model is told when plan mode ends by a person's switch (an approved plan's result
+/// says it itself).
+pub const PLAN_OFF: &str = "<system-reminder>\nPlan mode is off: you may edit files and run \
+    commands again, within the org's tool policy.\n</system-reminder>";
+
+/// The mode a reminder in the log told the model of, if it is one of [`PLAN_ON`],
+/// [`PLAN_OFF`].
+pub fn reminded(text: &str) -> Option<SessionMode> {
+    match text {
+        PLAN_ON => Some(SessionMode::Plan),
+        PLAN_OFF => Some(SessionMode::Default),
+        _ => None,
+    }
+}
+
+/// The kinds of event the session's mode is rebuilt from ([`Gate::restore`]).
+pub const MODE_KINDS: &[&str] = &["mode_changed", "system_reminder"];
+
 /// The questions still open in `log` (asked, not answered, their turn not ended), oldest first.
 pub fn open_requests(log: &[SessionEvent]) -> Vec<&SessionEvent> {
     let mut open: Vec<&SessionEvent> = Vec::new();
@@ -242,9 +310,11 @@ pub enum Recorded {
     Open {
         /// The request's `covers`.
         covers: Vec<String>,
+        /// For a plan: the org file it was saved as.
+        path: Option<String>,
     },
-    /// Answered: act on it.
-    Answered(Answer),
+    /// Answered: act on it (for a plan, with the org file it was saved as).
+    Answered(Answer, Option<String>),
 }
 
 #[cfg(test)]
@@ -259,6 +329,7 @@ mod tests {
             scope: ApprovalScope::Once,
             by: by.into(),
             reason: None,
+            answers: None,
         }
     }
 
@@ -317,6 +388,10 @@ mod tests {
             rule: "Bash(ls*)".into(),
             covers: None,
             unjudged: None,
+            kind: Default::default(),
+            path: None,
+            plan: None,
+            questions: None,
         }
     }
 
@@ -329,6 +404,7 @@ mod tests {
             by: "alice".into(),
             reason: None,
             covers: (scope == ApprovalScope::Session).then(|| vec!["Bash(echo*)".into()]),
+            answers: None,
         }
     }
 
@@ -365,8 +441,9 @@ mod tests {
         assert!(!Gate::default().allows("Bash", "Bash(echo*)"));
         // An answer written before answers named what they cover: the request's rule.
         let old = Gate::default();
-        let EventKind::ApprovalResolved { call_id, name, decision, scope, by, reason, .. } =
-            resolved("c", ApprovalScope::Session)
+        let EventKind::ApprovalResolved {
+            call_id, name, decision, scope, by, reason, answers, ..
+        } = resolved("c", ApprovalScope::Session)
         else {
             unreachable!()
         };
@@ -378,6 +455,7 @@ mod tests {
             by,
             reason,
             covers: None,
+            answers,
         };
         old.restore(&[event(1, None, asked("c")), event(2, None, answered)]);
         assert!(old.allows("Bash", "Bash(ls*)"));

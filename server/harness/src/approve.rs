@@ -6,11 +6,13 @@
 //! never started — the resumed turn waits again (or acts on the answer in the log) instead of
 //! treating it as a command that may have run.
 
-use outboard_shared::{ApprovalDecision, ApprovalScope, EventKind, ToolCall};
+use outboard_shared::{
+    ApprovalDecision, ApprovalKind, ApprovalScope, EventKind, SessionMode, ToolCall,
+};
 
 use crate::approvals::{Answer, Recorded};
 use crate::sink::EmitError;
-use crate::state::{not_run, Role, Turn};
+use crate::state::{not_run, Role, Turn, TASK};
 use outboard_org::toolpolicy::{Decision, Judgement, Rule};
 use outboard_tools::ToolOutcome;
 
@@ -33,8 +35,8 @@ pub(crate) async fn check(
 ) -> Result<Verdict, EmitError> {
     let approvals = &turn.approvals;
     let covers = match recorded {
-        Some(Recorded::Answered(answer)) => return Ok(verdict(&answer)),
-        Some(Recorded::Open { covers }) => covers,
+        Some(Recorded::Answered(answer, _)) => return Ok(verdict(&answer)),
+        Some(Recorded::Open { covers, .. }) => covers,
         None => {
             if let Some(verdict) = settled(turn, call) {
                 return Ok(verdict);
@@ -49,24 +51,19 @@ pub(crate) async fn check(
                 rule: rule.pattern.as_str().to_owned(),
                 covers: Some(covers.clone()),
                 unjudged: judged.unjudged().map(str::to_owned),
+                kind: ApprovalKind::Tool,
+                path: None,
+                plan: None,
+                questions: None,
             };
             turn.emitter.durable(asked).await?;
             covers
         }
     };
-    tracing::info!(session = %turn.session_id, call = %call.call_id, tool = %call.name, "waiting for approval");
-    let waiting = approvals.gate.wait(&call.call_id);
-    let answer = tokio::select! {
-        answer = waiting => answer.ok(),
-        _ = turn.cancel.cancelled() => None,
-        _ = turn.shutdown.cancelled() => {
-            approvals.gate.forget(&call.call_id);
-            return Ok(Verdict::Suspended);
-        }
-    };
-    let Some(answer) = answer else {
-        approvals.gate.forget(&call.call_id);
-        return Ok(Verdict::Refuse(not_run()));
+    let answer = match wait(turn, call).await {
+        Waited::Answered(answer) => answer,
+        Waited::Interrupted => return Ok(Verdict::Refuse(not_run())),
+        Waited::Suspended => return Ok(Verdict::Suspended),
     };
     let for_session =
         answer.decision == ApprovalDecision::Allow && answer.scope == ApprovalScope::Session;
@@ -79,12 +76,45 @@ pub(crate) async fn check(
             by: answer.by.clone(),
             reason: answer.reason.clone(),
             covers: for_session.then(|| covers.clone()),
+            answers: None,
         })
         .await?;
     if for_session {
         approvals.gate.allow(&call.name, &covers);
     }
     Ok(verdict(&answer))
+}
+
+/// How waiting for a person's answer ended.
+pub(crate) enum Waited {
+    /// With their answer (not recorded yet).
+    Answered(Answer),
+    /// The turn was interrupted.
+    Interrupted,
+    /// The server shuts down: the question stays open for the resumed turn.
+    Suspended,
+}
+
+/// Waits for the answer to the request on `call` (written to the log already).
+pub(crate) async fn wait(turn: &Turn, call: &ToolCall) -> Waited {
+    let gate = &turn.approvals.gate;
+    tracing::info!(session = %turn.session_id, call = %call.call_id, tool = %call.name, "waiting for a person");
+    let waiting = gate.wait(&call.call_id);
+    let answer = tokio::select! {
+        answer = waiting => answer.ok(),
+        _ = turn.cancel.cancelled() => None,
+        _ = turn.shutdown.cancelled() => {
+            gate.forget(&call.call_id);
+            return Waited::Suspended;
+        }
+    };
+    match answer {
+        Some(answer) => Waited::Answered(answer),
+        None => {
+            gate.forget(&call.call_id);
+            Waited::Interrupted
+        }
+    }
 }
 
 /// The org's rules on `call`, with the rules the session allowed for this tool as `allow`.
@@ -94,8 +124,8 @@ fn judge<'t>(turn: &'t Turn, call: &ToolCall) -> Judgement<'t> {
     approvals.rules.judge(&call.name, &call.input, &granted)
 }
 
-/// The verdict on a fresh call that needs nobody's answer: the policy allows or denies it, no
-/// rule matches, or the session already allowed every rule that asks. `None`: a person must be
+/// The verdict on a fresh call that needs nobody's answer: plan mode refuses it, the policy
+/// allows or denies it, no rule matches, or the session already allowed every rule that asks. `None`: a person must be
 /// asked.
 pub(crate) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
     if let Role::Child(role) = &turn.role {
@@ -104,12 +134,25 @@ pub(crate) fn settled(turn: &Turn, call: &ToolCall) -> Option<Verdict> {
             return Some(Verdict::Run);
         }
     }
+    // Plan mode first: a call it refuses is not worth a person's answer.
+    if let Some(refusal) = plan_mode_refusal(turn, call) {
+        return Some(Verdict::Refuse(refusal));
+    }
     let judged = judge(turn, call);
     match (judged.decision(), judged.rule()) {
         (Decision::Deny, Some(rule)) => Some(Verdict::Refuse(policy_denies(&call.name, rule))),
         (Decision::Ask, _) => None,
         _ => Some(Verdict::Run),
     }
+}
+
+/// What the session's mode answers `call` now: `None` when it may run. `Task` runs (its
+/// subagent's calls are judged by the same mode, through the same gate).
+fn plan_mode_refusal(turn: &Turn, call: &ToolCall) -> Option<ToolOutcome> {
+    if turn.approvals.gate.mode() != SessionMode::Plan || call.name == TASK {
+        return None;
+    }
+    outboard_tools::plan::refusal_in_plan_mode(&call.name, &call.input)
 }
 
 fn verdict(answer: &Answer) -> Verdict {

@@ -244,21 +244,29 @@ impl Resume {
                     })
                     .collect();
             }
-            EventKind::ApprovalRequested { call_id, rule, covers, .. } => {
+            EventKind::ApprovalRequested { call_id, rule, covers, path, .. } => {
                 if let Some(p) = self.pending.iter_mut().find(|p| &p.call.call_id == call_id) {
                     // A request written before `covers` existed: its rule.
                     let covers = covers.clone().unwrap_or_else(|| vec![rule.clone()]);
-                    p.approval = Some(Recorded::Open { covers });
+                    p.approval = Some(Recorded::Open { covers, path: path.clone() });
                 }
             }
-            EventKind::ApprovalResolved { call_id, decision, scope, by, reason, .. } => {
+            EventKind::ApprovalResolved {
+                call_id, decision, scope, by, reason, answers, ..
+            } => {
                 if let Some(p) = self.pending.iter_mut().find(|p| &p.call.call_id == call_id) {
-                    p.approval = Some(Recorded::Answered(crate::approvals::Answer {
+                    let path = match p.approval.take() {
+                        Some(Recorded::Open { path, .. }) => path,
+                        _ => None,
+                    };
+                    let answer = crate::approvals::Answer {
                         decision: *decision,
                         scope: *scope,
                         by: by.clone(),
                         reason: reason.clone(),
-                    }));
+                        answers: answers.clone(),
+                    };
+                    p.approval = Some(Recorded::Answered(answer, path));
                 }
             }
             EventKind::ToolCall { call, target_before } => {

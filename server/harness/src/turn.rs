@@ -16,6 +16,7 @@ use std::time::Instant;
 use crate::approve;
 use crate::child;
 use crate::compact::{self, CompactError, Compacted};
+use crate::plan;
 use crate::progress as relay;
 use crate::prompt::turn_system_prompt;
 use crate::sink::{EmitError, Emitter};
@@ -96,6 +97,9 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
             let seq =
                 turn.emitter.durable(EventKind::SystemReminder { text: text.clone() }).await?;
             turn.conversation.push_user(seq, ContentBlock::Text(text));
+        }
+        if let Role::Main = turn.role {
+            plan::remind(turn).await?;
         }
         let compactor = compact::Compactor {
             provider: &turn.provider,
@@ -355,6 +359,7 @@ impl Planned {
 pub(crate) fn announce_with_message(turn: &Turn, call: &ToolCall) -> bool {
     !turn.cancel.is_cancelled()
         && !turn.shutdown.is_cancelled()
+        && !plan::runs_here(turn, call)
         && matches!(approve::settled(turn, call), Some(approve::Verdict::Run))
 }
 
@@ -505,6 +510,11 @@ pub(crate) async fn start(
         return Ok(Some((call, Action::Answer(not_run()))));
     }
     let Some(before) = started else {
+        if plan::runs_here(turn, &call) {
+            return Ok(plan::settle(turn, &call, approval)
+                .await?
+                .map(|o| (call, Action::Answer(o))));
+        }
         match approve::check(turn, &call, approval).await? {
             approve::Verdict::Run => {}
             approve::Verdict::Refuse(outcome) => return Ok(Some((call, Action::Answer(outcome)))),

@@ -42,7 +42,7 @@ use tokio::sync::broadcast;
 use outboard_base::digest::hex_sha256;
 use outboard_base::util::now_rfc3339;
 use outboard_store::{Store, StoreError};
-use outboard_vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, SKILLS_PREFIX};
+use outboard_vfs::{OrgPath, VfsError, AGENTS_PREFIX, MEMORY_PREFIX, PLANS_PREFIX, SKILLS_PREFIX};
 
 /// The largest org file, in bytes: memory and skills are prose and small scripts, and every
 /// version is kept.
@@ -182,16 +182,19 @@ pub struct ProjectionDirs {
     pub skills: PathBuf,
     /// Seen as `/agents`.
     pub agents: PathBuf,
+    /// Seen as `/plans`.
+    pub plans: PathBuf,
 }
 
 impl ProjectionDirs {
     /// Each root's host directory with the path it is seen at (`/memory`, `/skills`,
-    /// `/agents`): what a sandbox binds read-only and what `Glob`/`Grep` walk.
-    pub fn mounts(&self) -> [(&Path, &'static str); 3] {
+    /// `/agents`, `/plans`): what a sandbox binds read-only and what `Glob`/`Grep` walk.
+    pub fn mounts(&self) -> [(&Path, &'static str); 4] {
         [
             (&self.memory, MEMORY_PREFIX),
             (&self.skills, SKILLS_PREFIX),
             (&self.agents, AGENTS_PREFIX),
+            (&self.plans, PLANS_PREFIX),
         ]
     }
 
@@ -660,6 +663,7 @@ impl OrgFs {
             memory: base.join("memory"),
             skills: base.join("skills"),
             agents: base.join("agents"),
+            plans: base.join("plans"),
         };
         for (dir, _) in dirs.mounts() {
             std::fs::create_dir_all(dir)?;

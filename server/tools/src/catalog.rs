@@ -3,7 +3,7 @@
 
 use outboard_llm::ToolSpec;
 
-use crate::{background, bash, file, search, todo, webfetch};
+use crate::{background, bash, file, plan, search, todo, webfetch};
 
 /// The names of the tools [`run`] knows, in the order [`specs`] lists them.
 pub const TOOL_NAMES: &[&str] = &[
@@ -25,7 +25,8 @@ pub const TOOL_NAMES: &[&str] = &[
 pub const SUBAGENT_TOOLS: &[&str] =
     &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "WebFetch"];
 
-/// The tools offered to the model.
+/// The tools offered to the model, the same in every mode (see [`plan`]). `ExitPlanMode` and
+/// `AskUserQuestion` are run by the harness, which reaches a person; [`run`] does not know them.
 pub fn specs() -> Vec<ToolSpec> {
     vec![
         bash::spec(),
@@ -38,6 +39,8 @@ pub fn specs() -> Vec<ToolSpec> {
         file::write_spec(),
         todo::spec(),
         webfetch::spec(),
+        plan::exit_plan_mode_spec(),
+        plan::ask_user_question_spec(),
     ]
 }
 

@@ -3,7 +3,8 @@
 //! [`outboard_sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
 //! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
 //! list as session state ([`todo`]); `WebFetch` fetches a page in the server itself, under the
-//! session's network policy and audit ([`webfetch`]).
+//! session's network policy and audit ([`webfetch`]). Plan mode's judgement of a call, and the
+//! inputs and plan files of `ExitPlanMode` and `AskUserQuestion`, are in [`plan`].
 //!
 //! CONTRACT (used by `agent`): [`specs`], [`run`], [`ToolCtx`], [`ToolOutcome`], [`ReadLedger`].
 //! A tool never panics and never returns a Rust error: every failure, including invalid input
@@ -38,6 +39,7 @@ pub mod input;
 pub mod ledger;
 pub mod org;
 pub mod outcome;
+pub mod plan;
 pub mod recovery;
 pub mod search;
 pub mod todo;

@@ -94,7 +94,8 @@ fn err(output: &str) -> ToolOutcome {
 fn specs_cover_every_tool_with_object_schemas() {
     let specs = specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, TOOL_NAMES);
+    let harness = [crate::plan::EXIT_PLAN_MODE, crate::plan::ASK_USER_QUESTION];
+    assert_eq!(names, [TOOL_NAMES, &harness].concat());
     for spec in &specs {
         assert_eq!(spec.input_schema["type"], "object", "{}", spec.name);
         assert!(spec.input_schema["required"].is_array(), "{}", spec.name);
@@ -215,8 +216,8 @@ async fn read_errors_empty_dir_binary_missing() {
         r,
         err("/etc/passwd is outside the file tools' roots: file tools work on /workspace/... \
              (this session's files; relative paths too), /memory/... (your org's shared memory), \
-             /skills/... (your org's shared skills) and /agents/... (your org's agent types). Use \
-             Bash for other files")
+             /skills/... (your org's shared skills), /agents/... (your org's agent types) and \
+             /plans/... (your org's plans). Use Bash for other files")
     );
 }
 

@@ -47,6 +47,6 @@ mod tests;
 pub use error::VfsError;
 pub use route::{
     route, OrgPath, Route, AGENTS_PREFIX, MAX_NAME_BYTES, MAX_PATH_BYTES, MEMORY_PREFIX, ORG_ROOTS,
-    SKILLS_PREFIX, WORKSPACE_PREFIX,
+    PLANS_PREFIX, SKILLS_PREFIX, WORKSPACE_PREFIX,
 };
 pub use workspace::Workspace;

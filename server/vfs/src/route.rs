@@ -1,5 +1,5 @@
 //! Routing a path the model names: `/workspace/**` and relative paths to the session's workspace,
-//! `/memory/**`, `/skills/**` and `/agents/**` to the org's files ([`OrgPath`]), anything else to
+//! `/memory/**`, `/skills/**`, `/agents/**` and `/plans/**` to the org's files ([`OrgPath`]), anything else to
 //! the sandbox; names checked before any of them is touched.
 
 use crate::error::VfsError;
@@ -16,8 +16,12 @@ pub const SKILLS_PREFIX: &str = "/skills";
 /// The org's agent types (`/agents/NAME.md`, see the org file system above).
 pub const AGENTS_PREFIX: &str = "/agents";
 
+/// The org's plans (`/plans/<date>-<slug>.md`, written when a session in plan mode proposes
+/// one with `ExitPlanMode`).
+pub const PLANS_PREFIX: &str = "/plans";
+
 /// Every org root, in the order listings and searches show them.
-pub const ORG_ROOTS: [&str; 3] = [MEMORY_PREFIX, SKILLS_PREFIX, AGENTS_PREFIX];
+pub const ORG_ROOTS: [&str; 4] = [MEMORY_PREFIX, SKILLS_PREFIX, AGENTS_PREFIX, PLANS_PREFIX];
 
 /// The longest path accepted, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
@@ -29,7 +33,8 @@ pub const MAX_NAME_BYTES: usize = 255;
 pub(crate) const ROOTS_HINT: &str =
     "file tools work on /workspace/... (this session's files; relative \
                           paths too), /memory/... (your org's shared memory), /skills/... \
-                          (your org's shared skills) and /agents/... (your org's agent types)";
+                          (your org's shared skills), /agents/... (your org's agent types) and /plans/... \
+                          (your org's plans)";
 
 /// Where a path lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +53,9 @@ pub fn route(path: &str) -> Result<Route, VfsError> {
     }
     let first = path.split('/').find(|c| !c.is_empty() && *c != "." && *c != "..");
     match first {
-        Some("memory") | Some("skills") | Some("agents") => OrgPath::parse(path).map(Route::Org),
+        Some("memory") | Some("skills") | Some("agents") | Some("plans") => {
+            OrgPath::parse(path).map(Route::Org)
+        }
         Some("workspace") => Ok(Route::Workspace(path.to_owned())),
         None => Err(VfsError::Escapes(format!(
             "{path} is the filesystem root; {ROOTS_HINT}. Use Bash for other files"
@@ -115,7 +122,8 @@ impl OrgPath {
         check_basic(path)?;
         if !path.starts_with('/') {
             return Err(VfsError::Invalid(format!(
-                "{} is relative; org files are named /memory/..., /skills/... or /agents/...",
+                "{} is relative; org files are named /memory/..., /skills/..., /agents/... or \
+                 /plans/...",
                 shorten(path)
             )));
         }
@@ -135,10 +143,10 @@ impl OrgPath {
                     }
                 }
                 name if root.is_none() => match name {
-                    "memory" | "skills" | "agents" => root = Some(name),
+                    "memory" | "skills" | "agents" | "plans" => root = Some(name),
                     _ => {
                         return Err(VfsError::Escapes(format!(
-                            "{} is not under /memory, /skills or /agents; {ROOTS_HINT}",
+                            "{} is not under /memory, /skills, /agents or /plans; {ROOTS_HINT}",
                             shorten(path)
                         )))
                     }
@@ -157,7 +165,7 @@ impl OrgPath {
         }
         let Some(root) = root else {
             return Err(VfsError::Escapes(format!(
-                "{} is not under /memory, /skills or /agents; {ROOTS_HINT}",
+                "{} is not under /memory, /skills, /agents or /plans; {ROOTS_HINT}",
                 shorten(path)
             )));
         };
@@ -174,13 +182,13 @@ impl OrgPath {
         &self.0
     }
 
-    /// `/memory`, `/skills` or `/agents`.
+    /// `/memory`, `/skills`, `/agents` or `/plans`.
     pub fn root(&self) -> &'static str {
         // A parsed path is a root or starts with `<root>/`, so the prefix test is exact.
         ORG_ROOTS.into_iter().find(|r| self.0.starts_with(r)).unwrap_or(MEMORY_PREFIX)
     }
 
-    /// Whether this is an org root itself (`/memory`, `/skills`, `/agents`).
+    /// Whether this is an org root itself (`/memory`, `/skills`, `/agents`, `/plans`).
     pub fn is_root(&self) -> bool {
         ORG_ROOTS.contains(&self.0.as_str())
     }

@@ -212,6 +212,7 @@ pub fn relayable(method: &Method) -> Option<&SessionId> {
         Method::SessionKillTask(p) => Some(&p.session_id),
         Method::ApprovalAnswer(p) => Some(&p.session_id),
         Method::SessionSetModel(p) => Some(&p.session_id),
+        Method::SessionSetMode(p) => Some(&p.session_id),
         Method::SessionDriveRequest(p) => Some(&p.session_id),
         Method::SessionDriveGrant(p) => Some(&p.session_id),
         Method::SessionDriveTake(p) => Some(&p.session_id),
