@@ -35,8 +35,8 @@ pub use connection::{
 };
 pub use events::{
     ApprovalDecision, ApprovalScope, CompactionTrigger, EventKind, OutputStream, PresenceEntry,
-    Reasoning, Role, SandboxState, SessionEvent, StopReason, TaskStatus, TodoItem, TodoStatus,
-    ToolCall, Usage,
+    Reasoning, Role, SandboxQueue, SandboxState, SessionEvent, StopReason, TaskStatus, TodoItem,
+    TodoStatus, ToolCall, Usage,
 };
 pub use files::{
     AgentInfo, AgentsImportParams, AgentsImportResponse, AgentsListResponse, FileOp, FileVersion,
