@@ -29,6 +29,7 @@ mod org_memory_cli;
 mod protocol_errors;
 mod recovery;
 mod remote_hosts;
+mod remote_liveness;
 mod remote_sessions;
 mod repo_sessions;
 mod responses;
