@@ -695,7 +695,9 @@ async fn write_link(
     ping_interval: Duration,
     closed: CancellationToken,
 ) {
-    let mut ping = tokio::time::interval(ping_interval.max(Duration::from_millis(10)));
+    // The first ping one interval after the join (which proved the host alive just now).
+    let every = ping_interval.max(Duration::from_millis(10));
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let message = tokio::select! {
