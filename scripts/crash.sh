@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The long crash runs.
-#   scripts/crash.sh [SESSIONS] [KILLS] [SEED]  one server killed at random (default 8 sessions,
-#                                               30 kills per provider); prints a table.
+#   scripts/crash.sh [SESSIONS] [KILLS] [SEED] [--live-sandboxes N]
+#                                               one server killed at random (default 8 sessions,
+#                                               30 kills per provider); prints a table. Sessions
+#                                               past the org's live-sandbox quota (8, or N) wait
+#                                               for a sandbox.
 #   scripts/crash.sh nodes [SESSIONS] [KILLS]   three nodes on one PostgreSQL killed and restarted
 #                                               at random (default 20 sessions, 60 kills): the
 #                                               suite's short multi-node test, sized up.

@@ -146,6 +146,9 @@ pub enum EventKind {
         state: SandboxState,
         /// How long the transition took.
         ms: f64,
+        /// With `waiting`: where the session stands in its org's queue for a live sandbox.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queue: Option<SandboxQueue>,
     },
     /// The sandbox's network proxy refused a connection (durable): the destination, the policy
     /// that refused it, why, and what would allow it. Refusals of one destination are coalesced:
@@ -570,12 +573,24 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// Where a session waiting for a live sandbox stands (`sandbox` events with state `waiting`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxQueue {
+    /// Its place in the org's queue, 1 for the first in line.
+    pub position: u32,
+    /// The org's quota of live sandboxes (`live_sandboxes`), all of them busy.
+    pub limit: u32,
+}
+
 /// The sandbox lifecycle states (the state machine of docs/ARCHITECTURE.md, `sandbox/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxState {
     /// No sandbox exists.
     None,
+    /// Every live sandbox the org's quota allows is running a command: the session waits in
+    /// the org's queue for one to free (then `provisioning`, or `stopped` when it gave up).
+    Waiting,
     /// A sandbox is being started.
     Provisioning,
     /// The sandbox is running.

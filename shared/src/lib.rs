@@ -35,8 +35,8 @@ pub use connection::{
 };
 pub use events::{
     ApprovalDecision, ApprovalKind, ApprovalScope, CompactionTrigger, EventKind, OutputStream,
-    PresenceEntry, Question, QuestionOption, Reasoning, Role, SandboxState, SessionEvent,
-    SessionMode, StopReason, TaskStatus, TodoItem, TodoStatus, ToolCall, Usage,
+    PresenceEntry, Question, QuestionOption, Reasoning, Role, SandboxQueue, SandboxState,
+    SessionEvent, SessionMode, StopReason, TaskStatus, TodoItem, TodoStatus, ToolCall, Usage,
 };
 pub use files::{
     AgentInfo, AgentsImportParams, AgentsImportResponse, AgentsListResponse, FileOp, FileVersion,

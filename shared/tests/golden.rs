@@ -635,7 +635,7 @@ fn session_events() {
             turn_id: TurnId("t_2".into()),
             error: "the model provider answered 401".into(),
         },
-        EventKind::Sandbox { state: SandboxState::Running, ms: 6.5 },
+        EventKind::Sandbox { state: SandboxState::Running, ms: 6.5, queue: None },
         EventKind::Presence {
             attached: vec![
                 PresenceEntry {
@@ -722,6 +722,12 @@ fn session_events() {
         let name = format!("event_{}", kind.type_name());
         insta::assert_json_snapshot!(name, roundtrip(&event(i as u64 + 1, kind)));
     }
+    let waiting = EventKind::Sandbox {
+        state: SandboxState::Waiting,
+        ms: 0.0,
+        queue: Some(SandboxQueue { position: 3, limit: 8 }),
+    };
+    insta::assert_json_snapshot!("event_sandbox_waiting", roundtrip(&event(40, waiting)));
 }
 
 /// Plan mode's events: the mode, a plan to approve, questions and their answers.

@@ -40,6 +40,9 @@ pub struct CrashConfig {
     pub gap_ms: (u64, u64),
     /// Seed of the kill schedule (printed, so a failure can be replayed).
     pub seed: u64,
+    /// The org's `live_sandboxes` quota for the run; `None`: the server's default (8), which
+    /// more sessions than that respect by waiting in the org's queue.
+    pub live_sandboxes: Option<u64>,
 }
 
 /// What happened.
@@ -327,6 +330,13 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     let mut server = TestServer::start(config.api, &base)?;
     let token = server.add_user("alice", "acme")?;
     org_setup(&server)?;
+    if let Some(quota) = config.live_sandboxes {
+        let (code, out, err) = server.admin(
+            &["quota", "set", "--org", "acme", "live_sandboxes", &quota.to_string()],
+            None,
+        )?;
+        anyhow::ensure!(code == 0, "quota set live_sandboxes {quota}: {out}{err}");
+    }
 
     // Start every session's turn, and a watcher per session that survives the crashes.
     let (url_tx, url_rx) = watch::channel(server.url.clone());

@@ -9,7 +9,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use outboard_shared::{
-    ApprovalKind, ApprovalScope, EventKind, PresenceEntry, Role, SandboxState,
+    ApprovalKind, ApprovalScope, EventKind, PresenceEntry, Role, SandboxQueue, SandboxState,
     SessionAttachResponse, SessionEvent, SessionHistoryResponse, SessionId, SessionInfo,
     StopReason, Usage,
 };
@@ -209,6 +209,8 @@ pub struct App {
     pub context_used: Option<u64>,
     /// The sandbox's last state and transition time.
     pub sandbox: Option<(SandboxState, f64)>,
+    /// With a `waiting` sandbox: the session's place in its org's queue.
+    pub sandbox_queue: Option<SandboxQueue>,
     /// The session's todo list and background commands.
     pub work: super::tasks::Work,
     /// Who is attached.
@@ -268,6 +270,7 @@ impl App {
             usage: Usage::default(),
             context_used: None,
             sandbox: None,
+            sandbox_queue: None,
             presence: Vec::new(),
             composer: Composer::default(),
             scroll: 0,
@@ -807,6 +810,7 @@ impl App {
             self.usage = Usage::default();
             self.context_used = None;
             self.sandbox = None;
+            self.sandbox_queue = None;
             self.work = super::tasks::Work::default();
             self.approvals = super::approvals::Approvals::default();
             self.mode = outboard_shared::SessionMode::Default;
@@ -1013,7 +1017,10 @@ impl App {
                 self.cut_open_tasks();
                 self.push_notice(format!("turn failed: {error}"), true);
             }
-            EventKind::Sandbox { state, ms } => self.sandbox = Some((state, ms)),
+            EventKind::Sandbox { state, ms, queue } => {
+                self.sandbox = Some((state, ms));
+                self.sandbox_queue = queue;
+            }
             EventKind::Network { host, port, policy, reason, hint, repeated } => {
                 let line =
                     crate::output::network_line(&host, port, &policy, &reason, &hint, repeated);

@@ -241,6 +241,12 @@ fn status_line(app: &App) -> Paragraph<'static> {
         Some((SandboxState::Running, _)) => "running".to_owned(),
         Some((SandboxState::Suspended, _)) => "frozen".to_owned(),
         Some((SandboxState::Provisioning, _)) => "starting".to_owned(),
+        Some((SandboxState::Waiting, _)) => match app.sandbox_queue {
+            Some(q) => {
+                format!("waiting for a slot (#{} in line, org quota {})", q.position, q.limit)
+            }
+            None => "waiting for a slot".to_owned(),
+        },
         Some((SandboxState::Dead, _)) => "dead".to_owned(),
         Some((SandboxState::Stopped, _)) => "stopped".to_owned(),
         Some((SandboxState::Unknown, _)) => "?".to_owned(),

@@ -194,7 +194,7 @@ fn tool_cell_running_then_finished() {
     ))));
     app.handle(AppEvent::Server(Box::new(ev(
         6,
-        EventKind::Sandbox { state: SandboxState::Running, ms: 3.0 },
+        EventKind::Sandbox { state: SandboxState::Running, ms: 3.0, queue: None },
     ))));
     app.handle(AppEvent::Server(Box::new(ev(
         7,
@@ -432,6 +432,20 @@ fn the_status_line_shows_where_the_workspace_came_from() {
     }
     let text = screen(&app, 160, 8);
     assert!(text.contains("│ shop@v2.1 "), "{text}");
+}
+
+#[test]
+fn the_status_line_shows_a_session_waiting_for_a_live_sandbox() {
+    let mut app = app("alice", Role::Driver, vec![], None);
+    let queue = Some(outboard_shared::SandboxQueue { position: 3, limit: 8 });
+    let waiting = EventKind::Sandbox { state: SandboxState::Waiting, ms: 0.0, queue };
+    app.handle(AppEvent::Server(Box::new(ev(1, waiting))));
+    let text = screen(&app, 160, 8);
+    assert!(text.contains("sandbox waiting for a slot (#3 in line, org quota 8)"), "{text}");
+    let running = EventKind::Sandbox { state: SandboxState::Provisioning, ms: 0.0, queue: None };
+    app.handle(AppEvent::Server(Box::new(ev(2, running))));
+    let text = screen(&app, 160, 8);
+    assert!(text.contains("sandbox starting") && !text.contains("in line"), "{text}");
 }
 
 #[test]

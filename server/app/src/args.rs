@@ -119,6 +119,21 @@ pub(crate) struct ServeArgs {
     /// killed node's sessions wait for another node (and a restart for its own dead heartbeat).
     #[arg(long, env = "OUTBOARD_LEASE_SECS", default_value_t = 10)]
     pub(crate) lease_secs: u64,
+    /// With `--sandbox remote`: how often the link to each sandbox host sends a ping.
+    #[arg(long, env = "OUTBOARD_HOST_PING_SECS", default_value_t = 15)]
+    pub(crate) host_ping_secs: u64,
+    /// With `--sandbox remote`: a host that answers nothing (not even a ping) for this long is
+    /// marked down, and the calls waiting on it fail.
+    #[arg(long, env = "OUTBOARD_HOST_PING_TIMEOUT_SECS", default_value_t = 45)]
+    pub(crate) host_ping_timeout_secs: u64,
+    /// With `--sandbox remote`: a call to a host fails when its command's timeout (120 s for a
+    /// call that is not a command) plus this grace has passed without an answer.
+    #[arg(long, env = "OUTBOARD_HOST_CALL_GRACE_SECS", default_value_t = 30)]
+    pub(crate) host_call_grace_secs: u64,
+    /// With `--sandbox remote`: how long an interrupted call waits for the host to confirm the
+    /// stop before the turn ends anyway.
+    #[arg(long, env = "OUTBOARD_HOST_CANCEL_WAIT_SECS", default_value_t = 10)]
+    pub(crate) host_cancel_wait_secs: u64,
     /// Where sessions' workspaces live (default: `workspaces/` in the data dir). Several nodes
     /// of one PostgreSQL store must share one directory (an NFS mount), so that a node taking a
     /// session over finds its files.

@@ -141,6 +141,10 @@ pub struct Limits {
     /// (`serve --tool-result-chars`; never more than an eighth of the window, see
     /// [`outboard_harness::Window::result_chars`]). The log keeps the whole result.
     pub result_chars: usize,
+    /// How this node's links to sandbox hosts check the host is alive and how long a call
+    /// waits for a silent one (`serve --host-ping-secs`, `--host-ping-timeout-secs`,
+    /// `--host-call-grace-secs`, `--host-cancel-wait-secs`).
+    pub host_link: outboard_remote::client::Liveness,
 }
 
 /// The default [`Limits::max_upload_bytes`]: 200 MiB holds the source of all but the largest
@@ -177,6 +181,7 @@ impl Default for Limits {
             context_window: None,
             compact_percent: outboard_harness::compact::DEFAULT_COMPACT_PERCENT,
             result_chars: outboard_harness::conversation::DEFAULT_RESULT_CHARS,
+            host_link: outboard_remote::client::Liveness::default(),
         }
     }
 }

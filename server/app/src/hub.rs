@@ -198,8 +198,11 @@ impl Hub {
     /// This hub with the org secrets to authenticate to git hosts with.
     pub fn with_secrets(mut self, secrets: outboard_org::secrets::Secrets) -> Self {
         self.mcp = outboard_mcp::McpHub::new(self.store.clone(), Some(secrets.clone()));
-        self.hosts =
-            Some(outboard_remote::registry::Hosts::new(self.store.clone(), secrets.clone()));
+        self.hosts = Some(outboard_remote::registry::Hosts::with_liveness(
+            self.store.clone(),
+            secrets.clone(),
+            self.config.limits.host_link,
+        ));
         self.secrets = Some(secrets);
         self
     }

@@ -295,6 +295,7 @@ fn live_state(state: SandboxState) -> Option<&'static str> {
 fn state_name(state: SandboxState) -> &'static str {
     match state {
         SandboxState::None => "none",
+        SandboxState::Waiting => "waiting",
         SandboxState::Stopped => "stopped",
         other => live_state(other).unwrap_or("other"),
     }

@@ -1328,7 +1328,7 @@ impl Actor {
         tokio::spawn(async move {
             while let Some(t) = rx.recv().await {
                 let Some(tx) = actor.upgrade() else { return };
-                let kind = EventKind::Sandbox { state: t.state, ms: t.ms };
+                let kind = EventKind::Sandbox { state: t.state, ms: t.ms, queue: t.queue };
                 let emitter = emitter(tx);
                 if emitter.durable(kind).await.is_err() {
                     return;

@@ -6,6 +6,13 @@
 //! A call that was in flight when the connection dropped may or may not have run: calls that
 //! only read (`Open`, `Digest`, `Read`, `Glob`, `Grep`) are sent again once over a new
 //! connection; a command or a write is answered [`RemoteError::Lost`], for the caller to decide.
+//!
+//! A host that stops answering without closing the connection (frozen, or its packets dropped)
+//! must not hold a session forever ([`Liveness`]): the link sends WebSocket pings and a host
+//! that answers nothing for the ping timeout is marked down, its calls failing with
+//! [`RemoteError::Down`]; every call has a deadline (a command's timeout plus a grace) past
+//! which it fails with [`RemoteError::NoAnswer`]; and a cancelled call (an interrupt) waits a
+//! short while for the host's answer, then gives up, so an interrupt always ends the turn.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +48,38 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a call keeps trying to reach a host that is down before it fails with
 /// [`RemoteError::Unreachable`]: long enough for a host restart.
 pub const DEFAULT_RECONNECT_WINDOW: Duration = Duration::from_secs(30);
+
+/// How long a call waits for a host that does not answer, and how the link checks the host is
+/// alive. The defaults suit production; tests use short ones (`serve --host-ping-secs`…).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    /// How often the link sends a WebSocket ping.
+    pub ping_interval: Duration,
+    /// A host that sends nothing (no pong, no message) for this long is marked down and its
+    /// calls fail.
+    pub ping_timeout: Duration,
+    /// Added to a command's timeout (or to [`CALL_TIMEOUT`] for other calls) to make the call's
+    /// deadline: the host's own kill, its reply and the network's delay fit well within it.
+    pub call_grace: Duration,
+    /// How long a cancelled call waits for the host's answer before it fails: the host answers a
+    /// cancel within milliseconds when it is alive.
+    pub cancel_wait: Duration,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        Liveness {
+            ping_interval: Duration::from_secs(15),
+            ping_timeout: Duration::from_secs(45),
+            call_grace: Duration::from_secs(30),
+            cancel_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The deadline of a call that is not a command (a file tool, a digest, a status), before the
+/// grace: a `Grep` of a large tree on a loaded host still fits.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where a host is and how to join it.
 #[derive(Clone)]
@@ -97,6 +136,18 @@ pub enum RemoteError {
     /// The host answered something this client did not ask for.
     #[error("sandbox host {name} answered out of protocol ({what}); run the same outboard version on both")]
     Protocol { name: String, what: String },
+    /// The host sent nothing, not even a pong, for the ping timeout: it is marked down.
+    #[error(
+        "sandbox host {name} at {url} stopped answering ({reason}); the call may or may not have \
+         run there: check the workspace before retrying"
+    )]
+    Down { name: String, url: String, reason: String },
+    /// The call's deadline passed, or a cancelled call was not acknowledged in time.
+    #[error(
+        "sandbox host {name} at {url} did not answer {what} within {waited} s; it may be frozen \
+         or cut off, and the call may or may not have run there"
+    )]
+    NoAnswer { name: String, url: String, what: &'static str, waited: u64 },
     /// The call does not fit in one message.
     #[error("a call to sandbox host {name} was not sent: {error}")]
     Frame { name: String, error: protocol::FrameError },
@@ -111,6 +162,9 @@ struct Conn {
     out: mpsc::Sender<Vec<u8>>,
     calls: Arc<std::sync::Mutex<HashMap<u64, mpsc::Sender<ToHarness>>>>,
     closed: CancellationToken,
+    /// Why the link was marked down (the host missed its pings); `None` while it is up or when
+    /// it closed for another reason.
+    down: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// A harness node's connection to one sandbox host (cheap to share behind an `Arc`).
@@ -121,6 +175,7 @@ pub struct HostClient {
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     next_id: AtomicU64,
     reconnect_window: Duration,
+    liveness: Liveness,
     /// The capacity the host told at its last join.
     capacity: std::sync::Mutex<Option<u32>>,
 }
@@ -152,8 +207,15 @@ impl HostClient {
             conn: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
             reconnect_window,
+            liveness: Liveness::default(),
             capacity: std::sync::Mutex::new(None),
         })
+    }
+
+    /// This client with `liveness`'s pings and deadlines instead of the defaults.
+    pub fn with_liveness(mut self, liveness: Liveness) -> HostClient {
+        self.liveness = liveness;
+        self
     }
 
     /// The certificate fingerprint pinned (after the first join), for the harness to store.
@@ -251,7 +313,8 @@ impl HostClient {
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         let op =
             Op::Exec { workspace: workspace.to_owned(), command: command.to_owned(), timeout_ms };
-        match self.call(op, on_output, cancel).await? {
+        let deadline = timeout.saturating_add(self.liveness.call_grace);
+        match self.call_within(op, on_output, cancel, deadline).await? {
             Reply::Exec { exit_code, output, timed_out, signal, failure } => Ok(ExecResult {
                 exit_code,
                 output: capped(output, CappedOutput::default()),
@@ -349,12 +412,27 @@ impl HostClient {
         }
     }
 
-    /// Sends one call and waits for its reply, handing its output to `on_output`.
+    /// Sends one call and waits for its reply, handing its output to `on_output`, at most
+    /// [`CALL_TIMEOUT`] plus the grace.
     pub async fn call(
         &self,
         op: Op,
         on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
         cancel: CancellationToken,
+    ) -> Result<Reply, RemoteError> {
+        let deadline = CALL_TIMEOUT.saturating_add(self.liveness.call_grace);
+        self.call_within(op, on_output, cancel, deadline).await
+    }
+
+    /// [`HostClient::call`] with its deadline: past `deadline`, or [`Liveness::cancel_wait`]
+    /// after `cancel`, it fails with [`RemoteError::NoAnswer`] (and the host is told to stop
+    /// the call, if it still listens).
+    async fn call_within(
+        &self,
+        op: Op,
+        on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
+        cancel: CancellationToken,
+        deadline: Duration,
     ) -> Result<Reply, RemoteError> {
         let conn = self.connection().await?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -365,8 +443,15 @@ impl HostClient {
         let guard = CallGuard { conn: &conn, id, done: false };
         let bytes = protocol::encode(&ToHost::Call { id, op })
             .map_err(|e| RemoteError::Frame { name: self.endpoint.name.clone(), error: e })?;
-        if conn.out.send(bytes).await.is_err() {
-            return Err(self.lost());
+        let give_up = tokio::time::sleep(deadline);
+        tokio::pin!(give_up);
+        // The outbox is bounded: a host that reads nothing fills it, so the send waits within
+        // the deadline too.
+        tokio::select! {
+            sent = conn.out.send(bytes) => if sent.is_err() {
+                return Err(self.dropped(&conn));
+            },
+            () = &mut give_up => return Err(self.no_answer("the call", deadline)),
         }
         let mut cancel_sent = false;
         loop {
@@ -385,15 +470,47 @@ impl HostClient {
                             what: format!("{other:?} inside a call"),
                         })
                     }
-                    None => return Err(self.lost()),
+                    None => return Err(self.dropped(&conn)),
                 },
                 _ = cancel.cancelled(), if !cancel_sent => {
                     cancel_sent = true;
-                    if conn.out.send(cancel_bytes(id)).await.is_err() {
-                        return Err(self.lost());
+                    // Never waits on a full outbox: a host that reads nothing must not hold
+                    // the interrupt either.
+                    if conn.out.try_send(cancel_bytes(id)).is_err() && conn.closed.is_cancelled() {
+                        return Err(self.dropped(&conn));
                     }
+                    let wait = self.liveness.cancel_wait;
+                    give_up.as_mut().reset(tokio::time::Instant::now() + wait);
+                }
+                () = &mut give_up => {
+                    return Err(match cancel_sent {
+                        true => self.no_answer("the interrupt", self.liveness.cancel_wait),
+                        false => self.no_answer("the call", deadline),
+                    });
                 }
             }
+        }
+    }
+
+    fn no_answer(&self, what: &'static str, waited: Duration) -> RemoteError {
+        RemoteError::NoAnswer {
+            name: self.endpoint.name.clone(),
+            url: self.endpoint.url.clone(),
+            what,
+            waited: waited.as_secs(),
+        }
+    }
+
+    /// Why a call's connection went away under it: the host missed its pings, or the
+    /// connection was lost.
+    fn dropped(&self, conn: &Conn) -> RemoteError {
+        match conn.down.lock().ok().and_then(|d| d.clone()) {
+            Some(reason) => RemoteError::Down {
+                name: self.endpoint.name.clone(),
+                url: self.endpoint.url.clone(),
+                reason,
+            },
+            None => self.lost(),
         }
     }
 
@@ -514,7 +631,7 @@ impl HostClient {
         if let Ok(mut pinned) = self.pin.lock() {
             pinned.get_or_insert(fingerprint);
         }
-        Ok(spawn_connection(ws))
+        Ok(spawn_connection(ws, self.liveness))
     }
 }
 
@@ -553,59 +670,132 @@ async fn read(ws: &mut Ws) -> Result<Option<ToHarness>, String> {
     }
 }
 
-fn spawn_connection(ws: Ws) -> Conn {
-    let (mut sink, mut stream) = ws.split();
-    let (out, mut out_rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_MESSAGES);
+/// The link's tasks: a writer (calls' messages and, every ping interval, a ping), a reader
+/// (replies and output to their calls; any message, pongs included, proves the host alive) and
+/// a watchdog that marks the link down when the host has been silent for the ping timeout.
+fn spawn_connection(ws: Ws, liveness: Liveness) -> Conn {
+    let (sink, stream) = ws.split();
+    let (out, out_rx) = mpsc::channel::<Vec<u8>>(OUTBOUND_MESSAGES);
     let calls: Arc<std::sync::Mutex<HashMap<u64, mpsc::Sender<ToHarness>>>> = Arc::default();
     let closed = CancellationToken::new();
-    let writer_closed = closed.clone();
-    tokio::spawn(async move {
-        loop {
-            let message = tokio::select! {
-                message = out_rx.recv() => message,
-                _ = writer_closed.cancelled() => None,
-            };
-            let Some(bytes) = message else { break };
-            if sink.send(Message::Binary(bytes.into())).await.is_err() {
-                break;
+    let down: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let heard = Arc::new(std::sync::Mutex::new(Instant::now()));
+    tokio::spawn(write_link(sink, out_rx, liveness.ping_interval, closed.clone()));
+    tokio::spawn(read_link(stream, calls.clone(), heard.clone(), closed.clone()));
+    tokio::spawn(watch_link(liveness, heard, down.clone(), closed.clone()));
+    Conn { out, calls, closed, down }
+}
+
+/// How long closing the link may take: a host that reads nothing never acknowledges.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+async fn write_link(
+    mut sink: futures_util::stream::SplitSink<Ws, Message>,
+    mut out_rx: mpsc::Receiver<Vec<u8>>,
+    ping_interval: Duration,
+    closed: CancellationToken,
+) {
+    // The first ping one interval after the join (which proved the host alive just now).
+    let every = ping_interval.max(Duration::from_millis(10));
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let message = tokio::select! {
+            message = out_rx.recv() => match message {
+                Some(bytes) => Message::Binary(bytes.into()),
+                None => break,
+            },
+            _ = ping.tick() => Message::Ping(Vec::new().into()),
+            _ = closed.cancelled() => break,
+        };
+        // A frozen host stops reading: the send then waits on a full socket, until the
+        // watchdog closes the link.
+        let sent = tokio::select! {
+            sent = sink.send(message) => sent.is_ok(),
+            _ = closed.cancelled() => false,
+        };
+        if !sent {
+            break;
+        }
+    }
+    closed.cancel();
+    let _ = tokio::time::timeout(CLOSE_WAIT, sink.close()).await;
+}
+
+async fn read_link(
+    mut stream: futures_util::stream::SplitStream<Ws>,
+    calls: Arc<std::sync::Mutex<HashMap<u64, mpsc::Sender<ToHarness>>>>,
+    heard: Arc<std::sync::Mutex<Instant>>,
+    closed: CancellationToken,
+) {
+    loop {
+        let message = tokio::select! {
+            message = stream.next() => message,
+            _ = closed.cancelled() => break,
+        };
+        if let Some(Ok(_)) = &message {
+            if let Ok(mut heard) = heard.lock() {
+                *heard = Instant::now();
             }
         }
-        writer_closed.cancel();
-        let _ = sink.close().await;
-    });
-    let (reader_calls, reader_closed) = (calls.clone(), closed.clone());
-    tokio::spawn(async move {
-        loop {
-            let message = tokio::select! {
-                message = stream.next() => message,
-                _ = reader_closed.cancelled() => break,
-            };
-            let message: ToHarness = match message {
-                Some(Ok(Message::Binary(bytes))) => match protocol::decode_from_host(&bytes) {
-                    Ok(message) => message,
-                    Err(e) => {
-                        tracing::warn!("sandbox host sent a bad message: {e}");
-                        break;
-                    }
-                },
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
-                Some(Ok(_)) => continue,
-            };
-            let id = match &message {
-                ToHarness::Output { id, .. } | ToHarness::Reply { id, .. } => *id,
-                _ => continue,
-            };
-            let waiting = reader_calls.lock().ok().and_then(|c| c.get(&id).cloned());
-            if let Some(waiting) = waiting {
-                let _ = waiting.send(message).await;
+        let message: ToHarness = match message {
+            Some(Ok(Message::Binary(bytes))) => match protocol::decode_from_host(&bytes) {
+                Ok(message) => message,
+                Err(e) => {
+                    tracing::warn!("sandbox host sent a bad message: {e}");
+                    break;
+                }
+            },
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+            Some(Ok(_)) => continue,
+        };
+        let id = match &message {
+            ToHarness::Output { id, .. } | ToHarness::Reply { id, .. } => *id,
+            _ => continue,
+        };
+        let waiting = calls.lock().ok().and_then(|c| c.get(&id).cloned());
+        if let Some(waiting) = waiting {
+            // Within the link's life only: a caller that stopped reading must not hold the
+            // other calls' messages past a close.
+            tokio::select! {
+                _ = waiting.send(message) => {}
+                _ = closed.cancelled() => break,
             }
         }
-        reader_closed.cancel();
-        if let Ok(mut calls) = reader_calls.lock() {
-            calls.clear();
+    }
+    closed.cancel();
+    if let Ok(mut calls) = calls.lock() {
+        calls.clear();
+    }
+}
+
+/// Marks the link down, and closes it, once the host has sent nothing for the ping timeout.
+async fn watch_link(
+    liveness: Liveness,
+    heard: Arc<std::sync::Mutex<Instant>>,
+    down: Arc<std::sync::Mutex<Option<String>>>,
+    closed: CancellationToken,
+) {
+    let check = (liveness.ping_timeout / 4).max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(check) => {}
+            _ = closed.cancelled() => return,
         }
-    });
-    Conn { out, calls, closed }
+        let silent = heard.lock().map(|h| h.elapsed()).unwrap_or_default();
+        if silent >= liveness.ping_timeout {
+            let reason = format!(
+                "no answer to the link's pings for {} s; the link was closed",
+                silent.as_secs()
+            );
+            tracing::warn!("a sandbox host is down: {reason}");
+            if let Ok(mut down) = down.lock() {
+                *down = Some(reason);
+            }
+            closed.cancel();
+            return;
+        }
+    }
 }
 
 /// A `Cancel`, encoded (a few bytes: never over the bound).

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use outboard_store::db::{params, OptionalExtension as _};
 
-use crate::client::{HostClient, HostEndpoint, RemoteError, DEFAULT_RECONNECT_WINDOW};
+use crate::client::{HostClient, HostEndpoint, Liveness, RemoteError, DEFAULT_RECONNECT_WINDOW};
 use outboard_org::secrets::{SecretError, SecretValue, Secrets};
 use outboard_store::{Store, StoreError};
 
@@ -267,6 +267,7 @@ pub struct Hosts {
     store: Store,
     secrets: Secrets,
     reconnect_window: Duration,
+    liveness: Liveness,
     clients: tokio::sync::Mutex<HashMap<String, Arc<Entry>>>,
 }
 
@@ -278,7 +279,14 @@ impl Hosts {
 
     /// [`Hosts::new`] with how long a call waits for a host that is down.
     pub fn with_window(store: Store, secrets: Secrets, reconnect_window: Duration) -> Arc<Hosts> {
-        Arc::new(Hosts { store, secrets, reconnect_window, clients: Default::default() })
+        let liveness = Liveness::default();
+        Arc::new(Hosts { store, secrets, reconnect_window, liveness, clients: Default::default() })
+    }
+
+    /// [`Hosts::new`] whose links ping and give up on a silent host as `liveness` says.
+    pub fn with_liveness(store: Store, secrets: Secrets, liveness: Liveness) -> Arc<Hosts> {
+        let reconnect_window = DEFAULT_RECONNECT_WINDOW;
+        Arc::new(Hosts { store, secrets, reconnect_window, liveness, clients: Default::default() })
     }
 
     /// The client of host `name` (made on first use; nothing connects until a call).
@@ -293,7 +301,9 @@ impl Hosts {
         }
         let endpoint = self.endpoint(name).await?;
         let recorded = AtomicBool::new(endpoint.pin.is_some());
-        let client = Arc::new(HostClient::new(endpoint, self.reconnect_window)?);
+        let client = Arc::new(
+            HostClient::new(endpoint, self.reconnect_window)?.with_liveness(self.liveness),
+        );
         let entry = Arc::new(Entry { client, recorded });
         clients.insert(name.to_owned(), entry.clone());
         Ok(entry)

@@ -59,7 +59,9 @@ impl RemoteWorkspace {
 fn explain(e: &RemoteError) -> String {
     match e {
         RemoteError::Unreachable { .. } => format!("{e}. The call did not run. {RESTORE_HINT}"),
-        RemoteError::Lost { .. } => format!("{e}. {RESTORE_HINT}"),
+        RemoteError::Lost { .. } | RemoteError::Down { .. } | RemoteError::NoAnswer { .. } => {
+            format!("{e}. {RESTORE_HINT}")
+        }
         _ => e.to_string(),
     }
 }

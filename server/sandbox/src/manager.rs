@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use outboard_shared::{OutputStream, SandboxState};
+use outboard_shared::{OutputStream, SandboxQueue, SandboxState};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +33,7 @@ use crate::cgroup::Hits;
 use crate::config::{scratch_dir, Backend, SandboxConfig};
 use crate::instance::{Event, ExecFailure, Instance};
 use crate::jobs::{JobReport, Jobs, MAX_RUNNING_JOBS};
+use crate::pool::Admission;
 use crate::request::Request;
 use crate::types::{ExecResult, SandboxTransition};
 
@@ -148,7 +149,8 @@ fn allowed(from: SandboxState, to: SandboxState) -> bool {
     use SandboxState::*;
     matches!(
         (from, to),
-        (None | Dead | Stopped, Provisioning)
+        (None | Dead | Stopped, Provisioning | Waiting)
+            | (Waiting, Provisioning | Stopped)
             | (Provisioning, Running | Dead)
             | (Running, Suspended | Dead | Stopped)
             | (Suspended, Running | Dead | Stopped)
@@ -198,6 +200,11 @@ impl Manager {
 
     /// The one place the state changes.
     fn enter(&mut self, to: SandboxState, took: Duration) {
+        self.enter_with(to, took, None);
+    }
+
+    /// [`Manager::enter`], with the place in the org's queue that `waiting` reports.
+    fn enter_with(&mut self, to: SandboxState, took: Duration, queue: Option<SandboxQueue>) {
         let from = self.state;
         if !allowed(from, to) {
             tracing::error!(?from, ?to, "sandbox transition outside the state machine");
@@ -213,7 +220,7 @@ impl Manager {
         let ms = took.as_secs_f64() * 1000.0;
         tracing::debug!(?from, ?to, ms, workspace = %self.workspace.display(), "sandbox transition");
         if let Some(reports) = &mut self.reports {
-            reports.push(SandboxTransition { state: to, ms });
+            reports.push(SandboxTransition { state: to, ms, queue });
         }
     }
 
@@ -297,7 +304,8 @@ impl Manager {
                  with BashOutput and stop those you no longer need with KillShell"
             )));
         }
-        self.ensure_running().await?;
+        // A background command's start waits in the org's queue like a command (bounded).
+        self.ensure_running(&CancellationToken::new()).await?;
         let Some(instance) = self.instance.as_mut() else {
             return Err(SandboxError::Start("the sandbox is not running".into()));
         };
@@ -351,6 +359,7 @@ impl Manager {
             Request::Exec { command, timeout, cancel, output, reply } => {
                 let result = self.exec(&command, timeout, &output, &cancel).await;
                 let _ = reply.send(result);
+                self.yield_to_waiters().await;
             }
             Request::State(reply) => {
                 let _ = reply.send(self.state);
@@ -382,6 +391,8 @@ impl Manager {
             Request::Untold(reply) => {
                 let _ = reply.send(self.jobs.untold());
             }
+            // Handled between commands, so never in the middle of one.
+            Request::Yield => self.yield_to_waiters().await,
         }
     }
 
@@ -389,21 +400,35 @@ impl Manager {
         let idle = self.idle_since.elapsed();
         match self.state {
             SandboxState::Running if idle >= self.config.idle_stop => self.stop().await,
-            SandboxState::Running => {
-                let started = Instant::now();
-                let Some(instance) = self.instance.as_mut() else { return };
-                match instance.freeze().await {
-                    Ok(()) => self.enter(SandboxState::Suspended, started.elapsed()),
-                    Err(e) => {
-                        // Could not freeze: keep it running, and try again after another
-                        // idle period rather than spinning.
-                        tracing::warn!("could not freeze the sandbox: {e}");
-                        self.idle_since = Instant::now();
-                    }
-                }
-            }
+            SandboxState::Running => self.freeze().await,
             SandboxState::Suspended => self.stop().await,
             _ => {}
+        }
+    }
+
+    /// Freezes the sandbox now when other sessions of the org wait for a live one and it is
+    /// idle (between commands, no background job): the first waiter takes its place instead of
+    /// waiting for the idle timer; thawing it again would cost under a millisecond, so a
+    /// session whose next command comes soon loses little when nobody takes it.
+    async fn yield_to_waiters(&mut self) {
+        let waiters = self.config.pool.as_ref().is_some_and(|p| p.has_waiters());
+        if waiters && self.state == SandboxState::Running && self.jobs.running() == 0 {
+            self.freeze().await;
+        }
+    }
+
+    /// Freezes the running sandbox (`suspended`).
+    async fn freeze(&mut self) {
+        let started = Instant::now();
+        let Some(instance) = self.instance.as_mut() else { return };
+        match instance.freeze().await {
+            Ok(()) => self.enter(SandboxState::Suspended, started.elapsed()),
+            Err(e) => {
+                // Could not freeze: keep it running, and try again after another idle period
+                // rather than spinning.
+                tracing::warn!("could not freeze the sandbox: {e}");
+                self.idle_since = Instant::now();
+            }
         }
     }
 
@@ -436,11 +461,9 @@ impl Manager {
         }
     }
 
-    async fn provision(&mut self) -> Result<(), SandboxError> {
+    async fn provision(&mut self, cancel: &CancellationToken) -> Result<(), SandboxError> {
         let started = Instant::now();
-        if let Some(pool) = &self.config.pool {
-            pool.admit(self.member, self.myself.clone()).await?;
-        }
+        self.admit(cancel).await?;
         self.enter(SandboxState::Provisioning, Duration::ZERO);
         let result = self.start_instance().await;
         match result {
@@ -456,6 +479,35 @@ impl Manager {
                 Err(e)
             }
         }
+    }
+
+    /// Whether this sandbox holds a slot of its org's quota (always, without a quota).
+    fn counted(&self) -> bool {
+        self.config.pool.as_ref().is_none_or(|p| p.holds(self.member))
+    }
+
+    /// Takes a slot of the org's live-sandbox quota: at once, or after waiting in the org's
+    /// queue (entering `waiting`, so the session shows it); `stopped` when the wait fails.
+    async fn admit(&mut self, cancel: &CancellationToken) -> Result<(), SandboxError> {
+        let Some(pool) = self.config.pool.clone() else { return Ok(()) };
+        let victim = match pool.request(self.member, self.myself.clone()).await? {
+            Admission::Admitted(victim) => victim,
+            Admission::Queued(waiting) => {
+                let place = waiting.place();
+                let queue = SandboxQueue { position: place.position, limit: place.limit };
+                let since = Instant::now();
+                self.enter_with(SandboxState::Waiting, Duration::ZERO, Some(queue));
+                match waiting.granted(cancel).await {
+                    Ok(victim) => victim,
+                    Err(e) => {
+                        self.enter(SandboxState::Stopped, since.elapsed());
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        pool.evict(victim).await;
+        Ok(())
     }
 
     async fn start_instance(&mut self) -> Result<Instance, SandboxError> {
@@ -535,8 +587,9 @@ impl Manager {
         Ok(Some(path))
     }
 
-    /// Brings the sandbox to `running`: provisions, or thaws and pings.
-    async fn ensure_running(&mut self) -> Result<(), SandboxError> {
+    /// Brings the sandbox to `running`: provisions, or thaws and pings. `cancel` ends a wait
+    /// in the org's queue.
+    async fn ensure_running(&mut self, cancel: &CancellationToken) -> Result<(), SandboxError> {
         if let Some(cg) = self.instance.as_ref().and_then(Instance::cgroup) {
             if cg.hits().pids > self.hits.pids {
                 // A background fork bomb filled the process table after its command ended.
@@ -546,6 +599,12 @@ impl Manager {
         }
         match self.state {
             SandboxState::Running if self.instance.is_some() => Ok(()),
+            // Evicted by a waiter of the org while frozen (its stop is on the way): a sandbox
+            // that is not counted must not run a command; it is replaced through the quota.
+            SandboxState::Suspended if !self.counted() => {
+                self.stop().await;
+                self.provision(cancel).await
+            }
             SandboxState::Suspended => {
                 let started = Instant::now();
                 let thawed = match self.instance.as_mut() {
@@ -566,11 +625,11 @@ impl Manager {
                             "the suspended sandbox did not come back ({e:?}); replacing it"
                         );
                         self.bury().await;
-                        self.provision().await
+                        self.provision(cancel).await
                     }
                 }
             }
-            _ => self.provision().await,
+            _ => self.provision(cancel).await,
         }
     }
 
@@ -581,7 +640,7 @@ impl Manager {
         output: &mpsc::Sender<(OutputStream, String)>,
         cancel: &CancellationToken,
     ) -> Result<ExecResult, SandboxError> {
-        self.ensure_running().await?;
+        self.ensure_running(cancel).await?;
         let Some(instance) = self.instance.as_mut() else {
             return Err(SandboxError::Start("the sandbox is not running".into()));
         };

@@ -42,4 +42,8 @@ pub enum Request {
     },
     /// Ended jobs the model was not told of yet (marked told).
     Untold(oneshot::Sender<Vec<JobReport>>),
+    /// Another session of the org waits for a live sandbox: freeze now if idle (no command, no
+    /// background job), so the waiter can take this one's place without waiting for the idle
+    /// timer.
+    Yield,
 }

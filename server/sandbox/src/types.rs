@@ -1,6 +1,6 @@
 //! What a command's run and the sandbox's life look like to the caller.
 
-use outboard_shared::SandboxState;
+use outboard_shared::{SandboxQueue, SandboxState};
 
 /// A state change of a session's sandbox, for the session's durable `sandbox` event.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -9,6 +9,8 @@ pub struct SandboxTransition {
     pub state: SandboxState,
     /// How long entering it took, in milliseconds (see [`manager`]).
     pub ms: f64,
+    /// With [`SandboxState::Waiting`]: the session's place in its org's queue.
+    pub queue: Option<SandboxQueue>,
 }
 
 /// The result of one command.

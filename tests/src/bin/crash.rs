@@ -16,10 +16,15 @@ struct Args {
     kills: usize,
     /// The random seed (default: the clock), to replay a run.
     seed: Option<u64>,
+    /// The org's live-sandbox quota for the run (default: the server's, 8; sessions beyond it
+    /// wait in the org's queue).
+    #[arg(long)]
+    live_sandboxes: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
-    let Args { sessions, kills, seed } = outboard_tests::bench::args(|_: &Args| Ok(()));
+    let Args { sessions, kills, seed, live_sandboxes } =
+        outboard_tests::bench::args(|_: &Args| Ok(()));
     let seed = match seed {
         Some(seed) => seed,
         None => {
@@ -33,7 +38,7 @@ fn main() -> anyhow::Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut failed = false;
     for api in [Api::Anthropic, Api::OpenAi] {
-        let config = CrashConfig { sessions, kills, api, gap_ms: (100, 900), seed };
+        let config = CrashConfig { sessions, kills, api, gap_ms: (100, 900), seed, live_sandboxes };
         match rt.block_on(run(config)) {
             Ok(r) => println!(
                 "| {} | {} | {} | {seed} | {} | {} | {} | {} | {} | {} | all complete and consistent |",

@@ -22,7 +22,14 @@ fn seed() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_survive_repeated_sigkills() {
     for api in [Api::Anthropic, Api::OpenAi] {
-        let config = CrashConfig { sessions: 6, kills: 5, api, gap_ms: (150, 700), seed: seed() };
+        let config = CrashConfig {
+            sessions: 6,
+            kills: 5,
+            api,
+            gap_ms: (150, 700),
+            seed: seed(),
+            live_sandboxes: None,
+        };
         eprintln!("crash harness: {config:?}");
         let seed = config.seed;
         let report = match run(config).await {

@@ -31,6 +31,7 @@ mod plan;
 mod protocol_errors;
 mod recovery;
 mod remote_hosts;
+mod remote_liveness;
 mod remote_sessions;
 mod repo_sessions;
 mod responses;

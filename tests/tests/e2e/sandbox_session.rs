@@ -130,3 +130,51 @@ async fn lazy_start_freeze_with_a_surviving_background_process_and_replacement()
     assert!(out.contains("gone"), "background processes do not: {out}");
     assert!(matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }));
 }
+
+/// Three sessions of one org under a `live_sandboxes` quota of 1, their commands sent at once:
+/// every turn completes (before, two of them got "your org already has 1 live sandboxes" as a
+/// failed `Bash`), and the sessions that waited logged a `sandbox` event `waiting` with their
+/// place in the org's queue, then `provisioning`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_past_the_live_sandbox_quota_wait_for_a_sandbox_and_all_complete() {
+    use outboard_tests::scripted::{say, script, tool};
+    let org = outboard_tests::fixture::Org::start(&[]).await;
+    let server = &org.server;
+    let token = server.add_user("ada", "acme").unwrap();
+    outboard_tests::fixture::admin_ok(
+        server,
+        &["quota", "set", "--org", "acme", "live_sandboxes", "1"],
+        None,
+    );
+    let mut clients = Vec::new();
+    for i in 0..3 {
+        let mut c = WsClient::connect(&server.url, &token).await.unwrap();
+        let sid = c.new_session().await.unwrap();
+        let steps =
+            [tool("Bash", json!({"command": format!("sleep 1; echo ran-{i}")})), say("done")];
+        let params = json!({"session_id": sid, "text": script(&steps)});
+        c.request("turn/send", params).await.unwrap().unwrap();
+        clients.push((c, sid));
+    }
+    let mut waited = 0;
+    for (i, (c, _)) in clients.iter_mut().enumerate() {
+        let events = c.completion(Duration::from_secs(120)).await.unwrap();
+        assert_eq!(bash_output(&events).trim(), format!("ran-{i}"), "{events:#?}");
+        let waiting: Vec<_> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Sandbox { state: SandboxState::Waiting, queue, .. } => Some(*queue),
+                _ => None,
+            })
+            .collect();
+        if let [Some(queue)] = waiting.as_slice() {
+            waited += 1;
+            assert_eq!(queue.limit, 1);
+            assert!((1..=2).contains(&queue.position), "{queue:?}");
+            let states = sandbox_states(&events);
+            let at = states.iter().position(|s| *s == SandboxState::Waiting).unwrap();
+            assert_eq!(states[at + 1], SandboxState::Provisioning, "{states:?}");
+        }
+    }
+    assert_eq!(waited, 2, "two of the three waited for the org's one live sandbox");
+}
