@@ -22,4 +22,5 @@ pub mod mock_responses;
 pub mod mock_step;
 pub mod nodes;
 pub mod scripted;
+pub mod speed;
 pub mod tls;
