@@ -1,7 +1,7 @@
 //! The outcome of the server's sandbox check, which every sandbox of the server waits for
 //! before its first start (issue #37): the check runs beside the server's start, off the path
 //! to the first model request, and a command that needs the sandbox learns what is wrong with
-//! the host. [`crate::precheck`] starts the check and remembers a pass.
+//! the host. The `precheck` module above starts the check and remembers a pass.
 
 use std::sync::Arc;
 
