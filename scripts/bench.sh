@@ -1,8 +1,57 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|nodes|all]`.
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|nodes|startup|task|all]`,
+# `scripts/bench.sh compare REV [startup|task]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The release `outboard` and `outboard-server` of the working tree, and bench_speed beside them.
+build_speed() {
+  cargo build --quiet --release -p outboard-cli -p outboard-server -p outboard-tests \
+    --bin outboard --bin outboard-server --bin bench_speed
+}
+
 case "${1:-all}" in
+  startup|task)
+    # The release `outboard` against the mock model over HTTP (issue #37). `startup`: spawn to the
+    # first model request, embedded and against a running server, cold and warm data dir.
+    # `task`: the 21-call task (Write, Bash echo, Read, Edit × 5, then an answer), embedded:
+    # the gaps between model requests, CPU, peak RSS of the process and its tree. Extra
+    # arguments go to the bench (`--runs N`, `--rounds N`).
+    build_speed
+    which="$1"
+    shift
+    exec target/release/bench_speed "$which" "$@"
+    ;;
+  compare)
+    # `compare REV [startup|task|all] [bench args]`: REV's release binaries, built in a
+    # throwaway tree of REV under target/compare/ (its own target dir, seeded with hard links to
+    # the dependencies already built here), against the working tree's, the same bench
+    # alternating between them for three rounds; both printed side by side.
+    rev="${2:?usage: scripts/bench.sh compare REV [startup|task|all] [bench args]}"
+    which="${3:-all}"
+    shift $(( $# < 3 ? $# : 3 ))
+    sha="$(git rev-parse --verify "$rev^{commit}")"
+    short="$(git rev-parse --short "$sha")"
+    tree="target/compare/$short"
+    if [ ! -f "$tree/Cargo.toml" ]; then
+      rm -rf "$tree"
+      mkdir -p "$tree/target/release"
+      git archive "$sha" | tar -x -C "$tree"
+      # Hard links, not copies: cargo writes new files rather than into these, and the
+      # dependencies REV shares with the working tree need no second build.
+      for d in deps build .fingerprint; do
+        if [ -d "target/release/$d" ]; then cp -al "target/release/$d" "$tree/target/release/"; fi
+      done
+    fi
+    (cd "$tree" && cargo build --quiet --release -p outboard-cli -p outboard-server --bin outboard --bin outboard-server)
+    build_speed
+    builds=(--build "$short=$tree/target/release" --build "work=target/release")
+    for bench in startup task; do
+      if [ "$which" = all ] || [ "$which" = "$bench" ]; then
+        target/release/bench_speed "$bench" --rounds 3 "${builds[@]}" "$@"
+      fi
+    done
+    ;;
   nodes)
     # Several nodes on one PostgreSQL (the bench makes its own cluster with initdb): checkpoint
     # cost vs SQLite, takeover after SIGKILL, fan-out to watchers, steps/s on 1 vs 3 nodes. `nodes [--kills N]
@@ -100,10 +149,12 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_mcp
     cargo run --quiet --release -p outboard-tests --bin bench_hosts
     cargo run --quiet --release -p outboard-tests --bin bench_nodes
+    cargo run --quiet --release -p outboard-tests --bin bench_speed -- startup
+    cargo run --quiet --release -p outboard-tests --bin bench_speed -- task
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|nodes|startup|task|all] | compare REV [startup|task|all]" >&2
     exit 2
     ;;
 esac

@@ -24,5 +24,6 @@ pub mod mock_step;
 pub mod mock_window;
 pub mod nodes;
 pub mod scripted;
+pub mod speed;
 pub mod tls;
 pub mod tmux;

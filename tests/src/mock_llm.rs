@@ -72,7 +72,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::body::{Body, Bytes};
@@ -259,6 +259,8 @@ struct Shared {
     responder: Option<Responder>,
     openai: MockOpenAiDialect,
     requests: Vec<RecordedRequest>,
+    /// When each request of `requests` reached its handler (benchmarks time the gaps).
+    arrivals: Vec<Instant>,
     served: u64,
     caches: Caches,
 }
@@ -361,6 +363,13 @@ impl MockLlm {
         lock(&self.state).requests.clone()
     }
 
+    /// When each request reached the mock, in order (the handler's first instruction: the
+    /// request's head and body had arrived). Benchmarks measure a process's start to its first
+    /// model request and the gaps between requests with it.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        lock(&self.state).arrivals.clone()
+    }
+
     /// Appends a step to the script.
     pub fn push(&self, step: MockStep) {
         lock(&self.state).steps.push_back(step);
@@ -437,6 +446,7 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let arrived = Instant::now();
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let json_body = serde_json::from_slice(&body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
@@ -459,6 +469,7 @@ async fn answer(
             Dialect::OpenAi | Dialect::Responses => shared.caches.openai(&body),
         };
         shared.requests.push(record);
+        shared.arrivals.push(arrived);
         shared.served += 1;
         let step = match shared.steps.pop_front() {
             Some(step) => Some(step),

@@ -58,7 +58,6 @@ use crate::metrics::{AuthFailure, HandshakeFailure};
 use crate::net::ConnInfo;
 use crate::paging::{self, Keep};
 use crate::session::SessionHandle;
-use outboard_sandbox::Sandbox;
 use outboard_store::{Durability, Store, UserRow};
 
 /// Frames queued for one connection's writer. Large enough to absorb a burst of deltas while the
@@ -117,12 +116,27 @@ pub struct ServerHandle {
     task: JoinHandle<()>,
     /// Every session's sandbox, stopped at shutdown.
     sandboxes: Option<outboard_sandbox::pool::LivePool>,
+    /// The sandbox check started at launch (`None` when sessions run on sandbox hosts).
+    preflight: Option<outboard_sandbox::preflight::Preflight>,
 }
+
+/// The file in the data directory remembering that this installation passed the sandbox check
+/// (see `outboard_sandbox::precheck`).
+pub const SANDBOX_CHECK_FILE: &str = "sandbox-check";
 
 impl ServerHandle {
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Waits for the sandbox check started at launch: `Err` with what to install or configure
+    /// when this host cannot run sandboxes. A long-running server reports that at its start.
+    pub async fn sandbox_checked(&self) -> Result<(), LaunchError> {
+        match &self.preflight {
+            Some(preflight) => preflight.wait().await.map_err(LaunchError::Sandbox),
+            None => Ok(()),
+        }
     }
 
     /// `ws://ADDR`, or `wss://ADDR` when serving TLS, for clients.
@@ -277,7 +291,7 @@ impl LaunchError {
     }
 }
 
-/// Opens the store, checks the sandbox backend, resumes the turns the last stop cut short, and
+/// Opens the store, starts the sandbox check (see [`ServerHandle::sandbox_checked`]), resumes the turns the last stop cut short, and
 /// starts serving on `listener`. Returns once the server accepts connections.
 pub async fn launch(
     listener: tokio::net::TcpListener,
@@ -323,10 +337,16 @@ pub async fn launch_with(
     config.sandbox.metrics = Some(outboard_sandbox::Observer(Arc::new(metrics.sandbox())));
     // Before this process makes any sandbox: kill what dead servers left frozen.
     outboard_sandbox::reap_orphans().await;
-    // A server that places its sessions on sandbox hosts runs no command itself.
+    // A server that places its sessions on sandbox hosts runs no command itself. The check runs
+    // beside the start (or not at all, when this installation passed it before): the first model
+    // request needs no sandbox, and a command that does waits for the check and fails with its
+    // explanation; `serve` waits for it before announcing itself ([`ServerHandle::sandbox_checked`]).
     if !config.place_on_hosts {
-        Sandbox::check(&config.sandbox).await.map_err(LaunchError::Sandbox)?;
+        let memo = config.data_dir.join(SANDBOX_CHECK_FILE);
+        config.sandbox.preflight =
+            Some(outboard_sandbox::precheck::start(&config.sandbox, Some(&memo)));
     }
+    let preflight = config.sandbox.preflight.clone();
     let sandboxes = config.sandbox.live_pool.clone();
     let models = outboard_llm::models::Models::new(&config.models, config.limits.context_window)
         .map_err(LaunchError::Models)?
@@ -413,7 +433,7 @@ pub async fn launch_with(
         idle_timeout_ms = net.idle_timeout.as_millis() as u64,
         "listening"
     );
-    Ok(ServerHandle { addr, state, task, sandboxes })
+    Ok(ServerHandle { addr, state, task, sandboxes, preflight })
 }
 
 /// This host's name, for `admin nodes`.

@@ -120,6 +120,10 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         config.sandbox.server_ports.push(port);
     }
     let handle = outboard_server::launch(listener, config).await?;
+    if let Err(e) = handle.sandbox_checked().await {
+        handle.shutdown().await;
+        return Err(e.into());
+    }
     println!("outboard-server listening on {}", handle.url());
     if let Some(listener) = metrics {
         let addr = handle.serve_metrics(listener)?;

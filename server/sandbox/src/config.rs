@@ -97,6 +97,9 @@ pub struct SandboxConfig {
     /// The session's workspace limit, checked while the sandbox runs ([`crate::watch`]);
     /// `None`: not watched (a directory of the user's own, worked on in place).
     pub workspace_watch: Option<crate::watch::WorkspaceWatch>,
+    /// The server's sandbox check, which a sandbox's first start waits for (its failure is
+    /// the command's error); `None`: no check (tests, the check's own sandbox).
+    pub preflight: Option<crate::preflight::Preflight>,
 }
 
 impl SandboxConfig {
@@ -117,6 +120,7 @@ impl SandboxConfig {
         server_ports: Vec::new(),
         metrics: None,
         workspace_watch: None,
+        preflight: None,
     };
 }
 

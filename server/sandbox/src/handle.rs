@@ -283,7 +283,9 @@ impl Sandbox {
             SandboxError::Unavailable(format!("could not create a scratch directory: {e}"))
         })?;
         let dir = scratch.path().to_path_buf();
-        let sandbox = Sandbox::new(config.clone(), dir.clone());
+        // The check's own sandbox waits for no check (it is the check).
+        let sandbox =
+            Sandbox::new(SandboxConfig { preflight: None, ..config.clone() }, dir.clone());
         let result =
             sandbox.exec("echo ok", CHECK_TIMEOUT, &mut |_, _| {}, CancellationToken::new()).await;
         sandbox.stop().await;

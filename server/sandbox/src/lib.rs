@@ -25,6 +25,8 @@ pub mod jobs;
 pub mod manager;
 pub mod observe;
 pub mod pool;
+pub mod precheck;
+pub mod preflight;
 pub mod request;
 pub mod testing;
 pub mod types;

@@ -510,7 +510,20 @@ impl Manager {
         Ok(())
     }
 
+    /// Waits for the server's sandbox check, then starts the sandbox; a start that fails
+    /// although the check passed gets the check's explanation when the host changed since.
     async fn start_instance(&mut self) -> Result<Instance, SandboxError> {
+        let Some(preflight) = self.config.preflight.clone() else {
+            return self.launch_instance().await;
+        };
+        preflight.wait().await?;
+        match self.launch_instance().await {
+            Ok(instance) => Ok(instance),
+            Err(e) => Err(preflight.explain(e).await),
+        }
+    }
+
+    async fn launch_instance(&mut self) -> Result<Instance, SandboxError> {
         let agent_exe = resolve_agent_exe(&self.config)?;
         let workspace = std::fs::canonicalize(&self.workspace).map_err(|e| {
             SandboxError::Start(format!(
