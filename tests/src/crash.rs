@@ -16,6 +16,8 @@
 //! transcript as a client attaching fresh at the end.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -83,6 +85,8 @@ enum Step {
     Approved,
     /// An MCP call that records itself ([`MCP_SERVER`]'s `append`).
     Mcp,
+    /// `curl` through the proxy to the upstream that records it ([`hit_recorder`]).
+    Proxy,
     Done,
     ChildDone,
 }
@@ -103,10 +107,19 @@ enum Kind {
     Mcp,
     /// A long turn that compacts (see [`compacting_step`]).
     Compaction,
+    /// A request through the session's network proxy.
+    Proxy,
 }
 
-const KINDS: [Kind; 6] =
-    [Kind::Plain, Kind::Subagent, Kind::Background, Kind::Approval, Kind::Mcp, Kind::Compaction];
+const KINDS: [Kind; 7] = [
+    Kind::Plain,
+    Kind::Subagent,
+    Kind::Background,
+    Kind::Approval,
+    Kind::Mcp,
+    Kind::Compaction,
+    Kind::Proxy,
+];
 
 /// The context window of a [`Kind::Compaction`] session: a few thousand tokens above the
 /// harness's own prompt and tools, so the turn compacts every dozen steps or so.
@@ -139,13 +152,15 @@ fn script(conversation: &Conversation) -> &'static [Step] {
             Kind::Mcp => &[Write, Mcp, Edit, BashB, Read, Done],
             // Answered by `compacting_step`, from the call ids.
             Kind::Compaction => &[],
+            Kind::Proxy => &[Write, Proxy, Edit, BashB, Read, Done],
         },
         Conversation::Child(_) => &[Read, BashA, Edit, BashB, ChildDone],
     }
 }
 
-/// Step `step` of session `k`'s task (or its subagent's); `record` is the MCP server's record.
-fn step_for(k: usize, step: Step, record: &str) -> MockStep {
+/// Step `step` of session `k`'s task (or its subagent's); `record` is the MCP server's record,
+/// `upstream` the address of [`hit_recorder`].
+fn step_for(k: usize, step: Step, record: &str, upstream: SocketAddr) -> MockStep {
     let file = format!("k{k}.txt");
     let s = match step {
         Step::Write => {
@@ -182,6 +197,11 @@ fn step_for(k: usize, step: Step, record: &str) -> MockStep {
         Step::Mcp => MockStep::tool_call(
             &format!("mcp__{MCP_SERVER}__append"),
             json!({"path": record, "line": format!("{k}-m")}),
+        ),
+        // The sandbox's own 127.0.0.1 is in NO_PROXY: the request must take the proxy.
+        Step::Proxy => MockStep::tool_call(
+            "Bash",
+            json!({"command": format!("unset NO_PROXY no_proxy; curl -sSf http://{upstream}/hit/{k}-p")}),
         ),
         Step::Done => MockStep::text(&format!("done {k}")),
         Step::ChildDone => MockStep::text(&format!("child done {k}")),
@@ -304,6 +324,8 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     let scratch = tempfile::tempdir()?;
     let record = scratch.path().join("mcp-calls.log");
     let record_path = record.display().to_string();
+    let hits = scratch.path().join("proxy-hits.log");
+    let upstream = hit_recorder(hits.clone()).await?;
     let mock = MockLlm::start_responder(move |body| {
         if let Ok(mut n) = counter.lock() {
             *n += 1;
@@ -319,7 +341,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
             }
             let steps = script(&conversation);
             let (Conversation::Main(k) | Conversation::Child(k)) = conversation;
-            steps.get(step).or(steps.last()).map(|s| step_for(k, *s, &record_path))
+            steps.get(step).or(steps.last()).map(|s| step_for(k, *s, &record_path, upstream))
         })
     })
     .await?;
@@ -329,7 +351,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     };
     let mut server = TestServer::start(config.api, &base)?;
     let token = server.add_user("alice", "acme")?;
-    org_setup(&server)?;
+    org_setup(&server, upstream)?;
     if let Some(quota) = config.live_sandboxes {
         let (code, out, err) = server.admin(
             &["quota", "set", "--org", "acme", "live_sandboxes", &quota.to_string()],
@@ -392,7 +414,8 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
             break;
         }
         if Instant::now() > deadline {
-            bail!("{busy} sessions still not idle; server log:\n{}", server.log());
+            let stuck = stuck_sessions(&mut c, &list).await;
+            bail!("{busy} sessions still not idle:\n{stuck}\nserver log:\n{}", server.log());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -419,7 +442,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
             log.iter().filter(|e| matches!(e.kind, EventKind::ApprovalRequested { .. })).count();
         report.compactions +=
             log.iter().filter(|e| matches!(e.kind, EventKind::Compaction { .. })).count();
-        report.unknown_outcomes += check_session(k, &log, &server.workspace(sid), &record)
+        report.unknown_outcomes += check_session(k, &log, &server.workspace(sid), &record, &hits)
             .with_context(|| format!("session {k} ({sid})"))?;
         let watched = tokio::time::timeout(Duration::from_secs(30), watchers.remove(0))
             .await
@@ -446,13 +469,46 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     Ok(report)
 }
 
-/// The org's side of the kinds: the rule that makes [`Step::Approved`] ask, and the MCP server
-/// (stdio, the official Python SDK) that [`Step::Mcp`] calls.
-fn org_setup(server: &TestServer) -> anyhow::Result<()> {
+/// For a failure: each session of `list` that is not idle, with the kinds of its last events
+/// and of its standing ones (an open approval shows there).
+async fn stuck_sessions(c: &mut WsClient, list: &Value) -> String {
+    let mut out = String::new();
+    let busy = list["sessions"].as_array().into_iter().flatten().filter(|s| s["status"] != "idle");
+    for session in busy {
+        let sid = session["id"].as_str().unwrap_or_default();
+        let params = json!({"session_id": sid, "role": "watcher"});
+        let snap = match c.request("session/attach", params).await {
+            Ok(Ok(v)) => serde_json::from_value::<outboard_shared::SessionAttachResponse>(v),
+            other => {
+                out.push_str(&format!("{sid}: attach failed: {other:?}\n"));
+                continue;
+            }
+        };
+        let Ok(snap) = snap else { continue };
+        let names = |events: &[SessionEvent]| -> Vec<&'static str> {
+            events.iter().map(|e| e.kind.type_name()).collect()
+        };
+        let tail = &snap.events[snap.events.len().saturating_sub(8)..];
+        out.push_str(&format!(
+            "{sid} ({}): last events {:?}, standing {:?}\n",
+            session["title"],
+            names(tail),
+            names(&snap.standing)
+        ));
+    }
+    out
+}
+
+/// The org's side of the kinds: the rule that makes [`Step::Approved`] ask, the MCP server
+/// (stdio, the official Python SDK) that [`Step::Mcp`] calls, and the network policy that lets
+/// [`Step::Proxy`] reach `upstream`.
+fn org_setup(server: &TestServer, upstream: SocketAddr) -> anyhow::Result<()> {
     let script = format!("{}/mcp/stdio_server.py", env!("CARGO_MANIFEST_DIR"));
-    let commands: [&[&str]; 2] = [
+    let upstream = upstream.to_string();
+    let commands: [&[&str]; 3] = [
         &["policy", "set", "--org", "acme", APPROVAL_RULE, "ask"],
         &["mcp", "add", "--org", "acme", MCP_SERVER, "--command", "python3", &script],
+        &["network", "set", "--org", "acme", "registries+", &upstream],
     ];
     for args in commands {
         let (code, out, err) = server.admin(args, None)?;
@@ -463,6 +519,32 @@ fn org_setup(server: &TestServer) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An HTTP upstream on the host's 127.0.0.1, outside every server process (so it outlives the
+/// kills): each `GET /hit/TAG` appends TAG to `record`, so a request made twice shows.
+async fn hit_recorder(record: PathBuf) -> anyhow::Result<SocketAddr> {
+    use axum::extract::Path;
+    use axum::routing::get;
+    let app = axum::Router::new().route(
+        "/hit/{tag}",
+        get(move |Path(tag): Path<String>| async move {
+            use std::io::Write as _;
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&record)
+                .and_then(|mut f| writeln!(f, "{tag}"));
+            match written {
+                Ok(()) => (axum::http::StatusCode::OK, format!("hit {tag}\n")),
+                Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(addr)
+}
+
 /// Checks one session's final log and workspace (and the MCP server's `record`); returns its
 /// unknown-outcome count.
 fn check_session(
@@ -470,6 +552,7 @@ fn check_session(
     log: &[SessionEvent],
     workspace: &std::path::Path,
     record: &std::path::Path,
+    hits: &std::path::Path,
 ) -> anyhow::Result<usize> {
     for (i, e) in log.iter().enumerate() {
         if e.seq != i as u64 + 1 {
@@ -512,6 +595,13 @@ fn check_session(
                     unknown += 1;
                 } else if !is_error {
                     accepted.push(inputs.get(call_id).cloned().unwrap_or_default());
+                } else if kind(k) == Kind::Compaction
+                    && unknown > 0
+                    && name == "Read"
+                    && output.starts_with("File does not exist")
+                {
+                    // The command that makes the files was cut by a kill (its outcome is
+                    // unknown, it is not run again): the reads after it may find none.
                 } else {
                     bail!("an unexpected error result for {name}: {output}");
                 }
@@ -533,10 +623,11 @@ fn check_session(
             bail!("k{k}.txt holds {file:?}");
         }
     }
-    // Commands and MCP calls: each line at most once; exactly once when its result was recorded
+    // Commands, MCP calls, proxied requests: each line at most once; exactly once when its result was recorded
     // (a background command's start says nothing of its line: a kill may stop it first).
     let ran = std::fs::read_to_string(workspace.join("ran.log")).unwrap_or_default();
     let mcp = std::fs::read_to_string(record).unwrap_or_default();
+    let proxied = std::fs::read_to_string(hits).unwrap_or_default();
     let lines: Vec<(String, &str, bool)> = match kind(k) {
         Kind::Plain | Kind::Subagent => {
             vec![(format!("{k}-a"), &ran, true), (format!("{k}-b"), &ran, true)]
@@ -550,6 +641,7 @@ fn check_session(
             vec![(format!("{k}-a"), &ran, true), (format!("approved-{k}"), &ran, true)]
         }
         Kind::Mcp => vec![(format!("{k}-m"), &mcp, true), (format!("{k}-b"), &ran, true)],
+        Kind::Proxy => vec![(format!("{k}-p"), &proxied, true), (format!("{k}-b"), &ran, true)],
         Kind::Compaction => (COMPACTING_COMMAND_EVERY..=COMPACTING_STEPS)
             .step_by(COMPACTING_COMMAND_EVERY)
             .map(|n| (format!("{k}-c{n}"), ran.as_str(), true))
@@ -562,7 +654,9 @@ fn check_session(
         }
         let quoted = format!("{line}\"");
         let recorded = accepted.iter().any(|input| {
-            input.contains(&format!("echo {line} ")) || input.contains(&format!("\"{quoted}"))
+            input.contains(&format!("echo {line} "))
+                || input.contains(&format!("\"{quoted}"))
+                || input.contains(&format!("/hit/{quoted}"))
         });
         if counts && recorded && n != 1 {
             bail!("{line} succeeded but ran {n} times");
@@ -710,6 +804,11 @@ async fn approve_through_crashes(
         if finished(&snap.events) {
             return Ok(());
         }
+        if snap.role != outboard_shared::Role::Driver {
+            // Another connection drives: only a driver answers.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
         for e in &snap.standing {
             if let EventKind::ApprovalRequested { call_id, .. } = &e.kind {
                 allow(&mut c, &sid, call_id).await;
@@ -729,7 +828,11 @@ async fn approve_through_crashes(
 /// the next attach shows what is still open.
 async fn allow(c: &mut WsClient, sid: &str, call_id: &str) {
     let params = json!({"session_id": sid, "call_id": call_id, "decision": "allow"});
-    let _ = c.request("approval/answer", params).await;
+    match c.request("approval/answer", params).await {
+        Ok(Ok(_)) => {}
+        // Printed, so a run that loses an approval shows what its answers met.
+        refused => eprintln!("crash harness: allow {call_id} of {sid}: {refused:?}"),
+    }
 }
 
 fn finished(log: &[SessionEvent]) -> bool {

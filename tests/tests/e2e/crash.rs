@@ -23,7 +23,7 @@ fn seed() -> u64 {
 async fn sessions_survive_repeated_sigkills() {
     for api in [Api::Anthropic, Api::OpenAi] {
         let config = CrashConfig {
-            sessions: 6,
+            sessions: 7,
             kills: 5,
             api,
             gap_ms: (150, 700),
