@@ -41,9 +41,11 @@ pub const MAX_MODEL_SERIES: usize = 32;
 /// The tools counted under their own name. Anything else is `mcp` (a `mcp__SERVER__TOOL` call)
 /// or `other`, so a model that invents tool names cannot add series.
 pub const BUILT_IN_TOOLS: &[&str] = &[
+    "AskUserQuestion",
     "Bash",
     "BashOutput",
     "Edit",
+    "ExitPlanMode",
     "Glob",
     "Grep",
     "KillShell",
