@@ -28,11 +28,24 @@ async fn run_in(
     let cwd = cwd.to_path_buf();
     let env: Vec<(String, String)> =
         env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    let mut args: Vec<String> =
-        ["run", "--json", "--provider", "openai", "--base-url", &base, "--model", "m", "--data"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+    // An unknown model whose server says nothing of its window gets 8,192 tokens, which
+    // Outboard's own prompt and tools nearly fill: a window of its own keeps compaction out.
+    let mut args: Vec<String> = [
+        "run",
+        "--json",
+        "--provider",
+        "openai",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--context-window",
+        "200000",
+        "--data",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
     args.push(data);
     args.extend(extra.iter().map(|s| (*s).to_owned()));
     args.push(prompt.to_owned());
