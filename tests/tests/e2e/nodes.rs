@@ -273,8 +273,22 @@ async fn any_node_serves_a_session_that_another_node_runs() {
     assert_eq!(texts(&log), ["done"; 5]);
 }
 
-#[tokio::test]
-async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
+/// Two nodes with `lease_secs` leases and a session whose turn runs a 3 s command on node A
+/// (it appends to `ran.log` first, then sleeps); the model answers "done after the takeover"
+/// once it has the command's result.
+struct Running {
+    cluster: Cluster,
+    a: TestServer,
+    b: TestServer,
+    token: String,
+    sid: String,
+    /// The command's record: it exists once the command started.
+    ran: std::path::PathBuf,
+    _mock: MockLlm,
+}
+
+/// [`Running`], returned once the command has started on A.
+async fn mid_command(lease_secs: u64) -> Running {
     let mock = MockLlm::start_responder(|body| {
         Some(match results_in(body) {
             0 => MockStep::tool_call(
@@ -286,7 +300,7 @@ async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
     })
     .await
     .unwrap();
-    let (cluster, a, b) = two_nodes(&mock, 2);
+    let (cluster, a, b) = two_nodes(&mock, lease_secs);
     let (token, mut on_a, sid) = driver(&a).await;
     on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
     let ran = cluster.workspace(&sid).join("ran.log");
@@ -294,6 +308,12 @@ async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
         ran.exists()
     })
     .unwrap();
+    Running { cluster, a, b, token, sid, ran, _mock: mock }
+}
+
+#[tokio::test]
+async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
+    let Running { cluster: _cluster, a, b, token, sid, ran, _mock } = mid_command(2).await;
 
     // A dies in the middle of the command; B takes the turn over once A's lease expired.
     let killed = Instant::now();
@@ -325,22 +345,7 @@ async fn a_killed_nodes_turn_is_taken_over_and_no_command_runs_twice() {
 async fn a_tui_attaching_during_a_failover_waits_and_lands_on_the_node_that_took_over() {
     // CI installs tmux (.ci/run); a missing tmux is a failure, never a skip.
     let tmux = Tmux::new("failover").expect("tmux is required: apt-get install tmux");
-    let mock = MockLlm::start_responder(|body| {
-        Some(match results_in(body) {
-            0 => MockStep::tool_call("Bash", json!({"command": "echo ran >> ran.log && sleep 3"})),
-            _ => MockStep::text("done after the takeover"),
-        })
-    })
-    .await
-    .unwrap();
-    let (cluster, a, b) = two_nodes(&mock, 4);
-    let (token, mut on_a, sid) = driver(&a).await;
-    on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    let ran = cluster.workspace(&sid).join("ran.log");
-    outboard_tests::harness::wait_until("the command to start", Duration::from_secs(30), || {
-        ran.exists()
-    })
-    .unwrap();
+    let Running { cluster: _cluster, a, b, token, sid, _mock, .. } = mid_command(4).await;
 
     let _ = a.kill();
     let exe = bin("outboard").unwrap();
