@@ -214,6 +214,17 @@ pub(crate) struct ServeArgs {
     /// --listen; keep it on loopback or a private network: it has no authentication).
     #[arg(long, env = "OUTBOARD_METRICS_LISTEN", value_name = "ADDR")]
     pub(crate) metrics_listen: Option<SocketAddr>,
+    /// Export traces over OTLP/HTTP (protobuf) to this collector: its base URL
+    /// (`http://HOST:4318`), to which `/v1/traces` is added. Without it, the standard
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT turns the export on.
+    /// A span per turn, model call, tool call, approval wait and compaction; no prompt text.
+    #[arg(long, env = "OUTBOARD_OTLP_ENDPOINT", value_name = "URL")]
+    pub(crate) otlp_endpoint: Option<String>,
+    /// Put each turn's prompt and each tool call's input in the exported spans (they hold what
+    /// people and the model wrote; by default spans carry names, ids and figures only).
+    /// OUTBOARD_OTLP_CONTENT takes 1/0, true/false, yes/no, on/off.
+    #[arg(long, env = "OUTBOARD_OTLP_CONTENT", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) otlp_content: bool,
     #[command(flatten)]
     pub(crate) net: NetArgs,
 }

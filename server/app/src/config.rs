@@ -116,6 +116,9 @@ pub struct Limits {
     pub task_max_steps: u32,
     /// Default timeout of a Bash command when the model gives none.
     pub bash_timeout: Duration,
+    /// Whether the exported spans carry prompts and tool inputs (`serve --otlp-content`; the
+    /// exporter itself is the process's, set up by `main`).
+    pub span_content: bool,
     /// How long a session actor with nothing to do (no turn, nobody attached, no live sandbox)
     /// waits before it stops and frees its memory ([`SESSION_IDLE`] by default).
     pub session_idle: Duration,
@@ -164,6 +167,7 @@ impl Limits {
             max_steps: self.max_steps,
             task_max_steps: self.task_max_steps,
             bash_timeout: self.bash_timeout,
+            span_content: self.span_content,
         }
     }
 }
@@ -175,6 +179,7 @@ impl Default for Limits {
             max_steps: 50,
             task_max_steps: 50,
             bash_timeout: Duration::from_secs(120),
+            span_content: false,
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             network: outboard_egress::NetLimits::DEFAULT,
@@ -278,7 +283,8 @@ fn tighten(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
 }
 
 /// The log filter of `outboard-server` (`OUTBOARD_LOG`) and `outboard` (`RUST_LOG`): the user's
-/// directives, or `default`, with the WebSocket library capped at `debug` whatever they ask.
+/// directives, or `default`, with the WebSocket library capped at `debug` whatever they ask, and
+/// the exported spans' target ([`outboard_base::spans::TARGET`]) off.
 /// tungstenite logs every message it receives (the `hello` with its token included) and every
 /// frame's payload at `trace`; nothing else in the process logs credentials at any level.
 ///
@@ -290,6 +296,11 @@ pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvF
     let mut filter = spec
         .and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    // The exported spans never become log lines or their prefixes, whatever the directives say
+    // (under `--otlp-content` their fields hold prompts); an `off` turns nothing on.
+    if let Ok(directive) = format!("{}=off", outboard_base::spans::TARGET).parse() {
+        filter = filter.add_directive(directive);
+    }
     // The hint covers every directive (`trace`, `tungstenite=trace`, `5`); none means "maybe".
     if filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::TRACE) {
         for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
@@ -405,6 +416,24 @@ mod log_filter_tests {
         assert!(capped.contains("tokio_postgres=info"), "{capped}");
         let named = log_filter(Some("debug,tokio_postgres=debug"), "off").to_string();
         assert!(!named.contains("tokio_postgres=info"), "{named}");
+    }
+
+    /// The exported spans' target stays out of the log whatever the directives, even named: a
+    /// span of it under the log's filter alone is a disabled callsite (no fields recorded, no
+    /// prefix on log lines), while the other spans of the same level are not.
+    #[test]
+    fn the_exported_spans_never_reach_the_log() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        for directives in ["trace", "info", "outboard_spans=info", "info,outboard_spans=trace"] {
+            let filter = log_filter(Some(directives), "off");
+            let subscriber = tracing_subscriber::registry().with(filter);
+            tracing::subscriber::with_default(subscriber, || {
+                let exported = tracing::info_span!(target: outboard_base::spans::TARGET, "turn");
+                assert!(exported.is_disabled(), "{directives}");
+                let other = tracing::info_span!(target: "outboard_harness", "turn");
+                assert!(!other.is_disabled(), "{directives}");
+            });
+        }
     }
 }
 

@@ -9,7 +9,8 @@
 //! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`], [`git`] and [`repo_hosts`]
 //! (workspaces from repositories and their changes going out; where the server's git may go),
 //! [`netsession`] (a session's network: policy, injected credentials, audit), [`paging`],
-//! [`metrics`] (Prometheus; it implements the lower crates' observer traits) and [`manual`]. The crates below are re-exported under the module
+//! [`metrics`] (Prometheus; it implements the lower crates' observer traits), [`telemetry`]
+//! (the OTLP export of the loop's spans) and [`manual`]. The crates below are re-exported under the module
 //! names they had when they were modules of this crate (`store`, `tools`, `agent` for the
 //! harness…), for the CLI's embedded mode and the tests. See `docs/ARCHITECTURE.md`, "Floors".
 
@@ -42,6 +43,7 @@ pub mod repo_hosts;
 pub use outboard_sandbox as sandbox;
 pub mod session;
 pub mod sources;
+pub mod telemetry;
 pub use outboard_org::toolpolicy;
 pub use outboard_store as store;
 pub use outboard_tools as tools;

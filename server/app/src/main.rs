@@ -8,6 +8,7 @@
 //!                       [--handshake-timeout SECS] [--idle-timeout SECS]
 //!                       [--max-connections N] [--max-connections-per-ip N]
 //!                       [--metrics-listen 127.0.0.1:9464]
+//!                       [--otlp-endpoint http://127.0.0.1:4318 [--otlp-content]]
 //! outboard-server sandbox-host --listen ADDR --data DIR [--join-token TOKEN] [--capacity N]
 //!                       [--sandbox bwrap|unsafe-host]   # serves workspaces and sandboxes
 //! outboard-server admin hosts add NAME --url ws://HOST:PORT   # prints the host's join token once
@@ -48,6 +49,7 @@ use std::time::Duration;
 
 use admin::*;
 use args::*;
+use outboard_server::telemetry::Telemetry;
 use serve::{sandbox_host, serve};
 
 #[derive(Parser)]
@@ -88,13 +90,6 @@ fn main() -> ExitCode {
     // user; the data dir is also checked and tightened at start (config::secure_data_dir).
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(outboard_server::config::log_filter(
-            std::env::var("OUTBOARD_LOG").ok().as_deref(),
-            "info",
-        ))
-        .with_writer(std::io::stderr)
-        .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -102,12 +97,59 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let telemetry = match telemetry(&cli, &runtime) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("outboard-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(telemetry.as_ref());
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("outboard-server: {e:#}");
             ExitCode::from(2)
         }
+    };
+    // After `serve` returned (a signal, or an error), with the runtime still up for the export.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
+    code
+}
+
+/// The OTLP exporter of `serve`, when an endpoint is configured (see
+/// [`outboard_server::telemetry`]); nothing of OpenTelemetry is built otherwise.
+fn telemetry(
+    cli: &Cli,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<Option<Telemetry>, outboard_server::telemetry::TelemetryError> {
+    let Command::Serve(args) = &cli.command else { return Ok(None) };
+    let endpoint = args.otlp_endpoint.as_deref();
+    if !outboard_server::telemetry::wanted(endpoint) {
+        return Ok(None);
+    }
+    Telemetry::start(endpoint, runtime.handle().clone()).map(Some)
+}
+
+/// Logs to stderr under `OUTBOARD_LOG`; with `telemetry`, the exporter's layer beside it, each
+/// with its own filter (the log's keeps the spans' target off, the exporter's wants only it).
+/// Without, the subscriber is the log alone, as it was before there was an exporter.
+fn init_logging(telemetry: Option<&Telemetry>) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+    let filter =
+        outboard_server::config::log_filter(std::env::var("OUTBOARD_LOG").ok().as_deref(), "info");
+    match telemetry {
+        None => {
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init()
+        }
+        Some(telemetry) => tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter))
+            .with(telemetry.layer())
+            .init(),
     }
 }
 

@@ -71,6 +71,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             compact_percent: args.compact_at,
             result_chars: usize::try_from(args.tool_result_chars).unwrap_or(usize::MAX),
             lease,
+            span_content: args.otlp_content,
             host_link: outboard_remote::client::Liveness {
                 ping_interval: Duration::from_secs(args.host_ping_secs.max(1)),
                 ping_timeout: Duration::from_secs(args.host_ping_timeout_secs.max(1)),
