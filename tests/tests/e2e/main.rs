@@ -27,6 +27,7 @@ mod nodes;
 mod org_agents;
 mod org_memory;
 mod org_memory_cli;
+mod otlp;
 mod plan;
 mod protocol_errors;
 mod recovery;
