@@ -56,6 +56,9 @@ pub enum TelemetryError {
     /// The HTTP client.
     #[error("cannot build the OTLP exporter's HTTP client: {0}")]
     Client(#[from] reqwest013::Error),
+    /// `--otlp-endpoint` is not an HTTP URL (not echoed: a URL may carry a password).
+    #[error("--otlp-endpoint must be a collector's http:// or https:// base URL")]
+    Endpoint,
     /// The exporter refused its configuration (a bad URL, an unknown compression…).
     #[error(
         "cannot set up the OTLP exporter: {0}; check --otlp-endpoint and the OTEL_EXPORTER_OTLP_* \
@@ -89,6 +92,9 @@ impl Telemetry {
         endpoint: Option<&str>,
         runtime: tokio::runtime::Handle,
     ) -> Result<Telemetry, TelemetryError> {
+        if endpoint.is_some_and(|url| !url.starts_with("http://") && !url.starts_with("https://")) {
+            return Err(TelemetryError::Endpoint);
+        }
         let client = OnRuntime { client: http_client()?, runtime };
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -183,6 +189,17 @@ mod tests {
     fn the_endpoint_is_a_base_url_like_the_standard_variable() {
         assert_eq!(traces_url("http://127.0.0.1:4318"), "http://127.0.0.1:4318/v1/traces");
         assert_eq!(traces_url("https://otel.example/"), "https://otel.example/v1/traces");
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_is_not_an_http_url_fails_the_start() {
+        let runtime = tokio::runtime::Handle::current();
+        for bad in ["collector:4318", "grpc://collector:4317", "/v1/traces"] {
+            let started = Telemetry::start(Some(bad), runtime.clone());
+            assert!(matches!(started, Err(TelemetryError::Endpoint)), "{bad}");
+        }
+        let good = Telemetry::start(Some("http://127.0.0.1:4318"), runtime).unwrap();
+        good.provider.shutdown().unwrap();
     }
 
     /// An exporter whose first export waits until the test lets it go (at most `stall`), and
