@@ -28,6 +28,7 @@ use tokio::sync::watch;
 
 use crate::harness::{Api, TestServer, WsClient};
 use crate::mock_llm::{MockLlm, MockStep, MockToolCall};
+use crate::nodes::Cluster;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -45,6 +46,10 @@ pub struct CrashConfig {
     /// The org's `live_sandboxes` quota for the run; `None`: the server's default (8), which
     /// more sessions than that respect by waiting in the org's queue.
     pub live_sandboxes: Option<u64>,
+    /// Servers: 1 is one server on the suite's store, killed and restarted on its data dir; more
+    /// are nodes of one PostgreSQL store, a random one killed each time (its sessions taken over
+    /// by the others once its lease lapses) and restarted at a new address.
+    pub nodes: usize,
 }
 
 /// What happened.
@@ -227,8 +232,8 @@ fn newest_compacting_step(body: &Value) -> Option<(usize, usize)> {
 
 /// The answer to a compacting session's request: a summary to a summary request; otherwise the
 /// step after the newest one it carries. Step 0 writes ten 3 KiB files, then `Read`s of them,
-/// every [`COMPACTING_COMMAND_EVERY`]th step a `Bash` that appends its line, and after
-/// [`COMPACTING_STEPS`] the answer.
+/// every [`COMPACTING_COMMAND_EVERY`]th step a `Bash` that appends its line (and makes the files
+/// a cut step 0 did not), and after [`COMPACTING_STEPS`] the answer.
 fn compacting_step(k: usize, body: &Value) -> MockStep {
     if crate::long_turn::is_summary(body) {
         return MockStep::text(&format!("Summary: crash task {k}, files f0..f9 read in turn."));
@@ -237,15 +242,15 @@ fn compacting_step(k: usize, body: &Value) -> MockStep {
     if n > COMPACTING_STEPS {
         return MockStep::text(&format!("done {k}"));
     }
+    // The ten files, made by step 0 and again by each command where missing: a kill that cuts
+    // step 0 must not leave the turn reading nothing (and compacting never).
+    let make = "for i in 0 1 2 3 4 5 6 7 8 9; do [ -s f$i.txt ] || head -c 2300 /dev/urandom | base64 > f$i.txt; done";
     let call = if n == 0 {
-        MockToolCall::new(
-            "Bash",
-            json!({"command": "for i in 0 1 2 3 4 5 6 7 8 9; do head -c 2300 /dev/urandom | base64 > f$i.txt; done; echo made"}),
-        )
+        MockToolCall::new("Bash", json!({"command": format!("{make}; echo made")}))
     } else if n.is_multiple_of(COMPACTING_COMMAND_EVERY) {
         MockToolCall::new(
             "Bash",
-            json!({"command": format!("echo {k}-c{n} >> ran.log; sleep 0.2; cat f{}.txt", n % 10)}),
+            json!({"command": format!("{make}; echo {k}-c{n} >> ran.log; sleep 0.2; cat f{}.txt", n % 10)}),
         )
     } else {
         MockToolCall::new("Read", json!({"file_path": format!("f{}.txt", n % 10)}))
@@ -315,6 +320,16 @@ impl Rng {
     }
 }
 
+/// The seed of a run: `CRASH_SEED` (to replay a run's kill schedule), else one from the clock.
+/// A test prints it with its failure.
+pub fn seed() -> u64 {
+    if let Some(seed) = std::env::var("CRASH_SEED").ok().and_then(|s| s.trim().parse().ok()) {
+        return seed;
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(1, |d| d.as_nanos() as u64)
+}
+
 /// Runs the harness and checks everything; an error says what broke.
 pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     let calls = Arc::new(Mutex::new(0usize));
@@ -349,9 +364,10 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         Api::Anthropic => mock.anthropic_base_url(),
         Api::OpenAi | Api::Responses => mock.openai_base_url(),
     };
-    let mut server = TestServer::start(config.api, &base)?;
+    let mut fleet = Fleet::start(&config, &base)?;
+    let server = fleet.any();
     let token = server.add_user("alice", "acme")?;
-    org_setup(&server, upstream)?;
+    org_setup(server, upstream)?;
     if let Some(quota) = config.live_sandboxes {
         let (code, out, err) = server.admin(
             &["quota", "set", "--org", "acme", "live_sandboxes", &quota.to_string()],
@@ -360,51 +376,46 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         anyhow::ensure!(code == 0, "quota set live_sandboxes {quota}: {out}{err}");
     }
 
-    // Start every session's turn, and a watcher per session that survives the crashes.
-    let (url_tx, url_rx) = watch::channel(server.url.clone());
+    // Start every session's turn (on the nodes in turn), and a watcher per session that
+    // survives the crashes.
     let mut sids = Vec::new();
     let mut watchers = Vec::new();
     let mut approvers = Vec::new();
-    {
-        let mut c = WsClient::connect(&server.url, &token).await?;
-        for k in 0..config.sessions {
-            let params = match kind(k) {
-                Kind::Compaction => json!({"context_window": SMALL_WINDOW}),
-                _ => json!({}),
-            };
-            let created = c.request("session/create", params).await?.map_err(anyhow::Error::msg)?;
-            let sid = created["session"]["id"].as_str().context("no session id")?.to_owned();
-            watchers.push(tokio::spawn(watch_through_crashes(
-                url_rx.clone(),
-                token.clone(),
-                sid.clone(),
-            )));
-            if kind(k) == Kind::Approval {
-                approvers.push(tokio::spawn(approve_through_crashes(
-                    url_rx.clone(),
-                    token.clone(),
-                    sid.clone(),
-                )));
-            }
-            c.request("turn/send", json!({"session_id": sid, "text": format!("crash task {k}")}))
-                .await?
-                .map_err(anyhow::Error::msg)?;
-            sids.push(sid);
+    for k in 0..config.sessions {
+        let mut c = WsClient::connect(&fleet.url(k), &token).await?;
+        let params = match kind(k) {
+            Kind::Compaction => json!({"context_window": SMALL_WINDOW}),
+            _ => json!({}),
+        };
+        let created = c.request("session/create", params).await?.map_err(anyhow::Error::msg)?;
+        let sid = created["session"]["id"].as_str().context("no session id")?.to_owned();
+        c.request("turn/send", json!({"session_id": sid, "text": format!("crash task {k}")}))
+            .await?
+            .map_err(anyhow::Error::msg)?;
+        // After the send: the approver takes driving from the connection that created the
+        // session.
+        let urls = Urls { rx: fleet.urls.subscribe(), turn: k };
+        watchers.push(tokio::spawn(watch_through_crashes(
+            urls.clone(),
+            token.clone(),
+            sid.clone(),
+        )));
+        if kind(k) == Kind::Approval {
+            approvers.push(tokio::spawn(approve_through_crashes(urls, token.clone(), sid.clone())));
         }
+        sids.push(sid);
     }
 
     let mut rng = Rng(config.seed | 1);
     for _ in 0..config.kills {
         tokio::time::sleep(Duration::from_millis(rng.range(config.gap_ms.0, config.gap_ms.1)))
             .await;
-        let data = server.kill().context("the data dir")?;
-        server = TestServer::start_in(data, config.api, &base, &[])?;
-        let _ = url_tx.send(server.url.clone());
+        fleet.kill_one(&mut rng).await?;
     }
 
     // Let every session finish.
     let deadline = Instant::now() + Duration::from_secs(60 + 10 * config.sessions as u64);
-    let mut c = WsClient::connect(&server.url, &token).await?;
+    let mut c = fleet.connect_any(&token).await?;
     loop {
         let list = c.request("session/list", json!({})).await?.map_err(anyhow::Error::msg)?;
         let busy = list["sessions"]
@@ -415,7 +426,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
         }
         if Instant::now() > deadline {
             let stuck = stuck_sessions(&mut c, &list).await;
-            bail!("{busy} sessions still not idle:\n{stuck}\nserver log:\n{}", server.log());
+            bail!("{busy} sessions still not idle:\n{stuck}\nserver logs:\n{}", fleet.logs());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -442,7 +453,7 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
             log.iter().filter(|e| matches!(e.kind, EventKind::ApprovalRequested { .. })).count();
         report.compactions +=
             log.iter().filter(|e| matches!(e.kind, EventKind::Compaction { .. })).count();
-        report.unknown_outcomes += check_session(k, &log, &server.workspace(sid), &record, &hits)
+        report.unknown_outcomes += check_session(k, &log, &fleet.workspace(sid), &record, &hits)
             .with_context(|| format!("session {k} ({sid})"))?;
         let watched = tokio::time::timeout(Duration::from_secs(30), watchers.remove(0))
             .await
@@ -467,6 +478,111 @@ pub async fn run(config: CrashConfig) -> anyhow::Result<CrashReport> {
     report.model_calls = calls.lock().map(|n| *n).unwrap_or(0);
     report.mcp_calls = std::fs::read_to_string(&record).unwrap_or_default().lines().count();
     Ok(report)
+}
+
+/// The servers the harness kills (see [`CrashConfig::nodes`]), and their addresses as they are
+/// now for the clients that follow the sessions through the kills.
+struct Fleet {
+    /// The nodes' shared store and workspaces; `None` for one server.
+    cluster: Option<Cluster>,
+    nodes: Vec<TestServer>,
+    api: Api,
+    base: String,
+    urls: watch::Sender<Vec<String>>,
+}
+
+impl Fleet {
+    fn start(config: &CrashConfig, base: &str) -> anyhow::Result<Fleet> {
+        let (cluster, nodes) = if config.nodes > 1 {
+            // One-second leases: a killed node's sessions are taken over within seconds.
+            let cluster = Cluster::new(config.api, base, 1)?;
+            let nodes = (0..config.nodes).map(|_| cluster.start()).collect::<Result<_, _>>()?;
+            (Some(cluster), nodes)
+        } else {
+            (None, vec![TestServer::start(config.api, base)?])
+        };
+        let (urls, _) = watch::channel(Vec::new());
+        let fleet = Fleet { cluster, nodes, api: config.api, base: base.to_owned(), urls };
+        fleet.publish();
+        Ok(fleet)
+    }
+
+    fn publish(&self) {
+        self.urls.send_replace(self.nodes.iter().map(|n| n.url.clone()).collect());
+    }
+
+    fn any(&self) -> &TestServer {
+        &self.nodes[0]
+    }
+
+    /// The address of node `k` modulo their number (sessions are spread over them).
+    fn url(&self, k: usize) -> String {
+        self.nodes[k % self.nodes.len()].url.clone()
+    }
+
+    /// SIGKILLs a random node and starts it again on its data dir (several nodes: after a pause
+    /// of up to half a second, so the others may start taking its sessions over).
+    async fn kill_one(&mut self, rng: &mut Rng) -> anyhow::Result<()> {
+        let victim = rng.range(0, self.nodes.len() as u64) as usize;
+        let data = self.nodes.remove(victim).kill().context("the data dir")?;
+        let node = match &self.cluster {
+            Some(cluster) => {
+                tokio::time::sleep(Duration::from_millis(rng.range(0, 500))).await;
+                cluster.start_in(data)?
+            }
+            None => TestServer::start_in(data, self.api, &self.base, &[])?,
+        };
+        self.nodes.insert(victim, node);
+        self.publish();
+        Ok(())
+    }
+
+    /// A connection to the first node that takes one.
+    async fn connect_any(&self, token: &str) -> anyhow::Result<WsClient> {
+        let mut last = None;
+        for node in &self.nodes {
+            match WsClient::connect(&node.url, token).await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.context("no node")?)
+    }
+
+    fn workspace(&self, sid: &str) -> PathBuf {
+        match &self.cluster {
+            Some(cluster) => cluster.workspace(sid),
+            None => self.any().workspace(sid),
+        }
+    }
+
+    /// Every server's log, for a failure.
+    fn logs(&self) -> String {
+        let logs = self.nodes.iter().enumerate().map(|(i, n)| format!("-- node {i}:\n{}", n.log()));
+        logs.collect()
+    }
+}
+
+/// Where a client that follows a session through the kills connects: the servers' current
+/// addresses, and which of them to try next (the next one after each failure).
+#[derive(Clone)]
+struct Urls {
+    rx: watch::Receiver<Vec<String>>,
+    turn: usize,
+}
+
+impl Urls {
+    /// The address to try now.
+    fn current(&mut self) -> String {
+        let urls = self.rx.borrow_and_update();
+        urls[self.turn % urls.len()].clone()
+    }
+
+    /// After a failure: the next server, once the addresses change or after a short pause.
+    async fn next(&mut self) {
+        self.turn += 1;
+        let _ = tokio::time::timeout(Duration::from_millis(200), self.rx.changed()).await;
+    }
 }
 
 /// For a failure: each session of `list` that is not idle, with the kinds of its last events
@@ -729,7 +845,7 @@ fn check_approvals(log: &[SessionEvent]) -> anyhow::Result<()> {
 /// server and re-attaches after the last durable `seq` it holds. Returns its durable events once
 /// the session's turn completed.
 async fn watch_through_crashes(
-    mut url: watch::Receiver<String>,
+    mut urls: Urls,
     token: String,
     sid: String,
 ) -> anyhow::Result<Vec<SessionEvent>> {
@@ -739,9 +855,8 @@ async fn watch_through_crashes(
         if Instant::now() > give_up {
             bail!("the watcher of {sid} gave up");
         }
-        let current = url.borrow_and_update().clone();
-        let Ok(mut c) = WsClient::connect(&current, &token).await else {
-            let _ = tokio::time::timeout(Duration::from_millis(200), url.changed()).await;
+        let Ok(mut c) = WsClient::connect(&urls.current(), &token).await else {
+            urls.next().await;
             continue;
         };
         let after = seen.last().map_or(0, |e| e.seq);
@@ -753,7 +868,11 @@ async fn watch_through_crashes(
             .await
         {
             Ok(Ok(v)) => v,
-            _ => continue,
+            // Refused while the session changes nodes, or the node went away.
+            _ => {
+                urls.next().await;
+                continue;
+            }
         };
         let snap: outboard_shared::SessionAttachResponse = serde_json::from_value(snap)?;
         seen.extend(snap.events);
@@ -787,26 +906,21 @@ async fn watch_through_crashes(
 /// (re)connect it attaches as the driver (retrying while another connection drives), answers
 /// `allow` to the requests the snapshot shows open, then to each one that arrives, until the turn
 /// completed.
-async fn approve_through_crashes(
-    mut url: watch::Receiver<String>,
-    token: String,
-    sid: String,
-) -> anyhow::Result<()> {
+async fn approve_through_crashes(mut urls: Urls, token: String, sid: String) -> anyhow::Result<()> {
     let give_up = Instant::now() + Duration::from_secs(600);
     loop {
         if Instant::now() > give_up {
             bail!("the approver of {sid} gave up");
         }
-        let current = url.borrow_and_update().clone();
-        let Ok(mut c) = WsClient::connect(&current, &token).await else {
-            let _ = tokio::time::timeout(Duration::from_millis(200), url.changed()).await;
+        let Ok(mut c) = WsClient::connect(&urls.current(), &token).await else {
+            urls.next().await;
             continue;
         };
         let params = json!({"session_id": sid, "role": "driver"});
         let snap = match c.request("session/attach", params).await {
             Ok(Ok(v)) => v,
             _ => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                urls.next().await;
                 continue;
             }
         };

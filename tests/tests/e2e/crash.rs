@@ -4,20 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
-use outboard_tests::crash::{run, CrashConfig};
+use outboard_tests::crash::{run, seed, CrashConfig};
 use outboard_tests::harness::Api;
-
-/// `CRASH_SEED` replays a run's schedule (kill moments, gaps, scripts); otherwise a fresh seed from the
-/// clock, printed in the failure message so the run can be replayed.
-fn seed() -> u64 {
-    match std::env::var("CRASH_SEED") {
-        Ok(seed) => seed.trim().parse().expect("CRASH_SEED is a decimal u64"),
-        Err(_) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-            now.as_nanos() as u64
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_survive_repeated_sigkills() {
@@ -29,6 +17,7 @@ async fn sessions_survive_repeated_sigkills() {
             gap_ms: (150, 700),
             seed: seed(),
             live_sandboxes: None,
+            nodes: 1,
         };
         eprintln!("crash harness: {config:?}");
         let seed = config.seed;

@@ -582,7 +582,8 @@ async fn watch_through(
     }
 }
 
-/// The short run of the multi-node crash test (the long one: `scripts/crash.sh nodes`): three
+/// Long commands on nodes killed at random (the crash harness's every kind of session on nodes
+/// killed at random is the next test, and `scripts/crash.sh nodes` its long run): three
 /// nodes on one store, sessions of several `Bash` steps started on every node, nodes killed
 /// with SIGKILL and restarted while the turns run. Every turn completes on whichever node took
 /// it over, every log is gap-free with one result per call, and no command ran twice. Each
@@ -680,6 +681,33 @@ async fn three_nodes_killed_at_random_lose_no_turn_and_run_no_command_twice() {
     for (i, (watcher, log)) in watchers.into_iter().zip(watched).enumerate() {
         let seen = watcher.await.unwrap();
         assert_eq!(seen, log, "the watcher of {} saw what a fresh attach reads", sids[i]);
+    }
+}
+
+/// The crash harness (`outboard_tests::crash`) on three nodes of one store: a session of each
+/// kind (its own commands and edit, a subagent's, a background command, a command waiting for
+/// approval, an MCP call, a turn that compacts, a request through the proxy), a random node
+/// SIGKILLed and restarted four times. Every session completes on whichever node took it over,
+/// gap-free, no command or MCP call run twice, every approval answered, and every watcher that
+/// followed its session from node to node holds what a fresh attach reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_session_survives_nodes_killed_at_random() {
+    use outboard_tests::crash::{run, seed, CrashConfig};
+    let seed = seed();
+    let config = CrashConfig {
+        sessions: 7,
+        kills: 4,
+        api: Api::Anthropic,
+        gap_ms: (300, 1200),
+        seed,
+        live_sandboxes: None,
+        nodes: 3,
+    };
+    match run(config).await {
+        Ok(report) => eprintln!("crash harness on three nodes: {report:?}"),
+        Err(e) => {
+            panic!("crash harness on three nodes failed: {e:#}\nreplay with CRASH_SEED={seed}")
+        }
     }
 }
 
