@@ -44,3 +44,7 @@ OUTBOARD_TEST_STORE=postgres cargo test -p outboard-store -p outboard-org -p out
 # The end-to-end suites are the modules of one binary (tests/tests/e2e/): every suite but `nodes`,
 # which runs its nodes on PostgreSQL in both passes.
 OUTBOARD_TEST_STORE=postgres cargo test -p outboard-tests --no-fail-fast --test e2e -- --skip nodes::
+# Last: it leaves target/debug/outboard built without the embedded server (the next default
+# build links the full one again).
+echo "== the client-only build"
+scripts/client-only.sh
