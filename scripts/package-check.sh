@@ -15,7 +15,7 @@ if dpkg -s outboard >/dev/null 2>&1; then
   exit 1
 fi
 
-scripts/package.sh --profile dev --no-build
+scripts/package.sh --profile dev --no-build --fast
 deb=$(ls target/package/outboard_*.deb)
 
 fail() {

@@ -5,7 +5,7 @@
 # docs/PACKAGING.md.
 #
 #   scripts/package.sh                      builds the release profile and packages it (for users)
-#   scripts/package.sh --profile dev --no-build
+#   scripts/package.sh --profile dev --no-build --fast
 #                                           packages the binaries a test build already made (CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +16,14 @@ CARGO_DEB_VERSION=3.8.0
 
 profile=release
 build=yes
+fast=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2 ;;
     --no-build) build=no; shift ;;
-    *) echo "usage: scripts/package.sh [--profile NAME] [--no-build]" >&2; exit 2 ;;
+    # Quicker, larger compression: for a package that is checked and thrown away.
+    --fast) fast=(--fast); shift ;;
+    *) echo "usage: scripts/package.sh [--profile NAME] [--no-build] [--fast]" >&2; exit 2 ;;
   esac
 done
 # Cargo's dev profile lives in target/debug; every other profile in a directory of its name.
@@ -49,5 +52,5 @@ done
 
 echo "== cargo deb ($dir)"
 # cargo-deb warns that a dev profile is not for releases: this one is a check of the package.
-cargo deb -p outboard-server --no-build --profile "$profile" --output "$out/"
+cargo deb -p outboard-server --no-build --profile "$profile" "${fast[@]}" --output "$out/"
 ls "$out"/*.deb
