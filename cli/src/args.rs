@@ -120,7 +120,7 @@ pub enum Command {
     /// Print shell completions (`outboard completions zsh > ~/.zfunc/_outboard`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
-        shell: outboard_server::manual::Shell,
+        shell: outboard_cmdline::manual::Shell,
     },
     /// Print the man page, or write every page (one per subcommand) into DIR.
     Man {
@@ -419,7 +419,8 @@ pub struct AttachArgs {
 /// Where the server is and how to reach it; with no `--server`, one is started in-process.
 #[derive(Debug, Clone, Default, PartialEq, Args)]
 pub struct ConnectArgs {
-    /// The server's WebSocket URL (ws://HOST:PORT). Without it, an embedded server is started.
+    /// The server's WebSocket URL (ws://HOST:PORT). Without it, an embedded server is started
+    /// (a client-only build, without the `embedded` feature, has none and needs it).
     #[arg(long, env = "OUTBOARD_SERVER", value_name = "URL")]
     pub server: Option<String>,
     /// Your bearer token (required with --server). Prefer OUTBOARD_TOKEN or --token-file: other

@@ -13,6 +13,9 @@ use outboard_shared::SessionId;
 use tokio::sync::mpsc;
 
 fn main() -> ExitCode {
+    // The embedded server's sandboxes run this binary as their PID 1; a client-only build starts
+    // no sandbox.
+    #[cfg(feature = "embedded")]
     if let Some(code) = outboard_server::sandbox::init::main_if_agent() {
         return code;
     }
@@ -86,12 +89,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            outboard_server::manual::completions(cmd, shell, &mut std::io::stdout());
+            outboard_cmdline::manual::completions(cmd, shell, &mut std::io::stdout());
             Ok(exit::OK)
         }
         Command::Man { dir } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            outboard_server::manual::man(cmd, dir.as_deref(), &mut std::io::stdout())?;
+            outboard_cmdline::manual::man(cmd, dir.as_deref(), &mut std::io::stdout())?;
             Ok(exit::OK)
         }
         Command::Approve(args) => {
@@ -173,8 +176,7 @@ fn forward_ctrl_c() -> mpsc::Receiver<()> {
 /// Logs go to stderr, off unless `RUST_LOG` asks for them: stdout belongs to the run's output.
 fn init_tracing() {
     // Capped for the WebSocket library: it would log the hello, token included, at trace.
-    let filter =
-        outboard_server::config::log_filter(std::env::var("RUST_LOG").ok().as_deref(), "off");
+    let filter = outboard_cmdline::log_filter(std::env::var("RUST_LOG").ok().as_deref(), "off");
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
