@@ -439,11 +439,7 @@ pub fn outboard_in(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
-            cmd.env_remove(k);
-        }
-    }
+    clean_env(&mut cmd);
     cmd.envs(env.iter().copied());
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     let mut child = cmd.spawn()?;
@@ -456,6 +452,18 @@ pub fn outboard_in(
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
     })
+}
+
+/// Leaves out of `cmd`'s environment what the developer's shell may hold for `outboard`: its
+/// variables, API keys, and its configuration file (`$XDG_CONFIG_HOME` points at a directory
+/// that does not exist; a test that wants a file passes `--config` or its own variable).
+fn clean_env(cmd: &mut Command) {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("XDG_CONFIG_HOME", std::env::temp_dir().join("outboard-tests-no-config"));
 }
 
 /// Starts `outboard ARGS` in the background with a clean environment (see [`outboard`]) plus
@@ -473,11 +481,7 @@ pub fn spawn_outboard(
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout)?)
         .stderr(std::fs::File::create(&stderr)?);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
-            cmd.env_remove(k);
-        }
-    }
+    clean_env(&mut cmd);
     cmd.envs(env.iter().copied());
     Ok(BackgroundCli { child: cmd.spawn()?, stdout, stderr })
 }
