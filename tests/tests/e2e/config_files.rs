@@ -2,7 +2,8 @@
 //! names the server and the token file lets `outboard run` reach a server with no flags, under
 //! the flags and the environment; `outboard-server serve --config FILE` listens where the file
 //! says, with the file's `[[models]]` catalog; `config show` on both sides prints each value's
-//! source (a token as set); an unknown key stops either binary naming the file, line and key.
+//! source (a token as set); an unknown key stops either binary naming the file, line and key;
+//! embedded mode gets the file's provider, base URL, model, data dir and workspace as flags.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
@@ -11,6 +12,7 @@ use std::process::Command;
 
 use outboard_tests::fixture::{cli_ok, Org, ORG, USER};
 use outboard_tests::harness::{bin, outboard_in, Api, TestServer};
+use outboard_tests::mock_llm::{MockLlm, MockStep};
 use outboard_tests::scripted::{say, script};
 use pretty_assertions::assert_eq;
 
@@ -162,4 +164,33 @@ async fn serve_takes_its_flags_and_models_from_a_file() {
     assert_eq!(code, 2, "{err}");
     let want = format!("outboard-server: {path}:2: unknown key `listen_port`");
     assert!(err.starts_with(&want), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_mode_takes_the_file_as_flags() {
+    let mock = MockLlm::start(vec![MockStep::text("embedded, configured by file")]).await.unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join("outboard")).unwrap();
+    let text = format!(
+        "provider = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\ndata = \"{}\"\nworkspace = \"{}\"\n",
+        mock.openai_base_url(),
+        data.path().display(),
+        project.path().display()
+    );
+    std::fs::write(home.path().join("outboard/config.toml"), text).unwrap();
+    let xdg = home.path().to_str().unwrap().to_owned();
+    // Without the file this run would use Anthropic's API with no key and exit 2.
+    let run = tokio::task::spawn_blocking(move || {
+        outboard_in(None, &[("XDG_CONFIG_HOME", &xdg)], &["run", "--json", "hi"], None)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.json_lines().unwrap();
+    assert_eq!(lines[0]["embedded"], true);
+    assert!(run.stdout.contains("embedded, configured by file"), "{}", run.stdout);
+    assert!(data.path().join("outboard.db").exists(), "the file's data dir is used");
 }
