@@ -27,6 +27,12 @@ pub struct Cli {
     /// changes nothing until you approve it (Shift-Tab or /plan switches).
     #[arg(long)]
     pub plan: bool,
+    /// The configuration file (default: $XDG_CONFIG_HOME/outboard/config.toml, else
+    /// ~/.config/outboard/config.toml; a missing default file is no error). Its keys are the
+    /// long names, with `_` for `-`, of the flags that have an environment variable; a flag or
+    /// a variable wins over it. `outboard config show` prints what is in effect.
+    #[arg(long, global = true, env = "OUTBOARD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Where a new session's workspace comes from, instead of the current directory.
@@ -117,6 +123,9 @@ pub enum Command {
     /// mode proposes one).
     #[command(subcommand)]
     Plans(PlansCommand),
+    /// The configuration file (`outboard config show`).
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Print shell completions (`outboard completions zsh > ~/.zfunc/_outboard`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -127,6 +136,14 @@ pub enum Command {
         /// Where to write `outboard.1` and the subcommands' pages.
         dir: Option<PathBuf>,
     },
+}
+
+/// `outboard config …`.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every setting the file may hold with the value in effect and where it comes from:
+    /// the environment, the file (with its line), or the default. Secrets show as set or unset.
+    Show,
 }
 
 /// `outboard diff`.
@@ -801,7 +818,8 @@ mod tests {
                 connect: ConnectArgs::default(),
                 source: SourceArgs::default(),
                 upload: None,
-                plan: false
+                plan: false,
+                config: None
             }
         );
     }

@@ -13,6 +13,7 @@ pub mod args;
 pub mod changes;
 pub mod client;
 pub mod compact;
+pub mod config;
 pub mod embedded;
 pub mod files;
 pub mod http;

@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use outboard_cli::args::{Cli, Command, SessionsCommand};
+use outboard_cli::args::{Cli, Command, ConfigCommand, SessionsCommand};
+use outboard_cli::config::{Config, ConfigError};
 use outboard_cli::output::{Mode, Printer};
 use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
 use outboard_cli::tui::{self, TuiArgs};
@@ -19,7 +20,14 @@ fn main() -> ExitCode {
     if let Some(code) = outboard_server::sandbox::init::main_if_agent() {
         return code;
     }
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let (matches, config) = match outboard_cli::config::parse(std::env::args_os().collect()) {
+        Ok(parsed) => parsed,
+        Err(ConfigError::Usage(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("outboard: {e}");
+            return ExitCode::from(exit::USAGE as u8);
+        }
+    };
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -31,7 +39,7 @@ fn main() -> ExitCode {
         );
     }
     init_tracing();
-    let code = match dispatch(cli) {
+    let code = match dispatch(cli, &config) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("outboard: {err:#}");
@@ -41,7 +49,7 @@ fn main() -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -86,6 +94,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         },
         Command::Models(args) => {
             Ok(runtime.block_on(outboard_cli::models::models(&args, &mut std::io::stdout())))
+        }
+        Command::Config(ConfigCommand::Show) => {
+            config.show(&mut std::io::stdout()).context("while printing the settings")?;
+            Ok(exit::OK)
         }
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();

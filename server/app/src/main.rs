@@ -1,7 +1,7 @@
 //! `outboard-server`: flags and environment in, [`outboard_server::launch`] out.
 //!
 //! ```text
-//! outboard-server serve [--listen 127.0.0.1:7700] [--data DIR]
+//! outboard-server serve [--config FILE] [--listen 127.0.0.1:7700] [--data DIR]
 //!                       [--provider anthropic|openai|responses] [--base-url URL] [--model NAME]
 //!                       [--sandbox bwrap|unsafe-host|remote]
 //!                       [--tls-cert PEM --tls-key PEM] [--insecure]
@@ -9,6 +9,7 @@
 //!                       [--max-connections N] [--max-connections-per-ip N]
 //!                       [--metrics-listen 127.0.0.1:9464]
 //!                       [--otlp-endpoint http://127.0.0.1:4318 [--otlp-content]]
+//! outboard-server config show [--config FILE]   # each serve setting, its value and source
 //! outboard-server sandbox-host --listen ADDR --data DIR [--join-token TOKEN] [--capacity N]
 //!                       [--sandbox bwrap|unsafe-host]   # serves workspaces and sandboxes
 //! outboard-server admin hosts add NAME --url ws://HOST:PORT   # prints the host's join token once
@@ -40,9 +41,10 @@
 
 mod admin;
 mod args;
+mod configfile;
 mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -65,6 +67,11 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Serve this machine's workspaces and sandboxes to harness nodes (a sandbox host).
     SandboxHost(SandboxHostArgs),
+    /// The configuration file of `serve` (`config show --config FILE`).
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Administer users and orgs.
     Admin {
         #[command(subcommand)]
@@ -82,6 +89,17 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print every setting of `serve` with the value in effect and where it comes from: the
+    /// environment, the file (with its line), or the default. Secrets show as set or unset.
+    Show {
+        /// The configuration file, as `serve --config` takes it.
+        #[arg(long, env = "OUTBOARD_SERVER_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+}
+
 fn main() -> ExitCode {
     if let Some(code) = outboard_server::sandbox::init::main_if_agent() {
         return code;
@@ -89,7 +107,16 @@ fn main() -> ExitCode {
     // Everything this process creates (database, workspaces, org projections) is private to its
     // user; the data dir is also checked and tightened at start (config::secure_data_dir).
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
-    let cli = Cli::parse();
+    let (cli, file) = match configfile::parse(Cli::command(), std::env::args_os().collect()) {
+        Ok((matches, file)) => match Cli::from_arg_matches(&matches) {
+            Ok(cli) => (cli, file),
+            Err(e) => e.exit(),
+        },
+        Err(e) => {
+            eprintln!("outboard-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -105,7 +132,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(telemetry.as_ref());
-    let code = match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli, file)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("outboard-server: {e:#}");
@@ -153,10 +180,14 @@ fn init_logging(telemetry: Option<&Telemetry>) {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli, file: Option<outboard_flagfile::FlagFile>) -> anyhow::Result<ExitCode> {
     let done = ExitCode::SUCCESS;
     match cli.command {
-        Command::Serve(args) => serve(*args).await.map(|()| done),
+        Command::Serve(args) => serve(*args, file.as_ref()).await.map(|()| done),
+        Command::Config { command: ConfigCommand::Show { config } } => {
+            configfile::show(&Cli::command(), config.as_deref(), &mut std::io::stdout())?;
+            Ok(done)
+        }
         Command::SandboxHost(args) => sandbox_host(args).await.map(|()| done),
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();

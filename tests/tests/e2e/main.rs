@@ -12,6 +12,7 @@ mod attach_reconnect;
 mod attach_roles;
 mod background_tasks;
 mod compaction;
+mod config_files;
 mod context_probe;
 mod crash;
 mod e2e_run;
