@@ -19,15 +19,15 @@ use crate::requests::{
     SessionPushParams, SessionRef, SessionSetModeParams, SessionSetModelParams, TurnSendParams,
     UsageReportParams,
 };
-use crate::rewind::{
-    SessionCheckpointsResponse, SessionForkParams, SessionForkResponse, SessionRewindParams,
-    SessionRewindResponse,
-};
 use crate::responses::{
     ModelsListResponse, SessionAttachResponse, SessionCompactResponse, SessionCreateResponse,
     SessionHistoryResponse, SessionListResponse, SessionPushResponse, SessionRestoreResponse,
     SessionSetModeResponse, SessionSetModelResponse, TurnInterruptResponse, TurnSendResponse,
     UsageReportResponse,
+};
+use crate::rewind::{
+    SessionCheckpointsResponse, SessionForkParams, SessionForkResponse, SessionRewindParams,
+    SessionRewindResponse,
 };
 #[cfg(doc)]
 use crate::{events::EventKind, frames::ServerFrame};

@@ -1092,7 +1092,13 @@ impl App {
                 };
                 self.push_notice(format!("{what} (by {by})"), false);
             }
-            EventKind::SystemReminder { .. } | EventKind::Unknown => {}
+            EventKind::Rewound { checkpoint, code, conversation, by, .. } => {
+                let line = crate::output::rewound_line(checkpoint, code, conversation, &by);
+                self.push_notice(line, false);
+            }
+            EventKind::SystemReminder { .. }
+            | EventKind::Checkpoint { .. }
+            | EventKind::Unknown => {}
         }
     }
 

@@ -622,6 +622,108 @@ impl Sources {
             .map_err(|_| SourceError::Invalid(format!("{branch:?} is not a valid branch name")))
     }
 
+    /// A checkpoint of `session`'s workspace `ws`: its tree now, written into the shadow
+    /// repository with the same `add -A` + `write-tree` a diff makes (the shadow index's stat
+    /// cache makes it cheap), so files a command changed are in it too. Files too large to read
+    /// are left out, as from a diff.
+    pub async fn checkpoint(&self, session: &SessionId, ws: &Path) -> Result<String, SourceError> {
+        let (_, tree, _) = self.snapshot(session, ws).await?;
+        Ok(tree)
+    }
+
+    /// Restores `session`'s workspace `ws` to the checkpoint `tree`, crash-safely: the workspace
+    /// as it is is snapshot first (returned: nothing is lost), a [`PendingRewind`] naming both
+    /// trees and `seq` — where the caller will log the rewind — is written durably, then the
+    /// files are checked out (`read-tree --reset -u`: changed and deleted files come back,
+    /// files made since go; ignored files and those too large to snapshot are left alone).
+    /// The caller logs the rewind, then calls [`Sources::rewind_done`]; after a crash in
+    /// between, [`Sources::finish_rewind`] redoes or undoes it.
+    pub async fn restore(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        tree: &str,
+        seq: u64,
+    ) -> Result<String, SourceError> {
+        let (_, from, _) = self.snapshot(session, ws).await?;
+        let pending = PendingRewind { seq, from: from.clone(), to: tree.to_owned() };
+        write_durably(&self.rewind_marker(session), &pending)?;
+        self.check_out(session, ws, tree).await?;
+        Ok(from)
+    }
+
+    /// The rewind of `session` is logged: its marker goes.
+    pub fn rewind_done(&self, session: &SessionId) {
+        let _ = std::fs::remove_file(self.rewind_marker(session));
+    }
+
+    /// The restore of `session`'s workspace that a crash interrupted, if any.
+    pub fn pending_rewind(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<PendingRewind>, SourceError> {
+        let marker = self.rewind_marker(session);
+        let text = match std::fs::read(&marker) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("cannot read an unfinished rewind")(e)),
+        };
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| SourceError::Invalid(format!("an unfinished rewind is unreadable: {e}")))
+    }
+
+    /// Completes a restore a crash interrupted: the workspace is checked out again at the
+    /// checkpoint (`logged`: the rewind reached the log) or back at what it was before, from
+    /// whatever mix of both the crash left; then the marker goes.
+    pub async fn finish_rewind(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        pending: &PendingRewind,
+        logged: bool,
+    ) -> Result<(), SourceError> {
+        // The index may describe either tree: snapshot the mix first, so that the checkout
+        // removes what the mix has and the tree has not.
+        self.snapshot(session, ws).await?;
+        let tree = if logged { &pending.to } else { &pending.from };
+        self.check_out(session, ws, tree).await?;
+        self.rewind_done(session);
+        Ok(())
+    }
+
+    /// The sessions whose rewind a crash interrupted (markers in the shadows' directory), to
+    /// finish at start.
+    pub fn pending_rewinds(&self) -> Vec<SessionId> {
+        let Ok(entries) = std::fs::read_dir(self.shadows()) else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let id = name.strip_suffix(".rewind")?;
+                (!id.starts_with('.')).then(|| SessionId(id.to_owned()))
+            })
+            .collect()
+    }
+
+    fn rewind_marker(&self, session: &SessionId) -> PathBuf {
+        self.shadows().join(format!("{}.rewind", session.as_str()))
+    }
+
+    /// Makes the workspace and the shadow index match `tree`, assuming the index was just
+    /// written from the workspace by a snapshot.
+    async fn check_out(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        tree: &str,
+    ) -> Result<(), SourceError> {
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        self.shadow_git(session, ws, &["read-tree", "--reset", "-u", tree]).output().await?;
+        Ok(())
+    }
+
     /// Deletes `session`'s workspace (unless it is worked on in place) and git state.
     pub fn delete(&self, session: &SessionId, in_place: bool) -> Result<(), SourceError> {
         if !in_place {
@@ -629,6 +731,7 @@ impl Sources {
         }
         remove(&self.shadow(session))?;
         let _ = std::fs::remove_file(self.index(session));
+        self.rewind_done(session);
         let mut locks = match self.locks.lock() {
             Ok(l) => l,
             Err(poisoned) => poisoned.into_inner(),
@@ -636,6 +739,34 @@ impl Sources {
         locks.remove(session);
         Ok(())
     }
+}
+
+/// A restore of a workspace to a checkpoint, recorded before its files are touched (see
+/// [`Sources::restore`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingRewind {
+    /// The seq the rewind's event is to be logged at.
+    pub seq: u64,
+    /// The workspace's tree before the restore.
+    pub from: String,
+    /// The checkpoint's tree.
+    pub to: String,
+}
+
+/// Writes `value` as JSON to `path` so that a crash leaves the old file or the new one, both
+/// whole and on disk.
+fn write_durably(path: &Path, value: &impl serde::Serialize) -> Result<(), SourceError> {
+    use std::io::Write;
+    let text = serde_json::to_vec(value)
+        .map_err(|e| SourceError::Invalid(format!("cannot record the rewind: {e}")))?;
+    let part = path.with_extension("part");
+    let mut file = std::fs::File::create(&part).map_err(io("cannot record the rewind"))?;
+    file.write_all(&text).and_then(|()| file.sync_all()).map_err(io("cannot record the rewind"))?;
+    std::fs::rename(&part, path).map_err(io("cannot record the rewind"))?;
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
 }
 
 fn remove(path: &Path) -> Result<(), SourceError> {
