@@ -209,6 +209,7 @@ impl Sources {
             .env("GIT_DIR", shadow)
             .env("GIT_WORK_TREE", ws)
             .env("GIT_INDEX_FILE", index)
+            .die_with_server()
     }
 
     /// Clones `url` at `git_ref` (the default branch when `None`) as the workspace of the new
@@ -408,6 +409,15 @@ impl Sources {
     ) -> Result<(String, String, Vec<TooLarge>), SourceError> {
         let lock = self.lock(session);
         let _held = lock.lock().await;
+        self.snapshot_held(session, ws).await
+    }
+
+    /// [`Sources::snapshot`], the session's lock held by the caller.
+    async fn snapshot_held(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+    ) -> Result<(String, String, Vec<TooLarge>), SourceError> {
         let shadow = self.shadow(session);
         if !shadow.join("HEAD").exists() {
             std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
@@ -627,6 +637,10 @@ impl Sources {
     /// cache makes it cheap), so files a command changed are in it too. Files too large to read
     /// are left out, as from a diff.
     pub async fn checkpoint(&self, session: &SessionId, ws: &Path) -> Result<String, SourceError> {
+        if !ws.exists() {
+            // A workspace no turn has made yet is empty.
+            return Ok(EMPTY_TREE.to_owned());
+        }
         let (_, tree, _) = self.snapshot(session, ws).await?;
         Ok(tree)
     }
@@ -683,11 +697,16 @@ impl Sources {
         pending: &PendingRewind,
         logged: bool,
     ) -> Result<(), SourceError> {
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        // The killed git's lock on the index: nobody else uses this session's shadow now (its
+        // actor, which calls this first, holds the session's lease).
+        let _ = std::fs::remove_file(self.index(session).with_extension("index.lock"));
         // The index may describe either tree: snapshot the mix first, so that the checkout
         // removes what the mix has and the tree has not.
-        self.snapshot(session, ws).await?;
+        self.snapshot_held(session, ws).await?;
         let tree = if logged { &pending.to } else { &pending.from };
-        self.check_out(session, ws, tree).await?;
+        self.check_out_held(session, ws, tree).await?;
         self.rewind_done(session);
         Ok(())
     }
@@ -720,6 +739,16 @@ impl Sources {
     ) -> Result<(), SourceError> {
         let lock = self.lock(session);
         let _held = lock.lock().await;
+        self.check_out_held(session, ws, tree).await
+    }
+
+    /// [`Sources::check_out`], the session's lock held by the caller.
+    async fn check_out_held(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        tree: &str,
+    ) -> Result<(), SourceError> {
         self.shadow_git(session, ws, &["read-tree", "--reset", "-u", tree]).output().await?;
         Ok(())
     }

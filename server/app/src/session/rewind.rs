@@ -19,7 +19,10 @@ impl Actor {
     /// The checkpoint of the prompt about to be logged: the workspace's snapshot (none for a
     /// session on a sandbox host, whose files the server cannot read) and the log position.
     pub(super) async fn checkpoint(&mut self) -> Result<u64, outboard_harness::EmitError> {
-        let tree = if self.row.host.is_some() || !self.workspace_dir.is_dir() {
+        // A user's directory that is gone has nothing to snapshot (the turn will say so); the
+        // server's own workspace is made by the first turn, and is empty until then.
+        let gone = self.row.workspace.is_some() && !self.workspace_dir.is_dir();
+        let tree = if self.row.host.is_some() || gone {
             None
         } else {
             let started = std::time::Instant::now();
@@ -158,7 +161,12 @@ impl Actor {
                  made checkpoints, or the snapshot failed): rewind the conversation only"
             ));
         };
-        if !self.workspace_dir.is_dir() {
+        if self.row.workspace.is_none() {
+            // The server's own workspace, not made yet if no turn needed it.
+            std::fs::create_dir_all(&self.workspace_dir).map_err(|e| {
+                ErrorBody::new(ErrorCode::Internal, format!("cannot create the workspace: {e}"))
+            })?;
+        } else if !self.workspace_dir.is_dir() {
             return refused(format!(
                 "this session's workspace {} is not a directory any more",
                 self.workspace_dir.display()
