@@ -1331,6 +1331,10 @@ impl Connection {
                 let answer = outboard_shared::SessionCheckpointsResponse { checkpoints };
                 Ok(Some(Response::ok(id, &answer)))
             }
+            Method::SessionFork(p) => {
+                let forked = crate::fork::fork(hub, &user, p).await?;
+                Ok(Some(Response::ok(id, &forked)))
+            }
             Method::SessionRewind(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;

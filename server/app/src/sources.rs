@@ -753,6 +753,50 @@ impl Sources {
         Ok(())
     }
 
+    /// Makes the workspace and shadow repository of `session`, a fork of `from` at `tree` (a
+    /// checkpoint's, or a snapshot of now): the shadow is a copy of `from`'s (its base, its
+    /// pushes and every snapshot: the fork diffs and pushes like its original), the workspace
+    /// has `tree`'s files, plus a plain copy of `from`'s own `.git` when `from_ws` has one (as
+    /// it is now: it is not part of a checkpoint). On error nothing is left behind.
+    pub async fn fork(
+        &self,
+        from: &SessionId,
+        from_ws: &Path,
+        session: &SessionId,
+        tree: &str,
+    ) -> Result<(), SourceError> {
+        let (ws, shadow, staging) = self.staging(session)?;
+        std::fs::create_dir_all(&ws).map_err(io("cannot create the workspace"))?;
+        let source = self.shadow(from);
+        if source.join("HEAD").exists() {
+            let lock = self.lock(from);
+            let _held = lock.lock().await;
+            // A local clone copies the object files whole, so trees no ref names come along.
+            let (src, dst) = (source.to_string_lossy(), shadow.to_string_lossy());
+            let args = ["clone", "--mirror", "--no-hardlinks", "-q", &*src, &*dst];
+            self.git.command(None, &args).output().await?;
+        } else {
+            self.git
+                .command(None, &["init", "--bare", "-q"])
+                .env("GIT_DIR", &shadow)
+                .output()
+                .await?;
+        }
+        let index = shadow.with_extension("index");
+        self.shadow_git_at(&shadow, &index, &ws, &["read-tree", "--reset", "-u", tree])
+            .output()
+            .await?;
+        let dot_git = from_ws.join(".git");
+        if std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir()) {
+            let target = ws.join(".git");
+            tokio::task::spawn_blocking(move || copy_tree(&dot_git, &target))
+                .await
+                .map_err(|e| SourceError::Invalid(format!("the copy of .git failed: {e}")))?
+                .map_err(io("cannot copy the workspace's .git"))?;
+        }
+        self.keep(session, &ws, &shadow, staging)
+    }
+
     /// Deletes `session`'s workspace (unless it is worked on in place) and git state.
     pub fn delete(&self, session: &SessionId, in_place: bool) -> Result<(), SourceError> {
         if !in_place {
@@ -868,6 +912,25 @@ fn diff_args<'a>(base: &'a str, tree: &'a str, stat: bool) -> Vec<&'a str> {
     }
     args.extend([base, tree]);
     args
+}
+
+/// Copies the directory `from` to `to` as plain files: directories, regular files (with their
+/// mode) and symlinks (as links, never followed); nothing in it is read as git would.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
+        } else if kind.is_dir() {
+            copy_tree(&source, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(&source, &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes a directory tree or a file, whichever `path` is.

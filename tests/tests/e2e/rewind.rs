@@ -305,3 +305,52 @@ async fn a_sigkill_during_a_rewind_leaves_the_old_files_or_the_new() {
     assert!(interrupted > 0, "no kill landed inside a restore: the test proved nothing");
     assert!(!seen.is_empty(), "no rewind reached the log before its kill");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_starts_from_the_checkpoint_and_leaves_the_original_untouched() {
+    let World { mock, server, mut c, sid, token } = World::anthropic(
+        vec![
+            bash("b1", "echo one > a.txt && printf '#!/bin/sh\\n' > run.sh && chmod +x run.sh"),
+            MockStep::text("first done"),
+            bash("b2", "echo two > a.txt && echo new > b.txt && rm run.sh"),
+            MockStep::text("second done"),
+            MockStep::text("the fork answers"),
+        ],
+        &[],
+    )
+    .await;
+    let workspace = server.workspace(&sid);
+    c.completed_turn(&sid, "first prompt", WAIT).await.unwrap();
+    let at_two = files(&workspace);
+    c.completed_turn(&sid, "second prompt", WAIT).await.unwrap();
+    let original = files(&workspace);
+    let log = outboard_tests::fixture::attached_log(&server, &token, &sid).await;
+
+    let started = Instant::now();
+    let forked =
+        tokio::task::block_in_place(|| cli_ok(&server, &token, &["fork", &sid, "2"], None));
+    let fork_ms = started.elapsed().as_millis();
+    let fork = forked.stdout.trim().to_owned();
+    assert!(fork.starts_with("s_") && fork != sid, "{fork}");
+    assert_eq!(files(&server.workspace(&fork)), at_two, "the fork has checkpoint 2's files");
+    assert_eq!(files(&workspace), original, "the original's files are untouched");
+    assert_eq!(outboard_tests::fixture::attached_log(&server, &token, &sid).await, log);
+    let listed = checkpoints(&server, &token, &fork).await;
+    let prompts: Vec<&str> = listed.iter().map(|c| c.prompt.as_str()).collect();
+    assert_eq!(prompts, ["first prompt"]);
+
+    // The fork's next request is the conversation up to checkpoint 2.
+    let (mut f, _) = attach(&server, &token, &fork, "driver").await;
+    f.completed_turn(&fork, "the fork's prompt", WAIT).await.unwrap();
+    let requests = bodies(&mock);
+    assert_eq!(
+        sent_before(&requests, "the fork's prompt"),
+        sent_before(&requests, "second prompt")
+    );
+    assert_eq!(files(&workspace), original, "the fork's turn left the original alone");
+
+    // A fork of now has the files as they are.
+    let now = tokio::task::block_in_place(|| cli_ok(&server, &token, &["fork", &sid], None));
+    assert_eq!(files(&server.workspace(now.stdout.trim())), original);
+    eprintln!("fork (outboard fork, process start included): {fork_ms} ms");
+}
