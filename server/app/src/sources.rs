@@ -419,14 +419,7 @@ impl Sources {
         ws: &Path,
     ) -> Result<(String, String, Vec<TooLarge>), SourceError> {
         let shadow = self.shadow(session);
-        if !shadow.join("HEAD").exists() {
-            std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
-            self.git
-                .command(None, &["init", "--bare", "-q"])
-                .env("GIT_DIR", &shadow)
-                .output()
-                .await?;
-        }
+        self.shadow_made(&shadow).await?;
         let base = match self
             .git
             .command(None, &["rev-parse", "-q", "--verify", BASE_REF])
@@ -437,12 +430,36 @@ impl Sources {
             Ok(commit) => commit,
             Err(_) => EMPTY_TREE.to_owned(),
         };
+        let (tree, skipped) = self.tree_held(session, ws).await?;
+        Ok((base, tree, skipped))
+    }
+
+    /// The shadow repository at `shadow`, made (bare, empty) if it is not there yet.
+    async fn shadow_made(&self, shadow: &Path) -> Result<(), SourceError> {
+        if !shadow.join("HEAD").exists() {
+            std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
+            self.git
+                .command(None, &["init", "--bare", "-q"])
+                .env("GIT_DIR", shadow)
+                .output()
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The workspace's tree now (`add -A` + `write-tree`), and the files left out of it as too
+    /// large to read; the session's lock held by the caller, its shadow made.
+    async fn tree_held(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+    ) -> Result<(String, Vec<TooLarge>), SourceError> {
         let skipped = self.too_large(session, ws).await?;
         if skipped.is_empty() {
             self.shadow_git(session, ws, &["add", "-A"]).output().await?;
         } else {
             // Everything but the files too large to read (see [`large`]).
-            let spec = shadow.with_extension("pathspec");
+            let spec = self.shadow(session).with_extension("pathspec");
             std::fs::write(&spec, large::pathspec(&skipped))
                 .map_err(io("cannot write the snapshot's pathspec"))?;
             let from = format!("--pathspec-from-file={}", spec.display());
@@ -451,7 +468,7 @@ impl Sources {
                 .await?;
         }
         let tree = self.shadow_git(session, ws, &["write-tree"]).text().await?;
-        Ok((base, tree, skipped))
+        Ok((tree, skipped))
     }
 
     /// The workspace's files over [`large::MAX_FILE_BYTES`] that a snapshot would take (those
@@ -641,8 +658,10 @@ impl Sources {
             // A workspace no turn has made yet is empty.
             return Ok(EMPTY_TREE.to_owned());
         }
-        let (_, tree, _) = self.snapshot(session, ws).await?;
-        Ok(tree)
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        self.shadow_made(&self.shadow(session)).await?;
+        Ok(self.tree_held(session, ws).await?.0)
     }
 
     /// Restores `session`'s workspace `ws` to the checkpoint `tree`, crash-safely: the workspace
