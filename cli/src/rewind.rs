@@ -60,7 +60,7 @@ async fn list(args: &CheckpointsArgs, out: &mut impl Write) -> Result<(), RunErr
 }
 
 /// One checkpoint as a line: number, time, who, marks, the prompt's first line.
-fn line(c: &CheckpointInfo) -> String {
+pub fn line(c: &CheckpointInfo) -> String {
     let first = c.prompt.lines().next().unwrap_or_default();
     let mut prompt: String = first.chars().take(PROMPT_CHARS).collect();
     if prompt.len() < c.prompt.trim_end().len() {
