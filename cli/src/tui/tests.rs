@@ -960,7 +960,7 @@ fn rewind_and_fork_commands_and_esc_esc() {
     app.handle(key(KeyCode::Left));
     assert_eq!(app.handle(key(KeyCode::Esc)), vec![]);
     assert_eq!(app.handle(key(KeyCode::Esc)), vec![Effect::Checkpoints]);
-    let mut run = |app: &mut App, line: &str| {
+    let run = |app: &mut App, line: &str| {
         app.composer.set(line);
         app.handle(key(KeyCode::Enter))
     };

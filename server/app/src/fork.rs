@@ -88,7 +88,7 @@ async fn new_row(hub: &Hub, user: &UserRow, from: &SessionRow) -> Result<Session
     };
     let title = format!("{} (fork)", from.title);
     let mut row = hub.new_session_row(user, &title, choice).await?;
-    row.network = from.network.clone();
+    row.network = from.network;
     row.source = from.source.clone();
     outboard_org::quota::create_session_row(hub.store(), user, row).await
 }
