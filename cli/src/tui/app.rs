@@ -402,6 +402,7 @@ impl App {
             }
             AppEvent::Rewound(prompt) => {
                 self.composer.set(prompt);
+                self.notice = Some("rewound: its prompt is back in the composer".into());
                 Vec::new()
             }
             AppEvent::Forked(id, prompt) => {
