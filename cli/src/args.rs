@@ -89,6 +89,16 @@ pub enum Command {
     /// from the summary and its newest step (sessions also compact by themselves when their
     /// context window fills up). Your session, with no one else driving it.
     Compact(CompactArgs),
+    /// List a session's checkpoints: one per prompt, the state (files and conversation) just
+    /// before it, numbered from 1.
+    Checkpoints(CheckpointsArgs),
+    /// Take a session back to checkpoint N (the state just before prompt N): its files and
+    /// its conversation, or only one of them. Your session, with no one else driving it, and
+    /// no turn running.
+    Rewind(RewindArgs),
+    /// Start a new session from checkpoint N of a session (default: from now), with its own
+    /// copy of the workspace and the conversation up to there; prints the new session's id.
+    Fork(ForkArgs),
     /// Open the TUI on an existing session (yours or a teammate's) as a watcher, or as the
     /// driver with --drive (the owner drives at once; anyone else asks the driver).
     Attach(AttachArgs),
@@ -714,6 +724,60 @@ pub struct CompactArgs {
     /// What the summary should keep in particular (the rest of the line).
     #[arg(value_name = "FOCUS", trailing_var_arg = true)]
     pub focus: Vec<String>,
+}
+
+/// `outboard checkpoints`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct CheckpointsArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the checkpoints as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+}
+
+/// `outboard rewind`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct RewindArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Restore the files only; the conversation goes on as it is.
+    #[arg(long, conflicts_with = "conversation")]
+    pub code: bool,
+    /// Take the conversation back only; the files stay as they are.
+    #[arg(long)]
+    pub conversation: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// The checkpoint (`outboard checkpoints SESSION_ID` lists them).
+    #[arg(value_name = "N")]
+    pub checkpoint: u32,
+}
+
+/// `outboard fork`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ForkArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the new session as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// The checkpoint to start from; absent: the session as it is now.
+    #[arg(value_name = "N")]
+    pub checkpoint: Option<u32>,
 }
 
 /// `--by` of `outboard usage`.

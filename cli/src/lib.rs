@@ -19,6 +19,7 @@ pub mod files;
 pub mod http;
 pub mod models;
 pub mod output;
+pub mod rewind;
 pub mod run;
 pub mod sessions;
 #[cfg(test)]

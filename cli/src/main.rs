@@ -122,6 +122,15 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ))),
+        Command::Checkpoints(args) => {
+            Ok(runtime.block_on(outboard_cli::rewind::checkpoints(&args, &mut std::io::stdout())))
+        }
+        Command::Rewind(args) => {
+            Ok(runtime.block_on(outboard_cli::rewind::rewind(&args, &mut std::io::stdout())))
+        }
+        Command::Fork(args) => {
+            Ok(runtime.block_on(outboard_cli::rewind::fork(&args, &mut std::io::stdout())))
+        }
         Command::Compact(args) => {
             Ok(runtime.block_on(outboard_cli::compact::compact(&args, &mut std::io::stdout())))
         }

@@ -6,7 +6,7 @@
 //! configuration), [`net`] and [`gateway`] (the network edge, WebSocket, handshake,
 //! per-connection tasks, the relay between nodes), [`hub`] and [`session`] (one actor per
 //! session, implementing the harness's event sink), the HTTP API ([`http_api`], [`http_common`],
-//! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`], [`git`] and [`repo_hosts`]
+//! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`] and [`fork`], [`git`] and [`repo_hosts`]
 //! (workspaces from repositories and their changes going out; where the server's git may go),
 //! [`netsession`] (a session's network: policy, injected credentials, audit), [`paging`],
 //! [`metrics`] (Prometheus; it implements the lower crates' observer traits), [`telemetry`]
@@ -20,6 +20,7 @@ pub use outboard_harness::approvals;
 pub use outboard_org::tokens as auth;
 pub mod config;
 pub mod files_api;
+pub mod fork;
 pub mod gateway;
 pub mod git;
 pub mod http_api;

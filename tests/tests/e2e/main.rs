@@ -37,6 +37,7 @@ mod remote_liveness;
 mod remote_sessions;
 mod repo_sessions;
 mod responses;
+mod rewind;
 mod run_reconnect;
 mod sandbox_intercept;
 mod sandbox_network;
