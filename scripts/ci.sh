@@ -44,3 +44,11 @@ OUTBOARD_TEST_STORE=postgres cargo test -p outboard-store -p outboard-org -p out
 # The end-to-end suites are the modules of one binary (tests/tests/e2e/): every suite but `nodes`,
 # which runs its nodes on PostgreSQL in both passes.
 OUTBOARD_TEST_STORE=postgres cargo test -p outboard-tests --no-fail-fast --test e2e -- --skip nodes::
+# The Debian package, from the binaries the tests built (no release build): installed, checked,
+# purged. Before the client-only build, which replaces target/debug/outboard.
+echo "== the Debian package"
+scripts/package-check.sh
+# Last: it leaves target/debug/outboard built without the embedded server (the next default
+# build links the full one again).
+echo "== the client-only build"
+scripts/client-only.sh

@@ -27,6 +27,12 @@ pub struct Cli {
     /// changes nothing until you approve it (Shift-Tab or /plan switches).
     #[arg(long)]
     pub plan: bool,
+    /// The configuration file (default: $XDG_CONFIG_HOME/outboard/config.toml, else
+    /// ~/.config/outboard/config.toml; a missing default file is no error). Its keys are the
+    /// long names, with `_` for `-`, of the flags that have an environment variable; a flag or
+    /// a variable wins over it. `outboard config show` prints what is in effect.
+    #[arg(long, global = true, env = "OUTBOARD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Where a new session's workspace comes from, instead of the current directory.
@@ -83,6 +89,16 @@ pub enum Command {
     /// from the summary and its newest step (sessions also compact by themselves when their
     /// context window fills up). Your session, with no one else driving it.
     Compact(CompactArgs),
+    /// List a session's checkpoints: one per prompt, the state (files and conversation) just
+    /// before it, numbered from 1.
+    Checkpoints(CheckpointsArgs),
+    /// Take a session back to checkpoint N (the state just before prompt N): its files and
+    /// its conversation, or only one of them. Your session, with no one else driving it, and
+    /// no turn running.
+    Rewind(RewindArgs),
+    /// Start a new session from checkpoint N of a session (default: from now), with its own
+    /// copy of the workspace and the conversation up to there; prints the new session's id.
+    Fork(ForkArgs),
     /// Open the TUI on an existing session (yours or a teammate's) as a watcher, or as the
     /// driver with --drive (the owner drives at once; anyone else asks the driver).
     Attach(AttachArgs),
@@ -117,16 +133,27 @@ pub enum Command {
     /// mode proposes one).
     #[command(subcommand)]
     Plans(PlansCommand),
+    /// The configuration file (`outboard config show`).
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Print shell completions (`outboard completions zsh > ~/.zfunc/_outboard`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
-        shell: outboard_server::manual::Shell,
+        shell: outboard_cmdline::manual::Shell,
     },
     /// Print the man page, or write every page (one per subcommand) into DIR.
     Man {
         /// Where to write `outboard.1` and the subcommands' pages.
         dir: Option<PathBuf>,
     },
+}
+
+/// `outboard config …`.
+#[derive(Debug, Clone, PartialEq, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every setting the file may hold with the value in effect and where it comes from:
+    /// the environment, the file (with its line), or the default. Secrets show as set or unset.
+    Show,
 }
 
 /// `outboard diff`.
@@ -419,7 +446,8 @@ pub struct AttachArgs {
 /// Where the server is and how to reach it; with no `--server`, one is started in-process.
 #[derive(Debug, Clone, Default, PartialEq, Args)]
 pub struct ConnectArgs {
-    /// The server's WebSocket URL (ws://HOST:PORT). Without it, an embedded server is started.
+    /// The server's WebSocket URL (ws://HOST:PORT). Without it, an embedded server is started
+    /// (a client-only build, without the `embedded` feature, has none and needs it).
     #[arg(long, env = "OUTBOARD_SERVER", value_name = "URL")]
     pub server: Option<String>,
     /// Your bearer token (required with --server). Prefer OUTBOARD_TOKEN or --token-file: other
@@ -698,6 +726,60 @@ pub struct CompactArgs {
     pub focus: Vec<String>,
 }
 
+/// `outboard checkpoints`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct CheckpointsArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the checkpoints as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+}
+
+/// `outboard rewind`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct RewindArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Restore the files only; the conversation goes on as it is.
+    #[arg(long, conflicts_with = "conversation")]
+    pub code: bool,
+    /// Take the conversation back only; the files stay as they are.
+    #[arg(long)]
+    pub conversation: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// The checkpoint (`outboard checkpoints SESSION_ID` lists them).
+    #[arg(value_name = "N")]
+    pub checkpoint: u32,
+}
+
+/// `outboard fork`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct ForkArgs {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Print the new session as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    /// The checkpoint to start from; absent: the session as it is now.
+    #[arg(value_name = "N")]
+    pub checkpoint: Option<u32>,
+}
+
 /// `--by` of `outboard usage`.
 fn parse_usage_by(text: &str) -> Result<outboard_shared::UsageGroup, String> {
     match text {
@@ -800,7 +882,8 @@ mod tests {
                 connect: ConnectArgs::default(),
                 source: SourceArgs::default(),
                 upload: None,
-                plan: false
+                plan: false,
+                config: None
             }
         );
     }

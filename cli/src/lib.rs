@@ -5,19 +5,21 @@
 //! reused by the TUI), [`run`] (headless `outboard run`), [`sessions`] (`outboard sessions`),
 //! [`files`] (`outboard memory` and `outboard skills`: the org's shared files), [`output`] (plain
 //! and `--json` rendering), [`tui`] (the terminal client), [`embedded`] (the in-process server;
-//! the only module that depends on `outboard-server`), [`upload`] (`--upload`: the
-//! packer and the HTTP upload of a working tree).
+//! the only module that depends on `outboard-server`, and only with the `embedded` feature),
+//! [`upload`] (`--upload`: the packer and the HTTP upload of a working tree).
 
 pub mod approve;
 pub mod args;
 pub mod changes;
 pub mod client;
 pub mod compact;
+pub mod config;
 pub mod embedded;
 pub mod files;
 pub mod http;
 pub mod models;
 pub mod output;
+pub mod rewind;
 pub mod run;
 pub mod sessions;
 #[cfg(test)]

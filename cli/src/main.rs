@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use outboard_cli::args::{Cli, Command, SessionsCommand};
+use outboard_cli::args::{Cli, Command, ConfigCommand, SessionsCommand};
+use outboard_cli::config::{Config, ConfigError};
 use outboard_cli::output::{Mode, Printer};
 use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
 use outboard_cli::tui::{self, TuiArgs};
@@ -13,10 +14,20 @@ use outboard_shared::SessionId;
 use tokio::sync::mpsc;
 
 fn main() -> ExitCode {
+    // The embedded server's sandboxes run this binary as their PID 1; a client-only build starts
+    // no sandbox.
+    #[cfg(feature = "embedded")]
     if let Some(code) = outboard_server::sandbox::init::main_if_agent() {
         return code;
     }
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let (matches, config) = match outboard_cli::config::parse(std::env::args_os().collect()) {
+        Ok(parsed) => parsed,
+        Err(ConfigError::Usage(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("outboard: {e}");
+            return ExitCode::from(exit::USAGE as u8);
+        }
+    };
     let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -28,7 +39,7 @@ fn main() -> ExitCode {
         );
     }
     init_tracing();
-    let code = match dispatch(cli) {
+    let code = match dispatch(cli, &config) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("outboard: {err:#}");
@@ -38,7 +49,7 @@ fn main() -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -84,14 +95,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Models(args) => {
             Ok(runtime.block_on(outboard_cli::models::models(&args, &mut std::io::stdout())))
         }
+        Command::Config(ConfigCommand::Show) => {
+            config.show(&mut std::io::stdout()).context("while printing the settings")?;
+            Ok(exit::OK)
+        }
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            outboard_server::manual::completions(cmd, shell, &mut std::io::stdout());
+            outboard_cmdline::manual::completions(cmd, shell, &mut std::io::stdout());
             Ok(exit::OK)
         }
         Command::Man { dir } => {
             let cmd = <Cli as clap::CommandFactory>::command();
-            outboard_server::manual::man(cmd, dir.as_deref(), &mut std::io::stdout())?;
+            outboard_cmdline::manual::man(cmd, dir.as_deref(), &mut std::io::stdout())?;
             Ok(exit::OK)
         }
         Command::Approve(args) => {
@@ -107,6 +122,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ))),
+        Command::Checkpoints(args) => {
+            Ok(runtime.block_on(outboard_cli::rewind::checkpoints(&args, &mut std::io::stdout())))
+        }
+        Command::Rewind(args) => {
+            Ok(runtime.block_on(outboard_cli::rewind::rewind(&args, &mut std::io::stdout())))
+        }
+        Command::Fork(args) => {
+            Ok(runtime.block_on(outboard_cli::rewind::fork(&args, &mut std::io::stdout())))
+        }
         Command::Compact(args) => {
             Ok(runtime.block_on(outboard_cli::compact::compact(&args, &mut std::io::stdout())))
         }
@@ -173,8 +197,7 @@ fn forward_ctrl_c() -> mpsc::Receiver<()> {
 /// Logs go to stderr, off unless `RUST_LOG` asks for them: stdout belongs to the run's output.
 fn init_tracing() {
     // Capped for the WebSocket library: it would log the hello, token included, at trace.
-    let filter =
-        outboard_server::config::log_filter(std::env::var("RUST_LOG").ok().as_deref(), "off");
+    let filter = outboard_cmdline::log_filter(std::env::var("RUST_LOG").ok().as_deref(), "off");
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }

@@ -372,7 +372,13 @@ impl<O: Write, E: Write> Printer<O, E> {
             | EventKind::MemoryChanged { .. }
             | EventKind::ApprovalRequested { .. }
             | EventKind::ApprovalResolved { .. }
+            | EventKind::Checkpoint { .. }
             | EventKind::Unknown => Ok(()),
+            EventKind::Rewound { checkpoint, code, conversation, by, .. } => {
+                self.end_line()?;
+                writeln!(self.err, "● {}", rewound_line(*checkpoint, *code, *conversation, by))?;
+                self.err.flush()
+            }
             EventKind::ModelChanged { model, label, by, .. } => {
                 self.end_line()?;
                 writeln!(self.err, "● model: {model} ({label}), by {by}")?;
@@ -385,6 +391,16 @@ impl<O: Write, E: Write> Printer<O, E> {
             }
         }
     }
+}
+
+/// A `rewound` event, for a person.
+pub fn rewound_line(checkpoint: u32, code: bool, conversation: bool, by: &str) -> String {
+    let what = match (code, conversation) {
+        (true, true) => "files and conversation",
+        (true, false) => "files only",
+        _ => "conversation only",
+    };
+    format!("rewound to checkpoint {checkpoint}, before prompt {checkpoint} ({what}), by {by}")
 }
 
 /// An approval request or its answer, for a person; `None` for other events. The request says

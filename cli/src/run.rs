@@ -1369,14 +1369,6 @@ mod tests {
             (RunError::MissingToken("ws://x".into()), exit::USAGE),
             (RunError::Stdin("closed".into()), exit::USAGE),
             (
-                RunError::Embedded(EmbeddedError::MissingKey {
-                    provider: "Anthropic",
-                    var: "ANTHROPIC_API_KEY",
-                }),
-                exit::USAGE,
-            ),
-            (RunError::Embedded(EmbeddedError::Launch("port".into())), exit::CONNECT),
-            (
                 RunError::Client(ClientError::Connect { url: "ws://x".into(), reason: "r".into() }),
                 exit::CONNECT,
             ),
@@ -1407,5 +1399,16 @@ mod tests {
         for (err, code) in cases {
             assert_eq!(err.exit_code(), code, "{err}");
         }
+    }
+
+    /// The embedded server's errors: only a build with it has them.
+    #[cfg(feature = "embedded")]
+    #[test]
+    fn embedded_exit_codes() {
+        let missing_key =
+            EmbeddedError::MissingKey { provider: "Anthropic", var: "ANTHROPIC_API_KEY" };
+        assert_eq!(RunError::Embedded(missing_key).exit_code(), exit::USAGE);
+        let launch = EmbeddedError::Launch("port".into());
+        assert_eq!(RunError::Embedded(launch).exit_code(), exit::CONNECT);
     }
 }

@@ -341,6 +341,38 @@ pub enum EventKind {
         /// Who changed it (for an approved plan: who approved it).
         by: String,
     },
+    /// The state just before a prompt (durable, written before its `turn_started`): the
+    /// workspace's snapshot in the server's shadow repository and the log position the
+    /// conversation stood at. The Nth top-level `user_message` is prompt N; its checkpoint is the
+    /// last `checkpoint` event before it.
+    Checkpoint {
+        /// The snapshot's git tree id; absent when the files could not be snapshot (a session
+        /// on a sandbox host).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tree: Option<String>,
+        /// The seq of the last durable event before the checkpoint.
+        at_seq: u64,
+    },
+    /// The session went back to a checkpoint (durable, `session/rewind`). With `conversation`,
+    /// the conversation from here on is what it was right after event `to_seq` (a replay of
+    /// the log applies it there); with `code`, the workspace's files were restored to the
+    /// checkpoint's snapshot.
+    Rewound {
+        /// The checkpoint (prompt N).
+        checkpoint: u32,
+        /// The log position the conversation went back to.
+        to_seq: u64,
+        /// Whether the files were restored.
+        code: bool,
+        /// Whether the conversation went back.
+        conversation: bool,
+        /// The workspace's snapshot just before the restore (nothing is lost: it can be
+        /// restored in turn); absent without `code`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_tree: Option<String>,
+        /// Who rewound.
+        by: String,
+    },
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
@@ -416,6 +448,8 @@ impl EventKind {
             EventKind::ApprovalResolved { .. } => "approval_resolved",
             EventKind::ModelChanged { .. } => "model_changed",
             EventKind::ModeChanged { .. } => "mode_changed",
+            EventKind::Checkpoint { .. } => "checkpoint",
+            EventKind::Rewound { .. } => "rewound",
             EventKind::Unknown => "unknown",
         }
     }

@@ -27,6 +27,7 @@ mod ids;
 mod method;
 mod requests;
 mod responses;
+mod rewind;
 mod session;
 
 pub use connection::{
@@ -62,5 +63,9 @@ pub use responses::{
     SessionPushResponse, SessionRestoreResponse, SessionSetModeResponse, SessionSetModelResponse,
     ToolOutputSoFar, TurnInterruptResponse, TurnSendResponse, UploadResponse, UsageReportResponse,
     UsageRow, HISTORY_PAGE_BYTES, HISTORY_PAGE_EVENTS,
+};
+pub use rewind::{
+    CheckpointInfo, SessionCheckpointsResponse, SessionForkParams, SessionForkResponse,
+    SessionRewindParams, SessionRewindResponse,
 };
 pub use session::{SessionInfo, SessionNetwork, SessionSource, SessionStatus, TodoProgress};

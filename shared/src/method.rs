@@ -25,6 +25,10 @@ use crate::responses::{
     SessionSetModeResponse, SessionSetModelResponse, TurnInterruptResponse, TurnSendResponse,
     UsageReportResponse,
 };
+use crate::rewind::{
+    SessionCheckpointsResponse, SessionForkParams, SessionForkResponse, SessionRewindParams,
+    SessionRewindResponse,
+};
 #[cfg(doc)]
 use crate::{events::EventKind, frames::ServerFrame};
 
@@ -220,6 +224,17 @@ methods! {
     /// judges its next tool calls by the new mode. Answered with [`SessionSetModeResponse`] once
     /// the [`EventKind::ModeChanged`] is durable.
     SessionSetMode = "session/set_mode" (SessionSetModeParams) -> SessionSetModeResponse;
+    /// The session's checkpoints, one per prompt (the state just before it). Answered with
+    /// [`SessionCheckpointsResponse`].
+    SessionCheckpoints = "session/checkpoints" (SessionRef) -> SessionCheckpointsResponse;
+    /// The driver takes the session back to a checkpoint: its files, its conversation, or both.
+    /// Answered with [`SessionRewindResponse`] once the [`EventKind::Rewound`] is durable (and
+    /// the files restored); refused while a turn runs.
+    SessionRewind = "session/rewind" (SessionRewindParams) -> SessionRewindResponse;
+    /// A new session of the caller's, starting from a checkpoint of this one (or from now):
+    /// its own copy of the workspace and the conversation up to there. Answered with
+    /// [`SessionForkResponse`]; refused while a turn runs.
+    SessionFork = "session/fork" (SessionForkParams) -> SessionForkResponse;
 }
 
 impl Method {

@@ -920,3 +920,41 @@ fn quota_exceeded_is_its_own_code() {
     assert_eq!(serde_json::from_value::<ErrorBody>(wire).unwrap(), body);
     assert_eq!(ErrorCode::QuotaExceeded.as_str(), "quota_exceeded");
 }
+
+/// Checkpoints, rewind and fork: their events, requests and answers.
+#[test]
+fn rewind_messages() {
+    let tree = "9f2c1e0d8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e";
+    let checkpoint = EventKind::Checkpoint { tree: Some(tree.into()), at_seq: 41 };
+    insta::assert_json_snapshot!("event_checkpoint", roundtrip(&event(42, checkpoint)));
+    let rewound = EventKind::Rewound {
+        checkpoint: 2,
+        to_seq: 41,
+        code: true,
+        conversation: true,
+        from_tree: Some("4b825dc642cb6eb9a060e54bf8d69288fbee4904".into()),
+        by: "alice".into(),
+    };
+    insta::assert_json_snapshot!("event_rewound", roundtrip(&event(97, rewound)));
+    let params =
+        SessionRewindParams { session_id: sid(), checkpoint: 2, code: true, conversation: true };
+    insta::assert_json_snapshot!("rewind", roundtrip(&request(30, Method::SessionRewind(params))));
+    let params = SessionForkParams { session_id: sid(), checkpoint: Some(2) };
+    insta::assert_json_snapshot!("fork", roundtrip(&request(31, Method::SessionFork(params))));
+    let listed = SessionCheckpointsResponse {
+        checkpoints: vec![CheckpointInfo {
+            n: 2,
+            prompt: "now add the tests".into(),
+            by: "alice".into(),
+            ts: "2026-11-29T07:18:16.123Z".into(),
+            seq: 44,
+            code: true,
+            current: true,
+        }],
+    };
+    insta::assert_json_snapshot!("checkpoints_response", roundtrip(&listed));
+    let rewound = SessionRewindResponse { seq: 97, prompt: "now add the tests".into() };
+    insta::assert_json_snapshot!("rewind_response", roundtrip(&rewound));
+    let forked = SessionForkResponse { session: info(), prompt: Some("now add the tests".into()) };
+    insta::assert_json_snapshot!("fork_response", roundtrip(&forked));
+}

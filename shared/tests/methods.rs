@@ -55,6 +55,11 @@ fn sample_params(kind: MethodKind) -> Value {
         MethodKind::ModelsList => json!({}),
         MethodKind::SessionSetModel => json!({"session_id": sid, "model": "haiku"}),
         MethodKind::SessionSetMode => json!({"session_id": sid, "mode": "plan"}),
+        MethodKind::SessionCheckpoints => json!({"session_id": sid}),
+        MethodKind::SessionRewind => {
+            json!({"session_id": sid, "checkpoint": 2, "code": true, "conversation": false})
+        }
+        MethodKind::SessionFork => json!({"session_id": sid, "checkpoint": 3}),
     }
 }
 

@@ -233,7 +233,6 @@ impl TestServer {
         base_url: &str,
         extra: &[&str],
     ) -> anyhow::Result<(Child, String, Option<String>, PathBuf)> {
-        use std::io::BufRead as _;
         let own_window = extra.contains(&MODEL_OWN_WINDOW);
         let extra: Vec<&str> = extra.iter().copied().filter(|a| *a != MODEL_OWN_WINDOW).collect();
         let extra = extra.as_slice();
@@ -259,16 +258,51 @@ impl TestServer {
         } else {
             command.env("OUTBOARD_CONTEXT_WINDOW", "200000");
         }
-        let mut child = command
+        command
             .args(extra)
             .env(api.key_var(), TEST_API_KEY)
             .env("OUTBOARD_LOG", "debug")
             .env_remove("OUTBOARD_LISTEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .context("cannot start outboard-server")?;
+            .stderr(stderr);
+        let metrics = extra.contains(&"--metrics-listen");
+        let (child, url, metrics_url) = Self::listening(&mut command, &stderr_path, metrics)?;
+        Ok((child, url, metrics_url, stderr_path))
+    }
+
+    /// Starts `outboard-server serve --config FILE` on `data`: the file names the listen address,
+    /// the data dir (`data`'s) and the models itself; the environment holds `api`'s key.
+    pub fn start_with_config(
+        data: tempfile::TempDir,
+        config: &Path,
+        api: Api,
+    ) -> anyhow::Result<TestServer> {
+        let stderr_path = data.path().join("server.stderr");
+        let stderr = std::fs::File::create(&stderr_path)?;
+        let mut command = Command::new(bin("outboard-server")?);
+        command.args(["serve", "--config"]).arg(config).args(store_args(data.path())?);
+        command
+            .env(api.key_var(), TEST_API_KEY)
+            .env("OUTBOARD_LOG", "debug")
+            .env_remove("OUTBOARD_LISTEN")
+            .env_remove("OUTBOARD_CONTEXT_WINDOW")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        let (child, url, metrics_url) = Self::listening(&mut command, &stderr_path, false)?;
+        Ok(TestServer { child, url, metrics_url, data: Some(data), stderr_path })
+    }
+
+    /// Spawns `command` (a `serve`) and reads its listening line (and with `metrics`, its
+    /// metrics line): the child, its URL and its metrics URL.
+    fn listening(
+        command: &mut Command,
+        stderr_path: &Path,
+        metrics: bool,
+    ) -> anyhow::Result<(Child, String, Option<String>)> {
+        use std::io::BufRead as _;
+        let mut child = command.spawn().context("cannot start outboard-server")?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut line = String::new();
         let mut stdout = std::io::BufReader::new(stdout);
@@ -276,12 +310,12 @@ impl TestServer {
         let Some(url) = line.trim().strip_prefix("outboard-server listening on ") else {
             let _ = child.kill();
             let _ = child.wait();
-            let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            let log = std::fs::read_to_string(stderr_path).unwrap_or_default();
             bail!("the server did not start: {line:?}\n{log}");
         };
         // The metrics line follows the listening one.
         let mut metrics_url = None;
-        if extra.contains(&"--metrics-listen") {
+        if metrics {
             let mut line = String::new();
             stdout.read_line(&mut line)?;
             match line.trim().strip_prefix("outboard-server metrics on ") {
@@ -293,7 +327,7 @@ impl TestServer {
                 }
             }
         }
-        Ok((child, url.to_owned(), metrics_url, stderr_path))
+        Ok((child, url.to_owned(), metrics_url))
     }
 
     /// Adds a user and returns their token (`outboard-server admin user add`).
@@ -439,11 +473,7 @@ pub fn outboard_in(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
-            cmd.env_remove(k);
-        }
-    }
+    clean_env(&mut cmd);
     cmd.envs(env.iter().copied());
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     let mut child = cmd.spawn()?;
@@ -456,6 +486,18 @@ pub fn outboard_in(
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
     })
+}
+
+/// Leaves out of `cmd`'s environment what the developer's shell may hold for `outboard`: its
+/// variables, API keys, and its configuration file (`$XDG_CONFIG_HOME` points at a directory
+/// that does not exist; a test that wants a file passes `--config` or its own variable).
+fn clean_env(cmd: &mut Command) {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("XDG_CONFIG_HOME", std::env::temp_dir().join("outboard-tests-no-config"));
 }
 
 /// Starts `outboard ARGS` in the background with a clean environment (see [`outboard`]) plus
@@ -473,11 +515,7 @@ pub fn spawn_outboard(
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout)?)
         .stderr(std::fs::File::create(&stderr)?);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OUTBOARD_") || k.ends_with("_API_KEY") {
-            cmd.env_remove(k);
-        }
-    }
+    clean_env(&mut cmd);
     cmd.envs(env.iter().copied());
     Ok(BackgroundCli { child: cmd.spawn()?, stdout, stderr })
 }

@@ -48,6 +48,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/model", "[NAME] the models on offer, or use NAME from the next turn"),
     ("/plan", "switch plan mode on or off (also Shift-Tab): plan first, change nothing"),
     ("/plans", "list the org's plans"),
+    ("/rewind", "[N [code|conversation]] the checkpoints (also Esc Esc), or go back to N"),
+    ("/fork", "[N] a new session from checkpoint N (default: now), side by side"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
     ("/tasks", "the background commands; /tasks kill ID stops one"),
     ("/quit", "leave (also Ctrl-C twice)"),
@@ -87,6 +89,10 @@ pub enum AppEvent {
     Sessions(Vec<SessionInfo>),
     /// Something to tell the user (a refused request, a warning).
     Notice(String),
+    /// A rewind was made: its prompt goes back into the composer.
+    Rewound(String),
+    /// A fork was made: attach to it, its checkpoint's prompt (if any) in the composer.
+    Forked(SessionId, Option<String>),
 }
 
 /// What the runtime must do.
@@ -133,6 +139,19 @@ pub enum Effect {
     SetMode(outboard_shared::SessionMode),
     /// List the org's plans.
     Plans,
+    /// List the session's checkpoints.
+    Checkpoints,
+    /// Take the session back to checkpoint N: its files (`code`), its conversation, or both.
+    Rewind {
+        /// The checkpoint.
+        n: u32,
+        /// Restore the files.
+        code: bool,
+        /// Take the conversation back.
+        conversation: bool,
+    },
+    /// A new session from checkpoint N (`None`: now).
+    Fork(Option<u32>),
     /// Leave.
     Quit,
 }
@@ -225,6 +244,8 @@ pub struct App {
     pub notice: Option<String>,
     /// Ctrl-C was pressed once; the next one quits.
     pub quit_armed: bool,
+    /// Esc was pressed once on an empty composer; the next one lists the checkpoints.
+    pub rewind_armed: bool,
     /// The last durable `seq` applied (duplicates at or below it are skipped).
     pub last_seq: u64,
     /// How much of the session's history is loaded: an attach brings its newest page only.
@@ -277,6 +298,7 @@ impl App {
             picker: None,
             notice: None,
             quit_armed: false,
+            rewind_armed: false,
             last_seq: 0,
             history: History::default(),
             expand_tasks: false,
@@ -377,6 +399,18 @@ impl App {
             AppEvent::Sessions(sessions) => {
                 self.picker = Some(Picker { sessions, selected: 0 });
                 Vec::new()
+            }
+            AppEvent::Rewound(prompt) => {
+                self.composer.set(prompt);
+                self.notice = Some("rewound: its prompt is back in the composer".into());
+                Vec::new()
+            }
+            AppEvent::Forked(id, prompt) => {
+                if let Some(prompt) = prompt {
+                    self.composer.set(prompt);
+                }
+                self.notice = Some(format!("forked: {id}"));
+                vec![Effect::Attach(id)]
             }
             AppEvent::Notice(text) => {
                 // A listing (several lines) goes into the transcript; one line to the status.
@@ -611,6 +645,7 @@ impl App {
             return Vec::new();
         }
         self.quit_armed = false;
+        let rewind_armed = std::mem::take(&mut self.rewind_armed);
         self.notice = None;
         if let Some(picker) = &mut self.picker {
             match key.code {
@@ -638,6 +673,14 @@ impl App {
             KeyCode::Esc if self.running && self.driving() => {
                 self.notice = Some("interrupting…".into());
                 return vec![Effect::Interrupt];
+            }
+            KeyCode::Esc if self.composer.text().is_empty() && !self.running => {
+                if rewind_armed {
+                    return self.command("/rewind");
+                }
+                self.rewind_armed = true;
+                self.notice = Some("Esc again: rewind to a checkpoint".into());
+                return Vec::new();
             }
             KeyCode::BackTab => return self.toggle_mode(),
             KeyCode::PageUp => return self.scroll_by(self.page()),
@@ -763,6 +806,15 @@ impl App {
             }
             ("/plan", _) => self.toggle_mode(),
             ("/plans", _) => vec![Effect::Plans],
+            ("/rewind", arg) => self.rewind_command(arg.as_deref(), words.next()),
+            ("/fork", arg) => match arg.as_deref().map(str::parse::<u32>) {
+                None => vec![Effect::Fork(None)],
+                Some(Ok(n)) => vec![Effect::Fork(Some(n))],
+                Some(Err(_)) => {
+                    self.notice = Some("/fork, or /fork N (a checkpoint's number)".into());
+                    Vec::new()
+                }
+            },
             ("/interrupt", _) => vec![Effect::Interrupt],
             ("/quit", _) => vec![Effect::Quit],
             ("/attach" | "/handover", None) => {
@@ -774,6 +826,36 @@ impl App {
                 Vec::new()
             }
         }
+    }
+
+    /// `/rewind` lists the checkpoints; `/rewind N [code|conversation]` (the driver, between
+    /// turns) goes back to one, both by default.
+    fn rewind_command(&mut self, n: Option<&str>, what: Option<&str>) -> Vec<Effect> {
+        let Some(n) = n else { return vec![Effect::Checkpoints] };
+        let (code, conversation) = match what {
+            None => (true, true),
+            Some("code") => (true, false),
+            Some("conversation") => (false, true),
+            Some(_) => (false, false),
+        };
+        let refusal = match n.parse::<u32>() {
+            _ if !code && !conversation => {
+                Some("/rewind N, /rewind N code or /rewind N conversation")
+            }
+            Err(_) => Some("/rewind N: N is a checkpoint's number (/rewind lists them)"),
+            Ok(_) if !self.driving() => Some("only the driver rewinds: /drive asks for the wheel"),
+            Ok(_) if self.running => {
+                Some("a turn is running: rewind when it ends (Esc interrupts)")
+            }
+            Ok(_) => None,
+        };
+        if let Some(refusal) = refusal {
+            self.notice = Some(refusal.into());
+            return Vec::new();
+        }
+        let n = n.parse().unwrap_or_default();
+        self.notice = Some(format!("rewinding to checkpoint {n}…"));
+        vec![Effect::Rewind { n, code, conversation }]
     }
 
     /// `/tasks` lists the background commands; `/tasks kill ID` (the driver) stops one.
@@ -1092,7 +1174,13 @@ impl App {
                 };
                 self.push_notice(format!("{what} (by {by})"), false);
             }
-            EventKind::SystemReminder { .. } | EventKind::Unknown => {}
+            EventKind::Rewound { checkpoint, code, conversation, by, .. } => {
+                let line = crate::output::rewound_line(checkpoint, code, conversation, &by);
+                self.push_notice(line, false);
+            }
+            EventKind::SystemReminder { .. }
+            | EventKind::Checkpoint { .. }
+            | EventKind::Unknown => {}
         }
     }
 

@@ -606,6 +606,49 @@ fn on_effect(
                     let call = client.call::<outboard_shared::methods::ApprovalAnswer>(params);
                     spawn_request(async move { call.await.map(|_| ()) }, app, "")
                 }
+                Effect::Checkpoints => {
+                    let call = client.call::<outboard_shared::methods::SessionCheckpoints>(
+                        outboard_shared::SessionRef { session_id: id },
+                    );
+                    let app = app.clone();
+                    tokio::spawn(async move {
+                        let text = match call.await {
+                            Ok(listed) => checkpoints_notice(&listed.checkpoints),
+                            Err(e) => format!("no checkpoints: {}", short(&e)),
+                        };
+                        let _ = app.send(AppEvent::Notice(text)).await;
+                    });
+                }
+                Effect::Rewind { n, code, conversation } => {
+                    let params = outboard_shared::SessionRewindParams {
+                        session_id: id,
+                        checkpoint: n,
+                        code,
+                        conversation,
+                    };
+                    let call = client.call::<outboard_shared::methods::SessionRewind>(params);
+                    let app = app.clone();
+                    tokio::spawn(async move {
+                        // The `rewound` event tells every attached client; the prompt is ours.
+                        let event = match call.await {
+                            Ok(done) => AppEvent::Rewound(done.prompt),
+                            Err(e) => AppEvent::Notice(format!("not rewound: {}", short(&e))),
+                        };
+                        let _ = app.send(event).await;
+                    });
+                }
+                Effect::Fork(checkpoint) => {
+                    let params = outboard_shared::SessionForkParams { session_id: id, checkpoint };
+                    let call = client.call::<outboard_shared::methods::SessionFork>(params);
+                    let app = app.clone();
+                    tokio::spawn(async move {
+                        let event = match call.await {
+                            Ok(done) => AppEvent::Forked(done.session.id, done.prompt),
+                            Err(e) => AppEvent::Notice(format!("not forked: {}", short(&e))),
+                        };
+                        let _ = app.send(event).await;
+                    });
+                }
                 Effect::DriveTake => spawn_request(client.drive_take(id), app, ""),
                 Effect::DriveGrant(user) => spawn_request(
                     client.drive_grant(id, user.clone()),
@@ -617,6 +660,20 @@ fn on_effect(
             None
         }
     }
+}
+
+/// `/rewind`'s listing: one line a checkpoint, and how to go back to one.
+fn checkpoints_notice(checkpoints: &[outboard_shared::CheckpointInfo]) -> String {
+    if checkpoints.is_empty() {
+        return "no checkpoints yet: each prompt makes one".into();
+    }
+    let mut lines = vec!["checkpoints (the state just before each prompt):".to_owned()];
+    lines.extend(checkpoints.iter().map(crate::rewind::line));
+    lines.push(
+        "/rewind N: files and conversation · /rewind N code · /rewind N conversation · /fork N"
+            .into(),
+    );
+    lines.join("\n")
 }
 
 /// Runs a request in its own task; reports its error, or `ok` when not empty.

@@ -950,3 +950,47 @@ fn shift_tab_and_slash_plan_switch_the_mode() {
     let mut watcher = super::tests::app("bob", Role::Watcher, vec![], None);
     assert_eq!(press(&mut watcher, KeyCode::BackTab), vec![]);
 }
+
+#[test]
+fn rewind_and_fork_commands_and_esc_esc() {
+    let mut app = app("alice", Role::Driver, vec![], None);
+    let key = |c| AppEvent::Key(KeyEvent::new(c, KeyModifiers::NONE));
+    // Esc Esc on an empty composer lists the checkpoints; a key between disarms it.
+    assert_eq!(app.handle(key(KeyCode::Esc)), vec![]);
+    app.handle(key(KeyCode::Left));
+    assert_eq!(app.handle(key(KeyCode::Esc)), vec![]);
+    assert_eq!(app.handle(key(KeyCode::Esc)), vec![Effect::Checkpoints]);
+    let run = |app: &mut App, line: &str| {
+        app.composer.set(line);
+        app.handle(key(KeyCode::Enter))
+    };
+    assert_eq!(
+        run(&mut app, "/rewind 2"),
+        vec![Effect::Rewind { n: 2, code: true, conversation: true }]
+    );
+    assert_eq!(
+        run(&mut app, "/rewind 3 code"),
+        vec![Effect::Rewind { n: 3, code: true, conversation: false }]
+    );
+    assert_eq!(
+        run(&mut app, "/rewind 3 conversation"),
+        vec![Effect::Rewind { n: 3, code: false, conversation: true }]
+    );
+    assert_eq!(run(&mut app, "/rewind x"), vec![]);
+    assert_eq!(run(&mut app, "/fork"), vec![Effect::Fork(None)]);
+    assert_eq!(run(&mut app, "/fork 4"), vec![Effect::Fork(Some(4))]);
+    // The rewound prompt comes back into the composer; a fork attaches to the new session.
+    app.handle(AppEvent::Rewound("fix the build".into()));
+    assert_eq!(app.composer.text(), "fix the build");
+    let forked = app.handle(AppEvent::Forked(SessionId("s_f".into()), Some("again".into())));
+    assert_eq!(forked, vec![Effect::Attach(SessionId("s_f".into()))]);
+    assert_eq!(app.composer.text(), "again");
+
+    let mut watcher = app_of_watcher();
+    assert_eq!(run(&mut watcher, "/rewind 1"), vec![]);
+    assert!(watcher.notice.as_deref().unwrap_or_default().contains("only the driver"));
+}
+
+fn app_of_watcher() -> App {
+    app("bob", Role::Watcher, vec![], None)
+}

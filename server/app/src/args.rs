@@ -47,7 +47,7 @@ pub(crate) struct DataArg {
     /// server nodes on one database) or a SQLite file; default: `outboard.db` in the data dir.
     /// Keep the password off the command line, which other users can read (`ps`): give the URL
     /// in OUTBOARD_STORE, or the password in PGPASSWORD.
-    #[arg(long = "store", env = "OUTBOARD_STORE", value_name = "URL|FILE")]
+    #[arg(long = "store", env = "OUTBOARD_STORE", value_name = "URL|FILE", hide_env_values = true)]
     pub(crate) store: Option<String>,
     /// Connections this process keeps to PostgreSQL.
     #[arg(long = "store-pool", env = "OUTBOARD_STORE_POOL", default_value_t = outboard_server::store::DEFAULT_PG_POOL)]
@@ -76,13 +76,13 @@ impl DataArg {
 }
 
 impl DataArg {
-    /// Whether `--store` came from the command line (not from OUTBOARD_STORE) with a password.
+    /// Whether `--store` came from the command line (not from OUTBOARD_STORE or a
+    /// configuration file) with a password.
     fn password_on_command_line(&self) -> bool {
         let Some(store) = self.store.as_deref() else {
             return false;
         };
-        let from_env = std::env::var("OUTBOARD_STORE").is_ok_and(|env| env == store);
-        !from_env && store_holds_password(store)
+        std::env::args().any(|arg| arg.contains(store)) && store_holds_password(store)
     }
 }
 
@@ -112,6 +112,12 @@ pub(crate) fn open_data(data: DataArg) -> anyhow::Result<(PathBuf, Store)> {
 
 #[derive(Args)]
 pub(crate) struct ServeArgs {
+    /// A TOML file of these flags (`/etc/outboard/server.toml`): each key a flag's long name
+    /// with `_` for `-` (`listen = "0.0.0.0:7700"`), under the command line and the environment;
+    /// the model catalog of --models may be its `[[models]]` tables. `outboard-server config
+    /// show --config FILE` prints what is in effect.
+    #[arg(long, env = "OUTBOARD_SERVER_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, env = "OUTBOARD_LISTEN", default_value_t = default_listen())]
     pub(crate) listen: SocketAddr,
@@ -214,6 +220,17 @@ pub(crate) struct ServeArgs {
     /// --listen; keep it on loopback or a private network: it has no authentication).
     #[arg(long, env = "OUTBOARD_METRICS_LISTEN", value_name = "ADDR")]
     pub(crate) metrics_listen: Option<SocketAddr>,
+    /// Export traces over OTLP/HTTP (protobuf) to this collector: its base URL
+    /// (`http://HOST:4318`), to which `/v1/traces` is added. Without it, the standard
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT turns the export on.
+    /// A span per turn, model call, tool call, approval wait and compaction; no prompt text.
+    #[arg(long, env = "OUTBOARD_OTLP_ENDPOINT", value_name = "URL")]
+    pub(crate) otlp_endpoint: Option<String>,
+    /// Put each turn's prompt and each tool call's input in the exported spans (they hold what
+    /// people and the model wrote; by default spans carry names, ids and figures only).
+    /// OUTBOARD_OTLP_CONTENT takes 1/0, true/false, yes/no, on/off.
+    #[arg(long, env = "OUTBOARD_OTLP_CONTENT", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) otlp_content: bool,
     #[command(flatten)]
     pub(crate) net: NetArgs,
 }
@@ -302,7 +319,9 @@ impl NetArgs {
     pub(crate) fn config(self, listen: SocketAddr) -> anyhow::Result<NetConfig> {
         let tls = match (self.tls_cert, self.tls_key) {
             (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
-            _ => None,
+            (None, None) => None,
+            // Clap's `requires` sees the command line only, not a configuration file.
+            _ => anyhow::bail!("--tls-cert and --tls-key (tls_cert, tls_key) go together"),
         };
         if tls.is_none() && !listen.ip().is_loopback() {
             if !self.insecure {

@@ -116,6 +116,9 @@ pub struct Limits {
     pub task_max_steps: u32,
     /// Default timeout of a Bash command when the model gives none.
     pub bash_timeout: Duration,
+    /// Whether the exported spans carry prompts and tool inputs (`serve --otlp-content`; the
+    /// exporter itself is the process's, set up by `main`).
+    pub span_content: bool,
     /// How long a session actor with nothing to do (no turn, nobody attached, no live sandbox)
     /// waits before it stops and frees its memory ([`SESSION_IDLE`] by default).
     pub session_idle: Duration,
@@ -164,6 +167,7 @@ impl Limits {
             max_steps: self.max_steps,
             task_max_steps: self.task_max_steps,
             bash_timeout: self.bash_timeout,
+            span_content: self.span_content,
         }
     }
 }
@@ -175,6 +179,7 @@ impl Default for Limits {
             max_steps: 50,
             task_max_steps: 50,
             bash_timeout: Duration::from_secs(120),
+            span_content: false,
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             network: outboard_egress::NetLimits::DEFAULT,
@@ -277,42 +282,7 @@ fn tighten(path: &std::path::Path, mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The log filter of `outboard-server` (`OUTBOARD_LOG`) and `outboard` (`RUST_LOG`): the user's
-/// directives, or `default`, with the WebSocket library capped at `debug` whatever they ask.
-/// tungstenite logs every message it receives (the `hello` with its token included) and every
-/// frame's payload at `trace`; nothing else in the process logs credentials at any level.
-///
-/// The cap only ever lowers a level: it is added when the directives could reach `trace` at all.
-/// (Added unconditionally, `tungstenite=debug` *enabled* those debug lines under a filter that
-/// was otherwise `off`, and they scrolled the TUI's screen.) An empty `RUST_LOG` counts as unset.
-pub fn log_filter(user: Option<&str>, default: &str) -> tracing_subscriber::EnvFilter {
-    let spec = user.map(str::trim).filter(|s| !s.is_empty());
-    let mut filter = spec
-        .and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
-    // The hint covers every directive (`trace`, `tungstenite=trace`, `5`); none means "maybe".
-    if filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::TRACE) {
-        for cap in ["tungstenite=debug", "tokio_tungstenite=debug"] {
-            if let Ok(directive) = cap.parse() {
-                filter = filter.add_directive(directive);
-            }
-        }
-    }
-    // The PostgreSQL driver logs every statement with its parameters at debug: message texts,
-    // token hashes, sealed values. Kept at info unless asked for by name.
-    // Only where debug is on at all: a cap that is a directive of its own would turn an `off`
-    // filter on.
-    let debug =
-        filter.max_level_hint().is_none_or(|max| max >= tracing::level_filters::LevelFilter::DEBUG);
-    if debug && !spec.is_some_and(|s| s.contains("postgres")) {
-        for cap in ["tokio_postgres=info", "postgres=info"] {
-            if let Ok(directive) = cap.parse() {
-                filter = filter.add_directive(directive);
-            }
-        }
-    }
-    filter
-}
+pub use outboard_cmdline::log_filter;
 
 /// The database file's name in the data directory.
 pub const DB_FILE: &str = "outboard.db";
@@ -386,25 +356,29 @@ pub fn uploads_dir(data_dir: &std::path::Path) -> PathBuf {
 #[cfg(test)]
 mod log_filter_tests {
     use super::log_filter;
-    use tracing::level_filters::LevelFilter;
 
+    /// The exported spans' target stays out of the log whatever the directives, even named: a
+    /// span of it under the log's filter alone is a disabled callsite (no fields recorded, no
+    /// prefix on log lines), while the other spans of the same level are not.
     #[test]
-    fn the_websocket_cap_never_turns_logging_on() {
-        // Off stays off (the TUI's screen must not get tungstenite's debug lines).
-        assert_eq!(log_filter(None, "off").max_level_hint(), Some(LevelFilter::OFF));
-        assert_eq!(log_filter(Some(""), "off").max_level_hint(), Some(LevelFilter::OFF));
-        assert_eq!(log_filter(Some("info"), "off").max_level_hint(), Some(LevelFilter::INFO));
-        // Trace asked for: everything at trace but the WebSocket library, capped at debug.
-        let capped = log_filter(Some("trace"), "off").to_string();
-        assert!(capped.contains("tungstenite=debug"), "{capped}");
-        let capped = log_filter(Some("tungstenite=trace"), "off").to_string();
-        assert!(capped.contains("tungstenite=debug"), "{capped}");
-        // Debug asked for: the PostgreSQL driver's statement lines (parameters and all) stay out
-        // unless asked for by name.
-        let capped = log_filter(Some("debug"), "off").to_string();
-        assert!(capped.contains("tokio_postgres=info"), "{capped}");
-        let named = log_filter(Some("debug,tokio_postgres=debug"), "off").to_string();
-        assert!(!named.contains("tokio_postgres=info"), "{named}");
+    fn the_exported_spans_never_reach_the_log() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        // The directives, and whether they enable the harness's own info spans.
+        for (directives, others) in [
+            ("trace", true),
+            ("info", true),
+            ("outboard_spans=info", false),
+            ("info,outboard_spans=trace", true),
+        ] {
+            let filter = log_filter(Some(directives), "off");
+            let subscriber = tracing_subscriber::registry().with(filter);
+            tracing::subscriber::with_default(subscriber, || {
+                let exported = tracing::info_span!(target: outboard_base::spans::TARGET, "turn");
+                assert!(exported.is_disabled(), "{directives}");
+                let other = tracing::info_span!(target: "outboard_harness", "turn");
+                assert_eq!(!other.is_disabled(), others, "{directives}");
+            });
+        }
     }
 }
 

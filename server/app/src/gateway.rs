@@ -1325,6 +1325,22 @@ impl Connection {
                 let set = hub.set_mode(&row, p.mode, &user.name).await?;
                 Ok(Some(Response::ok(id, &set)))
             }
+            Method::SessionCheckpoints(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                let checkpoints = hub.checkpoints(&row).await?;
+                let answer = outboard_shared::SessionCheckpointsResponse { checkpoints };
+                Ok(Some(Response::ok(id, &answer)))
+            }
+            Method::SessionFork(p) => {
+                let forked = crate::fork::fork(hub, &user, p).await?;
+                Ok(Some(Response::ok(id, &forked)))
+            }
+            Method::SessionRewind(p) => {
+                let row = hub.visible_session(&user, &p.session_id).await?;
+                hub.may_drive(&row, &user, self.id)?;
+                let rewound = hub.rewind(&row, p, &user.name).await?;
+                Ok(Some(Response::ok(id, &rewound)))
+            }
             Method::SessionDriveRequest(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 match hub.role(&p.session_id, self.id) {

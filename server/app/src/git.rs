@@ -415,6 +415,25 @@ impl GitCommand {
 
     /// Runs it with stdout piped and returns the child, for streaming its output; stderr is
     /// dropped.
+    /// The process is killed when the server dies (`PR_SET_PDEATHSIG`), even by SIGKILL: a
+    /// git left running would go on writing a workspace while a restarted server repairs it
+    /// (an interrupted rewind). Tokio spawns from its worker threads, which live as long as the
+    /// server.
+    #[allow(unsafe_code)]
+    pub fn die_with_server(mut self) -> GitCommand {
+        // SAFETY: the closure runs in the child between fork and exec and only makes one
+        // async-signal-safe system call.
+        unsafe {
+            self.command.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
+        self
+    }
+
     pub fn spawn_stdout(mut self) -> Result<tokio::process::Child, GitError> {
         self.command.stdout(Stdio::piped()).stderr(Stdio::null());
         let child = self.command.spawn().map_err(|e| GitError::Spawn(e.to_string()))?;

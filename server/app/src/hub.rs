@@ -375,6 +375,7 @@ impl Hub {
             mcp: Some(self.mcp.clone()),
             metrics: self.metrics.clone(),
             hosts: self.hosts.clone(),
+            sources: self.sources.clone(),
         };
         let handle =
             SessionHandle::spawn(row.clone(), services, &self.config, self.shutdown.clone(), evict);
@@ -477,6 +478,28 @@ impl Hub {
         .await
     }
 
+    /// The session's checkpoints (see [`SessionHandle::checkpoints`]).
+    pub async fn checkpoints(
+        &self,
+        row: &SessionRow,
+    ) -> Result<Vec<outboard_shared::CheckpointInfo>, ErrorBody> {
+        self.with_actor(row, |h| async move { h.checkpoints().await }).await
+    }
+
+    /// Takes the session back to a checkpoint (see [`SessionHandle::rewind`]).
+    pub async fn rewind(
+        &self,
+        row: &SessionRow,
+        params: outboard_shared::SessionRewindParams,
+        by: &str,
+    ) -> Result<outboard_shared::SessionRewindResponse, ErrorBody> {
+        self.with_actor(row, |h| {
+            let (params, by) = (params.clone(), by.to_owned());
+            async move { h.rewind(params, by).await }
+        })
+        .await
+    }
+
     /// Switches the session's mode (`plan`, `default`), at once.
     pub async fn set_mode(
         &self,
@@ -515,11 +538,17 @@ impl Hub {
     }
 
     /// Starts the actor of every session whose log ends inside a turn; each resumes its turn
-    /// without anyone attached. Returns how many there were.
+    /// without anyone attached. Returns how many there were. The actors of sessions whose
+    /// rewind a crash interrupted start too, and finish it (see `session::rewind`).
     pub async fn resume_all(&self) -> Result<usize, outboard_store::StoreError> {
         let rows = self.store.sessions_with_open_turns().await?;
         for row in &rows {
             self.handle(row);
+        }
+        for id in self.sources.pending_rewinds() {
+            if let Some(row) = self.store.session(&id).await? {
+                self.handle(&row);
+            }
         }
         Ok(rows.len())
     }

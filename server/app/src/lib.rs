@@ -6,10 +6,11 @@
 //! configuration), [`net`] and [`gateway`] (the network edge, WebSocket, handshake,
 //! per-connection tasks, the relay between nodes), [`hub`] and [`session`] (one actor per
 //! session, implementing the harness's event sink), the HTTP API ([`http_api`], [`http_common`],
-//! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`], [`git`] and [`repo_hosts`]
+//! [`files_api`], [`uploads`], [`workspace_api`]), [`sources`] and [`fork`], [`git`] and [`repo_hosts`]
 //! (workspaces from repositories and their changes going out; where the server's git may go),
 //! [`netsession`] (a session's network: policy, injected credentials, audit), [`paging`],
-//! [`metrics`] (Prometheus; it implements the lower crates' observer traits) and [`manual`]. The crates below are re-exported under the module
+//! [`metrics`] (Prometheus; it implements the lower crates' observer traits), [`telemetry`]
+//! (the OTLP export of the loop's spans) and [`manual`]. The crates below are re-exported under the module
 //! names they had when they were modules of this crate (`store`, `tools`, `agent` for the
 //! harness…), for the CLI's embedded mode and the tests. See `docs/ARCHITECTURE.md`, "Floors".
 
@@ -19,13 +20,14 @@ pub use outboard_harness::approvals;
 pub use outboard_org::tokens as auth;
 pub mod config;
 pub mod files_api;
+pub mod fork;
 pub mod gateway;
 pub mod git;
 pub mod http_api;
 pub mod http_common;
 pub mod hub;
+pub use outboard_cmdline::manual;
 pub use outboard_llm as llm;
-pub mod manual;
 pub use outboard_mcp as mcp;
 pub mod metrics;
 pub use outboard_llm::models;
@@ -42,6 +44,7 @@ pub mod repo_hosts;
 pub use outboard_sandbox as sandbox;
 pub mod session;
 pub mod sources;
+pub mod telemetry;
 pub use outboard_org::toolpolicy;
 pub use outboard_store as store;
 pub use outboard_tools as tools;

@@ -1,13 +1,15 @@
 //! `outboard-server`: flags and environment in, [`outboard_server::launch`] out.
 //!
 //! ```text
-//! outboard-server serve [--listen 127.0.0.1:7700] [--data DIR]
+//! outboard-server serve [--config FILE] [--listen 127.0.0.1:7700] [--data DIR]
 //!                       [--provider anthropic|openai|responses] [--base-url URL] [--model NAME]
 //!                       [--sandbox bwrap|unsafe-host|remote]
 //!                       [--tls-cert PEM --tls-key PEM] [--insecure]
 //!                       [--handshake-timeout SECS] [--idle-timeout SECS]
 //!                       [--max-connections N] [--max-connections-per-ip N]
 //!                       [--metrics-listen 127.0.0.1:9464]
+//!                       [--otlp-endpoint http://127.0.0.1:4318 [--otlp-content]]
+//! outboard-server config show [--config FILE]   # each serve setting, its value and source
 //! outboard-server sandbox-host --listen ADDR --data DIR [--join-token TOKEN] [--capacity N]
 //!                       [--sandbox bwrap|unsafe-host]   # serves workspaces and sandboxes
 //! outboard-server admin hosts add NAME --url ws://HOST:PORT   # prints the host's join token once
@@ -39,15 +41,17 @@
 
 mod admin;
 mod args;
+mod configfile;
 mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use admin::*;
 use args::*;
+use outboard_server::telemetry::Telemetry;
 use serve::{sandbox_host, serve};
 
 #[derive(Parser)]
@@ -63,6 +67,11 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Serve this machine's workspaces and sandboxes to harness nodes (a sandbox host).
     SandboxHost(SandboxHostArgs),
+    /// The configuration file of `serve` (`config show --config FILE`).
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Administer users and orgs.
     Admin {
         #[command(subcommand)]
@@ -80,6 +89,17 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print every setting of `serve` with the value in effect and where it comes from: the
+    /// environment, the file (with its line), or the default. Secrets show as set or unset.
+    Show {
+        /// The configuration file, as `serve --config` takes it.
+        #[arg(long, env = "OUTBOARD_SERVER_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+}
+
 fn main() -> ExitCode {
     if let Some(code) = outboard_server::sandbox::init::main_if_agent() {
         return code;
@@ -87,14 +107,16 @@ fn main() -> ExitCode {
     // Everything this process creates (database, workspaces, org projections) is private to its
     // user; the data dir is also checked and tightened at start (config::secure_data_dir).
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(outboard_server::config::log_filter(
-            std::env::var("OUTBOARD_LOG").ok().as_deref(),
-            "info",
-        ))
-        .with_writer(std::io::stderr)
-        .init();
+    let (cli, file) = match configfile::parse(Cli::command(), std::env::args_os().collect()) {
+        Ok((matches, file)) => match Cli::from_arg_matches(&matches) {
+            Ok(cli) => (cli, file),
+            Err(e) => e.exit(),
+        },
+        Err(e) => {
+            eprintln!("outboard-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -102,19 +124,70 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    let telemetry = match telemetry(&cli, &runtime) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("outboard-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(telemetry.as_ref());
+    let code = match runtime.block_on(run(cli, file)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("outboard-server: {e:#}");
             ExitCode::from(2)
         }
+    };
+    // After `serve` returned (a signal, or an error), with the runtime still up for the export.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
+    code
+}
+
+/// The OTLP exporter of `serve`, when an endpoint is configured (see
+/// [`outboard_server::telemetry`]); nothing of OpenTelemetry is built otherwise.
+fn telemetry(
+    cli: &Cli,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<Option<Telemetry>, outboard_server::telemetry::TelemetryError> {
+    let Command::Serve(args) = &cli.command else { return Ok(None) };
+    let endpoint = args.otlp_endpoint.as_deref();
+    if !outboard_server::telemetry::wanted(endpoint) {
+        return Ok(None);
+    }
+    Telemetry::start(endpoint, runtime.handle().clone()).map(Some)
+}
+
+/// Logs to stderr under `OUTBOARD_LOG`; with `telemetry`, the exporter's layer beside it, each
+/// with its own filter (the log's keeps the spans' target off, the exporter's wants only it).
+/// Without, the subscriber is the log alone, as it was before there was an exporter.
+fn init_logging(telemetry: Option<&Telemetry>) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+    let filter =
+        outboard_server::config::log_filter(std::env::var("OUTBOARD_LOG").ok().as_deref(), "info");
+    match telemetry {
+        None => {
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init()
+        }
+        Some(telemetry) => tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter))
+            .with(telemetry.layer())
+            .init(),
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli, file: Option<outboard_flagfile::FlagFile>) -> anyhow::Result<ExitCode> {
     let done = ExitCode::SUCCESS;
     match cli.command {
-        Command::Serve(args) => serve(*args).await.map(|()| done),
+        Command::Serve(args) => serve(*args, file.as_ref()).await.map(|()| done),
+        Command::Config { command: ConfigCommand::Show { config } } => {
+            configfile::show(&Cli::command(), config.as_deref(), &mut std::io::stdout())?;
+            Ok(done)
+        }
         Command::SandboxHost(args) => sandbox_host(args).await.map(|()| done),
         Command::Completions { shell } => {
             let cmd = <Cli as clap::CommandFactory>::command();

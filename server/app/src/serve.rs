@@ -2,6 +2,7 @@
 
 use crate::args::*;
 use anyhow::Context as _;
+use outboard_flagfile::FlagFile;
 use outboard_server::config::llm_config;
 use outboard_server::models::ModelCatalog;
 use outboard_server::netproxy::NetLimits;
@@ -33,14 +34,29 @@ pub(crate) fn raise_nofile_limit(max_connections: usize) {
     }
 }
 
-pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let models = match &args.models {
-        Some(file) => ModelCatalog::from_file(file, args.model.as_deref())?,
-        None => {
-            llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?
-                .into()
+/// `args`' models: `--models FILE`, else the configuration file's `[[models]]` tables, else the
+/// one model of `--provider`, `--base-url` and `--model`.
+fn models(args: &ServeArgs, file: Option<&FlagFile>) -> anyhow::Result<ModelCatalog> {
+    if let Some(path) = &args.models {
+        return Ok(ModelCatalog::from_file(path, args.model.as_deref())?);
+    }
+    if let Some(catalog) = crate::configfile::inline_models(file, args.model.as_deref()) {
+        if args.provider.is_some() || args.base_url.is_some() {
+            anyhow::bail!(
+                "the configuration file has [[models]] tables, which name each model's provider \
+                 and base URL: drop --provider and --base-url (and their variables and keys)"
+            );
         }
-    };
+        return Ok(catalog?);
+    }
+    let llm =
+        llm_config(args.provider.as_deref(), args.base_url.as_deref(), args.model.as_deref())?;
+    Ok(llm.into())
+}
+
+/// Runs the server of `args`; `file` is the configuration file they were read with.
+pub(crate) async fn serve(args: ServeArgs, file: Option<&FlagFile>) -> anyhow::Result<()> {
+    let models = models(&args, file)?;
     let models = models.with_thinking(args.thinking_budget).map_err(anyhow::Error::msg)?;
     let store = args.data.spec(&data_dir(args.data.clone())?);
     let lease = Duration::from_secs(args.lease_secs.max(1));
@@ -71,6 +87,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             compact_percent: args.compact_at,
             result_chars: usize::try_from(args.tool_result_chars).unwrap_or(usize::MAX),
             lease,
+            span_content: args.otlp_content,
             host_link: outboard_remote::client::Liveness {
                 ping_interval: Duration::from_secs(args.host_ping_secs.max(1)),
                 ping_timeout: Duration::from_secs(args.host_ping_timeout_secs.max(1)),

@@ -64,6 +64,8 @@ const SANDBOX_TRANSITIONS: usize = 16;
 /// them, as for transitions.
 const SANDBOX_JOB_REPORTS: usize = 16;
 
+mod rewind;
+
 pub use outboard_harness::{EmitError, Emitter};
 
 /// Actor identities, unique for the life of the process: the hub forgets a stopping actor only
@@ -215,6 +217,16 @@ enum Command {
         by: String,
         reply: oneshot::Sender<Result<outboard_shared::SessionSetModeResponse, ErrorBody>>,
     },
+    /// The session's checkpoints (`session/checkpoints`).
+    Checkpoints {
+        reply: oneshot::Sender<Result<Vec<outboard_shared::CheckpointInfo>, ErrorBody>>,
+    },
+    /// Go back to a checkpoint (`session/rewind`).
+    Rewind {
+        params: outboard_shared::SessionRewindParams,
+        by: String,
+        reply: oneshot::Sender<Result<outboard_shared::SessionRewindResponse, ErrorBody>>,
+    },
     /// Use another model from the next turn on (`session/set_model`).
     SetModel {
         model: String,
@@ -256,6 +268,8 @@ pub struct Services {
     /// The sandbox hosts, for sessions whose workspace lives on one; `None`: a server without
     /// a secret key (no host tokens can be opened).
     pub hosts: Option<Arc<outboard_remote::registry::Hosts>>,
+    /// The sessions' git state: checkpoints are snapshots in the session's shadow repository.
+    pub sources: Arc<crate::sources::Sources>,
 }
 
 impl SessionHandle {
@@ -269,7 +283,7 @@ impl SessionHandle {
         shutdown: CancellationToken,
         evict: Arc<dyn Evict>,
     ) -> Self {
-        let Services { store, org_fs, models, secrets, mcp, metrics, hosts } = services;
+        let Services { store, org_fs, models, secrets, mcp, metrics, hosts, sources } = services;
         let network = crate::netsession::NetworkDeps {
             store: store.clone(),
             secrets,
@@ -328,6 +342,7 @@ impl SessionHandle {
             mcp,
             metrics,
             hosts,
+            sources,
         };
         tokio::spawn(actor.run(rx));
         SessionHandle { tx, org_id, epoch, lost, refusal }
@@ -449,6 +464,24 @@ impl SessionHandle {
         rx.await.map_err(|_| gone())?
     }
 
+    /// The session's checkpoints, oldest first.
+    pub async fn checkpoints(&self) -> Result<Vec<outboard_shared::CheckpointInfo>, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Checkpoints { reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Takes the session back to a checkpoint (see [`Actor::rewind`]).
+    pub async fn rewind(
+        &self,
+        params: outboard_shared::SessionRewindParams,
+        by: String,
+    ) -> Result<outboard_shared::SessionRewindResponse, ErrorBody> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Rewind { params, by, reply }).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
     /// Interrupts the turn in flight; false when there is none.
     pub async fn interrupt(&self) -> Result<bool, ErrorBody> {
         let (reply, rx) = oneshot::channel();
@@ -556,6 +589,8 @@ struct Actor {
     metrics: Arc<crate::metrics::Metrics>,
     /// The sandbox hosts (see [`Services::hosts`]).
     hosts: Option<Arc<outboard_remote::registry::Hosts>>,
+    /// Where checkpoints are made and restored.
+    sources: Arc<crate::sources::Sources>,
 }
 
 /// The org's secret values as they appear in text and in an event's JSON.
@@ -702,6 +737,12 @@ impl Actor {
                 }
                 Command::SetMode { mode, by, reply } => {
                     let _ = reply.send(self.set_mode(mode, by).await);
+                }
+                Command::Checkpoints { reply } => {
+                    let _ = reply.send(self.checkpoints().await);
+                }
+                Command::Rewind { params, by, reply } => {
+                    let _ = reply.send(self.rewind(params, by).await);
                 }
                 Command::SetModel { model, by, reply } => {
                     let _ = reply.send(self.set_model(model, by).await);
@@ -871,6 +912,7 @@ impl Actor {
     /// server stopped or crashed mid-turn): see [`agent::recover_plan`] for what is re-run. A log
     /// that cannot be read marks the session failed, with the reason, instead of leaving it stuck.
     async fn load(&mut self) -> Result<(), StoreError> {
+        self.finish_rewind().await;
         // Only a session whose last turn is open needs its whole log now, to resume the turn;
         // any other needs the few events that say who spoke last and what was running.
         let resuming = self.row.status == SessionStatus::Running;
@@ -1233,6 +1275,9 @@ impl Actor {
         let title =
             if self.row.title.is_empty() { Some(self.derived_title(&text).await) } else { None };
         let titled = title.is_some();
+        self.checkpoint().await.map_err(|e| {
+            ErrorBody::new(ErrorCode::Internal, format!("cannot record the checkpoint: {e}"))
+        })?;
         let started = async {
             self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
             self.emit_titled(EventKind::UserMessage { text: text.clone() }, true, title).await

@@ -209,6 +209,7 @@ impl Sources {
             .env("GIT_DIR", shadow)
             .env("GIT_WORK_TREE", ws)
             .env("GIT_INDEX_FILE", index)
+            .die_with_server()
     }
 
     /// Clones `url` at `git_ref` (the default branch when `None`) as the workspace of the new
@@ -408,15 +409,17 @@ impl Sources {
     ) -> Result<(String, String, Vec<TooLarge>), SourceError> {
         let lock = self.lock(session);
         let _held = lock.lock().await;
+        self.snapshot_held(session, ws).await
+    }
+
+    /// [`Sources::snapshot`], the session's lock held by the caller.
+    async fn snapshot_held(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+    ) -> Result<(String, String, Vec<TooLarge>), SourceError> {
         let shadow = self.shadow(session);
-        if !shadow.join("HEAD").exists() {
-            std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
-            self.git
-                .command(None, &["init", "--bare", "-q"])
-                .env("GIT_DIR", &shadow)
-                .output()
-                .await?;
-        }
+        self.shadow_made(&shadow).await?;
         let base = match self
             .git
             .command(None, &["rev-parse", "-q", "--verify", BASE_REF])
@@ -427,12 +430,36 @@ impl Sources {
             Ok(commit) => commit,
             Err(_) => EMPTY_TREE.to_owned(),
         };
+        let (tree, skipped) = self.tree_held(session, ws).await?;
+        Ok((base, tree, skipped))
+    }
+
+    /// The shadow repository at `shadow`, made (bare, empty) if it is not there yet.
+    async fn shadow_made(&self, shadow: &Path) -> Result<(), SourceError> {
+        if !shadow.join("HEAD").exists() {
+            std::fs::create_dir_all(self.shadows()).map_err(io("cannot create the git dir"))?;
+            self.git
+                .command(None, &["init", "--bare", "-q"])
+                .env("GIT_DIR", shadow)
+                .output()
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The workspace's tree now (`add -A` + `write-tree`), and the files left out of it as too
+    /// large to read; the session's lock held by the caller, its shadow made.
+    async fn tree_held(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+    ) -> Result<(String, Vec<TooLarge>), SourceError> {
         let skipped = self.too_large(session, ws).await?;
         if skipped.is_empty() {
             self.shadow_git(session, ws, &["add", "-A"]).output().await?;
         } else {
             // Everything but the files too large to read (see [`large`]).
-            let spec = shadow.with_extension("pathspec");
+            let spec = self.shadow(session).with_extension("pathspec");
             std::fs::write(&spec, large::pathspec(&skipped))
                 .map_err(io("cannot write the snapshot's pathspec"))?;
             let from = format!("--pathspec-from-file={}", spec.display());
@@ -441,7 +468,7 @@ impl Sources {
                 .await?;
         }
         let tree = self.shadow_git(session, ws, &["write-tree"]).text().await?;
-        Ok((base, tree, skipped))
+        Ok((tree, skipped))
     }
 
     /// The workspace's files over [`large::MAX_FILE_BYTES`] that a snapshot would take (those
@@ -622,6 +649,173 @@ impl Sources {
             .map_err(|_| SourceError::Invalid(format!("{branch:?} is not a valid branch name")))
     }
 
+    /// A checkpoint of `session`'s workspace `ws`: its tree now, written into the shadow
+    /// repository with the same `add -A` + `write-tree` a diff makes (the shadow index's stat
+    /// cache makes it cheap), so files a command changed are in it too. Files too large to read
+    /// are left out, as from a diff.
+    pub async fn checkpoint(&self, session: &SessionId, ws: &Path) -> Result<String, SourceError> {
+        if !ws.exists() {
+            // A workspace no turn has made yet is empty.
+            return Ok(EMPTY_TREE.to_owned());
+        }
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        self.shadow_made(&self.shadow(session)).await?;
+        Ok(self.tree_held(session, ws).await?.0)
+    }
+
+    /// Restores `session`'s workspace `ws` to the checkpoint `tree`, crash-safely: the workspace
+    /// as it is is snapshot first (returned: nothing is lost), a [`PendingRewind`] naming both
+    /// trees and `seq` — where the caller will log the rewind — is written durably, then the
+    /// files are checked out (`read-tree --reset -u`: changed and deleted files come back,
+    /// files made since go; ignored files and those too large to snapshot are left alone).
+    /// The caller logs the rewind, then calls [`Sources::rewind_done`]; after a crash in
+    /// between, [`Sources::finish_rewind`] redoes or undoes it.
+    pub async fn restore(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        tree: &str,
+        seq: u64,
+    ) -> Result<String, SourceError> {
+        let (_, from, _) = self.snapshot(session, ws).await?;
+        let pending = PendingRewind { seq, from: from.clone(), to: tree.to_owned() };
+        write_durably(&self.rewind_marker(session), &pending)?;
+        self.check_out(session, ws, tree).await?;
+        Ok(from)
+    }
+
+    /// The rewind of `session` is logged: its marker goes.
+    pub fn rewind_done(&self, session: &SessionId) {
+        let _ = std::fs::remove_file(self.rewind_marker(session));
+    }
+
+    /// The restore of `session`'s workspace that a crash interrupted, if any.
+    pub fn pending_rewind(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<PendingRewind>, SourceError> {
+        let marker = self.rewind_marker(session);
+        let text = match std::fs::read(&marker) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("cannot read an unfinished rewind")(e)),
+        };
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| SourceError::Invalid(format!("an unfinished rewind is unreadable: {e}")))
+    }
+
+    /// Completes a restore a crash interrupted: the workspace is checked out again at the
+    /// checkpoint (`logged`: the rewind reached the log) or back at what it was before, from
+    /// whatever mix of both the crash left; then the marker goes.
+    pub async fn finish_rewind(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        pending: &PendingRewind,
+        logged: bool,
+    ) -> Result<(), SourceError> {
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        // The killed git's lock on the index: nobody else uses this session's shadow now (its
+        // actor, which calls this first, holds the session's lease).
+        let _ = std::fs::remove_file(self.index(session).with_extension("index.lock"));
+        // The index may describe either tree: snapshot the mix first, so that the checkout
+        // removes what the mix has and the tree has not.
+        self.snapshot_held(session, ws).await?;
+        let tree = if logged { &pending.to } else { &pending.from };
+        self.check_out_held(session, ws, tree).await?;
+        self.rewind_done(session);
+        Ok(())
+    }
+
+    /// The sessions whose rewind a crash interrupted (markers in the shadows' directory), to
+    /// finish at start.
+    pub fn pending_rewinds(&self) -> Vec<SessionId> {
+        let Ok(entries) = std::fs::read_dir(self.shadows()) else { return Vec::new() };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let id = name.strip_suffix(".rewind")?;
+                (!id.starts_with('.')).then(|| SessionId(id.to_owned()))
+            })
+            .collect()
+    }
+
+    fn rewind_marker(&self, session: &SessionId) -> PathBuf {
+        self.shadows().join(format!("{}.rewind", session.as_str()))
+    }
+
+    /// Makes the workspace and the shadow index match `tree`, assuming the index was just
+    /// written from the workspace by a snapshot.
+    async fn check_out(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        tree: &str,
+    ) -> Result<(), SourceError> {
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        self.check_out_held(session, ws, tree).await
+    }
+
+    /// [`Sources::check_out`], the session's lock held by the caller.
+    async fn check_out_held(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        tree: &str,
+    ) -> Result<(), SourceError> {
+        self.shadow_git(session, ws, &["read-tree", "--reset", "-u", tree]).output().await?;
+        Ok(())
+    }
+
+    /// Makes the workspace and shadow repository of `session`, a fork of `from` at `tree` (a
+    /// checkpoint's, or a snapshot of now): the shadow is a copy of `from`'s (its base, its
+    /// pushes and every snapshot: the fork diffs and pushes like its original), the workspace
+    /// has `tree`'s files, plus a plain copy of `from`'s own `.git` when `from_ws` has one (as
+    /// it is now: it is not part of a checkpoint). On error nothing is left behind.
+    pub async fn fork(
+        &self,
+        from: &SessionId,
+        from_ws: &Path,
+        session: &SessionId,
+        tree: &str,
+    ) -> Result<(), SourceError> {
+        let (ws, shadow, staging) = self.staging(session)?;
+        std::fs::create_dir_all(&ws).map_err(io("cannot create the workspace"))?;
+        let source = self.shadow(from);
+        if source.join("HEAD").exists() {
+            let lock = self.lock(from);
+            let _held = lock.lock().await;
+            // A local clone copies the object files whole, so trees no ref names come along.
+            let (src, dst) = (source.to_string_lossy(), shadow.to_string_lossy());
+            let args = ["clone", "--mirror", "--no-hardlinks", "-q", &*src, &*dst];
+            self.git.command(None, &args).output().await?;
+        } else {
+            self.git
+                .command(None, &["init", "--bare", "-q"])
+                .env("GIT_DIR", &shadow)
+                .output()
+                .await?;
+        }
+        let index = shadow.with_extension("index");
+        self.shadow_git_at(&shadow, &index, &ws, &["read-tree", "--reset", "-u", tree])
+            .output()
+            .await?;
+        let dot_git = from_ws.join(".git");
+        if std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir()) {
+            let target = ws.join(".git");
+            tokio::task::spawn_blocking(move || copy_tree(&dot_git, &target))
+                .await
+                .map_err(|e| SourceError::Invalid(format!("the copy of .git failed: {e}")))?
+                .map_err(io("cannot copy the workspace's .git"))?;
+        }
+        self.keep(session, &ws, &shadow, staging)
+    }
+
     /// Deletes `session`'s workspace (unless it is worked on in place) and git state.
     pub fn delete(&self, session: &SessionId, in_place: bool) -> Result<(), SourceError> {
         if !in_place {
@@ -629,6 +823,7 @@ impl Sources {
         }
         remove(&self.shadow(session))?;
         let _ = std::fs::remove_file(self.index(session));
+        self.rewind_done(session);
         let mut locks = match self.locks.lock() {
             Ok(l) => l,
             Err(poisoned) => poisoned.into_inner(),
@@ -636,6 +831,34 @@ impl Sources {
         locks.remove(session);
         Ok(())
     }
+}
+
+/// A restore of a workspace to a checkpoint, recorded before its files are touched (see
+/// [`Sources::restore`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingRewind {
+    /// The seq the rewind's event is to be logged at.
+    pub seq: u64,
+    /// The workspace's tree before the restore.
+    pub from: String,
+    /// The checkpoint's tree.
+    pub to: String,
+}
+
+/// Writes `value` as JSON to `path` so that a crash leaves the old file or the new one, both
+/// whole and on disk.
+fn write_durably(path: &Path, value: &impl serde::Serialize) -> Result<(), SourceError> {
+    use std::io::Write;
+    let text = serde_json::to_vec(value)
+        .map_err(|e| SourceError::Invalid(format!("cannot record the rewind: {e}")))?;
+    let part = path.with_extension("part");
+    let mut file = std::fs::File::create(&part).map_err(io("cannot record the rewind"))?;
+    file.write_all(&text).and_then(|()| file.sync_all()).map_err(io("cannot record the rewind"))?;
+    std::fs::rename(&part, path).map_err(io("cannot record the rewind"))?;
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
 }
 
 fn remove(path: &Path) -> Result<(), SourceError> {
@@ -708,6 +931,25 @@ fn diff_args<'a>(base: &'a str, tree: &'a str, stat: bool) -> Vec<&'a str> {
     }
     args.extend([base, tree]);
     args
+}
+
+/// Copies the directory `from` to `to` as plain files: directories, regular files (with their
+/// mode) and symlinks (as links, never followed); nothing in it is read as git would.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
+        } else if kind.is_dir() {
+            copy_tree(&source, &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(&source, &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes a directory tree or a file, whichever `path` is.

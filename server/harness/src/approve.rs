@@ -12,9 +12,11 @@ use outboard_shared::{
 
 use crate::approvals::{Answer, Recorded};
 use crate::sink::EmitError;
+use crate::spans;
 use crate::state::{not_run, Role, Turn, TASK};
 use outboard_org::toolpolicy::{Decision, Judgement, Rule};
 use outboard_tools::ToolOutcome;
+use tracing::Instrument as _;
 
 /// What to do with the call.
 pub(crate) enum Verdict {
@@ -95,8 +97,21 @@ pub(crate) enum Waited {
     Suspended,
 }
 
-/// Waits for the answer to the request on `call` (written to the log already).
+/// Waits for the answer to the request on `call` (written to the log already), in an
+/// `approval_wait` span.
 pub(crate) async fn wait(turn: &Turn, call: &ToolCall) -> Waited {
+    let span = spans::approval_wait(&turn.session_id, &turn.turn_id, call);
+    let waited = wait_untraced(turn, call).instrument(span.clone()).await;
+    let (decision, suspended) = match &waited {
+        Waited::Answered(answer) => (Some(answer.decision), false),
+        Waited::Interrupted => (None, false),
+        Waited::Suspended => (None, true),
+    };
+    spans::record_approval(&span, decision, suspended);
+    waited
+}
+
+async fn wait_untraced(turn: &Turn, call: &ToolCall) -> Waited {
     let gate = &turn.approvals.gate;
     tracing::info!(session = %turn.session_id, call = %call.call_id, tool = %call.name, "waiting for a person");
     let waiting = gate.wait(&call.call_id);

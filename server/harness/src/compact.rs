@@ -25,11 +25,13 @@
 //! the log as it was: the resumed turn finds the conversation over the threshold again and
 //! compacts again.
 
-use outboard_shared::{CompactionTrigger, EventKind, Usage};
+use outboard_shared::{CompactionTrigger, EventKind, SessionId, TurnId, Usage};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::conversation::{cut_middle, Conversation};
 use crate::sink::{EmitError, Emitter};
+use crate::spans;
 use outboard_llm::{
     context, ContentBlock, LlmError, Message, ModelRequest, Provider, Role, ToolSpec,
 };
@@ -125,6 +127,8 @@ pub struct Compactor<'a> {
     pub cancel: &'a CancellationToken,
     /// A shutdown: the same.
     pub shutdown: &'a CancellationToken,
+    /// The session and turn its span names.
+    pub ids: (&'a SessionId, &'a TurnId),
 }
 
 /// A compaction that happened.
@@ -177,8 +181,28 @@ impl Compactor<'_> {
         context::estimate_tokens(self.fixed_bytes + conversation.bytes_from(0))
     }
 
-    /// Summarises the older part of `conversation` and cuts it as the module header says.
+    /// Summarises the older part of `conversation` and cuts it as the module header says, in a
+    /// `compaction` span.
     pub async fn compact(
+        &self,
+        conversation: &mut Conversation,
+        trigger: CompactionTrigger,
+        focus: Option<&str>,
+    ) -> Result<Compacted, CompactError> {
+        let span = spans::compaction(self.ids.0, self.ids.1, trigger);
+        let result =
+            self.compact_untraced(conversation, trigger, focus).instrument(span.clone()).await;
+        let (tokens, outcome) = match &result {
+            Ok(done) => (Some((done.tokens_before, done.tokens_after)), "ok"),
+            Err(CompactError::Nothing) => (None, "nothing"),
+            Err(CompactError::Stopped) => (None, "stopped"),
+            Err(_) => (None, "failed"),
+        };
+        spans::record_compaction(&span, tokens, outcome);
+        result
+    }
+
+    async fn compact_untraced(
         &self,
         conversation: &mut Conversation,
         trigger: CompactionTrigger,

@@ -43,9 +43,11 @@ impl Conversation {
     /// Rebuilds the model's conversation from a session's durable log: user messages, assistant
     /// messages with their tool calls, tool results grouped into one user message per step, and
     /// each compaction applied where it was recorded.
-    /// A subagent's events (see [`SessionEvent::parent`]) are not part of it.
+    /// A subagent's events (see [`SessionEvent::parent`]) are not part of it, nor are those a
+    /// rewind took the conversation back from ([`crate::rewind::history`]).
     pub fn from_log(events: &[SessionEvent], result_chars: usize) -> Self {
-        Self::from_events(events.iter().filter(|e| e.parent.is_none()), result_chars)
+        let top: Vec<&SessionEvent> = events.iter().filter(|e| e.parent.is_none()).collect();
+        Self::from_events(crate::rewind::history(&top).into_iter(), result_chars)
     }
 
     /// [`Conversation::from_log`] of the given events, all of one loop (the session's or a

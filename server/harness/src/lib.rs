@@ -10,9 +10,10 @@
 //! starts (docs/ARCHITECTURE.md, "Durability").
 //!
 //! Modules, lowest first: [`sink`] (events out), [`conversation`] and [`compact`] (what the
-//! model sees, and its compaction), [`progress`] (deltas to the session, bounded), [`fence`],
+//! model sees, and its compaction), [`rewind`] (checkpoints, and the history a rewind makes current), [`progress`] (deltas to the session, bounded), [`fence`],
 //! [`project`] and [`prompt`] (the system prompt), [`approvals`] and [`approve`] (the tool
-//! policy's gate), [`plan`] (plan mode, `ExitPlanMode`, `AskUserQuestion`), [`state`] (a turn's state, recovery), [`child`] (subagents, which get the
+//! policy's gate), [`plan`] (plan mode, `ExitPlanMode`, `AskUserQuestion`), `spans` (what a turn's trace
+//! records, below all of these), [`state`] (a turn's state, recovery), [`child`] (subagents, which get the
 //! loop as a callback), [`turn`] (the loop), [`agent_types`] (org-defined subagents).
 //!
 //! It must not know the session actor, the gateway or the server's configuration: it gets
@@ -29,7 +30,9 @@ pub mod plan;
 pub mod progress;
 pub mod project;
 pub mod prompt;
+pub mod rewind;
 pub mod sink;
+mod spans;
 pub mod state;
 pub mod turn;
 

@@ -30,6 +30,9 @@ pub struct TurnLimits {
     pub task_max_steps: u32,
     /// Default timeout of a Bash command when the model gives none.
     pub bash_timeout: std::time::Duration,
+    /// Whether the exported spans carry a turn's prompt and its tool calls' input (`serve
+    /// --otlp-content`); by default they carry figures and names only.
+    pub span_content: bool,
 }
 
 /// Where each tool call is counted and timed; the server's metrics implement it.

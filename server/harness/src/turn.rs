@@ -12,6 +12,7 @@ use outboard_shared::{
 use outboard_tools::{self as tools, ToolCtx, ToolOutcome};
 use outboard_vfs::Route;
 use std::time::Instant;
+use tracing::Instrument as _;
 
 use crate::approve;
 use crate::child;
@@ -20,6 +21,7 @@ use crate::plan;
 use crate::progress as relay;
 use crate::prompt::turn_system_prompt;
 use crate::sink::{EmitError, Emitter};
+use crate::spans;
 use crate::state::*;
 use outboard_tools::recovery::workspace_target_digest;
 
@@ -27,13 +29,25 @@ use outboard_tools::recovery::workspace_target_digest;
 /// to record, not recorded here: a client that sees the turn end may send the next message at
 /// once, and the session must have its conversation back by then.
 pub async fn run_turn(mut turn: Turn) -> TurnEnd {
+    let span = spans::turn(
+        &turn.session_id,
+        &turn.turn_id,
+        turn.conversation.messages(),
+        turn.limits.span_content,
+    );
     // A resumed turn's earlier model calls count too: their usage is in the log.
     let mut usage = turn.resume.usage;
-    let ending = match drive(&mut turn, &mut usage).await {
+    let ending = match drive(&mut turn, &mut usage).instrument(span.clone()).await {
         Ok(ending) => ending,
         Err(EmitError::Closed) => Ending::Failed("the session closed during the turn".into()),
         Err(EmitError::Store(e)) => Ending::Failed(format!("the event log failed: {e}")),
     };
+    let traced = match &ending {
+        Ending::Completed(stop) => spans::TurnOutcome::Completed(*stop),
+        Ending::Failed(_) => spans::TurnOutcome::Failed,
+        Ending::Suspended => spans::TurnOutcome::Suspended,
+    };
+    spans::record_turn(&span, traced, &usage);
     let last = match ending {
         Ending::Completed(stop_reason) => {
             Some(EventKind::TurnCompleted { turn_id: turn.turn_id.clone(), stop_reason, usage })
@@ -110,6 +124,7 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
             emitter: &turn.emitter,
             cancel: &turn.cancel,
             shutdown: &turn.shutdown,
+            ids: (&turn.session_id, &turn.turn_id),
         };
         let mut tokens = compactor.tokens(&turn.conversation);
         if turn.window.over(tokens) {
@@ -260,6 +275,7 @@ pub async fn run_compaction(
         emitter: &turn.emitter,
         cancel: &turn.cancel,
         shutdown: &turn.shutdown,
+        ids: (&turn.session_id, &turn.turn_id),
     };
     let result = compactor
         .compact(&mut turn.conversation, CompactionTrigger::Manual, focus.as_deref())
@@ -543,8 +559,42 @@ pub(crate) async fn start(
     Ok(Some((call, action)))
 }
 
-/// Runs one call as decided by [`start`]; `reads` is the ledger it reads and records in.
+/// Runs one call as decided by [`start`]; `reads` is the ledger it reads and records in. In a
+/// `tool_call` span, which names how a `Bash` call that runs found the sandbox.
 pub(crate) async fn execute(
+    turn: &Turn,
+    agents: &[child::SubagentType],
+    system: &str,
+    call: &ToolCall,
+    action: Action,
+    reads: &mut tools::ReadLedger,
+) -> Result<Ran, EmitError> {
+    let span = spans::tool_call(&turn.session_id, &turn.turn_id, call, turn.limits.span_content);
+    if !span.is_disabled() && matches!(action, Action::Run) {
+        if let Some(start) = sandbox_start(turn, call).await {
+            span.record("sandbox.start", start);
+        }
+    }
+    let ran =
+        execute_untraced(turn, agents, system, call, action, reads).instrument(span.clone()).await;
+    match &ran {
+        Ok(Ran::Done { outcome, .. }) => spans::record_tool(&span, Some(outcome.is_error)),
+        Ok(Ran::Suspended) => spans::record_tool(&span, None),
+        Err(_) => {}
+    }
+    ran
+}
+
+/// For a `Bash` call about to run in this server's sandbox: how it finds the sandbox (asked of
+/// the sandbox's manager, which does not wake it). `None` for other tools and hosted sessions.
+async fn sandbox_start(turn: &Turn, call: &ToolCall) -> Option<&'static str> {
+    if call.name != "Bash" || turn.env.remote.is_some() {
+        return None;
+    }
+    spans::sandbox_start(turn.env.sandbox.state().await)
+}
+
+async fn execute_untraced(
     turn: &Turn,
     agents: &[child::SubagentType],
     system: &str,

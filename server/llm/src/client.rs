@@ -28,12 +28,13 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use outboard_base::Secret;
 
 use crate::config::{LlmConfig, ProviderKind};
 use crate::error::LlmError;
-use crate::observe::{CallMetrics, CallOutcome};
+use crate::observe::{self, CallMetrics, CallOutcome};
 use crate::types::{ModelRequest, ModelResponse, Progress, StreamDelta};
 use crate::{anthropic, openai, responses, retry, sse};
 
@@ -165,22 +166,39 @@ impl Provider {
     }
 
     /// Calls the model with streaming, retrying per the policy; `on_delta` sees text as it
-    /// arrives and each retry. Counted in the provider's metrics, if it has them.
+    /// arrives and each retry. Counted in the provider's metrics, if it has them, and traced in
+    /// a `model_call` span when a subscriber wants it (`serve --otlp-endpoint`); with neither,
+    /// the call is made as it is, with no watch and no clock.
     pub async fn complete(
         &self,
         request: &ModelRequest<'_>,
         on_delta: &mut (dyn FnMut(StreamDelta) + Send),
     ) -> Result<ModelResponse, LlmError> {
-        let Some(metrics) = &self.metrics else {
+        let (kind, model) = (self.config.kind.as_str(), self.config.model.as_str());
+        let span = observe::call_span(kind, model);
+        if span.is_disabled() && self.metrics.is_none() {
             return self.complete_unobserved(request, on_delta).await;
-        };
-        let mut call = metrics.start(self.config.kind.as_str(), &self.config.model);
+        }
+        let mut call = self.metrics.as_ref().map(|m| m.start(kind, model));
+        let started = std::time::Instant::now();
+        let mut first_text = None;
         let mut observed = |d: StreamDelta| {
-            call.delta(matches!(d, StreamDelta::Text(_)), matches!(d, StreamDelta::Retry { .. }));
+            let text = matches!(d, StreamDelta::Text(_));
+            if text && first_text.is_none() {
+                first_text = Some(started.elapsed());
+            }
+            if let Some(call) = call.as_mut() {
+                call.delta(text, matches!(d, StreamDelta::Retry { .. }));
+            }
             on_delta(d)
         };
-        let result = self.complete_unobserved(request, &mut observed).await;
-        call.finish(result.as_ref().map(|r| &r.usage).map_err(CallOutcome::from));
+        let result =
+            self.complete_unobserved(request, &mut observed).instrument(span.clone()).await;
+        let ended = result.as_ref().map(|r| &r.usage).map_err(CallOutcome::from);
+        observe::record_call(&span, ended, first_text);
+        if let Some(call) = call {
+            call.finish(ended);
+        }
         result
     }
 

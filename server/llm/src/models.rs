@@ -178,9 +178,33 @@ impl ModelCatalog {
         default: Option<&str>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ModelsError> {
-        let invalid = |problem: String| ModelsError::Invalid { path: path.to_owned(), problem };
         let file: File = toml::from_str(text)
             .map_err(|e| ModelsError::Parse { path: path.to_owned(), error: e.to_string() })?;
+        Self::from_parsed(file, path, default, env)
+    }
+
+    /// A catalog given inline, as the `[[models]]` tables of a server's configuration file
+    /// (`serve --config FILE`) instead of a file of its own; `models` is the array of tables,
+    /// `path` the configuration file, `default` (`--model`) the default model's name.
+    pub fn from_tables(
+        models: &toml::Value,
+        path: &str,
+        default: Option<&str>,
+    ) -> Result<Self, ModelsError> {
+        let models: Vec<FileEntry> = models.clone().try_into().map_err(|e: toml::de::Error| {
+            ModelsError::Parse { path: path.to_owned(), error: format!("[[models]]: {e}") }
+        })?;
+        let file = File { default: None, models };
+        Self::from_parsed(file, path, default, &|name| std::env::var(name).ok())
+    }
+
+    fn from_parsed(
+        file: File,
+        path: &str,
+        default: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ModelsError> {
+        let invalid = |problem: String| ModelsError::Invalid { path: path.to_owned(), problem };
         if file.models.is_empty() {
             return Err(invalid(
                 "it offers no model: add a [[models]] table with name, provider and model".into(),
@@ -528,6 +552,26 @@ api_key_env = "OPENROUTER_KEY"
         // `--model` overrides the file's default.
         let c = ModelCatalog::from_toml(FILE, "m.toml", Some("or/qwen"), &env).unwrap();
         assert_eq!(c.default_entry().name, "or/qwen");
+    }
+
+    /// The `[[models]]` tables of a server's configuration file are the same catalog.
+    #[test]
+    fn inline_tables_are_a_catalog() {
+        let config: toml::Table =
+            toml::from_str(&format!("listen = \"127.0.0.1:7700\"\n{FILE}")).unwrap();
+        let tables = &config["models"];
+        let c = ModelCatalog::from_tables(tables, "server.toml", Some("sonnet")).unwrap();
+        let names: Vec<_> = c.entries().iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["sonnet", "haiku", "or/qwen"]);
+        assert_eq!(c.entries()[2].llm.base_url, "https://openrouter.ai/api/v1");
+        let bad: toml::Table = toml::from_str(
+            "[[models]]\nname = \"a\"\nprovider = \"openai\"\nmodel = \"m\"\nkey = \"x\"\n",
+        )
+        .unwrap();
+        let err = ModelCatalog::from_tables(&bad["models"], "server.toml", None).unwrap_err();
+        let err = err.to_string();
+        assert!(err.starts_with("the model file server.toml is not valid: [[models]]: "), "{err}");
+        assert!(err.contains("unknown field `key`"), "{err}");
     }
 
     #[test]

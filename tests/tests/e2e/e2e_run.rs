@@ -85,6 +85,7 @@ async fn scripted_task_end_to_end(api: Api) {
         types(&lines),
         [
             "run_started",
+            "checkpoint",
             "turn_started",
             "user_message",
             "assistant_message",

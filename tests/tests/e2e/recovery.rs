@@ -215,6 +215,7 @@ async fn a_command_in_flight_is_never_run_twice() {
     assert_eq!(
         kinds(&log),
         [
+            "checkpoint",
             "turn_started",
             "user_message",
             "assistant_message",
@@ -315,9 +316,9 @@ async fn sigterm_stops_at_a_checkpoint_and_the_turn_resumes_on_start() {
     let log = settled_log(&server, &token, &sid).await;
     assert_eq!(
         kinds(&log),
-        ["turn_started", "user_message", "assistant_message", "turn_completed"]
+        ["checkpoint", "turn_started", "user_message", "assistant_message", "turn_completed"]
     );
-    match &log[2].kind {
+    match &log[3].kind {
         EventKind::AssistantMessage { text, .. } => assert_eq!(text, "The resumed answer."),
         other => panic!("{other:?}"),
     }

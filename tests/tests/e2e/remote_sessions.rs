@@ -125,6 +125,18 @@ async fn a_session_lives_on_its_host_across_a_harness_restart_and_moves_when_the
     let on_h1 = h1.data().join("workspaces").join(&sid).join("notes.txt");
     assert_eq!(std::fs::read_to_string(&on_h1).unwrap(), "from the host\n");
     assert!(!server.workspace(&sid).join("notes.txt").exists());
+    // Checkpoints of a session on a host hold the conversation only, and say so.
+    let listed =
+        c.request("session/checkpoints", json!({"session_id": sid})).await.unwrap().unwrap();
+    assert_eq!(listed["checkpoints"][0]["code"], false, "{listed}");
+    let params = json!({"session_id": sid, "checkpoint": 1, "code": true, "conversation": false});
+    let refused = c.request("session/rewind", params).await.unwrap().unwrap_err();
+    assert!(
+        refused.message.contains("not supported yet for a session on a sandbox host"),
+        "{refused:?}"
+    );
+    let refused = c.request("session/fork", json!({"session_id": sid})).await.unwrap().unwrap_err();
+    assert!(refused.message.contains("not supported yet"), "{refused:?}");
     let ls = hosts_ls(&server);
     let h1_row = ls.iter().find(|h| h["name"] == "h1").unwrap();
     assert_eq!((h1_row["sessions"].as_u64(), h1_row["state"].as_str()), (Some(1), Some("up")));

@@ -702,3 +702,48 @@ async fn internal_repository_hosts_are_refused_alike_open_or_closed_unless_an_ad
     let made = create(&mut alice, &git.url("shop.git"), None).await.unwrap();
     assert_eq!(made["source"]["ref"], "main", "{made}");
 }
+
+/// Checkpoints of a repository session (issue 38, item 2): a rewind restores the clone's files
+/// and its diff against the base is empty again; the workspace's own `.git` is not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_of_a_repository_session_brings_back_the_clone_and_an_empty_diff() {
+    let w = world(vec![
+        MockStep::tool_call("Bash", json!({"command": CHANGE})),
+        MockStep::text("Done."),
+    ])
+    .await;
+    let url = w.git.url("shop.git");
+    let scratch = tempfile::tempdir().unwrap();
+    let repo_arg = format!("{url}#main");
+    let run = cli(&w, scratch.path(), &["run", "--json", "--repo", &repo_arg, "change the shop"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let lines = run.json_lines().unwrap();
+    let started = lines.iter().find(|l| l["type"] == "run_started").unwrap();
+    let sid = started["session_id"].as_str().unwrap().to_owned();
+    let workspace = w.server.workspace(&sid);
+    let changed = tree(&workspace, false);
+    let dot_git = tree(&workspace.join(".git"), true);
+
+    let rewound = cli(&w, scratch.path(), &["rewind", &sid, "1", "--code"]);
+    assert_eq!(rewound.code, 0, "{}", rewound.stderr);
+    let restored = tree(&workspace, false);
+    assert_ne!(restored, changed);
+    let clone = scratch.path().join("clone");
+    let cloned = git_command(scratch.path())
+        .args([
+            "-c",
+            &format!(
+                "http.extraHeader=Authorization: {}",
+                outboard_tests::git_http::basic_auth("x-access-token", TOKEN)
+            ),
+        ])
+        .args(["clone", "-q", "-b", "main", &url])
+        .arg(&clone)
+        .output()
+        .unwrap();
+    assert!(cloned.status.success(), "{}", String::from_utf8_lossy(&cloned.stderr));
+    assert_eq!(restored, tree(&clone, false), "the clone's files, byte for byte and mode");
+    assert_eq!(tree(&workspace.join(".git"), true), dot_git, "the workspace's .git is the agent's");
+    let diff = cli(&w, scratch.path(), &["diff", &sid]);
+    assert_eq!((diff.code, diff.stdout.trim()), (0, ""), "{}", diff.stderr);
+}

@@ -101,6 +101,7 @@ async fn a_reasoning_tool_loop_survives_a_rate_limit_and_a_restart() {
     assert_eq!(
         kinds(&log),
         [
+            "checkpoint",
             "turn_started",
             "user_message",
             "assistant_message",

@@ -166,7 +166,7 @@ async fn idle_session_actors_stop_and_come_back_with_their_history() {
 
     mock.push(MockStep::text("second answer"));
     let second = turn(&mut c, &sids[2], "second message").await;
-    let started = second.iter().find(|e| matches!(e.kind, EventKind::TurnStarted { .. })).unwrap();
+    let started = second.iter().find(|e| matches!(e.kind, EventKind::Checkpoint { .. })).unwrap();
     assert_eq!(started.seq, seqs.len() as u64 + 1, "the log goes on where it stopped");
     assert!(matches!(second.last().unwrap().kind, EventKind::TurnCompleted { .. }));
     let asked = mock.requests().last().unwrap().body.to_string();

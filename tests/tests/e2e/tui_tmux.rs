@@ -1,7 +1,7 @@
 //! The real `outboard` TUI binary in tmux: a prompt typed into it streams its answer from the
 //! mock model onto the screen, and a second TUI attached as a watcher shows the same transcript;
 //! a watcher sees a subagent's steps nested under its `Task`; the driver answers approval
-//! requests with the prompt's keys while a watcher only sees them.
+//! requests with the prompt's keys while a watcher only sees them; `/rewind` (Esc Esc) and `/fork`.
 //! tmux is required: a missing tmux fails the test (`.ci/run` installs it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
@@ -171,4 +171,71 @@ async fn the_driver_answers_approvals_in_the_tui_and_a_watcher_only_sees_them() 
     assert!(!workspace.join("refused.txt").exists());
     let last = mock.requests().last().unwrap().body.to_string();
     assert!(last.contains("not that file"), "the model read the reason: {last}");
+}
+
+/// `/rewind` in the TUI (issue 38, item 2): Esc Esc on an empty composer lists the checkpoints,
+/// `/rewind 2` restores the files and puts the prompt back into the composer, a watcher sees
+/// the rewind; `/fork 1` attaches to a new session made from checkpoint 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_and_fork_in_the_tui() {
+    let tmux = Tmux::new("rewind").expect("tmux is required: apt-get install tmux");
+    let mock = MockLlm::start(vec![
+        bash("b1", "echo one > notes.txt"),
+        MockStep::text("First done."),
+        bash("b2", "echo two > notes.txt && echo extra > extra.txt"),
+        MockStep::text("Second done."),
+    ])
+    .await
+    .unwrap();
+    let server = serve(&mock, Api::Anthropic, &[]);
+    let alice = server.add_user("alice", "acme").unwrap();
+    let bob = server.add_user("bob", "acme").unwrap();
+    let exe = bin("outboard").unwrap();
+    let exe = exe.to_str().unwrap();
+    let env = [("TERM", "xterm-256color"), ("NO_COLOR", "1")];
+    tmux.spawn("a", &env, &[exe, "--server", &server.url, "--token", &alice]);
+    tmux.wait_for("a", "Type a message", &server);
+    for (prompt, done) in [("write one", "First done."), ("make it two", "Second done.")] {
+        tmux.keys("a", &["-l", prompt]);
+        tmux.keys("a", &["Enter"]);
+        tmux.wait_for("a", done, &server);
+    }
+    let listed =
+        outboard(&["sessions", "--json", "--server", &server.url, "--token", &bob], None).unwrap();
+    let sessions: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    let list = sessions.get("sessions").unwrap_or(&sessions);
+    let sid = list[0]["id"].as_str().unwrap().to_owned();
+    let workspace = server.workspace(&sid);
+    assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "two\n");
+    tmux.spawn("b", &env, &[exe, "attach", &sid, "--server", &server.url, "--token", &bob]);
+    tmux.wait_for("b", "Second done.", &server);
+
+    tmux.keys("a", &["Escape"]);
+    tmux.wait_for("a", "Esc again", &server);
+    tmux.keys("a", &["Escape"]);
+    tmux.wait_for("a", "the state just before each prompt", &server);
+    tmux.wait_for("a", "alice  make it two", &server);
+    tmux.keys("a", &["-l", "/rewind 2"]);
+    tmux.keys("a", &["Enter"]);
+    tmux.wait_for("a", "rewound to checkpoint 2", &server);
+    tmux.wait_for("b", "rewound to checkpoint 2", &server);
+    assert_eq!(std::fs::read_to_string(workspace.join("notes.txt")).unwrap(), "one\n");
+    assert!(!workspace.join("extra.txt").exists());
+    // The prompt comes back into the composer, at the bottom of the screen.
+    let in_composer = || {
+        let screen = tmux.screen("a");
+        let bottom: Vec<&str> = screen.lines().rev().take(4).collect();
+        bottom.iter().any(|l| l.contains("make it two"))
+    };
+    let back = wait_until("the prompt in the composer", Duration::from_secs(30), in_composer);
+    assert!(back.is_ok(), "{}", tmux.screen("a"));
+
+    tmux.keys("a", &["C-u"]);
+    tmux.keys("a", &["-l", "/fork 1"]);
+    tmux.keys("a", &["Enter"]);
+    tmux.wait_for("a", "(fork)", &server);
+    let listed =
+        outboard(&["sessions", "--json", "--server", &server.url, "--token", &alice], None)
+            .unwrap();
+    assert!(listed.stdout.contains("(fork)"), "{}", listed.stdout);
 }

@@ -324,3 +324,56 @@ async fn a_directory_worked_on_in_place_is_not_held_to_the_workspace_quota() {
     assert_eq!(results[0]["is_error"], false, "{}", again.stdout);
     assert_eq!(results[1]["output"], "more\n", "{}", again.stdout);
 }
+
+/// Checkpoints of a directory worked on in place (issue 38, item 2): a rewind restores the
+/// user's files and leaves their `.git` and the files their `.gitignore` names alone.
+#[tokio::test]
+async fn a_rewind_in_place_restores_the_users_files_and_leaves_their_git_and_ignored_files() {
+    let project = tempfile::tempdir().unwrap();
+    let p = project.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+            .arg(p)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(p.join(".gitignore"), "target/\n").unwrap();
+    std::fs::write(p.join("notes.txt"), "v1\n").unwrap();
+    std::fs::create_dir(p.join("target")).unwrap();
+    std::fs::write(p.join("target/out.bin"), "build1\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "first"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let index = std::fs::read(p.join(".git/index")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(vec![
+        MockStep::tool_call(
+            "Bash",
+            json!({"command": "echo v2 > notes.txt && echo new > new.txt && echo build2 > target/out.bin"}),
+        ),
+        MockStep::text("Changed."),
+    ])
+    .await
+    .unwrap();
+    let out = run_in(&mock, data.path(), p, &[], &[], "change things").await;
+    assert_eq!(out.code, 0, "stderr: {}\nstdout: {}", out.stderr, out.stdout);
+    assert_eq!(std::fs::read_to_string(p.join("notes.txt")).unwrap(), "v2\n");
+    let sid = session_id(&out);
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let data_arg = data.path().to_str().unwrap();
+    let rewound =
+        outboard_in(Some(elsewhere.path()), &[], &["rewind", &sid, "1", "--data", data_arg], None)
+            .unwrap();
+    assert_eq!(rewound.code, 0, "{}", rewound.stderr);
+    assert_eq!(std::fs::read_to_string(p.join("notes.txt")).unwrap(), "v1\n");
+    assert!(!p.join("new.txt").exists(), "a file made since the checkpoint goes");
+    assert_eq!(std::fs::read_to_string(p.join("target/out.bin")).unwrap(), "build2\n");
+    assert_eq!(git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(std::fs::read(p.join(".git/index")).unwrap(), index, "the user's index is theirs");
+}

@@ -213,6 +213,8 @@ pub fn relayable(method: &Method) -> Option<&SessionId> {
         Method::ApprovalAnswer(p) => Some(&p.session_id),
         Method::SessionSetModel(p) => Some(&p.session_id),
         Method::SessionSetMode(p) => Some(&p.session_id),
+        Method::SessionCheckpoints(p) => Some(&p.session_id),
+        Method::SessionRewind(p) => Some(&p.session_id),
         Method::SessionDriveRequest(p) => Some(&p.session_id),
         Method::SessionDriveGrant(p) => Some(&p.session_id),
         Method::SessionDriveTake(p) => Some(&p.session_id),

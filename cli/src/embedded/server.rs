@@ -1,7 +1,7 @@
-//! Embedded mode: with no `--server`, `outboard` starts the server library in its own process on a
-//! loopback port, mints a token for the local user and then talks to it over a real WebSocket,
-//! exactly as it would to a remote server. One code path for both modes means the embedded mode
-//! tests the real protocol every time someone uses it.
+//! The embedded server (the `embedded` feature): with no `--server`, `outboard` starts the server
+//! library in its own process on a loopback port, mints a token for the local user and then talks
+//! to it over a real WebSocket, exactly as it would to a remote server. One code path for both
+//! modes means the embedded mode tests the real protocol every time someone uses it.
 //!
 //! This is the only module of the CLI that depends on `outboard-server`.
 //!
@@ -10,11 +10,8 @@
 //! in the database, unusable by anyone who does not hold it; the next embedded start deletes the
 //! tokens of embedded processes that no longer run.
 //!
-//! A new embedded session works in place in the current directory (or `--workspace DIR`): the
-//! server is told the directory with `session/create`, which only this server accepts
-//! (`allow_client_workspaces`). `/` and the home directory itself are refused unless named
-//! explicitly, since a session there could touch every file the user has. The data dir is created 0700 and the
-//! database files 0600 explicitly: this process's umask is the user's and is left alone.
+//! The data dir is created 0700 and the database files 0600 explicitly: this process's umask is
+//! the user's and is left alone.
 
 use outboard_server::config::{default_data_dir, llm_config, ConfigError};
 use outboard_server::sandbox::SandboxConfig;
@@ -84,95 +81,6 @@ impl EmbeddedError {
             EmbeddedError::Launch(_) => crate::exit::CONNECT,
         }
     }
-}
-
-/// Why the directory a new session should work in is refused. Each message says what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkspaceError {
-    /// `--workspace` names nothing usable.
-    #[error("--workspace {dir}: {reason} — name an existing project directory")]
-    Missing {
-        /// The directory as given.
-        dir: String,
-        /// The OS error.
-        reason: String,
-    },
-    /// `--workspace` names a file.
-    #[error("--workspace {0} is not a directory — name the project's directory")]
-    NotDirectory(String),
-    /// The current directory is `/` or the home directory, not named with `--workspace`.
-    #[error("refusing to work in {dir} ({what}): the agent could change any file there — cd into a project directory, or pass --workspace DIR (--workspace {dir} if you really mean it)")]
-    TooBroad {
-        /// The directory.
-        dir: String,
-        /// What it is.
-        what: &'static str,
-    },
-    /// The current directory is gone or unreadable.
-    #[error("cannot use the current directory: {0} — cd into a project directory, or pass --workspace DIR")]
-    Cwd(String),
-    /// The path cannot be sent (the protocol carries UTF-8).
-    #[error("the directory {0} is not valid UTF-8 — rename it, or pass --workspace with another directory")]
-    NotUtf8(String),
-    /// `--workspace` with `--server`.
-    #[error("--workspace works only without --server (embedded mode): a remote server gives each session a directory of its own")]
-    Remote,
-}
-
-impl WorkspaceError {
-    /// The process exit status: always a usage error (2).
-    pub fn exit_code(&self) -> i32 {
-        crate::exit::USAGE
-    }
-}
-
-/// The directory a new session of `args` works in, canonical: `--workspace` (any existing
-/// directory), else the current directory unless it is `/` or the home directory. `None` with
-/// `--server` (a remote server picks the directory).
-pub fn session_workspace(args: &ConnectArgs) -> Result<Option<String>, WorkspaceError> {
-    if args.server.is_some() {
-        return match args.workspace {
-            Some(_) => Err(WorkspaceError::Remote),
-            None => Ok(None),
-        };
-    }
-    let canonical = match &args.workspace {
-        Some(dir) => {
-            let shown = dir.display().to_string();
-            let canonical = std::fs::canonicalize(dir).map_err(|e| WorkspaceError::Missing {
-                dir: shown.clone(),
-                reason: e.to_string(),
-            })?;
-            if !canonical.is_dir() {
-                return Err(WorkspaceError::NotDirectory(shown));
-            }
-            canonical
-        }
-        None => {
-            let cwd = std::env::current_dir()
-                .and_then(std::fs::canonicalize)
-                .map_err(|e| WorkspaceError::Cwd(e.to_string()))?;
-            let home = std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .and_then(|h| std::fs::canonicalize(h).ok());
-            let what = if cwd == std::path::Path::new("/") {
-                Some("the root directory")
-            } else if home.as_deref() == Some(cwd.as_path()) {
-                Some("your home directory")
-            } else {
-                None
-            };
-            if let Some(what) = what {
-                return Err(WorkspaceError::TooBroad { dir: cwd.display().to_string(), what });
-            }
-            cwd
-        }
-    };
-    canonical
-        .into_os_string()
-        .into_string()
-        .map(Some)
-        .map_err(|p| WorkspaceError::NotUtf8(p.to_string_lossy().into_owned()))
 }
 
 /// A server running inside this process.
