@@ -31,7 +31,7 @@ case "$profile" in dev | debug) dir=target/debug ;; *) dir=target/$profile ;; es
 
 if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
   echo "== cargo install cargo-deb $CARGO_DEB_VERSION"
-  # Built for a packaging tool, not for speed: no LTO and parallel codegen halve the build a
+  # Built for a packaging tool, not for speed: no LTO and parallel codegen cut the build a
   # fresh CI machine pays.
   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
     cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
