@@ -33,6 +33,23 @@ pub struct Cli {
     /// a variable wins over it. `outboard config show` prints what is in effect.
     #[arg(long, global = true, env = "OUTBOARD_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The TUI's colours: `auto`, the terminal's own named colours (so its light or dark theme
+    /// holds), none when NO_COLOR is set; `color`, colours even then; `mono`, none at all (bold,
+    /// dim and reverse only).
+    #[arg(long, global = true, env = "OUTBOARD_THEME", value_enum, default_value = "auto")]
+    pub theme: ThemeChoice,
+}
+
+/// `--theme`: whether the TUI colours its screen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ThemeChoice {
+    /// Colours unless NO_COLOR is set to a non-empty value.
+    #[default]
+    Auto,
+    /// Colours, whatever NO_COLOR says.
+    Color,
+    /// No colours.
+    Mono,
 }
 
 /// Where a new session's workspace comes from, instead of the current directory.
@@ -883,7 +900,8 @@ mod tests {
                 source: SourceArgs::default(),
                 upload: None,
                 plan: false,
-                config: None
+                config: None,
+                theme: ThemeChoice::Auto
             }
         );
     }

@@ -143,6 +143,33 @@ mod tests {
         assert_eq!(sessions.connect.server.as_deref(), Some("ws://file:7700"));
     }
 
+    /// The TUI's `theme` is a key like the connection's, for `outboard` and `outboard attach`;
+    /// a theme that is none of the three names the file's line.
+    #[test]
+    fn the_theme_comes_from_the_file_too() {
+        use crate::args::ThemeChoice;
+        let (_dir, path) = write("server = \"ws://file:7700\"\ntheme = \"mono\"\n");
+        let path = path.to_str().unwrap();
+        for argv in [
+            vec!["outboard", "--config", path],
+            vec!["outboard", "--config", path, "attach", "s_1"],
+        ] {
+            let (matches, _) = parse(argv.into_iter().map(OsString::from).collect()).unwrap();
+            let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap();
+            assert_eq!(cli.theme, ThemeChoice::Mono);
+        }
+        let (matches, _) =
+            parse(["outboard", "--config", path, "--theme", "color"].map(OsString::from).to_vec())
+                .unwrap();
+        let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap();
+        assert_eq!(cli.theme, ThemeChoice::Color, "the flag wins");
+
+        let (_dir, path) = write("theme = \"sepia\"\n");
+        let argv = ["outboard", "--config", path.to_str().unwrap()].map(OsString::from).to_vec();
+        let err = parse(argv).unwrap_err().to_string();
+        assert!(err.contains(":1") && err.contains("theme"), "{err}");
+    }
+
     #[test]
     fn a_named_file_must_exist_and_hold_only_settings() {
         let dir = tempfile::tempdir().unwrap();

@@ -64,6 +64,7 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
             context_window: cli.source.context_window,
             upload: cli.upload,
             plan: cli.plan,
+            theme: cli.theme,
         };
         return Ok(runtime.block_on(tui::run(args)));
     };
@@ -166,6 +167,7 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
                 context_window: None,
                 upload: None,
                 plan: false,
+                theme: cli.theme,
             };
             Ok(runtime.block_on(tui::run(args)))
         }

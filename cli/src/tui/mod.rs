@@ -78,6 +78,8 @@ pub struct TuiArgs {
     pub upload: Option<std::path::PathBuf>,
     /// Put the session in plan mode before the first message (`outboard --plan`).
     pub plan: bool,
+    /// Colours or none (`--theme`).
+    pub theme: crate::args::ThemeChoice,
 }
 
 /// Runs the TUI until the user quits; returns the exit status.
@@ -160,7 +162,7 @@ pub async fn run(args: TuiArgs) -> i32 {
         model: args.connect.model.clone(),
         plan: args.plan,
     };
-    let code = match ui(url, token, options, initial, new_sessions).await {
+    let code = match ui(url, token, options, initial, new_sessions, args.theme).await {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("outboard: {e:#}");
@@ -184,6 +186,7 @@ async fn ui(
     options: crate::client::ConnectOptions,
     initial: net::Initial,
     new_sessions: net::NewSessions,
+    theme: crate::args::ThemeChoice,
 ) -> anyhow::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let hook = std::panic::take_hook();
@@ -192,7 +195,7 @@ async fn ui(
         hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), EnableMouseCapture, EnableBracketedPaste);
-    let result = event_loop(&mut terminal, url, token, options, initial, new_sessions).await;
+    let result = event_loop(&mut terminal, url, token, options, initial, new_sessions, theme).await;
     restore();
     result
 }
@@ -204,9 +207,10 @@ async fn event_loop(
     options: crate::client::ConnectOptions,
     initial: net::Initial,
     new_sessions: net::NewSessions,
+    theme: crate::args::ThemeChoice,
 ) -> anyhow::Result<()> {
     let size = terminal.size()?;
-    let mut app = App::new(theme::Theme::from_env(), size.width, size.height);
+    let mut app = App::new(theme::Theme::new(theme), size.width, size.height);
     let (tx, mut rx) = mpsc::channel::<AppEvent>(APP_QUEUE);
     let (effects_tx, effects_rx) = mpsc::channel::<Effect>(EFFECT_QUEUE);
     let net = tokio::spawn(net::run_with(

@@ -1,8 +1,10 @@
 //! Colours of the TUI. Only the terminal's named ANSI colours are used (never RGB), so the
 //! screen follows the user's theme, light or dark; with `NO_COLOR` set every colour is dropped
-//! and only bold/italic/reverse remain (https://no-color.org).
+//! and only bold/italic/reverse remain (https://no-color.org); `--theme color|mono` overrides it.
 
 use ratatui::style::{Color, Modifier, Style};
+
+use crate::args::ThemeChoice;
 
 /// The palette, resolved once at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,10 +14,15 @@ pub struct Theme {
 }
 
 impl Theme {
-    /// Colours unless `NO_COLOR` is set to a non-empty value.
-    pub fn from_env() -> Self {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Theme { color: !no_color }
+    /// The palette `--theme` asks for; `auto` reads `NO_COLOR`.
+    pub fn new(choice: ThemeChoice) -> Self {
+        let no_color = || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let color = match choice {
+            ThemeChoice::Auto => !no_color(),
+            ThemeChoice::Color => true,
+            ThemeChoice::Mono => false,
+        };
+        Theme { color }
     }
 
     /// A style with foreground `fg` (dropped without colour).
@@ -75,5 +82,22 @@ impl Theme {
     /// Bars (status, presence): reversed, so they stand out in any theme and without colour.
     pub fn bar(&self) -> Style {
         Style::default().add_modifier(Modifier::REVERSED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `color` and `mono` hold whatever `NO_COLOR` says; without colour a style keeps only its
+    /// modifiers.
+    #[test]
+    fn the_choice_decides_the_colours() {
+        let color = Theme::new(ThemeChoice::Color);
+        let mono = Theme::new(ThemeChoice::Mono);
+        assert!(color.color && !mono.color);
+        assert_eq!(color.error().fg, Some(Color::Red));
+        assert_eq!(mono.error().fg, None);
+        assert!(mono.error().add_modifier.contains(Modifier::BOLD));
     }
 }
