@@ -613,6 +613,25 @@ async fn stuck_sessions(c: &mut WsClient, list: &Value) -> String {
             names(tail),
             names(&snap.standing)
         ));
+        // The questions asked and answered, and the calls, to see which is open.
+        for e in &snap.events {
+            match &e.kind {
+                EventKind::ApprovalRequested { call_id, .. }
+                | EventKind::ApprovalResolved { call_id, .. }
+                | EventKind::ToolResult { call_id, .. } => out.push_str(&format!(
+                    "  {} {} {call_id} parent {:?}\n",
+                    e.seq,
+                    e.kind.type_name(),
+                    e.parent
+                )),
+                EventKind::TurnStarted { .. }
+                | EventKind::TurnCompleted { .. }
+                | EventKind::TurnFailed { .. } => {
+                    out.push_str(&format!("  {} {}\n", e.seq, e.kind.type_name()))
+                }
+                _ => {}
+            }
+        }
     }
     out
 }
@@ -908,8 +927,8 @@ async fn watch_through_crashes(
 
 /// The person who answers a session's approval requests, through the crashes: on every
 /// (re)connect it attaches as the driver (retrying while another connection drives), answers
-/// `allow` to the requests the snapshot shows open, then to each one that arrives, until the turn
-/// completed.
+/// `allow` to the requests the snapshot shows open (its `standing` ones, older than its page, and
+/// those in its page), then to each one that arrives, until the turn completed.
 async fn approve_through_crashes(mut urls: Urls, token: String, sid: String) -> anyhow::Result<()> {
     let give_up = Instant::now() + Duration::from_secs(600);
     loop {
@@ -937,7 +956,10 @@ async fn approve_through_crashes(mut urls: Urls, token: String, sid: String) -> 
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         }
-        for e in &snap.standing {
+        // Open requests older than the snapshot's page are in `standing`; those in the page
+        // are among its events.
+        let known: Vec<SessionEvent> = snap.standing.iter().chain(&snap.events).cloned().collect();
+        for e in outboard_server::approvals::open_requests(&known) {
             if let EventKind::ApprovalRequested { call_id, .. } = &e.kind {
                 allow(&mut c, &sid, call_id).await;
             }
