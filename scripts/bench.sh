@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|nodes|startup|task|all]`,
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|startup|task|all]`,
 # `scripts/bench.sh compare REV [startup|task]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +90,12 @@ case "${1:-all}" in
     shift
     exec cargo run --quiet --release -p outboard-tests --bin bench_workspace -- "$@"
     ;;
+  rewind)
+    # Checkpoints and rewinds on a 10,000-file workspace: the checkpoint before each prompt
+    # (first, after 10 files changed, nothing changed) and a rewind's restore. `rewind [--runs N]`.
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_checkpoint -- "$@"
+    ;;
   long)
     # Long sessions. `turn`: a 1,000-step turn in a 16k- and a 64k-token window through an
     # in-process server (request bytes per step, compactions, the prompt cache's share). `attach`,
@@ -143,6 +149,7 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_network
     cargo run --quiet --release -p outboard-tests --bin bench_vfs
     cargo run --quiet --release -p outboard-tests --bin bench_workspace
+    cargo run --quiet --release -p outboard-tests --bin bench_checkpoint
     cargo run --quiet --release -p outboard-tests --bin bench_long_turn
     cargo run --quiet --release -p outboard-tests --bin bench_long -- all
     cargo run --quiet --release -p outboard-tests --bin bench_tasks
@@ -154,7 +161,7 @@ case "${1:-all}" in
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|long|tasks|mcp|hosts|nodes|startup|task|all] | compare REV [startup|task|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|startup|task|all] | compare REV [startup|task|all]" >&2
     exit 2
     ;;
 esac
