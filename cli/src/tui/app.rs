@@ -21,6 +21,7 @@ use super::theme::Theme;
 use super::{diff, markdown, wrap};
 
 // Plain state types other modules read too; re-exported so their `tui::app::` paths stay valid.
+use super::rewind::Picked;
 pub use super::state::{ConnState, Picker, ToolCell};
 
 /// Tool output lines shown in a cell (the tail); the full output is in the log.
@@ -48,7 +49,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("/model", "[NAME] the models on offer, or use NAME from the next turn"),
     ("/plan", "switch plan mode on or off (also Shift-Tab): plan first, change nothing"),
     ("/plans", "list the org's plans"),
-    ("/rewind", "[N [code|conversation]] the checkpoints (also Esc Esc), or go back to N"),
+    (
+        "/rewind",
+        "[N [code|conversation]] pick a checkpoint to go back to (also Esc Esc), or go back to N",
+    ),
     ("/fork", "[N] a new session from checkpoint N (default: now), side by side"),
     ("/interrupt", "interrupt the running turn (also Esc)"),
     ("/tasks", "the background commands; /tasks kill ID stops one"),
@@ -89,6 +93,9 @@ pub enum AppEvent {
     Sessions(Vec<SessionInfo>),
     /// Something to tell the user (a refused request, a warning).
     Notice(String),
+    /// The session's checkpoints (`session/checkpoints`), for the rewind picker, or why they
+    /// could not be listed.
+    Checkpoints(Result<Vec<outboard_shared::CheckpointInfo>, String>),
     /// A rewind was made: its prompt goes back into the composer.
     Rewound(String),
     /// A fork was made: attach to it, its checkpoint's prompt (if any) in the composer.
@@ -240,6 +247,8 @@ pub struct App {
     pub scroll: usize,
     /// The session picker, when open.
     pub picker: Option<Picker>,
+    /// The rewind picker, when open.
+    pub rewind_picker: Option<super::rewind::RewindPicker>,
     /// A one-line message in the status area (cleared by the next key).
     pub notice: Option<String>,
     /// Ctrl-C was pressed once; the next one quits.
@@ -296,6 +305,7 @@ impl App {
             composer: Composer::default(),
             scroll: 0,
             picker: None,
+            rewind_picker: None,
             notice: None,
             quit_armed: false,
             rewind_armed: false,
@@ -398,6 +408,10 @@ impl App {
             }
             AppEvent::Sessions(sessions) => {
                 self.picker = Some(Picker { sessions, selected: 0 });
+                Vec::new()
+            }
+            AppEvent::Checkpoints(listed) => {
+                self.checkpoints_listed(listed);
                 Vec::new()
             }
             AppEvent::Rewound(prompt) => {
@@ -647,6 +661,19 @@ impl App {
         self.quit_armed = false;
         let rewind_armed = std::mem::take(&mut self.rewind_armed);
         self.notice = None;
+        if let Some(picker) = &mut self.rewind_picker {
+            return match picker.key(key.code) {
+                Picked::Open => Vec::new(),
+                Picked::Closed => {
+                    self.rewind_picker = None;
+                    Vec::new()
+                }
+                Picked::Rewind { n, code, conversation } => {
+                    self.rewind_picker = None;
+                    self.rewind_to(n, code, conversation)
+                }
+            };
+        }
         if let Some(picker) = &mut self.picker {
             match key.code {
                 KeyCode::Esc => self.picker = None,
@@ -828,34 +855,57 @@ impl App {
         }
     }
 
-    /// `/rewind` lists the checkpoints; `/rewind N [code|conversation]` (the driver, between
-    /// turns) goes back to one, both by default.
+    /// `/rewind` opens the rewind picker on the checkpoints (a watcher gets their list);
+    /// `/rewind N [code|conversation]` (the driver, between turns) goes back to one, both by
+    /// default.
     fn rewind_command(&mut self, n: Option<&str>, what: Option<&str>) -> Vec<Effect> {
         let Some(n) = n else { return vec![Effect::Checkpoints] };
         let (code, conversation) = match what {
             None => (true, true),
             Some("code") => (true, false),
             Some("conversation") => (false, true),
-            Some(_) => (false, false),
+            Some(_) => {
+                self.notice = Some("/rewind N, /rewind N code or /rewind N conversation".into());
+                return Vec::new();
+            }
         };
-        let refusal = match n.parse::<u32>() {
-            _ if !code && !conversation => {
-                Some("/rewind N, /rewind N code or /rewind N conversation")
+        match n.parse::<u32>() {
+            Ok(n) => self.rewind_to(n, code, conversation),
+            Err(_) => {
+                self.notice =
+                    Some("/rewind N: N is a checkpoint's number (/rewind lists them)".into());
+                Vec::new()
             }
-            Err(_) => Some("/rewind N: N is a checkpoint's number (/rewind lists them)"),
-            Ok(_) if !self.driving() => Some("only the driver rewinds: /drive asks for the wheel"),
-            Ok(_) if self.running => {
-                Some("a turn is running: rewind when it ends (Esc interrupts)")
-            }
-            Ok(_) => None,
+        }
+    }
+
+    /// Rewinds to checkpoint `n` (the driver, between turns), or says why not.
+    fn rewind_to(&mut self, n: u32, code: bool, conversation: bool) -> Vec<Effect> {
+        let refusal = if !self.driving() {
+            Some("only the driver rewinds: /drive asks for the wheel")
+        } else if self.running {
+            Some("a turn is running: rewind when it ends (Esc interrupts)")
+        } else {
+            None
         };
         if let Some(refusal) = refusal {
             self.notice = Some(refusal.into());
             return Vec::new();
         }
-        let n = n.parse().unwrap_or_default();
         self.notice = Some(format!("rewinding to checkpoint {n}…"));
         vec![Effect::Rewind { n, code, conversation }]
+    }
+
+    /// The answer to `/rewind`: the picker for the driver between turns; otherwise (a watcher,
+    /// a turn running, nothing to rewind to) the list, which says how to go back.
+    fn checkpoints_listed(&mut self, listed: Result<Vec<outboard_shared::CheckpointInfo>, String>) {
+        match listed {
+            Ok(checkpoints) if !checkpoints.is_empty() && self.driving() && !self.running => {
+                self.rewind_picker = Some(super::rewind::RewindPicker::new(checkpoints));
+            }
+            Ok(checkpoints) => self.push_notice(checkpoints_listing(&checkpoints), false),
+            Err(e) => self.notice = Some(format!("no checkpoints: {e}")),
+        }
     }
 
     /// `/tasks` lists the background commands; `/tasks kill ID` (the driver) stops one.
@@ -1445,4 +1495,18 @@ fn tool_lines(t: &ToolCell, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     };
     out.push(Line::from(footer));
     out
+}
+
+/// `/rewind`'s listing, when no picker opens: one line a checkpoint, and how to go back to one.
+fn checkpoints_listing(checkpoints: &[outboard_shared::CheckpointInfo]) -> String {
+    if checkpoints.is_empty() {
+        return "no checkpoints yet: each prompt makes one".into();
+    }
+    let mut lines = vec!["checkpoints (the state just before each prompt):".to_owned()];
+    lines.extend(checkpoints.iter().map(crate::rewind::line));
+    lines.push(
+        "/rewind N: files and conversation · /rewind N code · /rewind N conversation · /fork N"
+            .into(),
+    );
+    lines.join("\n")
 }

@@ -18,6 +18,7 @@ pub mod highlight;
 pub mod markdown;
 pub mod net;
 pub mod render;
+pub mod rewind;
 pub mod state;
 pub mod subagents;
 pub mod table;

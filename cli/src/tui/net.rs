@@ -612,11 +612,8 @@ fn on_effect(
                     );
                     let app = app.clone();
                     tokio::spawn(async move {
-                        let text = match call.await {
-                            Ok(listed) => checkpoints_notice(&listed.checkpoints),
-                            Err(e) => format!("no checkpoints: {}", short(&e)),
-                        };
-                        let _ = app.send(AppEvent::Notice(text)).await;
+                        let listed = call.await.map(|l| l.checkpoints).map_err(|e| short(&e));
+                        let _ = app.send(AppEvent::Checkpoints(listed)).await;
                     });
                 }
                 Effect::Rewind { n, code, conversation } => {
@@ -660,20 +657,6 @@ fn on_effect(
             None
         }
     }
-}
-
-/// `/rewind`'s listing: one line a checkpoint, and how to go back to one.
-fn checkpoints_notice(checkpoints: &[outboard_shared::CheckpointInfo]) -> String {
-    if checkpoints.is_empty() {
-        return "no checkpoints yet: each prompt makes one".into();
-    }
-    let mut lines = vec!["checkpoints (the state just before each prompt):".to_owned()];
-    lines.extend(checkpoints.iter().map(crate::rewind::line));
-    lines.push(
-        "/rewind N: files and conversation · /rewind N code · /rewind N conversation · /fork N"
-            .into(),
-    );
-    lines.join("\n")
 }
 
 /// Runs a request in its own task; reports its error, or `ok` when not empty.

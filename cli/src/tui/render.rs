@@ -55,6 +55,9 @@ pub fn draw(app: &App, frame: &mut Frame<'_>) {
     if let Some(picker) = &app.picker {
         draw_picker(app, picker, frame, body);
     }
+    if let Some(picker) = &app.rewind_picker {
+        draw_rewind_picker(app, picker, frame, body);
+    }
 }
 
 fn presence_bar(app: &App) -> Paragraph<'static> {
@@ -256,10 +259,6 @@ fn status_line(app: &App) -> Paragraph<'static> {
 }
 
 fn draw_picker(app: &App, picker: &Picker, frame: &mut Frame<'_>, area: Rect) {
-    let w = area.width.saturating_sub(4).max(10).min(area.width);
-    let h = (picker.sessions.len() as u16 + 2).clamp(3, area.height.max(3)).min(area.height);
-    let r = Rect { x: area.x + (area.width - w) / 2, y: area.y, width: w, height: h };
-    frame.render_widget(Clear, r);
     let items: Vec<ListItem<'static>> = if picker.sessions.is_empty() {
         vec![ListItem::new(Span::styled("no sessions yet — /new starts one", app.theme.dim()))]
     } else {
@@ -277,10 +276,49 @@ fn draw_picker(app: &App, picker: &Picker, frame: &mut Frame<'_>, area: Rect) {
             })
             .collect()
     };
-    let block =
-        Block::default().borders(Borders::ALL).title(" sessions · ↑↓ Enter attaches · Esc closes ");
+    let title = " sessions · ↑↓ Enter attaches · Esc closes ";
+    draw_list(app, frame, area, title, items, picker.selected);
+}
+
+/// The rewind picker: the checkpoints, then what to restore of the one picked.
+fn draw_rewind_picker(
+    app: &App,
+    picker: &super::rewind::RewindPicker,
+    frame: &mut Frame<'_>,
+    area: Rect,
+) {
+    let Some(row) = picker.restore else {
+        let items = picker.checkpoints.iter().map(|c| ListItem::new(crate::rewind::line(c)));
+        let title = " rewind to the state before which prompt? · ↑↓ Enter picks · Esc closes ";
+        return draw_list(app, frame, area, title, items.collect(), picker.selected);
+    };
+    let n = picker.checkpoints.get(picker.selected).map_or(0, |c| c.n);
+    let modes = picker.modes();
+    let items = modes
+        .iter()
+        .enumerate()
+        .map(|(i, (label, ..))| ListItem::new(format!("{}  {label}", i + 1)));
+    let title =
+        format!(" checkpoint {n}: restore what? · ↑↓ or 1–{} Enter · Esc back ", modes.len());
+    draw_list(app, frame, area, &title, items.collect(), row);
+}
+
+/// A bordered list over the top of `area`, `selected` highlighted.
+fn draw_list(
+    app: &App,
+    frame: &mut Frame<'_>,
+    area: Rect,
+    title: &str,
+    items: Vec<ListItem<'static>>,
+    selected: usize,
+) {
+    let w = area.width.saturating_sub(4).max(10).min(area.width);
+    let h = (items.len() as u16 + 2).clamp(3, area.height.max(3)).min(area.height);
+    let r = Rect { x: area.x + (area.width - w) / 2, y: area.y, width: w, height: h };
+    frame.render_widget(Clear, r);
+    let block = Block::default().borders(Borders::ALL).title(title.to_owned());
     let list =
         List::new(items).block(block).highlight_symbol("› ").highlight_style(app.theme.bar());
-    let mut state = ListState::default().with_selected(Some(picker.selected));
+    let mut state = ListState::default().with_selected(Some(selected));
     frame.render_stateful_widget(list, r, &mut state);
 }

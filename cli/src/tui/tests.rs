@@ -991,6 +991,52 @@ fn rewind_and_fork_commands_and_esc_esc() {
     assert!(watcher.notice.as_deref().unwrap_or_default().contains("only the driver"));
 }
 
+/// `/rewind`'s answer opens the picker for the driver: ↑↓ and Enter pick a checkpoint, then
+/// what to restore; the screen shows both steps. A watcher gets the list in the transcript.
+#[test]
+fn the_rewind_picker_picks_a_checkpoint_and_what_to_restore() {
+    let checkpoint = |n: u32, prompt: &str| outboard_shared::CheckpointInfo {
+        n,
+        prompt: prompt.into(),
+        by: "alice".into(),
+        ts: "2026-12-04T20:00:00Z".into(),
+        seq: u64::from(n) * 10,
+        code: true,
+        current: true,
+    };
+    let listed = || Ok(vec![checkpoint(1, "make hello.py"), checkpoint(2, "now in rust")]);
+    let mut app = app("alice", Role::Driver, vec![], None);
+    let key = |c| AppEvent::Key(KeyEvent::new(c, KeyModifiers::NONE));
+    assert_eq!(app.handle(AppEvent::Checkpoints(listed())), vec![]);
+    let shown = screen(&app, 100, 24);
+    assert!(shown.contains("rewind to the state before which prompt?"), "{shown}");
+    assert!(shown.contains("make hello.py") && shown.contains("› "), "{shown}");
+    // The newest is highlighted; up to the first, Enter, then down to "conversation only".
+    assert_eq!(app.handle(key(KeyCode::Up)), vec![]);
+    assert_eq!(app.handle(key(KeyCode::Enter)), vec![]);
+    let shown = screen(&app, 100, 24);
+    assert!(shown.contains("checkpoint 1: restore what?"), "{shown}");
+    assert!(shown.contains("3  code only"), "{shown}");
+    assert_eq!(app.handle(key(KeyCode::Down)), vec![]);
+    assert_eq!(
+        app.handle(key(KeyCode::Enter)),
+        vec![Effect::Rewind { n: 1, code: false, conversation: true }]
+    );
+    assert!(app.rewind_picker.is_none());
+    // Keys while it is open never reach the composer; Esc closes it.
+    app.handle(AppEvent::Checkpoints(listed()));
+    app.handle(key(KeyCode::Char('x')));
+    assert_eq!(app.composer.text(), "");
+    app.handle(key(KeyCode::Esc));
+    assert!(app.rewind_picker.is_none());
+
+    let mut watcher = app_of_watcher();
+    watcher.handle(AppEvent::Checkpoints(listed()));
+    assert!(watcher.rewind_picker.is_none());
+    let shown = screen(&watcher, 100, 24);
+    assert!(shown.contains("checkpoints (the state just before each prompt)"), "{shown}");
+}
+
 fn app_of_watcher() -> App {
     app("bob", Role::Watcher, vec![], None)
 }

@@ -213,9 +213,11 @@ async fn rewind_and_fork_in_the_tui() {
     tmux.keys("a", &["Escape"]);
     tmux.wait_for("a", "Esc again", &server);
     tmux.keys("a", &["Escape"]);
-    tmux.wait_for("a", "the state just before each prompt", &server);
+    // The picker, the newest checkpoint highlighted: Enter picks it, Enter restores both.
+    tmux.wait_for("a", "rewind to the state before which prompt?", &server);
     tmux.wait_for("a", "alice  make it two", &server);
-    tmux.keys("a", &["-l", "/rewind 2"]);
+    tmux.keys("a", &["Enter"]);
+    tmux.wait_for("a", "checkpoint 2: restore what?", &server);
     tmux.keys("a", &["Enter"]);
     tmux.wait_for("a", "rewound to checkpoint 2", &server);
     tmux.wait_for("b", "rewound to checkpoint 2", &server);
