@@ -266,7 +266,14 @@ pub struct App {
     pub approvals: super::approvals::Approvals,
     /// The session's mode (its last `mode_changed`).
     pub mode: outboard_shared::SessionMode,
+    /// What the driver sent while a turn ran: it goes out when that turn ends well, and comes
+    /// back into the composer when it is interrupted or fails (or the wheel is lost). At most
+    /// [`MAX_QUEUED`] bytes.
+    pub queued: Option<String>,
 }
+
+/// The most a queued message may hold (bytes): far above anything typed, far below a frame.
+pub const MAX_QUEUED: usize = 64 * 1024;
 
 /// The part of a session's history not loaded yet, paged in as the user scrolls up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -297,6 +304,7 @@ impl App {
             work: super::tasks::Work::default(),
             turn_by: None,
             running: false,
+            queued: None,
             usage: Usage::default(),
             context_used: None,
             sandbox: None,
@@ -395,11 +403,11 @@ impl App {
             }
             AppEvent::Attached(snapshot, resumed) => {
                 self.attached(*snapshot, resumed);
-                Vec::new()
+                self.release_queued()
             }
             AppEvent::Server(event) => {
                 self.apply(*event);
-                Vec::new()
+                self.release_queued()
             }
             AppEvent::Older(id, page) => {
                 // Lines above the view: the view, counted from the bottom, stays where it is.
@@ -752,8 +760,7 @@ impl App {
             return Vec::new();
         }
         if self.running {
-            self.notice = Some("a turn is running: wait, or Esc to interrupt".into());
-            return Vec::new();
+            return self.queue(text);
         }
         if self.conn != ConnState::Connected {
             self.notice = Some("not connected; the message is kept".into());
@@ -761,6 +768,56 @@ impl App {
         }
         self.scroll = 0;
         vec![Effect::Send(self.composer.take())]
+    }
+
+    /// Holds `text` (the composer's) until the running turn ends; a second one joins the first.
+    fn queue(&mut self, text: String) -> Vec<Effect> {
+        let held = self.queued.as_ref().map_or(0, |q| q.len() + 2);
+        if held + text.len() > MAX_QUEUED {
+            self.notice =
+                Some("the queued message is full: wait for the turn, or Esc to interrupt".into());
+            return Vec::new();
+        }
+        self.composer.take();
+        match &mut self.queued {
+            Some(q) => {
+                q.push_str("\n\n");
+                q.push_str(&text);
+            }
+            None => self.queued = Some(text),
+        }
+        self.notice =
+            Some("queued: sent when this turn ends (Esc interrupts and returns it)".into());
+        Vec::new()
+    }
+
+    /// The queued message, sent once no turn runs and we are connected; back into the composer
+    /// when we no longer drive.
+    fn release_queued(&mut self) -> Vec<Effect> {
+        if self.queued.is_none() {
+            return Vec::new();
+        }
+        if !self.driving() {
+            self.unqueue("you no longer drive: the queued message is back in the composer");
+            return Vec::new();
+        }
+        // Disconnected, it waits for the attach that follows the reconnect.
+        if self.running || self.conn != ConnState::Connected {
+            return Vec::new();
+        }
+        let text = self.queued.take().unwrap_or_default();
+        self.notice = None;
+        self.scroll = 0;
+        vec![Effect::Send(text)]
+    }
+
+    /// Puts the queued message back in front of what the composer holds.
+    fn unqueue(&mut self, why: &str) {
+        let Some(queued) = self.queued.take() else { return };
+        let typed = self.composer.take();
+        let text = if typed.trim().is_empty() { queued } else { format!("{queued}\n\n{typed}") };
+        self.composer.set(text);
+        self.notice = Some(why.to_owned());
     }
 
     fn command(&mut self, line: &str) -> Vec<Effect> {
@@ -935,6 +992,11 @@ impl App {
 
     fn attached(&mut self, snapshot: SessionAttachResponse, resumed: bool) {
         let same = self.session.as_ref().is_some_and(|s| s.id == snapshot.session.id);
+        if !same {
+            self.unqueue("another session: the queued message is back in the composer");
+        }
+        // The replay below ends old turns again: the message queued here stays queued.
+        let queued = self.queued.take();
         let total = snapshot.session.usage;
         if !(resumed && same) {
             self.cells.clear();
@@ -989,6 +1051,7 @@ impl App {
             self.rerender_all();
         }
         self.rerender_streaming();
+        self.queued = queued;
     }
 
     /// Applies one session event to the transcript.
@@ -1132,6 +1195,9 @@ impl App {
                 self.running = false;
                 self.flush_streaming();
                 self.cut_open_tasks();
+                if stop_reason == StopReason::Interrupted {
+                    self.unqueue("interrupted: the queued message is back in the composer");
+                }
                 match stop_reason {
                     StopReason::Interrupted => self.push_notice("interrupted".into(), true),
                     StopReason::StepLimit => {
@@ -1147,6 +1213,7 @@ impl App {
                 self.running = false;
                 self.flush_streaming();
                 self.cut_open_tasks();
+                self.unqueue("the turn failed: the queued message is back in the composer");
                 self.push_notice(format!("turn failed: {error}"), true);
             }
             EventKind::Sandbox { state, ms, queue } => {

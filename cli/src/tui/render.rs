@@ -141,6 +141,13 @@ fn draw_composer(app: &App, frame: &mut Frame<'_>, area: Rect) {
     let theme = &app.theme;
     let (title, border) = if app.driving() && app.approvals.denying {
         (" reason for denying · Enter denies · Esc goes back ".to_owned(), theme.warn())
+    } else if let (true, Some(queued)) = (app.driving(), &app.queued) {
+        let lines = queued.lines().count().max(1);
+        let what = if lines == 1 { "1 line".to_owned() } else { format!("{lines} lines") };
+        (
+            format!(" message · {what} queued for the turn's end · Enter adds · Esc interrupts "),
+            theme.warn(),
+        )
     } else if app.driving() {
         (" message · Enter sends · Alt-Enter newline ".to_owned(), Style::default())
     } else {

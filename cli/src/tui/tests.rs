@@ -1040,3 +1040,73 @@ fn the_rewind_picker_picks_a_checkpoint_and_what_to_restore() {
 fn app_of_watcher() -> App {
     app("bob", Role::Watcher, vec![], None)
 }
+
+fn turn_end(seq: u64, stop_reason: StopReason) -> SessionEvent {
+    ev(
+        seq,
+        EventKind::TurnCompleted {
+            turn_id: TurnId("t_1".into()),
+            stop_reason,
+            usage: Usage::default(),
+        },
+    )
+}
+
+#[test]
+fn a_message_sent_while_a_turn_runs_is_queued_and_goes_out_when_it_ends() {
+    let mut app = app("alice", Role::Driver, turn_start(), None);
+    assert!(app.running);
+    type_text(&mut app, "next one");
+    assert_eq!(press(&mut app, KeyCode::Enter), vec![]);
+    type_text(&mut app, "and more");
+    assert_eq!(press(&mut app, KeyCode::Enter), vec![]);
+    assert_eq!(app.composer.text(), "");
+    assert_eq!(app.queued.as_deref(), Some("next one\n\nand more"));
+    let shown = screen(&app, 100, 12);
+    assert!(shown.contains("3 lines queued for the turn's end"), "{shown}");
+    assert!(shown.contains("queued: sent when this turn ends"), "{shown}");
+    let sent = app.handle(AppEvent::Server(Box::new(turn_end(3, StopReason::EndTurn))));
+    assert_eq!(sent, vec![Effect::Send("next one\n\nand more".into())]);
+    assert_eq!(app.queued, None);
+    // Nothing queued, nothing running: Enter sends at once, as before.
+    type_text(&mut app, "now");
+    assert_eq!(press(&mut app, KeyCode::Enter), vec![Effect::Send("now".into())]);
+}
+
+#[test]
+fn an_interrupted_turn_or_a_lost_wheel_returns_the_queued_message_to_the_composer() {
+    let mut app = app("alice", Role::Driver, turn_start(), None);
+    type_text(&mut app, "later");
+    press(&mut app, KeyCode::Enter);
+    type_text(&mut app, "draft");
+    assert_eq!(press(&mut app, KeyCode::Esc), vec![Effect::Interrupt]);
+    let sent = app.handle(AppEvent::Server(Box::new(turn_end(3, StopReason::Interrupted))));
+    assert_eq!(sent, vec![]);
+    assert_eq!(app.queued, None);
+    assert_eq!(app.composer.text(), "later\n\ndraft");
+
+    let mut other = self::app("alice", Role::Driver, turn_start(), None);
+    type_text(&mut other, "mine");
+    press(&mut other, KeyCode::Enter);
+    let bob_drives = presence(&[("bob", Role::Driver), ("alice", Role::Watcher)], "alice");
+    assert_eq!(other.handle(AppEvent::Server(Box::new(ev(3, bob_drives)))), vec![]);
+    assert_eq!(other.queued, None);
+    assert_eq!(other.composer.text(), "mine");
+    let sent = other.handle(AppEvent::Server(Box::new(turn_end(4, StopReason::EndTurn))));
+    assert_eq!(sent, vec![]);
+}
+
+#[test]
+fn the_queued_message_has_a_bound() {
+    let mut app = app("alice", Role::Driver, turn_start(), None);
+    let big = "x".repeat(super::app::MAX_QUEUED - 4);
+    app.handle(AppEvent::Paste(big.clone()));
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.queued.as_ref().map(String::len), Some(big.len()));
+    // Two bytes of separator and three of text pass the bound by one: refused, kept.
+    type_text(&mut app, "abc");
+    assert_eq!(press(&mut app, KeyCode::Enter), vec![]);
+    assert_eq!(app.composer.text(), "abc");
+    assert!(app.notice.as_deref().is_some_and(|n| n.contains("queued message is full")));
+    assert_eq!(app.queued.as_ref().map(String::len), Some(big.len()));
+}

@@ -37,10 +37,14 @@ async fn turn_end(c: &mut WsClient, wait: Duration) -> Vec<SessionEvent> {
 /// freezes the host, and returns when it froze.
 async fn freeze_mid_command(c: &mut WsClient, sid: &str, host: &HostProcess) -> Instant {
     c.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    c.events_until(|e| matches!(&e.kind, EventKind::ToolCall { call, .. } if call.name == "Bash"))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await; // the command runs there
+    // The command's own first output: it runs on the host (a fixed sleep after the call's event
+    // was not enough on a loaded machine, where the link to a host marked down was still being
+    // made, and the interrupt then ended a call that never reached the host).
+    c.events_until(
+        |e| matches!(&e.kind, EventKind::ToolOutputDelta { text, .. } if text.contains("started")),
+    )
+    .await
+    .unwrap();
     signal(host.pid().unwrap(), "STOP");
     Instant::now()
 }
@@ -56,13 +60,13 @@ fn stop_reason(events: &[SessionEvent]) -> Option<StopReason> {
 async fn a_frozen_host_fails_its_calls_in_bounded_time_and_an_interrupt_always_ends_the_turn() {
     let mock = MockLlm::start(vec![
         // 1: a command of 1 s: its call's deadline is 1 s + the 2 s grace.
-        MockStep::tool_call("Bash", json!({"command": "sleep 30", "timeout": 1000})),
+        MockStep::tool_call("Bash", json!({"command": "echo started; sleep 30", "timeout": 1000})),
         MockStep::text("the call timed out"),
         // 2: a command of the default 120 s: only the pings end it (6 s of silence).
-        MockStep::tool_call("Bash", json!({"command": "sleep 100"})),
+        MockStep::tool_call("Bash", json!({"command": "echo started; sleep 100"})),
         MockStep::text("the host is down"),
         // 3: interrupted; the host never acknowledges.
-        MockStep::tool_call("Bash", json!({"command": "sleep 100"})),
+        MockStep::tool_call("Bash", json!({"command": "echo started; sleep 100"})),
         // 4: a new turn on the thawed host.
         MockStep::tool_call("Bash", json!({"command": "echo back"})),
         MockStep::text("back"),
