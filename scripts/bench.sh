@@ -10,17 +10,30 @@ build_speed() {
     --bin outboard --bin outboard-server --bin bench_speed
 }
 
+# What users install: the `dist` profile (one LTO unit, stripped; ~9 min from scratch on 2 cores,
+# ~4 min a binary after a change).
+build_dist() {
+  cargo build --quiet --profile dist -p outboard-cli -p outboard-server --bin outboard --bin outboard-server
+}
+
 case "${1:-all}" in
   startup|task)
     # The release `outboard` against the mock model over HTTP (issue #37). `startup`: spawn to the
     # first model request, embedded and against a running server, cold and warm data dir.
     # `task`: the 21-call task (Write, Bash echo, Read, Edit × 5, then an answer), embedded:
     # the gaps between model requests, CPU, peak RSS of the process and its tree. Extra
-    # arguments go to the bench (`--runs N`, `--rounds N`).
+    # arguments go to the bench (`--runs N`, `--rounds N`, `--build LABEL=DIR`). Both the
+    # release and the dist build, unless `--build` names others.
     build_speed
     which="$1"
     shift
-    exec target/release/bench_speed "$which" "$@"
+    # Unless told which builds (`--build LABEL=DIR`), both: the release build and what users
+    # install (dist).
+    case " $* " in
+      *" --build "*) exec target/release/bench_speed "$which" "$@" ;;
+    esac
+    build_dist
+    exec target/release/bench_speed "$which" --build release=target/release --build dist=target/dist "$@"
     ;;
   compare)
     # `compare REV [startup|task|all] [bench args]`: REV's release binaries, built in a

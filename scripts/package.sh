@@ -4,7 +4,7 @@
 # own user, data in /var/lib/outboard, configuration in /etc/outboard/server.toml). See
 # docs/PACKAGING.md.
 #
-#   scripts/package.sh                      builds the release profile and packages it (for users)
+#   scripts/package.sh                      builds the dist profile and packages it (for users)
 #   scripts/package.sh --profile dev --no-build --fast
 #                                           packages the binaries a test build already made (CI)
 set -euo pipefail
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # the dependency versions its authors tested.
 CARGO_DEB_VERSION=3.8.0
 
-profile=release
+profile=dist
 build=yes
 fast=()
 while [ $# -gt 0 ]; do
