@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -15,50 +14,7 @@ pub const TEST_API_KEY: &str = "sk-test-SECRET-do-not-leak-4242";
 /// Builds the `outboard-server` and `outboard` binaries once per test process (a no-op when they
 /// are fresh), so a test never runs a stale binary, and returns the directory holding them.
 pub fn bin_dir() -> anyhow::Result<PathBuf> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut build = Command::new(cargo);
-            build.args([
-                "build",
-                "--quiet",
-                "-p",
-                "outboard-server",
-                "-p",
-                "outboard-cli",
-                "--bins",
-            ]);
-            // What cargo set for this test (its package's CARGO_MANIFEST_DIR, CARGO_PKG_*...) is
-            // not the build's: build scripts that track such a variable (ring tracks
-            // CARGO_MANIFEST_DIR) would see it change and rebuild half the tree, on every run.
-            for (name, _) in std::env::vars_os() {
-                let name = name.to_string_lossy();
-                let per_package = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_BIN_"]
-                    .iter()
-                    .any(|p| name.starts_with(p));
-                if per_package
-                    || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"]
-                        .contains(&name.as_ref())
-                {
-                    build.env_remove(name.as_ref());
-                }
-            }
-            let status = build.status().map_err(|e| format!("cannot run cargo build: {e}"))?;
-            if !status.success() {
-                return Err("cargo build of the binaries failed".into());
-            }
-            // A test runs from target/debug/deps/<test>, a binary (crash, bench) from
-            // target/debug/<bin>: both want target/debug.
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let mut dir = exe.parent().ok_or_else(|| "cannot locate the target dir".to_owned())?;
-            if dir.file_name().is_some_and(|n| n == "deps") {
-                dir = dir.parent().ok_or_else(|| "cannot locate the target dir".to_owned())?;
-            }
-            Ok(dir.to_path_buf())
-        })
-        .clone()
-        .map_err(|e| anyhow::anyhow!(e))
+    outboard_server::sandbox::testing::workspace_bin_dir().map_err(|e| anyhow::anyhow!(e))
 }
 
 /// The path of a workspace binary (`outboard`, `outboard-server`).

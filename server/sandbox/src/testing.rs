@@ -3,7 +3,7 @@
 //! store's `pgtest`), so tests of other crates reach them without a feature that would change
 //! every crate's build under `cargo test`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -27,25 +27,59 @@ pub async fn wait_until_gone(marker: &str) {
     }
 }
 
-/// `outboard-server`, built once per test binary (which cannot be the in-sandbox init itself:
-/// libtest owns its `main`): what a test's [`crate::SandboxConfig::agent_exe`] names.
-pub fn agent_exe_for_tests() -> Result<PathBuf, SandboxError> {
+/// The workspace's binaries (`outboard-server`, `outboard`) built once per test process — a
+/// no-op when they are fresh — and the directory holding them (`target/debug`). Every test
+/// binary and the end-to-end suites build exactly this set, so none undoes another's build: a
+/// narrower set (`-p outboard-server` alone) unifies other features and relinks the same file.
+pub fn workspace_bin_dir() -> Result<PathBuf, String> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = std::process::Command::new(cargo)
-                .args(["build", "--quiet", "-p", "outboard-server", "--bin", "outboard-server"])
-                .status()
-                .map_err(|e| format!("cannot run cargo build: {e}"))?;
-            if !status.success() {
-                return Err("cargo build of outboard-server failed".into());
+            let mut build = std::process::Command::new(cargo);
+            build.args([
+                "build",
+                "--quiet",
+                "-p",
+                "outboard-server",
+                "-p",
+                "outboard-cli",
+                "--bins",
+            ]);
+            // What cargo set for this test (its package's CARGO_MANIFEST_DIR, CARGO_PKG_*...) is
+            // not the build's: build scripts that track such a variable (ring tracks
+            // CARGO_MANIFEST_DIR) would see it change from one test binary to the next and
+            // rebuild half the tree each time (a minute per test binary in CI).
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                let per_package = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_BIN_"]
+                    .iter()
+                    .any(|p| name.starts_with(p));
+                if per_package
+                    || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"]
+                        .contains(&name.as_ref())
+                {
+                    build.env_remove(name.as_ref());
+                }
             }
-            // target/debug/deps/<test> → target/debug
+            let status = build.status().map_err(|e| format!("cannot run cargo build: {e}"))?;
+            if !status.success() {
+                return Err("cargo build of the binaries failed".into());
+            }
+            // A test runs from target/debug/deps/<test>, a binary (crash, bench) from
+            // target/debug/<bin>: both want target/debug.
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let dir = exe.parent().and_then(Path::parent).ok_or("no target dir")?;
-            Ok(dir.join("outboard-server"))
+            let mut dir = exe.parent().ok_or_else(|| "cannot locate the target dir".to_owned())?;
+            if dir.file_name().is_some_and(|n| n == "deps") {
+                dir = dir.parent().ok_or_else(|| "cannot locate the target dir".to_owned())?;
+            }
+            Ok(dir.to_path_buf())
         })
         .clone()
-        .map_err(SandboxError::Start)
+}
+
+/// `outboard-server` from [`workspace_bin_dir`] (a test binary cannot be the in-sandbox init
+/// itself: libtest owns its `main`): what a test's [`crate::SandboxConfig::agent_exe`] names.
+pub fn agent_exe_for_tests() -> Result<PathBuf, SandboxError> {
+    workspace_bin_dir().map(|dir| dir.join("outboard-server")).map_err(SandboxError::Start)
 }
