@@ -10,10 +10,11 @@ build_speed() {
     --bin outboard --bin outboard-server --bin bench_speed
 }
 
-# What users install: the `dist` profile (one LTO unit, stripped; ~9 min from scratch on 2 cores,
-# ~4 min a binary after a change).
+# What users install: the `dist` profile (one LTO unit; ~9 min from scratch on 2 cores, ~4 min
+# a binary after a change), its hot functions laid out together where this machine can count
+# them (scripts/build-dist.sh).
 build_dist() {
-  cargo build --quiet --profile dist -p outboard-cli -p outboard-server --bin outboard --bin outboard-server
+  scripts/build-dist.sh >&2
 }
 
 case "${1:-all}" in

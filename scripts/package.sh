@@ -4,7 +4,7 @@
 # own user, data in /var/lib/outboard, configuration in /etc/outboard/server.toml). See
 # docs/PACKAGING.md.
 #
-#   scripts/package.sh                      builds the dist profile and packages it (for users)
+#   scripts/package.sh                      builds the dist profile (scripts/build-dist.sh) and packages it (for users)
 #   scripts/package.sh --profile dev --no-build --fast
 #                                           packages the binaries a test build already made (CI)
 set -euo pipefail
@@ -37,7 +37,11 @@ if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; t
     cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
 fi
 
-if [ "$build" = yes ]; then
+if [ "$build" = yes ] && [ "$profile" = dist ]; then
+  # The dist binaries with their hot functions laid out together (where this machine can count
+  # them: see that script).
+  scripts/build-dist.sh
+elif [ "$build" = yes ]; then
   echo "== cargo build --profile $profile"
   cargo build --profile "$profile" -p outboard-server -p outboard-cli
 fi

@@ -1,7 +1,7 @@
 //! What `bench_speed` measures a process with (issue #37): the real `outboard` binary started as
 //! a child, timed from its spawn to the requests reaching the mock model
-//! ([`crate::mock_llm::MockLlm::arrivals`]), its CPU and peak RSS as the kernel counted them at
-//! its reaping (`wait4`), and the peak RSS of its process tree, sampled.
+//! ([`crate::mock_llm::MockLlm::arrivals`]), its CPU as the kernel counted it at its reaping
+//! (`wait4`), and, sampled, its own peak RSS and that of its process tree.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,8 +27,12 @@ pub struct Reaped {
     pub code: i32,
     /// User + system CPU of the process and every descendant it waited for.
     pub cpu: Duration,
-    /// The largest peak RSS of the process and its waited-for descendants (the kernel's
-    /// `ru_maxrss`), bytes: the `outboard` process's own, its sandboxes being smaller.
+    /// The process's own peak RSS, bytes: the kernel's high-water mark of its memory
+    /// (`VmHWM`), as last read by the sampler, at most [`SAMPLE_EVERY`] before its exit.
+    ///
+    /// Not `wait4`'s `ru_maxrss`: std spawns with `posix_spawn`, whose child shares the bench's
+    /// memory until it execs, and the kernel then counts the bench's own peak as the child's, so
+    /// that figure never fell below the bench's (16 MB).
     pub peak_rss: u64,
     /// The largest sum of the RSS of the process and all its descendants at one sample, bytes.
     pub tree_peak_rss: u64,
@@ -48,17 +52,17 @@ pub fn run(mut command: Command) -> anyhow::Result<Reaped> {
     let waited = wait4(pid);
     let ended = Instant::now();
     stop.store(true, Ordering::Relaxed);
-    let tree_peak_rss = sampler.join().unwrap_or(0);
+    let (tree_peak_rss, peak_rss) = sampler.join().unwrap_or((0, 0));
     // `wait4` reaped it: the std handle must not wait again (dropping it does not).
     drop(child);
-    let (code, cpu, peak_rss) = waited?;
+    let (code, cpu) = waited?;
     Ok(Reaped { spawned, ended, code, cpu, peak_rss, tree_peak_rss })
 }
 
-/// `wait4(pid)`: the exit code, the CPU (user + system) and the peak RSS (bytes) the kernel
-/// summed for the process and the descendants it reaped. std's `wait` discards the usage.
+/// `wait4(pid)`: the exit code and the CPU (user + system) the kernel summed for the process and
+/// the descendants it reaped. std's `wait` discards the usage.
 #[allow(unsafe_code)]
-fn wait4(pid: u32) -> anyhow::Result<(i32, Duration, u64)> {
+fn wait4(pid: u32) -> anyhow::Result<(i32, Duration)> {
     let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
@@ -79,17 +83,29 @@ fn wait4(pid: u32) -> anyhow::Result<(i32, Duration, u64)> {
         Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
     };
     let cpu = tv(usage.ru_utime) + tv(usage.ru_stime);
-    Ok((code, cpu, u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024))
+    Ok((code, cpu))
 }
 
-/// The largest summed RSS of `pid` and its descendants seen until `stop`, bytes.
-fn sample_tree(pid: u32, stop: &AtomicBool) -> u64 {
-    let mut peak = 0;
+/// Until `stop`: the largest summed RSS of `pid` and its descendants seen, and `pid`'s own
+/// high-water mark as last read, bytes.
+fn sample_tree(pid: u32, stop: &AtomicBool) -> (u64, u64) {
+    let (mut tree, mut own) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
-        peak = peak.max(tree_rss(pid));
+        tree = tree.max(tree_rss(pid));
+        own = own.max(high_water(pid));
         std::thread::sleep(SAMPLE_EVERY);
     }
-    peak
+    (tree, own)
+}
+
+/// The peak RSS of `pid` so far (`VmHWM` in `/proc/PID/status`), bytes; 0 once it has exited.
+fn high_water(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// The RSS of `pid` and its descendants now, bytes (processes that vanish midway count 0).
@@ -199,4 +215,23 @@ pub fn mb(bytes: u64) -> f64 {
 pub fn median_p90(samples: &mut [Duration]) -> (Duration, Duration) {
     samples.sort();
     (crate::bench::percentile(samples, 0.5), crate::bench::percentile(samples, 0.9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sampler_reads_a_live_process_s_own_peak_and_a_gone_one_as_zero() {
+        // This test process: its peak is at least what it holds now, and not the whole machine.
+        let now = rss(std::process::id());
+        let own = high_water(std::process::id());
+        assert!(own >= now, "VmHWM {own} below an earlier VmRSS {now}");
+        assert!(own > 1 << 20 && own < 4 << 30, "VmHWM {own} bytes");
+        // A child that exited and was reaped has no /proc entry left.
+        let mut child = Command::new("true").spawn().expect("spawn true");
+        let pid = child.id();
+        child.wait().expect("wait");
+        assert_eq!(high_water(pid), 0);
+    }
 }

@@ -337,7 +337,7 @@ fn task(builds: &[Build], runs: usize, rounds: usize) -> anyhow::Result<()> {
     let calls = TASK_ROUNDS * TASK_TOOLS.len() + 1;
     println!("## The {calls}-call task (embedded `outboard run`, warm data dir, mock model answering at once)");
     println!();
-    println!("{runs} runs per build in each of {rounds} round(s), builds in turn; medians over runs (gaps: over every gap of every run). A gap runs from one model request reaching the mock to the next: the answer, the tool, the log's commits, the next prompt. CPU: user + system of `outboard` and the sandbox processes it reaped. RSS: the process's peak (the kernel's), and the largest sum over the process tree at one 5 ms sample.");
+    println!("{runs} runs per build in each of {rounds} round(s), builds in turn; medians over runs (gaps: over every gap of every run). A gap runs from one model request reaching the mock to the next: the answer, the tool, the log's commits, the next prompt. CPU: user + system of `outboard` and the sandbox processes it reaped. RSS: the process's own peak (the kernel's VmHWM, last read at most 5 ms before its exit), and the largest sum over the process tree at one 5 ms sample.");
     println!();
     println!("| build | runs | start → first request (ms) | gap p50 (ms) | gap p90 (ms) | after Write / Bash / Read / Edit, p50 (ms) | start → exit (ms) | CPU (s) | peak RSS, process (MB) | peak RSS, tree (MB) |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
