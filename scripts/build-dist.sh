@@ -6,15 +6,15 @@
 #
 # 1. Builds the dist profile, laid out by target/dist/hot-functions.txt when an earlier run
 #    left one (server/app/build.rs hands it to the linker as OUTBOARD_SYMBOL_ORDER).
-# 2. Runs the speed bench's task and startup scenarios (embedded, and a client against
-#    outboard-server, each with its sandbox) on those binaries while scripts/hot-functions.py
-#    counts every function entered (eBPF uprobes: root, Linux 6.6 or later).
+# 2. Runs the speed bench's task, startup and TUI scenarios (embedded, a client against
+#    outboard-server, each with its sandbox, and the TUI in tmux) on those binaries while
+#    scripts/hot-functions.py counts every function entered (eBPF uprobes: root, Linux 6.6+).
 # 3. If the functions entered are not the ones the file lists, writes the new list and links
 #    again (one LTO link, ~4 min on 2 cores).
 #
 # Laid out so, a process maps the ~4 MB of code it runs instead of the fault-around of ~12 MB
-# of code spread over the whole file (scripts/bench.sh task: peak RSS 20 → 13 MB, the tree's
-# 34 → 22 MB). The order names the symbols of one build (one rustc, one Cargo.lock): a build
+# of code spread over the whole file (scripts/bench.sh task: peak RSS 19.7 → 12.9 MB, the
+# tree's 31.2 → 20.7 MB). The order names the symbols of one build (one rustc, one Cargo.lock): a build
 # that lacks a name passes it over, so a stale file costs memory, never correctness. Where the
 # counting cannot run (not root, an older kernel, --no-order), the binaries are built without
 # an order and the script says so.
@@ -51,6 +51,12 @@ fi
 # speed is beside the point).
 cargo build --quiet -p outboard-tests --bin bench_speed
 workload="target/debug/bench_speed task --runs 1 --build dist=$dir && target/debug/bench_speed startup --runs 1 --build dist=$dir"
+# And the TUI, where tmux is at hand to run it in.
+if command -v tmux >/dev/null; then
+  workload="$workload && target/debug/bench_speed tui --runs 1 --build dist=$dir"
+else
+  echo "build-dist.sh: no tmux: the TUI's functions are not counted"
+fi
 echo "== counting the functions a run enters"
 status=0
 python3 scripts/hot-functions.py "$list.new" "$dir/outboard" "$dir/outboard-server" -- \

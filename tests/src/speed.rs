@@ -44,15 +44,10 @@ pub fn run(mut command: Command) -> anyhow::Result<Reaped> {
     let spawned = Instant::now();
     let child = command.spawn().with_context(|| format!("cannot start {command:?}"))?;
     let pid = child.id();
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let stop = stop.clone();
-        std::thread::spawn(move || sample_tree(pid, &stop))
-    };
+    let sampler = Sampler::start(pid);
     let waited = wait4(pid);
     let ended = Instant::now();
-    stop.store(true, Ordering::Relaxed);
-    let (tree_peak_rss, peak_rss) = sampler.join().unwrap_or((0, 0));
+    let (tree_peak_rss, peak_rss) = sampler.stop();
     // `wait4` reaped it: the std handle must not wait again (dropping it does not).
     drop(child);
     let (code, cpu) = waited?;
@@ -84,6 +79,31 @@ fn wait4(pid: u32) -> anyhow::Result<(i32, Duration)> {
     };
     let cpu = tv(usage.ru_utime) + tv(usage.ru_stime);
     Ok((code, cpu))
+}
+
+/// A thread that samples a process's memory every [`SAMPLE_EVERY`] until stopped.
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, u64)>,
+}
+
+impl Sampler {
+    /// Starts sampling `pid` and its descendants.
+    pub fn start(pid: u32) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || sample_tree(pid, &stop))
+        };
+        Sampler { stop, thread }
+    }
+
+    /// Stops: the largest summed RSS of the tree at one sample, and the process's own peak
+    /// (`VmHWM`) as last read, bytes.
+    pub fn stop(self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or((0, 0))
+    }
 }
 
 /// Until `stop`: the largest summed RSS of `pid` and its descendants seen, and `pid`'s own

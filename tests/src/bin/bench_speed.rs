@@ -11,6 +11,11 @@
 //!   harness's work around one tool call), the CPU (user + system) of the process and of every
 //!   sandbox process it reaped, and the peak RSS of the process and of its whole tree.
 //!
+//! - `tui`: the TUI (`outboard` with no subcommand, embedded, in a tmux pane of 120×40) asked
+//!   one question whose answer holds a Rust code block (so the highlighter loads), then quit
+//!   with Ctrl-C twice: the peak RSS of the process and of its tree. `scripts/build-dist.sh` runs it too, so the TUI's code is laid out with
+//!   the rest of what a run enters.
+//!
 //! With several `--build`s (`scripts/bench.sh compare REV`), the builds take turns: each round
 //! runs every build's samples before the next round starts, so load on the machine falls on
 //! all of them alike.
@@ -59,6 +64,7 @@ struct Args {
 enum Which {
     Startup,
     Task,
+    Tui,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -78,6 +84,7 @@ fn main() -> anyhow::Result<()> {
     match args.which {
         Which::Startup => startup(&builds, args.runs.unwrap_or(10), args.rounds),
         Which::Task => task(&builds, args.runs.unwrap_or(5), args.rounds),
+        Which::Tui => tui(&builds, args.runs.unwrap_or(5), args.rounds),
     }
 }
 
@@ -411,6 +418,165 @@ fn last_tool_result(mock: &MockLlm) -> String {
         .and_then(|m| m.last())
         .map(|m| m.to_string())
         .unwrap_or_default()
+}
+
+/// The TUI's answer: a Rust block for the highlighter, then a line to wait for.
+const TUI_ANSWER: &str =
+    "Here it is:\n\n```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\nThat is all, bench.";
+
+/// One TUI sample.
+struct TuiSample {
+    peak_rss: u64,
+    tree_peak_rss: u64,
+}
+
+fn tui(builds: &[Build], runs: usize, rounds: usize) -> anyhow::Result<()> {
+    let mock = block(MockLlm::start_responder(|_| Some(MockStep::text(TUI_ANSWER))))?;
+    let mut samples: BTreeMap<usize, Vec<TuiSample>> = BTreeMap::new();
+    for _ in 0..rounds {
+        for (b, build) in builds.iter().enumerate() {
+            let warm = tempfile::tempdir()?;
+            for i in 0..=runs {
+                let sample = tui_run(build, warm.path(), &mock)?;
+                // The first run makes the data dir warm; it is not counted.
+                if i > 0 {
+                    samples.entry(b).or_default().push(sample);
+                }
+            }
+        }
+    }
+    println!(
+        "## The TUI (embedded, in tmux at 120×40, warm data dir): one question, then Ctrl-C twice"
+    );
+    println!();
+    println!("{runs} runs per build in each of {rounds} round(s), builds in turn; medians. RSS: the process's own peak (VmHWM, sampled every 5 ms) and the largest sum over its tree at one sample.");
+    println!();
+    println!("| build | runs | peak RSS, process (MB) | peak RSS, tree (MB) |");
+    println!("|---|---|---|---|");
+    for (b, build) in builds.iter().enumerate() {
+        let s = samples.get(&b).map(Vec::as_slice).unwrap_or_default();
+        let median_bytes = |f: &dyn Fn(&TuiSample) -> u64| {
+            let mut v: Vec<u64> = s.iter().map(f).collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
+        println!(
+            "| {} | {} | {:.1} | {:.1} |",
+            build.label,
+            s.len(),
+            mb(median_bytes(&|s| s.peak_rss)),
+            mb(median_bytes(&|s| s.tree_peak_rss)),
+        );
+    }
+    println!();
+    Ok(())
+}
+
+/// One TUI session of `build` on the data dir `data`, in a tmux server of its own.
+fn tui_run(build: &Build, data: &Path, mock: &MockLlm) -> anyhow::Result<TuiSample> {
+    let home = tempfile::tempdir()?;
+    let workspace = home.path().join("project");
+    std::fs::create_dir(&workspace)?;
+    // A tmux server per run: one that is still going away refuses a new session.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let socket = format!("outboard-bench-speed-{}-{run}", std::process::id());
+    let tmux = |args: &[&str]| -> anyhow::Result<String> {
+        let out = std::process::Command::new("tmux").args(["-L", &socket]).args(args).output()?;
+        if !out.status.success() {
+            bail!("tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let screen = || tmux(&["capture-pane", "-p", "-t", "t"]).unwrap_or_default();
+    let wait_for = |what: &str| -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !screen().contains(what) {
+            if std::time::Instant::now() > deadline {
+                bail!("the TUI never showed {what:?}:\n{}", screen());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    };
+    // The pane starts in the workspace: a relative `--build` dir would not resolve there.
+    let exe = std::fs::canonicalize(build.bin("outboard"))?;
+    let env = |k: &str, v: &str| format!("{k}={v}");
+    let (key, home_var) = (env("ANTHROPIC_API_KEY", KEY), env("HOME", path_str(home.path())?));
+    let base = mock.anthropic_base_url();
+    let before = mock.arrivals().len();
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-c",
+        path_str(&workspace)?,
+        "-e",
+        &key,
+        "-e",
+        &home_var,
+        "-e",
+        "OUTBOARD_CONTEXT_WINDOW=200000",
+        path_str(&exe)?,
+        "--provider",
+        "anthropic",
+        "--base-url",
+        &base,
+        "--model",
+        MODEL,
+        "--data",
+        path_str(data)?,
+        "--workspace",
+        path_str(&workspace)?,
+        // A pane whose process ended stays, with what it printed (for the error).
+        ";",
+        "set-option",
+        "-gw",
+        "remain-on-exit",
+        "on",
+    ])?;
+    let result = (|| {
+        let pid: u32 = tmux(&["list-panes", "-t", "t", "-F", "#{pane_pid}"])?.trim().parse()?;
+        let sampler = speed::Sampler::start(pid);
+        wait_for("connected")?;
+        tmux(&["send-keys", "-t", "t", "-l", "show me a hello world in Rust"])?;
+        tmux(&["send-keys", "-t", "t", "Enter"])?;
+        wait_for("That is all, bench.")?;
+        tmux(&["send-keys", "-t", "t", "C-c"])?;
+        wait_for("press Ctrl-C again")?;
+        tmux(&["send-keys", "-t", "t", "C-c"])?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // Gone, or a zombie: tmux reaps its panes, but this machine's init may be slow to reap
+        // what a tmux server that exited leaves behind.
+        let running = || {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            status.lines().any(|l| l.starts_with("State:") && !l.contains("zombie"))
+        };
+        while running() {
+            if std::time::Instant::now() > deadline {
+                let state =
+                    std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let state = state.lines().find(|l| l.starts_with("State:")).unwrap_or_default();
+                bail!("the TUI did not exit on Ctrl-C twice ({state}):\n{}", screen());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (tree_peak_rss, peak_rss) = sampler.stop();
+        anyhow::ensure!(mock.arrivals().len() > before, "the TUI made no model request");
+        Ok(TuiSample { peak_rss, tree_peak_rss })
+    })();
+    let _ = tmux(&["kill-server"]);
+    result
+}
+
+/// `path` as UTF-8 (tmux takes strings).
+fn path_str(path: &Path) -> anyhow::Result<&str> {
+    path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))
 }
 
 /// Runs `future` on the bench's runtime (the mock's server keeps running on its workers).
