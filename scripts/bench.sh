@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|startup|task|all]`,
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|startup|task|tui-memory|all]`,
 # `scripts/bench.sh compare REV [startup|task]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,15 +18,16 @@ build_dist() {
 }
 
 case "${1:-all}" in
-  startup|task)
+  startup|task|tui-memory)
     # The release `outboard` against the mock model over HTTP (issue #37). `startup`: spawn to the
     # first model request, embedded and against a running server, cold and warm data dir.
     # `task`: the 21-call task (Write, Bash echo, Read, Edit × 5, then an answer), embedded:
     # the gaps between model requests, CPU, peak RSS of the process and its tree. Extra
     # arguments go to the bench (`--runs N`, `--rounds N`, `--build LABEL=DIR`). Both the
     # release and the dist build, unless `--build` names others.
+    # `tui-memory`: the TUI in tmux, one question, its peak RSS (bench_speed tui).
     build_speed
-    which="$1"
+    which="${1%-memory}"
     shift
     # Unless told which builds (`--build LABEL=DIR`), both: the release build and what users
     # install (dist).
@@ -175,7 +176,7 @@ case "${1:-all}" in
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|startup|task|all] | compare REV [startup|task|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|startup|task|tui-memory|all] | compare REV [startup|task|all]" >&2
     exit 2
     ;;
 esac

@@ -1217,7 +1217,12 @@ impl Actor {
             None => {
                 let marks = self
                     .store
-                    .events_of_kinds(&self.row.id, STANDING_KINDS)
+                    .standing_events(
+                        &self.row.id,
+                        &["mode_changed", "todos"],
+                        &["background_task"],
+                        outboard_harness::approvals::KINDS,
+                    )
                     .await
                     .map_err(internal)?;
                 let mut standing: Vec<SessionEvent> =
@@ -1682,19 +1687,6 @@ impl Actor {
     }
 }
 
-/// The kinds of event an attach's `standing` is made from, read at once: the mode, the todo
-/// list and background commands ([`standing`]) and the open approval requests
-/// ([`outboard_harness::approvals::KINDS`]).
-const STANDING_KINDS: &[&str] = &[
-    "mode_changed",
-    "todos",
-    "background_task",
-    "approval_requested",
-    "approval_resolved",
-    "turn_completed",
-    "turn_failed",
-];
-
 /// Of a log's `mode_changed`, `todos` and `background_task` events, those whose state still
 /// holds: the last `mode_changed`, the last `todos`, and the last event of each background command whose last event says it runs.
 fn standing(marks: Vec<SessionEvent>) -> Vec<SessionEvent> {
@@ -1855,15 +1847,5 @@ mod in_flight_tests {
         track_in_flight(&mut f, &EventKind::AssistantDelta { text: "Hi".into() });
         assert_eq!(f.tool_output[0].text, "one\ntwo\n");
         assert_eq!(f.assistant_text, "Hi");
-    }
-}
-
-#[cfg(test)]
-mod standing_tests {
-    #[test]
-    fn standing_reads_every_kind_the_open_requests_need() {
-        for kind in outboard_harness::approvals::KINDS {
-            assert!(super::STANDING_KINDS.contains(kind), "{kind}");
-        }
     }
 }

@@ -633,6 +633,64 @@ impl Store {
         .await
     }
 
+    /// What an attach shows of the state older than its page, read through the index on
+    /// `(session_id, kind, seq)` so that it costs the same at any length of log: the newest
+    /// event of each of `last_kinds`, every event of `all_kinds`, and the events of
+    /// `since_end_kinds` from the session's last top-level turn end on (that end included: it
+    /// closes what was asked before it), oldest first.
+    pub async fn standing_events(
+        &self,
+        session: &SessionId,
+        last_kinds: &'static [&'static str],
+        all_kinds: &'static [&'static str],
+        since_end_kinds: &'static [&'static str],
+    ) -> Result<Vec<SessionEvent>, StoreError> {
+        let sid = session.clone();
+        self.call(move |c| {
+            let quoted = |kinds: &[&str]| {
+                kinds
+                    .iter()
+                    .map(|k| format!("'{}'", k.replace('\'', "")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let last_end: i64 = c.query_row(
+                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?1
+                 AND kind IN ('turn_completed', 'turn_failed') AND parent IS NULL",
+                params![sid.0],
+                |r| r.get(0),
+            )?;
+            let mut events = Vec::new();
+            for kind in last_kinds {
+                let mut stmt = c.prepare_cached(&format!(
+                    "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1
+                     AND kind = {} ORDER BY seq DESC LIMIT 1",
+                    quoted(&[kind])
+                ))?;
+                let rows = stmt.query_map(params![sid.0], event_row)?;
+                events.extend(decode_events(&sid, rows)?);
+            }
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1
+                 AND kind IN ({}) ORDER BY seq",
+                quoted(all_kinds)
+            ))?;
+            let rows = stmt.query_map(params![sid.0], event_row)?;
+            events.extend(decode_events(&sid, rows)?);
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1
+                 AND kind IN ({}) AND seq >= ?2 ORDER BY seq",
+                quoted(since_end_kinds)
+            ))?;
+            let rows = stmt.query_map(params![sid.0, last_end], event_row)?;
+            events.extend(decode_events(&sid, rows)?);
+            events.sort_by_key(|e| e.seq);
+            events.dedup_by_key(|e| e.seq);
+            Ok(events)
+        })
+        .await
+    }
+
     /// The newest `limit` durable events of a session with `seq < before`, oldest first: the
     /// primary key walked backwards from `before`, so a page costs the same at any depth.
     pub async fn events_before(

@@ -265,6 +265,12 @@ ALTER TABLE nodes ADD COLUMN pid BIGINT;
 ALTER TABLE nodes ADD COLUMN relay_key_hash TEXT;
 "#,
     ),
+    (
+        20,
+        r#"
+CREATE INDEX events_by_kind ON events(session_id, kind, seq);
+"#,
+    ),
 ];
 
 /// Runs `f` on a thread of its own and waits for it: the blocking driver starts a small runtime

@@ -123,3 +123,73 @@ fn the_token_itself_is_never_stored() {
         .unwrap();
     assert_eq!(hashes, vec![hash_token(&token)]);
 }
+
+#[tokio::test]
+async fn standing_events_are_the_last_mode_and_todos_every_background_event_and_what_follows_the_last_turn_end(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = pgtest::open_test_store(&dir.path().join("outboard.db")).unwrap();
+    let (alice, _) = store.add_user("acme", "alice").await.unwrap();
+    let s = store.create_session(&alice, "", "anthropic/m").await.unwrap();
+    let turn = serde_json::json!("t1");
+    let usage = serde_json::json!({"input_tokens": 1, "output_tokens": 1});
+    let kinds = [
+        serde_json::json!({"type": "mode_changed", "mode": "plan", "by": "alice"}),
+        serde_json::json!({"type": "todos", "todos": []}),
+        serde_json::json!({"type": "approval_requested", "call_id": "c1", "name": "Bash", "input": {}, "rule": "Bash"}),
+        serde_json::json!({"type": "background_task", "shell_id": "s1", "command": "sleep 9", "status": "running"}),
+        serde_json::json!({"type": "mode_changed", "mode": "default", "by": "alice"}),
+        serde_json::json!({"type": "turn_completed", "turn_id": turn, "stop_reason": "end_turn", "usage": usage}),
+        serde_json::json!({"type": "todos", "todos": []}),
+        serde_json::json!({"type": "approval_requested", "call_id": "c2", "name": "Bash", "input": {}, "rule": "Bash"}),
+        serde_json::json!({"type": "approval_requested", "call_id": "c3", "name": "Bash", "input": {}, "rule": "Bash"}),
+        serde_json::json!({"type": "approval_resolved", "call_id": "c3", "name": "Bash", "decision": "allow", "by": "alice"}),
+        serde_json::json!({"type": "background_task", "shell_id": "s1", "command": "sleep 9", "status": "completed"}),
+        serde_json::json!({"type": "turn_failed", "turn_id": turn, "error": "a subagent's turn"}),
+    ];
+    let mut events = Vec::new();
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let mut e = event(&s.id, i as u64 + 1, "filler");
+        e.kind = serde_json::from_value(kind).unwrap();
+        // The last turn end is a subagent's: it does not close what its parent asked.
+        if i == 11 {
+            e.parent = Some("call_task".into());
+        }
+        events.push(e);
+        // Other events between, which the answer must not hold.
+        events.push(event(&s.id, 100 + i as u64, "filler"));
+    }
+    events.sort_by_key(|e| e.seq);
+    let mut seq = 0;
+    for e in &mut events {
+        seq += 1;
+        e.seq = seq;
+    }
+    let by_kind = |kind: &str| -> Vec<u64> {
+        events.iter().filter(|e| e.kind.type_name() == kind).map(|e| e.seq).collect()
+    };
+    let (modes, todos, tasks) =
+        (by_kind("mode_changed"), by_kind("todos"), by_kind("background_task"));
+    let (ends, asked, resolved) =
+        (by_kind("turn_completed"), by_kind("approval_requested"), by_kind("approval_resolved"));
+    let failed = by_kind("turn_failed");
+    store.append_events(events.clone()).await.unwrap();
+
+    let got = store
+        .standing_events(
+            &s.id,
+            &["mode_changed", "todos"],
+            &["background_task"],
+            &["approval_requested", "approval_resolved", "turn_completed", "turn_failed"],
+        )
+        .await
+        .unwrap();
+    let got: Vec<u64> = got.iter().map(|e| e.seq).collect();
+    // The last mode and todo list; both background events; from the last top-level turn end on:
+    // that end, the two questions asked after it, the answer and the subagent's end.
+    let mut want = vec![*modes.last().unwrap(), *todos.last().unwrap()];
+    want.extend(&tasks);
+    want.extend([ends[0], asked[1], asked[2], resolved[0], failed[0]]);
+    want.sort_unstable();
+    assert_eq!(got, want);
+}
