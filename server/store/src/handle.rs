@@ -654,9 +654,15 @@ impl Store {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            // Each query names its rows by `seq IN (SELECT seq … kind …)`: the subquery walks
+            // only the index, and SQLite, without statistics, would otherwise take the primary
+            // key for the order and read the whole log.
             let last_end: i64 = c.query_row(
-                "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?1
-                 AND kind IN ('turn_completed', 'turn_failed') AND parent IS NULL",
+                // Newest first, to the first top-level one (MAX would read every turn's end).
+                "SELECT COALESCE((SELECT seq FROM events WHERE session_id = ?1 AND parent IS NULL
+                 AND seq IN (SELECT seq FROM events WHERE session_id = ?1
+                             AND kind IN ('turn_completed', 'turn_failed'))
+                 ORDER BY seq DESC LIMIT 1), 0)",
                 params![sid.0],
                 |r| r.get(0),
             )?;
@@ -664,7 +670,7 @@ impl Store {
             for kind in last_kinds {
                 let mut stmt = c.prepare_cached(&format!(
                     "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1
-                     AND kind = {} ORDER BY seq DESC LIMIT 1",
+                     AND seq = (SELECT MAX(seq) FROM events WHERE session_id = ?1 AND kind = {})",
                     quoted(&[kind])
                 ))?;
                 let rows = stmt.query_map(params![sid.0], event_row)?;
@@ -672,14 +678,17 @@ impl Store {
             }
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1
-                 AND kind IN ({}) ORDER BY seq",
+                 AND seq IN (SELECT seq FROM events WHERE session_id = ?1 AND kind IN ({}))
+                 ORDER BY seq",
                 quoted(all_kinds)
             ))?;
             let rows = stmt.query_map(params![sid.0], event_row)?;
             events.extend(decode_events(&sid, rows)?);
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1
-                 AND kind IN ({}) AND seq >= ?2 ORDER BY seq",
+                 AND seq IN (SELECT seq FROM events WHERE session_id = ?1 AND kind IN ({})
+                             AND seq >= ?2)
+                 ORDER BY seq",
                 quoted(since_end_kinds)
             ))?;
             let rows = stmt.query_map(params![sid.0, last_end], event_row)?;
