@@ -9,8 +9,8 @@
 # 2. Runs the speed bench's task, startup and TUI scenarios (embedded, a client against
 #    outboard-server, each with its sandbox, and the TUI in tmux) on those binaries while
 #    scripts/hot-functions.py counts every function entered (eBPF uprobes: root, Linux 6.6+).
-# 3. If the functions entered are not the ones the file lists, writes the new list and links
-#    again (one LTO link, ~4 min on 2 cores).
+# 3. Unless the file already says just that, writes the new list and links again (one LTO
+#    link, ~4 min on 2 cores). The headless workloads' functions come first, then the TUI's.
 #
 # Laid out so, a process maps the ~4 MB of code it runs instead of the fault-around of ~12 MB
 # of code spread over the whole file (scripts/bench.sh task: peak RSS 19.7 → 12.9 MB, the
@@ -47,29 +47,39 @@ if [ "$order" = no ]; then
   exit 0
 fi
 
-# The workload: the bench's own binary (a debug build will do: only the counted binaries'
-# speed is beside the point).
+# The workloads: the bench's own binary (a debug build will do: only the counted binaries'
+# speed is beside the point). Counted apart and listed one after the other, so the code of a
+# headless run is one stretch and the TUI's own code follows it (counted together, the TUI's
+# functions would sit among the headless run's, most entered first).
 cargo build --quiet -p outboard-tests --bin bench_speed
-workload="target/debug/bench_speed task --runs 1 --build dist=$dir && target/debug/bench_speed startup --runs 1 --build dist=$dir"
+bench="target/debug/bench_speed"
+workloads=("$bench task --runs 1 --build dist=$dir && $bench startup --runs 1 --build dist=$dir")
 # And the TUI, where tmux is at hand to run it in.
 if command -v tmux >/dev/null; then
-  workload="$workload && target/debug/bench_speed tui --runs 1 --build dist=$dir"
+  workloads+=("$bench tui --runs 1 --build dist=$dir")
 else
   echo "build-dist.sh: no tmux: the TUI's functions are not counted"
 fi
 echo "== counting the functions a run enters"
-status=0
-python3 scripts/hot-functions.py "$list.new" "$dir/outboard" "$dir/outboard-server" -- \
-  sh -c "$workload" >/dev/null || status=$?
-if [ "$status" = 2 ]; then
-  rm -f "$list.new"
-  echo "build-dist.sh: built without a function order (the counting needs root and Linux 6.6+)"
-  exit 0
-elif [ "$status" != 0 ]; then
-  rm -f "$list.new"
-  exit "$status"
-fi
-if [ -f "$list" ] && cmp -s <(sort "$list") <(sort "$list.new"); then
+: >"$list.new"
+for i in "${!workloads[@]}"; do
+  status=0
+  python3 scripts/hot-functions.py "$list.part" "$dir/outboard" "$dir/outboard-server" -- \
+    sh -c "${workloads[$i]}" >/dev/null || status=$?
+  if [ "$status" = 2 ]; then
+    rm -f "$list.new" "$list.part"
+    echo "build-dist.sh: built without a function order (the counting needs root and Linux 6.6+)"
+    exit 0
+  elif [ "$status" != 0 ]; then
+    rm -f "$list.new" "$list.part"
+    exit "$status"
+  fi
+  # What an earlier workload listed keeps its place.
+  cat "$list.part" >>"$list.new"
+done
+rm -f "$list.part"
+awk '!seen[$0]++' "$list.new" >"$list.part" && mv "$list.part" "$list.new"
+if [ -f "$list" ] && cmp -s "$list" "$list.new"; then
   rm "$list.new"
   echo "build-dist.sh: laid out by $list, which lists what this build runs"
   exit 0
