@@ -220,7 +220,8 @@ fn the_migration_counts_versions_written_before_it() {
     // migrations are undone too, since `migrate` resumes after the highest version applied.
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE org_quotas; DROP TABLE org_file_usage; DROP INDEX sessions_by_org_created;
+        "DROP INDEX events_by_kind;
+         DROP TABLE org_quotas; DROP TABLE org_file_usage; DROP INDEX sessions_by_org_created;
          DROP TABLE drive_grants; ALTER TABLE sessions DROP COLUMN workspace_path;
          ALTER TABLE sessions DROP COLUMN source; DROP TABLE org_secrets;
          DROP TABLE session_pushes; DROP TABLE uploads;
