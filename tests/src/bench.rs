@@ -154,6 +154,16 @@ impl BenchSession {
     }
 }
 
+/// `tmux -L SOCKET ARGS…` (a tmux server of the bench's own): its stdout, or an error with its
+/// stderr when it fails.
+pub fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new("tmux").args(["-L", socket]).args(args).output()?;
+    if !out.status.success() {
+        anyhow::bail!("tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_args;

@@ -231,6 +231,13 @@ pub fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1e6
 }
 
+/// The median of byte counts (the upper one of an even count; 0 for none).
+pub fn median_bytes(values: impl IntoIterator<Item = u64>) -> u64 {
+    let mut v: Vec<u64> = values.into_iter().collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
 /// The median and p90 of `samples` (nearest rank), sorted in place.
 pub fn median_p90(samples: &mut [Duration]) -> (Duration, Duration) {
     samples.sort();

@@ -353,11 +353,6 @@ fn task(builds: &[Build], runs: usize, rounds: usize) -> anyhow::Result<()> {
         let median = |f: &dyn Fn(&TaskSample) -> Duration| {
             median_p90(&mut s.iter().map(f).collect::<Vec<_>>()).0
         };
-        let median_bytes = |f: &dyn Fn(&TaskSample) -> u64| {
-            let mut v: Vec<u64> = s.iter().map(f).collect();
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or(0)
-        };
         let (gap, gap90) =
             median_p90(&mut s.iter().flat_map(|s| s.gaps.clone()).collect::<Vec<_>>());
         let by_tool: Vec<String> = (0..TASK_TOOLS.len())
@@ -379,8 +374,8 @@ fn task(builds: &[Build], runs: usize, rounds: usize) -> anyhow::Result<()> {
             by_tool.join(" / "),
             ms(median(&|s| s.wall)),
             median(&|s| s.cpu).as_secs_f64(),
-            mb(median_bytes(&|s| s.peak_rss)),
-            mb(median_bytes(&|s| s.tree_peak_rss)),
+            mb(speed::median_bytes(s.iter().map(|s| s.peak_rss))),
+            mb(speed::median_bytes(s.iter().map(|s| s.tree_peak_rss))),
         );
     }
     println!();
@@ -455,17 +450,12 @@ fn tui(builds: &[Build], runs: usize, rounds: usize) -> anyhow::Result<()> {
     println!("|---|---|---|---|");
     for (b, build) in builds.iter().enumerate() {
         let s = samples.get(&b).map(Vec::as_slice).unwrap_or_default();
-        let median_bytes = |f: &dyn Fn(&TuiSample) -> u64| {
-            let mut v: Vec<u64> = s.iter().map(f).collect();
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or(0)
-        };
         println!(
             "| {} | {} | {:.1} | {:.1} |",
             build.label,
             s.len(),
-            mb(median_bytes(&|s| s.peak_rss)),
-            mb(median_bytes(&|s| s.tree_peak_rss)),
+            mb(speed::median_bytes(s.iter().map(|s| s.peak_rss))),
+            mb(speed::median_bytes(s.iter().map(|s| s.tree_peak_rss))),
         );
     }
     println!();
@@ -481,13 +471,7 @@ fn tui_run(build: &Build, data: &Path, mock: &MockLlm) -> anyhow::Result<TuiSamp
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let socket = format!("outboard-bench-speed-{}-{run}", std::process::id());
-    let tmux = |args: &[&str]| -> anyhow::Result<String> {
-        let out = std::process::Command::new("tmux").args(["-L", &socket]).args(args).output()?;
-        if !out.status.success() {
-            bail!("tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr).trim());
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let tmux = |args: &[&str]| outboard_tests::bench::tmux(&socket, args);
     let screen = || tmux(&["capture-pane", "-p", "-t", "t"]).unwrap_or_default();
     let wait_for = |what: &str| -> anyhow::Result<()> {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);

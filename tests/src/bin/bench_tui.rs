@@ -13,7 +13,7 @@
 //! - fan-out: the latency the server adds between a model delta and its delivery to each attached
 //!   client, at 1, 10 and 50 clients, each with and without a stalled client (see [`fanout`]).
 
-use outboard_tests::bench::percentile;
+use outboard_tests::bench::{percentile, tmux};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -150,11 +150,6 @@ fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration, Dur
     }
     times.sort();
     Ok((lines, attach, percentile(&times, 0.5), percentile(&times, 0.99)))
-}
-
-fn tmux(socket: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = std::process::Command::new("tmux").args(["-L", socket]).args(args).output()?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// utime + stime of `pid` in clock ticks.
