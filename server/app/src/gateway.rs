@@ -1203,6 +1203,15 @@ impl Connection {
                 let oldest = snapshot.cursor.unwrap_or(u64::MAX);
                 snapshot.standing.retain(|e| e.seq < oldest);
                 snapshot.has_more = p.after_seq.is_none() && snapshot.cursor.is_some_and(|c| c > 1);
+                // Attached before the answer leaves: a request the client makes once it has the
+                // answer (on any connection: a grant to this user) finds it in the room.
+                let member = Member {
+                    conn: self.id,
+                    user_id: user.id.clone(),
+                    user: user.name.clone(),
+                    client: self.client.clone(),
+                };
+                let presence = hub.join(&p.session_id, member, role);
                 // The snapshot goes into the queue before the forwarder starts, so it precedes
                 // every live event; events broadcast meanwhile wait in `live`.
                 self.send(ServerFrame::Response(Response::ok(id, &snapshot))).await;
@@ -1218,13 +1227,6 @@ impl Connection {
                     last_seq,
                     catch_up,
                 ));
-                let member = Member {
-                    conn: self.id,
-                    user_id: user.id.clone(),
-                    user: user.name.clone(),
-                    client: self.client.clone(),
-                };
-                let presence = hub.join(&p.session_id, member, role);
                 broadcast_presence(&handle, presence).await;
                 self.attached.insert(p.session_id, Attachment { handle, forwarder });
                 Ok(None)

@@ -438,3 +438,25 @@ async fn two_tuis_of_one_user_each_show_their_own_role() {
     assert!(first.driving(), "the first terminal drives");
     assert!(!second.driving(), "the second terminal only watches: {:?}", second.presence);
 }
+
+/// An answered attach is already in the room: a grant sent on another connection the moment
+/// the answer arrives finds the new watcher (the answer once left before the join).
+#[tokio::test]
+async fn a_watcher_whose_attach_was_answered_can_be_granted_at_once() {
+    let w = world(vec![]).await;
+    let mut a = WsClient::connect(&w.server.url, &w.alice).await.unwrap();
+    let sid = create(&mut a).await;
+    attach(&mut a, &sid, "driver").await;
+    for round in 0..40 {
+        let mut b = WsClient::connect(&w.server.url, &w.bob).await.unwrap();
+        attach(&mut b, &sid, "watcher").await;
+        let granted =
+            a.request("session/drive_grant", json!({"session_id": sid, "user": "bob"})).await;
+        if let Err(e) = granted.unwrap() {
+            panic!("round {round}: {e:?}");
+        }
+        // Alice takes the wheel back; Bob's connection goes.
+        attach(&mut a, &sid, "driver").await;
+        drop(b);
+    }
+}
