@@ -85,6 +85,17 @@ pub struct LaunchConfig {
     pub ca_bundle: Option<PathBuf>,
     /// When set, the sandbox runs as this host uid and gid (the server is root).
     pub host_id: Option<u32>,
+    /// The sandbox's cgroup directories: the launcher moves itself into each before anything
+    /// else, so `bwrap` and every process it makes are born inside (and a server killed
+    /// mid-start leaves nothing its successor's orphan reaper does not find).
+    #[serde(default)]
+    pub cgroups: Vec<PathBuf>,
+    /// The server's pid. The launcher dies with it (`PR_SET_PDEATHSIG`, set again after the
+    /// uid drop, which clears it) and gives up when its parent is already another process:
+    /// `bwrap --die-with-parent` arms the same signal only once it runs, too late for a server
+    /// that died first.
+    #[serde(default)]
+    pub parent: Option<u32>,
 }
 
 /// A host uid reserved for one live sandbox; returned to the pool on drop.
@@ -157,6 +168,15 @@ pub fn main_if_launcher(first: &std::ffi::OsStr) -> Option<std::process::ExitCod
 
 /// Prepares and `exec`s `bwrap`; returns only the error that stopped it.
 fn launch(config: &LaunchConfig) -> String {
+    for dir in &config.cgroups {
+        let procs = dir.join("cgroup.procs");
+        if let Err(e) = std::fs::write(&procs, std::process::id().to_string()) {
+            return format!("could not join the sandbox's cgroup {}: {e}", dir.display());
+        }
+    }
+    if let Err(e) = die_with_parent(config.parent) {
+        return e;
+    }
     let etc = match etc_memfds() {
         Ok(fds) => fds,
         Err(e) => return format!("could not prepare the sandbox's /etc: {e}"),
@@ -178,11 +198,49 @@ fn launch(config: &LaunchConfig) -> String {
     let mut cmd = Command::new(&config.bwrap);
     cmd.args(bwrap::bwrap_args(&sources, &etc_fds, &config.agent_config)).env_clear();
     if let Some(id) = config.host_id {
-        // std drops the supplementary groups (setgroups(0)) before setgid/setuid when root.
-        cmd.uid(id).gid(id);
+        if let Err(e) = drop_to(id) {
+            return format!("could not become the sandbox's host uid {id}: {e}");
+        }
+        // The uid change cleared the parent-death signal: arm it again, and look again.
+        if let Err(e) = die_with_parent(config.parent) {
+            return e;
+        }
     }
     let err = cmd.exec();
     format!("could not run {}: {err}", config.bwrap.display())
+}
+
+/// Arms `SIGKILL` for when the parent dies, then checks the parent is still `parent`: a
+/// server that died before the signal was armed has left the launcher to init (or to a
+/// subreaper), and nothing would ever end what it starts.
+fn die_with_parent(parent: Option<u32>) -> Result<(), String> {
+    let Some(parent) = parent else { return Ok(()) };
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .map_err(|e| format!("could not arm the parent-death signal: {e}"))?;
+    let now = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get().unsigned_abs());
+    if now != parent {
+        return Err(format!("the server (pid {parent}) is gone; not starting a sandbox for it"));
+    }
+    Ok(())
+}
+
+/// Drops every id to `id` for good: no supplementary groups, then real, effective and saved
+/// gid and uid (so no capability survives). The raw calls change the calling thread only,
+/// which is the whole process: the launcher has no other thread (checked).
+fn drop_to(id: u32) -> std::io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    let threads = std::fs::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(std::io::Error::other(format!(
+            "the launcher has {threads} threads, and ids are per thread"
+        )));
+    }
+    rustix::thread::set_thread_groups(&[])?;
+    let gid = Gid::from_raw(id);
+    rustix::thread::set_thread_res_gid(gid, gid, gid)?;
+    let uid = Uid::from_raw(id);
+    rustix::thread::set_thread_res_uid(uid, uid, uid)?;
+    Ok(())
 }
 
 /// One memory file per generated `/etc` file, left inheritable for `bwrap --ro-bind-data`.

@@ -232,6 +232,12 @@ impl Cgroup {
         Ok((!cg.dirs.is_empty()).then_some(cg))
     }
 
+    /// Every directory of the sandbox's groups (what a process joins, by writing its pid to
+    /// each `cgroup.procs`).
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
     /// Moves process `pid` (with its future children) into every group.
     pub fn add(&self, pid: u32) -> std::io::Result<()> {
         for dir in &self.dirs {

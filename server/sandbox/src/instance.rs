@@ -178,6 +178,8 @@ impl Instance {
                     proxy_socket: proxy_socket.map(Path::to_path_buf),
                     ca_bundle: ca_bundle.map(Path::to_path_buf),
                     host_id: lease.as_ref().map(UidLease::id),
+                    cgroups: cgroup.as_ref().map(|cg| cg.dirs().to_vec()).unwrap_or_default(),
+                    parent: Some(std::process::id()),
                 };
                 uid = lease;
                 let json = serde_json::to_string(&launch)
@@ -271,16 +273,16 @@ impl Instance {
             Backend::Bwrap => outer.and_then(first_child),
             Backend::UnsafeHost => outer,
         };
-        if let Some(cg) = &instance.cgroup {
-            // bwrap spawned before its group existed for it: move it and its child (the agent,
-            // which has not forked yet — it forks only on a command) in now.
-            for pid in [outer, instance.init_pid].into_iter().flatten() {
-                if let Err(e) = cg.add(pid) {
-                    instance.kill().await;
-                    return Err(SandboxError::Start(format!(
-                        "could not move the sandbox into its cgroup: {e}"
-                    )));
-                }
+        // The launcher joined the groups before it became bwrap, so bwrap's whole tree was born
+        // in them; the unsafe host agent, spawned directly, is moved in now (it forks only on
+        // a command).
+        let cgroup = instance.cgroup.as_ref().filter(|_| config.backend == Backend::UnsafeHost);
+        if let (Some(cg), Some(pid)) = (cgroup, outer) {
+            if let Err(e) = cg.add(pid) {
+                instance.kill().await;
+                return Err(SandboxError::Start(format!(
+                    "could not move the sandbox into its cgroup: {e}"
+                )));
             }
         }
         Ok(instance)

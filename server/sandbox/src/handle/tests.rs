@@ -693,3 +693,55 @@ async fn background_jobs_ending_during_a_command_leave_it_unharmed() {
         assert!(matches!(read.state, jobs::JobState::Exited(0)), "{id}: {read:?}");
     }
 }
+
+/// The parent pid of `pid`, from `/proc/PID/stat` (the field after the parenthesised name).
+fn ppid(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn bwrap_and_everything_it_starts_are_in_the_sandboxs_groups() {
+    let ws = tempfile::tempdir().unwrap();
+    let sandbox = Sandbox::new(config(60_000), ws.path().to_path_buf());
+    exec(&sandbox, "true").await.unwrap();
+    let init = sandbox.pid().await.unwrap();
+    let outer = ppid(init);
+    let groups = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let ours: Vec<String> =
+        groups(init).lines().filter(|l| l.contains("/outboard/")).map(str::to_owned).collect();
+    assert!(!ours.is_empty(), "the agent is in no sandbox group:\n{}", groups(init));
+    // bwrap itself (the launcher joined before it became bwrap) is in the same groups.
+    for line in &ours {
+        assert!(groups(outer).lines().any(|l| l == line), "bwrap {outer} is not in {line}");
+    }
+}
+
+#[tokio::test]
+async fn a_launcher_whose_server_is_gone_starts_nothing() {
+    use outboard_sandbox_init::launch::{find_bwrap, LaunchConfig, LAUNCH_ARG};
+    let ws = tempfile::tempdir().unwrap();
+    let agent = crate::testing::agent_exe_for_tests().unwrap();
+    let config = LaunchConfig {
+        bwrap: find_bwrap().unwrap(),
+        workspace: ws.path().to_path_buf(),
+        agent_exe: agent.clone(),
+        agent_config: "{}".into(),
+        ro_mounts: Vec::new(),
+        proxy_socket: None,
+        ca_bundle: None,
+        host_id: None,
+        cgroups: Vec::new(),
+        // Not this test's pid: as if the server had died and the launcher been reparented.
+        parent: Some(std::process::id() + 1),
+    };
+    let out = std::process::Command::new(&agent)
+        .args([LAUNCH_ARG, &serde_json::to_string(&config).unwrap()])
+        .env_clear()
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is gone; not starting a sandbox for it"), "{stderr}");
+}
