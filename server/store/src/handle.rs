@@ -73,9 +73,12 @@ impl Store {
         durability: Durability,
         metrics: Option<std::sync::Arc<dyn JobObserver>>,
     ) -> Result<Store, StoreError> {
-        let mut conn = Db::sqlite(open_connection(path, durability)?);
+        let conn = open_connection(path, durability)?;
+        let checkpoints = crate::checkpoint::start(&conn, path, durability)?;
+        let mut conn = Db::sqlite(conn);
         migrate(&mut conn)?;
-        Store::start(vec![conn], metrics, None)
+        checkpoints.wake();
+        Store::start(vec![conn], metrics, None, Some(checkpoints))
     }
 
     /// Opens the store `spec` names: a `postgres://` (or `postgresql://`) URL, or a SQLite file
@@ -109,7 +112,7 @@ impl Store {
                     .map_err(|_| {
                         StoreError::Corrupt("the store's opening thread panicked".into())
                     })??;
-                let mut store = Store::start(conns, metrics, Some(url.clone()))?;
+                let mut store = Store::start(conns, metrics, Some(url.clone()), None)?;
                 store.backend = db::Backend::Postgres;
                 store.url = Some(std::sync::Arc::from(url.as_str()));
                 Ok(store)
@@ -121,16 +124,18 @@ impl Store {
     /// `reconnect` (a PostgreSQL URL), a job that meets a broken connection is run again on a
     /// new one while the outage lasts, up to the retry bound ([`Worker::run`] says which jobs
     /// may be run again).
+    /// With `checkpoints` (SQLite), each job ends by waking the WAL's checkpoint thread.
     fn start(
         conns: Vec<Db>,
         metrics: Option<std::sync::Arc<dyn JobObserver>>,
         reconnect: Option<String>,
+        checkpoints: Option<crate::checkpoint::Waker>,
     ) -> Result<Store, StoreError> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Job>(STORE_QUEUE);
         let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
         let health = std::sync::Arc::new(Health::new(DEFAULT_RETRY_BOUND));
         for (i, conn) in conns.into_iter().enumerate() {
-            let (rx, metrics) = (rx.clone(), metrics.clone());
+            let (rx, metrics, checkpoints) = (rx.clone(), metrics.clone(), checkpoints.clone());
             let mut worker = Worker::new(conn, reconnect.clone(), health.clone());
             let (ready_tx, ready_rx) = std_mpsc::channel::<()>();
             std::thread::Builder::new()
@@ -149,6 +154,9 @@ impl Store {
                         worker.run(job);
                         if let Some(m) = &metrics {
                             m.job_done(started.elapsed());
+                        }
+                        if let Some(c) = &checkpoints {
+                            c.wake();
                         }
                     }
                 })

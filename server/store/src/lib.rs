@@ -38,6 +38,7 @@
 //! It must not know the server above it: sessions' actors, org files, quotas and metrics use it
 //! through [`Store::call`] and [`JobObserver`], never the other way round.
 
+mod checkpoint;
 pub mod db;
 pub mod error;
 pub mod events;
