@@ -10,7 +10,8 @@
 //!   system's roots and the org's sandbox CA certificate, never its key) is bound read-only at
 //!   `/run/outboard/ca-bundle.pem`.
 //! - The process environment is cleared before `bwrap` runs (`env_clear`) and no `--setenv` is
-//!   given: the agent is PID 1 and `/proc/1/environ` is empty. The commands' environment
+//!   given: the agent is PID 1, its environment holds only the `PWD` bwrap sets, and it is
+//!   non-dumpable, so commands cannot read its `/proc/1/environ`. The commands' environment
 //!   (`PATH`, `HOME=/workspace`, `LANG=C.UTF-8`, `TERM=dumb`) is set by the agent per command.
 //! - `--as-pid-1`: the agent itself is PID 1 (no bwrap init in between): it reaps orphans and
 //!   keeps background processes between commands; when it exits, the kernel kills everything

@@ -61,8 +61,8 @@ async fn environment_has_nothing_of_the_server() {
     assert!(!r.output.contains("s3cr3t"), "{}", r.output);
     assert!(!r.output.contains("OUTBOARD_TEST_SECRET"), "{}", r.output);
     let (env, environ_len) = r.output.split_once("---\n").unwrap();
-    // The agent is non-dumpable: its /proc entries are closed to commands (and its environment
-    // is empty anyway, see `main_if_agent`).
+    // The agent is non-dumpable: its /proc entries are closed to commands (its environment is
+    // bwrap's `PWD` alone anyway, see `main_if_agent`).
     assert!(
         environ_len.contains("Permission denied"),
         "/proc/1/environ is readable: {environ_len}"
