@@ -755,12 +755,18 @@ impl App {
             self.composer.take();
             return self.command(&text);
         }
+        if self.session.is_none() {
+            // Typed before the attach is answered (a fast typist at start-up): sent once it
+            // is, if this connection drives; back in the composer if it watches.
+            return self.queue(text, "queued: sent once the session is attached");
+        }
         if !self.driving() {
             self.notice = Some("you are watching: /drive asks for the wheel".into());
             return Vec::new();
         }
         if self.running {
-            return self.queue(text);
+            return self
+                .queue(text, "queued: sent when this turn ends (Esc interrupts and returns it)");
         }
         if self.conn != ConnState::Connected {
             self.notice = Some("not connected; the message is kept".into());
@@ -770,8 +776,9 @@ impl App {
         vec![Effect::Send(self.composer.take())]
     }
 
-    /// Holds `text` (the composer's) until the running turn ends; a second one joins the first.
-    fn queue(&mut self, text: String) -> Vec<Effect> {
+    /// Holds `text` (the composer's) until the running turn ends (or the first attach is
+    /// answered); a second one joins the first. `notice` says when it goes.
+    fn queue(&mut self, text: String, notice: &str) -> Vec<Effect> {
         let held = self.queued.as_ref().map_or(0, |q| q.len() + 2);
         if held + text.len() > MAX_QUEUED {
             self.notice =
@@ -786,8 +793,7 @@ impl App {
             }
             None => self.queued = Some(text),
         }
-        self.notice =
-            Some("queued: sent when this turn ends (Esc interrupts and returns it)".into());
+        self.notice = Some(notice.to_owned());
         Vec::new()
     }
 
@@ -992,7 +998,8 @@ impl App {
 
     fn attached(&mut self, snapshot: SessionAttachResponse, resumed: bool) {
         let same = self.session.as_ref().is_some_and(|s| s.id == snapshot.session.id);
-        if !same {
+        // The first attach keeps what was typed before it was answered (see `submit`).
+        if !same && self.session.is_some() {
             self.unqueue("another session: the queued message is back in the composer");
         }
         // The replay below ends old turns again: the message queued here stays queued.

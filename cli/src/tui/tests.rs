@@ -1097,6 +1097,42 @@ fn an_interrupted_turn_or_a_lost_wheel_returns_the_queued_message_to_the_compose
 }
 
 #[test]
+fn a_message_sent_before_the_attach_is_answered_waits_for_it() {
+    let attach = |role| {
+        AppEvent::Attached(
+            Box::new(SessionAttachResponse {
+                session: info("s_1", "alice", "Fix the flaky test"),
+                role,
+                events: Vec::new(),
+                in_flight: None,
+                has_more: false,
+                cursor: None,
+                standing: Vec::new(),
+            }),
+            false,
+        )
+    };
+    // Connected, not attached yet: the message waits instead of being refused as a watcher's.
+    let mut app = App::new(Theme { color: false }, 80, 24);
+    connected(&mut app, "alice", MY_CONN);
+    type_text(&mut app, "hello early");
+    assert_eq!(press(&mut app, KeyCode::Enter), vec![]);
+    assert_eq!(app.queued.as_deref(), Some("hello early"));
+    assert!(screen(&app, 100, 12).contains("queued: sent once the session is attached"));
+    assert_eq!(app.handle(attach(Role::Driver)), vec![Effect::Send("hello early".into())]);
+    assert_eq!(app.queued, None);
+
+    // Attached as a watcher: it comes back to the composer, not sent.
+    let mut app = App::new(Theme { color: false }, 80, 24);
+    connected(&mut app, "bob", MY_CONN);
+    type_text(&mut app, "mine");
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.handle(attach(Role::Watcher)), vec![]);
+    assert_eq!(app.queued, None);
+    assert_eq!(app.composer.text(), "mine");
+}
+
+#[test]
 fn the_queued_message_has_a_bound() {
     let mut app = app("alice", Role::Driver, turn_start(), None);
     let big = "x".repeat(super::app::MAX_QUEUED - 4);
