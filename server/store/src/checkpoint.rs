@@ -48,26 +48,49 @@ pub fn start(
     path: &Path,
     durability: Durability,
 ) -> Result<Waker, StoreError> {
-    let own = crate::schema::open_connection(path, durability)?;
-    own.pragma_update(None, "wal_autocheckpoint", 0)?;
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     conn.pragma_update(None, "journal_size_limit", WAL_KEEP_BYTES)?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let path = path.to_owned();
     std::thread::Builder::new()
         .name("outboard-store-checkpoint".into())
-        .spawn(move || run(&own, &rx))
+        .spawn(move || run(&path, durability, &rx))
         .map_err(|e| StoreError::Corrupt(format!("cannot start the checkpoint thread: {e}")))?;
     Ok(Waker(tx))
 }
 
-fn run(conn: &rusqlite::Connection, wakes: &Receiver<()>) {
+/// The thread: its connection is opened at the first wake (off the path of a server's start),
+/// and again at the next one if that failed.
+fn run(path: &Path, durability: Durability, wakes: &Receiver<()>) {
+    let mut conn = None;
     while wakes.recv().is_ok() {
         std::thread::sleep(SETTLE);
         // The wakes that came while settling are covered by this checkpoint.
         while wakes.try_recv().is_ok() {}
+        if conn.is_none() {
+            conn = open(path, durability);
+        }
+        if let Some(conn) = &conn {
+            checkpoint(conn);
+        }
+    }
+    if let Some(conn) = &conn {
         checkpoint(conn);
     }
-    checkpoint(conn);
+}
+
+fn open(path: &Path, durability: Durability) -> Option<rusqlite::Connection> {
+    let opened = crate::schema::open_connection(path, durability).and_then(|c| {
+        c.pragma_update(None, "wal_autocheckpoint", 0)?;
+        Ok(c)
+    });
+    match opened {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!("the store's checkpoint thread cannot open the database (retried): {e}");
+            None
+        }
+    }
 }
 
 /// One passive checkpoint; a failure is logged and the next wake tries again.
