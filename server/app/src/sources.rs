@@ -29,6 +29,8 @@ use crate::git::{
 };
 
 pub mod large;
+#[cfg(test)]
+mod tests;
 
 pub use large::TooLarge;
 
@@ -148,12 +150,21 @@ impl Sources {
         self.shadows().join(format!("{}.index", session.as_str()))
     }
 
+    /// The session's shadow lock. Its first use in this process also removes the index's
+    /// `index.lock` that a git process killed with an earlier server left (SIGKILL leaves it;
+    /// every git command on the index runs under this lock, so no live one holds it yet).
     fn lock(&self, session: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = match self.locks.lock() {
             Ok(l) => l,
             Err(poisoned) => poisoned.into_inner(),
         };
-        locks.entry(session.clone()).or_default().clone()
+        locks
+            .entry(session.clone())
+            .or_insert_with(|| {
+                let _ = std::fs::remove_file(self.index(session).with_extension("index.lock"));
+                Arc::default()
+            })
+            .clone()
     }
 
     fn staging(&self, session: &SessionId) -> Result<(PathBuf, PathBuf, Staging), SourceError> {
@@ -718,9 +729,7 @@ impl Sources {
     ) -> Result<(), SourceError> {
         let lock = self.lock(session);
         let _held = lock.lock().await;
-        // The killed git's lock on the index: nobody else uses this session's shadow now (its
-        // actor, which calls this first, holds the session's lease).
-        let _ = std::fs::remove_file(self.index(session).with_extension("index.lock"));
+        // The killed git's lock on the index went with the lock's first use (`lock`).
         // The index may describe either tree: snapshot the mix first, so that the checkout
         // removes what the mix has and the tree has not.
         self.snapshot_held(session, ws).await?;
