@@ -518,14 +518,16 @@ fn parents() -> Vec<(u32, u32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
-            let rest = &stat[stat.rfind(')')? + 1..];
-            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, ppid))
-        })
+        .filter_map(|pid| Some((pid, parent_of(pid)?)))
         .collect()
+}
+
+/// The parent pid of `pid`, from `/proc/PID/stat`; `None` once it is gone.
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `root` and all its descendants.

@@ -694,20 +694,13 @@ async fn background_jobs_ending_during_a_command_leave_it_unharmed() {
     }
 }
 
-/// The parent pid of `pid`, from `/proc/PID/stat` (the field after the parenthesised name).
-fn ppid(pid: u32) -> u32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    after.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[tokio::test]
 async fn bwrap_and_everything_it_starts_are_in_the_sandboxs_groups() {
     let ws = tempfile::tempdir().unwrap();
     let sandbox = Sandbox::new(config(60_000), ws.path().to_path_buf());
     exec(&sandbox, "true").await.unwrap();
     let init = sandbox.pid().await.unwrap();
-    let outer = ppid(init);
+    let outer = crate::instance::parent_of(init).unwrap();
     let groups = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let ours: Vec<String> =
         groups(init).lines().filter(|l| l.contains("/outboard/")).map(str::to_owned).collect();
