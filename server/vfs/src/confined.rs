@@ -58,7 +58,7 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGIC
 const RESOLVE_STRICT: ResolveFlags =
     RESOLVE.union(ResolveFlags::NO_SYMLINKS).union(ResolveFlags::NO_XDEV);
 /// Flags of every open that may read a file: never block, never become a controlling tty.
-const READ_FLAGS: OFlags =
+pub(crate) const READ_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 /// Attempts of an `openat2` that the kernel answered EAGAIN (a rename raced the `..` check).
 const OPEN_RETRIES: usize = 32;
@@ -103,7 +103,7 @@ pub enum ConfinedError {
 }
 
 impl ConfinedError {
-    fn from_errno(e: Errno) -> Self {
+    pub(crate) fn from_errno(e: Errno) -> Self {
         match e {
             Errno::XDEV => ConfinedError::Escapes,
             // ELOOP under RESOLVE_NO_MAGICLINKS / NO_SYMLINKS, or a link loop: never followed.
@@ -224,6 +224,12 @@ impl Root {
         root.openat2(Path::new(""), OFlags::PATH | OFlags::DIRECTORY)
             .map_err(|e| std::io::Error::other(ConfinedError::from_errno(e).to_string()))?;
         Ok(root)
+    }
+
+    /// The root directory's descriptor (`O_PATH`), for the exact operations of
+    /// [`crate::exact`].
+    pub(crate) fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
     }
 
     /// The host path of the root.
@@ -390,7 +396,7 @@ impl Root {
 }
 
 /// `openat2` retried on EAGAIN and EINTR (bounded).
-fn openat2_retry(
+pub(crate) fn openat2_retry(
     dir: BorrowedFd<'_>,
     rel: &Path,
     flags: OFlags,
@@ -432,17 +438,17 @@ pub fn read_child(dir: BorrowedFd<'_>, rel: &Path, max: u64) -> Result<Vec<u8>, 
 }
 
 /// The owner of `stat`.
-fn uid(stat: &Stat) -> rustix::fs::Uid {
+pub(crate) fn uid(stat: &Stat) -> rustix::fs::Uid {
     rustix::fs::Uid::from_raw(stat.st_uid)
 }
 
 /// The group of `stat`.
-fn gid(stat: &Stat) -> rustix::fs::Gid {
+pub(crate) fn gid(stat: &Stat) -> rustix::fs::Gid {
     rustix::fs::Gid::from_raw(stat.st_gid)
 }
 
 /// `fstat`s a descriptor and keeps it only if it is a regular file.
-fn regular(fd: OwnedFd) -> Result<(File, Stat), ConfinedError> {
+pub(crate) fn regular(fd: OwnedFd) -> Result<(File, Stat), ConfinedError> {
     let stat = rfs::fstat(&fd).map_err(ConfinedError::from_errno)?;
     match file_type(&stat) {
         FileType::RegularFile => Ok((File::from(fd), stat)),

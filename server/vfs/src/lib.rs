@@ -38,6 +38,7 @@
 
 pub mod confined;
 pub mod error;
+pub mod exact;
 pub mod route;
 pub mod workspace;
 
