@@ -46,10 +46,18 @@ pub async fn fork(
             (tree, log.last().map_or(0, |e| e.seq), None)
         }
     };
+    // The fork's files and its copy of `.git` are held to the org's workspace quota before
+    // the copy is made (a sparse file counts as the blocks it has: it is copied sparse).
+    let limit = outboard_org::quota::Quotas::for_org(hub.store(), &from.org_id)
+        .await
+        .map_err(internal)?
+        .workspace_bytes;
     let row = new_row(hub, user, &from).await?;
-    if let Err(e) = hub.sources().fork(&from.id, &from_ws, &row.id, &tree).await {
+    if let Err(e) = hub.sources().fork(&from.id, &from_ws, &row.id, &tree, limit).await {
         let _ = hub.store().delete_session(&row.id).await;
-        return Err(ErrorBody::new(ErrorCode::Internal, format!("cannot copy the files: {e}")));
+        let mut body = crate::workspace_api::error(e);
+        body.message = format!("cannot copy the files: {}", body.message);
+        return Err(body);
     }
     let events = copied(&log, to_seq, &row.id);
     if let Err(e) = hub.store().append_events(events).await {

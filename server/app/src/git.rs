@@ -434,6 +434,12 @@ impl GitCommand {
         self
     }
 
+    /// The command as a blocking `std::process::Command`, with everything set so far (a
+    /// blocking thread's long-lived child: `cat-file --batch` feeding a restore).
+    pub fn into_std(self) -> std::process::Command {
+        self.command.into_std()
+    }
+
     pub fn spawn_stdout(mut self) -> Result<tokio::process::Child, GitError> {
         self.command.stdout(Stdio::piped()).stderr(Stdio::null());
         let child = self.command.spawn().map_err(|e| GitError::Spawn(e.to_string()))?;

@@ -7,12 +7,17 @@
 //!   credential and whose config holds no helper.
 //! - `git/ID.git`: the session's *shadow* repository, bare, the server's own and never visible to
 //!   the sandbox. It holds the base commit (`refs/outboard/base`), the commits pushed, and the
-//!   objects of every snapshot. Everything the server does with git on a session's behalf runs
-//!   here with the workspace as its work tree, so nothing the sandbox writes into the workspace's
-//!   `.git` (a hook, a config with `core.fsmonitor`, forged objects) is ever read or run by the
-//!   server.
-//! - `git/ID.index`: the shadow's index of the workspace, kept between diffs so that git's stat
-//!   cache makes the next one cheap.
+//!   objects of every snapshot.
+//! - `git/ID.snap`: the stat cache of the session's snapshots (`outboard_snapshot::Cache`), so
+//!   the next one reads only the files that changed.
+//!
+//! The workspace is bytes to the host: snapshots (checkpoints, diffs, pushes, a rewind's, a
+//! fork's, an upload's base) read it through the confined open and write objects in-process
+//! (`outboard-snapshot`); restores (rewind, fork) write it through the exact operations of
+//! `outboard-vfs`. Git runs only over the shadow repository, never with a work tree, so nothing
+//! the sandbox writes — a nested repository's `core.fsmonitor`, a hook, a filter, attributes,
+//! links swapped in a loop — is read, followed or run by the server. (A clone's first checkout is
+//! git's, into a directory no sandbox has seen yet.)
 //!
 //! A new workspace is built under `.incoming-*` names and renamed into place only when complete:
 //! a failure (unreachable host, refused credential, missing ref, full disk) leaves nothing behind,
@@ -24,11 +29,15 @@ use std::sync::{Arc, Mutex};
 
 use outboard_shared::{SessionId, SessionSource};
 
+use outboard_snapshot::{Cache, CopyError, Objects, RestoreError, Snapshot, SnapshotError};
+use outboard_vfs::confined::Root;
+
 use crate::git::{
     classify, is_commit_id, Git, GitError, ProgressSink, Remote, RemoteRefs, RepoUrl,
 };
 
 pub mod large;
+pub mod shadow;
 #[cfg(test)]
 mod tests;
 
@@ -36,10 +45,6 @@ pub use large::TooLarge;
 
 /// The empty tree's id (SHA-1): the base of a session that started with an empty workspace.
 const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
-
-/// Files too large to read that a snapshot asks git about (whether it ignores them); past it
-/// all are left out.
-const MAX_IGNORE_CHECKS: usize = 1000;
 
 /// The ref naming a session's base commit in its shadow repository.
 const BASE_REF: &str = "refs/outboard/base";
@@ -64,9 +69,15 @@ pub enum SourceError {
     /// Files too large to push (see [`large`]), named.
     #[error("{0}")]
     TooLarge(String),
-    /// The size walk before a snapshot failed.
+    /// The workspace could not be snapshot.
     #[error(transparent)]
-    Walk(#[from] large::WalkError),
+    Snapshot(#[from] SnapshotError),
+    /// A checkpoint could not be restored into the workspace.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// A fork's copy of the workspace's `.git` failed or would not fit.
+    #[error("cannot copy the workspace's .git: {0}")]
+    Copy(#[from] CopyError),
     /// Another part refused, with the protocol error to answer (an upload that cannot be used).
     #[error("{}", .0.message)]
     Refused(outboard_shared::ErrorBody),
@@ -146,25 +157,18 @@ impl Sources {
         self.shadows().join(format!("{}.git", session.as_str()))
     }
 
-    fn index(&self, session: &SessionId) -> PathBuf {
-        self.shadows().join(format!("{}.index", session.as_str()))
+    /// The stat cache of `session`'s snapshots.
+    fn cache(&self, session: &SessionId) -> PathBuf {
+        self.shadows().join(format!("{}.snap", session.as_str()))
     }
 
-    /// The session's shadow lock. Its first use in this process also removes the index's
-    /// `index.lock` that a git process killed with an earlier server left (SIGKILL leaves it;
-    /// every git command on the index runs under this lock, so no live one holds it yet).
+    /// The session's shadow lock: one snapshot or restore of a session at a time.
     fn lock(&self, session: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = match self.locks.lock() {
             Ok(l) => l,
             Err(poisoned) => poisoned.into_inner(),
         };
-        locks
-            .entry(session.clone())
-            .or_insert_with(|| {
-                let _ = std::fs::remove_file(self.index(session).with_extension("index.lock"));
-                Arc::default()
-            })
-            .clone()
+        locks.entry(session.clone()).or_default().clone()
     }
 
     fn staging(&self, session: &SessionId) -> Result<(PathBuf, PathBuf, Staging), SourceError> {
@@ -173,14 +177,14 @@ impl Sources {
         let ws = self.workspaces().join(format!(".incoming-{}", session.as_str()));
         let shadow = self.shadows().join(format!(".incoming-{}.git", session.as_str()));
         let staging = Staging {
-            paths: vec![ws.clone(), shadow.clone(), shadow.with_extension("index")],
+            paths: vec![ws.clone(), shadow.clone(), shadow.with_extension("snap")],
             kept: false,
         };
         Ok((ws, shadow, staging))
     }
 
     /// Moves a finished staging pair into place as `session`'s workspace and shadow, with the
-    /// shadow's index (`<shadow>.index`).
+    /// shadow's stat cache (`<shadow>.snap`).
     fn keep(
         &self,
         session: &SessionId,
@@ -194,33 +198,42 @@ impl Sources {
             let _ = std::fs::remove_dir_all(&final_ws);
             return Err(io("cannot move the git state into place")(e));
         }
-        if let Err(e) = std::fs::rename(shadow.with_extension("index"), self.index(session)) {
+        if let Err(e) = std::fs::rename(shadow.with_extension("snap"), self.cache(session)) {
             let _ = std::fs::remove_dir_all(&final_ws);
             let _ = std::fs::remove_dir_all(self.shadow(session));
-            return Err(io("cannot move the git index into place")(e));
+            return Err(io("cannot move the snapshot cache into place")(e));
         }
         staging.kept = true;
         Ok(())
     }
 
-    /// The shadow repository's git, with the workspace as work tree and the shadow index.
-    fn shadow_git(&self, session: &SessionId, ws: &Path, args: &[&str]) -> crate::git::GitCommand {
-        self.shadow_git_at(&self.shadow(session), &self.index(session), ws, args)
-    }
-
-    fn shadow_git_at(
+    /// A snapshot of `ws` into the repository `repo`, with its stat cache (`<repo>.snap`),
+    /// seeded from the tree `seed` of `repo` when there is none yet (its files' objects are
+    /// there: only what differs is written). The caller holds the repository's lock.
+    async fn take(
         &self,
-        shadow: &Path,
-        index: &Path,
+        repo: &Path,
         ws: &Path,
-        args: &[&str],
-    ) -> crate::git::GitCommand {
-        self.git
-            .command(None, args)
-            .env("GIT_DIR", shadow)
-            .env("GIT_WORK_TREE", ws)
-            .env("GIT_INDEX_FILE", index)
-            .die_with_server()
+        seed: Option<&str>,
+    ) -> Result<Snapshot, SourceError> {
+        let cache_path = repo.with_extension("snap");
+        let cache = match (Cache::load(&cache_path), seed) {
+            (Some(cache), _) => cache,
+            (None, Some(tree)) => {
+                Cache::seeded(&shadow::ls_tree(&self.git, repo, tree).await.unwrap_or_default())
+            }
+            (None, None) => Cache::default(),
+        };
+        let (repo, ws) = (repo.to_path_buf(), ws.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            let mut cache = cache;
+            let root = open_root(&ws)?;
+            let snap = outboard_snapshot::snapshot(&root, &Objects::new(&repo), &mut cache)?;
+            cache.save(&cache_path).map_err(io("cannot save the snapshot's cache"))?;
+            Ok(snap)
+        })
+        .await
+        .map_err(|e| SourceError::Invalid(format!("the snapshot failed: {e}")))?
     }
 
     /// Clones `url` at `git_ref` (the default branch when `None`) as the workspace of the new
@@ -335,13 +348,12 @@ impl Sources {
                     .await?
             }
         };
-        // The checkout's index is the base tree with every file's stat data: as the shadow's
-        // index it spares the first diff hashing the whole tree. It is the server's own file
-        // still (the sandbox has not run yet), so it can be trusted.
-        let index = shadow.with_extension("index");
-        if std::fs::copy(ws.join(".git/index"), &index).is_err() {
-            self.shadow_git_at(&shadow, &index, &ws, &["read-tree", &commit]).output().await?;
-        }
+        // The base tree's files are the cache's first entries: the first snapshot hashes each
+        // file once and writes none that the clone already has.
+        let base = shadow::ls_tree(git, &shadow, &commit).await?;
+        Cache::seeded(&base)
+            .save(&shadow.with_extension("snap"))
+            .map_err(io("cannot save the snapshot's cache"))?;
         self.keep(session, &ws, &shadow, staging)?;
         Ok(Prepared { source: SessionSource::Repo { url: url.url.clone(), git_ref: name, commit } })
     }
@@ -364,17 +376,7 @@ impl Sources {
                 .output()
                 .await?;
         }
-        let index = shadow.with_extension("index");
-        let shadow_git = |args: &[&str]| self.shadow_git_at(shadow, &index, ws, args);
-        if let Some(head) = head {
-            // The unpacked `.git`'s index is HEAD with every file's stat data (the server made
-            // it; no command has run yet): `add` then hashes only what the upload changed.
-            if std::fs::copy(ws.join(".git/index"), &index).is_err() {
-                shadow_git(&["read-tree", head]).output().await?;
-            }
-        }
-        shadow_git(&["add", "-A"]).output().await?;
-        let tree = shadow_git(&["write-tree"]).text().await?;
+        let tree = self.take(shadow, ws, head).await?.tree.to_string();
         let mut args = vec!["commit-tree", tree.as_str(), "-m", "Uploaded working tree"];
         if let Some(head) = head {
             args.extend(["-p", head]);
@@ -458,51 +460,15 @@ impl Sources {
         Ok(())
     }
 
-    /// The workspace's tree now (`add -A` + `write-tree`), and the files left out of it as too
-    /// large to read; the session's lock held by the caller, its shadow made.
+    /// The workspace's tree now, and the files left out of it as too large to read; the
+    /// session's lock held by the caller, its shadow made.
     async fn tree_held(
         &self,
         session: &SessionId,
         ws: &Path,
     ) -> Result<(String, Vec<TooLarge>), SourceError> {
-        let skipped = self.too_large(session, ws).await?;
-        if skipped.is_empty() {
-            self.shadow_git(session, ws, &["add", "-A"]).output().await?;
-        } else {
-            // Everything but the files too large to read (see [`large`]).
-            let spec = self.shadow(session).with_extension("pathspec");
-            std::fs::write(&spec, large::pathspec(&skipped))
-                .map_err(io("cannot write the snapshot's pathspec"))?;
-            let from = format!("--pathspec-from-file={}", spec.display());
-            self.shadow_git(session, ws, &["add", "-A", &from, "--pathspec-file-nul"])
-                .output()
-                .await?;
-        }
-        let tree = self.shadow_git(session, ws, &["write-tree"]).text().await?;
-        Ok((tree, skipped))
-    }
-
-    /// The workspace's files over [`large::MAX_FILE_BYTES`] that a snapshot would take (those
-    /// git ignores, untracked, it would not).
-    async fn too_large(
-        &self,
-        session: &SessionId,
-        ws: &Path,
-    ) -> Result<Vec<TooLarge>, SourceError> {
-        let root = ws.to_path_buf();
-        let found = tokio::task::spawn_blocking(move || large::find(&root, large::MAX_FILE_BYTES))
-            .await
-            .map_err(|e| SourceError::Invalid(format!("the size walk failed: {e}")))??;
-        if found.is_empty() || found.len() > MAX_IGNORE_CHECKS {
-            return Ok(found);
-        }
-        let mut args = vec!["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--"];
-        let specs: Vec<String> = found.iter().map(|f| format!(":(literal){}", f.path)).collect();
-        args.extend(specs.iter().map(String::as_str));
-        let ignored = self.shadow_git(session, ws, &args).output().await?;
-        let ignored: std::collections::HashSet<&[u8]> =
-            ignored.split(|&b| b == 0).filter(|p| !p.is_empty()).collect();
-        Ok(found.into_iter().filter(|f| !ignored.contains(f.path.as_bytes())).collect())
+        let snap = self.take(&self.shadow(session), ws, Some(BASE_REF)).await?;
+        Ok((snap.tree.to_string(), snap.too_large))
     }
 
     /// `git diff` (or `--stat`) of `session`'s workspace against its base, as a child process
@@ -521,43 +487,41 @@ impl Sources {
     }
 
     /// The diff of a workspace worked on in place (embedded mode) against its `HEAD`, untracked
-    /// files included, without touching the user's index.
+    /// files included, and the files left out as too large to read. The user's repository is
+    /// read as data: `HEAD` from its files ([`shadow::in_place`]), its objects through an
+    /// alternate of a repository the server keeps for that directory (`git/inplace-*.git`),
+    /// where the snapshot's objects go. Git never runs in the user's repository, so neither its
+    /// configuration nor its index is read or touched.
     pub async fn diff_in_place(
         &self,
         dir: &Path,
         stat: bool,
-    ) -> Result<tokio::process::Child, SourceError> {
-        let top =
-            self.git.command(Some(dir), &["rev-parse", "--show-toplevel"]).text().await.map_err(
-                |_| {
-                    SourceError::Invalid(format!(
-                        "{} is not in a git work tree: there is no base to diff against",
-                        dir.display()
-                    ))
-                },
-            )?;
-        let git_dir =
-            self.git.command(Some(dir), &["rev-parse", "--absolute-git-dir"]).text().await?;
-        let scratch = tempfile::Builder::new()
-            .prefix("outboard-index-")
-            .tempdir()
-            .map_err(io("cannot make a scratch index"))?;
-        let index = scratch.path().join("index");
-        // Starting from the user's index keeps its stat cache; their index itself is untouched.
-        let _ = std::fs::copy(Path::new(&git_dir).join("index"), &index);
-        let top = PathBuf::from(top);
-        let run = |args: &[&str]| self.git.command(Some(&top), args).env("GIT_INDEX_FILE", &index);
-        run(&["add", "-A"]).output().await?;
-        let tree = run(&["write-tree"]).text().await?;
-        let base = run(&["rev-parse", "-q", "--verify", "HEAD"])
-            .text()
+    ) -> Result<(tokio::process::Child, Vec<TooLarge>), SourceError> {
+        let owned = dir.to_path_buf();
+        let found = tokio::task::spawn_blocking(move || shadow::in_place(&owned))
             .await
-            .unwrap_or_else(|_| EMPTY_TREE.to_owned());
+            .map_err(|e| SourceError::Invalid(format!("cannot read the repository: {e}")))??;
+        let key = outboard_snapshot::objects::hash(
+            outboard_snapshot::Kind::Blob,
+            found.top.as_os_str().as_encoded_bytes(),
+        )
+        .to_string();
+        let repo = self.shadows().join(format!("inplace-{}.git", &key[..16]));
+        let lock = self.lock(&SessionId(format!("inplace-{key}")));
+        let _held = lock.lock().await;
+        self.shadow_made(&repo).await?;
+        let objects = found.objects.to_string_lossy();
+        if objects.contains('\n') {
+            return Err(SourceError::Invalid("the repository's path holds a newline".into()));
+        }
+        std::fs::write(repo.join("objects/info/alternates"), format!("{objects}\n"))
+            .map_err(io("cannot point the diff's repository at the user's objects"))?;
+        let snap = self.take(&repo, &found.top, found.head.as_deref()).await?;
+        let base = found.head.unwrap_or_else(|| EMPTY_TREE.to_owned());
+        let tree = snap.tree.to_string();
         let args = diff_args(&base, &tree, stat);
-        let child = self.git.command(Some(&top), &args).spawn_stdout()?;
-        // The blobs `add` wrote stay in the user's object store, as `git stash` leaves them.
-        drop(scratch);
-        Ok(child)
+        let child = self.git.command(None, &args).env("GIT_DIR", &repo).spawn_stdout()?;
+        Ok((child, snap.too_large))
     }
 
     /// Commits `session`'s workspace on top of `parent` and pushes it to `branch` of `remote`,
@@ -757,8 +721,8 @@ impl Sources {
         self.shadows().join(format!("{}.rewind", session.as_str()))
     }
 
-    /// Makes the workspace and the shadow index match `tree`, assuming the index was just
-    /// written from the workspace by a snapshot.
+    /// Makes the workspace hold `tree`'s files: a snapshot of it now, then a restore from that
+    /// to `tree` ([`outboard_snapshot::restore`]).
     async fn check_out(
         &self,
         session: &SessionId,
@@ -777,21 +741,38 @@ impl Sources {
         ws: &Path,
         tree: &str,
     ) -> Result<(), SourceError> {
-        self.shadow_git(session, ws, &["read-tree", "--reset", "-u", tree]).output().await?;
+        let shadow = self.shadow(session);
+        let now = self.take(&shadow, ws, Some(BASE_REF)).await?;
+        let target = shadow::ls_tree(&self.git, &shadow, tree).await?;
+        let (git, repo, dir) = (self.git.clone(), shadow.clone(), ws.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            let root = open_root(&dir)?;
+            let mut blobs = shadow::CatFile::start(&git, &repo)
+                .map_err(io("cannot read the server's repository"))?;
+            outboard_snapshot::restore(&root, &now.entries, &target, &mut blobs)?;
+            Ok::<_, SourceError>(())
+        })
+        .await
+        .map_err(|e| SourceError::Invalid(format!("the restore failed: {e}")))??;
+        // The files just written are read again by the next snapshot, once.
+        self.take(&shadow, ws, None).await?;
         Ok(())
     }
 
     /// Makes the workspace and shadow repository of `session`, a fork of `from` at `tree` (a
     /// checkpoint's, or a snapshot of now): the shadow is a copy of `from`'s (its base, its
     /// pushes and every snapshot: the fork diffs and pushes like its original), the workspace
-    /// has `tree`'s files, plus a plain copy of `from`'s own `.git` when `from_ws` has one (as
-    /// it is now: it is not part of a checkpoint). On error nothing is left behind.
+    /// has `tree`'s files, plus a copy as bytes of `from`'s own `.git` when `from_ws` has one
+    /// (as it is now: it is not part of a checkpoint; links stay links, sparse files sparse).
+    /// The files and the copy together must fit in `limit` bytes (the org's workspace quota),
+    /// checked before the copy is made. On error nothing is left behind.
     pub async fn fork(
         &self,
         from: &SessionId,
         from_ws: &Path,
         session: &SessionId,
         tree: &str,
+        limit: u64,
     ) -> Result<(), SourceError> {
         let (ws, shadow, staging) = self.staging(session)?;
         std::fs::create_dir_all(&ws).map_err(io("cannot create the workspace"))?;
@@ -810,18 +791,26 @@ impl Sources {
                 .output()
                 .await?;
         }
-        let index = shadow.with_extension("index");
-        self.shadow_git_at(&shadow, &index, &ws, &["read-tree", "--reset", "-u", tree])
-            .output()
-            .await?;
-        let dot_git = from_ws.join(".git");
-        if std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir()) {
-            let target = ws.join(".git");
-            tokio::task::spawn_blocking(move || copy_tree(&dot_git, &target))
-                .await
-                .map_err(|e| SourceError::Invalid(format!("the copy of .git failed: {e}")))?
-                .map_err(io("cannot copy the workspace's .git"))?;
-        }
+        let target = shadow::ls_tree(&self.git, &shadow, tree).await?;
+        let (git, repo, dir, from_dir) =
+            (self.git.clone(), shadow.clone(), ws.clone(), from_ws.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            let root = open_root(&dir)?;
+            let mut blobs = shadow::CatFile::start(&git, &repo)
+                .map_err(io("cannot read the server's repository"))?;
+            let done = outboard_snapshot::restore(&root, &[], &target, &mut blobs)?;
+            if from_dir.is_dir() {
+                let from_root = open_root(&from_dir)?;
+                let left = limit.saturating_sub(done.bytes);
+                let git_dir = Path::new(".git");
+                outboard_snapshot::copy_dir(&from_root, git_dir, &root, git_dir, left)?;
+            }
+            Cache::seeded(&target)
+                .save(&repo.with_extension("snap"))
+                .map_err(io("cannot save the snapshot's cache"))
+        })
+        .await
+        .map_err(|e| SourceError::Invalid(format!("the fork's copy failed: {e}")))??;
         self.keep(session, &ws, &shadow, staging)
     }
 
@@ -831,7 +820,9 @@ impl Sources {
             remove(&self.workspaces().join(session.as_str()))?;
         }
         remove(&self.shadow(session))?;
-        let _ = std::fs::remove_file(self.index(session));
+        let _ = std::fs::remove_file(self.cache(session));
+        // A shadow index of an earlier version's, if any.
+        let _ = std::fs::remove_file(self.shadows().join(format!("{}.index", session.as_str())));
         self.rewind_done(session);
         let mut locks = match self.locks.lock() {
             Ok(l) => l,
@@ -932,7 +923,7 @@ fn resolve(
 /// `git diff` of `base` against `tree`: the patch with binaries, full ids and renames, or the
 /// `--stat` summary.
 fn diff_args<'a>(base: &'a str, tree: &'a str, stat: bool) -> Vec<&'a str> {
-    let mut args = vec!["diff", "--no-color", "--no-ext-diff", "-M"];
+    let mut args = vec!["diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M"];
     if stat {
         args.extend(["--stat=200", "--summary"]);
     } else {
@@ -942,23 +933,11 @@ fn diff_args<'a>(base: &'a str, tree: &'a str, stat: bool) -> Vec<&'a str> {
     args
 }
 
-/// Copies the directory `from` to `to` as plain files: directories, regular files (with their
-/// mode) and symlinks (as links, never followed); nothing in it is read as git would.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
-        } else if kind.is_dir() {
-            copy_tree(&source, &target)?;
-        } else if kind.is_file() {
-            std::fs::copy(&source, &target)?;
-        }
-    }
-    Ok(())
+/// The workspace at `ws` opened as a confined root (its real path: the data dir may be under a
+/// linked home).
+fn open_root(ws: &Path) -> Result<Root, SourceError> {
+    let real = std::fs::canonicalize(ws).map_err(io("cannot open the workspace"))?;
+    Root::open(&real).map_err(io("cannot open the workspace"))
 }
 
 /// Removes a directory tree or a file, whichever `path` is.

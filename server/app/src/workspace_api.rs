@@ -20,9 +20,9 @@ use crate::git::{GitError, Progress, ProgressSink, Remote, RepoUrl};
 use crate::http_common::{authenticate, ApiError};
 use crate::hub::Hub;
 use crate::net::ConnInfo;
-use crate::sources::large::WalkError;
 use crate::sources::SourceError;
 use outboard_org::secrets::SecretValue;
+use outboard_snapshot::SnapshotError;
 use outboard_store::{SessionRow, UserRow};
 
 /// Progress frames of one request at most this often per phase (git reports every percent), so
@@ -45,9 +45,16 @@ pub fn error(e: SourceError) -> ErrorBody {
             GitError::DiskFull(_) => ErrorCode::QuotaExceeded,
             GitError::Spawn(_) | GitError::Failed { .. } => ErrorCode::Internal,
         },
-        SourceError::Invalid(_) | SourceError::Walk(WalkError::TooMany) => ErrorCode::BadRequest,
+        SourceError::Invalid(_) | SourceError::Snapshot(SnapshotError::TooMany) => {
+            ErrorCode::BadRequest
+        }
         SourceError::TooLarge(_) => ErrorCode::TooLarge,
-        SourceError::Walk(WalkError::Unreadable(_)) => ErrorCode::Internal,
+        SourceError::Copy(outboard_snapshot::CopyError::OverLimit { .. }) => {
+            ErrorCode::QuotaExceeded
+        }
+        SourceError::Snapshot(_) | SourceError::Restore(_) | SourceError::Copy(_) => {
+            ErrorCode::Internal
+        }
         SourceError::Refused(body) => return body.clone(),
         SourceError::Io { .. } => ErrorCode::Internal,
     };
@@ -444,7 +451,7 @@ pub(crate) async fn diff_endpoint(
         return Ok(diff_response(Body::empty(), &row, stat));
     }
     let (mut child, skipped) = match &row.workspace {
-        Some(_) => hub.sources().diff_in_place(&ws, stat).await.map(|c| (c, Vec::new())),
+        Some(_) => hub.sources().diff_in_place(&ws, stat).await,
         None => hub.sources().diff(&row.id, &ws, stat).await,
     }
     .map_err(|e| ApiError(error(e)))?;

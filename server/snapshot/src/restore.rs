@@ -28,6 +28,8 @@ pub struct Restored {
     pub written: usize,
     /// Files (and links) removed.
     pub removed: usize,
+    /// Bytes written.
+    pub bytes: u64,
 }
 
 /// Why a restore stopped.
@@ -136,6 +138,7 @@ pub fn restore(
         };
         written.map_err(fail)?;
         done.written += 1;
+        done.bytes += content.len() as u64;
     }
     Ok(done)
 }

@@ -150,12 +150,10 @@ fn virtual_path(rel: &Path) -> PathBuf {
 
 fn ignored(scopes: &[&Rules], rel: &Path, is_dir: bool) -> bool {
     let path = virtual_path(rel);
-    for rules in scopes.iter().rev() {
-        if let Some(g) = rules {
-            let m = g.matched(&path, is_dir);
-            if !m.is_none() {
-                return m.is_ignore();
-            }
+    for g in scopes.iter().rev().filter_map(|rules| rules.as_ref()) {
+        let m = g.matched(&path, is_dir);
+        if !m.is_none() {
+            return m.is_ignore();
         }
     }
     false

@@ -190,7 +190,7 @@ fn a_restore_brings_back_a_tree_and_removes_what_came_since() {
     let now = take(&f, &mut cache);
     let root = Root::open(&f.ws).unwrap();
     let done = restore(&root, &now.entries, &old.entries, &mut GitBlobs(&f.repo)).unwrap();
-    assert_eq!(done, Restored { written: 3, removed: 1 });
+    assert_eq!(done, Restored { written: 3, removed: 1, bytes: 3 + 2 + 4 });
     assert_eq!(std::fs::read_to_string(f.ws.join("a/b/c.txt")).unwrap(), "c1\n");
     assert!(!f.ws.join("new").exists(), "the emptied directories go");
     assert_eq!(std::fs::read_link(f.ws.join("l")).unwrap(), Path::new("keep"));
