@@ -68,7 +68,9 @@ pub fn line(c: &CheckpointInfo) -> String {
     }
     let time = c.ts.get(..19).unwrap_or(&c.ts).replace('T', " ");
     let mut marks = Vec::new();
-    if !c.code {
+    if c.dropped {
+        marks.push("files dropped: checkpoint storage full");
+    } else if !c.code {
         marks.push("conversation only");
     }
     if !c.current {
@@ -147,6 +149,7 @@ mod tests {
             seq: 40,
             code: false,
             current: false,
+            dropped: false,
         };
         assert_eq!(
             line(&c),

@@ -28,6 +28,10 @@ pub struct CheckpointInfo {
     /// Whether the prompt is part of the conversation now (false once a rewind went back past
     /// it).
     pub current: bool,
+    /// Whether its files were dropped to keep the session's checkpoints within the org's
+    /// `checkpoint_bytes` quota (then `code` is false too). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dropped: bool,
 }
 
 /// Result of `session/checkpoints`.

@@ -950,6 +950,7 @@ fn rewind_messages() {
             seq: 44,
             code: true,
             current: true,
+            dropped: false,
         }],
     };
     insta::assert_json_snapshot!("checkpoints_response", roundtrip(&listed));

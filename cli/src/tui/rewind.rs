@@ -115,6 +115,7 @@ mod tests {
             seq: u64::from(n) * 10,
             code,
             current: true,
+            dropped: false,
         }
     }
 

@@ -1003,6 +1003,7 @@ fn the_rewind_picker_picks_a_checkpoint_and_what_to_restore() {
         seq: u64::from(n) * 10,
         code: true,
         current: true,
+        dropped: false,
     };
     let listed = || Ok(vec![checkpoint(1, "make hello.py"), checkpoint(2, "now in rust")]);
     let mut app = app("alice", Role::Driver, vec![], None);

@@ -37,6 +37,15 @@ pub async fn fork(
                     format!("checkpoint {n} has no snapshot of the files to fork from"),
                 ));
             };
+            if hub.sources().dropped(&from.id).contains(&tree) {
+                return Err(ErrorBody::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "checkpoint {n}'s files were dropped when the session's checkpoints \
+                         reached the org's checkpoint_bytes quota: fork a newer checkpoint"
+                    ),
+                ));
+            }
             (tree, c.to_seq, Some(c.info.prompt.clone()))
         }
         None => {

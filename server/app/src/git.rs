@@ -434,6 +434,14 @@ impl GitCommand {
         self
     }
 
+    /// Reads the command's stdin from the file `path` (the server's own).
+    pub fn stdin_file(mut self, path: &Path) -> GitCommand {
+        if let Ok(file) = std::fs::File::open(path) {
+            self.command.stdin(Stdio::from(file));
+        }
+        self
+    }
+
     /// The command as a blocking `std::process::Command`, with everything set so far (a
     /// blocking thread's long-lived child: `cat-file --batch` feeding a restore).
     pub fn into_std(self) -> std::process::Command {

@@ -36,6 +36,7 @@ use crate::git::{
     classify, is_commit_id, Git, GitError, ProgressSink, Remote, RemoteRefs, RepoUrl,
 };
 
+pub mod collect;
 pub mod large;
 pub mod shadow;
 #[cfg(test)]
@@ -95,8 +96,11 @@ pub struct Sources {
     workspaces: PathBuf,
     /// Where their shadow repositories live.
     shadows: PathBuf,
-    /// One lock per session: its shadow index is used by one git command at a time.
+    /// One lock per session: one snapshot, restore or collection of its shadow at a time.
     locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each shadow's size as estimated ([`collect`]): measured once, then grown by what each
+    /// snapshot writes.
+    usage: Mutex<HashMap<SessionId, u64>>,
 }
 
 /// Removes a half-built directory unless it was kept.
@@ -131,7 +135,13 @@ impl Sources {
             Some(dir) => (dir.to_owned(), dir.join(".shadows")),
             None => (data_dir.join("workspaces"), data_dir.join("git")),
         };
-        let sources = Sources { git: Git::default(), workspaces, shadows, locks: Mutex::default() };
+        let sources = Sources {
+            git: Git::default(),
+            workspaces,
+            shadows,
+            locks: Mutex::default(),
+            usage: Mutex::default(),
+        };
         for dir in [sources.workspaces(), sources.shadows()] {
             if let Ok(entries) = std::fs::read_dir(&dir) {
                 for entry in entries.flatten() {
@@ -160,6 +170,18 @@ impl Sources {
     /// The stat cache of `session`'s snapshots.
     fn cache(&self, session: &SessionId) -> PathBuf {
         self.shadows().join(format!("{}.snap", session.as_str()))
+    }
+
+    /// The estimated size of `session`'s shadow, if known.
+    fn usage_of(&self, session: &SessionId) -> Option<u64> {
+        self.usage.lock().ok()?.get(session).copied()
+    }
+
+    /// Records the size of `session`'s shadow.
+    fn set_usage(&self, session: &SessionId, bytes: u64) {
+        if let Ok(mut usage) = self.usage.lock() {
+            usage.insert(session.clone(), bytes);
+        }
     }
 
     /// The session's shadow lock: one snapshot or restore of a session at a time.
@@ -468,6 +490,11 @@ impl Sources {
         ws: &Path,
     ) -> Result<(String, Vec<TooLarge>), SourceError> {
         let snap = self.take(&self.shadow(session), ws, Some(BASE_REF)).await?;
+        if let Ok(mut usage) = self.usage.lock() {
+            if let Some(bytes) = usage.get_mut(session) {
+                *bytes = bytes.saturating_add(snap.written);
+            }
+        }
         Ok((snap.tree.to_string(), snap.too_large))
     }
 
@@ -581,7 +608,17 @@ impl Sources {
             .run_reporting(progress)
             .await;
         match pushed {
-            Ok(_) => Ok(Some(commit)),
+            Ok(_) => {
+                // A ref keeps the pushed commit through checkpoint collections ([`collect`]):
+                // the next push is made on top of it.
+                let name = format!("refs/outboard/pushed/{branch}");
+                self.git
+                    .command(None, &["update-ref", &name, &commit])
+                    .env("GIT_DIR", &shadow)
+                    .output()
+                    .await?;
+                Ok(Some(commit))
+            }
             Err(GitError::Failed { detail, .. })
                 if detail.contains("[rejected]")
                     || detail.contains("non-fast-forward")
@@ -637,6 +674,29 @@ impl Sources {
         let _held = lock.lock().await;
         self.shadow_made(&self.shadow(session)).await?;
         Ok(self.tree_held(session, ws).await?.0)
+    }
+
+    /// [`Sources::checkpoint`], then, with `bound` (the trees of the session's older
+    /// checkpoints, newest first, and the org's `checkpoint_bytes`), the shadow held within the
+    /// quota under the same lock ([`collect`]).
+    pub async fn checkpoint_bounded(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        bound: Option<(Vec<String>, u64)>,
+    ) -> Result<(String, Option<collect::Collected>), SourceError> {
+        if !ws.exists() {
+            return Ok((EMPTY_TREE.to_owned(), None));
+        }
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        self.shadow_made(&self.shadow(session)).await?;
+        let tree = self.tree_held(session, ws).await?.0;
+        let Some((older, limit)) = bound else { return Ok((tree, None)) };
+        let mut trees = vec![tree.clone()];
+        trees.extend(older.into_iter().filter(|t| *t != tree));
+        let collected = self.bound_held(session, &trees, limit).await?;
+        Ok((tree, collected))
     }
 
     /// Restores `session`'s workspace `ws` to the checkpoint `tree`, crash-safely: the workspace
@@ -821,6 +881,10 @@ impl Sources {
         }
         remove(&self.shadow(session))?;
         let _ = std::fs::remove_file(self.cache(session));
+        let _ = std::fs::remove_file(self.shadows().join(format!("{}.dropped", session.as_str())));
+        if let Ok(mut usage) = self.usage.lock() {
+            usage.remove(session);
+        }
         // A shadow index of an earlier version's, if any.
         let _ = std::fs::remove_file(self.shadows().join(format!("{}.index", session.as_str())));
         self.rewind_done(session);

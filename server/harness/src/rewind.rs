@@ -53,6 +53,7 @@ pub fn checkpoints(log: &[SessionEvent]) -> Vec<Checkpoint> {
                         seq: event.seq,
                         code: tree.is_some(),
                         current: current.contains(&event.seq),
+                        dropped: false,
                     },
                     tree,
                     to_seq,

@@ -68,17 +68,21 @@ pub enum QuotaKey {
     TitleBytes,
     /// Sandboxes of the org's sessions running at once (enforced by the sandbox manager).
     LiveSandboxes,
+    /// Disk used by one session's checkpoints (its shadow repository), bytes: past it the
+    /// oldest checkpoints' files are dropped.
+    CheckpointBytes,
 }
 
 impl QuotaKey {
     /// Every key, in the order `admin quota show` lists them.
-    pub const ALL: [QuotaKey; 6] = [
+    pub const ALL: [QuotaKey; 7] = [
         QuotaKey::WorkspaceBytes,
         QuotaKey::OrgFileVersions,
         QuotaKey::OrgFileBytes,
         QuotaKey::SessionsPerHour,
         QuotaKey::TitleBytes,
         QuotaKey::LiveSandboxes,
+        QuotaKey::CheckpointBytes,
     ];
 
     /// The name used by `admin quota` and stored in `org_quotas`.
@@ -90,6 +94,7 @@ impl QuotaKey {
             QuotaKey::SessionsPerHour => "sessions_per_hour",
             QuotaKey::TitleBytes => "title_bytes",
             QuotaKey::LiveSandboxes => "live_sandboxes",
+            QuotaKey::CheckpointBytes => "checkpoint_bytes",
         }
     }
 
@@ -102,12 +107,19 @@ impl QuotaKey {
             QuotaKey::SessionsPerHour => 120,
             QuotaKey::TitleBytes => 256,
             QuotaKey::LiveSandboxes => 8,
+            QuotaKey::CheckpointBytes => 2 * GIB,
         }
     }
 
     /// Whether the value is a size in bytes (shown as KiB/MiB/GiB, accepts those suffixes).
     pub fn is_bytes(self) -> bool {
-        matches!(self, QuotaKey::WorkspaceBytes | QuotaKey::OrgFileBytes | QuotaKey::TitleBytes)
+        matches!(
+            self,
+            QuotaKey::WorkspaceBytes
+                | QuotaKey::OrgFileBytes
+                | QuotaKey::TitleBytes
+                | QuotaKey::CheckpointBytes
+        )
     }
 }
 
@@ -163,6 +175,8 @@ pub struct Quotas {
     pub title_bytes: u64,
     /// See [`QuotaKey::LiveSandboxes`].
     pub live_sandboxes: u64,
+    /// See [`QuotaKey::CheckpointBytes`].
+    pub checkpoint_bytes: u64,
 }
 
 impl Default for Quotas {
@@ -174,6 +188,7 @@ impl Default for Quotas {
             sessions_per_hour: 0,
             title_bytes: 0,
             live_sandboxes: 0,
+            checkpoint_bytes: 0,
         };
         for key in QuotaKey::ALL {
             *q.slot(key) = key.default_value();
@@ -191,6 +206,7 @@ impl Quotas {
             QuotaKey::SessionsPerHour => &mut self.sessions_per_hour,
             QuotaKey::TitleBytes => &mut self.title_bytes,
             QuotaKey::LiveSandboxes => &mut self.live_sandboxes,
+            QuotaKey::CheckpointBytes => &mut self.checkpoint_bytes,
         }
     }
 
@@ -203,6 +219,7 @@ impl Quotas {
             QuotaKey::SessionsPerHour => self.sessions_per_hour,
             QuotaKey::TitleBytes => self.title_bytes,
             QuotaKey::LiveSandboxes => self.live_sandboxes,
+            QuotaKey::CheckpointBytes => self.checkpoint_bytes,
         }
     }
 

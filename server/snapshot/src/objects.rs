@@ -77,15 +77,22 @@ pub fn hash(kind: Kind, content: &[u8]) -> Oid {
 }
 
 /// The object directory of a repository the server owns (never a workspace's).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Objects {
     dir: PathBuf,
+    /// Bytes written so far (compressed, as on disk).
+    written: AtomicU64,
 }
 
 impl Objects {
     /// The objects of the (bare) repository at `repo`.
     pub fn new(repo: &Path) -> Objects {
-        Objects { dir: repo.join("objects") }
+        Objects { dir: repo.join("objects"), written: AtomicU64::new(0) }
+    }
+
+    /// Bytes of objects this handle wrote (as on disk).
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     fn path(&self, oid: &Oid) -> PathBuf {
@@ -117,8 +124,11 @@ impl Objects {
             let mut z = flate2::write::ZlibEncoder::new(file, flate2::Compression::fast());
             z.write_all(header(kind, content.len()).as_bytes())?;
             z.write_all(content)?;
-            z.finish()?;
-            std::fs::rename(&tmp, &path)
+            let file = z.finish()?;
+            let bytes = file.metadata()?.len();
+            std::fs::rename(&tmp, &path)?;
+            self.written.fetch_add(bytes, Ordering::Relaxed);
+            Ok(())
         })();
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);

@@ -58,6 +58,8 @@ pub struct Snapshot {
     pub entries: Vec<Entry>,
     /// Files left out as larger than [`MAX_FILE_BYTES`] (not ignored, not tracked).
     pub too_large: Vec<TooLarge>,
+    /// Bytes of objects it wrote (compressed, as on disk).
+    pub written: u64,
 }
 
 /// Why a snapshot could not be taken.
@@ -116,7 +118,7 @@ pub fn snapshot(
             (p, c)
         })
         .collect();
-    Ok(Snapshot { tree, entries, too_large })
+    Ok(Snapshot { tree, entries, too_large, written: objects.written() })
 }
 
 fn now_secs() -> i64 {

@@ -17,6 +17,7 @@ mod context_probe;
 mod crash;
 mod e2e_run;
 mod git_http_fixture;
+mod hostile_host;
 mod launch_errors;
 mod llm_providers;
 mod manual;

@@ -26,12 +26,21 @@ impl Actor {
             None
         } else {
             let started = std::time::Instant::now();
-            match self.sources.checkpoint(&self.row.id, &self.workspace_dir).await {
-                Ok(tree) => {
+            let bound = self.checkpoint_bound().await;
+            match self.sources.checkpoint_bounded(&self.row.id, &self.workspace_dir, bound).await {
+                Ok((tree, collected)) => {
                     tracing::debug!(
                         session = %self.row.id, ms = started.elapsed().as_millis() as u64,
                         "checkpoint"
                     );
+                    if let Some(c) = collected {
+                        tracing::info!(
+                            session = %self.row.id, kept = c.kept, dropped = c.dropped,
+                            before = c.before, after = c.after,
+                            "checkpoint storage over its quota: the oldest checkpoints' files \
+                             dropped"
+                        );
+                    }
                     Some(tree)
                 }
                 Err(e) => {
@@ -44,14 +53,65 @@ impl Actor {
         self.emit(EventKind::Checkpoint { tree, at_seq: self.last_seq }, true).await
     }
 
-    /// The session's checkpoints, from the few kinds of event they are made of.
+    /// When the session's checkpoint storage is estimated over the org's `checkpoint_bytes`
+    /// quota: the trees of its checkpoints (and of rewinds' snapshots), newest first, not
+    /// dropped yet, and the quota, for [`crate::sources::Sources::checkpoint_bounded`]. A
+    /// failure is logged: the prompt goes on.
+    async fn checkpoint_bound(&mut self) -> Option<(Vec<String>, u64)> {
+        let id = self.row.id.clone();
+        let limit = match outboard_org::quota::Quotas::for_org(&self.store, &self.row.org_id).await
+        {
+            Ok(q) => q.checkpoint_bytes,
+            Err(e) => {
+                tracing::warn!(session = %id, "cannot read the checkpoint quota: {e}");
+                return None;
+            }
+        };
+        if !self.sources.over(&id, limit).await {
+            return None;
+        }
+        let marks = match self.store.events_of_kinds(&id, outboard_harness::rewind::KINDS).await {
+            Ok(marks) => marks,
+            Err(e) => {
+                tracing::warn!(session = %id, "cannot bound the checkpoint storage: {e}");
+                return None;
+            }
+        };
+        let dropped = self.sources.dropped(&id);
+        let mut trees: Vec<String> = Vec::new();
+        for event in marks.iter().rev() {
+            let named = match &event.kind {
+                EventKind::Checkpoint { tree: Some(t), .. } => t,
+                EventKind::Rewound { from_tree: Some(t), .. } => t,
+                _ => continue,
+            };
+            if !trees.contains(named) && !dropped.contains(named) {
+                trees.push(named.clone());
+            }
+        }
+        Some((trees, limit))
+    }
+
+    /// The session's checkpoints, from the few kinds of event they are made of; those whose
+    /// files were dropped ([`crate::sources::collect`]) say so.
     pub(super) async fn checkpoints(&mut self) -> Result<Vec<CheckpointInfo>, ErrorBody> {
         let marks = self
             .store
             .events_of_kinds(&self.row.id, outboard_harness::rewind::KINDS)
             .await
             .map_err(internal)?;
-        Ok(outboard_harness::rewind::checkpoints(&marks).into_iter().map(|c| c.info).collect())
+        let dropped = self.sources.dropped(&self.row.id);
+        Ok(outboard_harness::rewind::checkpoints(&marks)
+            .into_iter()
+            .map(|c| {
+                let mut info = c.info;
+                if c.tree.as_ref().is_some_and(|t| dropped.contains(t)) {
+                    info.dropped = true;
+                    info.code = false;
+                }
+                info
+            })
+            .collect())
     }
 
     /// `session/rewind`: restores the checkpoint's files (see the module header), logs the
@@ -161,6 +221,13 @@ impl Actor {
                  made checkpoints, or the snapshot failed): rewind the conversation only"
             ));
         };
+        if self.sources.dropped(&self.row.id).contains(tree) {
+            return refused(format!(
+                "checkpoint {n}'s files were dropped when this session's checkpoints reached \
+                 the org's checkpoint_bytes quota (the newest are kept): rewind the \
+                 conversation only, or ask an admin to raise the quota"
+            ));
+        }
         if self.row.workspace.is_none() {
             // The server's own workspace, not made yet if no turn needed it.
             std::fs::create_dir_all(&self.workspace_dir).map_err(|e| {

@@ -127,3 +127,59 @@ async fn a_cache_a_killed_server_left_broken_is_rebuilt() {
     std::fs::write(ws.path().join("a.txt"), "one").unwrap();
     assert_eq!(sources.checkpoint(&session, ws.path()).await.unwrap(), first);
 }
+
+/// `n` bytes that do not compress (xorshift).
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn checkpoint_storage_stays_within_its_quota_keeping_the_newest() {
+    let data = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let session = SessionId("s_bound".into());
+    let sources = Sources::new(data.path(), None);
+    let limit = 3 << 20;
+    let mut trees: Vec<String> = Vec::new();
+    for i in 0..10u64 {
+        std::fs::write(ws.path().join("big.bin"), noise(1 << 20, i + 1)).unwrap();
+        let tree = sources.checkpoint(&session, ws.path()).await.unwrap();
+        trees.insert(0, tree);
+        sources.bound_checkpoints(&session, &trees, limit).await.unwrap();
+    }
+    let used = collect_disk_usage(&sources.shadow(&session));
+    assert!(used <= limit, "the shadow takes {used} bytes, over {limit}");
+    let dropped = sources.dropped(&session);
+    assert!(dropped.contains(&trees[9]), "the oldest checkpoint is dropped");
+    assert!(!dropped.contains(&trees[0]) && !dropped.contains(&trees[1]));
+    // The newest ones still restore.
+    sources.restore(&session, ws.path(), &trees[1], 1).await.unwrap();
+    sources.rewind_done(&session);
+    assert_eq!(std::fs::read(ws.path().join("big.bin")).unwrap(), noise(1 << 20, 9));
+    // Within the limit, nothing more happens.
+    assert_eq!(sources.bound_checkpoints(&session, &trees[..1], 1 << 40).await.unwrap(), None);
+}
+
+fn collect_disk_usage(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total = 0;
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            total += meta.blocks() * 512;
+            if meta.is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    total
+}

@@ -31,6 +31,7 @@ fn defaults_are_the_documented_ones() {
             sessions_per_hour: 120,
             title_bytes: 256,
             live_sandboxes: 8,
+            checkpoint_bytes: 2 * 1024 * 1024 * 1024,
         }
     );
 }
@@ -72,7 +73,8 @@ async fn admin_set_show_and_reset() {
          org_file_bytes     1073741824 (1 GiB)  [default]  (used: 0 B)\n\
          sessions_per_hour  120  [default]  (used: 0 in the last hour)\n\
          title_bytes        256  [default]\n\
-         live_sandboxes     8  [default]\n"
+         live_sandboxes     8  [default]\n\
+         checkpoint_bytes   2147483648 (2 GiB)  [default]\n"
     );
     let after = set(&f.store, "acme", "live_sandboxes", "2").await.unwrap();
     assert!(after.contains("live_sandboxes     2  [set]\n"), "{after}");
@@ -88,7 +90,7 @@ async fn admin_set_show_and_reset() {
     assert_eq!(
         unknown,
         "unknown quota \"disk\": use one of workspace_bytes, org_file_versions, org_file_bytes, \
-         sessions_per_hour, title_bytes, live_sandboxes"
+         sessions_per_hour, title_bytes, live_sandboxes, checkpoint_bytes"
     );
 }
 
