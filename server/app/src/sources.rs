@@ -713,10 +713,15 @@ impl Sources {
         tree: &str,
         seq: u64,
     ) -> Result<String, SourceError> {
-        let (_, from, _) = self.snapshot(session, ws).await?;
+        let lock = self.lock(session);
+        let _held = lock.lock().await;
+        let shadow = self.shadow(session);
+        self.shadow_made(&shadow).await?;
+        let now = self.take(&shadow, ws, Some(BASE_REF)).await?;
+        let from = now.tree.to_string();
         let pending = PendingRewind { seq, from: from.clone(), to: tree.to_owned() };
         write_durably(&self.rewind_marker(session), &pending)?;
-        self.check_out(session, ws, tree).await?;
+        self.restore_from(session, ws, now, tree).await?;
         Ok(from)
     }
 
@@ -753,10 +758,8 @@ impl Sources {
     ) -> Result<(), SourceError> {
         let lock = self.lock(session);
         let _held = lock.lock().await;
-        // The killed git's lock on the index went with the lock's first use (`lock`).
-        // The index may describe either tree: snapshot the mix first, so that the checkout
-        // removes what the mix has and the tree has not.
-        self.snapshot_held(session, ws).await?;
+        // The restore starts from a snapshot of the mix, so that it removes what the mix has
+        // and the tree has not.
         let tree = if logged { &pending.to } else { &pending.from };
         self.check_out_held(session, ws, tree).await?;
         self.rewind_done(session);
@@ -782,19 +785,7 @@ impl Sources {
     }
 
     /// Makes the workspace hold `tree`'s files: a snapshot of it now, then a restore from that
-    /// to `tree` ([`outboard_snapshot::restore`]).
-    async fn check_out(
-        &self,
-        session: &SessionId,
-        ws: &Path,
-        tree: &str,
-    ) -> Result<(), SourceError> {
-        let lock = self.lock(session);
-        let _held = lock.lock().await;
-        self.check_out_held(session, ws, tree).await
-    }
-
-    /// [`Sources::check_out`], the session's lock held by the caller.
+    /// to `tree`; the session's lock held by the caller.
     async fn check_out_held(
         &self,
         session: &SessionId,
@@ -802,20 +793,41 @@ impl Sources {
         tree: &str,
     ) -> Result<(), SourceError> {
         let shadow = self.shadow(session);
+        self.shadow_made(&shadow).await?;
         let now = self.take(&shadow, ws, Some(BASE_REF)).await?;
+        self.restore_from(session, ws, now, tree).await
+    }
+
+    /// Restores the workspace, whose files are the snapshot `now` just taken, to `tree`
+    /// ([`outboard_snapshot::restore`]), and updates the stat cache to match (the files written
+    /// are read again by the next snapshot, once); the session's lock held by the caller.
+    async fn restore_from(
+        &self,
+        session: &SessionId,
+        ws: &Path,
+        now: Snapshot,
+        tree: &str,
+    ) -> Result<(), SourceError> {
+        let shadow = self.shadow(session);
         let target = shadow::ls_tree(&self.git, &shadow, tree).await?;
         let (git, repo, dir) = (self.git.clone(), shadow.clone(), ws.to_path_buf());
         tokio::task::spawn_blocking(move || {
             let root = open_root(&dir)?;
             let mut blobs = shadow::CatFile::start(&git, &repo)
                 .map_err(io("cannot read the server's repository"))?;
+            let cache_path = repo.with_extension("snap");
+            let cache = Cache::load(&cache_path).unwrap_or_default();
+            // A restore cut midway leaves files the cache does not know: drop it first, so the
+            // next snapshot starts from the base tree rather than from a stale key.
+            let _ = std::fs::remove_file(&cache_path);
             outboard_snapshot::restore(&root, &now.entries, &target, &mut blobs)?;
-            Ok::<_, SourceError>(())
+            cache
+                .restored(&target)
+                .save(&cache_path)
+                .map_err(io("cannot save the snapshot's cache"))
         })
         .await
         .map_err(|e| SourceError::Invalid(format!("the restore failed: {e}")))??;
-        // The files just written are read again by the next snapshot, once.
-        self.take(&shadow, ws, None).await?;
         Ok(())
     }
 

@@ -79,6 +79,23 @@ impl Cache {
         Cache { entries }
     }
 
+    /// The cache once the workspace it describes was restored to `target`: entries whose file
+    /// the restore did not touch keep their `lstat` key, the others are read again next time.
+    pub fn restored(&self, target: &[Entry]) -> Cache {
+        let entries = target
+            .iter()
+            .map(|e| {
+                let stat = self
+                    .entries
+                    .get(&e.path)
+                    .filter(|c| c.mode == e.mode && c.oid == e.oid)
+                    .and_then(|c| c.stat);
+                (e.path.clone(), Cached { mode: e.mode, oid: e.oid, stat })
+            })
+            .collect();
+        Cache { entries }
+    }
+
     /// Whether any entry lies beneath the directory `dir` (a `/`-separated path).
     pub fn has_under(&self, dir: &[u8]) -> bool {
         let mut prefix = dir.to_vec();

@@ -19,6 +19,10 @@ use crate::tree::{Entry, MODE_EXEC, MODE_GITLINK, MODE_LINK};
 pub trait Blobs {
     /// The content of the blob `oid`.
     fn read(&mut self, oid: &Oid) -> std::io::Result<Vec<u8>>;
+
+    /// A hint: these blobs will be read next, in this order (a source may ask for them all at
+    /// once).
+    fn prefetch(&mut self, _oids: &[Oid]) {}
 }
 
 /// What a restore changed.
@@ -117,10 +121,12 @@ pub fn restore(
             exact::remove_empty_dir(dir.as_fd(), name);
         }
     }
-    for e in target {
-        if have.get(e.path.as_slice()) == Some(&(e.mode, e.oid)) {
-            continue;
-        }
+    let changed: Vec<&Entry> =
+        target.iter().filter(|e| have.get(e.path.as_slice()) != Some(&(e.mode, e.oid))).collect();
+    let reads: Vec<Oid> =
+        changed.iter().filter(|e| e.mode != MODE_GITLINK).map(|e| e.oid).collect();
+    blobs.prefetch(&reads);
+    for e in changed {
         let (parent, name) = split(&e.path);
         let fail = |source| RestoreError::Write { path: shown(&e.path), source };
         if e.mode == MODE_GITLINK {

@@ -226,8 +226,7 @@ impl Root {
         Ok(root)
     }
 
-    /// The root directory's descriptor (`O_PATH`), for the exact operations of
-    /// [`crate::exact`].
+    /// The root directory's descriptor (`O_PATH`), for operations made relative to it.
     pub(crate) fn dir_fd(&self) -> BorrowedFd<'_> {
         self.dir.as_fd()
     }

@@ -43,7 +43,11 @@ pub async fn ls_tree(git: &Git, repo: &Path, treeish: &str) -> Result<Vec<Entry>
 /// Blobs of the repository `repo`, from one `git cat-file --batch` (blocking).
 pub struct CatFile {
     child: Child,
-    stdin: ChildStdin,
+    /// Git's stdin, or the thread writing a prefetch's ids into it (which gives it back).
+    stdin: Option<ChildStdin>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<ChildStdin>>>,
+    /// Ids asked for by the prefetch whose answers are still to be read, in order.
+    asked: std::collections::VecDeque<Oid>,
     stdout: BufReader<ChildStdout>,
 }
 
@@ -61,14 +65,57 @@ impl CatFile {
             let _ = child.kill();
             return Err(std::io::Error::other("git cat-file has no pipes"));
         };
-        Ok(CatFile { child, stdin, stdout: BufReader::new(stdout) })
+        Ok(CatFile {
+            child,
+            stdin: Some(stdin),
+            writer: None,
+            asked: std::collections::VecDeque::new(),
+            stdout: BufReader::new(stdout),
+        })
+    }
+
+    /// Git's stdin back from a prefetch's writer, once it wrote everything.
+    fn stdin(&mut self) -> std::io::Result<&mut ChildStdin> {
+        if let Some(writer) = self.writer.take() {
+            let stdin =
+                writer.join().map_err(|_| std::io::Error::other("the writer panicked"))??;
+            self.stdin = Some(stdin);
+        }
+        self.stdin.as_mut().ok_or_else(|| std::io::Error::other("git cat-file has no stdin"))
     }
 }
 
 impl Blobs for CatFile {
+    fn prefetch(&mut self, oids: &[Oid]) {
+        // A thread writes every id while this one reads the answers: git answers as it reads,
+        // and a pipe full both ways would stop both.
+        if self.stdin().is_err() {
+            return; // an earlier prefetch's writer failed: reads say so
+        }
+        let Some(mut stdin) = self.stdin.take() else { return };
+        let ids: Vec<Oid> = oids.to_vec();
+        self.asked.extend(ids.iter().copied());
+        self.writer = Some(std::thread::spawn(move || {
+            let mut text = String::with_capacity(ids.len() * 41);
+            for oid in &ids {
+                text.push_str(&format!("{oid}\n"));
+            }
+            stdin.write_all(text.as_bytes())?;
+            stdin.flush()?;
+            Ok(stdin)
+        }));
+    }
+
     fn read(&mut self, oid: &Oid) -> std::io::Result<Vec<u8>> {
-        writeln!(self.stdin, "{oid}")?;
-        self.stdin.flush()?;
+        match self.asked.pop_front() {
+            Some(asked) if asked == *oid => {}
+            Some(_) => return Err(std::io::Error::other("blobs read out of the prefetch's order")),
+            None => {
+                let stdin = self.stdin()?;
+                writeln!(stdin, "{oid}")?;
+                stdin.flush()?;
+            }
+        }
         let mut header = String::new();
         (&mut self.stdout).take(256).read_line(&mut header)?;
         let mut words = header.split_whitespace();
@@ -93,6 +140,9 @@ impl Drop for CatFile {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
     }
 }
 
