@@ -9,7 +9,9 @@
 //! subcommand's flags get them, embedded mode's `--provider`, `--base-url`, `--models` and
 //! `--data` included, so the embedded server sees a file's value exactly as a flag's.
 //!
-//! A missing default file is no error; a file named explicitly must exist.
+//! A missing default file is no error; a file named explicitly must exist. A file that holds a
+//! secret (`token`) must be private to its owner: readable or writable by its group or others,
+//! it is refused with the `chmod` that fixes it, as ssh refuses a private key.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -28,6 +30,23 @@ pub enum ConfigError {
     /// The command line itself (or `--help`, `--version`): clap prints and exits.
     #[error(transparent)]
     Usage(#[from] clap::Error),
+    /// The file holds a secret and its group or others may read or write it (the secret's value
+    /// is never in the message, only its key).
+    #[error(
+        "{path} holds a secret (`{key}`) and is {access} by users other than its owner (mode \
+         {mode:04o}); it is not used. Run `chmod 600 {path}`",
+        path = path.display()
+    )]
+    NotPrivate {
+        /// The file.
+        path: PathBuf,
+        /// The secret's key.
+        key: String,
+        /// "readable", "writable" or "readable and writable".
+        access: &'static str,
+        /// The file's permission bits.
+        mode: u32,
+    },
 }
 
 /// The configuration file in use.
@@ -65,8 +84,33 @@ pub fn parse(argv: Vec<OsString>) -> Result<(ArgMatches, Config), ConfigError> {
     let config = Config::load(first.get_one::<PathBuf>("config").cloned())?;
     let Some(file) = &config.file else { return Ok((first, config)) };
     let values = flags().check(file)?;
+    private_if_secret(file)?;
     let matches = values.apply(Cli::command()).try_get_matches_from(argv)?;
     Ok((matches, config))
+}
+
+/// Refuses `file` when it holds a secret's key and its mode lets its group or others read or
+/// write it (checked on the file as opened by path, links followed, as ssh does).
+fn private_if_secret(file: &FlagFile) -> Result<(), ConfigError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let flags = flags();
+    let Some(key) =
+        file.keys().find(|k| flags.flag(k).is_some_and(outboard_flagfile::flags::is_secret))
+    else {
+        return Ok(());
+    };
+    let mode = std::fs::metadata(file.path())
+        .map_err(|error| FlagFileError::Read { path: file.path().display().to_string(), error })?
+        .permissions()
+        .mode()
+        & 0o7777;
+    let access = match (mode & 0o044 != 0, mode & 0o022 != 0) {
+        (false, false) => return Ok(()),
+        (true, false) => "readable",
+        (false, true) => "writable",
+        (true, true) => "readable and writable",
+    };
+    Err(ConfigError::NotPrivate { path: file.path().to_owned(), key: key.to_owned(), access, mode })
 }
 
 impl Config {
@@ -193,6 +237,38 @@ mod tests {
                 path.display()
             )
         );
+    }
+
+    /// Issue 49, item 7: a `token` in a file its group or others can read or write is refused
+    /// with the `chmod` that fixes it; the same file at 0600, or a looser one without a secret,
+    /// is used.
+    #[test]
+    fn a_secret_in_a_file_others_can_read_or_write_is_refused_with_the_chmod() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_dir, path) = write("server = \"ws://h:1\"\ntoken = \"s3cret\"\n");
+        let argv =
+            || ["outboard", "--config", path.to_str().unwrap(), "sessions"].map(OsString::from);
+        for (mode, access) in
+            [(0o644, "readable"), (0o620, "writable"), (0o606, "readable and writable")]
+        {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = parse(argv().to_vec()).unwrap_err();
+            assert!(matches!(err, ConfigError::NotPrivate { .. }), "{mode:o}: {err}");
+            let err = err.to_string();
+            assert!(err.contains(&format!("chmod 600 {}", path.display())), "{err}");
+            assert!(err.contains("`token`") && err.contains(access), "{err}");
+            assert!(!err.contains("s3cret"), "{err}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        parse(argv().to_vec()).unwrap();
+        let (_dir, open) = write("server = \"ws://h:1\"\n");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        parse(
+            ["outboard", "--config", open.to_str().unwrap(), "sessions"]
+                .map(OsString::from)
+                .to_vec(),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! [`Printer`] is written against `io::Write` for both streams so tests capture exactly what a
 //! terminal or a pipe would get. Every JSON line is flushed as it is written: a script reading the
 //! pipe sees each event when it happens, not when a buffer fills.
+//!
+//! Text for a person (stdout in plain mode, stderr in both) goes through [`visible::Visible`]:
+//! the control characters of the model's text, a tool's output or any other text the server
+//! sends are written escaped, so none reaches the terminal as a command. The JSON lines are
+//! JSON's own escaping.
 
 use std::io::{self, Write};
 
@@ -19,6 +24,10 @@ use outboard_shared::{
     SessionEvent, StopReason, ToolCall,
 };
 use serde_json::Value;
+
+pub mod visible;
+
+use visible::Visible;
 
 /// How many characters of a tool's key argument are shown.
 pub const SUMMARY_CHARS: usize = 80;
@@ -49,8 +58,10 @@ pub enum Mode {
 /// Renders a run's events onto stdout and stderr.
 pub struct Printer<O: Write, E: Write> {
     mode: Mode,
-    out: O,
-    err: E,
+    /// stdout: escaped in plain mode.
+    out: Visible<O>,
+    /// stderr: escaped always (a person reads it in both modes).
+    err: Visible<E>,
     /// Whether stdout ends mid-line (a newline is owed before anything else is shown).
     mid_line: bool,
     /// Whether deltas arrived since the last complete assistant message: when none did (a provider
@@ -68,8 +79,8 @@ impl<O: Write, E: Write> Printer<O, E> {
     pub fn new(mode: Mode, out: O, err: E) -> Self {
         Printer {
             mode,
-            out,
-            err,
+            out: Visible::new(out, mode == Mode::Plain),
+            err: Visible::new(err, true),
             mid_line: false,
             streamed: false,
             progress_phase: None,
@@ -246,7 +257,7 @@ impl<O: Write, E: Write> Printer<O, E> {
 
     /// The writers back, for tests.
     pub fn into_inner(self) -> (O, E) {
-        (self.out, self.err)
+        (self.out.into_inner(), self.err.into_inner())
     }
 
     fn json_line<T: serde::Serialize>(&mut self, value: &T) -> io::Result<()> {

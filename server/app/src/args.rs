@@ -245,7 +245,8 @@ pub(crate) struct NetArgs {
     #[arg(long, env = "OUTBOARD_TLS_KEY", value_name = "PEM", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
     /// Allow listening on a non-loopback address without TLS (tokens would cross the network in
-    /// clear text; only behind a TLS-terminating proxy on the same host or a trusted network).
+    /// clear text; only behind a TLS-terminating proxy on the same host or a trusted network),
+    /// and exporting traces to a clear-text http:// collector off loopback.
     /// OUTBOARD_INSECURE takes 1/0, true/false, yes/no, on/off.
     #[arg(long, env = "OUTBOARD_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     pub(crate) insecure: bool,

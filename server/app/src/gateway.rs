@@ -1287,13 +1287,9 @@ impl Connection {
             }
             Method::ApprovalAnswer(p) => {
                 let row = hub.visible_session(&user, &p.session_id).await?;
-                if hub.role(&p.session_id, self.id) == Some(Role::Watcher) {
-                    return Err(ErrorBody::new(
-                        ErrorCode::Forbidden,
-                        "you watch this session, and watchers do not answer approvals: ask its \
-                         driver, or ask to drive (/drive)",
-                    ));
-                }
+                // Who answers is a right of the user (the owner, the driver), whichever of
+                // their connections asks: never any org member's connection.
+                hub.may_answer(&row, &user).await?;
                 let reason = p.reason.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
                 if reason.as_ref().is_some_and(|r| r.len() > MAX_APPROVAL_REASON_BYTES) {
                     return Err(ErrorBody::new(

@@ -694,6 +694,44 @@ impl Hub {
         ))
     }
 
+    /// Whether `user` may answer `row`'s approvals, plans and questions (`approval/answer`), from
+    /// any connection: the session's owner, and its driver's user (the user of the connection
+    /// that drives, or the user driving was granted to). Rights, not connections: a member of
+    /// the org who neither owns nor drives the session is refused, attached or not.
+    pub async fn may_answer(&self, row: &SessionRow, user: &UserRow) -> Result<(), ErrorBody> {
+        if row.owner_id == user.id {
+            return Ok(());
+        }
+        let driver = {
+            let rooms = self.rooms();
+            rooms.get(&row.id).and_then(|r| {
+                let conn = r.driver?;
+                r.members
+                    .iter()
+                    .find(|m| m.conn == conn)
+                    .map(|m| (m.user_id.clone(), m.user.clone()))
+            })
+        };
+        if driver.as_ref().is_some_and(|(id, _)| *id == user.id)
+            || self.granted_to(&row.id).await?.is_some_and(|id| id == user.id)
+        {
+            return Ok(());
+        }
+        let who = match driver {
+            Some((_, name)) if name != row.owner => {
+                format!("its owner ({}) and its driver ({name})", row.owner)
+            }
+            _ => format!("its owner ({})", row.owner),
+        };
+        Err(ErrorBody::new(
+            ErrorCode::Forbidden,
+            format!(
+                "you may not answer this session's approvals, plans or questions: only {who} \
+                 may; ask them, or ask to drive (/drive)"
+            ),
+        ))
+    }
+
     /// The driver of `session` hands driving to the attached watcher named `to`. Fails unless
     /// `conn` drives and `to` is attached; a user attached twice gets it on the connection
     /// attached last. Returns the new presence and the grantee's user id; the caller records

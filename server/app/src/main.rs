@@ -132,6 +132,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(telemetry.as_ref());
+    if telemetry.as_ref().is_some_and(Telemetry::cleartext) {
+        tracing::warn!("--insecure: exporting traces over clear-text http:// off loopback");
+    }
     let code = match runtime.block_on(run(cli, file)) {
         Ok(code) => code,
         Err(e) => {
@@ -157,7 +160,7 @@ fn telemetry(
     if !outboard_server::telemetry::wanted(endpoint) {
         return Ok(None);
     }
-    Telemetry::start(endpoint, runtime.handle().clone()).map(Some)
+    Telemetry::start(endpoint, args.net.insecure, runtime.handle().clone()).map(Some)
 }
 
 /// Logs to stderr under `OUTBOARD_LOG`; with `telemetry`, the exporter's layer beside it, each

@@ -1636,6 +1636,7 @@ impl Actor {
                 gate: self.gate.clone(),
                 source: Some((self.store.clone(), self.row.org_id.clone())),
             },
+            offered: Vec::new(),
         };
         Ok((turn, tx, cancel))
     }

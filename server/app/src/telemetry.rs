@@ -59,6 +59,15 @@ pub enum TelemetryError {
     /// `--otlp-endpoint` is not an HTTP URL (not echoed: a URL may carry a password).
     #[error("--otlp-endpoint must be a collector's http:// or https:// base URL")]
     Endpoint,
+    /// The collector is clear-text `http://` off loopback and `--insecure` was not given (the
+    /// URL is not echoed: it may carry a password).
+    #[error(
+        "refusing to export traces over clear-text http:// to a collector that is not on \
+         loopback: the spans and the collector's key (OTEL_EXPORTER_OTLP_HEADERS) would cross the \
+         network readable. Give the collector's https:// URL, run it on this host (127.0.0.1), or \
+         pass --insecure"
+    )]
+    Cleartext,
     /// The exporter refused its configuration (a bad URL, an unknown compression…).
     #[error(
         "cannot set up the OTLP exporter: {0}; check --otlp-endpoint and the OTEL_EXPORTER_OTLP_* \
@@ -74,6 +83,36 @@ pub fn wanted(endpoint: Option<&str>) -> bool {
         || ENDPOINT_VARIABLES.iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
 }
 
+/// The collector's URL the export goes to: `--otlp-endpoint`, else the standard variables in
+/// the order the SDK reads them (not empty).
+fn effective_endpoint(endpoint: Option<&str>) -> Option<String> {
+    endpoint.map(str::to_owned).or_else(|| {
+        ENDPOINT_VARIABLES
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+    })
+}
+
+/// Whether `url` is clear-text `http://` to a host that is not loopback (`localhost`,
+/// `127.0.0.0/8`, `[::1]`): the rule `serve --listen` and the client's tokens follow.
+pub fn cleartext_off_loopback(url: &str) -> bool {
+    let url = url.trim();
+    let Some(rest) = url.get(..7).filter(|s| s.eq_ignore_ascii_case("http://")).map(|_| &url[7..])
+    else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    // A password in the URL is not the host.
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host_port.rsplit_once(':').map_or(host_port, |(h, _)| h),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    !loopback
+}
+
 /// `--otlp-endpoint`'s base URL as the traces URL: `/v1/traces` added, as the SDK adds it to
 /// `OTEL_EXPORTER_OTLP_ENDPOINT`.
 pub fn traces_url(base: &str) -> String {
@@ -83,17 +122,26 @@ pub fn traces_url(base: &str) -> String {
 /// The exporting tracer provider; dropped without [`Telemetry::shutdown`], queued spans are lost.
 pub struct Telemetry {
     provider: SdkTracerProvider,
+    /// The collector is clear-text `http://` off loopback (allowed by `--insecure`).
+    cleartext: bool,
 }
 
 impl Telemetry {
     /// Sets up the exporter to `endpoint` (a base URL; `None`: the standard variables), its
-    /// requests run on `runtime`.
+    /// requests run on `runtime`. A clear-text collector off loopback is refused unless
+    /// `insecure` (`serve --insecure`).
     pub fn start(
         endpoint: Option<&str>,
+        insecure: bool,
         runtime: tokio::runtime::Handle,
     ) -> Result<Telemetry, TelemetryError> {
         if endpoint.is_some_and(|url| !url.starts_with("http://") && !url.starts_with("https://")) {
             return Err(TelemetryError::Endpoint);
+        }
+        let cleartext =
+            effective_endpoint(endpoint).is_some_and(|url| cleartext_off_loopback(&url));
+        if cleartext && !insecure {
+            return Err(TelemetryError::Cleartext);
         }
         let client = OnRuntime { client: http_client()?, runtime };
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -109,7 +157,13 @@ impl Telemetry {
             .with_span_processor(processor)
             .with_resource(resource.build())
             .build();
-        Ok(Telemetry { provider })
+        Ok(Telemetry { provider, cleartext })
+    }
+
+    /// Whether the spans go over clear-text `http://` off loopback (`--insecure` allowed it);
+    /// `serve` warns once its log is set up.
+    pub fn cleartext(&self) -> bool {
+        self.cleartext
     }
 
     /// The layer that turns the spans of [`outboard_base::spans::TARGET`] into OpenTelemetry
@@ -195,11 +249,42 @@ mod tests {
     async fn an_endpoint_that_is_not_an_http_url_fails_the_start() {
         let runtime = tokio::runtime::Handle::current();
         for bad in ["collector:4318", "grpc://collector:4317", "/v1/traces"] {
-            let started = Telemetry::start(Some(bad), runtime.clone());
+            let started = Telemetry::start(Some(bad), false, runtime.clone());
             assert!(matches!(started, Err(TelemetryError::Endpoint)), "{bad}");
         }
-        let good = Telemetry::start(Some("http://127.0.0.1:4318"), runtime).unwrap();
+        let good = Telemetry::start(Some("http://127.0.0.1:4318"), false, runtime).unwrap();
         good.provider.shutdown().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_cleartext_collector_off_loopback_needs_insecure() {
+        let runtime = tokio::runtime::Handle::current();
+        for off in [
+            "http://collector.example:4318",
+            "http://10.0.0.5:4318/",
+            "http://user:pw@192.0.2.1",
+            "http://[2001:db8::1]:4318",
+            "http://127.0.0.1.example",
+        ] {
+            assert!(cleartext_off_loopback(off), "{off}");
+            let refused = Telemetry::start(Some(off), false, runtime.clone());
+            let Err(e) = refused else { panic!("{off} was accepted without --insecure") };
+            assert!(matches!(e, TelemetryError::Cleartext), "{off}: {e}");
+            assert!(!e.to_string().contains("pw"), "{e}");
+            let allowed = Telemetry::start(Some(off), true, runtime.clone()).unwrap();
+            allowed.provider.shutdown().unwrap();
+        }
+        // The variables are the SDK's, which takes the scheme in any case.
+        assert!(cleartext_off_loopback("HTTP://10.0.0.5:4318"));
+        for fine in [
+            "http://127.0.0.1:4318",
+            "http://localhost:4318",
+            "http://[::1]:4318",
+            "http://x:y@127.0.0.2",
+            "https://collector.example",
+        ] {
+            assert!(!cleartext_off_loopback(fine), "{fine}");
+        }
     }
 
     /// An exporter whose first export waits until the test lets it go (at most `stall`), and

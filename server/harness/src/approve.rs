@@ -100,7 +100,13 @@ pub(crate) enum Waited {
 /// Waits for the answer to the request on `call` (written to the log already), in an
 /// `approval_wait` span.
 pub(crate) async fn wait(turn: &Turn, call: &ToolCall) -> Waited {
-    let span = spans::approval_wait(&turn.session_id, &turn.turn_id, call);
+    let span = spans::approval_wait(
+        &turn.session_id,
+        &turn.turn_id,
+        call,
+        &turn.offered,
+        turn.limits.span_content,
+    );
     let waited = wait_untraced(turn, call).instrument(span.clone()).await;
     let (decision, suspended) = match &waited {
         Waited::Answered(answer) => (Some(answer.decision), false),

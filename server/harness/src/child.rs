@@ -394,6 +394,7 @@ async fn run_child(
             mcp: kind.tools.is_none(),
         }),
         approvals: parent.approvals.clone(),
+        offered: Vec::new(),
     };
     let ending = match drive(&mut child, &mut usage).await {
         Ok(ending) => ending,

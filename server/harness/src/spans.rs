@@ -9,6 +9,12 @@
 //! [`TurnLimits::span_content`](crate::TurnLimits) (`--otlp-content`) does a turn carry its
 //! prompt (`prompt`) and a tool call its input (`tool.input`).
 //!
+//! A tool's name and a call's id are written by the model too: a name is exported only when it
+//! is one of the tools the loop offered (else [`UNKNOWN_TOOL`], unless `--otlp-content`), and
+//! both are cut to [`MAX_NAME_BYTES`]; an id that is not a plain token of letters, digits,
+//! `_`, `-`, `.` and `:` is exported as [`ODD_CALL_ID`] (ids are the provider's, such as
+//! `toolu_…`, `call_…`).
+//!
 //! This module sits below every module of the loop: it takes ids and calls, not a [`Turn`](crate::Turn),
 //! so `compact` and `approve` can use it without an import circle. Building a span whose target
 //! no subscriber wants costs one cached check; what a field needs computing (the prompt's text,
@@ -22,6 +28,48 @@ use outboard_shared::{
 };
 use tracing::field::Empty;
 use tracing::Span;
+
+/// What an exported span names a tool the loop did not offer (a name the model made up), unless
+/// `--otlp-content` allows the model's text.
+pub(crate) const UNKNOWN_TOOL: &str = "unknown_tool";
+
+/// What an exported span names a call whose id is not a plain token.
+pub(crate) const ODD_CALL_ID: &str = "odd_call_id";
+
+/// The longest tool name or call id exported, in bytes (longer ones are cut at a character's
+/// boundary).
+pub(crate) const MAX_NAME_BYTES: usize = 64;
+
+/// `name` as a span exports it: one of `offered`, or with `content` any name, cut to
+/// [`MAX_NAME_BYTES`]; else [`UNKNOWN_TOOL`].
+fn exported_tool<'a>(name: &'a str, offered: &[String], content: bool) -> &'a str {
+    if content || offered.iter().any(|o| o == name) {
+        cut(name)
+    } else {
+        UNKNOWN_TOOL
+    }
+}
+
+/// A call's id as a span exports it: a plain token cut to [`MAX_NAME_BYTES`], else
+/// [`ODD_CALL_ID`].
+fn exported_call_id(id: &str) -> &str {
+    let plain = !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if plain {
+        cut(id)
+    } else {
+        ODD_CALL_ID
+    }
+}
+
+/// `text` cut to at most [`MAX_NAME_BYTES`] bytes, at a character's boundary.
+fn cut(text: &str) -> &str {
+    let mut end = text.len().min(MAX_NAME_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 /// The span of a turn: the root of its own trace (a session's turns are separate traces, found
 /// by `session.id`). `prompt`: the turn's user message, recorded only when
@@ -107,11 +155,13 @@ fn stop_reason(stop: StopReason) -> &'static str {
 }
 
 /// The span of one tool call's run (its approval, if it waited for one, is a sibling
-/// `approval_wait` with the same `gen_ai.tool.call.id`). `tool.input` only with `content`.
+/// `approval_wait` with the same `gen_ai.tool.call.id`). `tool.input` only with `content`;
+/// the tool's name only when it is one of `offered` or with `content`.
 pub(crate) fn tool_call(
     session_id: &SessionId,
     turn_id: &TurnId,
     call: &ToolCall,
+    offered: &[String],
     content: bool,
 ) -> Span {
     let span = tracing::info_span!(
@@ -119,8 +169,8 @@ pub(crate) fn tool_call(
         "tool_call",
         session.id = %session_id,
         turn.id = %turn_id,
-        gen_ai.tool.name = %call.name,
-        gen_ai.tool.call.id = %call.call_id,
+        gen_ai.tool.name = exported_tool(&call.name, offered, content),
+        gen_ai.tool.call.id = exported_call_id(&call.call_id),
         outcome = Empty,
         sandbox.start = Empty,
         tool.input = Empty,
@@ -161,15 +211,21 @@ pub(crate) fn record_tool(span: &Span, is_error: Option<bool>) {
     }
 }
 
-/// The span of a wait for a person's answer to `call`.
-pub(crate) fn approval_wait(session_id: &SessionId, turn_id: &TurnId, call: &ToolCall) -> Span {
+/// The span of a wait for a person's answer to `call` (its names as in [`tool_call`]).
+pub(crate) fn approval_wait(
+    session_id: &SessionId,
+    turn_id: &TurnId,
+    call: &ToolCall,
+    offered: &[String],
+    content: bool,
+) -> Span {
     tracing::info_span!(
         target: TARGET,
         "approval_wait",
         session.id = %session_id,
         turn.id = %turn_id,
-        gen_ai.tool.name = %call.name,
-        gen_ai.tool.call.id = %call.call_id,
+        gen_ai.tool.name = exported_tool(&call.name, offered, content),
+        gen_ai.tool.call.id = exported_call_id(&call.call_id),
         outcome = Empty,
     )
 }
@@ -241,6 +297,28 @@ mod tests {
         assert_eq!(last_prompt(&[asked.clone(), answered.clone(), result]), None);
         assert_eq!(last_prompt(&[asked, answered, next]).as_deref(), Some("second\nmore"));
         assert_eq!(last_prompt(&[]), None);
+    }
+
+    #[test]
+    fn only_offered_tool_names_and_plain_ids_are_exported_and_bounded() {
+        let offered = vec!["Bash".to_owned(), "mcp__gh__create_issue".to_owned()];
+        assert_eq!(exported_tool("Bash", &offered, false), "Bash");
+        assert_eq!(
+            exported_tool("mcp__gh__create_issue", &offered, false),
+            "mcp__gh__create_issue"
+        );
+        let made_up = "the user's password is hunter2";
+        assert_eq!(exported_tool(made_up, &offered, false), UNKNOWN_TOOL);
+        assert_eq!(exported_tool(made_up, &offered, true), made_up);
+        let long = "é".repeat(100);
+        let cut_name = exported_tool(&long, &offered, true);
+        assert!(cut_name.len() <= MAX_NAME_BYTES && long.starts_with(cut_name));
+        assert_eq!(cut_name.len(), MAX_NAME_BYTES);
+        assert_eq!(exported_call_id("toolu_01AbC-x.y:z"), "toolu_01AbC-x.y:z");
+        assert_eq!(exported_call_id("id with words"), ODD_CALL_ID);
+        assert_eq!(exported_call_id("\u{1b}]52;c;x\u{7}"), ODD_CALL_ID);
+        assert_eq!(exported_call_id(""), ODD_CALL_ID);
+        assert_eq!(exported_call_id(&"a".repeat(200)).len(), MAX_NAME_BYTES);
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub struct Turn {
     pub role: Role,
     /// The org's tool policy and the session's approvals in flight.
     pub approvals: Approvals,
+    /// The names of the tools this loop's model is offered, set when the loop starts (empty
+    /// before): an exported span names a called tool only when it is one of them (`spans`).
+    pub offered: Vec<String>,
 }
 
 /// Which loop a [`Turn`] drives.

@@ -87,6 +87,7 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
         }
     };
     let fixed_bytes = context::fixed_bytes(&system, &specs);
+    turn.offered = specs.iter().map(|s| s.name.clone()).collect();
     let pending = std::mem::take(&mut turn.resume.pending);
     let recovered = pending.into_iter().map(Planned::Recovered).collect();
     if let Flow::Suspended = run_calls(turn, usage, &system, &agents, recovered, false).await? {
@@ -569,7 +570,13 @@ pub(crate) async fn execute(
     action: Action,
     reads: &mut tools::ReadLedger,
 ) -> Result<Ran, EmitError> {
-    let span = spans::tool_call(&turn.session_id, &turn.turn_id, call, turn.limits.span_content);
+    let span = spans::tool_call(
+        &turn.session_id,
+        &turn.turn_id,
+        call,
+        &turn.offered,
+        turn.limits.span_content,
+    );
     if !span.is_disabled() && matches!(action, Action::Run) {
         if let Some(start) = sandbox_start(turn, call).await {
             span.record("sandbox.start", start);

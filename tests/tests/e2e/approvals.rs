@@ -1,8 +1,8 @@
 //! Tool policies and approvals through a real server, real bubblewrap sandboxes and the mock
 //! model over HTTP: an `ask` call waits (durably, before it starts) until the driver allows it;
 //! a denial reaches the model with its reason; `deny` rules refuse without asking; "allow for
-//! this session" stops the asking; a watcher's answer is refused while an org member who is not
-//! attached answers with `outboard approve`; a server killed while a call waits asks nothing
+//! this session" stops the asking; only the session's owner and its driver answer, from any
+//! connection (an org member's answer is refused, attached or not); a server killed while a call waits asks nothing
 //! twice and runs the call once after the answer; `outboard run --approve deny|allow|wait`; the
 //! admin commands' errors. Issue 36: `Bash(...)` rules judge every simple command of the parsed
 //! line with its name normalised (the four variants that beat the raw-string match are refused,
@@ -18,7 +18,9 @@ use outboard_shared::{ApprovalDecision, EventKind, SessionEvent};
 use outboard_tests::fixture::{
     attach, attached_log, bash, crash_and_restart, result_of, serve, turn_ended, until, World,
 };
-use outboard_tests::harness::{outboard, spawn_outboard, wait_until, Api, TestServer, WsClient};
+use outboard_tests::harness::{
+    outboard, spawn_outboard, wait_until, Api, CliRun, TestServer, WsClient,
+};
 use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall};
 use serde_json::{json, Value};
 
@@ -276,41 +278,139 @@ async fn an_allow_for_the_session_covers_the_rule_that_asked_not_the_tool() {
     assert!(file.exists(), "a denied rm never ran");
 }
 
+/// `outboard approve|deny|answer SESSION CALL` as `token`, from a connection of its own.
+fn cli_answer(server: &TestServer, token: &str, verb: &str, sid: &str, rest: &[&str]) -> CliRun {
+    let mut args = vec![verb, "--server", &server.url, "--token", token, sid];
+    args.extend_from_slice(rest);
+    tokio::task::block_in_place(|| outboard(&args, None).unwrap())
+}
+
+/// A refused answer: `forbidden`, naming who may answer.
+fn assert_refused(refused: outboard_shared::ErrorBody) {
+    assert_eq!(refused.code, outboard_shared::ErrorCode::Forbidden, "{}", refused.message);
+    assert!(refused.message.contains("only its owner (alice)"), "{}", refused.message);
+}
+
+/// Issue 49, item 6: who answers a session's approvals, plans and questions is a right of the
+/// user, not of the connection. Bob, a member of the same org who neither owns nor drives the
+/// session, is refused from a second connection that is not attached (the hole: the watcher rule
+/// was per connection), from his watching connection and with `outboard approve|deny|answer`,
+/// for a waiting plan (`ExitPlanMode`), an `ask` call and a question; Alice, the owner, answers
+/// each from a second connection; once she hands Bob driving, he answers too. Another org is
+/// not even shown the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watchers_answer_is_refused_and_an_org_member_answers_with_outboard_approve() {
-    let World { mock: _mock, server, mut c, sid, token } =
-        start(vec![bash("b1", "echo ran > ran.txt"), MockStep::text("ok")], &[("Bash", "ask")])
-            .await;
+async fn only_the_owner_and_the_driver_answer_approvals_plans_and_questions_from_any_connection() {
+    let question = json!({"questions": [{"question": "Which database?", "header": "DB",
+        "options": [{"label": "SQLite", "description": ""}, {"label": "PostgreSQL", "description": ""}],
+        "multiSelect": false}]});
+    let World { mock: _mock, server, mut c, sid, token: alice } = start(
+        vec![
+            MockStep::tool_calls(vec![MockToolCall::new(
+                "ExitPlanMode",
+                json!({"plan": "# Run it\n\n1. Write ran.txt.\n"}),
+            )
+            .with_id("p1")]),
+            bash("b1", "echo ran > ran.txt"),
+            MockStep::tool_calls(
+                vec![MockToolCall::new("AskUserQuestion", question).with_id("q1")],
+            ),
+            bash("b2", "echo again > again.txt"),
+            MockStep::text("ok"),
+        ],
+        &[("Bash", "ask")],
+    )
+    .await;
+    let set = c.request("session/set_mode", json!({"session_id": sid, "mode": "plan"})).await;
+    assert_eq!(set.unwrap().unwrap()["mode"], "plan");
     let bob = server.add_user("bob", "acme").unwrap();
     let (mut watcher, _) = attach(&server, &bob, &sid, "watcher").await;
+    let mut bob_elsewhere = WsClient::connect(&server.url, &bob).await.unwrap();
+    let mut alice_elsewhere = WsClient::connect(&server.url, &alice).await.unwrap();
     c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
-    until(&mut c, "the approval request", WAIT, asked).await;
-    until(&mut watcher, "the watcher to see the request", WAIT, asked).await;
-    let refused =
-        watcher.request("approval/answer", answer(&sid, "b1", "allow", json!({}))).await.unwrap();
-    let refused = refused.unwrap_err();
-    assert_eq!(refused.code, outboard_shared::ErrorCode::Forbidden);
-    assert!(refused.message.contains("watchers do not answer"), "{}", refused.message);
-    // Another org is not even shown the session.
+
+    // The plan.
+    until(&mut c, "the plan's request", WAIT, asked).await;
+    until(&mut watcher, "the watcher to see the plan", WAIT, asked).await;
+    for client in [&mut bob_elsewhere, &mut watcher] {
+        let refused = client.request("approval/answer", answer(&sid, "p1", "allow", json!({})));
+        assert_refused(refused.await.unwrap().unwrap_err());
+    }
+    let cli = cli_answer(&server, &bob, "approve", &sid, &["p1"]);
+    assert_ne!(cli.code, 0, "{}", cli.stdout);
+    assert!(cli.stderr.contains("only its owner (alice)"), "{}", cli.stderr);
     let eve = server.add_user("eve", "globex").unwrap();
-    let foreign = tokio::task::block_in_place(|| {
-        outboard(&["approve", "--server", &server.url, "--token", &eve, &sid, "b1"], None).unwrap()
-    });
+    let foreign = cli_answer(&server, &eve, "approve", &sid, &["p1"]);
     assert_ne!(foreign.code, 0, "{}", foreign.stderr);
-    // Bob, from another terminal (not attached), may.
-    let approved = tokio::task::block_in_place(|| {
-        outboard(&["approve", "--server", &server.url, "--token", &bob, &sid, "b1"], None).unwrap()
-    });
+    assert!(!foreign.stderr.contains("alice"), "{}", foreign.stderr);
+    alice_elsewhere
+        .request("approval/answer", answer(&sid, "p1", "allow", json!({})))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // The `ask` call.
+    until(
+        &mut c,
+        "the ask call's request",
+        WAIT,
+        |e| matches!(&e.kind, EventKind::ApprovalRequested { call_id, .. } if call_id == "b1"),
+    )
+    .await;
+    let refused = bob_elsewhere.request("approval/answer", answer(&sid, "b1", "allow", json!({})));
+    assert_refused(refused.await.unwrap().unwrap_err());
+    for verb in ["approve", "deny"] {
+        let cli = cli_answer(&server, &bob, verb, &sid, &["b1"]);
+        assert_ne!(cli.code, 0, "{verb}: {}", cli.stdout);
+        assert!(cli.stderr.contains("only its owner (alice)"), "{verb}: {}", cli.stderr);
+    }
+    assert!(!server.workspace(&sid).join("ran.txt").exists());
+    let approved = cli_answer(&server, &alice, "approve", &sid, &["b1"]);
     assert_eq!(approved.code, 0, "{}", approved.stderr);
     assert!(approved.stdout.contains("allowed b1"), "{}", approved.stdout);
+
+    // The question.
+    until(
+        &mut c,
+        "the question",
+        WAIT,
+        |e| matches!(&e.kind, EventKind::ApprovalRequested { call_id, .. } if call_id == "q1"),
+    )
+    .await;
+    let cli = cli_answer(&server, &bob, "answer", &sid, &["q1", "SQLite"]);
+    assert_ne!(cli.code, 0, "{}", cli.stdout);
+    assert!(cli.stderr.contains("only its owner (alice)"), "{}", cli.stderr);
+    let answered = cli_answer(&server, &alice, "answer", &sid, &["q1", "SQLite"]);
+    assert_eq!(answered.code, 0, "{}", answered.stderr);
+
+    // Bob drives now: he answers, from a connection that is not the one driving.
+    until(
+        &mut c,
+        "the second ask call's request",
+        WAIT,
+        |e| matches!(&e.kind, EventKind::ApprovalRequested { call_id, .. } if call_id == "b2"),
+    )
+    .await;
+    c.request("session/drive_grant", json!({"session_id": sid, "user": "bob"}))
+        .await
+        .unwrap()
+        .unwrap();
+    let approved = cli_answer(&server, &bob, "approve", &sid, &["b2"]);
+    assert_eq!(approved.code, 0, "{}", approved.stderr);
+
     let rest = until(&mut c, "the turn's end", WAIT, turn_ended).await;
-    let by = rest.iter().find_map(|e| match &e.kind {
-        EventKind::ApprovalResolved { by, .. } => Some(by.clone()),
-        _ => None,
-    });
-    assert_eq!(by.as_deref(), Some("bob"));
+    let log = attached_log(&server, &alice, &sid).await;
+    let by: Vec<(String, String)> = log
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ApprovalResolved { call_id, by, .. } => Some((call_id.clone(), by.clone())),
+            _ => None,
+        })
+        .collect();
+    let want = [("p1", "alice"), ("b1", "alice"), ("q1", "alice"), ("b2", "bob")]
+        .map(|(c, b)| (c.to_owned(), b.to_owned()));
+    assert_eq!(by, want, "{rest:#?}");
     assert!(server.workspace(&sid).join("ran.txt").exists());
-    let _ = token;
+    assert!(server.workspace(&sid).join("again.txt").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -194,3 +194,25 @@ async fn embedded_mode_takes_the_file_as_flags() {
     assert!(run.stdout.contains("embedded, configured by file"), "{}", run.stdout);
     assert!(data.path().join("outboard.db").exists(), "the file's data dir is used");
 }
+
+/// Issue 49, item 7: a client file that holds the `token` and that others may read is refused,
+/// naming the `chmod 600` that fixes it, before any connection; at 0600 it is used.
+#[test]
+fn a_token_in_a_file_others_can_read_is_refused_with_the_chmod() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join("outboard")).unwrap();
+    let config = home.path().join("outboard/config.toml");
+    // A closed port: a command that gets past the file fails to connect (exit 3).
+    std::fs::write(&config, "server = \"ws://127.0.0.1:9\"\ntoken = \"tok-0644-a1b2\"\n").unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let xdg = [("XDG_CONFIG_HOME", home.path().to_str().unwrap())];
+    let run = outboard_in(None, &xdg, &["sessions"], None).unwrap();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let chmod = format!("chmod 600 {}", config.display());
+    assert!(run.stderr.contains(&chmod) && run.stderr.contains("`token`"), "{}", run.stderr);
+    assert!(!run.stderr.contains("tok-0644-a1b2"), "{}", run.stderr);
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let run = outboard_in(None, &xdg, &["sessions"], None).unwrap();
+    assert_eq!(run.code, 3, "{}", run.stderr);
+}

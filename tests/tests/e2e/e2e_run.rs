@@ -189,6 +189,50 @@ async fn plain_output_streams_text_and_summarises_tools() {
     assert!(out.stderr.contains("Bash"), "{}", out.stderr);
 }
 
+/// Issue 49, item 7: the model's text and a tool's output in plain (not `--json`) output reach
+/// the terminal with their control characters escaped: an OSC 52 clipboard write, an OSC 0
+/// title, a screen clear, a C1 CSI and a bidi override show as text, and no ESC, BEL, C1 or
+/// bidi control is written raw to stdout or stderr.
+#[tokio::test]
+async fn plain_output_escapes_the_models_and_the_tools_control_characters() {
+    let hostile = "osc52:\u{1b}]52;c;aGktdGhlcmU=\u{7} title:\u{1b}]0;pwned-title\u{7} \
+                   clear:\u{1b}[2J\u{1b}[H c1:\u{9b}31m bidi:\u{202e}txt.exe\u{2066}";
+    // The command itself holds a raw ESC and BEL (the call's summary shows its start), and
+    // prints the same sequences, a C1 CSI and a bidi override as its output's first line.
+    let command = ": 'cmd:\u{1b}]0;cmd-title\u{7}'; \
+                   printf 'tool:\\033]52;c;dG9vbA==\\007\\033]0;tool-title\\007\\033[2J\\302\\233\\342\\200\\256\\n'";
+    let (_mock, server, token) = start(
+        Api::Anthropic,
+        vec![MockStep::tool_call("Bash", json!({ "command": command })), MockStep::text(hostile)],
+    )
+    .await;
+    let out = run(&server, &token, &[], "say it").await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for (stream, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| {
+                (c.is_control() && !matches!(c, '\n' | '\t'))
+                    || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            })
+            .collect();
+        assert!(raw.is_empty(), "{stream} holds raw controls {raw:?}: {text:?}");
+    }
+    for shown in [
+        "osc52:\\x1b]52;c;aGktdGhlcmU=\\x07",
+        "title:\\x1b]0;pwned-title\\x07",
+        "clear:\\x1b[2J\\x1b[H",
+        "c1:\\u{9b}31m",
+        "bidi:\\u{202e}txt.exe\\u{2066}",
+    ] {
+        assert!(out.stdout.contains(shown), "{shown} not in {:?}", out.stdout);
+    }
+    for shown in ["cmd:\\x1b]0;cmd-title\\x07", "tool:\\x1b]52;c;dG9vbA==\\x07\\x1b]0;tool-title"] {
+        assert!(out.stderr.contains(shown), "{shown} not in {:?}", out.stderr);
+    }
+    assert!(out.stderr.contains("\\x1b[2J\\u{9b}\\u{202e}"), "{:?}", out.stderr);
+}
+
 #[tokio::test]
 async fn a_session_continues_across_runs() {
     let (mock, server, token) =

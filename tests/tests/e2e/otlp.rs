@@ -17,7 +17,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use outboard_shared::{EventKind, SessionEvent, Usage};
 use outboard_tests::fixture::{driver, serve, ORG};
-use outboard_tests::harness::{Api, TEST_API_KEY};
+use outboard_tests::harness::{bin, Api, TEST_API_KEY};
 use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall};
 use prost::Message as _;
 use serde_json::json;
@@ -253,4 +253,81 @@ async fn with_otlp_content_the_prompt_and_the_tool_input_are_exported() {
     assert_eq!(input, json!({ "command": COMMAND }));
     // The content is what people and the model wrote, never the provider's key.
     assert!(!String::from_utf8_lossy(&received.bytes()).contains(TEST_API_KEY));
+}
+
+/// Issue 49, item 7: a tool name is the model's text. Without `--otlp-content` a name the
+/// session does not offer is exported as `unknown_tool`, never as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_made_up_tool_name_is_exported_as_a_placeholder() {
+    const MADE_UP: &str = "otlp-made-up-tool-3f9e_the_prompt_said_hunter2";
+    let (addr, received) = receiver().await;
+    let made_up = MockToolCall::new(MADE_UP, json!({})).with_id("m1");
+    let bash = MockToolCall::new("Bash", json!({ "command": COMMAND })).with_id("b1");
+    let mock = MockLlm::start(vec![
+        MockStep::tool_calls(vec![made_up]),
+        MockStep::tool_calls(vec![bash]),
+        MockStep::text("Done."),
+    ])
+    .await
+    .unwrap();
+    let endpoint = format!("http://{addr}");
+    let server = serve(&mock, Api::Anthropic, &["--otlp-endpoint", &endpoint]);
+    let (_, mut c, sid) = driver(&server).await;
+    let events = c.turn(&sid, PROMPT).await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::ToolResult { call_id, .. } if call_id == "m1")),
+        "{events:#?}"
+    );
+    let (_, clean) = server.terminate(WAIT);
+    assert!(clean, "the server exits cleanly on SIGTERM");
+
+    let spans = received.spans();
+    let mut names: Vec<(String, String)> = named(&spans, "tool_call")
+        .into_iter()
+        .map(|s| {
+            let a = attributes(s);
+            (a["gen_ai.tool.call.id"].clone(), a["gen_ai.tool.name"].clone())
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [("b1".to_owned(), "Bash".to_owned()), ("m1".to_owned(), "unknown_tool".to_owned())],
+        "{spans:#?}"
+    );
+    let raw = String::from_utf8_lossy(&received.bytes()).into_owned();
+    for secret in [MADE_UP, "otlp-made-up", "hunter2"] {
+        assert!(!raw.contains(secret), "{secret:?} was exported");
+    }
+}
+
+/// Issue 49, item 7: a clear-text collector off loopback, named by `--otlp-endpoint` or by the
+/// standard variable, is refused at start (its key and the spans would cross the network
+/// readable), before anything else happens; `--insecure` is the way past (unit-tested in
+/// `telemetry.rs`, where no server has to be started).
+#[test]
+fn a_cleartext_collector_off_loopback_is_refused_at_start() {
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap();
+    let off = "http://collector.example:4318";
+    let serve = ["serve", "--data", data_dir, "--listen", "127.0.0.1:0"];
+    for (flags, env) in [(vec!["--otlp-endpoint", off], None), (vec![], Some(off))] {
+        let mut command = std::process::Command::new(bin("outboard-server").unwrap());
+        // No model key either: a server that got past the check would stop at that, not serve.
+        command.args(serve).args(&flags).env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        command.env_remove("ANTHROPIC_API_KEY").env_remove("OPENAI_API_KEY");
+        match env {
+            Some(url) => command.env("OTEL_EXPORTER_OTLP_ENDPOINT", url),
+            None => command.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        };
+        let out = command.stdin(std::process::Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains("clear-text http://") && stderr.contains("--insecure"),
+            "{flags:?} {env:?}: {stderr}"
+        );
+    }
 }
