@@ -36,6 +36,9 @@ pub struct Command {
     pub text: String,
     /// Whether `text` is the whole command; false: more that only run time knows follows.
     pub complete: bool,
+    /// The words of `text` (a word may hold spaces); the last is a known prefix when
+    /// `complete` is false.
+    pub words: Vec<String>,
 }
 
 /// The simple commands of `line` (see the module header); never empty for a line that runs
@@ -58,7 +61,7 @@ struct Found {
 impl Found {
     /// Something runs that cannot be known before it does.
     fn unknown(&mut self) {
-        self.list.push(Command { text: String::new(), complete: false });
+        self.list.push(Command { text: String::new(), complete: false, words: Vec::new() });
     }
 
     /// Parses `src` (a line, or a script nested `nesting` deep) and collects its commands.
@@ -128,23 +131,22 @@ impl Found {
 
     /// The command's text as far as it is known.
     fn push(&mut self, words: &[Word], more: bool) {
-        let mut text = String::new();
+        let mut known = Vec::with_capacity(words.len());
+        let mut complete = !more;
         for (at, word) in words.iter().enumerate() {
-            if at > 0 {
-                text.push(' ');
-            }
             match (at, word.complete()) {
-                (0, Some(name)) => text.push_str(basename(name)),
-                (_, Some(value)) => text.push_str(value),
+                (0, Some(name)) => known.push(basename(name).to_owned()),
+                (_, Some(value)) => known.push(value.to_owned()),
                 (0, None) => return self.unknown(),
                 (_, None) => {
-                    text.push_str(&word.lit);
-                    self.list.push(Command { text, complete: false });
-                    return;
+                    known.push(word.lit.clone());
+                    complete = false;
+                    break;
                 }
             }
         }
-        self.list.push(Command { text, complete: !more });
+        let text = known.join(" ");
+        self.list.push(Command { text, complete, words: known });
     }
 
     /// `eval 'script'`: the words joined, parsed again.

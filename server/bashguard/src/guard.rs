@@ -342,15 +342,15 @@ fn unescape_ansi_c(text: &str) -> Option<String> {
 /// How a command's options take values.
 pub(crate) struct Opts {
     /// Short options that take a value: the rest of the cluster or the next word.
-    short: &'static str,
+    pub(crate) short: &'static str,
     /// Long options that take a value: after `=` or the next word.
-    long: &'static [&'static str],
+    pub(crate) long: &'static [&'static str],
     /// Short options whose value, if any, is the rest of the cluster (`-i.bak`).
-    optional: &'static str,
+    pub(crate) optional: &'static str,
 }
 
 impl Opts {
-    const fn new(short: &'static str, long: &'static [&'static str]) -> Self {
+    pub(crate) const fn new(short: &'static str, long: &'static [&'static str]) -> Self {
         Opts { short, long, optional: "" }
     }
 }

@@ -706,6 +706,7 @@ pub(crate) async fn run_tool(
             org: turn.env.org.as_ref(),
             events: Some(&turn.emitter),
             remote: turn.env.remote.as_deref(),
+            read_only: turn.approvals.gate.mode() == outboard_shared::SessionMode::Plan,
         };
         let mut outcome = tools::run(&call.name, &call.input, ctx).await;
         // The forwarder ends once the relay is finished and read out.

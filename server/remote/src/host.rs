@@ -571,6 +571,7 @@ async fn call(
                 org: None,
                 events: None,
                 remote: None,
+                read_only: false,
             };
             let outcome = outboard_tools::run(&name, &input, ctx).await;
             outbox.finish().await;

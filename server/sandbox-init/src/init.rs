@@ -31,6 +31,10 @@
 //!   open. A foreground command's timeout spares the jobs' process groups.
 //! - When its stdin closes (the server went away), it exits, and the kernel kills everything
 //!   in the namespace with it.
+//! - A command or job marked `read_only` (plan mode) runs in the read-only view
+//!   ([`crate::view`]), made by a holder process forked before the seccomp filter; when the view
+//!   could not be made, such a command fails with the reason (in the unsafe host mode, which has
+//!   no namespaces, it runs as any other).
 //! - For a session with network it also relays `127.0.0.1:3128` to the server's proxy socket
 //!   (`outboard_egress::relay`), on the same thread: the relay only copies bytes.
 
@@ -52,6 +56,7 @@ use tokio::time::Instant;
 
 use crate::output::Utf8Stream;
 use crate::protocol::{write_frame, FrameReader, FromAgent, ToAgent, AGENT_ARG, PROTOCOL_VERSION};
+use crate::view::View;
 
 /// Read size of each pipe read; small enough to stream promptly.
 const READ_CHUNK: usize = 8192;
@@ -135,10 +140,14 @@ pub fn main_if_agent() -> Option<ExitCode> {
     // `harden` makes `/proc/1/environ` unreadable to commands. (Re-executing with an empty
     // environment only to empty that unreadable file cost a whole exec of this binary, about
     // 1 ms, on every cold start.)
+    let mut view = None;
     if config.harden {
-        if let Err(e) = harden() {
-            eprintln!("outboard sandbox agent: {e}");
-            return Some(ExitCode::from(1));
+        match harden(&config) {
+            Ok(made) => view = Some(made),
+            Err(e) => {
+                eprintln!("outboard sandbox agent: {e}");
+                return Some(ExitCode::from(1));
+            }
         }
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -148,7 +157,7 @@ pub fn main_if_agent() -> Option<ExitCode> {
             return Some(ExitCode::from(1));
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve(config, view)) {
         Ok(()) => Some(ExitCode::SUCCESS),
         Err(e) => {
             eprintln!("outboard sandbox agent: {e}");
@@ -157,13 +166,20 @@ pub fn main_if_agent() -> Option<ExitCode> {
     }
 }
 
+/// The read-only view as the agent has it: `None` in the unsafe host mode (no view: read-only
+/// commands run as any other), the reason when it could not be made (they fail).
+type ViewSlot = Option<Result<View, String>>;
+
 /// Makes the agent non-dumpable (its `/proc/1/*`, pipes included, become inaccessible to the
-/// commands, and it cannot be ptraced even where `ptrace` is allowed) and installs the seccomp
-/// filter, while the process still has one thread.
-fn harden() -> Result<(), String> {
+/// commands, and it cannot be ptraced even where `ptrace` is allowed), forks the read-only
+/// view's holder (which inherits that) and installs the seccomp filter, while the process
+/// still has one thread.
+fn harden(config: &AgentConfig) -> Result<Result<View, String>, String> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| format!("cannot make the agent non-dumpable: {e}"))?;
-    crate::seccomp::install().map_err(|e| format!("cannot install the seccomp filter: {e}"))
+    let view = View::start(&config.env).map_err(|e| e.to_string());
+    crate::seccomp::install().map_err(|e| format!("cannot install the seccomp filter: {e}"))?;
+    Ok(view)
 }
 
 /// The command being run.
@@ -181,7 +197,7 @@ struct Running {
     before: Option<HashSet<i32>>,
 }
 
-async fn serve(config: AgentConfig) -> std::io::Result<()> {
+async fn serve(config: AgentConfig, view: ViewSlot) -> std::io::Result<()> {
     let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
     let stdout = std::io::stdout().as_fd().try_clone_to_owned()?;
     let mut frames = FrameReader::new(pipe::Receiver::from_owned_fd(stdin)?);
@@ -220,7 +236,7 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
         tokio::select! {
             frame = frames.next::<ToAgent>() => match frame {
                 Ok(Some(ToAgent::Ping { id })) => write_frame(&mut out, &FromAgent::Pong { id }).await?,
-                Ok(Some(ToAgent::Exec { id, command, timeout_ms })) => {
+                Ok(Some(ToAgent::Exec { id, command, timeout_ms, read_only })) => {
                     if current.is_some() {
                         let message = "a command is already running".to_string();
                         write_frame(&mut out, &FromAgent::Error { id: Some(id), message }).await?;
@@ -228,7 +244,8 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
                         if !cwd.is_dir() {
                             cwd = config.workspace.clone();
                         }
-                        match start(&config, &cwd, id, &command, timeout_ms, is_init) {
+                        let view = in_view(&view, read_only);
+                        match start(&config, &cwd, id, &command, timeout_ms, is_init, view) {
                             Ok(run) => current = Some(run),
                             Err(e) => {
                                 let message = format!("could not start bash: {e}");
@@ -237,7 +254,7 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
                         }
                     }
                 }
-                Ok(Some(ToAgent::Spawn { id, command })) => {
+                Ok(Some(ToAgent::Spawn { id, command, read_only })) => {
                     if jobs.len() >= MAX_AGENT_JOBS {
                         let message = format!("{MAX_AGENT_JOBS} background jobs are running already");
                         write_frame(&mut out, &FromAgent::Error { id: Some(id), message }).await?;
@@ -245,7 +262,8 @@ async fn serve(config: AgentConfig) -> std::io::Result<()> {
                         if !cwd.is_dir() {
                             cwd = config.workspace.clone();
                         }
-                        match start_job(&config, &cwd, id, &command, job_tx.clone()) {
+                        let view = in_view(&view, read_only);
+                        match start_job(&config, &cwd, id, &command, job_tx.clone(), view) {
                             Ok(pid) => {
                                 jobs.insert(id, BgJob { pid, exit: None, open: true });
                                 write_frame(&mut out, &FromAgent::Spawned { id }).await?;
@@ -385,6 +403,18 @@ async fn send_output(
     write_frame(out, &FromAgent::Output { id, stream, text }).await
 }
 
+/// Where a command runs: `None` the agent's own view, `Some` the read-only one (or the reason
+/// it is missing).
+type Where<'v> = Option<Result<&'v View, &'v str>>;
+
+/// Where a command marked `read_only` or not runs.
+fn in_view(view: &ViewSlot, read_only: bool) -> Where<'_> {
+    match view {
+        Some(made) if read_only => Some(made.as_ref().map_err(String::as_str)),
+        _ => None,
+    }
+}
+
 fn start(
     config: &AgentConfig,
     cwd: &Path,
@@ -392,15 +422,23 @@ fn start(
     command: &str,
     timeout_ms: u64,
     is_init: bool,
+    view: Where<'_>,
 ) -> std::io::Result<Running> {
     let before = is_init.then(live_pids);
-    // `>|` so a user's `set -o noclobber` cannot stop the write.
+    // `>|` so a user's `set -o noclobber` cannot stop the write. In the read-only view the file
+    // is already open on a descriptor (the view's `/tmp` is read-only).
+    let target = match view {
+        Some(_) => format!("&{}", crate::view::CWD_FD),
+        None => format!("|{}", shell_quote(&config.cwd_file.to_string_lossy())),
+    };
     let script = format!(
-        "{}trap 'builtin pwd >|{} 2>/dev/null' EXIT\n{command}",
+        "{}trap 'builtin pwd >{target} 2>/dev/null' EXIT\n{command}",
         config.ulimit_prefix,
-        shell_quote(&config.cwd_file.to_string_lossy()),
     );
-    let (pid, stdout, stderr) = spawn_bash(config, cwd, &script)?;
+    let (pid, stdout, stderr) = match view {
+        None => spawn_bash(config, cwd, &script)?,
+        Some(view) => spawn_in_view(view, cwd, &script, Some(&config.cwd_file))?,
+    };
     Ok(Running {
         id,
         pid,
@@ -474,6 +512,20 @@ fn job_groups(jobs: &HashMap<u64, BgJob>) -> HashSet<i32> {
     jobs.values().filter(|j| j.exit.is_none()).map(|j| j.pid.as_raw_nonzero().get()).collect()
 }
 
+/// Starts `script` in the read-only view (or fails with why there is none).
+fn spawn_in_view(
+    view: Result<&View, &str>,
+    cwd: &Path,
+    script: &str,
+    cwd_file: Option<&Path>,
+) -> std::io::Result<(Pid, Option<pipe::Receiver>, Option<pipe::Receiver>)> {
+    let view = view.map_err(std::io::Error::other)?;
+    let (pid, stdout, stderr) = view.spawn(script, cwd, cwd_file).map_err(std::io::Error::other)?;
+    let stdout = pipe::Receiver::from_owned_fd(stdout)?;
+    let stderr = pipe::Receiver::from_owned_fd(stderr)?;
+    Ok((pid, Some(stdout), Some(stderr)))
+}
+
 /// Starts background job `id`; a task reads its pipes into `tx`.
 fn start_job(
     config: &AgentConfig,
@@ -481,9 +533,13 @@ fn start_job(
     id: u64,
     command: &str,
     tx: mpsc::Sender<JobMsg>,
+    view: Where<'_>,
 ) -> std::io::Result<Pid> {
     let script = format!("{}{command}", config.ulimit_prefix);
-    let (pid, stdout, stderr) = spawn_bash(config, cwd, &script)?;
+    let (pid, stdout, stderr) = match view {
+        None => spawn_bash(config, cwd, &script)?,
+        Some(view) => spawn_in_view(view, cwd, &script, None)?,
+    };
     tokio::spawn(read_job(id, stdout, stderr, tx));
     Ok(pid)
 }

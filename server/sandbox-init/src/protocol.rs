@@ -22,8 +22,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// The hidden first argument that turns our binaries into the agent.
 pub const AGENT_ARG: &str = "__sandbox-agent";
 
-/// The protocol version both ends must speak.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// The protocol version both ends must speak (3: `read_only` on [`ToAgent::Exec`] and
+/// [`ToAgent::Spawn`]; an agent that ignored it would run a plan-mode command writable).
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The largest frame either end accepts; output chunks are far smaller (one pipe read).
 pub const MAX_FRAME_BYTES: usize = 4 << 20;
@@ -40,6 +41,9 @@ pub enum ToAgent {
         command: String,
         /// Killed after this long (its processes, not the sandbox).
         timeout_ms: u64,
+        /// Run it in the read-only view (plan mode, [`crate::view`]): every mount read-only.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        read_only: bool,
     },
     /// Kill the running command `id`; a [`FromAgent::Done`] follows.
     Cancel {
@@ -53,6 +57,9 @@ pub enum ToAgent {
         id: u64,
         /// The shell command.
         command: String,
+        /// Run it in the read-only view (plan mode, [`crate::view`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        read_only: bool,
     },
     /// Kill background job `id` (its process group); its [`FromAgent::JobDone`] follows.
     KillJob {
@@ -221,11 +228,17 @@ mod tests {
 
     #[test]
     fn wire_shape_is_tagged_json() {
-        let v = serde_json::to_value(ToAgent::Exec { id: 7, command: "ls".into(), timeout_ms: 5 })
-            .unwrap();
+        let exec =
+            |read_only| ToAgent::Exec { id: 7, command: "ls".into(), timeout_ms: 5, read_only };
+        let v = serde_json::to_value(exec(false)).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"type": "exec", "id": 7, "command": "ls", "timeout_ms": 5})
+        );
+        let v = serde_json::to_value(exec(true)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type": "exec", "id": 7, "command": "ls", "timeout_ms": 5, "read_only": true})
         );
     }
 }

@@ -182,6 +182,31 @@ impl Sandbox {
         on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
         cancel: CancellationToken,
     ) -> Result<ExecResult, SandboxError> {
+        self.run(command, false, timeout, on_output, cancel).await
+    }
+
+    /// Like [`Sandbox::exec`], in the sandbox's read-only view (plan mode): `/workspace`, `/tmp`
+    /// and every other mount are read-only to the command, so a write fails with `EROFS`
+    /// (see `outboard_sandbox_init::view`). In the unsafe host mode, which has no view, the
+    /// command runs as with [`Sandbox::exec`].
+    pub async fn exec_read_only(
+        &self,
+        command: &str,
+        timeout: Duration,
+        on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
+        cancel: CancellationToken,
+    ) -> Result<ExecResult, SandboxError> {
+        self.run(command, true, timeout, on_output, cancel).await
+    }
+
+    async fn run(
+        &self,
+        command: &str,
+        read_only: bool,
+        timeout: Duration,
+        on_output: &mut (dyn FnMut(OutputStream, &str) + Send),
+        cancel: CancellationToken,
+    ) -> Result<ExecResult, SandboxError> {
         let tx = self.tx.as_ref().ok_or(SandboxError::Gone)?;
         let (out_tx, mut out_rx) = mpsc::channel(OUTPUT_CHANNEL_CAPACITY);
         let (reply, mut answer) = oneshot::channel();
@@ -189,6 +214,7 @@ impl Sandbox {
         let cancel = cancel.child_token();
         let request = Request::Exec {
             command: command.to_string(),
+            read_only,
             timeout,
             cancel: cancel.clone(),
             output: out_tx,
@@ -222,8 +248,20 @@ impl Sandbox {
     /// Starts `command` as a background job (no timeout; the sandbox stays unfrozen while it
     /// runs); its shell id. Refused past [`jobs::MAX_RUNNING_JOBS`] running jobs.
     pub async fn spawn_job(&self, command: &str) -> Result<String, SandboxError> {
+        self.start_job(command, false).await
+    }
+
+    /// Like [`Sandbox::spawn_job`], in the sandbox's read-only view (plan mode; see
+    /// [`Sandbox::exec_read_only`]).
+    pub async fn spawn_job_read_only(&self, command: &str) -> Result<String, SandboxError> {
+        self.start_job(command, true).await
+    }
+
+    async fn start_job(&self, command: &str, read_only: bool) -> Result<String, SandboxError> {
         let command = command.to_owned();
-        self.ask(|reply| Request::Spawn { command, reply }).await.unwrap_or(Err(SandboxError::Gone))
+        self.ask(|reply| Request::Spawn { command, read_only, reply })
+            .await
+            .unwrap_or(Err(SandboxError::Gone))
     }
 
     /// A job's output since the last read and its state; `None` for an unknown shell id. Never

@@ -303,10 +303,12 @@ impl Instance {
         self.cgroup.as_ref()
     }
 
-    /// Runs one command, sending output chunks to `output` and keeping a capped copy.
+    /// Runs one command, sending output chunks to `output` and keeping a capped copy; with
+    /// `read_only`, in the sandbox's read-only view (plan mode).
     pub async fn exec(
         &mut self,
         command: &str,
+        read_only: bool,
         timeout: Duration,
         output: &mpsc::Sender<(OutputStream, String)>,
         cancel: &CancellationToken,
@@ -315,7 +317,7 @@ impl Instance {
         self.next_id += 1;
         let id = self.next_id;
         let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let exec = ToAgent::Exec { id, command: command.to_string(), timeout_ms };
+        let exec = ToAgent::Exec { id, command: command.to_string(), timeout_ms, read_only };
         write_frame(&mut self.stdin, &exec).await.map_err(|e| lost("taking the command", &e))?;
         let mut kept = CappedOutput::default();
         let mut cancelled = false;
@@ -364,12 +366,17 @@ impl Instance {
         }
     }
 
-    /// Starts `command` as a background job; its agent id. Frames of other jobs that arrive
-    /// meanwhile go to `jobs`.
-    pub async fn spawn_job(&mut self, command: &str, jobs: &mut Jobs) -> Result<u64, ExecFailure> {
+    /// Starts `command` as a background job (with `read_only`, in the read-only view); its agent
+    /// id. Frames of other jobs that arrive meanwhile go to `jobs`.
+    pub async fn spawn_job(
+        &mut self,
+        command: &str,
+        read_only: bool,
+        jobs: &mut Jobs,
+    ) -> Result<u64, ExecFailure> {
         self.next_id += 1;
         let id = self.next_id;
-        let spawn = ToAgent::Spawn { id, command: command.to_string() };
+        let spawn = ToAgent::Spawn { id, command: command.to_string(), read_only };
         write_frame(&mut self.stdin, &spawn).await.map_err(|e| lost("starting a job", &e))?;
         let wait = async {
             loop {

@@ -297,7 +297,7 @@ impl Manager {
         }
     }
 
-    async fn spawn_job(&mut self, command: &str) -> Result<String, SandboxError> {
+    async fn spawn_job(&mut self, command: &str, read_only: bool) -> Result<String, SandboxError> {
         if self.jobs.running() >= MAX_RUNNING_JOBS {
             return Err(SandboxError::Refused(format!(
                 "{MAX_RUNNING_JOBS} background commands are running already: read their output \
@@ -309,7 +309,7 @@ impl Manager {
         let Some(instance) = self.instance.as_mut() else {
             return Err(SandboxError::Start("the sandbox is not running".into()));
         };
-        match instance.spawn_job(command, &mut self.jobs).await {
+        match instance.spawn_job(command, read_only, &mut self.jobs).await {
             Ok(agent_id) => {
                 let mut shell_id = outboard_base::util::new_id("bash");
                 shell_id.truncate(SHELL_ID_LEN);
@@ -356,8 +356,8 @@ impl Manager {
 
     async fn handle(&mut self, req: Request) {
         match req {
-            Request::Exec { command, timeout, cancel, output, reply } => {
-                let result = self.exec(&command, timeout, &output, &cancel).await;
+            Request::Exec { command, read_only, timeout, cancel, output, reply } => {
+                let result = self.exec(&command, read_only, timeout, &output, &cancel).await;
                 let _ = reply.send(result);
                 self.yield_to_waiters().await;
             }
@@ -379,8 +379,8 @@ impl Manager {
                 self.stop().await;
                 let _ = reply.send(());
             }
-            Request::Spawn { command, reply } => {
-                let _ = reply.send(self.spawn_job(&command).await);
+            Request::Spawn { command, read_only, reply } => {
+                let _ = reply.send(self.spawn_job(&command, read_only).await);
             }
             Request::ReadJob { shell_id, reply } => {
                 let _ = reply.send(self.jobs.read(&shell_id));
@@ -649,6 +649,7 @@ impl Manager {
     async fn exec(
         &mut self,
         command: &str,
+        read_only: bool,
         timeout: Duration,
         output: &mpsc::Sender<(OutputStream, String)>,
         cancel: &CancellationToken,
@@ -657,7 +658,8 @@ impl Manager {
         let Some(instance) = self.instance.as_mut() else {
             return Err(SandboxError::Start("the sandbox is not running".into()));
         };
-        let result = instance.exec(command, timeout, output, cancel, &mut self.jobs).await;
+        let result =
+            instance.exec(command, read_only, timeout, output, cancel, &mut self.jobs).await;
         let hits = instance.cgroup().map(|c| c.hits()).unwrap_or_default();
         self.idle_since = Instant::now();
         let finished = match result {

@@ -14,6 +14,8 @@ use crate::types::ExecResult;
 pub enum Request {
     Exec {
         command: String,
+        /// In the sandbox's read-only view (plan mode).
+        read_only: bool,
         timeout: Duration,
         cancel: CancellationToken,
         output: mpsc::Sender<(OutputStream, String)>,
@@ -28,6 +30,8 @@ pub enum Request {
     /// Start a background job; its shell id.
     Spawn {
         command: String,
+        /// In the sandbox's read-only view (plan mode).
+        read_only: bool,
         reply: oneshot::Sender<Result<String, SandboxError>>,
     },
     /// A job's output since the last read; `None` for an unknown id.

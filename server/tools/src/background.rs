@@ -81,9 +81,14 @@ pub fn kill_spec() -> ToolSpec {
     }
 }
 
-/// `Bash` with `run_in_background`: starts the command and answers with its shell id at once.
-pub async fn start(command: &str, sandbox: &Sandbox) -> ToolOutcome {
-    match sandbox.spawn_job(command).await {
+/// `Bash` with `run_in_background`: starts the command and answers with its shell id at once;
+/// with `read_only` (plan mode), in the sandbox's read-only view.
+pub async fn start(command: &str, sandbox: &Sandbox, read_only: bool) -> ToolOutcome {
+    let started = match read_only {
+        true => sandbox.spawn_job_read_only(command).await,
+        false => sandbox.spawn_job(command).await,
+    };
+    match started {
         Ok(shell_id) => ToolOutcome::ok(format!(
             "Command running in background with ID: {shell_id}. Read its output with \
              BashOutput; you will be told when it ends."

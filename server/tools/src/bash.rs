@@ -102,7 +102,7 @@ pub async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
         }
     }
     if params.run_in_background == Some(true) {
-        return crate::background::start(&params.command, ctx.sandbox).await;
+        return crate::background::start(&params.command, ctx.sandbox, ctx.read_only).await;
     }
     let timeout = match params.timeout.filter(|&ms| ms > 0) {
         Some(ms) => Duration::from_millis(ms.min(MAX_TIMEOUT_MS)),
@@ -118,15 +118,21 @@ pub async fn run(params: BashParams, ctx: ToolCtx<'_>) -> ToolOutcome {
             on_output(stream, part);
         }
     };
+    let cancel = ctx.cancel.clone();
     let ran = match ctx.remote {
         Some(remote) => {
             remote.exec(&params.command, timeout, &mut capped, ctx.cancel.clone()).await
         }
-        None => ctx
-            .sandbox
-            .exec(&params.command, timeout, &mut capped, ctx.cancel.clone())
-            .await
-            .map_err(|e| format!("{e}. The command did not run.")),
+        None => {
+            // Plan mode: the read-only view is the guarantee; the judgement only explains.
+            let ran = match ctx.read_only {
+                true => {
+                    ctx.sandbox.exec_read_only(&params.command, timeout, &mut capped, cancel).await
+                }
+                false => ctx.sandbox.exec(&params.command, timeout, &mut capped, cancel).await,
+            };
+            ran.map_err(|e| format!("{e}. The command did not run."))
+        }
     };
     if let Some(line) = cap.truncation_line() {
         on_output(OutputStream::Stderr, &line);

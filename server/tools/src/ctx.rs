@@ -84,4 +84,8 @@ pub struct ToolCtx<'a> {
     /// Where `/workspace` and `Bash` really are when the session lives on a sandbox host;
     /// `None`: here (`workspace` and `sandbox`).
     pub remote: Option<&'a dyn HostedWorkspace>,
+    /// The session plans (plan mode): `Bash` runs in the sandbox's read-only view
+    /// ([`Sandbox::exec_read_only`]), so what the line judgement let through still writes
+    /// nothing.
+    pub read_only: bool,
 }

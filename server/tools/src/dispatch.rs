@@ -227,6 +227,7 @@ async fn remote_search(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutco
             org: ctx.org,
             events: None,
             remote: None,
+            read_only: ctx.read_only,
         };
         let outcome = Box::pin(run(name, &input, local)).await;
         if !outcome.is_error {

@@ -12,7 +12,9 @@
 //! What plan mode lets through: the tools that only read (`Read`, `Glob`, `Grep`, `WebFetch`),
 //! `TodoWrite` (session state, not the workspace), `BashOutput` (a job's output), the two tools
 //! here, and `Bash` when the Bash guard judges its line read-only
-//! ([`outboard_bashguard::read_only`]). MCP tools are refused: nothing marks an org's MCP tool
+//! ([`outboard_bashguard::read_only`]); that judgement explains a refusal early, and the
+//! guarantee is the sandbox's read-only view, in which every plan-mode command runs
+//! (`ToolCtx::read_only`, `outboard_sandbox::Sandbox::exec_read_only`). MCP tools are refused: nothing marks an org's MCP tool
 //! as read-only today (a server's own `readOnlyHint` is the server's claim, not the org's).
 //! `Task` is the harness's to allow (its subagent inherits the mode).
 

@@ -69,6 +69,7 @@ impl Env {
             reads: &mut self.reads,
             org: None,
             remote: None,
+            read_only: false,
         };
         run(name, &input, ctx).await
     }

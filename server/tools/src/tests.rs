@@ -77,6 +77,7 @@ impl Fixture {
             reads: &mut self.reads,
             org: None,
             remote: None,
+            read_only: false,
         };
         run(name, &input, ctx).await
     }

@@ -738,3 +738,52 @@ async fn a_launcher_whose_server_is_gone_starts_nothing() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is gone; not starting a sandbox for it"), "{stderr}");
 }
+
+/// Issue 49, item 5: plan mode enforced by the kernel. A command run in the read-only view
+/// cannot write anywhere, whatever the line-level judgement would have let through (these
+/// writers are called on the lower layer directly), and the view is per command: the next
+/// ordinary command writes, and a `cd` in the view carries over.
+#[tokio::test]
+async fn a_command_in_the_read_only_view_cannot_write_anywhere() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("in.txt"), "b\na\n").unwrap();
+    std::fs::create_dir(ws.path().join("sub")).unwrap();
+    let sandbox = Sandbox::new(SandboxConfig::Bwrap, ws.path().to_path_buf());
+    let ro = |command: &'static str| {
+        let sandbox = sandbox.clone();
+        async move { sandbox.exec_read_only(command, T, &mut |_, _| {}, CancellationToken::new()).await }
+    };
+    for writer in [
+        "touch /workspace/x",
+        "sort -o/workspace/x in.txt",
+        "uniq -- in.txt -x",
+        "mkdir /workspace/x",
+        "echo t > /tmp/x",
+        "rm in.txt",
+        "mv in.txt x",
+        "echo t > /dev/shm/x",
+    ] {
+        let r = ro(writer).await.unwrap();
+        assert_ne!(r.exit_code, Some(0), "{writer}: {}", r.output);
+        assert!(r.output.contains("Read-only file system"), "{writer}: {}", r.output);
+    }
+    let left: Vec<_> =
+        std::fs::read_dir(ws.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 2, "nothing made, nothing removed: {left:?}");
+    // What only reads works there, and a `cd` carries over to the next command.
+    assert_eq!(ro("sort in.txt && cd sub").await.unwrap(), ok("a\nb\n"));
+    let r = sandbox.exec("pwd; touch made", T, &mut |_, _| {}, CancellationToken::new()).await;
+    assert_eq!(r.unwrap(), ok("/workspace/sub\n"));
+    assert!(ws.path().join("sub/made").exists(), "an ordinary command still writes");
+    // A background job started in plan mode runs in the view too.
+    let job = sandbox.spawn_job_read_only("touch /workspace/job").await.unwrap();
+    let read = loop {
+        let read = sandbox.read_job(&job).await.unwrap();
+        if read.state != jobs::JobState::Running {
+            break read;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(read.output.contains("Read-only file system"), "{read:?}");
+    assert!(!ws.path().join("job").exists());
+}
