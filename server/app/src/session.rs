@@ -1397,6 +1397,8 @@ impl Actor {
             }
             Err(e) => tracing::warn!(session = %self.row.id, "no org files in the sandbox: {e}"),
         }
+        // The user's own repository, in place: its `.git` read-only inside.
+        config.protect_git = self.row.workspace.is_some();
         if let Some(live) = &config.live_pool {
             let (store, org) = (self.store.clone(), self.row.org_id.clone());
             let limit: outboard_sandbox::pool::LimitFn = std::sync::Arc::new(move || {

@@ -278,7 +278,8 @@ fn stage(config: &LaunchConfig, id: u32) -> Result<Sources, String> {
     let mut ro_trees = Vec::with_capacity(config.ro_mounts.len());
     for (host, target) in &config.ro_mounts {
         let tree = userns.clone_tree(host, true).map_err(|e| idmap_error(host, &e))?;
-        ro_trees.push((tree, target.clone()));
+        // Asked now: the staging tmpfs may cover where `host` lives (a data dir under /tmp).
+        ro_trees.push((tree, target.clone(), host.is_dir()));
     }
     // The proxy socket lives in a directory private to root, which the sandbox's uid cannot
     // traverse: bind the socket itself. Connecting needs write permission on the socket only
@@ -316,9 +317,14 @@ fn stage(config: &LaunchConfig, id: u32) -> Result<Sources, String> {
     std::fs::File::create(&agent).map_err(|e| format!("staging the agent: {e}"))?;
     attach(&agent_tree, &agent)?;
     let mut ro_mounts = Vec::with_capacity(ro_trees.len());
-    for (n, (tree, target)) in ro_trees.iter().enumerate() {
+    for (n, (tree, target, is_dir)) in ro_trees.iter().enumerate() {
         let staged = stage.join(format!("ro{n}"));
-        mkdir(&staged)?;
+        if *is_dir {
+            mkdir(&staged)?;
+        } else {
+            // A file (a worktree's `.git` file): its mount point is a file.
+            std::fs::File::create(&staged).map_err(|e| format!("staging a file bind: {e}"))?;
+        }
         attach(tree, &staged)?;
         ro_mounts.push((staged, target.clone()));
     }

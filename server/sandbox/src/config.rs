@@ -76,6 +76,10 @@ pub struct SandboxConfig {
     /// Host directories bound read-only into the sandbox, with where they appear (the org's
     /// `/memory`, `/skills` and `/agents`). Ignored by the unsafe host mode.
     pub ro_mounts: Vec<(PathBuf, String)>,
+    /// The workspace is the user's own directory, worked on in place: at each start, its
+    /// `.git` is bound read-only over it ([`crate::git_guard`]). Ignored by the unsafe host
+    /// mode.
+    pub protect_git: bool,
     /// A private directory (the server's data dir) for the few scratch files the sandbox
     /// machinery needs (the startup check's workspace, the unsafe host mode's working-directory
     /// file); `None` means the system temp dir. Names are random and created exclusively.
@@ -113,6 +117,7 @@ impl SandboxConfig {
         limits: SandboxLimits::DEFAULT,
         agent_exe: None,
         ro_mounts: Vec::new(),
+        protect_git: false,
         scratch_dir: None,
         live_pool: None,
         pool: None,

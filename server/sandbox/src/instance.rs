@@ -174,7 +174,16 @@ impl Instance {
                     workspace: workspace.to_path_buf(),
                     agent_exe: agent_exe.to_path_buf(),
                     agent_config,
-                    ro_mounts: config.ro_mounts.clone(),
+                    // The repository's guard is computed now, at each start, when no process
+                    // of this session's sandbox runs: a `.git` swapped for a link by an earlier
+                    // one is seen here and not bound (a bind follows links).
+                    ro_mounts: if config.protect_git {
+                        let mut mounts = config.ro_mounts.clone();
+                        mounts.extend(crate::git_guard::read_only_mounts(workspace));
+                        mounts
+                    } else {
+                        config.ro_mounts.clone()
+                    },
                     proxy_socket: proxy_socket.map(Path::to_path_buf),
                     ca_bundle: ca_bundle.map(Path::to_path_buf),
                     host_id: lease.as_ref().map(UidLease::id),

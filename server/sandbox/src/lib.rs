@@ -19,6 +19,7 @@
 pub mod agent_exe;
 pub mod cgroup;
 pub mod config;
+pub mod git_guard;
 pub mod handle;
 pub mod instance;
 pub mod jobs;

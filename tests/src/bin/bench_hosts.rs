@@ -85,6 +85,7 @@ impl Local {
             org: None,
             events: None,
             remote: None,
+            read_only: false,
         };
         let outcome = tools::run(name, input, ctx).await;
         if outcome.is_error {

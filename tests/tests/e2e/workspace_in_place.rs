@@ -377,3 +377,53 @@ async fn a_rewind_in_place_restores_the_users_files_and_leaves_their_git_and_ign
     assert_eq!(git(&["rev-parse", "HEAD"]), head);
     assert_eq!(std::fs::read(p.join(".git/index")).unwrap(), index, "the user's index is theirs");
 }
+
+/// Issue 49, item 4: in place, the sandbox sees the user's `.git` read-only, so nothing a
+/// command writes there (a `core.fsmonitor`, a hook) runs at the user's next own `git`; git's
+/// reading commands still work in the sandbox. The model is scripted to attack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_the_users_git_dir_is_read_only_in_the_sandbox() {
+    let project = tempfile::tempdir().unwrap();
+    let p = project.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+            .arg(p)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(p.join("a.txt"), "one\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "first"]);
+    let config = std::fs::read(p.join(".git/config")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let attack = "git config core.fsmonitor 'touch /workspace/PWNED; false'; \
+        echo '[core] fsmonitor = x' >> .git/config; \
+        printf '#!/bin/sh\\ntouch PWNED\\n' > .git/hooks/pre-commit; \
+        rm -f .git/HEAD; mv .git .git-gone; \
+        echo two > a.txt; git status --short; echo done";
+    let mock = MockLlm::start(vec![
+        MockStep::tool_call("Bash", json!({"command": attack})),
+        MockStep::text("Tried."),
+    ])
+    .await
+    .unwrap();
+    let out = run_in(&mock, data.path(), p, &[], &[], "attack the repository").await;
+    assert_eq!(out.code, 0, "stderr: {}\nstdout: {}", out.stderr, out.stdout);
+    let requests = mock.requests();
+    let result = requests.last().unwrap().body.to_string();
+    assert!(result.contains("Read-only file system"), "{result}");
+    assert!(result.contains("M a.txt"), "git status works read-only: {result}");
+    assert_eq!(std::fs::read(p.join(".git/config")).unwrap(), config, "the config is the user's");
+    assert!(!p.join(".git/hooks/pre-commit").exists(), "no hook was planted");
+    assert!(p.join(".git/HEAD").exists() && !p.join(".git-gone").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join("a.txt")).unwrap(),
+        "two\n",
+        "the files are writable"
+    );
+}
