@@ -37,6 +37,7 @@ use crate::git::{
 };
 
 pub mod collect;
+pub mod in_place;
 pub mod large;
 pub mod shadow;
 #[cfg(test)]
@@ -511,44 +512,6 @@ impl Sources {
         let args = diff_args(&base, &tree, stat);
         let child = self.git.command(None, &args).env("GIT_DIR", self.shadow(session));
         Ok((child.spawn_stdout()?, skipped))
-    }
-
-    /// The diff of a workspace worked on in place (embedded mode) against its `HEAD`, untracked
-    /// files included, and the files left out as too large to read. The user's repository is
-    /// read as data: `HEAD` from its files ([`shadow::in_place`]), its objects through an
-    /// alternate of a repository the server keeps for that directory (`git/inplace-*.git`),
-    /// where the snapshot's objects go. Git never runs in the user's repository, so neither its
-    /// configuration nor its index is read or touched.
-    pub async fn diff_in_place(
-        &self,
-        dir: &Path,
-        stat: bool,
-    ) -> Result<(tokio::process::Child, Vec<TooLarge>), SourceError> {
-        let owned = dir.to_path_buf();
-        let found = tokio::task::spawn_blocking(move || shadow::in_place(&owned))
-            .await
-            .map_err(|e| SourceError::Invalid(format!("cannot read the repository: {e}")))??;
-        let key = outboard_snapshot::objects::hash(
-            outboard_snapshot::Kind::Blob,
-            found.top.as_os_str().as_encoded_bytes(),
-        )
-        .to_string();
-        let repo = self.shadows().join(format!("inplace-{}.git", &key[..16]));
-        let lock = self.lock(&SessionId(format!("inplace-{key}")));
-        let _held = lock.lock().await;
-        self.shadow_made(&repo).await?;
-        let objects = found.objects.to_string_lossy();
-        if objects.contains('\n') {
-            return Err(SourceError::Invalid("the repository's path holds a newline".into()));
-        }
-        std::fs::write(repo.join("objects/info/alternates"), format!("{objects}\n"))
-            .map_err(io("cannot point the diff's repository at the user's objects"))?;
-        let snap = self.take(&repo, &found.top, found.head.as_deref()).await?;
-        let base = found.head.unwrap_or_else(|| EMPTY_TREE.to_owned());
-        let tree = snap.tree.to_string();
-        let args = diff_args(&base, &tree, stat);
-        let child = self.git.command(None, &args).env("GIT_DIR", &repo).spawn_stdout()?;
-        Ok((child, snap.too_large))
     }
 
     /// Commits `session`'s workspace on top of `parent` and pushes it to `branch` of `remote`,

@@ -126,6 +126,8 @@ pub fn restore(
     let reads: Vec<Oid> =
         changed.iter().filter(|e| e.mode != MODE_GITLINK).map(|e| e.oid).collect();
     blobs.prefetch(&reads);
+    // The directory of the last file written, held: files of one directory come together.
+    let mut held: Option<(Vec<u8>, std::os::fd::OwnedFd)> = None;
     for e in changed {
         let (parent, name) = split(&e.path);
         let fail = |source| RestoreError::Write { path: shown(&e.path), source };
@@ -136,13 +138,18 @@ pub fn restore(
         }
         let content =
             blobs.read(&e.oid).map_err(|source| RestoreError::Blob { oid: e.oid, source })?;
-        let dir = root.make_dirs_exact(parent).map_err(|err| fail(confined_io(err)))?;
+        let parent_key = parent.as_os_str().as_bytes().to_vec();
+        let dir = match held.take() {
+            Some((key, fd)) if key == parent_key => fd,
+            _ => root.make_dirs_exact(parent).map_err(|err| fail(confined_io(err)))?,
+        };
         let written = if e.mode == MODE_LINK {
             exact::replace_symlink(dir.as_fd(), name, OsStr::from_bytes(&content))
         } else {
             exact::replace_file(dir.as_fd(), name, &content, e.mode == MODE_EXEC)
         };
         written.map_err(fail)?;
+        held = Some((parent_key, dir));
         done.written += 1;
         done.bytes += content.len() as u64;
     }

@@ -291,3 +291,25 @@ fn a_swap_loop_during_snapshots_reads_no_host_byte() {
     assert!(!everything.contains("ROOT-ONLY-HOST-BYTES"), "a host file reached the repository");
     assert!(trees.len() > 1, "the loop changed nothing the snapshots saw");
 }
+
+#[test]
+fn a_restore_overwrites_in_place_but_never_through_a_second_hard_link() {
+    let f = fixture();
+    write(&f.ws.join(".gitignore"), "outside-link\n");
+    write(&f.ws.join("x"), "old\n");
+    write(&f.ws.join("y"), "old y\n");
+    let mut cache = Cache::default();
+    let old = take(&f, &mut cache);
+    write(&f.ws.join("x"), "new\n");
+    write(&f.ws.join("y"), "new y\n");
+    std::fs::hard_link(f.ws.join("x"), f.ws.join("outside-link")).unwrap();
+    use std::os::unix::fs::MetadataExt as _;
+    let y_inode = std::fs::metadata(f.ws.join("y")).unwrap().ino();
+    let now = take(&f, &mut cache);
+    let root = Root::open(&f.ws).unwrap();
+    restore(&root, &now.entries, &old.entries, &mut GitBlobs(&f.repo)).unwrap();
+    assert_eq!(std::fs::read_to_string(f.ws.join("x")).unwrap(), "old\n");
+    assert_eq!(std::fs::read_to_string(f.ws.join("outside-link")).unwrap(), "new\n");
+    assert_eq!(std::fs::read_to_string(f.ws.join("y")).unwrap(), "old y\n");
+    assert_eq!(std::fs::metadata(f.ws.join("y")).unwrap().ino(), y_inode, "kept its inode");
+}

@@ -142,7 +142,7 @@ async fn links_swapped_in_a_loop_never_bring_a_host_byte_into_a_diff_a_snapshot_
         assert!(!diff.stdout.contains(secret_bytes), "a diff printed a host file");
     }
     let mut forks = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..50 {
         let fork = tokio::task::block_in_place(|| cli_ok(&server, &token, &["fork", &sid], None));
         forks.push(fork.stdout.trim().to_owned());
     }
