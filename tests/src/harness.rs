@@ -552,6 +552,23 @@ pub fn wait_until(
     bail!("timed out after {timeout:?} waiting for {what}")
 }
 
+/// [`wait_until`] for async tests: it sleeps with tokio, so tasks of the same runtime (a mock
+/// model serving the very request being waited for, on a test's single thread) keep running.
+pub async fn wait_until_async(
+    what: &str,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    bail!("timed out after {timeout:?} waiting for {what}")
+}
+
 /// Whether any process on this machine has `marker` in its command line (a sandboxed command
 /// shows in the host's `/proc` too).
 pub fn host_process_with(marker: &str) -> bool {

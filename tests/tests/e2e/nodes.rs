@@ -304,9 +304,13 @@ async fn mid_command(lease_secs: u64) -> Running {
     let (token, mut on_a, sid) = driver(&a).await;
     on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
     let ran = cluster.workspace(&sid).join("ran.log");
-    outboard_tests::harness::wait_until("the command to start", Duration::from_secs(30), || {
-        ran.exists()
-    })
+    // Async: the mock model runs on this test's one thread and must answer meanwhile.
+    outboard_tests::harness::wait_until_async(
+        "the command to start",
+        Duration::from_secs(30),
+        || ran.exists(),
+    )
+    .await
     .unwrap();
     Running { cluster, a, b, token, sid, ran, _mock: mock }
 }
@@ -373,9 +377,10 @@ async fn a_node_frozen_past_its_lease_cannot_append_once_thawed() {
     let (_cluster, a, b) = two_nodes(&mock, 2);
     let (token, mut on_a, sid) = driver(&a).await;
     on_a.request("turn/send", json!({"session_id": sid, "text": "go"})).await.unwrap().unwrap();
-    outboard_tests::harness::wait_until("the model call", Duration::from_secs(60), || {
+    outboard_tests::harness::wait_until_async("the model call", Duration::from_secs(60), || {
         calls.load(Ordering::SeqCst) >= 1
     })
+    .await
     .unwrap();
     let pid = a.pid().to_string();
     assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());

@@ -203,9 +203,13 @@ async fn a_command_in_flight_is_never_run_twice() {
     let (token, mut c, sid) = driver(&server).await;
     c.request("turn/send", json!({"session_id": sid, "text": "run it"})).await.unwrap().unwrap();
     let ran_log = server.workspace(&sid).join("ran.log");
-    outboard_tests::harness::wait_until("the command to start", Duration::from_secs(10), || {
-        std::fs::read_to_string(&ran_log).is_ok_and(|s| s == "ran\n")
-    })
+    // Async: the mock model runs on this test's one thread and must answer meanwhile.
+    outboard_tests::harness::wait_until_async(
+        "the command to start",
+        Duration::from_secs(10),
+        || std::fs::read_to_string(&ran_log).is_ok_and(|s| s == "ran\n"),
+    )
+    .await
     .unwrap();
     let data = server.kill().unwrap();
 
