@@ -331,16 +331,7 @@ async fn a_directory_worked_on_in_place_is_not_held_to_the_workspace_quota() {
 async fn a_rewind_in_place_restores_the_users_files_and_leaves_their_git_and_ignored_files() {
     let project = tempfile::tempdir().unwrap();
     let p = project.path();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-            .arg(p)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let git = |args: &[&str]| git_in(p, args);
     git(&["init", "-q"]);
     std::fs::write(p.join(".gitignore"), "target/\n").unwrap();
     std::fs::write(p.join("notes.txt"), "v1\n").unwrap();
@@ -385,16 +376,7 @@ async fn a_rewind_in_place_restores_the_users_files_and_leaves_their_git_and_ign
 async fn in_place_the_users_git_dir_is_read_only_in_the_sandbox() {
     let project = tempfile::tempdir().unwrap();
     let p = project.path();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-            .arg(p)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let git = |args: &[&str]| git_in(p, args);
     git(&["init", "-q"]);
     std::fs::write(p.join("a.txt"), "one\n").unwrap();
     git(&["add", "-A"]);
@@ -426,4 +408,16 @@ async fn in_place_the_users_git_dir_is_read_only_in_the_sandbox() {
         "two\n",
         "the files are writable"
     );
+}
+
+/// `git ARGS` in `dir` with a test identity, which must succeed; its stdout.
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
 }
