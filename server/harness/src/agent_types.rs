@@ -79,6 +79,11 @@ pub struct AgentType {
     pub path: String,
     /// The file's version this was read from.
     pub version: u64,
+    /// Who wrote that version, on one line: the user, or the session when there is no user
+    /// name (the prompt names it wherever it quotes the file).
+    pub author: String,
+    /// When that version was written, RFC 3339.
+    pub at: String,
 }
 
 /// What [`parse`] makes of one file.
@@ -323,6 +328,8 @@ pub async fn agent_types(fs: &OrgFs, org: &OrgId) -> Result<Vec<AgentType>, FsEr
                 tools: parsed.tools,
                 model: parsed.model,
                 prompt: parsed.prompt,
+                author: crate::fence::author_label(&row.file),
+                at: row.file.at,
                 path: row.file.path,
                 version: row.file.version,
             })

@@ -218,6 +218,37 @@ impl Conversation {
     }
 }
 
+/// The kinds of event [`replay_start`] decides from.
+pub const REPLAY_KINDS: &[&str] = &["compaction", "rewound"];
+
+/// The first seq a replay of the log must read for [`Conversation::from_log`] to build the
+/// same conversation as from the whole log, given the log's `compaction` and `rewound` events
+/// ([`REPLAY_KINDS`]): the first event the last compaction kept verbatim, so that a long
+/// session is loaded from its last compaction on. 1 (the whole log) when that would not be the
+/// same conversation: no compaction, a rewind of the conversation at or after that event (the
+/// history it made may reach back before it), or another compaction between that event and
+/// the last one (its summary would still be in the kept part).
+pub fn replay_start(marks: &[SessionEvent]) -> u64 {
+    let top: Vec<&SessionEvent> = marks.iter().filter(|e| e.parent.is_none()).collect();
+    let Some((at, last)) = top.iter().enumerate().rev().find_map(|(i, e)| match &e.kind {
+        EventKind::Compaction { kept_from_seq, .. } => Some((i, (e.seq, *kept_from_seq))),
+        _ => None,
+    }) else {
+        return 1;
+    };
+    let (seq, kept_from) = last;
+    let crossing = top.iter().enumerate().any(|(i, e)| match &e.kind {
+        EventKind::Rewound { conversation: true, .. } => e.seq >= kept_from,
+        EventKind::Compaction { .. } => i != at && e.seq >= kept_from && e.seq < seq,
+        _ => false,
+    });
+    if crossing || kept_from == 0 {
+        1
+    } else {
+        kept_from.min(seq)
+    }
+}
+
 /// How the summary stands in the conversation: a user message saying what it is.
 pub fn summary_message(summary: &str) -> String {
     format!(
@@ -411,5 +442,89 @@ mod tests {
         };
         assert!(content.len() < DEFAULT_RESULT_CHARS + 500, "{}", content.len());
         assert!(content.contains("20000 characters"), "{content}");
+    }
+
+    /// Logs of turns, compactions (keeping a tail chosen as the live loop chooses it) and
+    /// rewinds, in a pseudo-random order: at every length, the conversation replayed from
+    /// [`replay_start`] is the one replayed from the whole log.
+    #[test]
+    fn a_replay_from_the_last_compaction_is_the_whole_logs() {
+        let mut checked_suffixes = 0;
+        for seed in 1..=40u64 {
+            let mut rng = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let mut next = |n: u64| {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (rng >> 33) % n
+            };
+            let mut log: Vec<SessionEvent> = Vec::new();
+            let mut prompts: Vec<u64> = Vec::new();
+            for round in 0..30 {
+                let seq = log.len() as u64 + 1;
+                match next(10) {
+                    0 | 1 => {
+                        // A compaction of the conversation as it stands.
+                        let live = Conversation::from_log(&log, 100_000);
+                        let Some(i) = live.tail_start(next(3) as usize * 3000) else { continue };
+                        let kept_from_seq = live.start_of(i).unwrap();
+                        log.push(event(
+                            seq,
+                            EventKind::Compaction {
+                                summary: format!("summary {round}"),
+                                from_seq: live.from_seq(),
+                                kept_from_seq,
+                                tokens_before: 1,
+                                tokens_after: 1,
+                                trigger: outboard_shared::CompactionTrigger::Auto,
+                                focus: None,
+                                usage: None,
+                            },
+                        ));
+                    }
+                    2 if !prompts.is_empty() => {
+                        let to = prompts[next(prompts.len() as u64) as usize];
+                        log.push(event(
+                            seq,
+                            EventKind::Rewound {
+                                checkpoint: 1,
+                                to_seq: to - 1,
+                                code: false,
+                                conversation: true,
+                                from_tree: None,
+                                by: "alice".into(),
+                            },
+                        ));
+                    }
+                    _ => {
+                        prompts.push(seq);
+                        log.push(event(seq, EventKind::UserMessage { text: format!("go {round}") }));
+                        for k in 0..=next(3) {
+                            let id = format!("c{round}_{k}");
+                            let out = "o".repeat(500 + next(3000) as usize);
+                            log.extend(step(log.len() as u64 + 1, &id, &out));
+                        }
+                    }
+                }
+                for len in [log.len()] {
+                    let prefix = &log[..len];
+                    let marks: Vec<SessionEvent> = prefix
+                        .iter()
+                        .filter(|e| REPLAY_KINDS.contains(&e.kind.type_name()))
+                        .cloned()
+                        .collect();
+                    let start = replay_start(&marks);
+                    let whole = Conversation::from_log(prefix, 100_000);
+                    let tail: Vec<SessionEvent> =
+                        prefix.iter().filter(|e| e.seq >= start).cloned().collect();
+                    let replayed = Conversation::from_log(&tail, 100_000);
+                    assert_eq!(whole.messages(), replayed.messages(), "seed {seed} at {len}");
+                    assert_eq!(whole.from_seq(), replayed.from_seq(), "seed {seed} at {len}");
+                    assert_eq!(whole.bytes_from(0), replayed.bytes_from(0));
+                    if start > 1 {
+                        checked_suffixes += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked_suffixes > 100, "only {checked_suffixes} replays started after seq 1");
     }
 }

@@ -299,34 +299,57 @@ pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
 
 /// [`files_touched`] of the given events (one loop's: the session's or a subagent's).
 pub fn files_touched_in<'a>(log: impl Iterator<Item = &'a SessionEvent>) -> Vec<String> {
-    let mut inputs: std::collections::HashMap<&str, &ToolCall> = std::collections::HashMap::new();
-    // In the order each was first touched, once each (a long session touches a file often).
-    let mut files: Vec<String> = Vec::new();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut touched = FilesTouched::default();
     for event in log {
+        touched.add(event);
+    }
+    touched.into_files()
+}
+
+/// [`files_touched`] taken one event at a time, owning what it keeps, so that a long log can be
+/// read in pages: the path of each `Read`/`Write`/`Edit` call whose result has not come yet,
+/// and the files touched so far, once each, in the order each was first touched.
+#[derive(Debug, Default)]
+pub struct FilesTouched {
+    /// The `file_path` of each file tool's call, by call id, until its result.
+    calls: std::collections::HashMap<String, String>,
+    seen: std::collections::HashSet<String>,
+    files: Vec<String>,
+}
+
+impl FilesTouched {
+    /// Takes one event into account (a subagent's too: filtering is the caller's).
+    pub fn add(&mut self, event: &SessionEvent) {
         match &event.kind {
             EventKind::AssistantMessage { tool_calls, .. } => {
                 for c in tool_calls {
-                    inputs.insert(c.call_id.as_str(), c);
+                    if !matches!(c.name.as_str(), "Read" | "Write" | "Edit") {
+                        continue;
+                    }
+                    if let Some(path) = c.input.get("file_path").and_then(|p| p.as_str()) {
+                        self.calls.insert(c.call_id.clone(), path.to_owned());
+                    }
                 }
             }
-            EventKind::ToolResult { call_id, name, is_error: false, .. }
+            EventKind::ToolResult { call_id, name, is_error, .. }
                 if matches!(name.as_str(), "Read" | "Write" | "Edit") =>
             {
-                let path = inputs
-                    .get(call_id.as_str())
-                    .and_then(|c| c.input.get("file_path"))
-                    .and_then(|p| p.as_str());
-                if let Some(path) = path {
-                    if seen.insert(path) {
-                        files.push(path.to_owned());
+                // Its call is settled either way; a failed one touched nothing.
+                if let Some(path) = self.calls.remove(call_id.as_str()) {
+                    if !is_error && !self.seen.contains(&path) {
+                        self.seen.insert(path.clone());
+                        self.files.push(path);
                     }
                 }
             }
             _ => {}
         }
     }
-    files
+
+    /// The files touched, in first-touch order.
+    pub fn into_files(self) -> Vec<String> {
+        self.files
+    }
 }
 
 /// Records the current versions of the org files the log showed this session touched (after a

@@ -196,7 +196,11 @@ async fn the_org_listing_and_the_usable_types() {
     )
     .await;
 
-    let types = agent_types(&f.fs, &f.org).await.unwrap();
+    let mut types = agent_types(&f.fs, &f.org).await.unwrap();
+    for t in &mut types {
+        assert!(t.at.ends_with('Z'), "each type says when its version was written: {t:?}");
+        t.at.clear();
+    }
     assert_eq!(
         types,
         vec![
@@ -208,6 +212,8 @@ async fn the_org_listing_and_the_usable_types() {
                 prompt: "Explore.".into(),
                 path: "/agents/explorer.md".into(),
                 version: 2,
+                author: "alice".into(),
+                at: String::new(),
             },
             AgentType {
                 name: "reviewer".into(),
@@ -217,6 +223,8 @@ async fn the_org_listing_and_the_usable_types() {
                 prompt: "Review.".into(),
                 path: "/agents/reviewer.md".into(),
                 version: 1,
+                author: "alice".into(),
+                at: String::new(),
             },
         ]
     );
