@@ -25,7 +25,10 @@ use outboard_shared::{
 };
 use serde_json::Value;
 
+mod org;
 pub mod visible;
+
+pub use org::org_context_line;
 
 use visible::Visible;
 
@@ -388,6 +391,11 @@ impl<O: Write, E: Write> Printer<O, E> {
             EventKind::Rewound { checkpoint, code, conversation, by, .. } => {
                 self.end_line()?;
                 writeln!(self.err, "● {}", rewound_line(*checkpoint, *code, *conversation, by))?;
+                self.err.flush()
+            }
+            EventKind::OrgContext { files } => {
+                self.end_line()?;
+                writeln!(self.err, "● {}", org_context_line(files))?;
                 self.err.flush()
             }
             EventKind::ModelChanged { model, label, by, .. } => {

@@ -373,6 +373,14 @@ pub enum EventKind {
         /// Who rewound.
         by: String,
     },
+    /// The org files a turn's prompt quotes (`/memory/MEMORY.md`, each skill's `SKILL.md`,
+    /// each agent file) that are new to the session or changed since its previous turn's
+    /// prompt quoted them (durable; logged at the turn's start, before its first model call):
+    /// what a person sees of the org's words their model is about to read, and who wrote them.
+    OrgContext {
+        /// The files, each at the version the prompt quotes.
+        files: Vec<OrgContextFile>,
+    },
     /// An event kind this client does not know; skip it.
     #[serde(other)]
     Unknown,
@@ -450,6 +458,7 @@ impl EventKind {
             EventKind::ModeChanged { .. } => "mode_changed",
             EventKind::Checkpoint { .. } => "checkpoint",
             EventKind::Rewound { .. } => "rewound",
+            EventKind::OrgContext { .. } => "org_context",
             EventKind::Unknown => "unknown",
         }
     }
@@ -457,6 +466,20 @@ impl EventKind {
 
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
+}
+
+/// One org file of an [`EventKind::OrgContext`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrgContextFile {
+    /// `/memory/MEMORY.md`, `/skills/NAME/SKILL.md`, `/agents/NAME.md`.
+    pub path: String,
+    /// The version the prompt quotes.
+    pub version: u64,
+    /// Who wrote that version (a user, or `session ID`).
+    pub author: String,
+    /// The version the session's previous prompt quoted; absent when the file is new to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<u64>,
 }
 
 /// One attached connection, as listed by [`EventKind::Presence`].

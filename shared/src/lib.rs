@@ -35,9 +35,10 @@ pub use connection::{
     MAX_PRE_HELLO_BYTES,
 };
 pub use events::{
-    ApprovalDecision, ApprovalKind, ApprovalScope, CompactionTrigger, EventKind, OutputStream,
-    PresenceEntry, Question, QuestionOption, Reasoning, Role, SandboxQueue, SandboxState,
-    SessionEvent, SessionMode, StopReason, TaskStatus, TodoItem, TodoStatus, ToolCall, Usage,
+    ApprovalDecision, ApprovalKind, ApprovalScope, CompactionTrigger, EventKind, OrgContextFile,
+    OutputStream, PresenceEntry, Question, QuestionOption, Reasoning, Role, SandboxQueue,
+    SandboxState, SessionEvent, SessionMode, StopReason, TaskStatus, TodoItem, TodoStatus,
+    ToolCall, Usage,
 };
 pub use files::{
     AgentInfo, AgentsImportParams, AgentsImportResponse, AgentsListResponse, FileOp, FileVersion,

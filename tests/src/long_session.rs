@@ -81,6 +81,36 @@ pub async fn seed(
     Ok((session, last))
 }
 
+/// Appends to the session [`seed`] made (`last` its last seq, `steps_per_turn` as given there)
+/// the `compaction` an automatic compaction of its last turn would write: everything before
+/// that turn's first model message summarised, the rest kept verbatim. Returns the new last
+/// seq and the seq of the first event kept.
+pub async fn compact(
+    store: &Store,
+    session: &SessionId,
+    last: u64,
+    steps_per_turn: u64,
+) -> anyhow::Result<(u64, u64)> {
+    // The last turn: turn_started, user_message, then per step assistant_message, tool_call,
+    // tool_result, then the answer and turn_completed.
+    let kept_from = last - 3 * steps_per_turn - 1;
+    let mut log = Log { session: session.clone(), events: Vec::new() };
+    log.push(EventKind::Compaction {
+        summary: format!("The user asked for {last} events of steps; they all ran."),
+        from_seq: 1,
+        kept_from_seq: kept_from,
+        tokens_before: 900_000,
+        tokens_after: 2_000,
+        trigger: outboard_shared::CompactionTrigger::Auto,
+        focus: None,
+        usage: None,
+    });
+    let mut events = log.events;
+    events[0].seq = last + 1;
+    store.call(move |c| outboard_server::store::append_events(c, &events)).await?;
+    Ok((last + 1, kept_from))
+}
+
 struct Log {
     session: SessionId,
     events: Vec<SessionEvent>,

@@ -119,7 +119,7 @@ fn sample_tree(pid: u32, stop: &AtomicBool) -> (u64, u64) {
 }
 
 /// The peak RSS of `pid` so far (`VmHWM` in `/proc/PID/status`), bytes; 0 once it has exited.
-fn high_water(pid: u32) -> u64 {
+pub fn high_water(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()

@@ -1302,6 +1302,9 @@ impl App {
                 let line = crate::output::rewound_line(checkpoint, code, conversation, &by);
                 self.push_notice(line, false);
             }
+            EventKind::OrgContext { files } => {
+                self.push_notice(crate::output::org_context_line(&files), false);
+            }
             EventKind::SystemReminder { .. }
             | EventKind::Checkpoint { .. }
             | EventKind::Unknown => {}

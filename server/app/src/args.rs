@@ -258,6 +258,11 @@ pub(crate) struct NetArgs {
     #[arg(long, env = "OUTBOARD_IDLE_TIMEOUT", value_name = "SECS", value_parser = parse_secs,
           default_value = "300")]
     pub(crate) idle_timeout: Duration,
+    /// Seconds a WebSocket message may take from its first bytes to its last before the
+    /// connection is cut (a fragmented message that never ends).
+    #[arg(long, env = "OUTBOARD_MESSAGE_TIMEOUT", value_name = "SECS", value_parser = parse_secs,
+          default_value = "60")]
+    pub(crate) message_timeout: Duration,
     /// Open connections at most; more are answered HTTP 503.
     #[arg(long, env = "OUTBOARD_MAX_CONNECTIONS", value_name = "N",
           default_value_t = NetConfig::default().max_connections)]
@@ -340,6 +345,7 @@ impl NetArgs {
         Ok(NetConfig {
             handshake_timeout: self.handshake_timeout,
             idle_timeout: self.idle_timeout,
+            message_timeout: self.message_timeout,
             max_connections: self.max_connections,
             max_connections_per_ip: self.max_connections_per_ip,
             tls,

@@ -48,6 +48,9 @@ pub struct NetConfig {
     /// A connection that sends no frame at all (request or WebSocket ping) for this long is
     /// closed with `idle_timeout`. Clients ping every 30 s. Default 300 s.
     pub idle_timeout: Duration,
+    /// A WebSocket message whose first bytes arrived must be finished within this long (a
+    /// fragmented message that never ends is cut, see `gateway::bounds`). Default 60 s.
+    pub message_timeout: Duration,
     /// Open connections (any state) at most; beyond it a new one is answered HTTP 503 and closed.
     /// Default 4096.
     pub max_connections: usize,
@@ -87,6 +90,7 @@ impl Default for NetConfig {
         NetConfig {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            message_timeout: Duration::from_secs(60),
             max_connections: 4096,
             max_connections_per_ip: 64,
             tls: None,

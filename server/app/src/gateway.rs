@@ -49,7 +49,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod bounds;
 mod relay;
+
+use bounds::{Cut, MessageWatch, Next, Out, WRITE_STALL};
 pub use relay::check_node_url;
 
 use crate::config::{NetConfig, ServerConfig};
@@ -59,10 +62,6 @@ use crate::net::ConnInfo;
 use crate::paging::{self, Keep};
 use crate::session::SessionHandle;
 use outboard_store::{Durability, Store, UserRow};
-
-/// Frames queued for one connection's writer. Large enough to absorb a burst of deltas while the
-/// socket drains; when full, only this connection's forwarders wait (and eventually lag).
-const OUTBOUND_QUEUE: usize = 512;
 
 /// How long a graceful shutdown waits for running turns to reach a checkpoint (a running command
 /// is allowed to finish within it).
@@ -83,9 +82,12 @@ pub use outboard_org::tokens::EMBEDDED_TOKEN_LABEL;
 /// not a document (it goes into the summary request).
 pub const MAX_FOCUS_CHARS: usize = 2_000;
 
-/// The WebSocket layer refuses messages above this size outright; between [`MAX_FRAME_BYTES`]
-/// and this we still read the frame, so we can answer with a clear `too_large` error.
-const WS_HARD_LIMIT: usize = 4 * MAX_FRAME_BYTES;
+/// The WebSocket layer refuses a message or frame above this size: no method needs more than
+/// [`MAX_FRAME_BYTES`], and what a connection may hold of a message it has not finished is
+/// bounded by it. Up to it a message is read whole and answered `too_large` (a near miss gets
+/// the clear answer); beyond it the layer stops at the frame's header and the connection is cut
+/// with `too_large` (see [`bounds`]).
+const WS_HARD_LIMIT: usize = MAX_FRAME_BYTES + 64 * 1024;
 
 /// Connection ids, unique for the life of the process.
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
@@ -613,13 +615,6 @@ async fn scrape(
     ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text)
 }
 
-/// What the writer task sends.
-enum Outbound {
-    Frame(ServerFrame),
-    /// Send this frame, then a close frame saying why, and close the connection.
-    Last(ServerFrame),
-}
-
 /// The close frame that follows a fatal error frame: a code by kind of error and the reason
 /// `"<code>: <message>"`, cut to the 123 bytes a close reason may hold.
 fn close_frame(frame: &ServerFrame) -> Option<CloseFrame> {
@@ -655,22 +650,24 @@ async fn connection(
 ) {
     let _counted = state.hub.metrics().connection();
     let (mut sink, mut stream) = socket.split();
-    let (out, mut out_rx) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE);
+    let (out, mut out_rx) = Out::new();
+    let cutter = out.clone_cutter();
     let writer = tokio::spawn(async move {
-        while let Some(item) = out_rx.recv().await {
-            let (frame, last) = match item {
-                Outbound::Frame(f) => (f, false),
-                Outbound::Last(f) => (f, true),
-            };
-            let Some(text) = crate::paging::bounded_frame(&frame) else {
-                tracing::error!("cannot encode a frame");
-                continue;
-            };
-            if sink.send(WsMessage::Text(text.into())).await.is_err() {
-                break;
+        while let Some(queued) = out_rx.recv().await {
+            let close = queued.close.clone();
+            match tokio::time::timeout(WRITE_STALL, sink.send(WsMessage::Text(queued.text.clone())))
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => break,
+                Err(_) => {
+                    cutter.cut(Cut::WriteStall);
+                    break;
+                }
             }
-            if last {
-                let _ = sink.send(WsMessage::Close(close_frame(&frame))).await;
+            drop(queued);
+            if let Some(close) = close {
+                let _ = tokio::time::timeout(WRITE_STALL, sink.send(WsMessage::Close(close))).await;
                 break;
             }
         }
@@ -693,15 +690,21 @@ async fn connection(
     let shutdown = state.shutdown.clone();
     tokio::select! {
         _ = conn.serve(&mut stream) => {}
+        () = out.cut_done() => {}
         _ = shutdown.cancelled() => {
-            let _ = out
-                .send(Outbound::Last(connection_error(
-                    ErrorCode::ShuttingDown,
-                    "the server is shutting down for a restart; reconnect in a moment",
-                    true,
-                )))
-                .await;
+            conn.fatal(
+                ErrorCode::ShuttingDown,
+                "the server is shutting down for a restart; reconnect in a moment",
+            )
+            .await;
         }
+    }
+    if let Some(why) = out.cut_for() {
+        tracing::warn!(
+            peer = %info.peer, user = %user_name(&conn.user), queued = out.queued_bytes(),
+            reason = why.reason(), "cutting a connection: {}", why.describe()
+        );
+        state.hub.metrics().connection_cut(why.reason());
     }
     conn.relays.clear();
     let attached: Vec<_> = conn.attached.drain().collect();
@@ -731,7 +734,7 @@ struct Connection {
     /// The peer and its pre-hello budget.
     info: ConnInfo,
     state: Arc<AppState>,
-    out: mpsc::Sender<Outbound>,
+    out: Out,
     user: Option<UserRow>,
     /// The client name from `hello`, shown in presence.
     client: String,
@@ -767,7 +770,7 @@ impl Connection {
     }
 
     async fn send(&self, frame: ServerFrame) {
-        let _ = self.out.send(Outbound::Frame(frame)).await;
+        self.out.answer(frame).await;
     }
 
     fn handshake_failed(&self, why: HandshakeFailure) {
@@ -775,7 +778,9 @@ impl Connection {
     }
 
     async fn fatal(&self, code: ErrorCode, message: &str) {
-        let _ = self.out.send(Outbound::Last(connection_error(code, message, true))).await;
+        let frame = connection_error(code, message, true);
+        let close = close_frame(&frame);
+        self.out.send(frame, Some(close)).await;
     }
 
     /// Closes a connection whose token was revoked (`admin token revoke`, on any node).
@@ -804,15 +809,19 @@ impl Connection {
                 );
                 return self.fatal(ErrorCode::TooLarge, &msg).await;
             }
-            first = tokio::time::timeout(net.handshake_timeout, next_text(stream, None)) => first,
+            first = tokio::time::timeout(net.handshake_timeout, bounds::next_frame(stream, None, None)) => first,
         };
         let first = match first {
-            Ok(Some(Ok(text))) => text,
-            Ok(Some(Err(msg))) => {
+            Ok(Next::Text(text)) => text,
+            Ok(Next::Bad(msg)) => {
                 self.handshake_failed(HandshakeFailure::BadHello);
                 return self.fatal(ErrorCode::BadRequest, &msg).await;
             }
-            Ok(None) => return,
+            Ok(Next::TooLarge) => {
+                self.handshake_failed(HandshakeFailure::TooLarge);
+                return self.fatal(ErrorCode::TooLarge, &too_large(MAX_FRAME_BYTES + 1)).await;
+            }
+            Ok(Next::Closed | Next::Idle | Next::Unfinished(_)) => return,
             Err(_) => {
                 tracing::debug!(%peer, "no hello in time");
                 self.handshake_failed(HandshakeFailure::Timeout);
@@ -907,14 +916,19 @@ impl Connection {
         let watched = self.state.live_tokens.watch(&hello.token);
         self.token = hello.token;
 
+        let mut watch = MessageWatch::new(self.info.pre_hello.clone(), net.message_timeout);
         loop {
             let next = tokio::select! {
-                next = next_frame(stream, Some(net.idle_timeout)) => next,
+                next = bounds::next_frame(stream, Some(net.idle_timeout), Some(&mut watch)) => next,
                 () = watched.revoked() => return self.revoked().await,
             };
-            let frame = match next {
-                Some(Ok(Some(frame))) => frame,
-                Some(Ok(None)) => {
+            let text = match next {
+                Next::Text(text) => text,
+                Next::Bad(msg) => {
+                    self.send(connection_error(ErrorCode::BadRequest, &msg, false)).await;
+                    continue;
+                }
+                Next::Idle => {
                     tracing::info!(%peer, user = %user_name(&self.user), "closing an idle connection");
                     let msg = format!(
                         "no frame from the client for {}; closing (clients ping every {} s)",
@@ -923,14 +937,28 @@ impl Connection {
                     );
                     return self.fatal(ErrorCode::IdleTimeout, &msg).await;
                 }
-                Some(Err(())) | None => return,
-            };
-            let text = match frame {
-                Ok(text) => text,
-                Err(msg) => {
-                    self.send(connection_error(ErrorCode::BadRequest, &msg, false)).await;
-                    continue;
+                Next::Unfinished(bytes) => {
+                    tracing::warn!(
+                        %peer, user = %user_name(&self.user), bytes, reason = "unfinished_message",
+                        "cutting a connection: a message it began was not finished in time"
+                    );
+                    self.state.hub.metrics().connection_cut("unfinished_message");
+                    let msg = format!(
+                        "a message begun {} ago is still not finished ({bytes} bytes so far); \
+                         send each message whole",
+                        seconds(net.message_timeout)
+                    );
+                    return self.fatal(ErrorCode::BadRequest, &msg).await;
                 }
+                Next::TooLarge => {
+                    tracing::warn!(
+                        %peer, user = %user_name(&self.user), reason = "too_large",
+                        "cutting a connection: a message over {MAX_FRAME_BYTES} bytes"
+                    );
+                    self.state.hub.metrics().connection_cut("too_large");
+                    return self.fatal(ErrorCode::TooLarge, &too_large(MAX_FRAME_BYTES + 1)).await;
+                }
+                Next::Closed => return,
             };
             if text.len() > MAX_FRAME_BYTES {
                 return self.fatal(ErrorCode::TooLarge, &too_large(text.len())).await;
@@ -979,7 +1007,7 @@ impl Connection {
         let send: Box<dyn Fn(outboard_shared::ProgressFrame) + Send + Sync> =
             Box::new(move |frame| {
                 // Progress is advisory: when the connection's queue is full it is dropped.
-                let _ = progress_out.try_send(Outbound::Frame(ServerFrame::Progress(frame)));
+                progress_out.try_send(ServerFrame::Progress(frame));
             });
         let sink = crate::workspace_api::FrameSink::new(id, send);
         tokio::spawn(async move {
@@ -987,7 +1015,7 @@ impl Connection {
                 Ok(response) => response,
                 Err(error) => Response::err(id, error),
             };
-            let _ = out.send(Outbound::Frame(ServerFrame::Response(response))).await;
+            out.answer(ServerFrame::Response(response)).await;
             drop(permit);
         });
         Ok(())
@@ -1400,16 +1428,14 @@ async fn broadcast_presence(handle: &SessionHandle, attached: Vec<PresenceEntry>
 async fn forward(
     session_id: SessionId,
     mut live: broadcast::Receiver<std::sync::Arc<outboard_shared::SessionEvent>>,
-    out: mpsc::Sender<Outbound>,
+    out: Out,
     mut last_durable: u64,
     catch_up: Option<CatchUp>,
 ) {
     if let Some(c) = catch_up {
         let sent = paging::catch_up(&c.store, &session_id, c.from, c.until, |event| {
             let out = out.clone();
-            async move {
-                out.send(Outbound::Frame(ServerFrame::Event(EventFrame { event }))).await.is_ok()
-            }
+            async move { out.send(ServerFrame::Event(EventFrame { event }), None).await }
         })
         .await;
         match sent {
@@ -1419,9 +1445,8 @@ async fn forward(
                 let message = format!(
                     "session {session_id}: cannot read its log to catch up ({e}); attach again"
                 );
-                let _ = out
-                    .send(Outbound::Frame(connection_error(ErrorCode::Internal, &message, false)))
-                    .await;
+                let _ =
+                    out.send(connection_error(ErrorCode::Internal, &message, false), None).await;
                 return;
             }
         }
@@ -1436,11 +1461,7 @@ async fn forward(
                     }
                     last_durable = event.seq;
                 }
-                if out
-                    .send(Outbound::Frame(ServerFrame::Event(EventFrame { event })))
-                    .await
-                    .is_err()
-                {
+                if !out.send(ServerFrame::Event(EventFrame { event }), None).await {
                     return;
                 }
             }
@@ -1451,9 +1472,7 @@ async fn forward(
                      was detached; attach again with after_seq {last_durable}",
                     crate::session::BROADCAST_CAPACITY
                 );
-                let _ = out
-                    .send(Outbound::Frame(connection_error(ErrorCode::Lagged, &message, false)))
-                    .await;
+                let _ = out.send(connection_error(ErrorCode::Lagged, &message, false), None).await;
                 return;
             }
             Err(broadcast::error::RecvError::Closed) => {
@@ -1464,53 +1483,8 @@ async fn forward(
                     "session {session_id}: it stopped running on this server node; attach again \
                      with after_seq {last_durable}"
                 );
-                let _ = out
-                    .send(Outbound::Frame(connection_error(ErrorCode::Lagged, &message, false)))
-                    .await;
+                let _ = out.send(connection_error(ErrorCode::Lagged, &message, false), None).await;
                 return;
-            }
-        }
-    }
-}
-
-/// The next text frame, skipping pings; `Err` for a binary frame or a protocol error; `None` when
-/// the connection ended.
-async fn next_text(
-    stream: &mut WsStream,
-    idle: Option<Duration>,
-) -> Option<Result<String, String>> {
-    match next_frame(stream, idle).await? {
-        Ok(Some(frame)) => Some(frame),
-        Ok(None) | Err(()) => None,
-    }
-}
-
-/// Like [`next_text`], with an idle timeout that any frame (pings included) resets:
-/// `Some(Ok(None))` when it expired, `Some(Err(()))` or `None` when the connection ended.
-async fn next_frame(
-    stream: &mut WsStream,
-    idle: Option<Duration>,
-) -> Option<Result<Option<Result<String, String>>, ()>> {
-    loop {
-        let message = match idle {
-            Some(idle) => match tokio::time::timeout(idle, stream.next()).await {
-                Ok(message) => message?,
-                Err(_) => return Some(Ok(None)),
-            },
-            None => stream.next().await?,
-        };
-        match message {
-            Ok(WsMessage::Text(t)) => return Some(Ok(Some(Ok(t.to_string())))),
-            Ok(WsMessage::Binary(_)) => {
-                return Some(Ok(Some(Err(
-                    "binary frames are not part of the protocol; send JSON text".into(),
-                ))))
-            }
-            Ok(WsMessage::Close(_)) => return Some(Err(())),
-            Ok(_) => continue,
-            Err(e) => {
-                tracing::debug!("connection error: {e}");
-                return Some(Err(()));
             }
         }
     }

@@ -63,6 +63,7 @@ pub struct Metrics {
     connections_opened: Counter,
     auth_failures: Family<ReasonLabel, Counter>,
     handshake_failures: Family<ReasonLabel, Counter>,
+    connections_cut: Family<ReasonLabel, Counter>,
     sessions: Family<StatusLabel, Gauge>,
     session_actors: Gauge,
     turns: Family<OutcomeLabel, Counter>,
@@ -511,6 +512,14 @@ impl Metrics {
             "WebSocket connections closed before a valid hello, by reason",
             handshake_failures.clone(),
         );
+        let connections_cut = Family::default();
+        r.register(
+            "connections_cut",
+            "WebSocket connections the server cut for a bound after hello (a client that does \
+             not read what it asked for, a message never finished, a message over its size), by \
+             reason",
+            connections_cut.clone(),
+        );
         let sessions = Family::default();
         r.register(
             "sessions",
@@ -627,6 +636,7 @@ impl Metrics {
             connections_opened,
             auth_failures,
             handshake_failures,
+            connections_cut,
             sessions,
             session_actors,
             turns,
@@ -677,6 +687,12 @@ impl Metrics {
             HandshakeFailure::TooLarge => "too_large",
         };
         self.handshake_failures.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// A connection was cut for a bound after `hello`: `reason` is `unread_output`,
+    /// `write_stall`, `unfinished_message` or `too_large`.
+    pub fn connection_cut(&self, reason: &'static str) {
+        self.connections_cut.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     /// A credential was refused.

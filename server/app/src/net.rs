@@ -197,6 +197,9 @@ pub(crate) struct PreHello {
     discard: AtomicBool,
     /// Cancelled when a read found the budget spent.
     exceeded: CancellationToken,
+    /// Bytes read from the peer so far (beneath TLS: the raw stream), for the gateway's bound
+    /// on a message that is never finished (see `gateway::partial`).
+    read: AtomicU64,
 }
 
 impl PreHello {
@@ -206,7 +209,13 @@ impl PreHello {
             applies: AtomicBool::new(true),
             discard: AtomicBool::new(false),
             exceeded: CancellationToken::new(),
+            read: AtomicU64::new(0),
         })
+    }
+
+    /// Bytes read from the peer so far.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Acquire)
     }
 
     /// `hello` was accepted (or an HTTP API request authenticated): from now on only the
@@ -268,7 +277,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
             return Poll::Pending;
         }
         if !this.budget.applies.load(Ordering::Acquire) {
-            return Pin::new(&mut this.inner).poll_read(cx, buf);
+            let before = buf.filled().len();
+            let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+            let n = buf.filled().len().saturating_sub(before);
+            this.budget.read.fetch_add(n as u64, Ordering::AcqRel);
+            return read;
         }
         let remaining = this.budget.remaining.load(Ordering::Acquire);
         if remaining == 0 {

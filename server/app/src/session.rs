@@ -64,6 +64,7 @@ const SANDBOX_TRANSITIONS: usize = 16;
 /// them, as for transitions.
 const SANDBOX_JOB_REPORTS: usize = 16;
 
+mod load;
 mod rewind;
 
 pub use outboard_harness::{EmitError, Emitter};
@@ -330,6 +331,7 @@ impl SessionHandle {
             shutdown,
             idle_waiters: Vec::new(),
             files_touched: Vec::new(),
+            org_shown: Default::default(),
             epoch,
             evict,
             idle_after: config.limits.session_idle,
@@ -563,6 +565,8 @@ struct Actor {
     idle_waiters: Vec<oneshot::Sender<()>>,
     /// Files the log shows this session read or wrote, to rebuild the read ledger after a restart.
     files_touched: Vec<String>,
+    /// What the session's prompts quoted of the org, for the next env (see `ToolEnv::org_shown`).
+    org_shown: std::collections::BTreeMap<String, u64>,
     /// This actor's identity in the hub's map.
     epoch: u64,
     /// The hub's map, to leave it when idle.
@@ -908,67 +912,6 @@ impl Actor {
         }
     }
 
-    /// Rebuilds the conversation from the log, and resumes a turn the log shows unfinished (the
-    /// server stopped or crashed mid-turn): see [`agent::recover_plan`] for what is re-run. A log
-    /// that cannot be read marks the session failed, with the reason, instead of leaving it stuck.
-    async fn load(&mut self) -> Result<(), StoreError> {
-        self.finish_rewind().await;
-        // Only a session whose last turn is open needs its whole log now, to resume the turn;
-        // any other needs the few events that say who spoke last and what was running.
-        let resuming = self.row.status == SessionStatus::Running;
-        let read = if resuming {
-            self.store.events_after(&self.row.id, 0).await
-        } else {
-            self.store.events_of_kinds(&self.row.id, &["turn_started", "background_task"]).await
-        };
-        let log = match read {
-            Ok(log) => log,
-            Err(e @ StoreError::Corrupt(_)) => {
-                self.fail_unreadable(&e).await?;
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
-        if resuming {
-            self.last_seq = log.last().map_or(self.row.last_seq, |e| e.seq);
-            self.conversation = Some(agent::Conversation::from_log(&log, self.result_chars()));
-            self.files_touched = agent::files_touched(&log);
-            self.gate.restore(&log);
-        }
-        self.lost_jobs = outboard_tools::background::running_in_log(&log);
-        for (shell_id, command) in self.lost_jobs.clone() {
-            let lost = EventKind::BackgroundTask {
-                shell_id,
-                command,
-                status: outboard_shared::TaskStatus::Lost,
-                exit_code: None,
-            };
-            if let Err(e) = self.emit(lost, true).await {
-                tracing::error!(session = %self.row.id, "cannot record a lost background command: {e}");
-            }
-        }
-        if let Some(by) = log.iter().rev().find_map(|e| match &e.kind {
-            EventKind::TurnStarted { by, .. } => Some(by.clone()),
-            _ => None,
-        }) {
-            self.turn_by = by;
-        }
-        if self.row.status == SessionStatus::Failed {
-            return Ok(());
-        }
-        if let Some((turn_id, resume)) = agent::recover_plan(&log).filter(|_| resuming) {
-            tracing::info!(
-                session = %self.row.id, turn = %turn_id, pending = resume.pending.len(),
-                "resuming a turn cut short by a restart"
-            );
-            self.prepare_network().await;
-            if let Err(e) = self.spawn_turn(turn_id, resume) {
-                tracing::error!(session = %self.row.id, "cannot resume: {}", e.message);
-            }
-        }
-        Ok(())
-    }
-
     /// Marks the session failed because its log cannot be read, with the reason.
     async fn fail_unreadable(&mut self, e: &StoreError) -> Result<(), StoreError> {
         let reason = format!("the session's log cannot be read ({e}); start a new session");
@@ -976,34 +919,6 @@ impl Actor {
         self.store.fail_session(&self.row.id, &reason).await?;
         self.row.status = SessionStatus::Failed;
         self.row.failure = Some(reason);
-        Ok(())
-    }
-
-    /// Builds the conversation (and the files to rebuild the read ledger from) from the log,
-    /// unless it is in memory already.
-    async fn conversation_loaded(&mut self) -> Result<(), ErrorBody> {
-        if self.conversation.is_some() {
-            return Ok(());
-        }
-        let log = match self.store.events_after(&self.row.id, 0).await {
-            Ok(log) => log,
-            Err(e @ StoreError::Corrupt(_)) => {
-                self.fail_unreadable(&e).await.map_err(internal)?;
-                return Err(ErrorBody::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "this session failed: {}",
-                        self.row.failure.clone().unwrap_or_default()
-                    ),
-                ));
-            }
-            Err(e) => return Err(internal(e)),
-        };
-        self.conversation = Some(agent::Conversation::from_log(&log, self.result_chars()));
-        self.gate.restore(&log);
-        if self.env.is_none() {
-            self.files_touched = agent::files_touched(&log);
-        }
         Ok(())
     }
 
@@ -1602,6 +1517,7 @@ impl Actor {
                     reads: ReadLedger::default(),
                     org: Some(org),
                     org_touched,
+                    org_shown: std::mem::take(&mut self.org_shown),
                     workspace_touched,
                     scrub: self.scrub.as_ref().map_or_else(
                         || Arc::new(outboard_base::scrub::Scrubber::new(Vec::new())),
@@ -1674,11 +1590,8 @@ impl Actor {
                         )
                         .await;
                 }
-                match self.store.events_after(&self.row.id, 0).await {
-                    Ok(log) => {
-                        self.conversation =
-                            Some(agent::Conversation::from_log(&log, self.result_chars()))
-                    }
+                match self.read_loaded(None).await {
+                    Ok(loaded) => self.conversation = Some(loaded.conversation),
                     Err(e) => tracing::error!(session = %self.row.id, "cannot reload: {e}"),
                 }
             }

@@ -445,6 +445,7 @@ async fn run_child(
         reads: ReadLedger::default(),
         org: parent.env.org.clone(),
         org_touched,
+        org_shown: Default::default(),
         workspace_touched,
         scrub: Arc::clone(&parent.env.scrub),
         metrics: parent.env.metrics.clone(),
@@ -605,7 +606,9 @@ mod tests {
     #[test]
     fn the_task_spec_lists_every_type_with_its_tools() {
         let spec = task_spec(&[SubagentType::general_purpose(), reviewer("Reviews diffs.", "x")]);
-        assert!(spec.description.contains("- general-purpose (built in; Tools: *): General-purpose"));
+        assert!(spec
+            .description
+            .contains("- general-purpose (built in; Tools: *): General-purpose"));
         assert!(
             spec.description.contains(
                 "- reviewer (/agents/reviewer.md v2 by bob; Tools: Grep, Read): Reviews diffs.\n"

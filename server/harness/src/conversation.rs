@@ -496,7 +496,10 @@ mod tests {
                     }
                     _ => {
                         prompts.push(seq);
-                        log.push(event(seq, EventKind::UserMessage { text: format!("go {round}") }));
+                        log.push(event(
+                            seq,
+                            EventKind::UserMessage { text: format!("go {round}") },
+                        ));
                         for k in 0..=next(3) {
                             let id = format!("c{round}_{k}");
                             let out = "o".repeat(500 + next(3000) as usize);
@@ -504,24 +507,23 @@ mod tests {
                         }
                     }
                 }
-                for len in [log.len()] {
-                    let prefix = &log[..len];
-                    let marks: Vec<SessionEvent> = prefix
-                        .iter()
-                        .filter(|e| REPLAY_KINDS.contains(&e.kind.type_name()))
-                        .cloned()
-                        .collect();
-                    let start = replay_start(&marks);
-                    let whole = Conversation::from_log(prefix, 100_000);
-                    let tail: Vec<SessionEvent> =
-                        prefix.iter().filter(|e| e.seq >= start).cloned().collect();
-                    let replayed = Conversation::from_log(&tail, 100_000);
-                    assert_eq!(whole.messages(), replayed.messages(), "seed {seed} at {len}");
-                    assert_eq!(whole.from_seq(), replayed.from_seq(), "seed {seed} at {len}");
-                    assert_eq!(whole.bytes_from(0), replayed.bytes_from(0));
-                    if start > 1 {
-                        checked_suffixes += 1;
-                    }
+                let len = log.len();
+                let prefix = &log[..len];
+                let marks: Vec<SessionEvent> = prefix
+                    .iter()
+                    .filter(|e| REPLAY_KINDS.contains(&e.kind.type_name()))
+                    .cloned()
+                    .collect();
+                let start = replay_start(&marks);
+                let whole = Conversation::from_log(prefix, 100_000);
+                let tail: Vec<SessionEvent> =
+                    prefix.iter().filter(|e| e.seq >= start).cloned().collect();
+                let replayed = Conversation::from_log(&tail, 100_000);
+                assert_eq!(whole.messages(), replayed.messages(), "seed {seed} at {len}");
+                assert_eq!(whole.from_seq(), replayed.from_seq(), "seed {seed} at {len}");
+                assert_eq!(whole.bytes_from(0), replayed.bytes_from(0));
+                if start > 1 {
+                    checked_suffixes += 1;
                 }
             }
         }

@@ -41,11 +41,11 @@ mod tests;
 
 pub use approvals::Recorded;
 pub use compact::{CompactError, Compacted, Window};
-pub use conversation::Conversation;
+pub use conversation::{replay_start, Conversation, REPLAY_KINDS};
 pub use prompt::system_prompt;
 pub use sink::{EmitAllFuture, EmitError, EmitFuture, Emitter, EventSink};
 pub use state::{
-    files_touched, recover_plan, Ending, PendingCall, Resume, Role, ToolEnv, ToolMetrics, Turn,
-    TurnEnd, TurnLimits, MAX_PARALLEL_CALLS,
+    files_touched, org_shown, recover_plan, Ending, FilesTouched, PendingCall, Resume, Role,
+    ToolEnv, ToolMetrics, Turn, TurnEnd, TurnLimits, MAX_PARALLEL_CALLS,
 };
 pub use turn::{run_compaction, run_turn};

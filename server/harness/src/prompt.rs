@@ -120,11 +120,19 @@ pub fn org_prompt(
 /// since. It is not logged: a turn resumed after a restart rebuilds it, seeing
 /// the org files as they are then.
 pub(crate) async fn turn_system_prompt(env: &mut ToolEnv) -> String {
+    turn_system_prompt_quoting(env).await.0
+}
+
+/// [`turn_system_prompt`] and the org files it quotes (memory, each listed skill's
+/// `SKILL.md`), at the versions quoted.
+pub(crate) async fn turn_system_prompt_quoting(
+    env: &mut ToolEnv,
+) -> (String, Vec<outboard_shared::OrgContextFile>) {
     let mut prompt = SYSTEM_PROMPT.to_owned();
     let project = project::prompt(&env.workspace).await;
     let Some(org) = env.org.as_ref() else {
         prompt.push_str(&project);
-        return prompt;
+        return (prompt, Vec::new());
     };
     let memory = match org.fs.memory_md(&org.org_id).await {
         Ok(memory) => memory,
@@ -141,12 +149,50 @@ pub(crate) async fn turn_system_prompt(env: &mut ToolEnv) -> String {
         }
     };
     prompt.push_str(&org_prompt(memory.as_ref(), &skills));
+    let quoted = org_quoted(memory.as_ref(), &skills);
     prompt.push_str(&project);
     if let Some(note) = tools::changed_since_read(org, &mut env.reads).await {
         prompt.push_str("\n\n");
         prompt.push_str(&note);
     }
-    prompt
+    (prompt, quoted)
+}
+
+/// The org files [`org_prompt`] quotes of `memory` and `skills`, at their versions.
+fn org_quoted(
+    memory: Option<&(outboard_shared::FileVersion, String)>,
+    skills: &[(outboard_shared::SkillInfo, Option<outboard_shared::FileVersion>)],
+) -> Vec<outboard_shared::OrgContextFile> {
+    let quoted = |file: &outboard_shared::FileVersion| outboard_shared::OrgContextFile {
+        path: file.path.clone(),
+        version: file.version,
+        author: author_label(file),
+        previous: None,
+    };
+    let memory = memory.filter(|(_, m)| !m.trim().is_empty()).map(|(f, _)| quoted(f));
+    let skills = skills
+        .iter()
+        .filter(|(s, _)| s.problem.is_none())
+        .take(PROMPT_MAX_SKILLS)
+        .filter_map(|(_, head)| head.as_ref().map(quoted));
+    memory.into_iter().chain(skills).collect()
+}
+
+/// Of the org files a prompt quotes, those new to the session or at another version than its
+/// previous prompt quoted (each with that version), and the record of what it has now quoted.
+pub fn org_context_changes(
+    shown: &mut std::collections::BTreeMap<String, u64>,
+    quoted: Vec<outboard_shared::OrgContextFile>,
+) -> Vec<outboard_shared::OrgContextFile> {
+    let mut changed = Vec::new();
+    for mut file in quoted {
+        let previous = shown.insert(file.path.clone(), file.version);
+        if previous != Some(file.version) {
+            file.previous = previous;
+            changed.push(file);
+        }
+    }
+    changed
 }
 
 pub(crate) const SYSTEM_PROMPT: &str =

@@ -60,6 +60,9 @@ pub struct ToolEnv {
     /// Org files the log shows this session read or wrote, whose versions are looked up when
     /// the next turn starts (after a restart; see [`files_touched`]).
     pub org_touched: Vec<String>,
+    /// The org files the session's prompts have quoted, at the version last quoted (see
+    /// `EventKind::OrgContext`): rebuilt from the log's `org_context` events on a load.
+    pub org_shown: std::collections::BTreeMap<String, u64>,
     /// Workspace files the log shows this session read or wrote, read into the ledger (on the
     /// blocking pool, each read capped) when the next turn starts (after a restart).
     pub workspace_touched: Vec<String>,
@@ -295,6 +298,20 @@ impl Resume {
 /// was down is therefore not detected — the price of not storing every file's digest per read.
 pub fn files_touched(log: &[outboard_shared::SessionEvent]) -> Vec<String> {
     files_touched_in(log.iter().filter(|e| e.parent.is_none()))
+}
+
+/// What the session's prompts have quoted of the org ([`ToolEnv::org_shown`]), from its
+/// `org_context` events.
+pub fn org_shown(log: &[SessionEvent]) -> std::collections::BTreeMap<String, u64> {
+    let mut shown = std::collections::BTreeMap::new();
+    for event in log.iter().filter(|e| e.parent.is_none()) {
+        if let EventKind::OrgContext { files } = &event.kind {
+            for f in files {
+                shown.insert(f.path.clone(), f.version);
+            }
+        }
+    }
+    shown
 }
 
 /// [`files_touched`] of the given events (one loop's: the session's or a subagent's).

@@ -19,7 +19,7 @@ use crate::child;
 use crate::compact::{self, CompactError, Compacted};
 use crate::plan;
 use crate::progress as relay;
-use crate::prompt::turn_system_prompt;
+use crate::prompt::{org_context_changes, turn_system_prompt, turn_system_prompt_quoting};
 use crate::sink::{EmitError, Emitter};
 use crate::spans;
 use crate::state::*;
@@ -69,8 +69,20 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
     let (system, specs, agents) = match &turn.role {
         Role::Main => {
             turn.approvals.refresh().await;
-            let mut system = turn_system_prompt(&mut turn.env).await;
+            let (mut system, mut quoted) = turn_system_prompt_quoting(&mut turn.env).await;
             let agents = child::agent_types(turn.env.org.as_ref()).await;
+            quoted.extend(agents.iter().filter_map(|a| a.source.as_ref()).map(|s| {
+                outboard_shared::OrgContextFile {
+                    path: s.path.clone(),
+                    version: s.version,
+                    author: s.author.clone(),
+                    previous: None,
+                }
+            }));
+            let files = org_context_changes(&mut turn.env.org_shown, quoted);
+            if !files.is_empty() {
+                turn.emitter.durable(EventKind::OrgContext { files }).await?;
+            }
             let mut specs = tools::specs();
             specs.push(child::task_spec(&agents));
             let mcp = mcp_tools(&turn.env).await;

@@ -626,16 +626,30 @@ impl Store {
         session: &SessionId,
         kinds: &'static [&'static str],
     ) -> Result<Vec<SessionEvent>, StoreError> {
+        self.events_of_kinds_between(session, kinds, 0, u64::MAX).await
+    }
+
+    /// The durable events of a session of the given kinds with `after < seq <= upto`, in
+    /// order: [`Self::events_of_kinds`] one window of the log at a time, for a scan of a long
+    /// log whose memory does not grow with it (a window of seqs, not a `LIMIT`, so that each
+    /// read is one bounded range of the index whichever kinds it asks for).
+    pub async fn events_of_kinds_between(
+        &self,
+        session: &SessionId,
+        kinds: &'static [&'static str],
+        after: u64,
+        upto: u64,
+    ) -> Result<Vec<SessionEvent>, StoreError> {
         let sid = session.clone();
         self.call(move |c| {
             let list =
                 kinds.iter().map(|k| format!("'{}'", k.replace('\'', ""))).collect::<Vec<_>>();
             let mut stmt = c.prepare_cached(&format!(
                 "SELECT seq, payload, ts, parent FROM events WHERE session_id = ?1 AND kind IN ({})
-                 ORDER BY seq",
+                 AND seq > ?2 AND seq <= ?3 ORDER BY seq",
                 list.join(", ")
             ))?;
-            let rows = stmt.query_map(params![sid.0], event_row)?;
+            let rows = stmt.query_map(params![sid.0, to_i64(after), to_i64(upto)], event_row)?;
             decode_events(&sid, rows)
         })
         .await

@@ -425,7 +425,7 @@ async fn an_org_agent_with_a_restricted_tools_list_cannot_call_other_tools() {
     assert_eq!(tools_of(&child.body), ["Grep", "Read"], "only its tools are offered");
     let system = child.body["system"].to_string();
     assert!(system.contains("Only read; never run commands."), "{system}");
-    assert!(system.contains("/agents/reader.md v1"), "{system}");
+    assert!(system.contains("in /agents/reader.md: version 1, written by "), "{system}");
 
     // The next turn's Task tool lists it, with its tools.
     turn_within(&mut c, &sid, "which agents", WAIT).await;
@@ -439,7 +439,8 @@ async fn an_org_agent_with_a_restricted_tools_list_cannot_call_other_tools() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(task.contains("- reader: Reads code, never changes it. (Tools: Grep, Read)"), "{task}");
+    assert!(task.contains("; Tools: Grep, Read): Reads code, never changes it.\n"), "{task}");
+    assert!(task.contains("- reader (/agents/reader.md v1 by "), "{task}");
 }
 
 #[tokio::test]

@@ -46,7 +46,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::Outbound;
+use super::bounds::Out;
 
 /// Upstreams one client connection may hold (one per session it reaches on another node).
 pub const MAX_RELAYS: usize = 16;
@@ -257,7 +257,7 @@ impl Relay {
         node: &NodeAuth,
         client: Client<'_>,
         session: SessionId,
-        out: mpsc::Sender<Outbound>,
+        out: Out,
     ) -> Result<Relay, ErrorBody> {
         let unreachable = |why: String| {
             ErrorBody::new(
@@ -363,7 +363,7 @@ impl Relay {
 struct Pump {
     session: SessionId,
     node_url: String,
-    out: mpsc::Sender<Outbound>,
+    out: Out,
     /// The upstream connection's id on the owner, and the client's here.
     upstream_id: u64,
     local_id: u64,
@@ -492,7 +492,7 @@ impl Pump {
     }
 
     async fn deliver(&self, frame: ServerFrame) -> bool {
-        self.out.send(Outbound::Frame(frame)).await.is_ok()
+        self.out.send(frame, None).await
     }
 
     /// The upstream ended: answer what waits, and send an attached client back to attach.
@@ -598,18 +598,15 @@ mod tests {
         }
     }
 
-    fn response_of(item: Outbound) -> outboard_shared::Response {
-        match item {
-            Outbound::Frame(ServerFrame::Response(r)) => r,
-            _ => panic!("not a response"),
-        }
+    fn response_of(item: super::super::bounds::Queued) -> outboard_shared::Response {
+        serde_json::from_str(item.text.as_str()).expect("a response")
     }
 
     #[tokio::test]
     async fn past_the_in_flight_bound_a_request_is_refused_and_a_lost_owner_answers_the_rest() {
         let (close, closed) = tokio::sync::oneshot::channel();
         let (url, node) = silent_node(closed).await;
-        let (out, mut rx) = mpsc::channel(1024);
+        let (out, mut rx) = Out::new();
         let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
         let relay =
             Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await.unwrap();
@@ -645,7 +642,7 @@ mod tests {
     async fn a_full_queue_refuses_at_once() {
         let (_close, closed) = tokio::sync::oneshot::channel();
         let (url, _node) = silent_node(closed).await;
-        let (out, _rx) = mpsc::channel(1024);
+        let (out, _rx) = Out::new();
         let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
         let relay =
             Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await.unwrap();
@@ -662,7 +659,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("ws://{}", listener.local_addr().unwrap());
         drop(listener);
-        let (out, _rx) = mpsc::channel(8);
+        let (out, _rx) = Out::new();
         let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
         let Err(e) = Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await
         else {
@@ -712,7 +709,7 @@ mod tests {
             _ => "10.77.0.2".to_owned(),
         };
         let url = format!("ws://{host}:{port}");
-        let (out, _rx) = mpsc::channel(8);
+        let (out, _rx) = Out::new();
         let client = Client { token: "tok-secret", name: "cli", connection_id: 5 };
         let started = std::time::Instant::now();
         let Err(e) = Relay::open(&url, &test_node(), client, SessionId("s_1".into()), out).await
