@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|startup|task|tui-memory|all]`,
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|connections|tasks|mcp|hosts|nodes|startup|task|tui-memory|all]`,
 # `scripts/bench.sh compare REV [startup|task]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -115,7 +115,8 @@ case "${1:-all}" in
     # Long sessions. `turn`: a 1,000-step turn in a 16k- and a 64k-token window through an
     # in-process server (request bytes per step, compactions, the prompt cache's share). `attach`,
     # `rss`: against the real release server, attach time to the first screen at 1k, 10k and 100k
-    # events, server RSS with 1,000 idle sessions. `long [turn|attach|rss|all] [--quick]`.
+    # events, server RSS with 1,000 idle sessions; `load`: RSS around the first turn after loading a
+    # 1,000,000-event session with a compaction. `long [turn|attach|rss|load|all] [--quick]`.
     cargo build --quiet --release -p outboard-cli -p outboard-server
     shift
     section="${1:-all}"
@@ -125,6 +126,14 @@ case "${1:-all}" in
     if [ "$section" != turn ]; then
       exec cargo run --quiet --release -p outboard-tests --bin bench_long -- "${@:-all}"
     fi
+    ;;
+  connections)
+    # What one WebSocket connection makes the real server hold: VmRSS and peak per idle, slow
+    # (a frame a second) and non-reading connection (cut at its 9 MiB outbound bound).
+    # `connections [--quick]`.
+    cargo build --quiet --release -p outboard-server --bin outboard-server
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_connections -- "$@"
     ;;
   tasks)
     # Subagents: 8 children × 20 steps against one agent × 160 (wall time, the mock answering at
@@ -167,6 +176,7 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_checkpoint
     cargo run --quiet --release -p outboard-tests --bin bench_long_turn
     cargo run --quiet --release -p outboard-tests --bin bench_long -- all
+    cargo run --quiet --release -p outboard-tests --bin bench_connections
     cargo run --quiet --release -p outboard-tests --bin bench_tasks
     cargo run --quiet --release -p outboard-tests --bin bench_mcp
     cargo run --quiet --release -p outboard-tests --bin bench_hosts

@@ -10,6 +10,10 @@
 //!   client attached to each one once and left (their actors still alive), and again once the
 //!   idle actors were evicted (`SESSION_IDLE` later). Target: ≤ 200 MiB.
 //!
+//! - load: the server's VmRSS and peak before and after the first turn of a session of
+//!   1,000,000 events (100,000 with `--quick`) whose last compaction covers all but its last
+//!   turn, loaded by a fresh server: the conversation is read from that compaction on.
+//!
 //! The sessions are written through the server's own store before it starts
 //! ([`outboard_tests::long_session`]); the server is the real `outboard-server` process.
 
@@ -42,17 +46,21 @@ struct Args {
 enum Section {
     Attach,
     Rss,
+    Load,
     All,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let Args { section, quick } = outboard_tests::bench::args(|_: &Args| Ok(()));
-    if section != Section::Rss {
+    if matches!(section, Section::Attach | Section::All) {
         attach(quick).await?;
     }
-    if section != Section::Attach {
+    if matches!(section, Section::Rss | Section::All) {
         rss(quick).await?;
+    }
+    if matches!(section, Section::Load | Section::All) {
+        load(quick).await?;
     }
     Ok(())
 }
@@ -170,6 +178,48 @@ async fn rss(quick: bool) -> anyhow::Result<()> {
         evicted as f64 / 1024.0,
         seeded.as_secs_f64(),
         touched.as_secs_f64()
+    );
+    println!();
+    Ok(())
+}
+
+async fn load(quick: bool) -> anyhow::Result<()> {
+    let events: u64 = if quick { 100_000 } else { 1_000_000 };
+    let data = tempfile::tempdir()?;
+    let store = long_session::open(data.path())?;
+    let (owner, token) = long_session::user(&store, "alice", "acme").await?;
+    let seeding = Instant::now();
+    let (session, last) = long_session::seed(&store, &owner, events, 8, 1_000).await?;
+    long_session::compact(&store, &session, last, 8).await?;
+    drop(store);
+    let seeded = seeding.elapsed();
+    let mock = MockLlm::start(vec![outboard_tests::mock_step::MockStep::text("Carried on.")]).await?;
+    let server = TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[])?;
+    let pid = server.pid();
+    let mut client = WsClient::connect(&server.url, &token).await?;
+    client
+        .request("session/attach", json!({"session_id": session.0, "role": "driver"}))
+        .await?
+        .map_err(|e| anyhow::anyhow!("attach: {}", e.message))?;
+    let (before, peak_before) = (vm(pid, "VmRSS")?, vm(pid, "VmHWM")?);
+    let started = Instant::now();
+    client.turn(&session.0, "go on").await?;
+    let turn = started.elapsed();
+    let (after, peak) = (vm(pid, "VmRSS")?, vm(pid, "VmHWM")?);
+    println!("the first turn after loading a long session (its last compaction covers all but its last turn)");
+    println!(
+        "{:>10} {:>12} {:>12} {:>12} {:>12} {:>10} {:>8}",
+        "events", "RSS before", "RSS after", "peak before", "peak after", "turn s", "seed s"
+    );
+    println!(
+        "{:>10} {:>8.1} MiB {:>8.1} MiB {:>8.1} MiB {:>8.1} MiB {:>10.2} {:>8.1}",
+        last + 1,
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+        peak_before as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        turn.as_secs_f64(),
+        seeded.as_secs_f64()
     );
     println!();
     Ok(())
