@@ -84,6 +84,18 @@ pub enum UploadError {
     /// The request is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// An org or user quota on uploads (see [`limits`]).
+    #[error("{0}")]
+    Quota(String),
+    /// The token was revoked while the body arrived.
+    #[error(
+        "the token was revoked while the upload arrived (after {received} bytes); nothing was \
+         stored: upload again with a valid token"
+    )]
+    Revoked {
+        /// Bytes received.
+        received: u64,
+    },
     /// The body stopped arriving or broke off.
     #[error("the upload broke off after {received} bytes ({reason}): try again")]
     Interrupted {
@@ -141,6 +153,8 @@ impl UploadError {
             UploadError::NotFound(_) => ErrorCode::NotFound,
             UploadError::Used(_) => ErrorCode::Conflict,
             UploadError::TooLarge { .. } => ErrorCode::TooLarge,
+            UploadError::Quota(_) => ErrorCode::QuotaExceeded,
+            UploadError::Revoked { .. } => ErrorCode::Unauthorized,
             UploadError::BadRequest(_)
             | UploadError::Interrupted { .. }
             | UploadError::Corrupt { .. }
@@ -166,14 +180,35 @@ impl From<UploadError> for ApiError {
     }
 }
 
+/// What the upload endpoint shares between requests: the node's open tokens (a revoked token
+/// ends its uploads) and the uploads arriving ([`limits::Ledger`]).
+#[derive(Debug, Clone)]
+pub struct Receiving {
+    live: Arc<outboard_org::tokens::LiveTokens>,
+    ledger: Arc<limits::Ledger>,
+}
+
+impl Receiving {
+    /// The endpoint's state, for the router.
+    pub fn new(live: Arc<outboard_org::tokens::LiveTokens>) -> Receiving {
+        Receiving { live, ledger: Arc::default() }
+    }
+}
+
 /// `POST /v1/uploads`: stores the body as a new upload of the authenticated user.
 pub(crate) async fn upload(
     State(hub): State<Arc<Hub>>,
     Extension(info): Extension<ConnInfo>,
+    Extension(receiving): Extension<Receiving>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<UploadResponse>, ApiError> {
     let user = authenticate(&hub, &headers, &info).await?;
+    let refused = |bound: limits::Bound, e: UploadError| -> ApiError {
+        hub.metrics().upload_refused(bound.label());
+        tracing::info!(user = %user.name, org = %user.org, bound = bound.label(), "upload refused: {e}");
+        e.into()
+    };
     let cap = hub.config().limits.max_upload_bytes;
     let announced = match headers.get(header::CONTENT_LENGTH) {
         None => None,
@@ -185,18 +220,32 @@ pub(crate) async fn upload(
     };
     if let Some(found) = announced.filter(|n| *n > cap) {
         // Refused before a byte of the body is read: the answer closes the connection.
-        return Err(UploadError::TooLarge { found, cap, complete: true }.into());
+        return Err(refused(limits::Bound::Cap, UploadError::TooLarge { found, cap, complete: true }));
     }
     let branch = branch_header(&headers)?;
+    // The upload counts from here: one more waiting upload of the user, and what it announced.
+    let (quotas, stored) = limits::read(hub.store(), &user).await?;
+    let entry = receiving.ledger.enter(&user);
+    entry.set(announced.unwrap_or(0), 0);
+    if let Err((bound, message)) = limits::check(&quotas, &entry.usage(&user, stored), &user.org) {
+        return Err(refused(bound, UploadError::Quota(message)));
+    }
+    // Registered like a connection: the node's revocation check signals it.
+    let watched = bearer(&headers).map(|token| receiving.live.watch(token));
     let dir = hub.config().uploads_dir();
     let id = outboard_base::util::new_id("up");
     let part = dir.join(format!("{id}.tar.part"));
-    let result = receive(body, &dir, &part, cap).await;
-    let bytes = match result {
-        Ok(bytes) => bytes,
-        Err(e) => {
+    let deadline = hub.config().limits.upload_deadline;
+    let arriving = Arriving { cap, deadline, quotas: &quotas, stored, user: &user, entry: &entry };
+    let result = receive(body, &dir, &part, &arriving, watched.as_ref()).await;
+    let (bytes, files) = match result {
+        Ok(got) => got,
+        Err((bound, e)) => {
             remove_quietly(&part).await;
-            return Err(e.into());
+            return Err(match bound {
+                Some(bound) => refused(bound, e),
+                None => e.into(),
+            });
         }
     };
     let done = dir.join(format!("{id}.tar"));
@@ -205,31 +254,28 @@ pub(crate) async fn upload(
         return Err(UploadError::io("cannot store the upload")(e).into());
     }
     sync_dir(&dir).await;
-    let row = (id.clone(), user.org_id.0.clone(), user.id.0.clone(), bytes, branch);
-    let inserted = hub
-        .store()
-        .call(move |c| {
-            c.execute(
-                "INSERT INTO uploads (id, org_id, user_id, bytes, branch, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                outboard_store::params![
-                    row.0,
-                    row.1,
-                    row.2,
-                    row.3 as i64,
-                    row.4,
-                    outboard_base::util::now_rfc3339()
-                ],
-            )?;
-            Ok(())
-        })
-        .await;
-    if let Err(e) = inserted {
-        remove_quietly(&done).await;
-        return Err(UploadError::from(e).into());
+    let row = (id.clone(), bytes, files, branch);
+    let committed = limits::commit_row(hub.store(), &user, &entry, row).await;
+    drop(entry);
+    match committed {
+        Ok(Ok(())) => {}
+        Ok(Err((bound, message))) => {
+            remove_quietly(&done).await;
+            return Err(refused(bound, UploadError::Quota(message)));
+        }
+        Err(e) => {
+            remove_quietly(&done).await;
+            return Err(e.into());
+        }
     }
-    tracing::info!(upload = %id, user = %user.name, org = %user.org, bytes, "upload stored");
+    tracing::info!(upload = %id, user = %user.name, org = %user.org, bytes, files, "upload stored");
     Ok(Json(UploadResponse { upload_id: id, bytes }))
+}
+
+/// The bearer token of a request [`authenticate`] accepted.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    Some(value.strip_prefix("Bearer ")?.trim()).filter(|t| !t.is_empty())
 }
 
 /// The branch header, checked: printable, no longer than [`MAX_BRANCH_BYTES`].
@@ -254,42 +300,100 @@ fn branch_header(headers: &HeaderMap) -> Result<Option<String>, UploadError> {
     Ok(Some(branch.to_owned()))
 }
 
-/// Streams `body` into `part` (created new), at most `cap` bytes, each chunk within
-/// [`CHUNK_TIMEOUT`]; fsyncs it. Returns the bytes written.
-async fn receive(body: Body, dir: &Path, part: &Path, cap: u64) -> Result<u64, UploadError> {
+/// What a body being received is checked against.
+struct Arriving<'a> {
+    cap: u64,
+    deadline: Duration,
+    quotas: &'a outboard_org::quota::Quotas,
+    stored: limits::Usage,
+    user: &'a UserRow,
+    entry: &'a limits::Entry,
+}
+
+/// Streams `body` into `part` (created new): at most `cap` bytes, each chunk within
+/// [`CHUNK_TIMEOUT`], the whole within the deadline, the quotas checked at every chunk with
+/// this upload's bytes and members so far, and cut when `watched`'s token is revoked; fsyncs it.
+/// Returns the bytes written and the archive's members; an error names the bound it hit.
+async fn receive(
+    body: Body,
+    dir: &Path,
+    part: &Path,
+    limits: &Arriving<'_>,
+    watched: Option<&outboard_org::tokens::Watched>,
+) -> Result<(u64, u64), (Option<limits::Bound>, UploadError)> {
+    let plain = |e: UploadError| (None, e);
     tokio::fs::create_dir_all(dir)
         .await
-        .map_err(UploadError::io("cannot make the uploads directory"))?;
+        .map_err(UploadError::io("cannot make the uploads directory"))
+        .map_err(plain)?;
     let mut file = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(part)
         .await
-        .map_err(UploadError::io("cannot create the upload's file"))?;
+        .map_err(UploadError::io("cannot create the upload's file"))
+        .map_err(plain)?;
     let mut stream = body.into_data_stream();
     let mut received: u64 = 0;
+    let mut tally = limits::Tally::default();
+    let deadline = tokio::time::Instant::now() + limits.deadline;
+    let revoked = async {
+        match watched {
+            Some(w) => w.revoked().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(revoked);
     loop {
-        let chunk = match tokio::time::timeout(CHUNK_TIMEOUT, stream.next()).await {
+        let next = tokio::time::timeout(CHUNK_TIMEOUT, stream.next());
+        let chunk = tokio::select! {
+            () = &mut revoked => {
+                return Err((Some(limits::Bound::Revoked), UploadError::Revoked { received }));
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                return Err((Some(limits::Bound::Deadline), UploadError::Interrupted {
+                    received,
+                    reason: format!(
+                        "the body took longer than the server's upload deadline of {} s \
+                         (--upload-deadline-secs)",
+                        limits.deadline.as_secs()
+                    ),
+                }));
+            }
+            next = next => next,
+        };
+        let chunk = match chunk {
             Err(_) => {
-                return Err(UploadError::Interrupted {
+                return Err(plain(UploadError::Interrupted {
                     received,
                     reason: format!("nothing arrived for {} s", CHUNK_TIMEOUT.as_secs()),
-                })
+                }))
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                return Err(UploadError::Interrupted { received, reason: e.to_string() })
+                return Err(plain(UploadError::Interrupted { received, reason: e.to_string() }))
             }
             Ok(Some(Ok(chunk))) => chunk,
         };
         received = received.saturating_add(chunk.len() as u64);
-        if received > cap {
-            return Err(UploadError::TooLarge { found: cap, cap, complete: false });
+        if received > limits.cap {
+            let cap = limits.cap;
+            let e = UploadError::TooLarge { found: cap, cap, complete: false };
+            return Err((Some(limits::Bound::Cap), e));
         }
-        file.write_all(&chunk).await.map_err(UploadError::io("cannot write the upload"))?;
+        tally.feed(&chunk);
+        limits.entry.set(received, tally.members());
+        let usage = limits.entry.usage(limits.user, limits.stored);
+        if let Err((bound, message)) = limits::check(limits.quotas, &usage, &limits.user.org) {
+            return Err((Some(bound), UploadError::Quota(message)));
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(UploadError::io("cannot write the upload"))
+            .map_err(plain)?;
     }
-    file.sync_all().await.map_err(UploadError::io("cannot sync the upload"))?;
-    Ok(received)
+    file.sync_all().await.map_err(UploadError::io("cannot sync the upload")).map_err(plain)?;
+    Ok((received, tally.members()))
 }
 
 async fn remove_quietly(path: &Path) {
@@ -349,14 +453,20 @@ pub async fn materialize(
         .call(move |c| {
             use outboard_store::db::OptionalExtension as _;
             c.query_row(
-                "SELECT bytes, branch FROM uploads WHERE id = ?1 AND user_id = ?2",
+                "SELECT bytes, branch, files FROM uploads WHERE id = ?1 AND user_id = ?2",
                 [&uid, &owner],
-                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Option<String>>(1)?)),
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)? as u64,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, i64>(2)? as u64,
+                    ))
+                },
             )
             .optional()
         })
         .await?;
-    let Some((bytes, branch)) = row else {
+    let Some((bytes, branch, files)) = row else {
         return Err(UploadError::NotFound(id.to_owned()));
     };
     let dir = uploads_dir(data_dir);
@@ -369,6 +479,7 @@ pub async fn materialize(
         }
         Err(e) => return Err(UploadError::io("cannot claim the upload")(e)),
     }
+    limits::mark_used(store, id).await;
     let bundle = dir.join(format!("{id}.bundle"));
     let result = unpack_and_restore(&claimed, &bundle, dest, bytes, branch, progress).await;
     remove_quietly(&claimed).await;
@@ -772,6 +883,8 @@ pub async fn start_sweeper(store: Store, data_dir: PathBuf, shutdown: Cancellati
         }
     });
 }
+
+pub mod limits;
 
 #[cfg(test)]
 mod tests;
