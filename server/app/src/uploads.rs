@@ -422,6 +422,9 @@ pub struct Materialized {
     pub branch: Option<String>,
     /// The commit checked out (uploads with history).
     pub head: Option<String>,
+    /// Directory lookups the unpack made: one per path component the kernel resolved for it
+    /// (the `outboard_upload_unpack_lookups` metric), linear in the archive's size.
+    pub lookups: u64,
 }
 
 /// The progress callback of [`materialize`]: `(phase, done, total)`. Phases: `unpacking` (bytes
@@ -504,7 +507,7 @@ async fn unpack_and_restore(
     let (a, b, d) = (archive.to_path_buf(), bundle.to_path_buf(), dest.to_path_buf());
     let mut unpack = tokio::task::spawn_blocking(move || unpack(&a, &b, &d, bytes, &tx));
     progress("unpacking", 0, Some(bytes));
-    let has_bundle = loop {
+    let (has_bundle, lookups) = loop {
         tokio::select! {
             joined = &mut unpack => {
                 break joined.map_err(|e| UploadError::Io {
@@ -530,12 +533,12 @@ async fn unpack_and_restore(
             git.run("symbolic-ref", &["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
                 .await?;
         }
-        return Ok(Materialized { bytes, branch: None, head: None });
+        return Ok(Materialized { bytes, branch: None, head: None, lookups });
     }
     progress("restoring_history", 0, Some(1));
     let (branch, head) = restore_history(dest, bundle, branch.as_deref()).await?;
     progress("restoring_history", 1, Some(1));
-    Ok(Materialized { bytes, branch, head: Some(head) })
+    Ok(Materialized { bytes, branch, head: Some(head), lookups })
 }
 
 /// Reads the archive member by member into `dest`, the history bundle into `bundle`. Returns
@@ -546,7 +549,7 @@ fn unpack(
     dest: &Path,
     bytes: u64,
     progress: &tokio::sync::watch::Sender<u64>,
-) -> Result<bool, UploadError> {
+) -> Result<(bool, u64), UploadError> {
     let file = std::fs::File::open(archive).map_err(UploadError::io("cannot open the upload"))?;
     let counted = Counted { inner: file, read: Arc::new(std::sync::atomic::AtomicU64::new(0)) };
     let read = counted.read.clone();
@@ -561,6 +564,7 @@ fn unpack(
         reason: e.to_string(),
     };
     let mut has_bundle = false;
+    let mut lookups: u64 = 0;
     let mut total: u64 = 0;
     // Kinds already unpacked, by path: a second member of a path is refused (except a directory
     // named twice), so nothing is ever replaced, least of all a symlink by what it points at.
@@ -611,6 +615,9 @@ fn unpack(
         // archive describes a tree, and a link in a path means it describes something else.
         let mut prefix = dest.to_path_buf();
         let mut parents = rel.components().peekable();
+        let depth = rel.components().count() as u64;
+        // Each check below resolves its whole path again, and so does `unpack_in`.
+        lookups += depth * (depth - 1) / 2 + 2 * depth;
         while let Some(c) = parents.next() {
             if parents.peek().is_none() {
                 break;
@@ -630,7 +637,7 @@ fn unpack(
         seen.insert(rel, kind);
         progress.send_replace(read.load(std::sync::atomic::Ordering::Relaxed));
     }
-    Ok(has_bundle)
+    Ok((has_bundle, lookups))
 }
 
 /// The member's path made relative and checked: no absolute path, no `..`, no `.git`.
@@ -884,6 +891,7 @@ pub async fn start_sweeper(store: Store, data_dir: PathBuf, shutdown: Cancellati
     });
 }
 
+pub mod bundle;
 pub mod limits;
 
 #[cfg(test)]

@@ -197,6 +197,7 @@ pub async fn create(
                 })
                 .await
                 .map_err(error)?;
+            hub.metrics().upload_unpacked(got.lookups);
             SessionSource::Upload { bytes: got.bytes, branch: got.branch }
         }
     };
