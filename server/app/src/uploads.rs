@@ -484,7 +484,15 @@ pub async fn materialize(
     }
     limits::mark_used(store, id).await;
     let bundle = dir.join(format!("{id}.bundle"));
-    let result = unpack_and_restore(&claimed, &bundle, dest, bytes, branch, progress).await;
+    let max_entries = match outboard_org::quota::Quotas::for_org(store, &user.org_id).await {
+        Ok(q) => q.upload_files_per_day,
+        Err(e) => {
+            remove_quietly(&claimed).await;
+            return Err(e.into());
+        }
+    };
+    let counts = (files, max_entries);
+    let result = unpack_and_restore(&claimed, &bundle, dest, bytes, counts, branch, progress).await;
     remove_quietly(&claimed).await;
     remove_quietly(&bundle).await;
     if result.is_err() {
@@ -498,6 +506,7 @@ async fn unpack_and_restore(
     bundle: &Path,
     dest: &Path,
     bytes: u64,
+    (files, max_entries): (u64, u64),
     branch: Option<String>,
     progress: Progress<'_>,
 ) -> Result<Materialized, UploadError> {
@@ -505,7 +514,7 @@ async fn unpack_and_restore(
     // callback never holds the unpack back and nothing queues.
     let (tx, mut rx) = tokio::sync::watch::channel(0u64);
     let (a, b, d) = (archive.to_path_buf(), bundle.to_path_buf(), dest.to_path_buf());
-    let mut unpack = tokio::task::spawn_blocking(move || unpack(&a, &b, &d, bytes, &tx));
+    let mut unpack = tokio::task::spawn_blocking(move || unpack(&a, &b, &d, bytes, files, &tx));
     progress("unpacking", 0, Some(bytes));
     let (has_bundle, lookups) = loop {
         tokio::select! {
@@ -536,9 +545,34 @@ async fn unpack_and_restore(
         return Ok(Materialized { bytes, branch: None, head: None, lookups });
     }
     progress("restoring_history", 0, Some(1));
+    check_bundle(bundle, max_entries).await?;
     let (branch, head) = restore_history(dest, bundle, branch.as_deref()).await?;
     progress("restoring_history", 1, Some(1));
     Ok(Materialized { bytes, branch, head: Some(head), lookups })
+}
+
+/// The history bundle read against [`bundle`]'s bounds before git sees it (on a blocking
+/// thread: it inflates the pack).
+async fn check_bundle(path: &Path, max_entries: u64) -> Result<(), UploadError> {
+    let p = path.to_path_buf();
+    let depth = unpack::MAX_DEPTH as u64;
+    let checked = tokio::task::spawn_blocking(move || bundle::check(&p, max_entries, depth))
+        .await
+        .map_err(|e| UploadError::io("the bundle check")(std::io::Error::other(e.to_string())))?;
+    match checked {
+        Ok(c) => {
+            tracing::debug!(objects = c.objects, entries = c.entries, depth = c.depth, "history bundle checked");
+            Ok(())
+        }
+        Err(refusal) => {
+            let bound = matches!(refusal, bundle::Refusal::Bound(_));
+            tracing::info!(bound, "an uploaded history bundle was refused before git ran: {refusal}");
+            Err(UploadError::Unsafe {
+                member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
+                reason: refusal.to_string(),
+            })
+        }
+    }
 }
 
 /// Reads the archive member by member into `dest`, the history bundle into `bundle`. Returns
@@ -548,6 +582,7 @@ fn unpack(
     bundle: &Path,
     dest: &Path,
     bytes: u64,
+    arrived: u64,
     progress: &tokio::sync::watch::Sender<u64>,
 ) -> Result<(bool, u64), UploadError> {
     let file = std::fs::File::open(archive).map_err(UploadError::io("cannot open the upload"))?;
@@ -564,7 +599,8 @@ fn unpack(
         reason: e.to_string(),
     };
     let mut has_bundle = false;
-    let mut lookups: u64 = 0;
+    let mut members: u64 = 0;
+    let mut cursor = unpack::Cursor::new(dest)?;
     let mut total: u64 = 0;
     // Kinds already unpacked, by path: a second member of a path is refused (except a directory
     // named twice), so nothing is ever replaced, least of all a symlink by what it points at.
@@ -577,6 +613,16 @@ fn unpack(
         let unsafe_member =
             |reason: &str| UploadError::Unsafe { member: raw.clone(), reason: reason.to_owned() };
         let rel = checked_path(&path).map_err(|reason| unsafe_member(&reason))?;
+        if let Some(reason) = unpack::too_deep(&rel) {
+            return Err(unsafe_member(&reason));
+        }
+        members += 1;
+        // 0: an upload stored before members were counted.
+        if arrived > 0 && members > arrived {
+            return Err(unsafe_member(&format!(
+                "is past the {arrived} members counted when the archive arrived"
+            )));
+        }
         let kind = entry.header().entry_type();
         total = total.saturating_add(entry.size());
         if total > bytes {
@@ -613,31 +659,27 @@ fn unpack(
         }
         // No member is reached through a symlink, not even one pointing inside `dest`: the
         // archive describes a tree, and a link in a path means it describes something else.
-        let mut prefix = dest.to_path_buf();
-        let mut parents = rel.components().peekable();
-        let depth = rel.components().count() as u64;
-        // Each check below resolves its whole path again, and so does `unpack_in`.
-        lookups += depth * (depth - 1) / 2 + 2 * depth;
-        while let Some(c) = parents.next() {
-            if parents.peek().is_none() {
-                break;
+        // The cursor opens each name with `O_NOFOLLOW` (see `unpack.rs`).
+        let (parents, name) = unpack::split(&rel);
+        let mtime = entry.header().mtime().ok();
+        let mode = entry.header().mode().unwrap_or(0o644);
+        let placed = cursor.enter(&parents).and_then(|()| match kind {
+            tar::EntryType::Directory => cursor.dir(name, mode),
+            tar::EntryType::Symlink => {
+                let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
+                cursor.symlink(name, &target, mtime)
             }
-            prefix.push(c);
-            if std::fs::symlink_metadata(&prefix).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(unsafe_member("goes through a symlink"));
-            }
-        }
-        if std::fs::symlink_metadata(dest.join(&rel)).is_ok() {
-            return Err(unsafe_member("would replace a file unpacked before it"));
-        }
-        let inside = entry.unpack_in(dest).map_err(|e| corrupt(&raw, &e))?;
-        if !inside {
-            return Err(unsafe_member("points outside the workspace"));
+            _ => cursor.file(name, mode, mtime, &mut entry),
+        });
+        match placed {
+            Ok(()) => {}
+            Err(unpack::Refused::Unsafe(reason)) => return Err(unsafe_member(&reason)),
+            Err(unpack::Refused::Io(e)) => return Err(corrupt(&raw, &e)),
         }
         seen.insert(rel, kind);
         progress.send_replace(read.load(std::sync::atomic::Ordering::Relaxed));
     }
-    Ok((has_bundle, lookups))
+    Ok((has_bundle, cursor.lookups))
 }
 
 /// The member's path made relative and checked: no absolute path, no `..`, no `.git`.
@@ -893,6 +935,7 @@ pub async fn start_sweeper(store: Store, data_dir: PathBuf, shutdown: Cancellati
 
 pub mod bundle;
 pub mod limits;
+pub mod unpack;
 
 #[cfg(test)]
 mod tests;

@@ -58,3 +58,4 @@ mod upload;
 mod usage;
 mod webfetch;
 mod workspace_in_place;
+mod upload_limits;

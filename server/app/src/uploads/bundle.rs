@@ -101,7 +101,7 @@ pub fn check(path: &Path, max_entries: u64, max_depth: u64) -> Result<Checked, R
     let file = File::open(path).map_err(|e| malformed(format!("cannot be opened: {e}")))?;
     let len = file.metadata().map_err(|e| malformed(e.to_string()))?.len();
     let mut at = 0u64;
-    let mut line = |at: &mut u64| -> Result<String, Refusal> {
+    let line = |at: &mut u64| -> Result<String, Refusal> {
         let mut buf = Vec::new();
         loop {
             let mut b = [0u8; 1];
