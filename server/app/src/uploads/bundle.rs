@@ -61,6 +61,8 @@ pub struct Checked {
     pub entries: u64,
     /// Its deepest directory nesting.
     pub depth: u64,
+    /// Commits and trees rebuilt from deltas.
+    pub rebuilt: u64,
 }
 
 /// Why a bundle is refused; the message completes "the history bundle …".
@@ -251,7 +253,7 @@ pub fn check(path: &Path, max_entries: u64, max_depth: u64) -> Result<Checked, R
             )));
         }
     }
-    Ok(Checked { objects: count, entries, depth })
+    Ok(Checked { objects: count, entries, depth, rebuilt: rebuilt.len() as u64 })
 }
 
 fn kind_name(kind: Kind) -> &'static str {
