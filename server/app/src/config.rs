@@ -131,7 +131,7 @@ pub struct Limits {
     pub max_upload_bytes: u64,
     /// How long one upload's body may take in all ([`DEFAULT_UPLOAD_DEADLINE`] by default;
     /// `serve --upload-deadline-secs`); each chunk must also come within
-    /// [`crate::uploads::CHUNK_TIMEOUT`].
+    /// the uploads endpoint's 60 s per chunk.
     pub upload_deadline: Duration,
     /// The sandbox network proxy's limits per session: connections at once, idle timeout,
     /// bytes both ways (`serve --net-max-connections`, `--net-idle-timeout`,

@@ -12,11 +12,12 @@
 //! destination ever lands; the `.git` is made by the server from the bundle, never unpacked.
 //!
 //! An upload is used once: [`materialize`] claims it by renaming the file, so two sessions
-//! cannot both get it, and the row stays behind to say "used already". Rows and files older than
-//! [`UNUSED_UPLOAD_TTL`] are removed by [`sweep`], at start and every [`SWEEP_INTERVAL`]; at start
-//! also every partial or claimed file a crash left. The archive counts against the org's disk
-//! only once unpacked (the workspace quota measures it); waiting uploads are bounded per file by
-//! the cap and in time by the TTL.
+//! cannot both get it, and the row stays behind (marked used) to say "used already". Rows and
+//! files older than [`UNUSED_UPLOAD_TTL`] are removed by [`sweep`], at start and every
+//! [`SWEEP_INTERVAL`]; at start also every partial or claimed file a crash left. What uploads may
+//! hold is bounded from their first byte by the org's quotas ([`limits`]), the body by a
+//! deadline and its token's revocation, the unpack's work by [`unpack`] and a history bundle's by
+//! [`bundle`]; once unpacked, the workspace quota measures the tree.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -122,6 +123,16 @@ pub enum UploadError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A member past one of the unpack's bounds: depth, path length, a history bundle's.
+    #[error("the uploaded archive is refused: member {member:?} {reason}; nothing was unpacked")]
+    Bounded {
+        /// The member's path.
+        member: String,
+        /// Which bound and by how much.
+        reason: String,
+        /// The bound (the metric's label).
+        bound: limits::Bound,
+    },
     /// `dest` is not an empty directory.
     #[error("cannot unpack into {0}: it must be an existing empty directory")]
     Destination(PathBuf),
@@ -158,7 +169,8 @@ impl UploadError {
             UploadError::BadRequest(_)
             | UploadError::Interrupted { .. }
             | UploadError::Corrupt { .. }
-            | UploadError::Unsafe { .. } => ErrorCode::BadRequest,
+            | UploadError::Unsafe { .. }
+            | UploadError::Bounded { .. } => ErrorCode::BadRequest,
             UploadError::Store(StoreError::Closed) => ErrorCode::ShuttingDown,
             UploadError::Destination(_)
             | UploadError::Git { .. }
@@ -166,6 +178,14 @@ impl UploadError {
             | UploadError::Store(_) => ErrorCode::Internal,
         };
         ErrorBody::new(code, self.to_string())
+    }
+
+    /// The bound an unpack hit, if that is why it failed.
+    pub fn bound(&self) -> Option<limits::Bound> {
+        match self {
+            UploadError::Bounded { bound, .. } => Some(*bound),
+            _ => None,
+        }
     }
 
     fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> UploadError {
@@ -220,7 +240,10 @@ pub(crate) async fn upload(
     };
     if let Some(found) = announced.filter(|n| *n > cap) {
         // Refused before a byte of the body is read: the answer closes the connection.
-        return Err(refused(limits::Bound::Cap, UploadError::TooLarge { found, cap, complete: true }));
+        return Err(refused(
+            limits::Bound::Cap,
+            UploadError::TooLarge { found, cap, complete: true },
+        ));
     }
     let branch = branch_header(&headers)?;
     // The upload counts from here: one more waiting upload of the user, and what it announced.
@@ -561,15 +584,27 @@ async fn check_bundle(path: &Path, max_entries: u64) -> Result<(), UploadError> 
         .map_err(|e| UploadError::io("the bundle check")(std::io::Error::other(e.to_string())))?;
     match checked {
         Ok(c) => {
-            tracing::debug!(objects = c.objects, entries = c.entries, depth = c.depth, "history bundle checked");
+            tracing::debug!(
+                objects = c.objects,
+                entries = c.entries,
+                depth = c.depth,
+                "history bundle checked"
+            );
             Ok(())
         }
         Err(refusal) => {
             let bound = matches!(refusal, bundle::Refusal::Bound(_));
-            tracing::info!(bound, "an uploaded history bundle was refused before git ran: {refusal}");
-            Err(UploadError::Unsafe {
-                member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
-                reason: refusal.to_string(),
+            tracing::info!(
+                bound,
+                "an uploaded history bundle was refused before git ran: {refusal}"
+            );
+            let member = outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned();
+            let reason = refusal.to_string();
+            Err(match refusal {
+                bundle::Refusal::Bound(_) => {
+                    UploadError::Bounded { member, reason, bound: limits::Bound::Bundle }
+                }
+                bundle::Refusal::Malformed(_) => UploadError::Unsafe { member, reason },
             })
         }
     }
@@ -614,7 +649,8 @@ fn unpack(
             |reason: &str| UploadError::Unsafe { member: raw.clone(), reason: reason.to_owned() };
         let rel = checked_path(&path).map_err(|reason| unsafe_member(&reason))?;
         if let Some(reason) = unpack::too_deep(&rel) {
-            return Err(unsafe_member(&reason));
+            tracing::info!(member = %raw, "an upload was refused at its depth: {reason}");
+            return Err(UploadError::Bounded { member: raw, reason, bound: limits::Bound::Depth });
         }
         members += 1;
         // 0: an upload stored before members were counted.

@@ -192,7 +192,12 @@ pub async fn create(
                         &store, &data_dir, user, &upload_id, &ws, &report,
                     )
                     .await
-                    .map_err(|e| SourceError::Refused(e.body()))?;
+                    .map_err(|e| {
+                        if let Some(bound) = e.bound() {
+                            hub.metrics().upload_refused(bound.label());
+                        }
+                        SourceError::Refused(e.body())
+                    })?;
                     Ok((got.head.clone(), got))
                 })
                 .await

@@ -274,10 +274,12 @@ async fn an_upload_body_has_an_overall_deadline() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         Some((Ok::<_, std::io::Error>(vec![b'x'; 10]), ()))
     });
-    let answer =
-        tokio::time::timeout(Duration::from_secs(30), fx.post(&fx.token, reqwest::Body::wrap_stream(trickle)))
-            .await
-            .expect("the trickled body was still being received after 30 s");
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        fx.post(&fx.token, reqwest::Body::wrap_stream(trickle)),
+    )
+    .await
+    .expect("the trickled body was still being received after 30 s");
     assert_eq!(answer.0, 400, "{}", answer.1);
     assert!(answer.1.contains("deadline of 2 s"), "{}", answer.1);
     outboard_tests::harness::wait_until(
@@ -336,7 +338,7 @@ async fn a_deep_archive_unpacks_with_lookups_linear_in_its_size() {
     let id = post_archive(&fx, bytes, None).await;
     let dest = tempfile::tempdir().unwrap();
     let err = fx.unpack(&id, dest.path()).await.unwrap_err();
-    assert!(matches!(err, UploadError::Unsafe { .. }), "{err}");
+    assert!(matches!(err, UploadError::Bounded { .. }), "{err}");
     assert!(err.to_string().contains("deeper than 1024"), "{err}");
     assert_eq!(std::fs::read_dir(dest.path()).unwrap().count(), 0);
 }
@@ -401,9 +403,12 @@ async fn a_tree_bomb_bundle_is_refused_before_git_runs() {
     let dest = tempfile::tempdir().unwrap();
     let err = fx.unpack(&id, dest.path()).await.unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, UploadError::Unsafe { .. }), "{message}");
+    assert!(matches!(err, UploadError::Bounded { .. }), "{message}");
     assert!(message.contains("refused before git reads it"), "{message}");
-    assert!(message.contains("10000 paths") && message.contains("upload_files_per_day"), "{message}");
+    assert!(
+        message.contains("10000 paths") && message.contains("upload_files_per_day"),
+        "{message}"
+    );
     assert_eq!(std::fs::read_dir(dest.path()).unwrap().count(), 0, "nothing is left");
 
     let id = post_archive(&fx, upload(tree_bomb(8)), Some("main")).await;

@@ -293,7 +293,9 @@ struct Pack<'a> {
 impl Pack<'_> {
     fn byte(&self, at: &mut u64) -> Result<u8, Refusal> {
         let mut b = [0u8; 1];
-        if *at >= self.len || self.file.read_at(&mut b, *at).map_err(|e| malformed(e.to_string()))? == 0 {
+        if *at >= self.len
+            || self.file.read_at(&mut b, *at).map_err(|e| malformed(e.to_string()))? == 0
+        {
             return Err(malformed("its pack ends in an object"));
         }
         *at += 1;
@@ -364,7 +366,8 @@ impl Pack<'_> {
         let mut out_total = 0u64;
         loop {
             if start == buffered {
-                buffered = self.file.read_at(&mut input, pos).map_err(|e| malformed(e.to_string()))?;
+                buffered =
+                    self.file.read_at(&mut input, pos).map_err(|e| malformed(e.to_string()))?;
                 start = 0;
             }
             let (before_in, before_out) = (self.inflater.total_in(), self.inflater.total_out());

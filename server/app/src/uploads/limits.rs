@@ -216,16 +216,19 @@ fn stored_usage(c: &Db, user: &UserRow) -> Result<Usage, StoreError> {
 /// The org's quotas and the stored usage, read once when an upload starts.
 pub async fn read(store: &Store, user: &UserRow) -> Result<(Quotas, Usage), UploadError> {
     let user = user.clone();
-    Ok(store
-        .call(move |c| Ok((Quotas::read(c, &user.org_id)?, stored_usage(c, &user)?)))
-        .await?)
+    Ok(store.call(move |c| Ok((Quotas::read(c, &user.org_id)?, stored_usage(c, &user)?))).await?)
 }
 
 /// The first quota `usage` passes, with the message for the uploader.
 pub fn check(quotas: &Quotas, usage: &Usage, org: &str) -> Result<(), (Bound, String)> {
     let over = |bound: Bound, key: QuotaKey, what: String| {
         let hint = raise_hint(org, key);
-        Err((bound, format!("{what}: upload again once a session used your waiting uploads or later; {hint}")))
+        Err((
+            bound,
+            format!(
+                "{what}: upload again once a session used your waiting uploads or later; {hint}"
+            ),
+        ))
     };
     if usage.user_pending > quotas.pending_uploads_per_user {
         return over(

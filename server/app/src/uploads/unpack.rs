@@ -83,18 +83,18 @@ impl Cursor {
         }
         for name in &parents[shared..] {
             self.lookups += 1;
-            let opened = match rustix::fs::openat(self.fd(), *name, DIR | OFlags::NOFOLLOW, Mode::empty())
-            {
-                Err(rustix::io::Errno::NOENT) => {
-                    self.lookups += 1;
-                    rustix::fs::mkdirat(self.fd(), *name, Mode::from_raw_mode(0o755))?;
-                    rustix::fs::openat(self.fd(), *name, DIR | OFlags::NOFOLLOW, Mode::empty())?
-                }
-                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                    return Err(Refused::Unsafe("goes through a symlink or a file".into()))
-                }
-                other => other?,
-            };
+            let opened =
+                match rustix::fs::openat(self.fd(), *name, DIR | OFlags::NOFOLLOW, Mode::empty()) {
+                    Err(rustix::io::Errno::NOENT) => {
+                        self.lookups += 1;
+                        rustix::fs::mkdirat(self.fd(), *name, Mode::from_raw_mode(0o755))?;
+                        rustix::fs::openat(self.fd(), *name, DIR | OFlags::NOFOLLOW, Mode::empty())?
+                    }
+                    Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                        return Err(Refused::Unsafe("goes through a symlink or a file".into()))
+                    }
+                    other => other?,
+                };
             self.here = Some(opened);
             self.names.push(name.to_os_string());
         }
@@ -111,11 +111,8 @@ impl Cursor {
         data: &mut dyn std::io::Read,
     ) -> Result<(), Refused> {
         self.lookups += 1;
-        let flags = OFlags::WRONLY
-            | OFlags::CREATE
-            | OFlags::EXCL
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC;
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = match rustix::fs::openat(self.fd(), name, flags, Mode::from_raw_mode(0o600)) {
             Err(rustix::io::Errno::EXIST) => return Err(replaced()),
             other => other?,
