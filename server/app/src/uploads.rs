@@ -560,7 +560,7 @@ async fn unpack_and_restore(
         if let Some(branch) = &branch {
             // A repository without a commit yet: a `.git` on the unborn branch, so `git status`
             // shows the files as untracked as it did for the uploader.
-            let git = Git::new(dest)?;
+            let git = history::Git::new(dest)?;
             git.run("init", &["init", "-q", "--template="]).await?;
             git.run("symbolic-ref", &["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
                 .await?;
@@ -568,46 +568,10 @@ async fn unpack_and_restore(
         return Ok(Materialized { bytes, branch: None, head: None, lookups });
     }
     progress("restoring_history", 0, Some(1));
-    check_bundle(bundle, max_entries).await?;
-    let (branch, head) = restore_history(dest, bundle, branch.as_deref()).await?;
+    history::check_bundle(bundle, max_entries).await?;
+    let (branch, head) = history::restore_history(dest, bundle, branch.as_deref()).await?;
     progress("restoring_history", 1, Some(1));
     Ok(Materialized { bytes, branch, head: Some(head), lookups })
-}
-
-/// The history bundle read against [`bundle`]'s bounds before git sees it (on a blocking
-/// thread: it inflates the pack).
-async fn check_bundle(path: &Path, max_entries: u64) -> Result<(), UploadError> {
-    let p = path.to_path_buf();
-    let depth = unpack::MAX_DEPTH as u64;
-    let checked = tokio::task::spawn_blocking(move || bundle::check(&p, max_entries, depth))
-        .await
-        .map_err(|e| UploadError::io("the bundle check")(std::io::Error::other(e.to_string())))?;
-    match checked {
-        Ok(c) => {
-            tracing::debug!(
-                objects = c.objects,
-                entries = c.entries,
-                depth = c.depth,
-                "history bundle checked"
-            );
-            Ok(())
-        }
-        Err(refusal) => {
-            let bound = matches!(refusal, bundle::Refusal::Bound(_));
-            tracing::info!(
-                bound,
-                "an uploaded history bundle was refused before git ran: {refusal}"
-            );
-            let member = outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned();
-            let reason = refusal.to_string();
-            Err(match refusal {
-                bundle::Refusal::Bound(_) => {
-                    UploadError::Bounded { member, reason, bound: limits::Bound::Bundle }
-                }
-                bundle::Refusal::Malformed(_) => UploadError::Unsafe { member, reason },
-            })
-        }
-    }
 }
 
 /// Reads the archive member by member into `dest`, the history bundle into `bundle`. Returns
@@ -797,108 +761,6 @@ async fn empty_dir(dir: &Path) {
     }
 }
 
-/// git run with a clean environment: no system or global config, an empty home, no prompt.
-struct Git {
-    dir: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Git {
-    fn new(dir: &Path) -> Result<Git, UploadError> {
-        let home = tempfile::tempdir().map_err(UploadError::io("cannot make git's empty home"))?;
-        Ok(Git { dir: dir.to_path_buf(), home })
-    }
-
-    async fn run(&self, step: &str, args: &[&str]) -> Result<String, UploadError> {
-        let output = tokio::process::Command::new("git")
-            .args(args)
-            .current_dir(&self.dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()))
-            .env("HOME", self.home.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("LC_ALL", "C")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .map_err(|e| UploadError::Git {
-                step: step.to_owned(),
-                detail: format!("cannot run git: {e} (is git installed on the server?)"),
-            })?;
-        if !output.status.success() {
-            let detail = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-            return Err(UploadError::Git { step: step.to_owned(), detail });
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    }
-}
-
-/// `git init`, fetch the bundle's branches, HEAD on the uploaded branch (or detached at the
-/// bundle's HEAD), index at HEAD. Returns the branch checked out and the commit.
-async fn restore_history(
-    dest: &Path,
-    bundle: &Path,
-    branch: Option<&str>,
-) -> Result<(Option<String>, String), UploadError> {
-    let git = Git::new(dest)?;
-    let bundle_arg = bundle.to_string_lossy().into_owned();
-    git.run("init", &["init", "-q", "--template="]).await?;
-    // The bundle is the client's: git's complaint about it names the server's paths, so it is
-    // answered as a bad member instead (and logged whole).
-    let bad_bundle = |e: UploadError| {
-        tracing::info!("an uploaded history bundle was refused: {e}");
-        UploadError::Unsafe {
-            member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
-            reason: "is not a git bundle this server can read (make it with `git bundle create`, \
-                     or upload the tree without it)"
-                .to_owned(),
-        }
-    };
-    let heads = git
-        .run("bundle list-heads", &["bundle", "list-heads", &bundle_arg])
-        .await
-        .map_err(bad_bundle)?;
-    let mut head = None;
-    let mut branches = Vec::new();
-    for line in heads.lines() {
-        let Some((commit, name)) = line.split_once(' ') else { continue };
-        if name == "HEAD" {
-            head = Some(commit.to_owned());
-        } else if let Some(b) = name.strip_prefix("refs/heads/") {
-            branches.push((b.to_owned(), commit.to_owned()));
-        }
-    }
-    let on_branch = branch.and_then(|b| branches.iter().find(|(name, _)| name == b));
-    let Some(head) = head.or_else(|| on_branch.map(|(_, c)| c.clone())) else {
-        return Err(UploadError::Unsafe {
-            member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
-            reason: "has no HEAD".to_owned(),
-        });
-    };
-    let mut fetch = vec!["fetch", "-q", "--update-head-ok", "--no-tags", bundle_arg.as_str()];
-    if !branches.is_empty() {
-        fetch.push("+refs/heads/*:refs/heads/*");
-    }
-    fetch.push("HEAD");
-    git.run("fetch", &fetch).await.map_err(bad_bundle)?;
-    let checked_out = match on_branch {
-        Some((name, _)) => {
-            git.run("symbolic-ref", &["symbolic-ref", "HEAD", &format!("refs/heads/{name}")])
-                .await?;
-            Some(name.clone())
-        }
-        None => {
-            git.run("update-ref", &["update-ref", "--no-deref", "HEAD", &head]).await?;
-            None
-        }
-    };
-    git.run("reset", &["reset", "-q", "--mixed"]).await?;
-    let commit = git.run("rev-parse", &["rev-parse", "HEAD"]).await?.trim().to_owned();
-    Ok((checked_out, commit))
-}
-
 /// Removes uploads older than `max_age` (rows and files); with `at_start`, also every partial
 /// or claimed file, which only a crash leaves. Returns how many uploads were removed.
 pub async fn sweep(
@@ -970,6 +832,7 @@ pub async fn start_sweeper(store: Store, data_dir: PathBuf, shutdown: Cancellati
 }
 
 pub mod bundle;
+mod history;
 pub mod limits;
 pub mod unpack;
 
