@@ -260,11 +260,19 @@ pub(crate) async fn upload(
     let part = dir.join(format!("{id}.tar.part"));
     let deadline = hub.config().limits.upload_deadline;
     let arriving = Arriving { cap, deadline, quotas: &quotas, stored, user: &user, entry: &entry };
-    let result = receive(body, &dir, &part, &arriving, watched.as_ref()).await;
+    let mut stream = body.into_data_stream();
+    let result = receive(&mut stream, &dir, &part, &arriving, watched.as_ref()).await;
     let (bytes, files) = match result {
         Ok(got) => got,
         Err((bound, e)) => {
             remove_quietly(&part).await;
+            if let (Some(b), Some(length)) = (bound, announced) {
+                if b.is_quota() {
+                    // The sender announced a length the server takes (under the cap): read the
+                    // rest and drop it, so that it reads the answer rather than a reset.
+                    drain(&mut stream, length, deadline).await;
+                }
+            }
             return Err(match bound {
                 Some(bound) => refused(bound, e),
                 None => e.into(),
@@ -338,7 +346,7 @@ struct Arriving<'a> {
 /// this upload's bytes and members so far, and cut when `watched`'s token is revoked; fsyncs it.
 /// Returns the bytes written and the archive's members; an error names the bound it hit.
 async fn receive(
-    body: Body,
+    stream: &mut axum::body::BodyDataStream,
     dir: &Path,
     part: &Path,
     limits: &Arriving<'_>,
@@ -356,7 +364,6 @@ async fn receive(
         .await
         .map_err(UploadError::io("cannot create the upload's file"))
         .map_err(plain)?;
-    let mut stream = body.into_data_stream();
     let mut received: u64 = 0;
     let mut tally = limits::Tally::default();
     let deadline = tokio::time::Instant::now() + limits.deadline;
@@ -417,6 +424,20 @@ async fn receive(
     }
     file.sync_all().await.map_err(UploadError::io("cannot sync the upload")).map_err(plain)?;
     Ok((received, tally.members()))
+}
+
+/// Reads what is left of a refused body, at most `length` bytes in all, each chunk within
+/// [`CHUNK_TIMEOUT`] and the whole within `deadline`, keeping nothing.
+async fn drain(stream: &mut axum::body::BodyDataStream, length: u64, deadline: Duration) {
+    let until = tokio::time::Instant::now() + deadline;
+    let mut read: u64 = 0;
+    while read < length {
+        let next = tokio::time::timeout(CHUNK_TIMEOUT, stream.next());
+        match tokio::time::timeout_at(until, next).await {
+            Ok(Ok(Some(Ok(chunk)))) => read += chunk.len() as u64,
+            _ => return,
+        }
+    }
 }
 
 async fn remove_quietly(path: &Path) {

@@ -204,11 +204,28 @@ async fn an_upload_flood_by_files_is_stopped_by_the_orgs_quota() {
     let (status, text) = fx.post(&fx.token, chunked(empty_files())).await;
     assert_eq!(status, 429, "{text}");
     assert!(text.contains("upload_files_per_day") && text.contains("1000"), "{text}");
+    // The CLI announces its length: the members are over the quota, not the bytes, so the
+    // refusal comes mid-body; the server reads the rest and the CLI gets the answer.
+    let tree = tempfile::tempdir().unwrap();
+    for i in 0..400 {
+        std::fs::write(tree.path().join(format!("e{i}")), b"").unwrap();
+    }
+    let packed = outboard_cli::upload::pack(tree.path()).unwrap();
+    let options = outboard_cli::client::ConnectOptions::default();
+    let quiet = outboard_cli::upload::ProgressMode::Quiet;
+    let err = outboard_cli::upload::send(&packed, &fx.server.url, &fx.token, &options, quiet)
+        .await
+        .unwrap_err();
+    let outboard_cli::upload::UploadError::Refused { status, message } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(*status, 429, "{message}");
+    assert!(message.contains("upload_files_per_day"), "{message}");
     let (_, shown, _) = fx.server.admin(&["quota", "show", "--org", "acme"], None).unwrap();
     assert!(shown.contains("upload_files_per_day 1000  [set]  (used: 800)"), "{shown}");
     let metrics = fx.metrics().await;
     assert!(
-        metrics.contains("outboard_upload_refusals_total{reason=\"upload_files_per_day\"} 1"),
+        metrics.contains("outboard_upload_refusals_total{reason=\"upload_files_per_day\"} 2"),
         "{metrics}"
     );
 }

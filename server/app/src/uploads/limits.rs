@@ -176,6 +176,14 @@ impl Bound {
         }
     }
 
+    /// Whether it is one of the org's quotas (a refusal the sender should read, not a cut).
+    pub fn is_quota(self) -> bool {
+        matches!(
+            self,
+            Bound::OrgBytes | Bound::OrgFiles | Bound::UserPending | Bound::UserPendingBytes
+        )
+    }
+
     /// Every bound, for the metric's series at zero.
     pub const ALL: [Bound; 9] = [
         Bound::OrgBytes,
