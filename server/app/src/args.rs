@@ -188,6 +188,10 @@ pub(crate) struct ServeArgs {
     /// is refused with 413 naming its size and this cap.
     #[arg(long, env = "OUTBOARD_MAX_UPLOAD_BYTES", default_value_t = Limits::default().max_upload_bytes)]
     pub(crate) max_upload_bytes: u64,
+    /// Seconds one upload's body may take in all (besides 60 s at most between two chunks);
+    /// a slower one is cut and nothing is stored.
+    #[arg(long, env = "OUTBOARD_UPLOAD_DEADLINE_SECS", default_value_t = Limits::default().upload_deadline.as_secs())]
+    pub(crate) upload_deadline_secs: u64,
     /// Connections one sandbox may have open through the network proxy at once; beyond, 503.
     #[arg(long, env = "OUTBOARD_NET_MAX_CONNECTIONS", default_value_t = NetLimits::DEFAULT.max_connections)]
     pub(crate) net_max_connections: usize,

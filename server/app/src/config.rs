@@ -133,6 +133,10 @@ pub struct Limits {
     /// ([`DEFAULT_MAX_UPLOAD_BYTES`] by default; `serve --max-upload-bytes`). It is here, not in
     /// [`ServerConfig`] itself, so that every place building a configuration gets the default.
     pub max_upload_bytes: u64,
+    /// How long one upload's body may take in all ([`DEFAULT_UPLOAD_DEADLINE`] by default;
+    /// `serve --upload-deadline-secs`); each chunk must also come within
+    /// the uploads endpoint's 60 s per chunk.
+    pub upload_deadline: Duration,
     /// The sandbox network proxy's limits per session: connections at once, idle timeout,
     /// bytes both ways (`serve --net-max-connections`, `--net-idle-timeout`,
     /// `--net-session-bytes`).
@@ -158,6 +162,11 @@ pub struct Limits {
 /// repositories (their build outputs and dependencies are what `.gitignore` leaves out), and
 /// refuses a tree that is mostly data before it fills the server's disk.
 pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 200 * 1024 * 1024;
+
+/// The default [`Limits::upload_deadline`]: 30 minutes sends the 200 MiB cap at 120 KB/s, slower
+/// than any link a working tree is uploaded over, while a body trickled a byte a minute no
+/// longer holds a connection and a partial file for ever.
+pub const DEFAULT_UPLOAD_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 /// The default [`Limits::session_idle`]. Respawning an actor re-reads its log (milliseconds for
 /// a long session), so a minute keeps the actors of sessions in active use, a person reading an
@@ -186,6 +195,7 @@ impl Default for Limits {
             span_content: false,
             session_idle: SESSION_IDLE,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            upload_deadline: DEFAULT_UPLOAD_DEADLINE,
             network: outboard_egress::NetLimits::DEFAULT,
             context_window: None,
             compact_percent: outboard_harness::compact::DEFAULT_COMPACT_PERCENT,

@@ -416,7 +416,7 @@ pub async fn launch_with(
         .route("/", get(upgrade))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state.clone())
-        .merge(crate::http_api::router(state.hub.clone()));
+        .merge(crate::http_api::router(state.hub.clone(), state.live_tokens.clone()));
     let edge = crate::net::Edge {
         listener,
         router: app,

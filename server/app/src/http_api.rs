@@ -15,10 +15,14 @@ use axum::Router;
 use crate::hub::Hub;
 
 /// The HTTP endpoints, to be merged into the gateway's router.
-pub fn router(hub: Arc<Hub>) -> Router {
+/// `live` is the node's open tokens: an upload registers its token there, so that a revocation
+/// ends its body as it ends a WebSocket connection.
+pub fn router(hub: Arc<Hub>, live: Arc<outboard_org::tokens::LiveTokens>) -> Router {
     let sessions = format!("{}/{{id}}/{{what}}", outboard_shared::http::SESSIONS);
+    let uploads = crate::uploads::Receiving::new(live);
     Router::new()
         .route(&sessions, axum::routing::get(crate::workspace_api::diff_endpoint))
         .route(outboard_shared::http::UPLOADS, axum::routing::post(crate::uploads::upload))
+        .layer(axum::Extension(uploads))
         .with_state(hub)
 }

@@ -76,6 +76,8 @@ pub struct Metrics {
     store_queue_depth: Gauge,
     egress: Family<EgressLabel, Counter>,
     egress_dropped: Counter,
+    upload_refusals: Family<ReasonLabel, Counter>,
+    upload_lookups: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -630,6 +632,20 @@ impl Metrics {
             "Proxy audit records dropped because a session's audit queue was full",
             egress_dropped.clone(),
         );
+        let upload_refusals = Family::default();
+        r.register(
+            "upload_refusals",
+            "Uploads refused or cut by a bound (a quota, the cap, the deadline, a revoked token, \
+             the depth, a history bundle's bounds), by bound",
+            upload_refusals.clone(),
+        );
+        let upload_lookups = Counter::default();
+        r.register(
+            "upload_unpack_lookups",
+            "Directory lookups unpacking uploads made (one per path component opened; linear in \
+             the archive)",
+            upload_lookups.clone(),
+        );
         let metrics = Metrics {
             registry,
             connections,
@@ -649,6 +665,8 @@ impl Metrics {
             store_queue_depth,
             egress,
             egress_dropped,
+            upload_refusals,
+            upload_lookups,
         };
         metrics.zero_known_series();
         metrics
@@ -756,6 +774,16 @@ impl Metrics {
     pub fn egress(&self, allowed: bool) {
         let outcome = if allowed { "allowed" } else { "refused" };
         self.egress.get_or_create(&EgressLabel { outcome }).inc();
+    }
+
+    /// An upload was refused or cut by `bound` (a label of `uploads::limits::Bound`).
+    pub fn upload_refused(&self, bound: &'static str) {
+        self.upload_refusals.get_or_create(&ReasonLabel { reason: bound }).inc();
+    }
+
+    /// An upload was unpacked with `lookups` directory lookups.
+    pub fn upload_unpacked(&self, lookups: u64) {
+        self.upload_lookups.inc_by(lookups);
     }
 
     /// An audit record a full queue dropped.

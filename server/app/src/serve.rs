@@ -78,6 +78,7 @@ pub(crate) async fn serve(args: ServeArgs, file: Option<&FlagFile>) -> anyhow::R
             max_steps: args.max_steps,
             task_max_steps: args.task_max_steps.max(1),
             max_upload_bytes: args.max_upload_bytes,
+            upload_deadline: Duration::from_secs(args.upload_deadline_secs.max(1)),
             network: NetLimits {
                 max_connections: args.net_max_connections.max(1),
                 idle_timeout: Duration::from_secs(args.net_idle_timeout.max(1)),

@@ -12,11 +12,12 @@
 //! destination ever lands; the `.git` is made by the server from the bundle, never unpacked.
 //!
 //! An upload is used once: [`materialize`] claims it by renaming the file, so two sessions
-//! cannot both get it, and the row stays behind to say "used already". Rows and files older than
-//! [`UNUSED_UPLOAD_TTL`] are removed by [`sweep`], at start and every [`SWEEP_INTERVAL`]; at start
-//! also every partial or claimed file a crash left. The archive counts against the org's disk
-//! only once unpacked (the workspace quota measures it); waiting uploads are bounded per file by
-//! the cap and in time by the TTL.
+//! cannot both get it, and the row stays behind (marked used) to say "used already". Rows and
+//! files older than [`UNUSED_UPLOAD_TTL`] are removed by [`sweep`], at start and every
+//! [`SWEEP_INTERVAL`]; at start also every partial or claimed file a crash left. What uploads may
+//! hold is bounded from their first byte by the org's quotas ([`limits`]), the body by a
+//! deadline and its token's revocation, the unpack's work by [`unpack`] and a history bundle's by
+//! [`bundle`]; once unpacked, the workspace quota measures the tree.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -84,6 +85,18 @@ pub enum UploadError {
     /// The request is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// An org or user quota on uploads (see [`limits`]).
+    #[error("{0}")]
+    Quota(String),
+    /// The token was revoked while the body arrived.
+    #[error(
+        "the token was revoked while the upload arrived (after {received} bytes); nothing was \
+         stored: upload again with a valid token"
+    )]
+    Revoked {
+        /// Bytes received.
+        received: u64,
+    },
     /// The body stopped arriving or broke off.
     #[error("the upload broke off after {received} bytes ({reason}): try again")]
     Interrupted {
@@ -109,6 +122,16 @@ pub enum UploadError {
         member: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A member past one of the unpack's bounds: depth, path length, a history bundle's.
+    #[error("the uploaded archive is refused: member {member:?} {reason}; nothing was unpacked")]
+    Bounded {
+        /// The member's path.
+        member: String,
+        /// Which bound and by how much.
+        reason: String,
+        /// The bound (the metric's label).
+        bound: limits::Bound,
     },
     /// `dest` is not an empty directory.
     #[error("cannot unpack into {0}: it must be an existing empty directory")]
@@ -141,10 +164,13 @@ impl UploadError {
             UploadError::NotFound(_) => ErrorCode::NotFound,
             UploadError::Used(_) => ErrorCode::Conflict,
             UploadError::TooLarge { .. } => ErrorCode::TooLarge,
+            UploadError::Quota(_) => ErrorCode::QuotaExceeded,
+            UploadError::Revoked { .. } => ErrorCode::Unauthorized,
             UploadError::BadRequest(_)
             | UploadError::Interrupted { .. }
             | UploadError::Corrupt { .. }
-            | UploadError::Unsafe { .. } => ErrorCode::BadRequest,
+            | UploadError::Unsafe { .. }
+            | UploadError::Bounded { .. } => ErrorCode::BadRequest,
             UploadError::Store(StoreError::Closed) => ErrorCode::ShuttingDown,
             UploadError::Destination(_)
             | UploadError::Git { .. }
@@ -152,6 +178,14 @@ impl UploadError {
             | UploadError::Store(_) => ErrorCode::Internal,
         };
         ErrorBody::new(code, self.to_string())
+    }
+
+    /// The bound an unpack hit, if that is why it failed.
+    pub fn bound(&self) -> Option<limits::Bound> {
+        match self {
+            UploadError::Bounded { bound, .. } => Some(*bound),
+            _ => None,
+        }
     }
 
     fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> UploadError {
@@ -166,14 +200,35 @@ impl From<UploadError> for ApiError {
     }
 }
 
+/// What the upload endpoint shares between requests: the node's open tokens (a revoked token
+/// ends its uploads) and the uploads arriving ([`limits::Ledger`]).
+#[derive(Debug, Clone)]
+pub struct Receiving {
+    live: Arc<outboard_org::tokens::LiveTokens>,
+    ledger: Arc<limits::Ledger>,
+}
+
+impl Receiving {
+    /// The endpoint's state, for the router.
+    pub fn new(live: Arc<outboard_org::tokens::LiveTokens>) -> Receiving {
+        Receiving { live, ledger: Arc::default() }
+    }
+}
+
 /// `POST /v1/uploads`: stores the body as a new upload of the authenticated user.
 pub(crate) async fn upload(
     State(hub): State<Arc<Hub>>,
     Extension(info): Extension<ConnInfo>,
+    Extension(receiving): Extension<Receiving>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<UploadResponse>, ApiError> {
     let user = authenticate(&hub, &headers, &info).await?;
+    let refused = |bound: limits::Bound, e: UploadError| -> ApiError {
+        hub.metrics().upload_refused(bound.label());
+        tracing::info!(user = %user.name, org = %user.org, bound = bound.label(), "upload refused: {e}");
+        e.into()
+    };
     let cap = hub.config().limits.max_upload_bytes;
     let announced = match headers.get(header::CONTENT_LENGTH) {
         None => None,
@@ -185,18 +240,43 @@ pub(crate) async fn upload(
     };
     if let Some(found) = announced.filter(|n| *n > cap) {
         // Refused before a byte of the body is read: the answer closes the connection.
-        return Err(UploadError::TooLarge { found, cap, complete: true }.into());
+        return Err(refused(
+            limits::Bound::Cap,
+            UploadError::TooLarge { found, cap, complete: true },
+        ));
     }
     let branch = branch_header(&headers)?;
+    // The upload counts from here: one more waiting upload of the user, and what it announced.
+    let (quotas, stored) = limits::read(hub.store(), &user).await?;
+    let entry = receiving.ledger.enter(&user);
+    entry.set(announced.unwrap_or(0), 0);
+    if let Err((bound, message)) = limits::check(&quotas, &entry.usage(&user, stored), &user.org) {
+        return Err(refused(bound, UploadError::Quota(message)));
+    }
+    // Registered like a connection: the node's revocation check signals it.
+    let watched = bearer(&headers).map(|token| receiving.live.watch(token));
     let dir = hub.config().uploads_dir();
     let id = outboard_base::util::new_id("up");
     let part = dir.join(format!("{id}.tar.part"));
-    let result = receive(body, &dir, &part, cap).await;
-    let bytes = match result {
-        Ok(bytes) => bytes,
-        Err(e) => {
+    let deadline = hub.config().limits.upload_deadline;
+    let arriving = Arriving { cap, deadline, quotas: &quotas, stored, user: &user, entry: &entry };
+    let mut stream = body.into_data_stream();
+    let result = receive(&mut stream, &dir, &part, &arriving, watched.as_ref()).await;
+    let (bytes, files) = match result {
+        Ok(got) => got,
+        Err((bound, e)) => {
             remove_quietly(&part).await;
-            return Err(e.into());
+            if let (Some(b), Some(length)) = (bound, announced) {
+                if b.is_quota() {
+                    // The sender announced a length the server takes (under the cap): read the
+                    // rest and drop it, so that it reads the answer rather than a reset.
+                    drain(&mut stream, length, deadline).await;
+                }
+            }
+            return Err(match bound {
+                Some(bound) => refused(bound, e),
+                None => e.into(),
+            });
         }
     };
     let done = dir.join(format!("{id}.tar"));
@@ -205,31 +285,28 @@ pub(crate) async fn upload(
         return Err(UploadError::io("cannot store the upload")(e).into());
     }
     sync_dir(&dir).await;
-    let row = (id.clone(), user.org_id.0.clone(), user.id.0.clone(), bytes, branch);
-    let inserted = hub
-        .store()
-        .call(move |c| {
-            c.execute(
-                "INSERT INTO uploads (id, org_id, user_id, bytes, branch, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                outboard_store::params![
-                    row.0,
-                    row.1,
-                    row.2,
-                    row.3 as i64,
-                    row.4,
-                    outboard_base::util::now_rfc3339()
-                ],
-            )?;
-            Ok(())
-        })
-        .await;
-    if let Err(e) = inserted {
-        remove_quietly(&done).await;
-        return Err(UploadError::from(e).into());
+    let row = (id.clone(), bytes, files, branch);
+    let committed = limits::commit_row(hub.store(), &user, &entry, row).await;
+    drop(entry);
+    match committed {
+        Ok(Ok(())) => {}
+        Ok(Err((bound, message))) => {
+            remove_quietly(&done).await;
+            return Err(refused(bound, UploadError::Quota(message)));
+        }
+        Err(e) => {
+            remove_quietly(&done).await;
+            return Err(e.into());
+        }
     }
-    tracing::info!(upload = %id, user = %user.name, org = %user.org, bytes, "upload stored");
+    tracing::info!(upload = %id, user = %user.name, org = %user.org, bytes, files, "upload stored");
     Ok(Json(UploadResponse { upload_id: id, bytes }))
+}
+
+/// The bearer token of a request [`authenticate`] accepted.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    Some(value.strip_prefix("Bearer ")?.trim()).filter(|t| !t.is_empty())
 }
 
 /// The branch header, checked: printable, no longer than [`MAX_BRANCH_BYTES`].
@@ -254,42 +331,113 @@ fn branch_header(headers: &HeaderMap) -> Result<Option<String>, UploadError> {
     Ok(Some(branch.to_owned()))
 }
 
-/// Streams `body` into `part` (created new), at most `cap` bytes, each chunk within
-/// [`CHUNK_TIMEOUT`]; fsyncs it. Returns the bytes written.
-async fn receive(body: Body, dir: &Path, part: &Path, cap: u64) -> Result<u64, UploadError> {
+/// What a body being received is checked against.
+struct Arriving<'a> {
+    cap: u64,
+    deadline: Duration,
+    quotas: &'a outboard_org::quota::Quotas,
+    stored: limits::Usage,
+    user: &'a UserRow,
+    entry: &'a limits::Entry,
+}
+
+/// Streams `body` into `part` (created new): at most `cap` bytes, each chunk within
+/// [`CHUNK_TIMEOUT`], the whole within the deadline, the quotas checked at every chunk with
+/// this upload's bytes and members so far, and cut when `watched`'s token is revoked; fsyncs it.
+/// Returns the bytes written and the archive's members; an error names the bound it hit.
+async fn receive(
+    stream: &mut axum::body::BodyDataStream,
+    dir: &Path,
+    part: &Path,
+    limits: &Arriving<'_>,
+    watched: Option<&outboard_org::tokens::Watched>,
+) -> Result<(u64, u64), (Option<limits::Bound>, UploadError)> {
+    let plain = |e: UploadError| (None, e);
     tokio::fs::create_dir_all(dir)
         .await
-        .map_err(UploadError::io("cannot make the uploads directory"))?;
+        .map_err(UploadError::io("cannot make the uploads directory"))
+        .map_err(plain)?;
     let mut file = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(part)
         .await
-        .map_err(UploadError::io("cannot create the upload's file"))?;
-    let mut stream = body.into_data_stream();
+        .map_err(UploadError::io("cannot create the upload's file"))
+        .map_err(plain)?;
     let mut received: u64 = 0;
+    let mut tally = limits::Tally::default();
+    let deadline = tokio::time::Instant::now() + limits.deadline;
+    let revoked = async {
+        match watched {
+            Some(w) => w.revoked().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(revoked);
     loop {
-        let chunk = match tokio::time::timeout(CHUNK_TIMEOUT, stream.next()).await {
+        let next = tokio::time::timeout(CHUNK_TIMEOUT, stream.next());
+        let chunk = tokio::select! {
+            () = &mut revoked => {
+                return Err((Some(limits::Bound::Revoked), UploadError::Revoked { received }));
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                return Err((Some(limits::Bound::Deadline), UploadError::Interrupted {
+                    received,
+                    reason: format!(
+                        "the body took longer than the server's upload deadline of {} s \
+                         (--upload-deadline-secs)",
+                        limits.deadline.as_secs()
+                    ),
+                }));
+            }
+            next = next => next,
+        };
+        let chunk = match chunk {
             Err(_) => {
-                return Err(UploadError::Interrupted {
+                return Err(plain(UploadError::Interrupted {
                     received,
                     reason: format!("nothing arrived for {} s", CHUNK_TIMEOUT.as_secs()),
-                })
+                }))
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                return Err(UploadError::Interrupted { received, reason: e.to_string() })
+                return Err(plain(UploadError::Interrupted { received, reason: e.to_string() }))
             }
             Ok(Some(Ok(chunk))) => chunk,
         };
         received = received.saturating_add(chunk.len() as u64);
-        if received > cap {
-            return Err(UploadError::TooLarge { found: cap, cap, complete: false });
+        if received > limits.cap {
+            let cap = limits.cap;
+            let e = UploadError::TooLarge { found: cap, cap, complete: false };
+            return Err((Some(limits::Bound::Cap), e));
         }
-        file.write_all(&chunk).await.map_err(UploadError::io("cannot write the upload"))?;
+        tally.feed(&chunk);
+        limits.entry.set(received, tally.members());
+        let usage = limits.entry.usage(limits.user, limits.stored);
+        if let Err((bound, message)) = limits::check(limits.quotas, &usage, &limits.user.org) {
+            return Err((Some(bound), UploadError::Quota(message)));
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(UploadError::io("cannot write the upload"))
+            .map_err(plain)?;
     }
-    file.sync_all().await.map_err(UploadError::io("cannot sync the upload"))?;
-    Ok(received)
+    file.sync_all().await.map_err(UploadError::io("cannot sync the upload")).map_err(plain)?;
+    Ok((received, tally.members()))
+}
+
+/// Reads what is left of a refused body, at most `length` bytes in all, each chunk within
+/// [`CHUNK_TIMEOUT`] and the whole within `deadline`, keeping nothing.
+async fn drain(stream: &mut axum::body::BodyDataStream, length: u64, deadline: Duration) {
+    let until = tokio::time::Instant::now() + deadline;
+    let mut read: u64 = 0;
+    while read < length {
+        let next = tokio::time::timeout(CHUNK_TIMEOUT, stream.next());
+        match tokio::time::timeout_at(until, next).await {
+            Ok(Ok(Some(Ok(chunk)))) => read += chunk.len() as u64,
+            _ => return,
+        }
+    }
 }
 
 async fn remove_quietly(path: &Path) {
@@ -318,6 +466,9 @@ pub struct Materialized {
     pub branch: Option<String>,
     /// The commit checked out (uploads with history).
     pub head: Option<String>,
+    /// Directory lookups the unpack made: one per path component the kernel resolved for it
+    /// (the `outboard_upload_unpack_lookups` metric), linear in the archive's size.
+    pub lookups: u64,
 }
 
 /// The progress callback of [`materialize`]: `(phase, done, total)`. Phases: `unpacking` (bytes
@@ -349,14 +500,20 @@ pub async fn materialize(
         .call(move |c| {
             use outboard_store::db::OptionalExtension as _;
             c.query_row(
-                "SELECT bytes, branch FROM uploads WHERE id = ?1 AND user_id = ?2",
+                "SELECT bytes, branch, files FROM uploads WHERE id = ?1 AND user_id = ?2",
                 [&uid, &owner],
-                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Option<String>>(1)?)),
+                |r| {
+                    Ok((
+                        r.get::<_, i64>(0)? as u64,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, i64>(2)? as u64,
+                    ))
+                },
             )
             .optional()
         })
         .await?;
-    let Some((bytes, branch)) = row else {
+    let Some((bytes, branch, files)) = row else {
         return Err(UploadError::NotFound(id.to_owned()));
     };
     let dir = uploads_dir(data_dir);
@@ -369,8 +526,17 @@ pub async fn materialize(
         }
         Err(e) => return Err(UploadError::io("cannot claim the upload")(e)),
     }
+    limits::mark_used(store, id).await;
     let bundle = dir.join(format!("{id}.bundle"));
-    let result = unpack_and_restore(&claimed, &bundle, dest, bytes, branch, progress).await;
+    let max_entries = match outboard_org::quota::Quotas::for_org(store, &user.org_id).await {
+        Ok(q) => q.upload_files_per_day,
+        Err(e) => {
+            remove_quietly(&claimed).await;
+            return Err(e.into());
+        }
+    };
+    let counts = (files, max_entries);
+    let result = unpack_and_restore(&claimed, &bundle, dest, bytes, counts, branch, progress).await;
     remove_quietly(&claimed).await;
     remove_quietly(&bundle).await;
     if result.is_err() {
@@ -384,6 +550,7 @@ async fn unpack_and_restore(
     bundle: &Path,
     dest: &Path,
     bytes: u64,
+    (files, max_entries): (u64, u64),
     branch: Option<String>,
     progress: Progress<'_>,
 ) -> Result<Materialized, UploadError> {
@@ -391,9 +558,9 @@ async fn unpack_and_restore(
     // callback never holds the unpack back and nothing queues.
     let (tx, mut rx) = tokio::sync::watch::channel(0u64);
     let (a, b, d) = (archive.to_path_buf(), bundle.to_path_buf(), dest.to_path_buf());
-    let mut unpack = tokio::task::spawn_blocking(move || unpack(&a, &b, &d, bytes, &tx));
+    let mut unpack = tokio::task::spawn_blocking(move || unpack(&a, &b, &d, bytes, files, &tx));
     progress("unpacking", 0, Some(bytes));
-    let has_bundle = loop {
+    let (has_bundle, lookups) = loop {
         tokio::select! {
             joined = &mut unpack => {
                 break joined.map_err(|e| UploadError::Io {
@@ -414,17 +581,18 @@ async fn unpack_and_restore(
         if let Some(branch) = &branch {
             // A repository without a commit yet: a `.git` on the unborn branch, so `git status`
             // shows the files as untracked as it did for the uploader.
-            let git = Git::new(dest)?;
+            let git = history::Git::new(dest)?;
             git.run("init", &["init", "-q", "--template="]).await?;
             git.run("symbolic-ref", &["symbolic-ref", "HEAD", &format!("refs/heads/{branch}")])
                 .await?;
         }
-        return Ok(Materialized { bytes, branch: None, head: None });
+        return Ok(Materialized { bytes, branch: None, head: None, lookups });
     }
     progress("restoring_history", 0, Some(1));
-    let (branch, head) = restore_history(dest, bundle, branch.as_deref()).await?;
+    history::check_bundle(bundle, max_entries).await?;
+    let (branch, head) = history::restore_history(dest, bundle, branch.as_deref()).await?;
     progress("restoring_history", 1, Some(1));
-    Ok(Materialized { bytes, branch, head: Some(head) })
+    Ok(Materialized { bytes, branch, head: Some(head), lookups })
 }
 
 /// Reads the archive member by member into `dest`, the history bundle into `bundle`. Returns
@@ -434,8 +602,9 @@ fn unpack(
     bundle: &Path,
     dest: &Path,
     bytes: u64,
+    arrived: u64,
     progress: &tokio::sync::watch::Sender<u64>,
-) -> Result<bool, UploadError> {
+) -> Result<(bool, u64), UploadError> {
     let file = std::fs::File::open(archive).map_err(UploadError::io("cannot open the upload"))?;
     let counted = Counted { inner: file, read: Arc::new(std::sync::atomic::AtomicU64::new(0)) };
     let read = counted.read.clone();
@@ -450,6 +619,8 @@ fn unpack(
         reason: e.to_string(),
     };
     let mut has_bundle = false;
+    let mut members: u64 = 0;
+    let mut cursor = unpack::Cursor::new(dest)?;
     let mut total: u64 = 0;
     // Kinds already unpacked, by path: a second member of a path is refused (except a directory
     // named twice), so nothing is ever replaced, least of all a symlink by what it points at.
@@ -462,6 +633,17 @@ fn unpack(
         let unsafe_member =
             |reason: &str| UploadError::Unsafe { member: raw.clone(), reason: reason.to_owned() };
         let rel = checked_path(&path).map_err(|reason| unsafe_member(&reason))?;
+        if let Some(reason) = unpack::too_deep(&rel) {
+            tracing::info!(member = %raw, "an upload was refused at its depth: {reason}");
+            return Err(UploadError::Bounded { member: raw, reason, bound: limits::Bound::Depth });
+        }
+        members += 1;
+        // 0: an upload stored before members were counted.
+        if arrived > 0 && members > arrived {
+            return Err(unsafe_member(&format!(
+                "is past the {arrived} members counted when the archive arrived"
+            )));
+        }
         let kind = entry.header().entry_type();
         total = total.saturating_add(entry.size());
         if total > bytes {
@@ -498,28 +680,27 @@ fn unpack(
         }
         // No member is reached through a symlink, not even one pointing inside `dest`: the
         // archive describes a tree, and a link in a path means it describes something else.
-        let mut prefix = dest.to_path_buf();
-        let mut parents = rel.components().peekable();
-        while let Some(c) = parents.next() {
-            if parents.peek().is_none() {
-                break;
+        // The cursor opens each name with `O_NOFOLLOW` (see `unpack.rs`).
+        let (parents, name) = unpack::split(&rel);
+        let mtime = entry.header().mtime().ok();
+        let mode = entry.header().mode().unwrap_or(0o644);
+        let placed = cursor.enter(&parents).and_then(|()| match kind {
+            tar::EntryType::Directory => cursor.dir(name, mode),
+            tar::EntryType::Symlink => {
+                let target = entry.link_name_bytes().map(|t| t.into_owned()).unwrap_or_default();
+                cursor.symlink(name, &target, mtime)
             }
-            prefix.push(c);
-            if std::fs::symlink_metadata(&prefix).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(unsafe_member("goes through a symlink"));
-            }
-        }
-        if std::fs::symlink_metadata(dest.join(&rel)).is_ok() {
-            return Err(unsafe_member("would replace a file unpacked before it"));
-        }
-        let inside = entry.unpack_in(dest).map_err(|e| corrupt(&raw, &e))?;
-        if !inside {
-            return Err(unsafe_member("points outside the workspace"));
+            _ => cursor.file(name, mode, mtime, &mut entry),
+        });
+        match placed {
+            Ok(()) => {}
+            Err(unpack::Refused::Unsafe(reason)) => return Err(unsafe_member(&reason)),
+            Err(unpack::Refused::Io(e)) => return Err(corrupt(&raw, &e)),
         }
         seen.insert(rel, kind);
         progress.send_replace(read.load(std::sync::atomic::Ordering::Relaxed));
     }
-    Ok(has_bundle)
+    Ok((has_bundle, cursor.lookups))
 }
 
 /// The member's path made relative and checked: no absolute path, no `..`, no `.git`.
@@ -601,108 +782,6 @@ async fn empty_dir(dir: &Path) {
     }
 }
 
-/// git run with a clean environment: no system or global config, an empty home, no prompt.
-struct Git {
-    dir: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Git {
-    fn new(dir: &Path) -> Result<Git, UploadError> {
-        let home = tempfile::tempdir().map_err(UploadError::io("cannot make git's empty home"))?;
-        Ok(Git { dir: dir.to_path_buf(), home })
-    }
-
-    async fn run(&self, step: &str, args: &[&str]) -> Result<String, UploadError> {
-        let output = tokio::process::Command::new("git")
-            .args(args)
-            .current_dir(&self.dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()))
-            .env("HOME", self.home.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("LC_ALL", "C")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .map_err(|e| UploadError::Git {
-                step: step.to_owned(),
-                detail: format!("cannot run git: {e} (is git installed on the server?)"),
-            })?;
-        if !output.status.success() {
-            let detail = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-            return Err(UploadError::Git { step: step.to_owned(), detail });
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    }
-}
-
-/// `git init`, fetch the bundle's branches, HEAD on the uploaded branch (or detached at the
-/// bundle's HEAD), index at HEAD. Returns the branch checked out and the commit.
-async fn restore_history(
-    dest: &Path,
-    bundle: &Path,
-    branch: Option<&str>,
-) -> Result<(Option<String>, String), UploadError> {
-    let git = Git::new(dest)?;
-    let bundle_arg = bundle.to_string_lossy().into_owned();
-    git.run("init", &["init", "-q", "--template="]).await?;
-    // The bundle is the client's: git's complaint about it names the server's paths, so it is
-    // answered as a bad member instead (and logged whole).
-    let bad_bundle = |e: UploadError| {
-        tracing::info!("an uploaded history bundle was refused: {e}");
-        UploadError::Unsafe {
-            member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
-            reason: "is not a git bundle this server can read (make it with `git bundle create`, \
-                     or upload the tree without it)"
-                .to_owned(),
-        }
-    };
-    let heads = git
-        .run("bundle list-heads", &["bundle", "list-heads", &bundle_arg])
-        .await
-        .map_err(bad_bundle)?;
-    let mut head = None;
-    let mut branches = Vec::new();
-    for line in heads.lines() {
-        let Some((commit, name)) = line.split_once(' ') else { continue };
-        if name == "HEAD" {
-            head = Some(commit.to_owned());
-        } else if let Some(b) = name.strip_prefix("refs/heads/") {
-            branches.push((b.to_owned(), commit.to_owned()));
-        }
-    }
-    let on_branch = branch.and_then(|b| branches.iter().find(|(name, _)| name == b));
-    let Some(head) = head.or_else(|| on_branch.map(|(_, c)| c.clone())) else {
-        return Err(UploadError::Unsafe {
-            member: outboard_shared::http::UPLOAD_HISTORY_BUNDLE.to_owned(),
-            reason: "has no HEAD".to_owned(),
-        });
-    };
-    let mut fetch = vec!["fetch", "-q", "--update-head-ok", "--no-tags", bundle_arg.as_str()];
-    if !branches.is_empty() {
-        fetch.push("+refs/heads/*:refs/heads/*");
-    }
-    fetch.push("HEAD");
-    git.run("fetch", &fetch).await.map_err(bad_bundle)?;
-    let checked_out = match on_branch {
-        Some((name, _)) => {
-            git.run("symbolic-ref", &["symbolic-ref", "HEAD", &format!("refs/heads/{name}")])
-                .await?;
-            Some(name.clone())
-        }
-        None => {
-            git.run("update-ref", &["update-ref", "--no-deref", "HEAD", &head]).await?;
-            None
-        }
-    };
-    git.run("reset", &["reset", "-q", "--mixed"]).await?;
-    let commit = git.run("rev-parse", &["rev-parse", "HEAD"]).await?.trim().to_owned();
-    Ok((checked_out, commit))
-}
-
 /// Removes uploads older than `max_age` (rows and files); with `at_start`, also every partial
 /// or claimed file, which only a crash leaves. Returns how many uploads were removed.
 pub async fn sweep(
@@ -772,6 +851,11 @@ pub async fn start_sweeper(store: Store, data_dir: PathBuf, shutdown: Cancellati
         }
     });
 }
+
+pub mod bundle;
+mod history;
+pub mod limits;
+pub mod unpack;
 
 #[cfg(test)]
 mod tests;

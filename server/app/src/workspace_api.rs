@@ -192,11 +192,17 @@ pub async fn create(
                         &store, &data_dir, user, &upload_id, &ws, &report,
                     )
                     .await
-                    .map_err(|e| SourceError::Refused(e.body()))?;
+                    .map_err(|e| {
+                        if let Some(bound) = e.bound() {
+                            hub.metrics().upload_refused(bound.label());
+                        }
+                        SourceError::Refused(e.body())
+                    })?;
                     Ok((got.head.clone(), got))
                 })
                 .await
                 .map_err(error)?;
+            hub.metrics().upload_unpacked(got.lookups);
             SessionSource::Upload { bytes: got.bytes, branch: got.branch }
         }
     };

@@ -14,6 +14,8 @@
 //! | `sessions_per_hour` | 120 | in the transaction that creates the session |
 //! | `title_bytes` | 256 | when the session is created (the CLI's 60-character titles always fit) |
 //! | `live_sandboxes` | 8 | stored here; the sandbox manager reads it |
+//! | `upload_bytes_per_day`, `upload_files_per_day` | 10 GiB, 2,000,000 | stored here; `POST /v1/uploads` checks them as the body arrives (server `uploads::limits`) |
+//! | `pending_uploads_per_user`, `pending_upload_bytes_per_user` | 8, 1 GiB | same |
 //!
 //! Design choices:
 //! - **Checked where the write commits.** The org file and session quotas are read and checked
@@ -71,11 +73,21 @@ pub enum QuotaKey {
     /// Disk used by one session's checkpoints (its shadow repository), bytes: past it the
     /// oldest checkpoints' files are dropped.
     CheckpointBytes,
+    /// Archive bytes of the org's uploads of the last day (waiting, arriving or used: a row is
+    /// kept a day), counted from each upload's first byte.
+    UploadBytesPerDay,
+    /// Archive members (files, directories, links) of the same uploads: what their unpacking
+    /// creates, so that many small uploads of empty files cannot exhaust the disk's inodes.
+    UploadFilesPerDay,
+    /// Uploads one user may have waiting for a session (stored or still arriving).
+    PendingUploadsPerUser,
+    /// Archive bytes of those waiting uploads.
+    PendingUploadBytesPerUser,
 }
 
 impl QuotaKey {
     /// Every key, in the order `admin quota show` lists them.
-    pub const ALL: [QuotaKey; 7] = [
+    pub const ALL: [QuotaKey; 11] = [
         QuotaKey::WorkspaceBytes,
         QuotaKey::OrgFileVersions,
         QuotaKey::OrgFileBytes,
@@ -83,6 +95,10 @@ impl QuotaKey {
         QuotaKey::TitleBytes,
         QuotaKey::LiveSandboxes,
         QuotaKey::CheckpointBytes,
+        QuotaKey::UploadBytesPerDay,
+        QuotaKey::UploadFilesPerDay,
+        QuotaKey::PendingUploadsPerUser,
+        QuotaKey::PendingUploadBytesPerUser,
     ];
 
     /// The name used by `admin quota` and stored in `org_quotas`.
@@ -95,6 +111,10 @@ impl QuotaKey {
             QuotaKey::TitleBytes => "title_bytes",
             QuotaKey::LiveSandboxes => "live_sandboxes",
             QuotaKey::CheckpointBytes => "checkpoint_bytes",
+            QuotaKey::UploadBytesPerDay => "upload_bytes_per_day",
+            QuotaKey::UploadFilesPerDay => "upload_files_per_day",
+            QuotaKey::PendingUploadsPerUser => "pending_uploads_per_user",
+            QuotaKey::PendingUploadBytesPerUser => "pending_upload_bytes_per_user",
         }
     }
 
@@ -108,6 +128,10 @@ impl QuotaKey {
             QuotaKey::TitleBytes => 256,
             QuotaKey::LiveSandboxes => 8,
             QuotaKey::CheckpointBytes => 2 * GIB,
+            QuotaKey::UploadBytesPerDay => 10 * GIB,
+            QuotaKey::UploadFilesPerDay => 2_000_000,
+            QuotaKey::PendingUploadsPerUser => 8,
+            QuotaKey::PendingUploadBytesPerUser => GIB,
         }
     }
 
@@ -119,6 +143,8 @@ impl QuotaKey {
                 | QuotaKey::OrgFileBytes
                 | QuotaKey::TitleBytes
                 | QuotaKey::CheckpointBytes
+                | QuotaKey::UploadBytesPerDay
+                | QuotaKey::PendingUploadBytesPerUser
         )
     }
 }
@@ -177,6 +203,14 @@ pub struct Quotas {
     pub live_sandboxes: u64,
     /// See [`QuotaKey::CheckpointBytes`].
     pub checkpoint_bytes: u64,
+    /// See [`QuotaKey::UploadBytesPerDay`].
+    pub upload_bytes_per_day: u64,
+    /// See [`QuotaKey::UploadFilesPerDay`].
+    pub upload_files_per_day: u64,
+    /// See [`QuotaKey::PendingUploadsPerUser`].
+    pub pending_uploads_per_user: u64,
+    /// See [`QuotaKey::PendingUploadBytesPerUser`].
+    pub pending_upload_bytes_per_user: u64,
 }
 
 impl Default for Quotas {
@@ -189,6 +223,10 @@ impl Default for Quotas {
             title_bytes: 0,
             live_sandboxes: 0,
             checkpoint_bytes: 0,
+            upload_bytes_per_day: 0,
+            upload_files_per_day: 0,
+            pending_uploads_per_user: 0,
+            pending_upload_bytes_per_user: 0,
         };
         for key in QuotaKey::ALL {
             *q.slot(key) = key.default_value();
@@ -207,6 +245,10 @@ impl Quotas {
             QuotaKey::TitleBytes => &mut self.title_bytes,
             QuotaKey::LiveSandboxes => &mut self.live_sandboxes,
             QuotaKey::CheckpointBytes => &mut self.checkpoint_bytes,
+            QuotaKey::UploadBytesPerDay => &mut self.upload_bytes_per_day,
+            QuotaKey::UploadFilesPerDay => &mut self.upload_files_per_day,
+            QuotaKey::PendingUploadsPerUser => &mut self.pending_uploads_per_user,
+            QuotaKey::PendingUploadBytesPerUser => &mut self.pending_upload_bytes_per_user,
         }
     }
 
@@ -220,6 +262,10 @@ impl Quotas {
             QuotaKey::TitleBytes => self.title_bytes,
             QuotaKey::LiveSandboxes => self.live_sandboxes,
             QuotaKey::CheckpointBytes => self.checkpoint_bytes,
+            QuotaKey::UploadBytesPerDay => self.upload_bytes_per_day,
+            QuotaKey::UploadFilesPerDay => self.upload_files_per_day,
+            QuotaKey::PendingUploadsPerUser => self.pending_uploads_per_user,
+            QuotaKey::PendingUploadBytesPerUser => self.pending_upload_bytes_per_user,
         }
     }
 
@@ -349,6 +395,11 @@ fn render(c: &Db, org: &str, id: &OrgId) -> Result<String, StoreError> {
     let (quotas, set) = Quotas::read_overrides(c, id)?;
     let (versions, bytes) = org_file_usage(c, id)?;
     let hour = sessions_last_hour(c, id)?;
+    let (upload_bytes, upload_files) = c
+        .prepare_cached(
+            "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(files), 0) FROM uploads WHERE org_id = ?1",
+        )?
+        .query_row([&id.0], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))?;
     let mut out = format!("org {org}\n");
     for key in QuotaKey::ALL {
         let value = shown(key, quotas.get(key));
@@ -357,6 +408,8 @@ fn render(c: &Db, org: &str, id: &OrgId) -> Result<String, StoreError> {
             QuotaKey::OrgFileVersions => format!("  (used: {versions})"),
             QuotaKey::OrgFileBytes => format!("  (used: {})", human_bytes(bytes)),
             QuotaKey::SessionsPerHour => format!("  (used: {hour} in the last hour)"),
+            QuotaKey::UploadBytesPerDay => format!("  (used: {})", human_bytes(upload_bytes)),
+            QuotaKey::UploadFilesPerDay => format!("  (used: {upload_files})"),
             _ => String::new(),
         };
         out.push_str(&format!("{:<18} {value}  [{source}]{used}\n", key.as_str()));
@@ -369,7 +422,7 @@ fn quota_error(message: String) -> ErrorBody {
 }
 
 /// How to raise a quota, for messages.
-fn raise_hint(org: &str, key: QuotaKey) -> String {
+pub fn raise_hint(org: &str, key: QuotaKey) -> String {
     format!(
         "an admin can raise it with `outboard-server admin quota set --org {org} {} N`",
         key.as_str()

@@ -271,6 +271,13 @@ ALTER TABLE nodes ADD COLUMN relay_key_hash TEXT;
 CREATE INDEX events_by_kind ON events(session_id, kind, seq);
 "#,
     ),
+    (
+        21,
+        r#"
+ALTER TABLE uploads ADD COLUMN files BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE uploads ADD COLUMN used_at TEXT;
+"#,
+    ),
 ];
 
 /// Runs `f` on a thread of its own and waits for it: the blocking driver starts a small runtime

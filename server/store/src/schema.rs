@@ -346,6 +346,12 @@ ALTER TABLE nodes ADD COLUMN relay_key_hash TEXT;
 -- whole log: a 100,000-event session took 60 ms to attach to.
 CREATE INDEX events_by_kind ON events(session_id, kind, seq);
 "#,
+    r#"
+-- Schema 21: an upload's archive members (the org's `upload_files_per_day` quota counts them)
+-- and when a session used it (a used upload no longer counts as waiting for its user).
+ALTER TABLE uploads ADD COLUMN files INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE uploads ADD COLUMN used_at TEXT;
+"#,
 ];
 
 pub fn open_connection(

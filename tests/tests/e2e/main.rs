@@ -58,6 +58,7 @@ mod subagents;
 mod tui_tmux;
 mod turn_control;
 mod upload;
+mod upload_limits;
 mod usage;
 mod webfetch;
 mod workspace_in_place;

@@ -32,6 +32,10 @@ fn defaults_are_the_documented_ones() {
             title_bytes: 256,
             live_sandboxes: 8,
             checkpoint_bytes: 2 * 1024 * 1024 * 1024,
+            upload_bytes_per_day: 10 * 1024 * 1024 * 1024,
+            upload_files_per_day: 2_000_000,
+            pending_uploads_per_user: 8,
+            pending_upload_bytes_per_user: 1024 * 1024 * 1024,
         }
     );
 }
@@ -74,7 +78,11 @@ async fn admin_set_show_and_reset() {
          sessions_per_hour  120  [default]  (used: 0 in the last hour)\n\
          title_bytes        256  [default]\n\
          live_sandboxes     8  [default]\n\
-         checkpoint_bytes   2147483648 (2 GiB)  [default]\n"
+         checkpoint_bytes   2147483648 (2 GiB)  [default]\n\
+         upload_bytes_per_day 10737418240 (10 GiB)  [default]  (used: 0 B)\n\
+         upload_files_per_day 2000000  [default]  (used: 0)\n\
+         pending_uploads_per_user 8  [default]\n\
+         pending_upload_bytes_per_user 1073741824 (1 GiB)  [default]\n"
     );
     let after = set(&f.store, "acme", "live_sandboxes", "2").await.unwrap();
     assert!(after.contains("live_sandboxes     2  [set]\n"), "{after}");
@@ -90,7 +98,9 @@ async fn admin_set_show_and_reset() {
     assert_eq!(
         unknown,
         "unknown quota \"disk\": use one of workspace_bytes, org_file_versions, org_file_bytes, \
-         sessions_per_hour, title_bytes, live_sandboxes, checkpoint_bytes"
+         sessions_per_hour, title_bytes, live_sandboxes, checkpoint_bytes, \
+         upload_bytes_per_day, upload_files_per_day, pending_uploads_per_user, \
+         pending_upload_bytes_per_user"
     );
 }
 
