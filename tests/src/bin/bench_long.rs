@@ -193,7 +193,8 @@ async fn load(quick: bool) -> anyhow::Result<()> {
     long_session::compact(&store, &session, last, 8).await?;
     drop(store);
     let seeded = seeding.elapsed();
-    let mock = MockLlm::start(vec![outboard_tests::mock_step::MockStep::text("Carried on.")]).await?;
+    let mock =
+        MockLlm::start(vec![outboard_tests::mock_step::MockStep::text("Carried on.")]).await?;
     let server = TestServer::start_in(data, Api::Anthropic, &mock.anthropic_base_url(), &[])?;
     let pid = server.pid();
     let mut client = WsClient::connect(&server.url, &token).await?;
