@@ -818,8 +818,18 @@ impl Connection {
                 return self.fatal(ErrorCode::BadRequest, &msg).await;
             }
             Ok(Next::TooLarge) => {
+                // A frame header before hello announcing more than a message may hold: the
+                // pre-hello budget's refusal, before a byte of it is read.
+                crate::net::log_pre_hello_cut(
+                    peer,
+                    "cut a connection that sent too much before hello",
+                );
                 self.handshake_failed(HandshakeFailure::TooLarge);
-                return self.fatal(ErrorCode::TooLarge, &too_large(MAX_FRAME_BYTES + 1)).await;
+                let msg = format!(
+                    "more than {MAX_PRE_HELLO_BYTES} bytes before hello; send hello alone first \
+                     and wait for welcome"
+                );
+                return self.fatal(ErrorCode::TooLarge, &msg).await;
             }
             Ok(Next::Closed | Next::Idle | Next::Unfinished(_)) => return,
             Err(_) => {

@@ -236,7 +236,10 @@ async fn the_prompt_carries_memory_md_and_the_skills_index() {
     script_turn(&mut c, &sid, &[say("hello")]).await;
     let body = org.mock.requests().last().unwrap().body.to_string();
     assert!(body.contains("Deploys happen on Tuesdays."), "MEMORY.md in the prompt");
-    assert!(body.contains("- deploy: Ship the API to production"), "skills index in the prompt");
+    assert!(
+        body.contains("- deploy (/skills/deploy/SKILL.md v1 by alice): Ship the API to production"),
+        "skills index in the prompt, the entry attributed: {body}"
+    );
     assert!(!body.contains("broken"), "a broken skill is not offered");
     assert!(body.contains("/memory is your org's shared memory"), "the paths are explained");
 
