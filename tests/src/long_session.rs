@@ -6,6 +6,9 @@
 use outboard_server::store::{Store, UserRow};
 use outboard_shared::{EventKind, SessionEvent, SessionId, StopReason, ToolCall, TurnId, Usage};
 
+/// The events [`seed`] appends in one transaction.
+const SEED_CHUNK: usize = 1_000;
+
 /// The events one step writes: the assistant's message with a tool call, the call, its result.
 pub const EVENTS_PER_STEP: u64 = 3;
 
@@ -77,7 +80,14 @@ pub async fn seed(
     }
     let last = log.seq();
     let Log { session, events } = log;
-    store.call(move |c| outboard_server::store::append_events(c, &events)).await?;
+    // In transactions of SEED_CHUNK events: every append updates the session's row, and
+    // PostgreSQL keeps each version of that row until the transaction ends, so one transaction
+    // of 40,000 appends walks ever longer chains of them (minutes, quadratic); in chunks the old
+    // versions are pruned as they go (seconds).
+    for chunk in events.chunks(SEED_CHUNK) {
+        let chunk = chunk.to_vec();
+        store.call(move |c| outboard_server::store::append_events(c, &chunk)).await?;
+    }
     Ok((session, last))
 }
 

@@ -65,6 +65,7 @@ async fn the_first_turn_after_a_load_reads_from_the_last_compaction() {
     assert!(kept_from > EVENTS - 40);
 
     let growth = after.saturating_sub(before);
+    eprintln!("peak RSS over the first turn: {} → {} MiB", before >> 20, after >> 20);
     assert!(
         growth <= GROWTH_BOUND,
         "the first turn raised the server's peak RSS by {} MiB ({} → {} MiB), over the bound of \

@@ -27,7 +27,7 @@ pub(super) const START_KINDS: &[&str] =
 const TOUCH_KINDS: &[&str] = &["assistant_message", "tool_result"];
 
 /// How many seqs of the log one read of the files scan covers.
-pub(super) const SCAN_WINDOW: u64 = 8192;
+pub(super) const SCAN_WINDOW: u64 = 1024;
 
 /// What a load read of the log.
 pub(super) struct Loaded {
