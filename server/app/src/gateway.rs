@@ -692,11 +692,12 @@ async fn connection(
         _ = conn.serve(&mut stream) => {}
         () = out.cut_done() => {}
         _ = shutdown.cancelled() => {
-            conn.fatal(
+            // A client that reads nothing does not hold the shutdown: its queue may be full.
+            let notice = conn.fatal(
                 ErrorCode::ShuttingDown,
                 "the server is shutting down for a restart; reconnect in a moment",
-            )
-            .await;
+            );
+            let _ = tokio::time::timeout(Duration::from_secs(2), notice).await;
         }
     }
     if let Some(why) = out.cut_for() {
