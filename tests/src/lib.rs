@@ -13,6 +13,7 @@ pub mod bench;
 pub mod conversations;
 pub mod crash;
 pub mod fixture;
+pub mod git;
 pub mod git_http;
 pub mod harness;
 pub mod hosts;

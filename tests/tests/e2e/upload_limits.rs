@@ -8,7 +8,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use outboard_server::store::{Store, UserRow};
@@ -60,6 +59,16 @@ impl Fixture {
     async fn metrics(&self) -> String {
         let url = self.server.metrics_url.clone().unwrap();
         reqwest::get(url).await.unwrap().text().await.unwrap()
+    }
+
+    /// `admin quota show` holds `shown` for the org, and the metrics count `refusals` of
+    /// `reason`.
+    async fn assert_usage(&self, shown: &str, reason: &str, refusals: u32) {
+        let (_, out, _) = self.server.admin(&["quota", "show", "--org", "acme"], None).unwrap();
+        assert!(out.contains(shown), "{out}");
+        let metrics = self.metrics().await;
+        let line = format!("outboard_upload_refusals_total{{reason=\"{reason}\"}} {refusals}");
+        assert!(metrics.contains(&line), "{metrics}");
     }
 
     /// The files left in the uploads directory.
@@ -177,13 +186,12 @@ async fn an_upload_flood_by_bytes_is_stopped_by_the_orgs_quota_while_it_arrives(
     )
     .unwrap();
     assert_eq!(fx.uploads_left().len(), 3, "{:?}", fx.uploads_left());
-    let (_, shown, _) = fx.server.admin(&["quota", "show", "--org", "acme"], None).unwrap();
-    assert!(shown.contains("upload_bytes_per_day 1048576 (1 MiB)  [set]  (used: 88"), "{shown}");
-    let metrics = fx.metrics().await;
-    assert!(
-        metrics.contains("outboard_upload_refusals_total{reason=\"upload_bytes_per_day\"} 2"),
-        "{metrics}"
-    );
+    fx.assert_usage(
+        "upload_bytes_per_day 1048576 (1 MiB)  [set]  (used: 88",
+        "upload_bytes_per_day",
+        2,
+    )
+    .await;
 }
 
 /// The org's `upload_files_per_day` at 1,000: archives of 400 empty files (a few hundred KiB
@@ -221,13 +229,8 @@ async fn an_upload_flood_by_files_is_stopped_by_the_orgs_quota() {
     };
     assert_eq!(*status, 429, "{message}");
     assert!(message.contains("upload_files_per_day"), "{message}");
-    let (_, shown, _) = fx.server.admin(&["quota", "show", "--org", "acme"], None).unwrap();
-    assert!(shown.contains("upload_files_per_day 1000  [set]  (used: 800)"), "{shown}");
-    let metrics = fx.metrics().await;
-    assert!(
-        metrics.contains("outboard_upload_refusals_total{reason=\"upload_files_per_day\"} 2"),
-        "{metrics}"
-    );
+    fx.assert_usage("upload_files_per_day 1000  [set]  (used: 800)", "upload_files_per_day", 2)
+        .await;
 }
 
 /// A body that keeps coming (a chunk every 50 ms, for ever): the upload is under way, its
@@ -360,25 +363,9 @@ async fn a_deep_archive_unpacks_with_lookups_linear_in_its_size() {
     assert_eq!(std::fs::read_dir(dest.path()).unwrap().count(), 0);
 }
 
+/// [`outboard_tests::git::git`], its output trimmed (an object id, a tree id).
 fn git(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
-    use std::io::Write as _;
-    let mut child = Command::new("git")
-        .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    pipe.write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
-    drop(pipe);
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    outboard_tests::git::git(dir, args, stdin).trim().to_owned()
 }
 
 /// A git "tree bomb": each tree names the one below twice, `levels` deep (2^levels paths),
