@@ -516,9 +516,12 @@ pub struct RunArgs {
     /// Continue this session instead of creating one.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// With --server: when the connection ends mid-turn (a server restart), keep reconnecting
-    /// for this long (`90s`, `2m`, `1h`; `0` never reconnects), then resume after the last event
-    /// seen. The embedded server has nothing to reconnect to.
+    /// An image to send with the prompt (PNG, JPEG, GIF or WebP; repeat for more), scaled down
+    /// to what models take.
+    #[arg(long = "image", value_name = "FILE")]
+    pub images: Vec<PathBuf>,
+    /// With --server: when the connection ends mid-turn (a server restart), keep reconnecting for
+    /// this long (`90s`, `2m`, `1h`; `0` never), then resume after the last event seen.
     #[arg(
         long,
         env = "OUTBOARD_RECONNECT_FOR",
@@ -531,9 +534,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub source: SourceArgs,
     /// With --server: send DIR (default: the current directory) to the server and work on the
-    /// copy. In a git work tree, the whole work tree with its branch's history and uncommitted
-    /// and untracked (not ignored) files; elsewhere DIR's files, honouring ignore files. Put it
-    /// after PROMPT, or give DIR, so that the prompt is not taken for DIR.
+    /// copy: in a git work tree, the whole work tree with its history and uncommitted and
+    /// untracked (not ignored) files; elsewhere DIR's files. Put it after PROMPT, or give DIR.
     #[arg(
         long,
         value_name = "DIR",
@@ -542,9 +544,8 @@ pub struct RunArgs {
         conflicts_with = "session"
     )]
     pub upload: Option<PathBuf>,
-    /// A tool call the org's policy says to ask about: `deny` it (the model is told nobody was
-    /// there to approve), `allow` it, or `wait` for an answer from elsewhere (`outboard approve`
-    /// or `outboard deny`, the TUI of someone attached) — the request is printed with its call id.
+    /// A tool call the org's policy says to ask about: `deny` it (the model is told), `allow`
+    /// it, or `wait` for `outboard approve|deny` or an attached TUI (the call id is printed).
     #[arg(
         long,
         env = "OUTBOARD_APPROVE",
@@ -553,9 +554,8 @@ pub struct RunArgs {
         default_value = "deny"
     )]
     pub approve: ApproveMode,
-    /// Plan mode: the model explores, changes nothing, and proposes a plan (`ExitPlanMode`).
-    /// With `--approve deny` the run ends there, printing the plan (exit 0); `allow` approves
-    /// it and goes on to carry it out; `wait` waits for `outboard approve|deny`.
+    /// Plan mode: the model explores, changes nothing, and proposes a plan. With `--approve deny`
+    /// the run ends there, printing it (exit 0); `allow` carries it out; `wait` waits for you.
     #[arg(long)]
     pub plan: bool,
     /// The message to send; `-` reads it from stdin.
@@ -860,6 +860,7 @@ mod tests {
                 },
                 json: true,
                 session: Some("s_1".into()),
+                images: Vec::new(),
                 reconnect_for: Duration::from_secs(90),
                 source: SourceArgs::default(),
                 upload: None,
@@ -880,6 +881,7 @@ mod tests {
                 connect: ConnectArgs::default(),
                 json: false,
                 session: None,
+                images: Vec::new(),
                 reconnect_for: Duration::from_secs(120),
                 source: SourceArgs::default(),
                 upload: None,

@@ -601,8 +601,9 @@ impl Client {
         &self,
         session_id: SessionId,
         text: String,
+        images: Vec<outboard_shared::ImageUpload>,
     ) -> impl Future<Output = Result<TurnSendResponse, ClientError>> + Send + 'static {
-        self.call::<methods::TurnSend>(TurnSendParams { session_id, text })
+        self.call::<methods::TurnSend>(TurnSendParams { session_id, text, images })
     }
 
     /// `turn/interrupt`: interrupts the session's turn in flight, if any.
@@ -1380,7 +1381,8 @@ mod tests {
             let ClientFrame::Request(second) = recv(&mut ws).await else { panic!() };
             assert_eq!(first.method, Method::Ping(Empty {}));
             // An event before any response, then the responses in reverse order.
-            let ev = event(1, EventKind::UserMessage { text: "hi".into() });
+            let ev =
+                event(1, EventKind::UserMessage { text: "hi".into(), attachments: Vec::new() });
             send(&mut ws, &ServerFrame::Event(EventFrame { event: ev })).await;
             let list = SessionListResponse { sessions: vec![] };
             send(&mut ws, &ServerFrame::Response(Response::ok(second.id, &list))).await;
@@ -1399,7 +1401,10 @@ mod tests {
         ping.unwrap();
         assert_eq!(list.unwrap(), vec![]);
         let ev = client.next_event().await.unwrap();
-        assert_eq!(ev, event(1, EventKind::UserMessage { text: "hi".into() }));
+        assert_eq!(
+            ev,
+            event(1, EventKind::UserMessage { text: "hi".into(), attachments: Vec::new() })
+        );
 
         let err = client.attach(SessionId::from("s_9"), Role::Driver, None).await.unwrap_err();
         assert_eq!(
@@ -1426,7 +1431,7 @@ mod tests {
         .await;
         let client = Client::connect(&url, "tok").await.unwrap();
         let huge = "x".repeat(MAX_FRAME_BYTES);
-        let err = client.send_turn(SessionId::from("s_1"), huge).await.unwrap_err();
+        let err = client.send_turn(SessionId::from("s_1"), huge, Vec::new()).await.unwrap_err();
         assert!(matches!(err, ClientError::TooLarge { .. }), "{err:?}");
         assert_eq!(err.exit_code(), crate::exit::USAGE);
         client.ping().await.unwrap();

@@ -17,6 +17,7 @@ pub mod config;
 pub mod embedded;
 pub mod files;
 pub mod http;
+pub mod images;
 pub mod models;
 pub mod output;
 pub mod rewind;

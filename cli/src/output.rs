@@ -917,7 +917,7 @@ mod tests {
         let turn = TurnId::from("t_1");
         let events = [
             EventKind::TurnStarted { turn_id: turn.clone(), by: "ada".into() },
-            EventKind::UserMessage { text: "list".into() },
+            EventKind::UserMessage { text: "list".into(), attachments: Vec::new() },
             EventKind::AssistantDelta { text: "Let me ".into() },
             EventKind::AssistantDelta { text: "look.".into() },
             EventKind::AssistantMessage {
@@ -942,6 +942,7 @@ mod tests {
                 output: "a\nb\n".into(),
                 is_error: false,
                 duration_ms: 35,
+                attachments: Vec::new(),
             },
             EventKind::ModelRetry { attempt: 1, delay_ms: 2000, reason: "429".into() },
             // A provider that does not stream: the whole message is printed.
@@ -996,6 +997,7 @@ mod tests {
             output: output.into(),
             is_error: false,
             duration_ms: ms,
+            attachments: Vec::new(),
         }
     }
 
@@ -1022,8 +1024,8 @@ mod tests {
             ),
             ev(4, EventKind::ToolCall { call: a, target_before: None }),
             ev(5, EventKind::ToolCall { call: b, target_before: None }),
-            child(6, "c_a", EventKind::UserMessage { text: "p".into() }),
-            child(7, "c_b", EventKind::UserMessage { text: "p".into() }),
+            child(6, "c_a", EventKind::UserMessage { text: "p".into(), attachments: Vec::new() }),
+            child(7, "c_b", EventKind::UserMessage { text: "p".into(), attachments: Vec::new() }),
             child(7, "c_a", EventKind::AssistantDelta { text: "Building".into() }),
             child(7, "c_b", EventKind::AssistantDelta { text: "Linting".into() }),
             child(

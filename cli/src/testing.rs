@@ -240,7 +240,8 @@ pub(crate) async fn fake_server(mut script: Script) -> (String, mpsc::UnboundedR
                 Method::SessionAttach(params) => {
                     attached = params.session_id.to_string();
                     // Stale history that a run must not print, or what a lagging run missed.
-                    let stale = EventKind::UserMessage { text: "old".into() };
+                    let stale =
+                        EventKind::UserMessage { text: "old".into(), attachments: Vec::new() };
                     let events = match (&script.lag_then_snapshot, params.after_seq) {
                         (Some(missed), Some(after)) if after > 7 => missed.clone(),
                         _ => vec![ev(&attached, 7, stale)],

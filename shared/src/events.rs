@@ -10,6 +10,7 @@ use crate::files::FileOp;
 #[cfg(doc)]
 use crate::handshake::Welcome;
 use crate::ids::{SessionId, TurnId};
+use crate::media::Attachment;
 // Only named in a doc; `responses` builds on this module, so the link goes through the crate root.
 #[cfg(doc)]
 use crate::SessionAttachResponse;
@@ -52,6 +53,9 @@ pub enum EventKind {
     UserMessage {
         /// The message.
         text: String,
+        /// Images sent with it, as the model is shown them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
     },
     /// A chunk of assistant text as it streams (transient).
     AssistantDelta {
@@ -114,6 +118,9 @@ pub enum EventKind {
         /// Wall time of the call.
         #[serde(default)]
         duration_ms: u64,
+        /// What the model is shown besides the text: the picture or PDF a `Read` returned.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
     },
     /// The model call failed and is retried after a delay (transient).
     ModelRetry {

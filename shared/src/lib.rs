@@ -9,7 +9,7 @@
 //! The headless JSONL schema of `outboard run --json` lives in [`headless`]; it reuses
 //! [`SessionEvent`] so a script sees exactly what an attached client sees.
 
-// The modules, each building only on those before it in this order: ids, close, connection,
+// The modules, each building only on those before it in this order: ids, media, close, connection,
 // handshake, files, events, session, responses, http, frames, requests, method, headless (two doc
 // links name a later item, through the crate root). The crate root re-exports every public item,
 // so each keeps its `outboard_shared::X` path.
@@ -24,6 +24,7 @@ mod events;
 mod frames;
 mod handshake;
 mod ids;
+mod media;
 mod method;
 mod requests;
 mod responses;
@@ -50,6 +51,7 @@ pub use files::{
 pub use frames::{EventFrame, ProgressFrame, Response, ServerFrame};
 pub use handshake::{Hello, UserInfo, Welcome, PROTOCOL_VERSION};
 pub use ids::{OrgId, RequestId, SessionId, TurnId, UserId};
+pub use media::{Attachment, AttachmentKind, ImageUpload, MAX_MESSAGE_IMAGES};
 pub use method::{methods, Call, ClientFrame, Method, MethodKind, Request};
 pub use requests::{
     ApprovalAnswerParams, DriveGrantParams, Empty, KillTaskParams, SessionAttachParams,

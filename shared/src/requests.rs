@@ -116,6 +116,10 @@ pub struct TurnSendParams {
     pub session_id: SessionId,
     /// The user's message.
     pub text: String,
+    /// Images sent with it (at most [`crate::MAX_MESSAGE_IMAGES`]); the server checks and scales
+    /// them, and refuses them for a model that takes no images.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<crate::ImageUpload>,
 }
 
 /// Parameters of `session/drive_grant`.

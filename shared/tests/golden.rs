@@ -140,7 +140,11 @@ fn client_frames() {
         "turn_send",
         roundtrip(&request(
             5,
-            Method::TurnSend(TurnSendParams { session_id: sid(), text: "hello".into() })
+            Method::TurnSend(TurnSendParams {
+                session_id: sid(),
+                text: "hello".into(),
+                images: Vec::new(),
+            })
         ))
     );
     insta::assert_json_snapshot!(
@@ -399,7 +403,10 @@ fn responses() {
         roundtrip(&SessionAttachResponse {
             session: info(),
             role: Role::Watcher,
-            events: vec![event(1, EventKind::UserMessage { text: "hi".into() })],
+            events: vec![event(
+                1,
+                EventKind::UserMessage { text: "hi".into(), attachments: Vec::new() }
+            )],
             in_flight: Some(InFlight {
                 assistant_text: "Let me".into(),
                 tool_output: vec![ToolOutputSoFar {
@@ -415,7 +422,10 @@ fn responses() {
     insta::assert_json_snapshot!(
         "session_history_response",
         roundtrip(&SessionHistoryResponse {
-            events: vec![event(1, EventKind::UserMessage { text: "hi".into() })],
+            events: vec![event(
+                1,
+                EventKind::UserMessage { text: "hi".into(), attachments: Vec::new() }
+            )],
             has_more: false,
             cursor: 1,
         })
@@ -598,7 +608,7 @@ fn session_events() {
     };
     let events = vec![
         EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() },
-        EventKind::UserMessage { text: "Read notes.txt".into() },
+        EventKind::UserMessage { text: "Read notes.txt".into(), attachments: Vec::new() },
         EventKind::AssistantDelta { text: "I'll".into() },
         EventKind::AssistantMessage {
             text: "I'll read it.".into(),
@@ -624,6 +634,7 @@ fn session_events() {
             output: "hello\n".into(),
             is_error: false,
             duration_ms: 12,
+            attachments: Vec::new(),
         },
         EventKind::ModelRetry { attempt: 1, delay_ms: 1000, reason: "429: rate limited".into() },
         EventKind::TurnCompleted {

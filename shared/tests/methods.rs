@@ -110,7 +110,11 @@ fn call_markers_agree_with_the_table() {
         role: Role::Driver,
         after_seq: None,
     });
-    marker_agrees::<methods::TurnSend>(TurnSendParams { session_id: sid(), text: "x".into() });
+    marker_agrees::<methods::TurnSend>(TurnSendParams {
+        session_id: sid(),
+        text: "x".into(),
+        images: Vec::new(),
+    });
     marker_agrees::<methods::Ping>(Empty {});
     marker_agrees::<methods::SkillsList>(Empty {});
     marker_agrees::<methods::AgentsList>(Empty {});

@@ -313,7 +313,7 @@ pub fn crafted_call(id: &str, name: &str, input: Value) -> ToolCall {
 pub fn crafted_opening(text: &str) -> Vec<EventKind> {
     vec![
         EventKind::TurnStarted { turn_id: TurnId("t_crafted".into()), by: USER.into() },
-        EventKind::UserMessage { text: text.into() },
+        EventKind::UserMessage { text: text.into(), attachments: Vec::new() },
     ]
 }
 
@@ -341,6 +341,7 @@ pub fn crafted_result(call: &ToolCall, output: &str) -> EventKind {
         output: output.into(),
         is_error: false,
         duration_ms: 1,
+        attachments: Vec::new(),
     }
 }
 

@@ -39,7 +39,10 @@ pub async fn seed(
         turn += 1;
         let turn_id = TurnId(format!("t_{turn}"));
         log.push(EventKind::TurnStarted { turn_id: turn_id.clone(), by: owner.name.clone() });
-        log.push(EventKind::UserMessage { text: format!("turn {turn}: go on") });
+        log.push(EventKind::UserMessage {
+            text: format!("turn {turn}: go on"),
+            attachments: Vec::new(),
+        });
         for step in 0..steps_per_turn {
             let call = ToolCall {
                 call_id: format!("c_{turn}_{step}"),
@@ -63,6 +66,7 @@ pub async fn seed(
                 output: output[..result_bytes].to_owned(),
                 is_error: false,
                 duration_ms: 3,
+                attachments: Vec::new(),
             });
         }
         log.push(EventKind::AssistantMessage {

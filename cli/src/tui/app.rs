@@ -1094,7 +1094,7 @@ impl App {
                 self.running = true;
                 self.turn_by = Some(by);
             }
-            EventKind::UserMessage { text } => {
+            EventKind::UserMessage { text, .. } => {
                 let by = self.turn_by.clone().unwrap_or_default();
                 self.push(CellKind::User { by, text });
             }
@@ -1148,7 +1148,7 @@ impl App {
                     self.rerender(i);
                 }
             }
-            EventKind::ToolResult { call_id, name, output, is_error, duration_ms }
+            EventKind::ToolResult { call_id, name, output, is_error, duration_ms, .. }
                 if name == TASK_TOOL =>
             {
                 // The subagent's report. Its call may be on an older page not loaded yet.
@@ -1165,7 +1165,7 @@ impl App {
                 }
                 self.rerender(i);
             }
-            EventKind::ToolResult { call_id, name, output, is_error, duration_ms } => {
+            EventKind::ToolResult { call_id, name, output, is_error, duration_ms, .. } => {
                 let result = (is_error, output, duration_ms);
                 let i = match self.tool_index(&call_id) {
                     Some(i) => {

@@ -557,7 +557,7 @@ fn on_effect(
                     spawn_request(async move { call.await.map(|_| ()) }, app, "")
                 }
                 Effect::Send(text) => {
-                    let call = client.send_turn(id, text);
+                    let call = client.send_turn(id, text, Vec::new());
                     let app = app.clone();
                     tokio::spawn(async move {
                         if let Err(e) = call.await {

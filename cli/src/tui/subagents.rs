@@ -167,7 +167,7 @@ impl TaskCell {
     /// Applies one of the child's events (a kind [`EventKind::is_loop_event`]).
     pub fn apply(&mut self, kind: EventKind) {
         match kind {
-            EventKind::UserMessage { text } => {
+            EventKind::UserMessage { text, .. } => {
                 // The child's prompt: the call's input has it already, unless the call is on an
                 // older page not loaded yet.
                 if let Some(call) = &mut self.call {
@@ -195,7 +195,7 @@ impl TaskCell {
                     t.output.push_str(&text);
                 }
             }
-            EventKind::ToolResult { call_id, name, output, is_error, duration_ms } => {
+            EventKind::ToolResult { call_id, name, output, is_error, duration_ms, .. } => {
                 let result = (is_error, output, duration_ms);
                 match self.tool_mut(&call_id) {
                     Some(t) => t.result = Some(result),

@@ -94,6 +94,7 @@ fn result(id: &str, name: &str, output: &str, is_error: bool, ms: u64) -> EventK
         output: output.into(),
         is_error,
         duration_ms: ms,
+        attachments: Vec::new(),
     }
 }
 
@@ -103,7 +104,7 @@ fn delta(text: &str) -> EventKind {
 
 fn turn_started(log: &mut Log, text: &str) {
     log.main(EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() });
-    log.main(EventKind::UserMessage { text: text.into() });
+    log.main(EventKind::UserMessage { text: text.into(), attachments: Vec::new() });
 }
 
 fn turn_completed(stop_reason: StopReason) -> EventKind {
@@ -119,7 +120,10 @@ fn turn_completed(stop_reason: StopReason) -> EventKind {
 fn start_task(log: &mut Log, id: &str, description: &str) {
     log.main(message("", vec![task_call(id, description)], None));
     log.main(tool_call(task_call(id, description)));
-    log.child(id, EventKind::UserMessage { text: format!("Please {description}.") });
+    log.child(
+        id,
+        EventKind::UserMessage { text: format!("Please {description}."), attachments: Vec::new() },
+    );
 }
 
 /// An app attached to s_1 (alice's) as `me` in `role` with `events`, `in_flight` when mid-turn.
@@ -385,8 +389,14 @@ fn two_children_running_at_once_each_fill_their_own_group() {
     ));
     log.main(tool_call(task_call("c_a", "check the server")));
     log.main(tool_call(task_call("c_b", "check the client")));
-    log.child("c_a", EventKind::UserMessage { text: "Please check the server.".into() });
-    log.child("c_b", EventKind::UserMessage { text: "Please check the client.".into() });
+    log.child(
+        "c_a",
+        EventKind::UserMessage { text: "Please check the server.".into(), attachments: Vec::new() },
+    );
+    log.child(
+        "c_b",
+        EventKind::UserMessage { text: "Please check the client.".into(), attachments: Vec::new() },
+    );
     // Interleaved: deltas, calls and results of both.
     log.child("c_a", delta("Server: building"));
     log.child("c_b", delta("Client: linting"));

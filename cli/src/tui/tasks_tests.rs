@@ -83,7 +83,10 @@ fn enter(app: &mut App, line: &str) -> Vec<Effect> {
 fn planned() -> Vec<SessionEvent> {
     vec![
         ev(1, EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() }),
-        ev(2, EventKind::UserMessage { text: "Fix the flaky test".into() }),
+        ev(
+            2,
+            EventKind::UserMessage { text: "Fix the flaky test".into(), attachments: Vec::new() },
+        ),
         ev(
             3,
             EventKind::Todos {

@@ -112,7 +112,13 @@ fn screen(app: &App, w: u16, h: u16) -> String {
 fn turn_start() -> Vec<SessionEvent> {
     vec![
         ev(1, EventKind::TurnStarted { turn_id: TurnId("t_1".into()), by: "alice".into() }),
-        ev(2, EventKind::UserMessage { text: "Why does the test flake?".into() }),
+        ev(
+            2,
+            EventKind::UserMessage {
+                text: "Why does the test flake?".into(),
+                attachments: Vec::new(),
+            },
+        ),
     ]
 }
 
@@ -190,6 +196,7 @@ fn tool_cell_running_then_finished() {
             output: "running 12 tests\ntest a ... ok\ntest b ... FAILED\n\nExit code 101".into(),
             is_error: true,
             duration_ms: 2340,
+            attachments: Vec::new(),
         },
     ))));
     app.handle(AppEvent::Server(Box::new(ev(
@@ -274,6 +281,7 @@ fn edit_as_a_diff() {
                 .into(),
             is_error: false,
             duration_ms: 4,
+            attachments: Vec::new(),
         },
     ));
     let app = app("alice", Role::Driver, events, None);
@@ -588,7 +596,13 @@ fn a_network_refusal_is_one_line_naming_the_host_the_policy_and_the_fix() {
 fn exchanges(mut seq: u64, n: usize, label: &str) -> Vec<SessionEvent> {
     let mut out = Vec::new();
     for i in 0..n {
-        out.push(ev(seq, EventKind::UserMessage { text: format!("{label} question {i}") }));
+        out.push(ev(
+            seq,
+            EventKind::UserMessage {
+                text: format!("{label} question {i}"),
+                attachments: Vec::new(),
+            },
+        ));
         seq += 1;
         let answer = EventKind::AssistantMessage {
             text: format!("{label} answer {i}"),
@@ -673,6 +687,7 @@ fn a_tool_call_split_by_a_page_boundary_is_one_cell() {
         output: "built".into(),
         is_error: false,
         duration_ms: 7,
+        attachments: Vec::new(),
     };
     let snapshot = SessionAttachResponse {
         session: info("s_1", "alice", "A long session"),

@@ -350,6 +350,7 @@ pub fn llm_config(
         retry: RetryPolicy::default(),
         thinking_budget: None,
         reasoning_effort: None,
+        vision: None,
     })
 }
 

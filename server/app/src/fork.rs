@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn a_fork_copies_the_current_history_renumbered() {
-        let user = |t: &str| EventKind::UserMessage { text: t.into() };
+        let user = |t: &str| EventKind::UserMessage { text: t.into(), attachments: Vec::new() };
         let turn = || EventKind::TurnStarted { turn_id: TurnId("t".into()), by: "a".into() };
         let rewound = EventKind::Rewound {
             checkpoint: 2,

@@ -1287,7 +1287,7 @@ impl Connection {
                 let row = hub.visible_session(&user, &p.session_id).await?;
                 hub.may_drive(&row, &user, self.id)?;
                 paging::message_fits(&p.text)?;
-                let sent = hub.send(&row, &p.text, &user.name).await?;
+                let sent = hub.send(&row, p.text, p.images, &user.name).await?;
                 Ok(Some(Response::ok(id, &sent)))
             }
             Method::SessionCompact(p) => {

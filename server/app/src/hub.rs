@@ -427,12 +427,14 @@ impl Hub {
     pub async fn send(
         &self,
         row: &SessionRow,
-        text: &str,
+        text: String,
+        images: Vec<outboard_shared::ImageUpload>,
         by: &str,
     ) -> Result<TurnSendResponse, ErrorBody> {
+        let prompt = crate::session::Prompt::prepare(text, images).await?;
         self.with_actor(row, |h| {
-            let (text, by) = (text.to_owned(), by.to_owned());
-            async move { h.send(text, by).await }
+            let (prompt, by) = (prompt.clone(), by.to_owned());
+            async move { h.send(prompt, by).await }
         })
         .await
     }

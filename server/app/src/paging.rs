@@ -204,7 +204,7 @@ mod tests {
             session_id: SessionId::from("s_1"),
             seq,
             ts: "2026-01-01T00:00:00.000Z".into(),
-            kind: EventKind::UserMessage { text: "x".repeat(text_bytes) },
+            kind: EventKind::UserMessage { text: "x".repeat(text_bytes), attachments: Vec::new() },
             parent: None,
         }
     }
@@ -251,7 +251,10 @@ mod tests {
         let event = event(1, 0);
         let text = "a".repeat(most - 2);
         let frame = ServerFrame::Event(EventFrame {
-            event: SessionEvent { kind: EventKind::UserMessage { text }, ..event },
+            event: SessionEvent {
+                kind: EventKind::UserMessage { text, attachments: Vec::new() },
+                ..event
+            },
         });
         assert!(serde_json::to_string(&frame).unwrap().len() <= MAX_FRAME_BYTES);
     }

@@ -36,7 +36,7 @@ use crate::config::ServerConfig;
 use outboard_base::util::{new_id, now_rfc3339};
 use outboard_harness::{self as agent, ToolEnv, Turn, TurnEnd};
 use outboard_llm::models::Models;
-use outboard_llm::{ContentBlock, Provider};
+use outboard_llm::Provider;
 use outboard_org::orgfs::{Author, OrgFs};
 use outboard_sandbox::jobs::JobReport;
 use outboard_sandbox::{Sandbox, SandboxTransition};
@@ -65,7 +65,10 @@ const SANDBOX_TRANSITIONS: usize = 16;
 const SANDBOX_JOB_REPORTS: usize = 16;
 
 mod load;
+mod prompt;
 mod rewind;
+
+pub use prompt::Prompt;
 
 pub use outboard_harness::{EmitError, Emitter};
 
@@ -176,7 +179,7 @@ enum Command {
         reply: oneshot::Sender<Result<Attached, ErrorBody>>,
     },
     Send {
-        text: String,
+        prompt: Prompt,
         by: String,
         reply: oneshot::Sender<Result<TurnSendResponse, ErrorBody>>,
     },
@@ -387,9 +390,9 @@ impl SessionHandle {
     }
 
     /// Starts a turn with the user's message; returns once the message is durable.
-    pub async fn send(&self, text: String, by: String) -> Result<TurnSendResponse, ErrorBody> {
+    pub async fn send(&self, prompt: Prompt, by: String) -> Result<TurnSendResponse, ErrorBody> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Command::Send { text, by, reply }).await.map_err(|_| gone())?;
+        self.tx.send(Command::Send { prompt, by, reply }).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 
@@ -698,8 +701,8 @@ impl Actor {
                 Command::Attach { after_seq, reply } => {
                     let _ = reply.send(self.attach(after_seq).await);
                 }
-                Command::Send { text, by, reply } => {
-                    let _ = reply.send(self.start_turn(text, by).await);
+                Command::Send { prompt, by, reply } => {
+                    let _ = reply.send(self.start_turn(prompt, by).await);
                 }
                 Command::Interrupt { reply } => {
                     let interrupted = match &self.running {
@@ -1161,7 +1164,7 @@ impl Actor {
 
     async fn start_turn(
         &mut self,
-        text: String,
+        prompt: Prompt,
         by: String,
     ) -> Result<TurnSendResponse, ErrorBody> {
         if let Some(reason) = &self.row.failure {
@@ -1184,9 +1187,11 @@ impl Actor {
             };
             return Err(ErrorBody::new(ErrorCode::Conflict, what));
         }
-        if text.trim().is_empty() {
+        if prompt.text.trim().is_empty() && prompt.attachments.is_empty() {
             return Err(ErrorBody::new(ErrorCode::BadRequest, "the message is empty"));
         }
+        self.check_images(&prompt)?;
+        let Prompt { text, attachments } = prompt;
         self.conversation_loaded().await?;
         let turn_id = TurnId(new_id("t"));
         self.turn_by = by.clone();
@@ -1200,7 +1205,9 @@ impl Actor {
         })?;
         let started = async {
             self.emit(EventKind::TurnStarted { turn_id: turn_id.clone(), by }, true).await?;
-            self.emit_titled(EventKind::UserMessage { text: text.clone() }, true, title).await
+            let message =
+                EventKind::UserMessage { text: text.clone(), attachments: attachments.clone() };
+            self.emit_titled(message, true, title).await
         };
         let seq = started.await.map_err(|e| {
             ErrorBody::new(ErrorCode::Internal, format!("cannot record the message: {e}"))
@@ -1209,7 +1216,7 @@ impl Actor {
             self.announce_title().await;
         }
         if let Some(conversation) = &mut self.conversation {
-            conversation.push_user(seq, ContentBlock::Text(text));
+            conversation.push_prompt(seq, text, attachments);
         }
         self.spawn_turn(turn_id.clone(), agent::Resume::default())?;
         Ok(TurnSendResponse { turn_id, seq })
@@ -1700,68 +1707,4 @@ fn push_capped(buf: &mut String, more: &str, cap: usize) {
 }
 
 #[cfg(test)]
-mod in_flight_tests {
-    use super::*;
-    use outboard_shared::OutputStream;
-    use pretty_assertions::assert_eq;
-
-    fn delta(call_id: &str, text: &str) -> EventKind {
-        EventKind::ToolOutputDelta {
-            call_id: call_id.into(),
-            stream: OutputStream::Stdout,
-            text: text.into(),
-        }
-    }
-
-    #[test]
-    fn tool_output_in_a_snapshot_stops_at_its_bound() {
-        let mut f = InFlight::default();
-        let chunk = "€".repeat(1000); // three bytes a character: the cut lands mid-character
-        for _ in 0..100 {
-            track_in_flight(&mut f, &delta("c1", &chunk));
-        }
-        let text = &f.tool_output[0].text;
-        assert!(text.ends_with(IN_FLIGHT_CUT), "{}", &text[text.len() - 100..]);
-        let kept = text.len() - IN_FLIGHT_CUT.len();
-        assert_eq!(kept, IN_FLIGHT_TOOL_BYTES - IN_FLIGHT_TOOL_BYTES % 3);
-        assert!(text[..kept].chars().all(|c| c == '€'));
-        // The result ends the call's entry.
-        track_in_flight(
-            &mut f,
-            &EventKind::ToolResult {
-                call_id: "c1".into(),
-                name: "Bash".into(),
-                output: String::new(),
-                is_error: false,
-                duration_ms: 0,
-            },
-        );
-        assert_eq!(f.tool_output, vec![]);
-    }
-
-    #[test]
-    fn assistant_text_and_running_calls_are_bounded() {
-        let mut f = InFlight::default();
-        let chunk = "x".repeat(100 * 1024);
-        for _ in 0..20 {
-            track_in_flight(&mut f, &EventKind::AssistantDelta { text: chunk.clone() });
-        }
-        assert_eq!(f.assistant_text.len(), IN_FLIGHT_TEXT_BYTES + IN_FLIGHT_CUT.len());
-        for i in 0..2 * IN_FLIGHT_TOOL_CALLS {
-            track_in_flight(&mut f, &delta(&format!("c{i}"), "out"));
-        }
-        assert_eq!(f.tool_output.len(), IN_FLIGHT_TOOL_CALLS);
-        track_in_flight(&mut f, &EventKind::AssistantDelta { text: "more".into() });
-        assert!(f.assistant_text.ends_with(IN_FLIGHT_CUT));
-    }
-
-    #[test]
-    fn small_output_is_kept_whole() {
-        let mut f = InFlight::default();
-        track_in_flight(&mut f, &delta("c1", "one\n"));
-        track_in_flight(&mut f, &delta("c1", "two\n"));
-        track_in_flight(&mut f, &EventKind::AssistantDelta { text: "Hi".into() });
-        assert_eq!(f.tool_output[0].text, "one\ntwo\n");
-        assert_eq!(f.assistant_text, "Hi");
-    }
-}
+mod in_flight_tests;

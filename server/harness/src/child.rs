@@ -427,7 +427,9 @@ async fn run_child(
         None | Some(Start::Fresh) => {
             let mut conversation = Conversation::new(result_chars);
             let text = params.prompt.clone();
-            let seq = emitter.durable(EventKind::UserMessage { text: text.clone() }).await?;
+            let seq = emitter
+                .durable(EventKind::UserMessage { text: text.clone(), attachments: Vec::new() })
+                .await?;
             conversation.push_user(seq, ContentBlock::Text(text));
             (conversation, Resume::default(), Vec::new())
         }
@@ -519,7 +521,7 @@ mod tests {
     #[test]
     fn a_child_resumes_after_its_last_durable_item() {
         let log = vec![
-            ev(3, EventKind::UserMessage { text: "look".into() }),
+            ev(3, EventKind::UserMessage { text: "look".into(), attachments: Vec::new() }),
             ev(
                 4,
                 EventKind::AssistantMessage {
@@ -546,7 +548,7 @@ mod tests {
     #[test]
     fn a_child_whose_report_is_durable_does_not_run_again() {
         let log = vec![
-            ev(3, EventKind::UserMessage { text: "look".into() }),
+            ev(3, EventKind::UserMessage { text: "look".into(), attachments: Vec::new() }),
             ev(
                 4,
                 EventKind::AssistantMessage {

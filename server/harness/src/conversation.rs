@@ -10,7 +10,7 @@
 //! Tool results enter the conversation cut to [`Conversation::result_chars`] (see
 //! [`cut_middle`]); the log keeps them whole, and a replay cuts them the same way.
 
-use outboard_shared::{EventKind, SessionEvent};
+use outboard_shared::{Attachment, EventKind, SessionEvent};
 
 use outboard_llm::context;
 use outboard_llm::{ContentBlock, Message, Role};
@@ -59,7 +59,10 @@ impl Conversation {
         let mut out = Conversation::new(result_chars);
         for event in events {
             match &event.kind {
-                EventKind::UserMessage { text } | EventKind::SystemReminder { text } => {
+                EventKind::UserMessage { text, attachments } => {
+                    out.push_prompt(event.seq, text.clone(), attachments.clone());
+                }
+                EventKind::SystemReminder { text } => {
                     out.push_user(event.seq, ContentBlock::Text(text.clone()));
                 }
                 EventKind::AssistantMessage { text, tool_calls, reasoning, .. } => {
@@ -77,8 +80,8 @@ impl Conversation {
                     }
                     out.push_assistant(event.seq, content);
                 }
-                EventKind::ToolResult { call_id, output, is_error, .. } => {
-                    out.push_result(event.seq, call_id, output, *is_error);
+                EventKind::ToolResult { call_id, output, is_error, attachments, .. } => {
+                    out.push_result(event.seq, call_id, output, *is_error, attachments);
                 }
                 EventKind::Compaction { summary, kept_from_seq, .. } => {
                     out.apply_compaction(event.seq, summary, *kept_from_seq);
@@ -144,13 +147,32 @@ impl Conversation {
         }
     }
 
-    /// Appends a tool's result from the event `seq`, cut as the module header says.
-    pub fn push_result(&mut self, seq: u64, call_id: &str, output: &str, is_error: bool) {
+    /// Appends the person's message from the event `seq`: its text, then its images.
+    pub fn push_prompt(&mut self, seq: u64, text: String, attachments: Vec<Attachment>) {
+        self.push_user(seq, ContentBlock::Text(text));
+        for a in attachments {
+            self.push_user(seq, ContentBlock::Media(a));
+        }
+    }
+
+    /// Appends a tool's result from the event `seq`, cut as the module header says, and the
+    /// media it shows the model right after it.
+    pub fn push_result(
+        &mut self,
+        seq: u64,
+        call_id: &str,
+        output: &str,
+        is_error: bool,
+        attachments: &[Attachment],
+    ) {
         let content = cut_middle(output, self.result_chars).into_owned();
         self.push_user(
             seq,
             ContentBlock::ToolResult { tool_use_id: call_id.to_owned(), content, is_error },
         );
+        for a in attachments {
+            self.push_user(seq, ContentBlock::Media(a.clone()));
+        }
     }
 
     /// Appends the model's message from the event `seq`.
@@ -328,6 +350,7 @@ mod tests {
                     output: output.into(),
                     is_error: false,
                     duration_ms: 1,
+                    attachments: Vec::new(),
                 },
             ),
         ]
@@ -361,7 +384,10 @@ mod tests {
 
     #[test]
     fn a_replay_applies_the_compaction_where_it_was_recorded() {
-        let mut log = vec![event(1, EventKind::UserMessage { text: "fix the build".into() })];
+        let mut log = vec![event(
+            1,
+            EventKind::UserMessage { text: "fix the build".into(), attachments: Vec::new() },
+        )];
         log.extend(step(2, "c1", "one"));
         log.extend(step(4, "c2", "two"));
         log.extend(step(6, "c3", "three"));
@@ -409,7 +435,7 @@ mod tests {
                     live.push_assistant(9, c.messages()[0].content.clone());
                 }
                 EventKind::ToolResult { call_id, output, is_error, .. } => {
-                    live.push_result(10, &call_id, &output, is_error)
+                    live.push_result(10, &call_id, &output, is_error, &[])
                 }
                 _ => {}
             }
@@ -420,7 +446,8 @@ mod tests {
 
     #[test]
     fn the_tail_keeps_the_newest_step_and_never_everything() {
-        let mut log = vec![event(1, EventKind::UserMessage { text: "go".into() })];
+        let mut log =
+            vec![event(1, EventKind::UserMessage { text: "go".into(), attachments: Vec::new() })];
         log.extend(step(2, "c1", &"x".repeat(5000)));
         let one = Conversation::from_log(&log, 100_000);
         assert_eq!(one.tail_start(0), None, "a single step leaves nothing to summarise");
@@ -434,7 +461,8 @@ mod tests {
 
     #[test]
     fn results_are_cut_for_the_model_and_sized_as_sent() {
-        let mut log = vec![event(1, EventKind::UserMessage { text: "go".into() })];
+        let mut log =
+            vec![event(1, EventKind::UserMessage { text: "go".into(), attachments: Vec::new() })];
         log.extend(step(2, "c1", &"z".repeat(50_000)));
         let c = Conversation::from_log(&log, DEFAULT_RESULT_CHARS);
         let ContentBlock::ToolResult { content, .. } = &c.messages()[2].content[0] else {
@@ -498,7 +526,10 @@ mod tests {
                         prompts.push(seq);
                         log.push(event(
                             seq,
-                            EventKind::UserMessage { text: format!("go {round}") },
+                            EventKind::UserMessage {
+                                text: format!("go {round}"),
+                                attachments: Vec::new(),
+                            },
                         ));
                         for k in 0..=next(3) {
                             let id = format!("c{round}_{k}");

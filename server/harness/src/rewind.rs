@@ -36,7 +36,7 @@ pub fn checkpoints(log: &[SessionEvent]) -> Vec<Checkpoint> {
         match &event.kind {
             EventKind::Checkpoint { tree, at_seq } => snapshot = Some((tree, *at_seq)),
             EventKind::TurnStarted { by, .. } => started = Some((by, event.seq)),
-            EventKind::UserMessage { text } => {
+            EventKind::UserMessage { text, .. } => {
                 let (by, turn_seq) = started.take().unwrap_or(("", event.seq));
                 // Without a checkpoint (a log older than checkpoints), the position before
                 // the prompt's turn: the conversation is known, the files are not.
@@ -127,7 +127,10 @@ mod tests {
         log.push(event(at + 1, EventKind::Checkpoint { tree, at_seq: at }));
         let turn = EventKind::TurnStarted { turn_id: TurnId("t".into()), by: "alice".into() };
         log.push(event(at + 2, turn));
-        log.push(event(at + 3, EventKind::UserMessage { text: text.into() }));
+        log.push(event(
+            at + 3,
+            EventKind::UserMessage { text: text.into(), attachments: Vec::new() },
+        ));
         log.push(event(at + 4, EventKind::SystemReminder { text: format!("answer {text}") }));
     }
 
@@ -152,7 +155,7 @@ mod tests {
         history(&all)
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::UserMessage { text } => Some(text.clone()),
+                EventKind::UserMessage { text, .. } => Some(text.clone()),
                 _ => None,
             })
             .collect()
@@ -209,7 +212,10 @@ mod tests {
     #[test]
     fn a_prompt_without_a_checkpoint_has_no_code_but_a_position() {
         let turn = EventKind::TurnStarted { turn_id: TurnId("t".into()), by: "bob".into() };
-        let log = vec![event(1, turn), event(2, EventKind::UserMessage { text: "old".into() })];
+        let log = vec![
+            event(1, turn),
+            event(2, EventKind::UserMessage { text: "old".into(), attachments: Vec::new() }),
+        ];
         let cps = checkpoints(&log);
         assert_eq!(cps.len(), 1);
         assert!(!cps[0].info.code && cps[0].tree.is_none());

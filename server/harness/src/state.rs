@@ -171,7 +171,11 @@ pub enum Ending {
 }
 
 pub(crate) fn not_run() -> ToolOutcome {
-    ToolOutcome { output: "Not run: the user interrupted the turn.".into(), is_error: true }
+    ToolOutcome {
+        output: "Not run: the user interrupted the turn.".into(),
+        is_error: true,
+        attachments: Vec::new(),
+    }
 }
 
 /// What the model is told of a `Write`/`Edit` cut by a restart whose target has changed since.

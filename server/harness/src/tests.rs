@@ -202,6 +202,7 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
             output: String::new(),
             is_error: false,
             duration_ms: 0,
+            attachments: Vec::new(),
         });
     }
     assert_eq!(files_touched(&log), ["a", "b", "c"]);

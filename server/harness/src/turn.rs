@@ -212,7 +212,7 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
                     name: name.clone(),
                     input: input.clone(),
                 }),
-                ContentBlock::ToolResult { .. } => {}
+                ContentBlock::ToolResult { .. } | ContentBlock::Media(_) => {}
             }
         }
         let message = EventKind::AssistantMessage {
@@ -509,7 +509,13 @@ pub(crate) async fn run_calls(
                 }
             }
             let seq = record_result(turn, &call, &outcome, duration).await?;
-            turn.conversation.push_result(seq, &call.call_id, &outcome.output, outcome.is_error);
+            turn.conversation.push_result(
+                seq,
+                &call.call_id,
+                &outcome.output,
+                outcome.is_error,
+                &outcome.attachments,
+            );
         }
     }
     Ok(Flow::Done)
@@ -556,18 +562,28 @@ pub(crate) async fn start(
     let action = match call.name.as_str() {
         child::TASK => Action::Resume(child_log),
         name if tools::is_read_only(name) => Action::Run,
-        name if outboard_mcp::is_mcp_name(name) => {
-            Action::Answer(ToolOutcome { output: MCP_OUTCOME_UNKNOWN.into(), is_error: true })
-        }
+        name if outboard_mcp::is_mcp_name(name) => Action::Answer(ToolOutcome {
+            output: MCP_OUTCOME_UNKNOWN.into(),
+            is_error: true,
+            attachments: Vec::new(),
+        }),
         "Write" | "Edit" => {
             let now = write_target_digest(&turn.env, &call).await;
             if before.is_none() || now == before {
                 Action::Run
             } else {
-                Action::Answer(ToolOutcome { output: WRITE_MAYBE_DONE.into(), is_error: false })
+                Action::Answer(ToolOutcome {
+                    output: WRITE_MAYBE_DONE.into(),
+                    is_error: false,
+                    attachments: Vec::new(),
+                })
             }
         }
-        _ => Action::Answer(ToolOutcome { output: COMMAND_OUTCOME_UNKNOWN.into(), is_error: true }),
+        _ => Action::Answer(ToolOutcome {
+            output: COMMAND_OUTCOME_UNKNOWN.into(),
+            is_error: true,
+            attachments: Vec::new(),
+        }),
     };
     Ok(Some((call, action)))
 }
@@ -687,6 +703,7 @@ pub(crate) async fn record_result(
             output: outcome.output.clone(),
             is_error: outcome.is_error,
             duration_ms: duration.as_millis() as u64,
+            attachments: outcome.attachments.clone(),
         })
         .await?;
     if let Some(metrics) = &turn.env.metrics {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use outboard_shared::{Reasoning, Usage};
+use outboard_shared::{Attachment, AttachmentKind, Reasoning, Usage};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
@@ -17,8 +17,8 @@ use crate::context;
 use crate::error::{error_status_for_type, LlmError};
 use crate::sse::SseEvent;
 use crate::types::{
-    tool_input_from_raw, ContentBlock, Message, ModelRequest, ModelResponse, ModelStop, Progress,
-    Role, StreamDelta, ToolSpec,
+    attached, is_tool_media, tool_input_from_raw, ContentBlock, Message, ModelRequest,
+    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
 };
 
 /// The smallest extended-thinking budget Anthropic accepts.
@@ -161,6 +161,8 @@ fn block_bytes(block: &ContentBlock) -> usize {
         }
         ContentBlock::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
         ContentBlock::Reasoning(r) => reasoning_bytes(r),
+        // Counted as the tokens the API bills (4 bytes a token), not the base64.
+        ContentBlock::Media(m) => context::media_bytes(m),
     }
 }
 
@@ -181,7 +183,15 @@ fn is_sent(block: &ContentBlock, thinking: bool) -> bool {
         ContentBlock::Text(t) => !t.is_empty(),
         ContentBlock::Reasoning(r) => thinking && !matches!(r, Reasoning::OpenaiReasoning { .. }),
         ContentBlock::ToolUse { .. } | ContentBlock::ToolResult { .. } => true,
+        ContentBlock::Media(_) => true,
     }
+}
+
+/// Whether the block at `i` goes on the wire as a block of its own: a tool result's media go
+/// inside its `tool_result` block instead.
+fn is_sent_at(blocks: &[ContentBlock], i: usize, thinking: bool) -> bool {
+    is_sent(&blocks[i], thinking)
+        && !(matches!(blocks[i], ContentBlock::Media(_)) && is_tool_media(blocks, i))
 }
 
 /// Whether a message has a block that is sent (empty text is not), to carry a breakpoint.
@@ -284,10 +294,11 @@ struct Blocks<'a> {
 impl Serialize for Blocks<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let thinking = self.thinking;
-        let last = self.blocks.iter().rposition(|b| is_sent(b, false));
-        serializer.collect_seq(self.blocks.iter().enumerate().filter_map(|(i, b)| {
+        let blocks = self.blocks;
+        let last = (0..blocks.len()).rposition(|i| is_sent_at(blocks, i, false));
+        serializer.collect_seq((0..blocks.len()).filter_map(|i| {
             Some(Marked {
-                block: WireBlock::from_block(b, thinking)?,
+                block: WireBlock::from_block(blocks, i, thinking)?,
                 cache_control: (self.mark_last && Some(i) == last).then_some(EPHEMERAL),
             })
         }))
@@ -308,25 +319,72 @@ struct Marked<'a> {
 enum WireBlock<'a> {
     Text { text: &'a str },
     ToolUse { id: &'a str, name: &'a str, input: ObjectInput<'a> },
-    ToolResult { tool_use_id: &'a str, content: &'a str, is_error: bool },
+    ToolResult { tool_use_id: &'a str, content: ResultContent<'a>, is_error: bool },
     Thinking { thinking: &'a str, signature: &'a str },
     RedactedThinking { data: &'a str },
+    Image { source: Base64Source<'a> },
+    Document { source: Base64Source<'a>, title: &'a str },
+}
+
+/// `{"type": "base64", "media_type": …, "data": …}`.
+#[derive(Serialize)]
+struct Base64Source<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
+}
+
+/// An attachment as its own block: an image, a PDF as a document, or the text of a PDF too
+/// large to send whole.
+fn media_block(m: &Attachment) -> WireBlock<'_> {
+    let source = Base64Source { kind: "base64", media_type: &m.media_type, data: &m.data };
+    match m.kind {
+        AttachmentKind::Image => WireBlock::Image { source },
+        AttachmentKind::Document if !m.data.is_empty() => {
+            WireBlock::Document { source, title: &m.name }
+        }
+        AttachmentKind::Document => WireBlock::Text { text: m.text.as_deref().unwrap_or("") },
+    }
+}
+
+/// A `tool_result`'s content: its text, or with media (a `Read` of a picture or a PDF) the text
+/// block then the media blocks.
+struct ResultContent<'a> {
+    text: &'a str,
+    blocks: &'a [ContentBlock],
+    at: usize,
+}
+
+impl Serialize for ResultContent<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if attached(self.blocks, self.at).next().is_none() {
+            return serializer.serialize_str(self.text);
+        }
+        let text = (!self.text.is_empty()).then_some(WireBlock::Text { text: self.text });
+        serializer
+            .collect_seq(text.into_iter().chain(attached(self.blocks, self.at).map(media_block)))
+    }
 }
 
 impl<'a> WireBlock<'a> {
-    /// The block as sent, `None` for one that is not (see [`is_sent`]).
-    fn from_block(block: &'a ContentBlock, thinking: bool) -> Option<Self> {
-        if !is_sent(block, thinking) {
+    /// The block at `i` as sent, `None` for one that is not (see [`is_sent_at`]).
+    fn from_block(blocks: &'a [ContentBlock], i: usize, thinking: bool) -> Option<Self> {
+        if !is_sent_at(blocks, i, thinking) {
             return None;
         }
+        let block = &blocks[i];
         Some(match block {
             ContentBlock::Text(text) => WireBlock::Text { text },
             ContentBlock::ToolUse { id, name, input } => {
                 WireBlock::ToolUse { id, name, input: ObjectInput(input) }
             }
-            ContentBlock::ToolResult { tool_use_id, content, is_error } => {
-                WireBlock::ToolResult { tool_use_id, content, is_error: *is_error }
-            }
+            ContentBlock::ToolResult { tool_use_id, content, is_error } => WireBlock::ToolResult {
+                tool_use_id,
+                content: ResultContent { text: content, blocks, at: i },
+                is_error: *is_error,
+            },
+            ContentBlock::Media(m) => media_block(m),
             ContentBlock::Reasoning(Reasoning::Thinking { thinking, signature }) => {
                 WireBlock::Thinking { thinking, signature }
             }

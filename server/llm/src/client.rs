@@ -209,6 +209,19 @@ impl Provider {
     ) -> Result<ModelResponse, LlmError> {
         let model = &self.config.model;
         let max_tokens = request.max_tokens.unwrap_or(self.config.max_tokens).max(1);
+        let stripped = if self.config.takes_images() {
+            None
+        } else {
+            crate::types::without_images(request.messages)
+        };
+        let stripped_request;
+        let request = match &stripped {
+            Some(messages) => {
+                stripped_request = ModelRequest { messages, ..*request };
+                &stripped_request
+            }
+            None => request,
+        };
         let body = match self.config.kind {
             ProviderKind::Anthropic => {
                 anthropic::request_body(model, max_tokens, self.config.thinking_budget, request)
@@ -456,6 +469,7 @@ mod tests {
             retry: RetryPolicy::default(),
             thinking_budget: None,
             reasoning_effort: None,
+            vision: None,
         };
         assert!(Provider::new(config(ProviderKind::Anthropic, "not a url", None)).is_err());
         assert!(Provider::new(config(ProviderKind::OpenAi, "ftp://x/v1", None)).is_err());

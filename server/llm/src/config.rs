@@ -75,6 +75,16 @@ pub struct LlmConfig {
     /// leaves it to the model's default and sends no `reasoning` object (a model that does not
     /// reason refuses one). Ignored by the other dialects.
     pub reasoning_effort: Option<String>,
+    /// Whether the model takes images; `None`: as the model table says
+    /// ([`crate::context::takes_images`]). A model file's `vision` key sets it.
+    pub vision: Option<bool>,
+}
+
+impl LlmConfig {
+    /// Whether images are sent to this model (else each is replaced by a note).
+    pub fn takes_images(&self) -> bool {
+        self.vision.unwrap_or_else(|| crate::context::takes_images(self.kind, &self.model))
+    }
 }
 
 /// Exponential backoff with jitter, honouring `retry-after`.

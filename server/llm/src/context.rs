@@ -10,7 +10,7 @@
 //! with the Claude and GPT tokenizers, and only decides when to act, never what is billed (the
 //! provider's reported usage is what the log keeps).
 
-use outboard_shared::Reasoning;
+use outboard_shared::{Attachment, Reasoning};
 
 use crate::types::{ContentBlock, Message, ModelRequest, ToolSpec};
 
@@ -62,6 +62,36 @@ pub fn known_window(model: &str) -> Option<u64> {
     WINDOWS.iter().find(|(prefix, _)| name.starts_with(prefix)).map(|(_, window)| *window)
 }
 
+/// Whether a model takes images, by its family, for a model file that does not say (`vision`).
+/// Claude and the OpenAI models since GPT-4 Turbo (o1 and o3, not their minis), Gemini, and
+/// open-weight vision families by name (`-vl`, `vision`, `llava`, `pixtral`, `gemma-3`) do; a
+/// model the table does not know does on the Anthropic and Responses APIs (whose every current
+/// model does) and does not on Chat Completions (a local server's model rarely does).
+pub fn takes_images(kind: crate::ProviderKind, model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model).to_lowercase();
+    let vision_names = ["-vl", "vision", "llava", "pixtral", "gemma-3", "gemma3"];
+    if vision_names.iter().any(|v| name.contains(v)) {
+        return true;
+    }
+    let text_only = ["gpt-3.5", "o1-mini", "o1-preview", "o3-mini", "text-", "davinci"];
+    if text_only.iter().any(|p| name.starts_with(p))
+        || name == "gpt-4"
+        || name.starts_with("gpt-4-0")
+    {
+        return false;
+    }
+    let vision =
+        ["claude", "gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-5", "o1", "o3", "o4", "gemini"];
+    if vision.iter().any(|p| name.starts_with(p)) {
+        return true;
+    }
+    let text_families = ["llama", "qwen", "mistral", "deepseek", "phi", "codestral", "gemma"];
+    if text_families.iter().any(|p| name.starts_with(p)) {
+        return false;
+    }
+    kind != crate::ProviderKind::OpenAi
+}
+
 /// The estimated tokens of `bytes` bytes of text (see the module header).
 pub fn estimate_tokens(bytes: usize) -> u64 {
     bytes.div_ceil(BYTES_PER_TOKEN) as u64
@@ -109,7 +139,16 @@ pub fn block_bytes(block: &ContentBlock) -> usize {
                 json_string_bytes(tool_use_id) + json_string_bytes(content)
             }
             ContentBlock::Reasoning(r) => reasoning_bytes(r),
+            ContentBlock::Media(m) => media_bytes(m),
         }
+}
+
+/// What an attachment counts for in the estimate: the tokens the providers bill for it (see
+/// [`Attachment::tokens`]) as bytes of the estimate's rate, not its base64, which no provider
+/// counts as text. A document sent as its text counts that text.
+pub fn media_bytes(m: &Attachment) -> usize {
+    let tokens = usize::try_from(m.tokens).unwrap_or(usize::MAX);
+    tokens.saturating_mul(BYTES_PER_TOKEN).max(m.text.as_deref().map_or(0, str::len))
 }
 
 /// The estimated bytes a reasoning block takes in whichever dialect sends it.

@@ -24,6 +24,7 @@
 //! max_tokens = 16000               # optional: output tokens per call (8192)
 //! thinking_budget = 8000           # optional (anthropic): extended thinking on, this budget
 //! reasoning_effort = "medium"      # optional (responses): none, minimal, low, medium, high, xhigh
+//! vision = true                    # optional: whether it takes images (else the model table's)
 //! prices = { input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }  # USD/Mtok
 //! ```
 
@@ -158,6 +159,7 @@ struct FileEntry {
     max_tokens: Option<u32>,
     thinking_budget: Option<u32>,
     reasoning_effort: Option<String>,
+    vision: Option<bool>,
     prices: Option<ModelPrices>,
 }
 
@@ -262,6 +264,7 @@ impl ModelCatalog {
                     retry: RetryPolicy::default(),
                     thinking_budget: e.thinking_budget,
                     reasoning_effort: e.reasoning_effort,
+                    vision: e.vision,
                 },
                 context_window: e.context_window,
                 prices: e.prices,

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use outboard_shared::Usage;
+use outboard_shared::{Attachment, AttachmentKind, Usage};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 use crate::error::{error_status_for_type, LlmError};
 use crate::sse::SseEvent;
 use crate::types::{
-    tool_input_from_raw, ContentBlock, Message, ModelRequest, ModelResponse, ModelStop, Progress,
-    Role, StreamDelta, ToolSpec,
+    attached, is_tool_media, tool_input_from_raw, ContentBlock, Message, ModelRequest,
+    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
 };
 
 /// The JSON body of a streaming `POST {base}/chat/completions`, serialised straight from the
@@ -86,16 +86,22 @@ impl Serialize for Messages<'_> {
             let text = Text(&message.content);
             match message.role {
                 Role::User => {
-                    for block in &message.content {
+                    let blocks = &message.content[..];
+                    for (at, block) in blocks.iter().enumerate() {
                         if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
                             seq.serialize_element(&WireMessage::Tool {
                                 role: "tool",
                                 tool_call_id: tool_use_id,
-                                content: ToolContent { content, is_error: *is_error },
+                                content: ToolContent { content, is_error: *is_error, blocks, at },
                             })?;
                         }
                     }
-                    if !text.is_empty() {
+                    if needs_parts(blocks) {
+                        seq.serialize_element(&WireMessage::UserParts {
+                            role: "user",
+                            content: Parts(blocks),
+                        })?;
+                    } else if !text.is_empty() {
                         seq.serialize_element(&WireMessage::User { role: "user", content: text })?;
                     }
                 }
@@ -130,6 +136,10 @@ enum WireMessage<'a> {
     User {
         role: &'static str,
         content: Text<'a>,
+    },
+    UserParts {
+        role: &'static str,
+        content: Parts<'a>,
     },
     Assistant {
         role: &'static str,
@@ -185,19 +195,107 @@ impl Serialize for Text<'_> {
 }
 
 /// A tool result's content. The API has no error flag on tool results, so a failed tool's
-/// content is prefixed with `Error: `.
+/// content is prefixed with `Error: `. Its media: a PDF's text follows the content (the API takes
+/// no documents); an image is named, and follows in a user message (tool messages carry text
+/// only).
 struct ToolContent<'a> {
     content: &'a str,
     is_error: bool,
+    blocks: &'a [ContentBlock],
+    at: usize,
 }
 
 impl Serialize for ToolContent<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.is_error {
-            serializer.collect_str(&format_args!("Error: {}", self.content))
-        } else {
-            serializer.serialize_str(self.content)
+        let prefix = if self.is_error { "Error: " } else { "" };
+        if attached(self.blocks, self.at).next().is_none() {
+            return if self.is_error {
+                serializer.collect_str(&format_args!("{prefix}{}", self.content))
+            } else {
+                serializer.serialize_str(self.content)
+            };
         }
+        let mut text = format!("{prefix}{}", self.content);
+        for m in attached(self.blocks, self.at) {
+            match m.kind {
+                AttachmentKind::Image => text.push_str(&format!(
+                    "\n[The image {} follows in the next user message.]",
+                    m.name
+                )),
+                AttachmentKind::Document => {
+                    text.push_str("\n\n");
+                    text.push_str(m.text.as_deref().unwrap_or(""));
+                }
+            }
+        }
+        serializer.serialize_str(&text)
+    }
+}
+
+/// Whether a user message goes as content parts: it carries an image (a tool result's or the
+/// person's) or a document of the person's.
+fn needs_parts(blocks: &[ContentBlock]) -> bool {
+    blocks.iter().enumerate().any(|(i, b)| match b {
+        ContentBlock::Media(m) => m.kind == AttachmentKind::Image || !is_tool_media(blocks, i),
+        _ => false,
+    })
+}
+
+/// A user message as content parts: its text, the person's media, and the images of its tool
+/// results (each introduced by a line naming the call), as `text` and `image_url` data-URL parts.
+struct Parts<'a>(&'a [ContentBlock]);
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: std::borrow::Cow<'a, str> },
+    ImageUrl { image_url: DataUrl },
+}
+
+#[derive(Serialize)]
+struct DataUrl {
+    url: String,
+}
+
+fn data_url(m: &Attachment) -> DataUrl {
+    DataUrl { url: format!("data:{};base64,{}", m.media_type, m.data) }
+}
+
+impl Serialize for Parts<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let blocks = self.0;
+        let mut parts = Vec::new();
+        let mut call: Option<&str> = None;
+        for (i, b) in blocks.iter().enumerate() {
+            match b {
+                ContentBlock::ToolResult { tool_use_id, .. } => call = Some(tool_use_id),
+                ContentBlock::Text(t) if !t.is_empty() => {
+                    call = None;
+                    parts.push(Part::Text { text: t.as_str().into() });
+                }
+                ContentBlock::Media(m) if is_tool_media(blocks, i) => {
+                    if m.kind == AttachmentKind::Image {
+                        let from = call.unwrap_or("a tool call");
+                        let line = format!("The image {} from the result of {from}:", m.name);
+                        parts.push(Part::Text { text: line.into() });
+                        parts.push(Part::ImageUrl { image_url: data_url(m) });
+                    }
+                }
+                ContentBlock::Media(m) => {
+                    call = None;
+                    match m.kind {
+                        AttachmentKind::Image => {
+                            parts.push(Part::ImageUrl { image_url: data_url(m) })
+                        }
+                        AttachmentKind::Document => {
+                            parts.push(Part::Text { text: m.text.as_deref().unwrap_or("").into() })
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        serializer.collect_seq(parts)
     }
 }
 

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use outboard_shared::{Reasoning, Usage};
+use outboard_shared::{Attachment, AttachmentKind, Reasoning, Usage};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
 use serde_json::Value;
@@ -35,8 +35,8 @@ use serde_json::Value;
 use crate::error::{error_status_for_type, LlmError};
 use crate::sse::SseEvent;
 use crate::types::{
-    tool_input_from_raw, ContentBlock, Message, ModelRequest, ModelResponse, ModelStop, Progress,
-    Role, StreamDelta, ToolSpec,
+    attached, is_tool_media, tool_input_from_raw, ContentBlock, Message, ModelRequest,
+    ModelResponse, ModelStop, Progress, Role, StreamDelta, ToolSpec,
 };
 
 /// The smallest `max_output_tokens` the API accepts (it refuses a request asking for fewer); a
@@ -112,12 +112,13 @@ impl Serialize for Input<'_> {
         for message in self.0 {
             match message.role {
                 Role::User => {
-                    for block in &message.content {
+                    let blocks = &message.content[..];
+                    for (at, block) in blocks.iter().enumerate() {
                         if let ContentBlock::ToolResult { tool_use_id, content, is_error } = block {
                             seq.serialize_element(&Item::FunctionCallOutput {
                                 kind: "function_call_output",
                                 call_id: tool_use_id,
-                                output: ToolOutput { content, is_error: *is_error },
+                                output: ToolOutput { content, is_error: *is_error, blocks, at },
                             })?;
                         }
                     }
@@ -208,13 +209,16 @@ impl<'a> Item<'a> {
     }
 }
 
-/// A user message's non-empty text blocks, one `input_text` part each.
+/// A user message's non-empty text blocks, one `input_text` part each, and the person's own
+/// media (not a tool result's) as `input_image` / `input_file` parts.
 struct UserText<'a>(&'a [ContentBlock]);
 
 impl<'a> UserText<'a> {
-    fn parts(&self) -> impl Iterator<Item = &'a str> {
-        self.0.iter().filter_map(|b| match b {
-            ContentBlock::Text(t) if !t.is_empty() => Some(t.as_str()),
+    fn parts(&self) -> impl Iterator<Item = InputPart<'a>> + '_ {
+        let blocks = self.0;
+        blocks.iter().enumerate().filter_map(move |(i, b)| match b {
+            ContentBlock::Text(t) if !t.is_empty() => Some(InputPart::InputText { text: t }),
+            ContentBlock::Media(m) if !is_tool_media(blocks, i) => Some(input_media(m)),
             _ => None,
         })
     }
@@ -226,15 +230,31 @@ impl<'a> UserText<'a> {
 
 impl Serialize for UserText<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.parts().map(|text| InputText { kind: "input_text", text }))
+        serializer.collect_seq(self.parts())
     }
 }
 
+/// A part of a user message or of a tool's output.
 #[derive(Serialize)]
-struct InputText<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    text: &'a str,
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InputPart<'a> {
+    InputText { text: &'a str },
+    InputImage { image_url: String },
+    InputFile { filename: &'a str, file_data: String },
+}
+
+/// An attachment as an input part: an image or a PDF as a data URL, a PDF too large to send
+/// whole as its text.
+fn input_media(m: &Attachment) -> InputPart<'_> {
+    let url = || format!("data:{};base64,{}", m.media_type, m.data);
+    match m.kind {
+        AttachmentKind::Image => InputPart::InputImage { image_url: url() },
+        AttachmentKind::Document if !m.data.is_empty() => {
+            let filename = m.name.rsplit('/').next().unwrap_or(&m.name);
+            InputPart::InputFile { filename, file_data: url() }
+        }
+        AttachmentKind::Document => InputPart::InputText { text: m.text.as_deref().unwrap_or("") },
+    }
 }
 
 #[derive(Serialize)]
@@ -260,14 +280,28 @@ struct SummaryText<'a> {
     text: &'a str,
 }
 
-/// A tool's output; a failed tool's is prefixed with `Error: ` (the API has no error flag).
+/// A tool's output; a failed tool's is prefixed with `Error: ` (the API has no error flag). With
+/// media (a `Read` of a picture or a PDF) it is a list of parts: the text, then the media.
 struct ToolOutput<'a> {
     content: &'a str,
     is_error: bool,
+    blocks: &'a [ContentBlock],
+    at: usize,
 }
 
 impl Serialize for ToolOutput<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if attached(self.blocks, self.at).next().is_some() {
+            let text = if self.is_error {
+                std::borrow::Cow::Owned(format!("Error: {}", self.content))
+            } else {
+                std::borrow::Cow::Borrowed(self.content)
+            };
+            let first = InputPart::InputText { text: &text };
+            return serializer.collect_seq(
+                std::iter::once(first).chain(attached(self.blocks, self.at).map(input_media)),
+            );
+        }
         if self.is_error {
             serializer.collect_str(&format_args!("Error: {}", self.content))
         } else {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use outboard_shared::{Reasoning, Usage};
+use outboard_shared::{Attachment, Reasoning, Usage};
 use serde_json::Value;
 
 /// Who said a message.
@@ -38,6 +38,60 @@ pub enum ContentBlock {
     /// The model's reasoning, in an assistant message, before its text and tool calls. Each
     /// dialect sends back only the kinds its provider made (see [`Reasoning`]).
     Reasoning(Reasoning),
+    /// An image or a document, in a user message: right after a [`ContentBlock::ToolResult`]
+    /// (with other media between) it belongs to that result (a `Read` of a picture or a PDF);
+    /// elsewhere it is the person's own (`outboard run --image`). Each dialect sends it in its
+    /// API's shape (see [`attached`]).
+    Media(Attachment),
+}
+
+/// The media that belong to the block at `i` of `blocks`: the [`ContentBlock::Media`] blocks
+/// right after it.
+pub fn attached(blocks: &[ContentBlock], i: usize) -> impl Iterator<Item = &Attachment> {
+    blocks[i + 1..].iter().map_while(|b| match b {
+        ContentBlock::Media(m) => Some(m),
+        _ => None,
+    })
+}
+
+/// Whether the media block at `i` belongs to a tool result before it (else it is the person's).
+pub fn is_tool_media(blocks: &[ContentBlock], i: usize) -> bool {
+    blocks[..i]
+        .iter()
+        .rev()
+        .find(|b| !matches!(b, ContentBlock::Media(_)))
+        .is_some_and(|b| matches!(b, ContentBlock::ToolResult { .. }))
+}
+
+/// `messages` with every image replaced by a note, for a model that takes no images (the model
+/// table's, or a model file's `vision = false`): the API would refuse the request, and the note
+/// tells the model what it was not shown. `None` when there is no image to replace (the usual
+/// case: nothing is copied).
+pub fn without_images(messages: &[Message]) -> Option<Vec<Message>> {
+    let is_image = |b: &ContentBlock| matches!(b, ContentBlock::Media(m) if m.kind == outboard_shared::AttachmentKind::Image);
+    if !messages.iter().any(|m| m.content.iter().any(is_image)) {
+        return None;
+    }
+    Some(
+        messages
+            .iter()
+            .map(|m| Message {
+                role: m.role,
+                content: m
+                    .content
+                    .iter()
+                    .map(|b| match b {
+                        ContentBlock::Media(a) if is_image(b) => ContentBlock::Text(format!(
+                            "[The image {} is not shown: this model takes no images. Describe \
+                             what you need from it in words, or ask for a model with vision.]",
+                            a.name
+                        )),
+                        other => other.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    )
 }
 
 /// A tool the model may call.

@@ -329,7 +329,7 @@ impl McpHub {
         match result {
             Ok(Ok(result)) => {
                 let (text, is_error) = render(&result);
-                ToolOutcome { output: scrub(text), is_error }
+                ToolOutcome { output: scrub(text), is_error, attachments: Vec::new() }
             }
             Ok(Err(rmcp::ServiceError::McpError(e))) => ToolOutcome::error(scrub(format!(
                 "The MCP server \"{server}\" refused the call: {} (JSON-RPC error {}). Check \

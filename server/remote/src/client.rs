@@ -356,7 +356,7 @@ impl HostClient {
             self.call(op, &mut |_, _| {}, cancel).await?
         };
         match reply {
-            Reply::Tool { output, is_error, recorded, forgotten } => {
+            Reply::Tool { output, is_error, recorded, forgotten, attachments } => {
                 for path in forgotten {
                     reads.forget(std::path::Path::new(&path));
                 }
@@ -365,7 +365,7 @@ impl HostClient {
                         reads.record_stamp(std::path::Path::new(&entry.path), stamp);
                     }
                 }
-                Ok(ToolOutcome { output: capped(output, tool_cap()), is_error })
+                Ok(ToolOutcome { output: capped(output, tool_cap()), is_error, attachments })
             }
             other => Err(self.unexpected(&other)),
         }

@@ -576,7 +576,13 @@ async fn call(
             let outcome = outboard_tools::run(&name, &input, ctx).await;
             outbox.finish().await;
             let (recorded, forgotten) = ledger_changes(&sent, &reads);
-            Reply::Tool { output: outcome.output, is_error: outcome.is_error, recorded, forgotten }
+            Reply::Tool {
+                output: outcome.output,
+                is_error: outcome.is_error,
+                recorded,
+                forgotten,
+                attachments: outcome.attachments,
+            }
         }
         Op::Digest { workspace, path } => {
             let hosted = match state.open(&workspace).await {

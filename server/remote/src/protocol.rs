@@ -100,7 +100,15 @@ pub enum Reply {
     },
     /// A file tool's result, and what it changed in the ledger: entries it recorded (new or
     /// changed) and paths it forgot.
-    Tool { output: String, is_error: bool, recorded: Vec<WireStamp>, forgotten: Vec<String> },
+    Tool {
+        output: String,
+        is_error: bool,
+        recorded: Vec<WireStamp>,
+        forgotten: Vec<String>,
+        /// The picture or PDF a `Read` shows the model.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<outboard_shared::Attachment>,
+    },
     /// The digest, `None` when the file cannot be read.
     Digest { digest: Option<String> },
     /// The entries asked for by [`Op::Stamps`].

@@ -554,7 +554,13 @@ async fn a_hosts_oversized_results_are_capped_like_local_ones() {
             signal: None,
             failure: Some(format!("\u{1b}]0;title\u{7}{}", "F".repeat(64 << 10))),
         },
-        protocol::Reply::Tool { output: big, is_error: false, recorded: vec![], forgotten: vec![] },
+        protocol::Reply::Tool {
+            output: big,
+            is_error: false,
+            recorded: vec![],
+            forgotten: vec![],
+            attachments: vec![],
+        },
         protocol::Reply::Failed { error: "E".repeat(20 << 20) },
     ];
     let addr = hostile_host(dir.path(), &token, Hostile::Answer(replies)).await;

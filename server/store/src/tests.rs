@@ -11,7 +11,7 @@ fn event(sid: &SessionId, seq: u64, text: &str) -> SessionEvent {
         session_id: sid.clone(),
         seq,
         ts: now_rfc3339(),
-        kind: EventKind::UserMessage { text: text.into() },
+        kind: EventKind::UserMessage { text: text.into(), attachments: Vec::new() },
         parent: None,
     }
 }

@@ -32,7 +32,7 @@ const SNIPPET_CONTEXT: usize = 4;
 
 pub const READ_PARAMS: &str =
     "{\"file_path\": string (required), \"offset\": integer (optional, 1-based line), \
-     \"limit\": integer (optional, number of lines)}";
+     \"limit\": integer (optional, number of lines), \"pages\": string (optional, a PDF's pages: \"3\", \"1-5\")}";
 pub const WRITE_PARAMS: &str = "{\"file_path\": string (required), \"content\": string (required)}";
 pub const EDIT_PARAMS: &str =
     "{\"file_path\": string (required), \"old_string\": string (required), \"new_string\": \
@@ -45,6 +45,9 @@ pub struct ReadParams {
     pub offset: Option<u64>,
     #[serde(default, deserialize_with = "lenient::opt_count")]
     pub limit: Option<u64>,
+    /// A PDF's pages (`"3"`, `"1-5"`).
+    #[serde(default, deserialize_with = "lenient::opt_string")]
+    pub pages: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,14 +87,21 @@ the Bash tool.\n\
 - You have the capability to call multiple tools in a single response. It is always better to \
 speculatively read multiple files as a batch that are potentially useful.\n\
 - If you read a file that exists but has empty contents you will receive a warning in place of \
-file contents."
+file contents.\n\
+- This tool allows you to read images (PNG, JPG, GIF, WebP). When reading an image file the \
+contents are presented visually to you. Large images are scaled down.\n\
+- This tool can read PDF files (.pdf). For large PDFs (more than 10 pages), you MUST provide the \
+pages parameter to read specific page ranges (e.g., pages: \"1-5\"). Maximum 20 pages per \
+request.\n\
+- Jupyter notebooks (.ipynb) are shown as their cells with their outputs."
             .into(),
         input_schema: json!({
             "type": "object",
             "properties": {
                 "file_path": {"type": "string", "description": "The absolute path to the file to read (under /workspace, /memory, /skills or /agents)"},
                 "offset": {"type": "number", "description": "The line number to start reading from. Only provide if the file is too large to read at once"},
-                "limit": {"type": "number", "description": "The number of lines to read. Only provide if the file is too large to read at once."}
+                "limit": {"type": "number", "description": "The number of lines to read. Only provide if the file is too large to read at once."},
+                "pages": {"type": "string", "description": "Page range for PDF files (e.g., \"1-5\", \"3\", \"10-20\"). Only applicable to PDF files. Maximum 20 pages per request."}
             },
             "required": ["file_path"],
             "additionalProperties": false
@@ -223,6 +233,10 @@ pub fn read(params: ReadParams, workspace: &Workspace, reads: &mut ReadLedger) -
             "File does not exist: {shown}. Use Glob to find files, or Write to create it."
         ));
     };
+    if let Some(outcome) = crate::media::read(&shown, &bytes, params.pages.as_deref()) {
+        reads.record(&at.host, &bytes);
+        return outcome;
+    }
     if bytes.contains(&0) {
         return ToolOutcome::error(format!(
             "{shown} is a binary file (it contains NUL bytes) and cannot be shown as text. \

@@ -79,4 +79,14 @@ pub mod lenient {
             Some(v) => Err(serde::de::Error::custom(format!("expected true or false, got {v}"))),
         }
     }
+
+    /// An optional string, also accepting a number (a page range sent as `3`).
+    pub fn opt_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        match Option::<Value>::deserialize(d)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(v) => Err(serde::de::Error::custom(format!("expected a string, got {v}"))),
+        }
+    }
 }

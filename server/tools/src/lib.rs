@@ -37,6 +37,7 @@ pub mod external;
 pub mod file;
 pub mod input;
 pub mod ledger;
+mod media;
 pub mod org;
 pub mod outcome;
 pub mod plan;

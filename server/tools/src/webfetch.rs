@@ -429,7 +429,7 @@ async fn answer(chain: Vec<Url>, fetched: Fetched, prompt: &str) -> ToolOutcome 
         head.push_str(&format!("Note: {note}.\n"));
     }
     head.push_str(&format!("Answer from this page: {prompt}\n\n---\n\n{markdown}"));
-    ToolOutcome { output: head, is_error: fetched.status.as_u16() >= 400 }
+    ToolOutcome { output: head, is_error: fetched.status.as_u16() >= 400, attachments: Vec::new() }
 }
 
 /// Records a refusal as the proxy does: a log row and, through the sink, a `network` event.

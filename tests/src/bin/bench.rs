@@ -241,6 +241,7 @@ async fn durable() -> anyhow::Result<()> {
                     output: "x".repeat(400),
                     is_error: false,
                     duration_ms: 3,
+                    attachments: Vec::new(),
                 },
                 parent: None,
             };
@@ -278,7 +279,7 @@ async fn resume_at_start(n: usize) -> anyhow::Result<()> {
                     turn_id: outboard_shared::TurnId("t_b".into()),
                     by: "bench".into(),
                 },
-                EventKind::UserMessage { text: "resume me".into() },
+                EventKind::UserMessage { text: "resume me".into(), attachments: Vec::new() },
             ]
             .into_iter()
             .enumerate()

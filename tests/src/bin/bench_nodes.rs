@@ -90,6 +90,7 @@ fn event(session: &outboard_shared::SessionId, seq: u64) -> SessionEvent {
             output: "x".repeat(400),
             is_error: false,
             duration_ms: 3,
+            attachments: Vec::new(),
         },
         parent: None,
     }

@@ -60,6 +60,7 @@ fn subagent_events(seq: u64) -> Vec<SessionEvent> {
             output: "fn main() {}".into(),
             is_error: false,
             duration_ms: 2,
+            attachments: Vec::new(),
         };
         let child = |seq, kind| SessionEvent { parent: Some(BENCH_TASK.into()), ..ev(seq, kind) };
         out.push(child(seq + 2 + 2 * i, EventKind::ToolCall { call, target_before: None }));

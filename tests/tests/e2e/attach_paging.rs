@@ -194,7 +194,8 @@ async fn state_from_before_the_page_comes_with_the_attach() {
     for i in 0..200 {
         let turn_id = TurnId(format!("t_{}", i + 1));
         kinds.push(EventKind::TurnStarted { turn_id: turn_id.clone(), by: "alice".into() });
-        kinds.push(EventKind::UserMessage { text: format!("message {i}") });
+        kinds
+            .push(EventKind::UserMessage { text: format!("message {i}"), attachments: Vec::new() });
         kinds.push(EventKind::TurnCompleted {
             turn_id,
             stop_reason: outboard_shared::StopReason::EndTurn,

@@ -40,6 +40,7 @@ fn config(kind: ProviderKind, mock: &MockLlm, key: Option<&str>) -> LlmConfig {
         },
         thinking_budget: None,
         reasoning_effort: None,
+        vision: None,
     }
 }
 
@@ -612,6 +613,7 @@ async fn the_key_never_appears_in_errors_or_debug() {
         retry: RetryPolicy { max_attempts: 1, ..RetryPolicy::default() },
         thinking_budget: None,
         reasoning_effort: None,
+        vision: None,
     };
     let (result, _) = call(&Provider::new(dead).unwrap(), &simple_request()).await;
     let error = result.unwrap_err();
@@ -749,6 +751,7 @@ async fn the_mock_binary_serves_a_json_script() {
             retry: RetryPolicy { max_attempts: 1, ..RetryPolicy::default() },
             thinking_budget: None,
             reasoning_effort: None,
+            vision: None,
         };
         let (result, _) = call(&Provider::new(config).unwrap(), &simple_request()).await;
         assert!(result.is_ok(), "{kind:?}: {result:?}");

@@ -35,6 +35,7 @@ mod org_voice;
 mod otlp;
 mod plan;
 mod protocol_errors;
+mod read_media;
 mod recovery;
 mod remote_hosts;
 mod remote_liveness;

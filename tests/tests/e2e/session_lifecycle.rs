@@ -156,9 +156,8 @@ async fn idle_session_actors_stop_and_come_back_with_their_history() {
     let events: Vec<SessionEvent> = serde_json::from_value(snap["events"].clone()).unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "no gap");
-    assert!(events
-        .iter()
-        .any(|e| e.kind == EventKind::UserMessage { text: "first message 2".into() }));
+    assert!(events.iter().any(|e| e.kind
+        == EventKind::UserMessage { text: "first message 2".into(), attachments: Vec::new() }));
     assert!(events.iter().any(
         |e| matches!(&e.kind, EventKind::AssistantMessage { text, .. } if text == "first answer")
     ));

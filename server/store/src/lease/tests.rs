@@ -7,7 +7,7 @@ fn event(sid: &SessionId, seq: u64) -> SessionEvent {
         session_id: sid.clone(),
         seq,
         ts: outboard_base::util::now_rfc3339(),
-        kind: EventKind::UserMessage { text: format!("m{seq}") },
+        kind: EventKind::UserMessage { text: format!("m{seq}"), attachments: Vec::new() },
         parent: None,
     }
 }
