@@ -273,14 +273,15 @@ impl Serialize for Parts<'_> {
                     call = None;
                     parts.push(Part::Text { text: t.as_str().into() });
                 }
-                ContentBlock::Media(m) if is_tool_media(blocks, i) => {
-                    if m.kind == AttachmentKind::Image {
-                        let from = call.unwrap_or("a tool call");
-                        let line = format!("The image {} from the result of {from}:", m.name);
-                        parts.push(Part::Text { text: line.into() });
-                        parts.push(Part::ImageUrl { image_url: data_url(m) });
-                    }
+                ContentBlock::Media(m)
+                    if is_tool_media(blocks, i) && m.kind == AttachmentKind::Image =>
+                {
+                    let from = call.unwrap_or("a tool call");
+                    let line = format!("The image {} from the result of {from}:", m.name);
+                    parts.push(Part::Text { text: line.into() });
+                    parts.push(Part::ImageUrl { image_url: data_url(m) });
                 }
+                ContentBlock::Media(_) if is_tool_media(blocks, i) => {}
                 ContentBlock::Media(m) => {
                     call = None;
                     match m.kind {

@@ -217,7 +217,7 @@ impl<'a> UserText<'a> {
     fn parts(&self) -> impl Iterator<Item = InputPart<'a>> + '_ {
         let blocks = self.0;
         blocks.iter().enumerate().filter_map(move |(i, b)| match b {
-            ContentBlock::Text(t) if !t.is_empty() => Some(InputPart::InputText { text: t }),
+            ContentBlock::Text(t) if !t.is_empty() => Some(InputPart::Text { text: t }),
             ContentBlock::Media(m) if !is_tool_media(blocks, i) => Some(input_media(m)),
             _ => None,
         })
@@ -236,11 +236,14 @@ impl Serialize for UserText<'_> {
 
 /// A part of a user message or of a tool's output.
 #[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 enum InputPart<'a> {
-    InputText { text: &'a str },
-    InputImage { image_url: String },
-    InputFile { filename: &'a str, file_data: String },
+    #[serde(rename = "input_text")]
+    Text { text: &'a str },
+    #[serde(rename = "input_image")]
+    Image { image_url: String },
+    #[serde(rename = "input_file")]
+    File { filename: &'a str, file_data: String },
 }
 
 /// An attachment as an input part: an image or a PDF as a data URL, a PDF too large to send
@@ -248,12 +251,12 @@ enum InputPart<'a> {
 fn input_media(m: &Attachment) -> InputPart<'_> {
     let url = || format!("data:{};base64,{}", m.media_type, m.data);
     match m.kind {
-        AttachmentKind::Image => InputPart::InputImage { image_url: url() },
+        AttachmentKind::Image => InputPart::Image { image_url: url() },
         AttachmentKind::Document if !m.data.is_empty() => {
             let filename = m.name.rsplit('/').next().unwrap_or(&m.name);
-            InputPart::InputFile { filename, file_data: url() }
+            InputPart::File { filename, file_data: url() }
         }
-        AttachmentKind::Document => InputPart::InputText { text: m.text.as_deref().unwrap_or("") },
+        AttachmentKind::Document => InputPart::Text { text: m.text.as_deref().unwrap_or("") },
     }
 }
 
@@ -297,7 +300,7 @@ impl Serialize for ToolOutput<'_> {
             } else {
                 std::borrow::Cow::Borrowed(self.content)
             };
-            let first = InputPart::InputText { text: &text };
+            let first = InputPart::Text { text: &text };
             return serializer.collect_seq(
                 std::iter::once(first).chain(attached(self.blocks, self.at).map(input_media)),
             );
