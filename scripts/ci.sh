@@ -25,6 +25,12 @@ if ! python3 -c 'import mcp' >/dev/null 2>&1; then
   python3 -m pip install --quiet 'mcp>=1,<2'
 fi
 
+# The notebook tests validate what NotebookEdit writes with Jupyter's own nbformat package.
+if ! python3 -c 'import nbformat' >/dev/null 2>&1; then
+  echo "== pip install 'nbformat>=5,<6' (the notebook tests' validator)"
+  python3 -m pip install --quiet 'nbformat>=5,<6'
+fi
+
 # A fresh clone builds everything once: incremental state would only cost disk (~1.7 GB).
 export CARGO_INCREMENTAL=0
 

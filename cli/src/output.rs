@@ -616,9 +616,10 @@ fn key_argument(tool: &str, input: &Value) -> String {
         // Invalid JSON from the model arrives as a string: show what came.
         (_, Value::String(raw)) => first_line(raw),
         ("Bash", _) => field("command").map(|c| first_line(&c)).unwrap_or_default(),
-        ("Read" | "Write" | "Edit" | "NotebookEdit", _) => {
-            field("file_path").or_else(|| field("path")).unwrap_or_default()
-        }
+        ("Read" | "Write" | "Edit" | "NotebookEdit", _) => field("file_path")
+            .or_else(|| field("notebook_path"))
+            .or_else(|| field("path"))
+            .unwrap_or_default(),
         ("Glob" | "Grep", _) => with_path(field("pattern")),
         (TASK_TOOL, _) => field("description").map(|d| first_line(&d)).unwrap_or_default(),
         ("TodoWrite", _) => match input.get("todos").and_then(Value::as_array) {

@@ -28,6 +28,7 @@ pub fn tool_summary(name: &str, input: &Value) -> String {
     let summary = match name {
         "Bash" => field("command"),
         "Read" | "Write" | "Edit" => field("file_path"),
+        "NotebookEdit" => field("notebook_path"),
         "Glob" | "Grep" => field("pattern"),
         _ => None,
     };

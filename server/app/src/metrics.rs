@@ -49,6 +49,7 @@ pub const BUILT_IN_TOOLS: &[&str] = &[
     "Glob",
     "Grep",
     "KillShell",
+    "NotebookEdit",
     "Read",
     "Task",
     "TodoWrite",

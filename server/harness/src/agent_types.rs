@@ -24,7 +24,7 @@
 //! to the model, refused by `agents/import`): no front matter, a missing `name` or
 //! `description`, a `name` that is not the file's stem, `general-purpose` (built in), a `tools`
 //! list of which nothing exists here. A *warning* leaves it usable: a tool that does not exist
-//! here (Claude Code's `WebSearch`, `NotebookEdit`, `Task`, `TodoWrite`, MCP tools) is left out of
+//! here (Claude Code's `WebSearch`, `NotebookRead`, `Task`, `TodoWrite`, MCP tools) is left out of
 //! its list, a body over [`MAX_AGENT_PROMPT_BYTES`] is cut with a note.
 //!
 //! This module sits above both [`outboard_org::orgfs`] (the files) and [`outboard_tools`] (the tool set

@@ -219,4 +219,5 @@ the org configured for its tools are used by the harness and never shown to you.
 - Read a file before you Edit or overwrite it. Prefer Edit for small changes to existing files: \
 on shared files an Edit merges with teammates' concurrent changes, a Write of a file changed \
 since you read it is refused.
+- Edit Jupyter notebooks (.ipynb) cell by cell with NotebookEdit, not as JSON.
 - Tool errors are returned to you as results: read them and correct your next call.";

@@ -327,8 +327,20 @@ pub fn files_touched_in<'a>(log: impl Iterator<Item = &'a SessionEvent>) -> Vec<
     touched.into_files()
 }
 
+/// The workspace or org file a call of a file-writing tool writes (`Write`, `Edit`:
+/// `file_path`; `NotebookEdit`: `notebook_path`); `None` for the other tools.
+pub fn written_path<'a>(tool: &str, input: &'a serde_json::Value) -> Option<&'a str> {
+    let key = match tool {
+        "Write" | "Edit" => "file_path",
+        "NotebookEdit" => "notebook_path",
+        _ => return None,
+    };
+    input.get(key)?.as_str()
+}
+
 /// [`files_touched`] taken one event at a time, owning what it keeps, so that a long log can be
-/// read in pages: the path of each `Read`/`Write`/`Edit` call whose result has not come yet,
+/// read in pages: the path of each `Read`/`Write`/`Edit`/`NotebookEdit` call whose result has
+/// not come yet,
 /// and the files touched so far, once each, in the order each was first touched.
 #[derive(Debug, Default)]
 pub struct FilesTouched {
@@ -344,16 +356,17 @@ impl FilesTouched {
         match &event.kind {
             EventKind::AssistantMessage { tool_calls, .. } => {
                 for c in tool_calls {
-                    if !matches!(c.name.as_str(), "Read" | "Write" | "Edit") {
-                        continue;
-                    }
-                    if let Some(path) = c.input.get("file_path").and_then(|p| p.as_str()) {
+                    let path = match c.name.as_str() {
+                        "Read" => c.input.get("file_path").and_then(|p| p.as_str()),
+                        name => written_path(name, &c.input),
+                    };
+                    if let Some(path) = path {
                         self.calls.insert(c.call_id.clone(), path.to_owned());
                     }
                 }
             }
             EventKind::ToolResult { call_id, name, is_error, .. }
-                if matches!(name.as_str(), "Read" | "Write" | "Edit") =>
+                if matches!(name.as_str(), "Read" | "Write" | "Edit" | "NotebookEdit") =>
             {
                 // Its call is settled either way; a failed one touched nothing.
                 if let Some(path) = self.calls.remove(call_id.as_str()) {

@@ -183,11 +183,14 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
             parent: None,
         });
     };
-    for (i, path) in ["a", "b", "a", "c", "b"].iter().enumerate() {
+    let calls = [("Read", "a"), ("Read", "b"), ("Read", "a"), ("Read", "c"), ("Read", "b")];
+    let notebook = [("NotebookEdit", "d.ipynb"), ("Edit", "a")];
+    for (i, (tool, path)) in calls.iter().chain(&notebook).enumerate() {
+        let key = if *tool == "NotebookEdit" { "notebook_path" } else { "file_path" };
         let call = ToolCall {
             call_id: format!("c{i}"),
-            name: "Read".into(),
-            input: serde_json::json!({"file_path": path}),
+            name: tool.to_string(),
+            input: serde_json::json!({key: path}),
         };
         push(EventKind::AssistantMessage {
             text: String::new(),
@@ -198,14 +201,14 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
         });
         push(EventKind::ToolResult {
             call_id: format!("c{i}"),
-            name: "Read".into(),
+            name: tool.to_string(),
             output: String::new(),
             is_error: false,
             duration_ms: 0,
             attachments: Vec::new(),
         });
     }
-    assert_eq!(files_touched(&log), ["a", "b", "c"]);
+    assert_eq!(files_touched(&log), ["a", "b", "c", "d.ipynb"]);
 }
 
 /// The context module's estimate, against the real system prompt and tools: it must bound what

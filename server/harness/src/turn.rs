@@ -567,7 +567,7 @@ pub(crate) async fn start(
             is_error: true,
             attachments: Vec::new(),
         }),
-        "Write" | "Edit" => {
+        "Write" | "Edit" | "NotebookEdit" => {
             let now = write_target_digest(&turn.env, &call).await;
             if before.is_none() || now == before {
                 Action::Run
@@ -662,12 +662,10 @@ async fn execute_untraced(
     Ok(done(run_tool(turn, call, reads).await?, Usage::default()))
 }
 
-/// For `Write` and `Edit`: the SHA-256 of the target's current content, or `absent`.
+/// For `Write`, `Edit` and `NotebookEdit`: the SHA-256 of the target's current content, or
+/// `absent`.
 pub(crate) async fn write_target_digest(env: &ToolEnv, call: &ToolCall) -> Option<String> {
-    if !matches!(call.name.as_str(), "Write" | "Edit") {
-        return None;
-    }
-    let path = call.input.get("file_path")?.as_str()?;
+    let path = crate::state::written_path(&call.name, &call.input)?;
     if let Ok(Route::Org(path)) = outboard_vfs::route(path) {
         let org = env.org.as_ref()?;
         let head = org.fs.head(&org.org_id, &path).await.ok()?;

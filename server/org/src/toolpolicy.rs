@@ -9,6 +9,7 @@
 //! | tool | its argument |
 //! |---|---|
 //! | `Read`, `Write`, `Edit` | `file_path`, normalised (`/skills/../memory/a.md` is `/memory/a.md`) |
+//! | `NotebookEdit` | `notebook_path`, normalised the same way |
 //! | `Glob`, `Grep` | `path` (`/workspace` when absent) |
 //! | `Bash` | each simple command of `command`, and the line as written (below) |
 //! | `WebFetch` | `url` |
@@ -135,6 +136,7 @@ enum ArgKind {
 fn argument_of(tool: &str) -> Option<(&'static str, ArgKind, &'static str)> {
     Some(match tool {
         "Read" | "Write" | "Edit" => ("file_path", ArgKind::Path, ""),
+        "NotebookEdit" => ("notebook_path", ArgKind::Path, ""),
         "Glob" | "Grep" => ("path", ArgKind::Path, "/workspace"),
         "Bash" => ("command", ArgKind::Text, ""),
         "WebFetch" => ("url", ArgKind::Text, ""),
@@ -623,6 +625,13 @@ mod tests {
         assert_eq!(d("Write", "/workspace/skills/x.md"), None);
         assert_eq!(d("Edit", "/memory//MEMORY.md"), ask);
         assert_eq!(d("Edit", "/memory/other.md"), None);
+        let notebooks = rules(&[("NotebookEdit(/workspace/reports/**)", "deny")]);
+        let nb = |path: &str| {
+            decide(&notebooks, "NotebookEdit", json!({"notebook_path": path})).map(|x| x.1)
+        };
+        assert_eq!(nb("reports/q1.ipynb"), Some(Decision::Deny), "its path is its argument");
+        assert_eq!(nb("/workspace/x/../reports/a/q2.ipynb"), Some(Decision::Deny));
+        assert_eq!(nb("/workspace/drafts/q1.ipynb"), None);
         // An argument pattern never matches a tool without that argument.
         assert_eq!(decide(&r, "mcp__fs__Write", json!({"file_path": "/skills/x"})), None);
         let one = rules(&[("Read(/workspace/*)", "deny")]);

@@ -336,7 +336,7 @@ impl HostClient {
         reads: &mut ReadLedger,
         cancel: CancellationToken,
     ) -> Result<ToolOutcome, RemoteError> {
-        let checks = matches!(name, "Write" | "Edit");
+        let checks = matches!(name, "Write" | "Edit" | "NotebookEdit");
         let ledger = if checks {
             reads.files().into_iter().map(|(path, stamp)| stamp_to_wire(path, stamp)).collect()
         } else {

@@ -59,7 +59,7 @@ pub const MAX_PENDING_JOINS: usize = 16;
 /// comes here), `BashOutput` and `KillShell` for the background commands of the workspace's
 /// sandbox. Org files and the network stay on the harness.
 pub const HOST_TOOLS: &[&str] =
-    &["Read", "Write", "Edit", "Glob", "Grep", "Bash", "BashOutput", "KillShell"];
+    &["Read", "Write", "Edit", "NotebookEdit", "Glob", "Grep", "Bash", "BashOutput", "KillShell"];
 
 /// Bash timeout of a tool call that runs a foreground command (none does here: foreground
 /// commands come as [`Op::Exec`]; required by [`ToolCtx`]).

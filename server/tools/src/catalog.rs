@@ -3,7 +3,7 @@
 
 use outboard_llm::ToolSpec;
 
-use crate::{background, bash, file, plan, search, todo, webfetch};
+use crate::{background, bash, file, notebook, plan, search, todo, webfetch};
 
 /// The names of the tools [`run`] knows, in the order [`specs`] lists them.
 pub const TOOL_NAMES: &[&str] = &[
@@ -15,6 +15,7 @@ pub const TOOL_NAMES: &[&str] = &[
     "Read",
     "Edit",
     "Write",
+    "NotebookEdit",
     "TodoWrite",
     "WebFetch",
 ];
@@ -22,8 +23,18 @@ pub const TOOL_NAMES: &[&str] = &[
 /// The tools a subagent (`Task`) may be given: all but `Task` itself (a subagent does not
 /// start subagents, so the tree stays one level deep) and `TodoWrite` (the todo list is the
 /// session's, kept by its main loop). An org agent's `tools` list picks among these.
-pub const SUBAGENT_TOOLS: &[&str] =
-    &["Bash", "BashOutput", "KillShell", "Glob", "Grep", "Read", "Edit", "Write", "WebFetch"];
+pub const SUBAGENT_TOOLS: &[&str] = &[
+    "Bash",
+    "BashOutput",
+    "KillShell",
+    "Glob",
+    "Grep",
+    "Read",
+    "Edit",
+    "Write",
+    "NotebookEdit",
+    "WebFetch",
+];
 
 /// The tools offered to the model, the same in every mode (see [`plan`]). `ExitPlanMode` and
 /// `AskUserQuestion` are run by the harness, which reaches a person; [`run`] does not know them.
@@ -37,6 +48,7 @@ pub fn specs() -> Vec<ToolSpec> {
         file::read_spec(),
         file::edit_spec(),
         file::write_spec(),
+        notebook::spec(),
         todo::spec(),
         webfetch::spec(),
         plan::exit_plan_mode_spec(),

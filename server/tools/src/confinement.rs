@@ -1,6 +1,6 @@
 //! The file tools' confinement cases as one table, so the tools run locally (this crate's tests)
 //! and through a sandbox host (the server's) are held to the very same cases: `..` and
-//! absolute paths out, symlinks out (to a file, to `/etc`), a FIFO, whole-tree searches that
+//! absolute paths out, symlinks out (to a file, a notebook, `/etc`), a FIFO, whole-tree searches that
 //! must not follow the links. Test
 //! support, compiled always so the server's tests reach it; it panics on a failed case.
 
@@ -19,6 +19,10 @@ pub enum Expect {
     Exactly(ToolOutcome),
 }
 
+/// The notebook outside the workspace that `link.ipynb` leads to.
+const OUTSIDE_NOTEBOOK: &str =
+    "{\"cells\": [], \"metadata\": {}, \"nbformat\": 4, \"nbformat_minor\": 5}";
+
 /// Lays out the cases' files: in the workspace directory `root`, links to a file of
 /// `outside_dir` and to `/etc`, and a FIFO; returns the outside file, which must stay as it is.
 pub fn lay_out(root: &Path, outside_dir: &Path) -> PathBuf {
@@ -28,6 +32,11 @@ pub fn lay_out(root: &Path, outside_dir: &Path) -> PathBuf {
     symlink(&outside, root.join("link"))
         .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
     symlink("/etc", root.join("etc"))
+        .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
+    let notebook = outside_dir.join("outside.ipynb");
+    std::fs::write(&notebook, OUTSIDE_NOTEBOOK)
+        .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
+    symlink(&notebook, root.join("link.ipynb"))
         .unwrap_or_else(|e| panic!("cannot lay out the confinement cases: {e}"));
     let fifo = root.join("fifo");
     rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o644))
@@ -52,6 +61,23 @@ pub fn cases(outside: &Path) -> Vec<(&'static str, Value, Expect)> {
         (
             "Edit",
             json!({"file_path": "link", "old_string": "host", "new_string": "x"}),
+            Expect::Refused,
+        ),
+        ("Read", json!({"file_path": "link.ipynb"}), Expect::Refused),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": "link.ipynb", "edit_mode": "insert", "cell_type": "code",
+                   "new_source": "x"}),
+            Expect::Refused,
+        ),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": "../escape.ipynb", "cell_id": "cell-0", "new_source": "x"}),
+            Expect::Refused,
+        ),
+        (
+            "NotebookEdit",
+            json!({"notebook_path": "etc/x.ipynb", "cell_id": "cell-0", "new_source": "x"}),
             Expect::Refused,
         ),
         ("Grep", json!({"pattern": "root", "path": "etc"}), Expect::Refused),
@@ -85,4 +111,10 @@ pub fn check_untouched(outside: &Path) {
     );
     let escape = outside.parent().map(|d| d.join("escape.txt"));
     assert!(escape.is_some_and(|e| !e.exists()), "a Write escaped the workspace");
+    let notebook = outside.with_file_name("outside.ipynb");
+    assert_eq!(
+        std::fs::read_to_string(notebook)
+            .unwrap_or_else(|e| panic!("cannot read the outside notebook: {e}")),
+        OUTSIDE_NOTEBOOK
+    );
 }

@@ -16,7 +16,7 @@ use crate::input::parse;
 use crate::ledger::ReadLedger;
 use crate::org::OrgCtx;
 use crate::outcome::ToolOutcome;
-use crate::{background, bash, file, org, search, todo, webfetch};
+use crate::{background, bash, file, notebook, org, search, todo, webfetch};
 
 /// Runs one tool call.
 pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
@@ -104,6 +104,7 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             },
             Err(e) => e,
         },
+        "NotebookEdit" => notebook_edit(name, input, ctx).await,
         "Glob" | "Grep" if ctx.remote.is_some() => remote_search(name, input, ctx).await,
         "Glob" => match parse::<search::GlobParams>(name, input, search::GLOB_PARAMS) {
             Ok(params) => match scope(params.path.as_deref(), ctx.workspace, ctx.org).await {
@@ -161,6 +162,39 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
             "Unknown tool \"{name}\". Available tools: {}",
             TOOL_NAMES.join(", ")
         )),
+    }
+}
+
+/// `NotebookEdit`: a workspace notebook, edited here or on the session's sandbox host, under the
+/// org's workspace quota as `Edit` is (the growth counted is the new source's size and a cell's
+/// frame). The org's shared files are not notebooks: refused.
+async fn notebook_edit(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
+    let params = match parse::<notebook::EditParams>(name, input, notebook::EDIT_PARAMS) {
+        Ok(params) => params,
+        Err(e) => return e,
+    };
+    match outboard_vfs::route(&params.notebook_path) {
+        Err(e) => ToolOutcome::error(e.to_string()),
+        Ok(Route::Org(path)) => ToolOutcome::error(format!(
+            "{path} is a shared org file; NotebookEdit edits notebooks under /workspace"
+        )),
+        Ok(Route::Workspace(_)) if ctx.remote.is_some() => remote_tool(name, input, ctx).await,
+        Ok(Route::Workspace(_)) => {
+            /// A new cell's JSON around its source, about.
+            const CELL_FRAME_BYTES: u64 = 256;
+            let deletes = params.edit_mode.as_deref().map(str::trim) == Some("delete");
+            let source = params.new_source.as_ref().map_or(0, |s| s.len() as u64);
+            let growth = if deletes { 0 } else { source.saturating_add(CELL_FRAME_BYTES) };
+            if let Some(refusal) =
+                workspace_quota(ctx.org, ctx.workspace, growth, &ctx.cancel).await
+            {
+                return refusal;
+            }
+            with_ledger(ctx.workspace, ctx.reads, &ctx.cancel, move |ws, ledger| {
+                notebook::edit(params, ws, ledger)
+            })
+            .await
+        }
     }
 }
 

@@ -244,6 +244,9 @@ pub fn read(params: ReadParams, workspace: &Workspace, reads: &mut ReadLedger) -
         ));
     }
     reads.record(&at.host, &bytes);
+    if let Some(cells) = crate::notebook::read_cells(&shown, &bytes, params.offset, params.limit) {
+        return cells;
+    }
     render(&bytes, params.offset, params.limit)
 }
 

@@ -1,5 +1,6 @@
 //! The model's tools, with Claude Code's names and parameters: `Read`, `Write`, `Edit`, `Glob`,
-//! `Grep` act on the session's workspace through [`outboard_vfs`]; `Bash` runs in the session's
+//! `Grep` act on the session's workspace through [`outboard_vfs`], and `NotebookEdit` on its
+//! Jupyter notebooks ([`notebook`]); `Bash` runs in the session's
 //! [`outboard_sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
 //! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
 //! list as session state ([`todo`]); `WebFetch` fetches a page in the server itself, under the
@@ -38,6 +39,7 @@ pub mod file;
 pub mod input;
 pub mod ledger;
 mod media;
+pub mod notebook;
 pub mod org;
 pub mod outcome;
 pub mod plan;

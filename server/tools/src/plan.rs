@@ -86,7 +86,7 @@ pub fn refusal_in_plan_mode(name: &str, input: &Value) -> Option<ToolOutcome> {
                 Err(e) => format!("this command may change something: {e}"),
             }
         }
-        "Write" | "Edit" => format!("{name} changes files"),
+        "Write" | "Edit" | "NotebookEdit" => format!("{name} changes files"),
         "KillShell" => "KillShell stops a running command".to_owned(),
         name if crate::external::is_external_name(name) => {
             format!("{name} is an MCP tool, and none is known to be read-only (the org marks none)")
@@ -370,6 +370,7 @@ mod tests {
         for (name, input, says) in [
             ("Write", json!({"file_path": "a", "content": ""}), "Write changes files"),
             ("Edit", json!({}), "Edit changes files"),
+            ("NotebookEdit", json!({}), "NotebookEdit changes files"),
             ("Bash", json!({"command": "rm -rf src"}), "`rm -rf src`"),
             ("Bash", json!({"command": "echo x > f"}), "`> f`"),
             ("mcp__github__list_issues", json!({}), "MCP tool"),

@@ -28,6 +28,7 @@ mod metrics;
 mod models;
 mod network_sessions;
 mod nodes;
+mod notebook;
 mod org_agents;
 mod org_memory;
 mod org_memory_cli;

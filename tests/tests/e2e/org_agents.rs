@@ -134,7 +134,7 @@ async fn a_model_writes_an_agent_and_bash_sees_agents_read_only() {
     let sa = a.new_session().await.unwrap();
     let _sb = b.new_session().await.unwrap();
 
-    let agent = "---\nname: x\ndescription: Checks the docs\ntools: Read, NotebookEdit\n---\n\
+    let agent = "---\nname: x\ndescription: Checks the docs\ntools: Read, NotebookRead\n---\n\
                  You check docs. marker-7781\n";
     let steps = [
         tool("Write", json!({"file_path": "/agents/x.md", "content": agent})),
@@ -174,7 +174,7 @@ async fn a_model_writes_an_agent_and_bash_sees_agents_read_only() {
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!((listed[0].name.as_str(), listed[0].version), ("x", 1));
     assert_eq!(listed[0].tools, Some(vec!["Read".into()]));
-    assert!(listed[0].warnings[0].contains("NotebookEdit"), "{:?}", listed[0].warnings);
+    assert!(listed[0].warnings[0].contains("NotebookRead"), "{:?}", listed[0].warnings);
     let content = ok(&server, &alice, &["agents", "cat", "x"]).stdout;
     assert_eq!(content, agent, "the Bash writes changed nothing");
     let files = ok(&server, &alice, &["memory", "ls", "/agents"]).stdout;

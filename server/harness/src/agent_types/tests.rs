@@ -77,10 +77,10 @@ fn unknown_tools_are_left_out_with_a_warning() {
     let parsed = ok(
         "writer.md",
         "---\nname: writer\ndescription: Writes docs\ntools: Read, WebSearch, write, Task, \
-         NotebookEdit, TodoWrite, mcp__github__create_issue, Read\n---\nWrite.\n",
+         NotebookRead, TodoWrite, mcp__github__create_issue, Read\n---\nWrite.\n",
     );
     assert_eq!(parsed.tools, tools(&["Read", "Write"]), "known names kept once, canonical case");
-    let dropped: Vec<&str> = ["WebSearch", "Task", "NotebookEdit", "TodoWrite", "mcp__github"]
+    let dropped: Vec<&str> = ["WebSearch", "Task", "NotebookRead", "TodoWrite", "mcp__github"]
         .into_iter()
         .filter(|t| !parsed.warnings.iter().any(|w| w.contains(t)))
         .collect();
@@ -92,8 +92,8 @@ fn unknown_tools_are_left_out_with_a_warning() {
 #[test]
 fn a_tools_list_with_nothing_usable_is_a_problem() {
     let msg =
-        problem("web.md", "---\nname: web\ndescription: x\ntools: WebSearch, NotebookEdit\n---\nx");
-    assert!(msg.contains("line 4") && msg.contains("WebSearch, NotebookEdit"), "{msg}");
+        problem("web.md", "---\nname: web\ndescription: x\ntools: WebSearch, NotebookRead\n---\nx");
+    assert!(msg.contains("line 4") && msg.contains("WebSearch, NotebookRead"), "{msg}");
     assert!(msg.contains("leave `tools` out"), "{msg}");
     let msg = problem("web.md", "---\nname: web\ndescription: x\ntools: []\n---\nx");
     assert!(msg.contains("none of its tools (none)"), "{msg}");
