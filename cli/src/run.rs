@@ -1028,6 +1028,7 @@ mod tests {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
             completed(),
         ]
@@ -1103,6 +1104,7 @@ mod tests {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
             EventKind::ToolCall { call: task, target_before: None },
             EventKind::UserMessage { text: "Look.".into() },
@@ -1113,6 +1115,7 @@ mod tests {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
             // A child's turn-shaped event must not end the run.
             completed(),
@@ -1267,6 +1270,7 @@ mod tests {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             ev("s_new", 12, completed()),

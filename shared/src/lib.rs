@@ -10,7 +10,7 @@
 //! [`SessionEvent`] so a script sees exactly what an attached client sees.
 
 // The modules, each building only on those before it in this order: ids, close, connection,
-// handshake, files, events, session, responses, http, frames, requests, method, headless (two doc
+// handshake, files, websearch, events, session, responses, http, frames, requests, method, headless (two doc
 // links name a later item, through the crate root). The crate root re-exports every public item,
 // so each keeps its `outboard_shared::X` path.
 
@@ -29,6 +29,7 @@ mod requests;
 mod responses;
 mod rewind;
 mod session;
+mod websearch;
 
 pub use connection::{
     ConnectionError, ErrorBody, ErrorCode, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
@@ -47,6 +48,7 @@ pub use files::{
     FilesWriteParams, ImportFile, SkillInfo, SkillsImportParams, SkillsImportResponse,
     SkillsListResponse,
 };
+pub use websearch::{ProviderSearch, WebSource};
 pub use frames::{EventFrame, ProgressFrame, Response, ServerFrame};
 pub use handshake::{Hello, UserInfo, Welcome, PROTOCOL_VERSION};
 pub use ids::{OrgId, RequestId, SessionId, TurnId, UserId};

@@ -52,6 +52,7 @@ pub async fn seed(
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             });
             let call_id = call.call_id.clone();
             log.push(EventKind::ToolCall { call, target_before: None });
@@ -71,6 +72,7 @@ pub async fn seed(
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         });
         log.push(EventKind::TurnCompleted {
             turn_id,

@@ -169,6 +169,7 @@ fn tool_cell_running_then_finished() {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     events.push(bash_call(4));
@@ -224,6 +225,7 @@ fn status_line_shows_how_full_the_context_window_is() {
             usage: Some(usage(20_000)),
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);
@@ -238,6 +240,7 @@ fn status_line_shows_how_full_the_context_window_is() {
             usage: Some(usage(169_000)),
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ))));
     assert!(status(&app).contains("ctx 170.0k/200.0k (85%)"), "{}", status(&app));
@@ -308,6 +311,7 @@ fn watcher_view_with_disabled_composer() {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     events.push(bash_call(4));
@@ -367,6 +371,7 @@ fn small_terminal_40x12() {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     events.push(bash_call(4));
@@ -386,6 +391,7 @@ fn keys_interrupt_quit_and_scroll() {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
         ));
     }
@@ -596,6 +602,7 @@ fn exchanges(mut seq: u64, n: usize, label: &str) -> Vec<SessionEvent> {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         };
         out.push(ev(seq, answer));
         seq += 1;
@@ -697,6 +704,7 @@ fn a_tool_call_split_by_a_page_boundary_is_one_cell() {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             ev(9, EventKind::ToolCall { call, target_before: None }),
@@ -816,6 +824,7 @@ fn thinking_is_one_folded_line_that_ctrl_o_opens() {
                 outboard_shared::Reasoning::RedactedThinking { data: "opaque-data".into() },
             ],
             model: Some("anthropic/claude-sonnet-4-5".into()),
+            searches: Vec::new(),
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);

@@ -53,6 +53,7 @@ pub const BUILT_IN_TOOLS: &[&str] = &[
     "Task",
     "TodoWrite",
     "WebFetch",
+    "WebSearch",
     "Write",
 ];
 

@@ -3,8 +3,10 @@
 //! The decoder keeps each content block by its `index` and assembles tool inputs from their
 //! `input_json_delta` pieces only at the end, because a partial JSON prefix is not parseable.
 //! The answer is complete only at `message_stop`; a stream that ends before is cut (see
-//! [`super::LlmError::Cut`]). Block types this harness does not use (thinking, server tools) are
-//! skipped, so a model that emits them still works.
+//! [`super::LlmError::Cut`]). The API's own web search (`server_tool_use` and its
+//! `web_search_tool_result`) is kept as one [`ContentBlock::ProviderSearch`] and sent back
+//! verbatim (see [`crate::search`]); other block types this harness does not use are skipped, so
+//! a model that emits them still works.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +17,7 @@ use serde_json::Value;
 
 use crate::context;
 use crate::error::{error_status_for_type, LlmError};
+use crate::search;
 use crate::sse::SseEvent;
 use crate::types::{
     tool_input_from_raw, ContentBlock, Message, ModelRequest, ModelResponse, ModelStop, Progress,
@@ -161,6 +164,8 @@ fn block_bytes(block: &ContentBlock) -> usize {
         }
         ContentBlock::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
         ContentBlock::Reasoning(r) => reasoning_bytes(r),
+        ContentBlock::ProviderSearch(s) if s.provider == search::ANTHROPIC => search::search_bytes(s),
+        ContentBlock::ProviderSearch(_) => 0,
     }
 }
 
@@ -181,6 +186,7 @@ fn is_sent(block: &ContentBlock, thinking: bool) -> bool {
         ContentBlock::Text(t) => !t.is_empty(),
         ContentBlock::Reasoning(r) => thinking && !matches!(r, Reasoning::OpenaiReasoning { .. }),
         ContentBlock::ToolUse { .. } | ContentBlock::ToolResult { .. } => true,
+        ContentBlock::ProviderSearch(s) => s.provider == search::ANTHROPIC,
     }
 }
 
@@ -285,13 +291,27 @@ impl Serialize for Blocks<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let thinking = self.thinking;
         let last = self.blocks.iter().rposition(|b| is_sent(b, false));
-        serializer.collect_seq(self.blocks.iter().enumerate().filter_map(|(i, b)| {
-            Some(Marked {
-                block: WireBlock::from_block(b, thinking)?,
+        serializer.collect_seq(self.blocks.iter().enumerate().flat_map(|(i, b)| {
+            // A provider's search goes back as its blocks, verbatim (never with a breakpoint).
+            let raw = match b {
+                ContentBlock::ProviderSearch(s) if is_sent(b, thinking) => s.blocks.as_slice(),
+                _ => &[],
+            };
+            let typed = WireBlock::from_block(b, thinking).map(|block| Marked {
+                block,
                 cache_control: (self.mark_last && Some(i) == last).then_some(EPHEMERAL),
-            })
+            });
+            raw.iter().map(Wire::Raw).chain(typed.map(Wire::Typed))
         }))
     }
+}
+
+/// A block as sent: one of ours, or a provider's own block verbatim.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Wire<'a> {
+    Typed(Marked<'a>),
+    Raw(&'a Value),
 }
 
 /// A block and its breakpoint, if it has one.
@@ -333,7 +353,8 @@ impl<'a> WireBlock<'a> {
             ContentBlock::Reasoning(Reasoning::RedactedThinking { data }) => {
                 WireBlock::RedactedThinking { data }
             }
-            ContentBlock::Reasoning(Reasoning::OpenaiReasoning { .. }) => return None,
+            ContentBlock::Reasoning(Reasoning::OpenaiReasoning { .. })
+            | ContentBlock::ProviderSearch(_) => return None,
         })
     }
 }
@@ -367,13 +388,35 @@ impl Tools<'_> {
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let last = self.tools.len().saturating_sub(1);
-        serializer.collect_seq(self.tools.iter().enumerate().map(|(i, t)| WireTool {
-            name: &t.name,
-            description: &t.description,
-            input_schema: &t.input_schema,
-            cache_control: (self.cached && i == last).then_some(EPHEMERAL),
+        serializer.collect_seq(self.tools.iter().enumerate().map(|(i, t)| {
+            let cache_control = (self.cached && i == last).then_some(EPHEMERAL);
+            if search::is_provider_search(t) {
+                return AnyTool::Server(ServerTool { tool: search::anthropic_tool(t), cache_control });
+            }
+            AnyTool::Client(WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+                cache_control,
+            })
         }))
     }
+}
+
+/// A tool as listed: one the harness runs, or the API's own (its web search).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnyTool<'a> {
+    Client(WireTool<'a>),
+    Server(ServerTool),
+}
+
+#[derive(Serialize)]
+struct ServerTool {
+    #[serde(flatten)]
+    tool: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -392,6 +435,10 @@ enum Partial {
     Tool { id: String, name: String, json: String, start_input: Option<Value> },
     Thinking { thinking: String, signature: String },
     Redacted(String),
+    /// A `server_tool_use` block (the API's own web search) and its input's pieces.
+    Server { block: Value, json: String },
+    /// A `web_search_tool_result` block, whole.
+    ServerResult(Value),
 }
 
 /// Decodes the events of one streamed answer.
@@ -461,6 +508,13 @@ impl Decoder {
                     "redacted_thinking" => {
                         self.blocks.insert(index, Partial::Redacted(text("data").to_owned()));
                     }
+                    "server_tool_use" => {
+                        let block = block.clone();
+                        self.blocks.insert(index, Partial::Server { block, json: String::new() });
+                    }
+                    "web_search_tool_result" => {
+                        self.blocks.insert(index, Partial::ServerResult(block.clone()));
+                    }
                     _ => {}
                 }
             }
@@ -475,7 +529,10 @@ impl Decoder {
                             on_delta(StreamDelta::Text(piece.to_owned()));
                         }
                     }
-                    (Some(Partial::Tool { json, .. }), "input_json_delta") => {
+                    (
+                        Some(Partial::Tool { json, .. } | Partial::Server { json, .. }),
+                        "input_json_delta",
+                    ) => {
                         json.push_str(field("partial_json"));
                     }
                     (Some(Partial::Thinking { thinking, .. }), "thinking_delta") => {
@@ -545,9 +602,17 @@ impl Decoder {
         if !self.stopped {
             return None;
         }
-        let content: Vec<ContentBlock> = self
-            .blocks
-            .into_values()
+        let (results, blocks): (Vec<Partial>, Vec<Partial>) =
+            self.blocks.into_values().partition(|b| matches!(b, Partial::ServerResult(_)));
+        let mut results: Vec<Value> = results
+            .into_iter()
+            .filter_map(|b| match b {
+                Partial::ServerResult(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        let content: Vec<ContentBlock> = blocks
+            .into_iter()
             .filter_map(|b| match b {
                 Partial::Text(t) if t.is_empty() => None,
                 Partial::Text(t) => Some(ContentBlock::Text(t)),
@@ -564,6 +629,15 @@ impl Decoder {
                 Partial::Redacted(data) => {
                     Some(ContentBlock::Reasoning(Reasoning::RedactedThinking { data }))
                 }
+                Partial::Server { mut block, json } => {
+                    if !json.trim().is_empty() {
+                        block["input"] = tool_input_from_raw(json);
+                    }
+                    let id = block.get("id").cloned().unwrap_or(Value::Null);
+                    let answer = results.iter().position(|r| r.get("tool_use_id") == Some(&id));
+                    Some(search::from_anthropic(block, answer.map(|i| results.remove(i))))
+                }
+                Partial::ServerResult(_) => None,
             })
             .collect();
         let has_tools = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));

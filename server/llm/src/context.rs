@@ -109,6 +109,7 @@ pub fn block_bytes(block: &ContentBlock) -> usize {
                 json_string_bytes(tool_use_id) + json_string_bytes(content)
             }
             ContentBlock::Reasoning(r) => reasoning_bytes(r),
+            ContentBlock::ProviderSearch(search) => crate::search::search_bytes(search),
         }
 }
 

@@ -62,3 +62,4 @@ mod upload_limits;
 mod usage;
 mod webfetch;
 mod workspace_in_place;
+mod web_search;
