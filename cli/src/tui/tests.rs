@@ -491,6 +491,7 @@ fn a_compaction_is_one_line_and_resets_the_context_fill() {
             usage: Some(Usage { input_tokens: 160_000, output_tokens: 500, ..Usage::default() }),
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);
@@ -796,6 +797,7 @@ fn the_status_line_counts_the_sessions_total_then_every_call_and_estimates_the_c
                 usage: Some(Usage { input_tokens: 0, output_tokens: 100_000, ..Usage::default() }),
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
         ))));
     }

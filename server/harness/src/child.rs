@@ -528,6 +528,7 @@ mod tests {
                     usage: Some(Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() }),
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             ev(5, EventKind::ToolCall { call: call("c1", "Bash"), target_before: None }),
@@ -555,6 +556,7 @@ mod tests {
                     usage: Some(Usage { output_tokens: 7, ..Usage::default() }),
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
         ];

@@ -900,6 +900,8 @@ mod tests {
                     name: "Glob".into(),
                     input: json!({"pattern": "*"})
                 },
+                // The API's own search is kept, to be sent back (see `crate::search`).
+                crate::search::from_responses(json!({"type": "web_search_call", "id": "ws_1"})),
                 ContentBlock::Text("No.".into()),
             ]
         );
