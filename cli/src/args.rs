@@ -502,6 +502,11 @@ pub struct ConnectArgs {
     /// the current directory; `/` and your home directory only when named here).
     #[arg(long, env = "OUTBOARD_WORKSPACE", value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// Embedded mode: the model's web search (`WebSearch`), off when not given: `anthropic` or
+    /// `openai` (the provider's own), `searxng:URL`, `brave` (its key: the local org's secret
+    /// for api.search.brave.com), or `off`.
+    #[arg(long, env = "OUTBOARD_WEB_SEARCH", value_name = "BACKEND")]
+    pub web_search: Option<String>,
 }
 
 /// `outboard run`.

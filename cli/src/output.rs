@@ -26,10 +26,10 @@ use outboard_shared::{
 use serde_json::Value;
 
 mod org;
+mod search;
 pub mod visible;
 
 pub use org::org_context_line;
-
 use visible::Visible;
 
 /// How many characters of a tool's key argument are shown.
@@ -295,12 +295,12 @@ impl<O: Write, E: Write> Printer<O, E> {
                 self.streamed = true;
                 self.text(text)
             }
-            EventKind::AssistantMessage { text, .. } => {
+            EventKind::AssistantMessage { text, searches, .. } => {
                 if !self.streamed {
                     self.text(text)?;
                 }
                 self.streamed = false;
-                Ok(())
+                search::print(self, searches)
             }
             EventKind::ToolCall { call, .. } => {
                 self.end_line()?;
@@ -927,6 +927,7 @@ mod tests {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
             EventKind::ToolCall {
                 call: call("Bash", json!({"command": "ls"})),
@@ -953,6 +954,7 @@ mod tests {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
             EventKind::TurnCompleted {
                 turn_id: turn,
@@ -1021,6 +1023,7 @@ mod tests {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             ev(4, EventKind::ToolCall { call: a, target_before: None }),
@@ -1038,6 +1041,7 @@ mod tests {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             child(
@@ -1072,6 +1076,7 @@ mod tests {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             ev(13, tool_result("c_b", "Task", "The client is clean.", 2_000)),
@@ -1092,6 +1097,7 @@ mod tests {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
         ];

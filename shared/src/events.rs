@@ -11,6 +11,7 @@ use crate::files::FileOp;
 use crate::handshake::Welcome;
 use crate::ids::{SessionId, TurnId};
 use crate::media::Attachment;
+use crate::websearch::ProviderSearch;
 // Only named in a doc; `responses` builds on this module, so the link goes through the crate root.
 #[cfg(doc)]
 use crate::SessionAttachResponse;
@@ -83,6 +84,11 @@ pub enum EventKind {
         /// were recorded per step).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// The web searches the provider ran on its own servers while it answered (its
+        /// `web_search` tool), with their sources and the provider's blocks to send back.
+        /// Absent when it ran none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        searches: Vec<ProviderSearch>,
     },
     /// The harness started running a tool call (durable: recovery needs to know it began).
     ToolCall {

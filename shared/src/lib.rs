@@ -9,9 +9,9 @@
 //! The headless JSONL schema of `outboard run --json` lives in [`headless`]; it reuses
 //! [`SessionEvent`] so a script sees exactly what an attached client sees.
 
-// The modules, each building only on those before it in this order: ids, media, close, connection,
-// handshake, files, events, session, responses, http, frames, requests, method, headless (two doc
-// links name a later item, through the crate root). The crate root re-exports every public item,
+// The modules, each building only on those before it in this order: ids, media, close,
+// connection, handshake, files, websearch, events, session, responses, http, frames, requests,
+// method, headless (two doc links name a later item, through the crate root). The crate root re-exports every public item,
 // so each keeps its `outboard_shared::X` path.
 
 pub mod close;
@@ -30,6 +30,7 @@ mod requests;
 mod responses;
 mod rewind;
 mod session;
+mod websearch;
 
 pub use connection::{
     ConnectionError, ErrorBody, ErrorCode, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
@@ -72,3 +73,4 @@ pub use rewind::{
     SessionRewindParams, SessionRewindResponse,
 };
 pub use session::{SessionInfo, SessionNetwork, SessionSource, SessionStatus, TodoProgress};
+pub use websearch::{ProviderSearch, WebSource};

@@ -621,6 +621,7 @@ fn session_events() {
             }),
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
         EventKind::ToolCall { call, target_before: None },
         EventKind::ToolOutputDelta {

@@ -325,6 +325,7 @@ pub fn crafted_answer(calls: &[ToolCall], usage: Option<Usage>) -> EventKind {
         usage,
         reasoning: Vec::new(),
         model: None,
+        searches: Vec::new(),
     }
 }
 

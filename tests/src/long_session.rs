@@ -55,6 +55,7 @@ pub async fn seed(
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             });
             let call_id = call.call_id.clone();
             log.push(EventKind::ToolCall { call, target_before: None });
@@ -75,6 +76,7 @@ pub async fn seed(
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         });
         log.push(EventKind::TurnCompleted {
             turn_id,

@@ -39,6 +39,7 @@
 //!                                          // mock refuses it back changed, or missing in a
 //!                                          // tool loop with thinking on, as the API does)
 //!   "redacted_thinking": "EmwKAhgB…",      // Anthropic: a redacted_thinking block after it
+//!   "server_blocks": [{"type": "server_tool_use", …}],  // Anthropic: server-tool blocks
 //!   "openai_reasoning": [                  // Responses API reasoning items, before the text
 //!     {"id": "rs_1", "summary": ["Plan."], "encrypted_content": "opaque"}
 //!   ],
@@ -704,6 +705,29 @@ fn anthropic_events(step: &MockStep, model: &str, n: u64, usage: Usage) -> Vec<S
             &json!({"type": "content_block_start", "index": index,
                     "content_block": {"type": "redacted_thinking", "data": data}}),
         ));
+        out.push(frame(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    for block in &step.server_blocks {
+        let mut start = block.clone();
+        let input = (block["type"] == "server_tool_use").then(|| block["input"].to_string());
+        if input.is_some() {
+            start["input"] = json!({});
+        }
+        out.push(frame(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": index, "content_block": start}),
+        ));
+        if let Some(input) = input {
+            out.push(frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": input}}),
+            ));
+        }
         out.push(frame(
             Some("content_block_stop"),
             &json!({"type": "content_block_stop", "index": index}),

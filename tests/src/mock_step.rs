@@ -132,6 +132,10 @@ pub struct MockStep {
     pub thinking: Option<String>,
     /// Anthropic: a `redacted_thinking` block with this data after the thinking block.
     pub redacted_thinking: Option<String>,
+    /// Anthropic: content blocks of the API's own tools (`server_tool_use`, whose input is
+    /// streamed as `input_json_delta` as the API does, and `web_search_tool_result`, sent
+    /// whole), after the thinking and before the text.
+    pub server_blocks: Vec<Value>,
 }
 
 /// One scripted reasoning item of a Responses answer.
@@ -231,6 +235,12 @@ impl MockStep {
     /// Adds `retry-after-ms: ms` to a status answer.
     pub fn retry_after_ms(mut self, ms: u64) -> Self {
         self.retry_after_ms = Some(ms);
+        self
+    }
+
+    /// Adds Anthropic server-tool blocks (see [`MockStep::server_blocks`]).
+    pub fn with_server_blocks(mut self, blocks: Vec<Value>) -> Self {
+        self.server_blocks = blocks;
         self
     }
 

@@ -49,6 +49,9 @@ pub enum EmbeddedError {
         /// The OS error.
         reason: String,
     },
+    /// `--web-search` / `web_search` / `OUTBOARD_WEB_SEARCH` is not a backend.
+    #[error("--web-search (web_search, OUTBOARD_WEB_SEARCH): {0}")]
+    WebSearch(String),
     /// The server library failed to start or to mint the token.
     #[error("cannot start the embedded server: {0} — check --data/OUTBOARD_DATA_DIR, or use --server with a running outboard-server")]
     Launch(String),
@@ -77,6 +80,7 @@ impl EmbeddedError {
             | EmbeddedError::Models(_)
             | EmbeddedError::MissingKey { .. }
             | EmbeddedError::DataDir { .. }
+            | EmbeddedError::WebSearch(_)
             | EmbeddedError::Host(_) => crate::exit::USAGE,
             EmbeddedError::Launch(_) => crate::exit::CONNECT,
         }
@@ -173,6 +177,12 @@ impl EmbeddedServer {
                 return Err(launch_error(&e));
             }
         };
+        // The setting decides at each start: absent is off.
+        let search = args.web_search.as_deref().unwrap_or("off");
+        if let Err(e) = handle.set_web_search(LOCAL_ORG, search).await {
+            handle.shutdown().await;
+            return Err(EmbeddedError::WebSearch(e.to_string()));
+        }
         tracing::debug!(url = %handle.url(), "embedded server started");
         Ok(EmbeddedServer { handle, token })
     }

@@ -66,6 +66,7 @@ fn happy_turn() -> Vec<EventKind> {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
         completed(),
     ]
@@ -139,6 +140,7 @@ async fn a_json_run_carries_the_parent_of_a_subagents_events_as_the_server_sent_
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
         EventKind::ToolCall { call: task, target_before: None },
         EventKind::UserMessage { text: "Look.".into(), attachments: Vec::new() },
@@ -149,6 +151,7 @@ async fn a_json_run_carries_the_parent_of_a_subagents_events_as_the_server_sent_
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
         // A child's turn-shaped event must not end the run.
         completed(),
@@ -304,6 +307,7 @@ async fn a_lagging_run_re_attaches_after_the_last_seq_it_saw() {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
         ),
         ev("s_new", 12, completed()),

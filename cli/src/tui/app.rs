@@ -1102,7 +1102,7 @@ impl App {
                 self.streaming.push_str(&text);
                 self.rerender_streaming();
             }
-            EventKind::AssistantMessage { text, usage, reasoning, .. } => {
+            EventKind::AssistantMessage { text, usage, reasoning, searches, .. } => {
                 if let Some(usage) = usage {
                     self.context_used = Some(usage.input_tokens + usage.output_tokens);
                 }
@@ -1112,6 +1112,12 @@ impl App {
                     reasoning.iter().map(|r| r.text()).filter(|t| !t.trim().is_empty()).collect();
                 if !reasoning.is_empty() {
                     self.push(CellKind::Thinking(thought.join("\n\n")));
+                }
+                for search in searches {
+                    self.push(CellKind::Notice {
+                        text: search.lines(8).join("\n  "),
+                        error: false,
+                    });
                 }
                 if !text.trim().is_empty() {
                     self.push(CellKind::Assistant(text));

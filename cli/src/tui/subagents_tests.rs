@@ -80,6 +80,7 @@ fn message(text: &str, calls: Vec<ToolCall>, usage: Option<Usage>) -> EventKind 
         usage,
         reasoning: Vec::new(),
         model: None,
+        searches: Vec::new(),
     }
 }
 

@@ -175,6 +175,7 @@ fn tool_cell_running_then_finished() {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     events.push(bash_call(4));
@@ -231,6 +232,7 @@ fn status_line_shows_how_full_the_context_window_is() {
             usage: Some(usage(20_000)),
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);
@@ -245,6 +247,7 @@ fn status_line_shows_how_full_the_context_window_is() {
             usage: Some(usage(169_000)),
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ))));
     assert!(status(&app).contains("ctx 170.0k/200.0k (85%)"), "{}", status(&app));
@@ -316,6 +319,7 @@ fn watcher_view_with_disabled_composer() {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     events.push(bash_call(4));
@@ -375,6 +379,7 @@ fn small_terminal_40x12() {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     events.push(bash_call(4));
@@ -394,6 +399,7 @@ fn keys_interrupt_quit_and_scroll() {
                 usage: None,
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
         ));
     }
@@ -493,6 +499,7 @@ fn a_compaction_is_one_line_and_resets_the_context_fill() {
             usage: Some(Usage { input_tokens: 160_000, output_tokens: 500, ..Usage::default() }),
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);
@@ -610,6 +617,7 @@ fn exchanges(mut seq: u64, n: usize, label: &str) -> Vec<SessionEvent> {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         };
         out.push(ev(seq, answer));
         seq += 1;
@@ -712,6 +720,7 @@ fn a_tool_call_split_by_a_page_boundary_is_one_cell() {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             ev(9, EventKind::ToolCall { call, target_before: None }),
@@ -803,6 +812,7 @@ fn the_status_line_counts_the_sessions_total_then_every_call_and_estimates_the_c
                 usage: Some(Usage { input_tokens: 0, output_tokens: 100_000, ..Usage::default() }),
                 reasoning: Vec::new(),
                 model: None,
+                searches: Vec::new(),
             },
         ))));
     }
@@ -831,6 +841,7 @@ fn thinking_is_one_folded_line_that_ctrl_o_opens() {
                 outboard_shared::Reasoning::RedactedThinking { data: "opaque-data".into() },
             ],
             model: Some("anthropic/claude-sonnet-4-5".into()),
+            searches: Vec::new(),
         },
     ));
     let mut app = app("alice", Role::Driver, events, None);

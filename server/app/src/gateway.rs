@@ -51,6 +51,7 @@ use tokio_util::task::TaskTracker;
 
 mod bounds;
 mod relay;
+mod websearch;
 
 use bounds::{Cut, MessageWatch, Next, Out, WRITE_STALL};
 pub use relay::check_node_url;
@@ -147,9 +148,8 @@ impl ServerHandle {
         format!("{scheme}://{}", self.addr)
     }
 
-    /// Creates the org and user if missing and returns a fresh bearer token for the user,
-    /// labelled `embedded pid=PID` (this process) so that [`ServerHandle::revoke_stale_tokens`]
-    /// can tell the tokens of dead processes.
+    /// Creates the org and user if missing and returns a fresh bearer token for the user, labelled
+    /// `embedded pid=PID` (this process): [`ServerHandle::revoke_stale_tokens`] tells dead ones.
     pub async fn mint_token(
         &self,
         org: &str,

@@ -54,6 +54,7 @@ pub const BUILT_IN_TOOLS: &[&str] = &[
     "Task",
     "TodoWrite",
     "WebFetch",
+    "WebSearch",
     "Write",
 ];
 

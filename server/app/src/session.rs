@@ -41,7 +41,7 @@ use outboard_org::orgfs::{Author, OrgFs};
 use outboard_sandbox::jobs::JobReport;
 use outboard_sandbox::{Sandbox, SandboxTransition};
 use outboard_store::{SessionRow, Store, StoreError};
-use outboard_tools::{OrgCtx, ReadLedger};
+use outboard_tools::{ExternalTools, OrgCtx, ReadLedger};
 use outboard_vfs::Workspace;
 
 /// Commands queued for one session. A turn emits a few events per model step and connections
@@ -1513,10 +1513,8 @@ impl Actor {
                     fs: self.org_fs.clone(),
                     org_id: self.row.org_id.clone(),
                     author: Author { user: String::new(), session: Some(self.row.id.clone()) },
-                    mcp: self
-                        .mcp
-                        .clone()
-                        .map(|m| Arc::new(m) as Arc<dyn outboard_tools::ExternalTools>),
+                    mcp: self.mcp.clone().map(|m| Arc::new(m) as Arc<dyn ExternalTools>),
+                    secrets: self.network_deps.secrets.clone(),
                 };
                 ToolEnv {
                     workspace,

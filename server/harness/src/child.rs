@@ -530,6 +530,7 @@ mod tests {
                     usage: Some(Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() }),
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             ev(5, EventKind::ToolCall { call: call("c1", "Bash"), target_before: None }),
@@ -557,6 +558,7 @@ mod tests {
                     usage: Some(Usage { output_tokens: 7, ..Usage::default() }),
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
         ];

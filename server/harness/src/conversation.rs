@@ -65,9 +65,11 @@ impl Conversation {
                 EventKind::SystemReminder { text } => {
                     out.push_user(event.seq, ContentBlock::Text(text.clone()));
                 }
-                EventKind::AssistantMessage { text, tool_calls, reasoning, .. } => {
+                EventKind::AssistantMessage { text, tool_calls, reasoning, searches, .. } => {
                     let mut content: Vec<ContentBlock> =
                         reasoning.iter().cloned().map(ContentBlock::Reasoning).collect();
+                    // The provider's searches before the text that cites them.
+                    content.extend(searches.iter().cloned().map(ContentBlock::ProviderSearch));
                     if !text.is_empty() {
                         content.push(ContentBlock::Text(text.clone()));
                     }
@@ -340,6 +342,7 @@ mod tests {
                     usage: None,
                     reasoning: Vec::new(),
                     model: None,
+                    searches: Vec::new(),
                 },
             ),
             event(

@@ -198,6 +198,7 @@ fn files_touched_lists_each_file_once_in_first_touch_order() {
             usage: None,
             reasoning: Vec::new(),
             model: None,
+            searches: Vec::new(),
         });
         push(EventKind::ToolResult {
             call_id: format!("c{i}"),

@@ -84,6 +84,7 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
                 turn.emitter.durable(EventKind::OrgContext { files }).await?;
             }
             let mut specs = tools::specs();
+            specs.extend(web_search(turn).await);
             specs.push(child::task_spec(&agents));
             let mcp = mcp_tools(&turn.env).await;
             system.push_str(&mcp.prompt);
@@ -203,9 +204,11 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
         let mut text = String::new();
         let mut calls = Vec::new();
         let mut reasoning = Vec::new();
+        let mut searches = Vec::new();
         for block in &response.content {
             match block {
                 ContentBlock::Reasoning(r) => reasoning.push(r.clone()),
+                ContentBlock::ProviderSearch(s) => searches.push(s.clone()),
                 ContentBlock::Text(t) => text.push_str(t),
                 ContentBlock::ToolUse { id, name, input } => calls.push(ToolCall {
                     call_id: id.clone(),
@@ -221,6 +224,7 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
             usage: Some(response.usage),
             reasoning,
             model: Some(turn.provider.label()),
+            searches,
         };
         // The message and the start of its first call share one commit when that call runs
         // with nobody's answer: one commit fewer per step. The log is the same as when they
@@ -239,6 +243,11 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
         };
         turn.conversation.push_assistant(seq, response.content);
 
+        // The provider paused a long turn of its own tools (its web search): sending the
+        // conversation again, which ends with what it said so far, lets it go on.
+        if calls.is_empty() && response.stop == ModelStop::Other("pause_turn".into()) {
+            continue;
+        }
         if calls.is_empty() {
             let stop = match response.stop {
                 ModelStop::MaxTokens => StopReason::MaxTokens,
@@ -274,6 +283,7 @@ pub async fn run_compaction(
 ) -> (TurnEnd, Result<Compacted, CompactError>) {
     // The turn's tools, `Task` included: the history's calls stay valid and the prefix cached.
     let mut specs = tools::specs();
+    specs.extend(web_search(&turn).await);
     specs.push(child::task_spec(&child::agent_types(turn.env.org.as_ref()).await));
     let mut system = turn_system_prompt(&mut turn.env).await;
     let mcp = mcp_tools(&turn.env).await;
@@ -798,4 +808,10 @@ pub fn drive_boxed<'a>(
     usage: &'a mut Usage,
 ) -> futures_util::future::BoxFuture<'a, Result<Ending, EmitError>> {
     Box::pin(drive(turn, usage))
+}
+
+/// The web search entry of the session's tools, when its org turned search on: `WebSearch` or
+/// the provider's own tool (see [`tools::websearch::offer`]).
+async fn web_search(turn: &Turn) -> Option<outboard_llm::ToolSpec> {
+    tools::websearch::offer(turn.env.org.as_ref(), turn.provider.kind()).await
 }

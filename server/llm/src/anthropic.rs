@@ -3,8 +3,10 @@
 //! The decoder keeps each content block by its `index` and assembles tool inputs from their
 //! `input_json_delta` pieces only at the end, because a partial JSON prefix is not parseable.
 //! The answer is complete only at `message_stop`; a stream that ends before is cut (see
-//! [`super::LlmError::Cut`]). Block types this harness does not use (thinking, server tools) are
-//! skipped, so a model that emits them still works.
+//! [`super::LlmError::Cut`]). The API's own web search (`server_tool_use` and its
+//! `web_search_tool_result`) is kept as one [`ContentBlock::ProviderSearch`] and sent back
+//! verbatim (see [`crate::search`]); other block types this harness does not use are skipped, so
+//! a model that emits them still works.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +17,7 @@ use serde_json::Value;
 
 use crate::context;
 use crate::error::{error_status_for_type, LlmError};
+use crate::search;
 use crate::sse::SseEvent;
 use crate::types::{
     attached, is_tool_media, tool_input_from_raw, ContentBlock, Message, ModelRequest,
@@ -163,6 +166,10 @@ fn block_bytes(block: &ContentBlock) -> usize {
         ContentBlock::Reasoning(r) => reasoning_bytes(r),
         // Counted as the tokens the API bills (4 bytes a token), not the base64.
         ContentBlock::Media(m) => context::media_bytes(m),
+        ContentBlock::ProviderSearch(s) if s.provider == search::ANTHROPIC => {
+            search::search_bytes(s)
+        }
+        ContentBlock::ProviderSearch(_) => 0,
     }
 }
 
@@ -184,6 +191,7 @@ fn is_sent(block: &ContentBlock, thinking: bool) -> bool {
         ContentBlock::Reasoning(r) => thinking && !matches!(r, Reasoning::OpenaiReasoning { .. }),
         ContentBlock::ToolUse { .. } | ContentBlock::ToolResult { .. } => true,
         ContentBlock::Media(_) => true,
+        ContentBlock::ProviderSearch(s) => s.provider == search::ANTHROPIC,
     }
 }
 
@@ -296,13 +304,28 @@ impl Serialize for Blocks<'_> {
         let thinking = self.thinking;
         let blocks = self.blocks;
         let last = (0..blocks.len()).rposition(|i| is_sent_at(blocks, i, false));
-        serializer.collect_seq((0..blocks.len()).filter_map(|i| {
-            Some(Marked {
-                block: WireBlock::from_block(blocks, i, thinking)?,
+        serializer.collect_seq((0..blocks.len()).flat_map(|i| {
+            let b = &blocks[i];
+            // A provider's search goes back as its blocks, verbatim (never with a breakpoint).
+            let raw = match b {
+                ContentBlock::ProviderSearch(s) if is_sent(b, thinking) => s.blocks.as_slice(),
+                _ => &[],
+            };
+            let typed = WireBlock::from_block(blocks, i, thinking).map(|block| Marked {
+                block,
                 cache_control: (self.mark_last && Some(i) == last).then_some(EPHEMERAL),
-            })
+            });
+            raw.iter().map(Wire::Raw).chain(typed.map(Wire::Typed))
         }))
     }
+}
+
+/// A block as sent: one of ours, or a provider's own block verbatim.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Wire<'a> {
+    Typed(Marked<'a>),
+    Raw(&'a Value),
 }
 
 /// A block and its breakpoint, if it has one.
@@ -391,7 +414,8 @@ impl<'a> WireBlock<'a> {
             ContentBlock::Reasoning(Reasoning::RedactedThinking { data }) => {
                 WireBlock::RedactedThinking { data }
             }
-            ContentBlock::Reasoning(Reasoning::OpenaiReasoning { .. }) => return None,
+            ContentBlock::Reasoning(Reasoning::OpenaiReasoning { .. })
+            | ContentBlock::ProviderSearch(_) => return None,
         })
     }
 }
@@ -425,13 +449,38 @@ impl Tools<'_> {
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let last = self.tools.len().saturating_sub(1);
-        serializer.collect_seq(self.tools.iter().enumerate().map(|(i, t)| WireTool {
-            name: &t.name,
-            description: &t.description,
-            input_schema: &t.input_schema,
-            cache_control: (self.cached && i == last).then_some(EPHEMERAL),
+        serializer.collect_seq(self.tools.iter().enumerate().map(|(i, t)| {
+            let cache_control = (self.cached && i == last).then_some(EPHEMERAL);
+            if search::is_provider_search(t) {
+                return AnyTool::Server(ServerTool {
+                    tool: search::anthropic_tool(t),
+                    cache_control,
+                });
+            }
+            AnyTool::Client(WireTool {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+                cache_control,
+            })
         }))
     }
+}
+
+/// A tool as listed: one the harness runs, or the API's own (its web search).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnyTool<'a> {
+    Client(WireTool<'a>),
+    Server(ServerTool),
+}
+
+#[derive(Serialize)]
+struct ServerTool {
+    #[serde(flatten)]
+    tool: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -447,9 +496,24 @@ struct WireTool<'a> {
 #[derive(Debug)]
 enum Partial {
     Text(String),
-    Tool { id: String, name: String, json: String, start_input: Option<Value> },
-    Thinking { thinking: String, signature: String },
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+        start_input: Option<Value>,
+    },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
     Redacted(String),
+    /// A `server_tool_use` block (the API's own web search) and its input's pieces.
+    Server {
+        block: Value,
+        json: String,
+    },
+    /// A `web_search_tool_result` block, whole.
+    ServerResult(Value),
 }
 
 /// Decodes the events of one streamed answer.
@@ -519,6 +583,13 @@ impl Decoder {
                     "redacted_thinking" => {
                         self.blocks.insert(index, Partial::Redacted(text("data").to_owned()));
                     }
+                    "server_tool_use" => {
+                        let block = block.clone();
+                        self.blocks.insert(index, Partial::Server { block, json: String::new() });
+                    }
+                    "web_search_tool_result" => {
+                        self.blocks.insert(index, Partial::ServerResult(block.clone()));
+                    }
                     _ => {}
                 }
             }
@@ -533,7 +604,10 @@ impl Decoder {
                             on_delta(StreamDelta::Text(piece.to_owned()));
                         }
                     }
-                    (Some(Partial::Tool { json, .. }), "input_json_delta") => {
+                    (
+                        Some(Partial::Tool { json, .. } | Partial::Server { json, .. }),
+                        "input_json_delta",
+                    ) => {
                         json.push_str(field("partial_json"));
                     }
                     (Some(Partial::Thinking { thinking, .. }), "thinking_delta") => {
@@ -603,9 +677,17 @@ impl Decoder {
         if !self.stopped {
             return None;
         }
-        let content: Vec<ContentBlock> = self
-            .blocks
-            .into_values()
+        let (results, blocks): (Vec<Partial>, Vec<Partial>) =
+            self.blocks.into_values().partition(|b| matches!(b, Partial::ServerResult(_)));
+        let mut results: Vec<Value> = results
+            .into_iter()
+            .filter_map(|b| match b {
+                Partial::ServerResult(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        let content: Vec<ContentBlock> = blocks
+            .into_iter()
             .filter_map(|b| match b {
                 Partial::Text(t) if t.is_empty() => None,
                 Partial::Text(t) => Some(ContentBlock::Text(t)),
@@ -622,6 +704,15 @@ impl Decoder {
                 Partial::Redacted(data) => {
                     Some(ContentBlock::Reasoning(Reasoning::RedactedThinking { data }))
                 }
+                Partial::Server { mut block, json } => {
+                    if !json.trim().is_empty() {
+                        block["input"] = tool_input_from_raw(json);
+                    }
+                    let id = block.get("id").cloned().unwrap_or(Value::Null);
+                    let answer = results.iter().position(|r| r.get("tool_use_id") == Some(&id));
+                    Some(search::from_anthropic(block, answer.map(|i| results.remove(i))))
+                }
+                Partial::ServerResult(_) => None,
             })
             .collect();
         let has_tools = content.iter().any(|b| matches!(b, ContentBlock::ToolUse { .. }));

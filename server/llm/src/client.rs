@@ -160,6 +160,11 @@ impl Provider {
         self.config.max_tokens
     }
 
+    /// The wire protocol it speaks.
+    pub fn kind(&self) -> ProviderKind {
+        self.config.kind
+    }
+
     /// `provider/model`, for session listings.
     pub fn label(&self) -> String {
         format!("{}/{}", self.config.kind.as_str(), self.config.model)

@@ -140,6 +140,7 @@ pub fn block_bytes(block: &ContentBlock) -> usize {
             }
             ContentBlock::Reasoning(r) => reasoning_bytes(r),
             ContentBlock::Media(m) => media_bytes(m),
+            ContentBlock::ProviderSearch(search) => crate::search::search_bytes(search),
         }
 }
 

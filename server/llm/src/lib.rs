@@ -21,12 +21,15 @@ pub mod observe;
 pub mod openai;
 pub mod responses;
 pub mod retry;
+pub mod search;
 pub mod sse;
 pub mod types;
 pub mod window;
 
 #[cfg(test)]
 mod dialect_tests;
+#[cfg(test)]
+mod search_tests;
 
 pub use client::{Provider, DEFAULT_IDLE_TIMEOUT};
 pub use config::{LlmConfig, ProviderKind, RetryPolicy, UnknownProvider};

@@ -354,14 +354,17 @@ impl Serialize for Arguments<'_> {
 struct Tools<'a>(&'a [ToolSpec]);
 
 impl Tools<'_> {
+    /// Whether no tool is listed (Chat Completions has no web search of its own: a provider's
+    /// search entry is left out).
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.iter().all(crate::search::is_provider_search)
     }
 }
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|t| WireTool {
+        let listed = self.0.iter().filter(|t| !crate::search::is_provider_search(t));
+        serializer.collect_seq(listed.map(|t| WireTool {
             kind: "function",
             function: WireToolFunction {
                 name: &t.name,

@@ -33,6 +33,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{error_status_for_type, LlmError};
+use crate::search;
 use crate::sse::SseEvent;
 use crate::types::{
     attached, is_tool_media, tool_input_from_raw, ContentBlock, Message, ModelRequest,
@@ -46,6 +47,9 @@ const MIN_OUTPUT_TOKENS: u32 = 16;
 /// What each answer must also return: the encrypted reasoning, so it can be sent back (see the
 /// module header).
 const INCLUDE: &[&str] = &["reasoning.encrypted_content"];
+
+/// [`INCLUDE`] when the API's own web search is on offer: its sources too, to show a person.
+const INCLUDE_SEARCH: &[&str] = &["reasoning.encrypted_content", "web_search_call.action.sources"];
 
 /// The JSON body of a streaming `POST {base}/responses`, serialised straight from the borrowed
 /// request (no intermediate `Value` tree). `effort` is `reasoning.effort`, with summaries asked for
@@ -63,7 +67,7 @@ pub fn request_body(
         reasoning: effort.map(|effort| ReasoningParam { effort, summary: "auto" }),
         input: Input(request.messages),
         max_output_tokens: max_tokens.max(MIN_OUTPUT_TOKENS),
-        include: INCLUDE,
+        include: if Tools(request.tools).searches() { INCLUDE_SEARCH } else { INCLUDE },
         store: false,
         stream: true,
         tool_choice: (request.forbid_tools && !request.tools.is_empty()).then_some("none"),
@@ -131,6 +135,14 @@ impl Serialize for Input<'_> {
                     for block in &message.content {
                         if let Some(item) = Item::from_assistant(block) {
                             seq.serialize_element(&item)?;
+                        }
+                        // The API's own search goes back as its `web_search_call` item, verbatim.
+                        if let ContentBlock::ProviderSearch(s) = block {
+                            if s.provider == search::RESPONSES {
+                                for raw in &s.blocks {
+                                    seq.serialize_element(raw)?;
+                                }
+                            }
                         }
                     }
                 }
@@ -337,18 +349,36 @@ impl Tools<'_> {
     fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Whether the API's own web search is on offer.
+    fn searches(&self) -> bool {
+        self.0.iter().any(search::is_provider_search)
+    }
 }
 
 impl Serialize for Tools<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|t| WireTool {
-            kind: "function",
-            name: &t.name,
-            description: &t.description,
-            parameters: &t.input_schema,
-            strict: false,
+        serializer.collect_seq(self.0.iter().map(|t| {
+            if search::is_provider_search(t) {
+                return AnyTool::Hosted(search::responses_tool(t));
+            }
+            AnyTool::Function(WireTool {
+                kind: "function",
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.input_schema,
+                strict: false,
+            })
         }))
     }
+}
+
+/// A tool as listed: a function the harness runs, or one the API hosts (its web search).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnyTool<'a> {
+    Function(WireTool<'a>),
+    Hosted(Value),
 }
 
 #[derive(Serialize)]
@@ -376,7 +406,9 @@ enum OutputItem {
         name: String,
         arguments: String,
     },
-    /// An item this harness does not use (a hosted tool's call…).
+    /// The API's own web search (`web_search_call`), whole.
+    Search(Value),
+    /// An item this harness does not use (another hosted tool's call…).
     Other,
 }
 
@@ -425,6 +457,7 @@ impl OutputItem {
                 };
                 OutputItem::Call { call_id, name: text("name"), arguments }
             }
+            "web_search_call" => OutputItem::Search(item.clone()),
             _ => OutputItem::Other,
         }
     }
@@ -582,6 +615,7 @@ impl Decoder {
                         input: tool_input_from_raw(arguments),
                     });
                 }
+                OutputItem::Search(item) => content.push(search::from_responses(item)),
                 OutputItem::Text(_) | OutputItem::Other => {}
             }
         }
@@ -903,6 +937,8 @@ mod tests {
                     name: "Glob".into(),
                     input: json!({"pattern": "*"})
                 },
+                // The API's own search is kept, to be sent back (see `crate::search`).
+                crate::search::from_responses(json!({"type": "web_search_call", "id": "ws_1"})),
                 ContentBlock::Text("No.".into()),
             ]
         );

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use outboard_shared::{Attachment, Reasoning, Usage};
+use outboard_shared::{Attachment, ProviderSearch, Reasoning, Usage};
 use serde_json::Value;
 
 /// Who said a message.
@@ -38,6 +38,10 @@ pub enum ContentBlock {
     /// The model's reasoning, in an assistant message, before its text and tool calls. Each
     /// dialect sends back only the kinds its provider made (see [`Reasoning`]).
     Reasoning(Reasoning),
+    /// A web search the provider ran on its own servers while it answered, in an assistant
+    /// message: sent back verbatim to the provider that ran it, left out for any other (see
+    /// the `search` module).
+    ProviderSearch(ProviderSearch),
     /// An image or a document, in a user message: right after a [`ContentBlock::ToolResult`]
     /// (with other media between) it belongs to that result (a `Read` of a picture or a PDF);
     /// elsewhere it is the person's own (`outboard run --image`). Each dialect sends it in its

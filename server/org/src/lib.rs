@@ -1,6 +1,6 @@
 //! What belongs to an org (floor 4, above the Bash guard whose parse its tool rules use):
 //! bearer tokens ([`tokens`]), quotas ([`quota`]), tool and network policy ([`toolpolicy`],
-//! [`netpolicy`]), sealed credentials and how they reach the sandbox's outbound HTTP
+//! [`netpolicy`]), the web search backend ([`search`]), sealed credentials and how they reach the sandbox's outbound HTTP
 //! ([`secrets`]), and the org's shared files — memory, skills, agents —
 //! versioned in the store ([`orgfs`]).
 //!
@@ -9,6 +9,7 @@
 pub mod netpolicy;
 pub mod orgfs;
 pub mod quota;
+pub mod search;
 pub mod secrets;
 pub mod tokens;
 pub mod toolpolicy;

@@ -13,6 +13,7 @@
 //! | `Glob`, `Grep` | `path` (`/workspace` when absent) |
 //! | `Bash` | each simple command of `command`, and the line as written (below) |
 //! | `WebFetch` | `url` |
+//! | `WebSearch` | `query` |
 //! | `Task` | `subagent_type` (`general-purpose` when absent) |
 //!
 //! In a path argument `*` stays within one path component and `**` crosses them
@@ -140,6 +141,7 @@ fn argument_of(tool: &str) -> Option<(&'static str, ArgKind, &'static str)> {
         "Glob" | "Grep" => ("path", ArgKind::Path, "/workspace"),
         "Bash" => ("command", ArgKind::Text, ""),
         "WebFetch" => ("url", ArgKind::Text, ""),
+        "WebSearch" => ("query", ArgKind::Text, ""),
         "Task" => ("subagent_type", ArgKind::Text, "general-purpose"),
         _ => return None,
     })

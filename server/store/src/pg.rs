@@ -278,6 +278,16 @@ ALTER TABLE uploads ADD COLUMN files BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE uploads ADD COLUMN used_at TEXT;
 "#,
     ),
+    (
+        22,
+        r#"
+CREATE TABLE org_search (
+    org_id   TEXT PRIMARY KEY REFERENCES orgs(id),
+    backend  TEXT NOT NULL,
+    set_at   TEXT NOT NULL
+);
+"#,
+    ),
 ];
 
 /// Runs `f` on a thread of its own and waits for it: the blocking driver starts a small runtime

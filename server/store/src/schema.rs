@@ -352,6 +352,15 @@ CREATE INDEX events_by_kind ON events(session_id, kind, seq);
 ALTER TABLE uploads ADD COLUMN files INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE uploads ADD COLUMN used_at TEXT;
 "#,
+    r#"
+-- Schema 22: the org's web search backend (`admin search set`, `crate::search` of the org
+-- crate): `anthropic`, `openai`, `searxng:URL` or `brave[:URL]`; no row, no `WebSearch`.
+CREATE TABLE org_search (
+    org_id   TEXT PRIMARY KEY REFERENCES orgs(id),
+    backend  TEXT NOT NULL,
+    set_at   TEXT NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 pub fn open_connection(

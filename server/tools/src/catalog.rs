@@ -36,7 +36,8 @@ pub const SUBAGENT_TOOLS: &[&str] = &[
     "WebFetch",
 ];
 
-/// The tools offered to the model, the same in every mode (see [`plan`]). `ExitPlanMode` and
+/// The tools offered to the model, the same in every mode (see [`plan`]). `WebSearch` is not
+/// among them: the harness adds it when the org turned it on ([`crate::websearch::offer`]). `ExitPlanMode` and
 /// `AskUserQuestion` are run by the harness, which reaches a person; [`run`] does not know them.
 pub fn specs() -> Vec<ToolSpec> {
     vec![
@@ -58,7 +59,7 @@ pub fn specs() -> Vec<ToolSpec> {
 
 /// Whether a tool only reads (safe to re-run after a restart; a `WebFetch` is one GET).
 pub fn is_read_only(name: &str) -> bool {
-    matches!(name, "Read" | "Glob" | "Grep" | "WebFetch")
+    matches!(name, "Read" | "Glob" | "Grep" | "WebFetch" | "WebSearch")
 }
 
 /// Whether calls of this tool may run at the same time as the other such calls of one

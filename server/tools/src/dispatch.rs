@@ -16,7 +16,7 @@ use crate::input::parse;
 use crate::ledger::ReadLedger;
 use crate::org::OrgCtx;
 use crate::outcome::ToolOutcome;
-use crate::{background, bash, file, notebook, org, search, todo, webfetch};
+use crate::{background, bash, file, notebook, org, search, todo, webfetch, websearch};
 
 /// Runs one tool call.
 pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
@@ -148,6 +148,10 @@ pub async fn run(name: &str, input: &Value, ctx: ToolCtx<'_>) -> ToolOutcome {
         // The session's network comes with its sandbox handle, which it does not wake.
         "WebFetch" => match parse(name, input, webfetch::PARAMS) {
             Ok(params) => webfetch::run(params, ctx.sandbox.egress(), &ctx.cancel).await,
+            Err(e) => e,
+        },
+        "WebSearch" => match parse(name, input, websearch::PARAMS) {
+            Ok(params) => websearch::run(params, ctx.org, ctx.sandbox.egress(), &ctx.cancel).await,
             Err(e) => e,
         },
         name if is_external_name(name) => {

@@ -4,7 +4,8 @@
 //! [`outboard_sandbox::Sandbox`], in the foreground or, with `run_in_background`, as a job that
 //! `BashOutput` reads and `KillShell` stops ([`background`]); `TodoWrite` keeps the model's todo
 //! list as session state ([`todo`]); `WebFetch` fetches a page in the server itself, under the
-//! session's network policy and audit ([`webfetch`]). Plan mode's judgement of a call, and the
+//! session's network policy and audit ([`webfetch`]); `WebSearch`, when the org turned it on,
+//! asks the org's search service or hands the provider its own ([`websearch`]). Plan mode's judgement of a call, and the
 //! inputs and plan files of `ExitPlanMode` and `AskUserQuestion`, are in [`plan`].
 //!
 //! CONTRACT (used by `agent`): [`specs`], [`run`], [`ToolCtx`], [`ToolOutcome`], [`ReadLedger`].
@@ -47,6 +48,7 @@ pub mod recovery;
 pub mod search;
 pub mod todo;
 pub mod webfetch;
+pub mod websearch;
 
 #[cfg(test)]
 mod race_tests;

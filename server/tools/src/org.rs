@@ -27,6 +27,9 @@ pub struct OrgCtx {
     pub author: Author,
     /// The org's MCP servers (`mcp__SERVER__TOOL` calls); `None`: none offered.
     pub mcp: Option<std::sync::Arc<dyn ExternalTools>>,
+    /// The org's sealed secrets, for a tool that needs one in the server (`WebSearch`'s Brave
+    /// key); `None`: a server without a secret key.
+    pub secrets: Option<outboard_org::secrets::Secrets>,
 }
 
 /// Where org files are not available (a context without an org).

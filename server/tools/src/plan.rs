@@ -77,7 +77,9 @@ struct QuestionParams {
 /// run. `Task` is not judged here (see the module header).
 pub fn refusal_in_plan_mode(name: &str, input: &Value) -> Option<ToolOutcome> {
     let why = match name {
-        "Read" | "Glob" | "Grep" | "WebFetch" | "TodoWrite" | "BashOutput" => return None,
+        "Read" | "Glob" | "Grep" | "WebFetch" | "WebSearch" | "TodoWrite" | "BashOutput" => {
+            return None
+        }
         EXIT_PLAN_MODE | ASK_USER_QUESTION => return None,
         "Bash" => {
             let command = input.get("command").and_then(Value::as_str).unwrap_or_default();

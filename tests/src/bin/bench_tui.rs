@@ -94,7 +94,7 @@ fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration, Dur
             let text = format!(
                 "## Step {i}\n\nSome *prose* with `code` and a list:\n\n- one\n- two\n\n```rust\nlet x = {i};\nlet y = x + 1;\n```"
             );
-            ev(i + 1, EventKind::AssistantMessage { text, tool_calls: vec![], usage: None, reasoning: Vec::new(), model: None })
+            ev(i + 1, EventKind::AssistantMessage { text, tool_calls: vec![], usage: None, reasoning: Vec::new(), model: None, searches: Vec::new() })
         })
         .chain(if subagent { subagent_events(1000) } else { Vec::new() })
         .collect();

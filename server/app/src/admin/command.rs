@@ -42,6 +42,11 @@ pub(crate) enum AdminCommand {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// The org's web search (`WebSearch`): off until set.
+    Search {
+        #[command(subcommand)]
+        command: SearchCommand,
+    },
     /// The sandbox hosts this server places sessions on (`serve --sandbox remote`).
     Hosts {
         #[command(subcommand)]
@@ -388,6 +393,41 @@ pub(crate) enum UserCommand {
     Add {
         /// User name, unique within the org.
         name: String,
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum SearchCommand {
+    /// Turn web search on for an org: BACKEND is `anthropic` (the Anthropic API's own
+    /// web_search tool, in sessions on that API), `openai` (the Responses API's own, in sessions
+    /// on that API), `searxng:URL` (a SearXNG instance's JSON API, for any provider; loopback
+    /// and private addresses allowed) or `brave` / `brave:URL` (the Brave Search API; its key is
+    /// the org secret for the API's host: `admin secret set --org ORG --host
+    /// api.search.brave.com brave`). Results are held to the org's network policy and WebFetch rules.
+    Set {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// anthropic | openai | searxng:URL | brave | brave:URL
+        backend: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Print an org's web search backend.
+    Show {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Turn web search off for an org (WebSearch is no longer offered).
+    Clear {
         /// Organisation name.
         #[arg(long)]
         org: String,

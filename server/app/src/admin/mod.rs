@@ -7,6 +7,7 @@ pub(crate) mod mcp;
 pub(crate) mod network;
 pub(crate) mod policy;
 pub(crate) mod quota;
+pub(crate) mod search;
 pub(crate) mod secret;
 pub(crate) mod token;
 
@@ -16,5 +17,6 @@ pub(crate) use mcp::admin_mcp;
 pub(crate) use network::admin_network;
 pub(crate) use policy::admin_policy;
 pub(crate) use quota::admin_quota;
+pub(crate) use search::admin_search;
 pub(crate) use secret::admin_secret;
 pub(crate) use token::admin_token;
