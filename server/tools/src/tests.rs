@@ -143,7 +143,7 @@ async fn invalid_input_is_an_error_naming_the_problem() {
     assert_eq!(
         r,
         err("Unknown tool \"Frobnicate\". Available tools: Bash, BashOutput, KillShell, Glob, \
-             Grep, Read, Edit, Write, TodoWrite, WebFetch")
+             Grep, Read, Edit, Write, NotebookEdit, TodoWrite, WebFetch")
     );
 }
 
