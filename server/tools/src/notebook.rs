@@ -133,7 +133,9 @@ pub fn read_cells(
         return None;
     }
     let notebook = Notebook::parse(bytes).ok()?;
-    Some(ToolOutcome::ok(render::render(&notebook, shown, offset, limit)))
+    let mut images = Vec::new();
+    let text = render::render(&notebook, shown, offset, limit, &mut images);
+    Some(ToolOutcome { output: text, is_error: false, attachments: images })
 }
 
 /// `NotebookEdit` on a workspace notebook. Blocking (bounded work), like `file::edit`.

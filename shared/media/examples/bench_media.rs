@@ -6,6 +6,8 @@
 //! text-like strokes and a noisy photo region, about 4 MB, so PNG compresses it as it does a
 //! real capture. Each row is the median and the worst of 15 runs.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a bench binary may panic
+
 use std::io::Cursor;
 use std::time::{Duration, Instant};
 

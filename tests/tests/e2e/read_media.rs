@@ -289,3 +289,45 @@ async fn bad_files_and_long_pdfs_get_clear_tool_errors() {
     let raw = &mock.requests()[1].raw;
     assert!(raw.contains("\"type\":\"document\""), "the part went as a document");
 }
+
+#[tokio::test]
+async fn a_notebooks_image_output_is_shown_as_an_image() {
+    let dir = project();
+    let plot = outboard_media::base64(&png(320, 240));
+    // nbformat wraps base64 in lines; the reader joins them.
+    let (a, b) = plot.split_at(plot.len() / 2);
+    let notebook = json!({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
+        "cells": [{
+            "cell_type": "code", "id": "plot-1", "execution_count": 3, "metadata": {},
+            "source": ["plt.plot(x)"],
+            "outputs": [{
+                "output_type": "display_data", "metadata": {},
+                "data": {"image/png": format!("{a}\n{b}"), "text/plain": ["<Figure>"]}
+            }]
+        }]
+    });
+    std::fs::write(dir.path().join("plot.ipynb"), notebook.to_string()).unwrap();
+    let mock = MockLlm::start(vec![
+        reads(&[("nb", json!({"file_path": "plot.ipynb"}))]),
+        MockStep::text("A line plot."),
+    ])
+    .await
+    .unwrap();
+    let out = run(&mock, "anthropic", "claude-sonnet-4-5", dir.path(), &[]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stderr, out.stdout);
+    let body = second(&mock).body;
+    let result = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .find(|b| b["type"] == "tool_result")
+        .unwrap()
+        .clone();
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("<cell id=\"plot-1\""), "{text}");
+    assert!(text.contains("shown as an image (320×240)"), "{text}");
+    assert_eq!(result["content"][1]["type"], "image", "{result}");
+    assert_eq!(dims(result["content"][1]["source"]["data"].as_str().unwrap()), (320, 240));
+}

@@ -8,6 +8,8 @@
 //! traceback with the terminal's colour codes removed, and an image as a one-line placeholder
 //! ([`image_output`], the one place an image output is turned into what the model gets).
 
+use outboard_shared::{Attachment, AttachmentKind};
+
 use super::json::Json;
 use super::model::Notebook;
 
@@ -26,7 +28,14 @@ pub const MAX_OUTPUTS_PER_CELL: usize = 20;
 
 /// The notebook `nb` (read from `shown`) as `Read` answers it: cells from the 1-based `offset`,
 /// at most `limit` of them.
-pub fn render(nb: &Notebook, shown: &str, offset: Option<u64>, limit: Option<u64>) -> String {
+/// Image outputs of the cells shown go to `images` (see [`image_output`]).
+pub fn render(
+    nb: &Notebook,
+    shown: &str,
+    offset: Option<u64>,
+    limit: Option<u64>,
+    images: &mut Vec<Attachment>,
+) -> String {
     let cells = nb.cells();
     let total = cells.len();
     let mut out = format!(
@@ -54,11 +63,13 @@ pub fn render(nb: &Notebook, shown: &str, offset: Option<u64>, limit: Option<u64
     let limit = limit.map_or(usize::MAX, |l| (l as usize).max(1));
     let mut next = start;
     for (index, cell) in cells.iter().enumerate().skip(start - 1).take(limit) {
-        let block = cell_block(nb, index, cell);
+        let mut cell_images = Vec::new();
+        let block = cell_block(nb, index, cell, shown, images.len(), &mut cell_images);
         // Room is kept for the note that says where to continue.
         if next > start && out.len() + block.len() + 200 > MAX_READ_OUTPUT_BYTES {
             break;
         }
+        images.extend(cell_images);
         out.push('\n');
         out.push_str(&block);
         next = index + 2;
@@ -73,7 +84,14 @@ pub fn render(nb: &Notebook, shown: &str, offset: Option<u64>, limit: Option<u64
 }
 
 /// One cell: its tag, its source, its outputs.
-fn cell_block(nb: &Notebook, index: usize, cell: &Json) -> String {
+fn cell_block(
+    nb: &Notebook,
+    index: usize,
+    cell: &Json,
+    shown: &str,
+    before: usize,
+    images: &mut Vec<Attachment>,
+) -> String {
     let id = nb.cell_id(index);
     let kind = cell.get("cell_type").and_then(Json::as_str).unwrap_or("unknown");
     let mut out = format!("<cell id=\"{id}\" cell_type=\"{kind}\"");
@@ -89,7 +107,8 @@ fn cell_block(nb: &Notebook, index: usize, cell: &Json) -> String {
     out.push_str(&format!("</cell id=\"{id}\">\n"));
     let outputs = cell.get("outputs").and_then(Json::as_array).map(Vec::as_slice).unwrap_or(&[]);
     for output in outputs.iter().take(MAX_OUTPUTS_PER_CELL) {
-        out.push_str(&output_block(&id, output));
+        let mut shown_images = ImagesOf { file: shown, cell: &id, before, images };
+        out.push_str(&output_block(&id, output, &mut shown_images));
     }
     if outputs.len() > MAX_OUTPUTS_PER_CELL {
         out.push_str(&format!(
@@ -101,7 +120,7 @@ fn cell_block(nb: &Notebook, index: usize, cell: &Json) -> String {
 }
 
 /// One output of the cell `id`.
-fn output_block(id: &str, output: &Json) -> String {
+fn output_block(id: &str, output: &Json, images: &mut ImagesOf<'_>) -> String {
     let kind = output.get("output_type").and_then(Json::as_str).unwrap_or("unknown");
     let mut head = format!("<output cell_id=\"{id}\" output_type=\"{kind}\"");
     let mut body = String::new();
@@ -116,7 +135,7 @@ fn output_block(id: &str, output: &Json) -> String {
             if let Some(n) = output.get("execution_count").and_then(Json::as_u64) {
                 head.push_str(&format!(" execution_count=\"{n}\""));
             }
-            body = rich_output(output.get("data"));
+            body = rich_output(output.get("data"), images);
         }
         "error" => {
             let field = |k: &str| output.get(k).and_then(Json::as_str).unwrap_or_default();
@@ -136,14 +155,14 @@ fn output_block(id: &str, output: &Json) -> String {
 
 /// A result's or display's `data` (a MIME bundle): its images as placeholders, then its text
 /// (`text/plain`, else `text/markdown`), else a placeholder naming what it holds.
-fn rich_output(data: Option<&Json>) -> String {
+fn rich_output(data: Option<&Json>, images: &mut ImagesOf<'_>) -> String {
     let Some(bundle) = data.and_then(Json::as_object) else {
         return "[an output without data]\n".into();
     };
     let mut out = String::new();
     for (mime, value) in &bundle.0 {
         if mime.starts_with("image/") {
-            out.push_str(&image_output(mime, value));
+            out.push_str(&images.show(mime, value));
             out.push('\n');
         }
     }
@@ -166,6 +185,52 @@ fn rich_output(data: Option<&Json>) -> String {
 /// What the model is shown of an image output (`mime` is `image/…`, `data` its base64 text, or
 /// for SVG its markup): a one-line placeholder with the image's size in bytes. The one place to
 /// change when image outputs reach the model as images.
+/// Where a cell's image outputs go: each PNG, JPEG, GIF or WebP output becomes an image the
+/// model is shown (through `Read`'s own path: decoded with limits, scaled), at most
+/// [`MAX_NOTEBOOK_IMAGES`] a read; any other, or past the limit, a placeholder.
+struct ImagesOf<'a> {
+    file: &'a str,
+    cell: &'a str,
+    /// Images taken by the cells before this one.
+    before: usize,
+    images: &'a mut Vec<Attachment>,
+}
+
+/// Images one `Read` of a notebook shows at most (as a message carries at most).
+pub const MAX_NOTEBOOK_IMAGES: usize = outboard_shared::MAX_MESSAGE_IMAGES;
+
+impl ImagesOf<'_> {
+    fn show(&mut self, mime: &str, data: &Json) -> String {
+        let placeholder = image_output(mime, data);
+        let kinds = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+        if !kinds.contains(&mime) || self.before + self.images.len() >= MAX_NOTEBOOK_IMAGES {
+            return placeholder;
+        }
+        let text = data.multiline().unwrap_or_default();
+        let b64: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        let prepared = outboard_media::from_base64(&b64)
+            .and_then(|bytes| outboard_media::prepare_image(&bytes));
+        match prepared {
+            Ok(p) => {
+                self.images.push(Attachment {
+                    kind: AttachmentKind::Image,
+                    media_type: p.media_type.to_owned(),
+                    name: format!("{} (cell {} output)", self.file, self.cell),
+                    data: outboard_media::base64(&p.bytes),
+                    width: p.width,
+                    height: p.height,
+                    pages: 0,
+                    text: None,
+                    tokens: outboard_media::image_tokens(p.width, p.height),
+                });
+                format!("{placeholder}: shown as an image ({}×{})", p.width, p.height)
+            }
+            Err(e) => format!("{placeholder}: cannot be shown ({e})"),
+        }
+    }
+}
+
+/// The placeholder of an image output: its type and size.
 pub fn image_output(mime: &str, data: &Json) -> String {
     let text = data.multiline().unwrap_or_default();
     let bytes = if mime == "image/svg+xml" { text.len() } else { base64_decoded_len(&text) };
