@@ -48,7 +48,6 @@ pub use files::{
     FilesWriteParams, ImportFile, SkillInfo, SkillsImportParams, SkillsImportResponse,
     SkillsListResponse,
 };
-pub use websearch::{ProviderSearch, WebSource};
 pub use frames::{EventFrame, ProgressFrame, Response, ServerFrame};
 pub use handshake::{Hello, UserInfo, Welcome, PROTOCOL_VERSION};
 pub use ids::{OrgId, RequestId, SessionId, TurnId, UserId};
@@ -72,3 +71,4 @@ pub use rewind::{
     SessionRewindParams, SessionRewindResponse,
 };
 pub use session::{SessionInfo, SessionNetwork, SessionSource, SessionStatus, TodoProgress};
+pub use websearch::{ProviderSearch, WebSource};

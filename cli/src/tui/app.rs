@@ -1114,7 +1114,10 @@ impl App {
                     self.push(CellKind::Thinking(thought.join("\n\n")));
                 }
                 for search in searches {
-                    self.push(CellKind::Notice { text: search.lines(8).join("\n  "), error: false });
+                    self.push(CellKind::Notice {
+                        text: search.lines(8).join("\n  "),
+                        error: false,
+                    });
                 }
                 if !text.trim().is_empty() {
                     self.push(CellKind::Assistant(text));

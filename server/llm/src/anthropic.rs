@@ -164,7 +164,9 @@ fn block_bytes(block: &ContentBlock) -> usize {
         }
         ContentBlock::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
         ContentBlock::Reasoning(r) => reasoning_bytes(r),
-        ContentBlock::ProviderSearch(s) if s.provider == search::ANTHROPIC => search::search_bytes(s),
+        ContentBlock::ProviderSearch(s) if s.provider == search::ANTHROPIC => {
+            search::search_bytes(s)
+        }
         ContentBlock::ProviderSearch(_) => 0,
     }
 }
@@ -391,7 +393,10 @@ impl Serialize for Tools<'_> {
         serializer.collect_seq(self.tools.iter().enumerate().map(|(i, t)| {
             let cache_control = (self.cached && i == last).then_some(EPHEMERAL);
             if search::is_provider_search(t) {
-                return AnyTool::Server(ServerTool { tool: search::anthropic_tool(t), cache_control });
+                return AnyTool::Server(ServerTool {
+                    tool: search::anthropic_tool(t),
+                    cache_control,
+                });
             }
             AnyTool::Client(WireTool {
                 name: &t.name,
@@ -432,11 +437,22 @@ struct WireTool<'a> {
 #[derive(Debug)]
 enum Partial {
     Text(String),
-    Tool { id: String, name: String, json: String, start_input: Option<Value> },
-    Thinking { thinking: String, signature: String },
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+        start_input: Option<Value>,
+    },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
     Redacted(String),
     /// A `server_tool_use` block (the API's own web search) and its input's pieces.
-    Server { block: Value, json: String },
+    Server {
+        block: Value,
+        json: String,
+    },
     /// A `web_search_tool_result` block, whole.
     ServerResult(Value),
 }

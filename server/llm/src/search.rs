@@ -202,14 +202,18 @@ mod tests {
         let result = json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
             "content": [{"type": "web_search_result", "url": "https://blog.rust-lang.org/x",
                          "title": "Announcing", "encrypted_content": "enc", "page_age": null}]});
-        let ContentBlock::ProviderSearch(search) = from_anthropic(call.clone(), Some(result.clone()))
+        let ContentBlock::ProviderSearch(search) =
+            from_anthropic(call.clone(), Some(result.clone()))
         else {
             panic!()
         };
         assert_eq!(search.query, "rust 1.80");
         assert_eq!(
             search.sources,
-            vec![WebSource { title: "Announcing".into(), url: "https://blog.rust-lang.org/x".into() }]
+            vec![WebSource {
+                title: "Announcing".into(),
+                url: "https://blog.rust-lang.org/x".into()
+            }]
         );
         assert_eq!(search.blocks, vec![call.clone(), result]);
         let failed = json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",

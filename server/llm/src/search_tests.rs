@@ -131,7 +131,10 @@ fn a_responses_search_is_decoded_and_sent_back_verbatim() {
     let tools = tools();
     let sent = body(responses::request_body("gpt", 1000, None, &request(&messages, &tools)));
     assert_eq!(sent["input"][1], item);
-    assert_eq!(sent["tools"][1], json!({"type": "web_search", "filters": {"allowed_domains": ["docs.rs"]}}));
+    assert_eq!(
+        sent["tools"][1],
+        json!({"type": "web_search", "filters": {"allowed_domains": ["docs.rs"]}})
+    );
     assert_eq!(
         sent["include"],
         json!(["reasoning.encrypted_content", "web_search_call.action.sources"])

@@ -376,10 +376,7 @@ impl SessionPolicy {
 }
 
 /// The org's stored policy (the default when none is stored) and its name.
-pub(crate) async fn read(
-    store: &Store,
-    org: &OrgId,
-) -> Result<(Policy, String), PolicyError> {
+pub(crate) async fn read(store: &Store, org: &OrgId) -> Result<(Policy, String), PolicyError> {
     let org = org.clone();
     let (json, name) = store
         .call(move |c| {

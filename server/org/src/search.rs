@@ -143,10 +143,8 @@ pub async fn load(store: &Store, org: &OrgId) -> Result<Option<Backend>, StoreEr
     let org = org.clone();
     let text: Option<String> = store
         .call(move |c| {
-            Ok(c.query_row("SELECT backend FROM org_search WHERE org_id = ?1", [&org.0], |r| {
-                r.get(0)
-            })
-            .optional()?)
+            c.query_row("SELECT backend FROM org_search WHERE org_id = ?1", [&org.0], |r| r.get(0))
+                .optional()
         })
         .await?;
     Ok(text.and_then(|t| match Backend::parse(&t) {
@@ -187,9 +185,8 @@ pub async fn set(store: &Store, org: &str, backend: &Backend) -> Result<String, 
 /// `admin search clear --org ORG`: turns web search off; whether it was on.
 pub async fn clear(store: &Store, org: &str) -> Result<bool, SearchError> {
     let id = org_id(store, org).await?;
-    let n = store
-        .call(move |c| Ok(c.execute("DELETE FROM org_search WHERE org_id = ?1", [&id.0])?))
-        .await?;
+    let n =
+        store.call(move |c| c.execute("DELETE FROM org_search WHERE org_id = ?1", [&id.0])).await?;
     Ok(n > 0)
 }
 
@@ -242,7 +239,8 @@ pub struct LinkRules {
 impl LinkRules {
     /// Whether the tool policy denies `WebFetch` of `url` (such a result is dropped).
     pub fn denies(&self, url: &str) -> bool {
-        self.rules.judge("WebFetch", &json!({ "url": url }), &|_| false).decision() == Decision::Deny
+        self.rules.judge("WebFetch", &json!({ "url": url }), &|_| false).decision()
+            == Decision::Deny
     }
 }
 
@@ -309,7 +307,10 @@ mod tests {
         ] {
             assert!(Backend::parse(bad).is_err(), "{bad}");
         }
-        assert_eq!(Backend::parse("brave").unwrap().key_host().as_deref(), Some("api.search.brave.com"));
+        assert_eq!(
+            Backend::parse("brave").unwrap().key_host().as_deref(),
+            Some("api.search.brave.com")
+        );
         assert_eq!(
             Backend::parse("brave:http://127.0.0.1:4000").unwrap().key_host().as_deref(),
             Some("127.0.0.1:4000")

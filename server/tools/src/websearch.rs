@@ -232,7 +232,9 @@ fn checked(params: &WebSearchParams) -> Result<results::Filters, String> {
         return Err("Give allowed_domains or blocked_domains, not both.".to_owned());
     }
     if allowed.len().max(blocked.len()) > MAX_DOMAINS {
-        return Err(format!("At most {MAX_DOMAINS} domains in allowed_domains or blocked_domains."));
+        return Err(format!(
+            "At most {MAX_DOMAINS} domains in allowed_domains or blocked_domains."
+        ));
     }
     let normal = |list: Vec<String>| -> Result<Vec<String>, String> {
         list.into_iter().map(|d| results::domain(&d)).collect()

@@ -60,6 +60,6 @@ mod turn_control;
 mod upload;
 mod upload_limits;
 mod usage;
+mod web_search;
 mod webfetch;
 mod workspace_in_place;
-mod web_search;

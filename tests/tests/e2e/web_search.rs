@@ -182,7 +182,9 @@ async fn searxng_results_reach_the_model_under_the_policy_and_failures_are_clear
     let (text, is_error) = sent(&mock, "down");
     assert!(is_error, "{text}");
     assert!(
-        text.starts_with(&format!("WebSearch could not search: SearXNG at http://{down} cannot be reached")),
+        text.starts_with(&format!(
+            "WebSearch could not search: SearXNG at http://{down} cannot be reached"
+        )),
         "{text}"
     );
 
@@ -222,7 +224,11 @@ async fn the_brave_key_stays_on_the_server() {
     let token = server.add_user("bob", "acme").unwrap();
     admin_ok(&server, &["network", "set", "--org", "acme", "allow", "*.allowed.example"], None);
     let host = brave.to_string();
-    admin_ok(&server, &["secret", "set", "--org", "acme", "--host", &host, "brave"], Some(BRAVE_KEY));
+    admin_ok(
+        &server,
+        &["secret", "set", "--org", "acme", "--host", &host, "brave"],
+        Some(BRAVE_KEY),
+    );
     let set = format!("brave:http://{brave}");
     let shown = admin_ok(&server, &["search", "set", "--org", "acme", &set], None);
     assert!(shown.contains(&format!("its key: the org secret for {host}")), "{shown}");
@@ -230,11 +236,9 @@ async fn the_brave_key_stays_on_the_server() {
 
     mock.push(MockStep::tool_calls(vec![search("brave", "api keys")]));
     mock.push(MockStep::text("done"));
-    let run = outboard(
-        &["run", "--json", "--server", &server.url, "--token", &token, "find it"],
-        None,
-    )
-    .unwrap();
+    let run =
+        outboard(&["run", "--json", "--server", &server.url, "--token", &token, "find it"], None)
+            .unwrap();
     assert_eq!(run.code, 0, "{}", run.stderr);
     let (text, is_error) = sent(&mock, "brave");
     assert!(!is_error, "{text}");
@@ -274,8 +278,9 @@ async fn the_anthropic_server_tool_is_passed_through_and_its_blocks_go_back_verb
             .with_server_blocks(vec![call.clone(), result.clone()]),
     );
     let connect = ["--server", server.url.as_str(), "--token", token.as_str()];
-    let first = outboard(&[&["run", "--json"][..], &connect[..], &["what is select?"][..]].concat(), None)
-        .unwrap();
+    let first =
+        outboard(&[&["run", "--json"][..], &connect[..], &["what is select?"][..]].concat(), None)
+            .unwrap();
     assert_eq!(first.code, 0, "{}", first.stderr);
 
     // Offered as the API's own tool, with the org's network policy as its domain filter.
@@ -312,9 +317,11 @@ async fn the_anthropic_server_tool_is_passed_through_and_its_blocks_go_back_verb
                      "title": "join in tokio - Rust", "encrypted_content": "Eq8x", "page_age": "2 days"}]});
     mock.push(MockStep::text("join! too.").with_server_blocks(vec![again, found]));
     let connect = ["--server", server.url.as_str(), "--token", token.as_str()];
-    let second =
-        outboard(&[&["run"][..], &connect[..], &["--session", &sid, "and join?"][..]].concat(), None)
-            .unwrap();
+    let second = outboard(
+        &[&["run"][..], &connect[..], &["--session", &sid, "and join?"][..]].concat(),
+        None,
+    )
+    .unwrap();
     assert_eq!(second.code, 0, "{}", second.stderr);
     let request = mock.requests().last().unwrap().body.clone();
     let assistant = request["messages"]

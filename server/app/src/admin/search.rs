@@ -15,12 +15,13 @@ pub(crate) async fn admin_search(command: SearchCommand) -> anyhow::Result<ExitC
             Err(e) => Err(e),
         },
         SearchCommand::Show { org, data } => search::show(&open_data(data)?.1, &org).await,
-        SearchCommand::Clear { org, data } => match search::clear(&open_data(data)?.1, &org).await
-        {
-            Ok(true) => Ok(format!("web search is off for org {org}\n")),
-            Ok(false) => Ok(format!("web search was already off for org {org}\n")),
-            Err(e) => Err(e),
-        },
+        SearchCommand::Clear { org, data } => {
+            match search::clear(&open_data(data)?.1, &org).await {
+                Ok(true) => Ok(format!("web search is off for org {org}\n")),
+                Ok(false) => Ok(format!("web search was already off for org {org}\n")),
+                Err(e) => Err(e),
+            }
+        }
     };
     match outcome {
         Ok(text) => {

@@ -101,8 +101,8 @@ pub fn filter(
         };
         let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']).to_ascii_lowercase();
         let port = url.port_or_known_default().unwrap_or(443);
-        let outside = !filters.allowed.is_empty()
-            && !filters.allowed.iter().any(|d| within(&host, d));
+        let outside =
+            !filters.allowed.is_empty() && !filters.allowed.iter().any(|d| within(&host, d));
         if outside || filters.blocked.iter().any(|d| within(&host, d)) {
             kept.by_filters += 1;
             continue;

@@ -85,11 +85,8 @@ pub async fn search(
         }
     };
     let shown = base.clone();
-    let unreachable = |reason: String| ServiceError::Unreachable {
-        service,
-        url: shown.clone(),
-        reason,
-    };
+    let unreachable =
+        |reason: String| ServiceError::Unreachable { service, url: shown.clone(), reason };
     let client = reqwest::Client::builder()
         // The server's own proxy variables are not the admin's address: connect directly.
         .no_proxy()
@@ -102,12 +99,12 @@ pub async fn search(
     let mut request = client.get(&url).header(ACCEPT, "application/json");
     request = match backend {
         Backend::Brave(_) => {
-            let mut token = HeaderValue::from_str(key.map_or("", |k| k.expose()))
-                .map_err(|_| unreachable("the org's Brave key is not a valid header value".into()))?;
+            let mut token =
+                HeaderValue::from_str(key.map_or("", |k| k.expose())).map_err(|_| {
+                    unreachable("the org's Brave key is not a valid header value".into())
+                })?;
             token.set_sensitive(true);
-            request
-                .query(&[("q", query), ("count", "20")])
-                .header("X-Subscription-Token", token)
+            request.query(&[("q", query), ("count", "20")]).header("X-Subscription-Token", token)
         }
         _ => request.query(&[("q", query), ("format", "json")]),
     };
@@ -225,7 +222,9 @@ impl WithoutUrl for reqwest::Error {
     fn without_url_ref(&self) -> String {
         let text = self.to_string();
         match self.url() {
-            Some(url) => text.replace(&format!(" ({url})"), "").replace(url.as_str(), "the service"),
+            Some(url) => {
+                text.replace(&format!(" ({url})"), "").replace(url.as_str(), "the service")
+            }
             None => text,
         }
     }

@@ -71,7 +71,10 @@ fn results_are_held_to_the_policy_the_filters_and_the_caps() {
 
     let only = Filters { allowed: vec!["sub.docs.rs".into()], blocked: vec![] };
     let kept = results::filter(hits.clone(), &only, &reachable, &denied);
-    assert_eq!(kept.hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(), ["https://sub.docs.rs/x"]);
+    assert_eq!(
+        kept.hits.iter().map(|h| h.url.as_str()).collect::<Vec<_>>(),
+        ["https://sub.docs.rs/x"]
+    );
     let not = Filters { allowed: vec![], blocked: vec!["docs.rs".into()] };
     let kept = results::filter(hits, &not, &|_, _| true, &|_| false);
     assert_eq!(
@@ -135,10 +138,7 @@ async fn searxng_json_is_read_and_every_failure_is_one_clear_error() {
                 "late"
             }),
         )
-        .route(
-            "/big/search",
-            get(|| async { "x".repeat(service::MAX_BODY_BYTES + 10) }),
-        );
+        .route("/big/search", get(|| async { "x".repeat(service::MAX_BODY_BYTES + 10) }));
     let addr = serve(app).await;
     let at = |path: &str| Backend::Searxng(format!("http://{addr}/{path}"));
     let t = Duration::from_secs(5);
@@ -156,7 +156,8 @@ async fn searxng_json_is_read_and_every_failure_is_one_clear_error() {
     assert!(e.to_string().contains("JSON without results"), "{e}");
     let e = service::search(&at("big"), None, "rust", t).await.unwrap_err();
     assert!(matches!(e, ServiceError::TooLarge { .. }), "{e}");
-    let e = service::search(&at("hang"), None, "rust", Duration::from_millis(300)).await.unwrap_err();
+    let e =
+        service::search(&at("hang"), None, "rust", Duration::from_millis(300)).await.unwrap_err();
     assert!(matches!(e, ServiceError::Timeout { .. }), "{e}");
     // Nothing listens there any more.
     let gone = {
@@ -190,7 +191,8 @@ async fn brave_gets_its_key_in_the_header_and_no_error_names_it() {
     let hits = service::search(&brave, Some(&key), "rust", Duration::from_secs(5)).await.unwrap();
     assert_eq!(hits[0].url, "https://docs.rs/b");
     let wrong = SecretValue::new("wrong-key-abcdefgh".into());
-    let e = service::search(&brave, Some(&wrong), "rust", Duration::from_secs(5)).await.unwrap_err();
+    let e =
+        service::search(&brave, Some(&wrong), "rust", Duration::from_secs(5)).await.unwrap_err();
     let text = e.to_string();
     assert!(text.contains("HTTP 401: the org's Brave key was refused"), "{text}");
     assert!(!text.contains(KEY) && !text.contains("wrong-key"), "{text}");
