@@ -985,6 +985,7 @@ mod tests {
             ("reconnect_for", "OUTBOARD_RECONNECT_FOR"),
             ("model", "OUTBOARD_MODEL"),
             ("server", "OUTBOARD_SERVER"),
+            ("web_search", "OUTBOARD_WEB_SEARCH"),
         ] {
             assert_eq!(env_of(id).as_deref(), Some(var), "--{id}");
         }

@@ -143,10 +143,8 @@ pub async fn load(store: &Store, org: &OrgId) -> Result<Option<Backend>, StoreEr
     let org = org.clone();
     let text: Option<String> = store
         .call(move |c| {
-            Ok(c.query_row("SELECT backend FROM org_search WHERE org_id = ?1", [&org.0], |r| {
-                r.get(0)
-            })
-            .optional()?)
+            c.query_row("SELECT backend FROM org_search WHERE org_id = ?1", [&org.0], |r| r.get(0))
+                .optional()
         })
         .await?;
     Ok(text.and_then(|t| match Backend::parse(&t) {
@@ -187,9 +185,8 @@ pub async fn set(store: &Store, org: &str, backend: &Backend) -> Result<String, 
 /// `admin search clear --org ORG`: turns web search off; whether it was on.
 pub async fn clear(store: &Store, org: &str) -> Result<bool, SearchError> {
     let id = org_id(store, org).await?;
-    let n = store
-        .call(move |c| Ok(c.execute("DELETE FROM org_search WHERE org_id = ?1", [&id.0])?))
-        .await?;
+    let n =
+        store.call(move |c| c.execute("DELETE FROM org_search WHERE org_id = ?1", [&id.0])).await?;
     Ok(n > 0)
 }
 

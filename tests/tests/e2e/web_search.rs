@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use outboard_shared::{EventKind, SessionEvent};
 use outboard_tests::fixture::{self, admin_ok};
-use outboard_tests::harness::{outboard, Api, WsClient};
+use outboard_tests::harness::{outboard, outboard_in, Api, WsClient};
 use outboard_tests::mock_llm::{MockLlm, MockStep, MockToolCall};
 use serde_json::{json, Value};
 
@@ -37,7 +37,9 @@ async fn searxng() -> SocketAddr {
              "content": "What changed in 2.0", "engine": "duckduckgo"},
             {"url": "https://blocked.example/mirror", "title": "A mirror",
              "content": "BLOCKED-SNIPPET"},
-            {"url": "https://allowed.example/faq", "title": "FAQ", "content": "Answers"}
+            {"url": "https://allowed.example/faq", "title": "FAQ", "content": "Answers"},
+            {"url": "https://crates.io/crates/release", "title": "release on crates.io",
+             "content": "A crate"}
         ]}))
     };
     let app = axum::Router::new()
@@ -137,7 +139,7 @@ async fn searxng_results_reach_the_model_under_the_policy_and_failures_are_clear
     // `*.allowed.example` does not cover allowed.example itself, nor blocked.example.
     assert!(!found.contains("blocked.example") && !found.contains("BLOCKED-SNIPPET"), "{found}");
     assert!(!found.contains("https://allowed.example/faq"), "{found}");
-    assert!(found.contains("Note: 2 left out: their hosts are not allowed"), "{found}");
+    assert!(found.contains("Note: 3 left out: their hosts are not allowed"), "{found}");
     let (long, is_error) = sent(&mock, "long");
     assert!(is_error, "{long}");
     assert!(long.contains("10000 characters long; WebSearch takes at most 1000"), "{long}");
@@ -342,5 +344,55 @@ async fn the_anthropic_server_tool_is_passed_through_and_its_blocks_go_back_verb
         ),
         "{}",
         second.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_mode_turns_it_on_with_outboard_web_search() {
+    let service = searxng().await;
+    let mock = MockLlm::start(vec![]).await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let run = |search: Option<String>| {
+        let (base, data) = (mock.anthropic_base_url(), data.path().to_str().unwrap().to_owned());
+        let cwd = project.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let env: Vec<(&str, &str)> =
+                search.iter().map(|s| ("OUTBOARD_WEB_SEARCH", s.as_str())).collect();
+            let args = ["run", "--provider", "anthropic", "--base-url", &base, "--model", "m"];
+            outboard_in(
+                Some(&cwd),
+                &env,
+                &[&args[..], &["--data", &data, "look it up"]].concat(),
+                None,
+            )
+            .unwrap()
+        })
+    };
+    mock.push(MockStep::tool_calls(vec![search("embedded", "release")]));
+    mock.push(MockStep::text("done"));
+    let on = run(Some(format!("searxng:http://{service}/ok"))).await.unwrap();
+    assert_eq!(on.code, 0, "{}", on.stderr);
+    let (text, is_error) = sent(&mock, "embedded");
+    assert!(!is_error, "{text}");
+    // The local org's default network policy is the registries: crates.io only.
+    assert!(
+        text.contains("1. release on crates.io\n   https://crates.io/crates/release"),
+        "{text}"
+    );
+    assert!(!text.contains("allowed.example"), "{text}");
+
+    // Without the setting it is off again.
+    mock.push(MockStep::text("no search"));
+    let off = run(None).await.unwrap();
+    assert_eq!(off.code, 0, "{}", off.stderr);
+    let last = mock.requests().last().unwrap().body.clone();
+    assert!(!tool_names(&last).contains(&"WebSearch".to_owned()));
+    let bad = run(Some("google".into())).await.unwrap();
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("--web-search (web_search, OUTBOARD_WEB_SEARCH)"),
+        "{}",
+        bad.stderr
     );
 }

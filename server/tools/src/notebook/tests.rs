@@ -210,7 +210,9 @@ async fn read_shows_cells_with_ids_types_counts_sources_and_text_outputs() {
         "<cell id=\"intro\" cell_type=\"markdown\">\n# Sales\nA look at the numbers.\n</cell id=\"intro\">",
         "<cell id=\"load-data\" cell_type=\"code\" execution_count=\"3\">\nimport pandas as pd\n",
         "<output cell_id=\"load-data\" output_type=\"stream\" name=\"stdout\">\nloaded 3 rows\n</output>",
-        "[image/png output, 5 bytes]\n<Figure size 640x480 with 1 Axes>\n</output>",
+        // Five bytes of "hello" are no picture: named, not shown.
+        "[image/png output, 5 bytes]: cannot be shown (not an image",
+        "<Figure size 640x480 with 1 Axes>\n</output>",
         "output_type=\"execute_result\" execution_count=\"3\">\n   a  b\n0  1  2\n</output>",
         "<output cell_id=\"boom\" output_type=\"error\">\nZeroDivisionError: division by zero\n\
          ZeroDivisionError Traceback (most recent call last)\nCell In[4], line 1\n----> 1 1/0\n",
