@@ -266,9 +266,8 @@ pub struct App {
     pub approvals: super::approvals::Approvals,
     /// The session's mode (its last `mode_changed`).
     pub mode: outboard_shared::SessionMode,
-    /// What the driver sent while a turn ran: it goes out when that turn ends well, and comes
-    /// back into the composer when it is interrupted or fails (or the wheel is lost). At most
-    /// [`MAX_QUEUED`] bytes.
+    /// What the driver sent while a turn ran: sent when it ends well, back in the composer when
+    /// it is interrupted or fails (or the wheel is lost). At most [`MAX_QUEUED`] bytes.
     pub queued: Option<String>,
 }
 
@@ -919,8 +918,7 @@ impl App {
     }
 
     /// `/rewind` opens the rewind picker on the checkpoints (a watcher gets their list);
-    /// `/rewind N [code|conversation]` (the driver, between turns) goes back to one, both by
-    /// default.
+    /// `/rewind N [code|conversation]` (the driver, between turns) goes back to one (both).
     fn rewind_command(&mut self, n: Option<&str>, what: Option<&str>) -> Vec<Effect> {
         let Some(n) = n else { return vec![Effect::Checkpoints] };
         let (code, conversation) = match what {
@@ -1113,12 +1111,8 @@ impl App {
                 if !reasoning.is_empty() {
                     self.push(CellKind::Thinking(thought.join("\n\n")));
                 }
-                for search in searches {
-                    self.push(CellKind::Notice {
-                        text: search.lines(8).join("\n  "),
-                        error: false,
-                    });
-                }
+                let notices = searches.iter().map(|s| s.lines(8).join("\n  "));
+                notices.for_each(|text| self.push(CellKind::Notice { text, error: false }));
                 if !text.trim().is_empty() {
                     self.push(CellKind::Assistant(text));
                 }
