@@ -813,5 +813,6 @@ pub fn drive_boxed<'a>(
 /// The web search entry of the session's tools, when its org turned search on: `WebSearch` or
 /// the provider's own tool (see [`tools::websearch::offer`]).
 async fn web_search(turn: &Turn) -> Option<outboard_llm::ToolSpec> {
-    tools::websearch::offer(turn.env.org.as_ref(), turn.provider.kind()).await
+    let egress = turn.env.sandbox.egress();
+    tools::websearch::offer(turn.env.org.as_ref(), turn.provider.kind(), egress).await
 }

@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use outboard_base::secret::SecretValue;
-use outboard_egress::Egress;
+use outboard_egress::{Egress, Verdict};
 use outboard_llm::search::{provider_search_spec, SearchOptions};
 use outboard_llm::{ProviderKind, ToolSpec};
 use outboard_org::search::{self as org_search, Backend, LinkRules, ProviderDomains};
@@ -98,7 +98,13 @@ snippet cut at {} characters\n\
 /// The search entry of a session's tool list for its org and provider now: `WebSearch`, the
 /// provider's own tool, or nothing (web search off, or a provider backend this session's
 /// provider does not have, or nothing the policy would let it return).
-pub async fn offer(org: Option<&OrgCtx>, provider: ProviderKind) -> Option<ToolSpec> {
+/// `egress` is the session's network: a provider's own search is offered only for the domains
+/// it lets the session reach (none under `--network none`), as `WebFetch` is.
+pub async fn offer(
+    org: Option<&OrgCtx>,
+    provider: ProviderKind,
+    egress: Option<&Egress>,
+) -> Option<ToolSpec> {
     let org = org?;
     let store = org.fs.store();
     let backend = match org_search::load(store, &org.org_id).await {
@@ -111,7 +117,7 @@ pub async fn offer(org: Option<&OrgCtx>, provider: ProviderKind) -> Option<ToolS
     match (backend, provider) {
         (Backend::Searxng(_) | Backend::Brave(_), _) => Some(spec()),
         (Backend::Anthropic, ProviderKind::Anthropic)
-        | (Backend::OpenAi, ProviderKind::Responses) => provider_tool(org).await,
+        | (Backend::OpenAi, ProviderKind::Responses) => provider_tool(org, egress?).await,
         _ => None,
     }
 }
@@ -119,7 +125,7 @@ pub async fn offer(org: Option<&OrgCtx>, provider: ProviderKind) -> Option<ToolS
 /// The provider's own search for `org`: `None` when its tool policy does not simply allow
 /// `WebSearch` (a search the provider runs cannot wait for a person's answer) or its network
 /// policy allows no domain.
-async fn provider_tool(org: &OrgCtx) -> Option<ToolSpec> {
+async fn provider_tool(org: &OrgCtx, egress: &Egress) -> Option<ToolSpec> {
     let store = org.fs.store();
     let rules = outboard_org::toolpolicy::load(store, &org.org_id).await.ok()?;
     let judged = rules.judge("WebSearch", &json!({"query": ""}), &|_| false);
@@ -133,15 +139,28 @@ async fn provider_tool(org: &OrgCtx) -> Option<ToolSpec> {
             return None;
         }
     };
+    // The session's own policy narrows the org's (`--network none` refuses every host).
+    let reachable = |host: &str| matches!(egress.net.decide.decide(host, 443), Verdict::Allow);
     let allowed_domains = match domains {
-        ProviderDomains::Any => Vec::new(),
-        ProviderDomains::Only(names) => names,
+        ProviderDomains::Any if reachable(SESSION_PROBE_HOST) => Vec::new(),
+        ProviderDomains::Any => return None,
+        ProviderDomains::Only(names) => {
+            let names: Vec<String> = names.into_iter().filter(|n| reachable(n)).collect();
+            if names.is_empty() {
+                return None;
+            }
+            names
+        }
         ProviderDomains::Nothing => return None,
     };
     let options =
         SearchOptions { max_uses: PROVIDER_MAX_USES, allowed_domains, blocked_domains: Vec::new() };
     Some(provider_search_spec(&options))
 }
+
+/// A host no org names, asked of a session whose org allows every domain: refused only when
+/// the session itself allows none (`--network none`).
+const SESSION_PROBE_HOST: &str = "search-probe.invalid";
 
 /// Runs one `WebSearch` against the org's service. `egress` is the session's network (its
 /// policy judges the results); `None` refuses, as `WebFetch` does.

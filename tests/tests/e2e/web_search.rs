@@ -345,6 +345,20 @@ async fn the_anthropic_server_tool_is_passed_through_and_its_blocks_go_back_verb
         "{}",
         second.stderr
     );
+
+    // A session with no network gets no provider search either (as WebFetch refuses there).
+    mock.push(MockStep::text("no search here"));
+    let none = outboard(
+        &[&["run", "--json", "--network", "none"][..], &connect[..], &["search?"][..]].concat(),
+        None,
+    )
+    .unwrap();
+    assert_eq!(none.code, 0, "{}", none.stderr);
+    let tools = mock.requests().last().unwrap().body["tools"].clone();
+    assert!(
+        tools.as_array().unwrap().iter().all(|t| t.get("type").is_none()),
+        "a --network none session was offered the provider's search: {tools:#}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
