@@ -76,7 +76,10 @@ async fn a_llamacpp_window_is_asked_for_and_spares_the_compactions_of_the_defaul
     let server = own_window_server(&silent, &[]);
     let (window, compactions) = compactions_of_a_21_step_task(&server).await;
     assert_eq!(window, DEFAULT_CONTEXT_WINDOW, "404 everywhere: the default");
-    assert!(compactions >= 1, "the 8,192-token default compacts the same task");
+    // The default does not hold the task: it compacts, or (the tools' definitions grew with
+    // WebSearch and NotebookEdit) the prompt and tools alone fill it and it cannot even do that.
+    let no_room = server.log().contains("the system prompt and the tools alone take");
+    assert!(compactions >= 1 || no_room, "the 8,192-token default holds the same task");
     assert!(server.log().contains("does not say model mock-model's context window"));
 }
 
