@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 echo "== client-only: cargo tree (no server crate)"
 # Our own crates the client may link; any other outboard-* is part of the server.
-allowed='^outboard-(cli|shared|cmdline|flagfile) '
+allowed='^outboard-(cli|shared|cmdline|flagfile|media) '
 linked=$(cargo tree -p outboard-cli --no-default-features -e normal,build --prefix none |
   grep '^outboard-' | grep -Ev "$allowed" | sort -u || true)
 if [ -n "$linked" ]; then
