@@ -64,10 +64,16 @@ fn media_type(format: ImageFormat) -> Option<&'static str> {
     })
 }
 
-fn reader(bytes: &[u8]) -> Result<ImageReader<Cursor<&[u8]>>, MediaError> {
+/// A reader of `bytes`; `limited`: with the decode limits (the header alone is read without, to
+/// report a too-large image by its size).
+fn reader(bytes: &[u8], limited: bool) -> Result<ImageReader<Cursor<&[u8]>>, MediaError> {
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| MediaError::Corrupt(e.to_string()))?;
+    if !limited {
+        reader.no_limits();
+        return Ok(reader);
+    }
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_SOURCE_EDGE);
     limits.max_image_height = Some(MAX_SOURCE_EDGE);
@@ -80,7 +86,7 @@ fn reader(bytes: &[u8]) -> Result<ImageReader<Cursor<&[u8]>>, MediaError> {
 /// The source is sent as it is when it is already small enough, so a screenshot keeps its exact
 /// pixels.
 pub fn prepare_image(bytes: &[u8]) -> Result<PreparedImage, MediaError> {
-    let probe = reader(bytes)?;
+    let probe = reader(bytes, false)?;
     let Some(format) = probe.format() else {
         return Err(MediaError::NotAnImage(String::new()));
     };
@@ -95,7 +101,7 @@ pub fn prepare_image(bytes: &[u8]) -> Result<PreparedImage, MediaError> {
         return Err(MediaError::Corrupt("the image has no pixels".into()));
     }
     // Decoded even when sent as it is: a damaged file is reported here, not by the API.
-    let decoded = reader(bytes)?.decode().map_err(|e| match e {
+    let decoded = reader(bytes, true)?.decode().map_err(|e| match e {
         image::ImageError::Limits(_) => {
             MediaError::TooLarge { width, height, max: MAX_SOURCE_EDGE.min(8192) }
         }
@@ -249,15 +255,27 @@ mod tests {
         let mut truncated = png(64, 64, true);
         truncated.truncate(truncated.len() / 2);
         assert!(matches!(prepare_image(&truncated), Err(MediaError::Corrupt(_))));
-        // A header claiming 30000 × 30000 pixels: refused before any pixel is decoded.
+        // A header claiming 30000 × 30000 pixels (its checksum made right): refused before any
+        // pixel is decoded.
         let mut bomb = png(1, 1, false);
         bomb[16..20].copy_from_slice(&30_000u32.to_be_bytes());
         bomb[20..24].copy_from_slice(&30_000u32.to_be_bytes());
+        let crc = crc32(&bomb[12..29]);
+        bomb[29..33].copy_from_slice(&crc.to_be_bytes());
         let err = prepare_image(&bomb).unwrap_err();
-        assert!(
-            matches!(err, MediaError::TooLarge { width: 30_000, .. } | MediaError::Corrupt(_)),
-            "{err}"
-        );
+        assert!(matches!(err, MediaError::TooLarge { width: 30_000, height: 30_000, .. }), "{err}");
+    }
+
+    /// PNG's CRC-32 (ISO 3309) of a chunk's type and data.
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = 0xffff_ffff_u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+            }
+        }
+        !crc
     }
 
     #[test]
