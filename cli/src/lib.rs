@@ -41,6 +41,27 @@ pub mod exit {
     pub const USAGE: i32 = 2;
     /// Cannot connect, or not authorised (refused, wrong token, other protocol version).
     pub const CONNECT: i32 = 3;
+    /// The model provider cannot be reached (nothing listens, DNS, TLS, timeouts).
+    pub const PROVIDER_UNREACHABLE: i32 = 4;
+    /// The model provider refused the credentials (401, 403).
+    pub const PROVIDER_AUTH: i32 = 5;
+    /// The model provider does not know the model, or the base URL is not its API (404).
+    pub const MODEL_NOT_FOUND: i32 = 6;
+    /// The model provider was rate-limiting or failing (429, 5xx, cut streams) after the
+    /// retries: trying later may succeed.
+    pub const PROVIDER_UNAVAILABLE: i32 = 7;
     /// Interrupted with Ctrl-C (128 + SIGINT, as shells report it).
     pub const INTERRUPTED: i32 = 130;
+
+    /// The status of a failed turn of `class` (the server's classification; none: [`FAILED`]).
+    pub fn of_failure(class: Option<outboard_shared::FailureClass>) -> i32 {
+        use outboard_shared::FailureClass as C;
+        match class {
+            Some(C::ProviderUnreachable) => PROVIDER_UNREACHABLE,
+            Some(C::ProviderAuth) => PROVIDER_AUTH,
+            Some(C::ModelNotFound) => MODEL_NOT_FOUND,
+            Some(C::ProviderUnavailable) => PROVIDER_UNAVAILABLE,
+            Some(C::ProviderRejected | C::Other | C::Unknown) | None => FAILED,
+        }
+    }
 }

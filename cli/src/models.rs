@@ -34,11 +34,12 @@ async fn list(args: &ModelsArgs, out: &mut impl Write) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The models as an aligned table; the default is marked `*`.
+/// The models as an aligned table; the default is marked `*`. Where each window came from is a
+/// column; a guessed one (`provider default`) gets a line under the table saying how to set it.
 pub fn table(models: &[ModelInfo]) -> String {
-    let header =
-        ["", "NAME", "MODEL", "WINDOW", "THINKING", "PRICE IN/OUT $/MTOK"].map(str::to_owned);
-    let rows: Vec<[String; 6]> = models
+    let header = ["", "NAME", "MODEL", "WINDOW", "FROM", "THINKING", "PRICE IN/OUT $/MTOK"]
+        .map(str::to_owned);
+    let rows: Vec<[String; 7]> = models
         .iter()
         .map(|m| {
             [
@@ -46,6 +47,7 @@ pub fn table(models: &[ModelInfo]) -> String {
                 m.name.clone(),
                 m.label.clone(),
                 tokens(m.context_window),
+                m.context_window_source.map_or("-", |s| s.label()).to_owned(),
                 m.thinking_budget.map_or_else(|| "-".to_owned(), |b| tokens(u64::from(b))),
                 m.prices.map_or_else(|| "-".to_owned(), |p| format!("{}/{}", p.input, p.output)),
             ]
@@ -64,6 +66,10 @@ pub fn table(models: &[ModelInfo]) -> String {
         text.push_str(cells.join("  ").trim_end());
         text.push('\n');
     }
+    for m in models.iter().filter(|m| m.context_window_source.is_some_and(|s| s.is_guess())) {
+        let from = m.context_window_from.as_deref().unwrap_or("a guess");
+        text.push_str(&format!("{}: window {} — {from}\n", m.name, tokens(m.context_window)));
+    }
     text
 }
 
@@ -78,6 +84,8 @@ fn tokens(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use outboard_shared::WindowSource;
+
     use super::*;
 
     #[test]
@@ -88,18 +96,36 @@ mod tests {
             model: format!("claude-{name}"),
             label: format!("anthropic/claude-{name}"),
             context_window: 200_000,
+            context_window_source: Some(WindowSource::Table),
+            context_window_from: Some("the model table".into()),
             max_tokens: 8192,
             thinking_budget: thinking,
             prices: None,
             default,
         };
-        let text = table(&[m("sonnet", true, Some(4096)), m("haiku", false, None)]);
+        let guessed = ModelInfo {
+            context_window_source: Some(WindowSource::ProviderDefault),
+            context_window_from: Some("a guess: set --context-window".into()),
+            ..m("alias", false, None)
+        };
+        let text = table(&[m("sonnet", true, Some(4096)), m("haiku", false, None), guessed]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "   NAME    MODEL                    WINDOW  THINKING  PRICE IN/OUT $/MTOK"
+            "   NAME    MODEL                    WINDOW  FROM              THINKING  PRICE IN/OUT $/MTOK"
         );
-        assert_eq!(lines[1], "*  sonnet  anthropic/claude-sonnet  200k    4096      -");
-        assert_eq!(lines[2], "   haiku   anthropic/claude-haiku   200k    -         -");
+        assert_eq!(
+            lines[1],
+            "*  sonnet  anthropic/claude-sonnet  200k    table             4096      -"
+        );
+        assert_eq!(
+            lines[2],
+            "   haiku   anthropic/claude-haiku   200k    table             -         -"
+        );
+        assert_eq!(
+            lines[3],
+            "   alias   anthropic/claude-alias   200k    provider default  -         -"
+        );
+        assert_eq!(lines[4], "alias: window 200k — a guess: set --context-window");
     }
 }

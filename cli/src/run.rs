@@ -25,8 +25,8 @@ use outboard_shared::headless::{
 };
 use outboard_shared::{
     methods, ApprovalAnswerParams, ApprovalDecision, ApprovalKind, ApprovalScope, Empty, ErrorCode,
-    EventKind, ImageUpload, Role, SessionAttachResponse, SessionEvent, SessionId, StopReason,
-    TurnId, TurnInterruptResponse,
+    EventKind, ImageUpload, Role, SessionAttachResponse, SessionEvent, SessionId, SessionInfo,
+    StopReason, TurnId, TurnInterruptResponse,
 };
 use tokio::sync::mpsc;
 
@@ -278,20 +278,30 @@ async fn drive<O: Write, E: Write>(
         setup = open_session(client, args, workspace, &prompt, printer) => setup,
         Some(()) = interrupts.recv() => return exit::INTERRUPTED,
     };
-    let (session_id, last_seq) = match setup {
+    let (session, created) = match setup {
         Ok(opened) => opened,
         Err(err) => {
             let _ = printer.note(&format!("outboard: {err}"));
             return err.exit_code();
         }
     };
+    let (session_id, last_seq) = (session.id.clone(), session.last_seq);
     let started = RunStarted {
         kind: RunStartedTag::RunStarted,
         schema_version: SCHEMA_VERSION,
         session_id: session_id.clone(),
         server: client.url().to_owned(),
         embedded: conn.embedded.is_some(),
+        context_window: session.context_window,
+        context_window_source: session.context_window_source,
+        context_window_from: session.context_window_from.clone(),
     };
+    // A guessed window is stated once, when the session that runs with it is made.
+    if created && !args.json && session.context_window_source.is_some_and(|s| s.is_guess()) {
+        let from = session.context_window_from.as_deref().unwrap_or("a guess");
+        let tokens = session.context_window.unwrap_or_default();
+        let _ = printer.note(&format!("outboard: context window {tokens} tokens — {from}"));
+    }
     let result = match printer.run_started(&started) {
         Ok(()) => match plan_mode(&conn.client, args, &session_id).await {
             Ok(()) => {
@@ -306,7 +316,7 @@ async fn drive<O: Write, E: Write>(
         Ok(Ending::Completed { interrupted: true }) => (exit::INTERRUPTED, None),
         Ok(Ending::Completed { interrupted: false }) => (exit::OK, None),
         Ok(Ending::PlanProposed) => (exit::OK, None),
-        Ok(Ending::Failed(error)) => (exit::FAILED, Some(error)),
+        Ok(Ending::Failed(error, class)) => (exit::of_failure(class), Some(error)),
         Ok(Ending::Abandoned) => (exit::INTERRUPTED, Some("interrupted".to_owned())),
         Err(err) => {
             let _ = printer.note(&format!("outboard: {err}"));
@@ -322,14 +332,15 @@ async fn drive<O: Write, E: Write>(
 }
 
 /// Creates the session, or finds the one given with `--session`, and attaches as its driver so
-/// that only events after this point arrive. Returns the session and its last durable `seq`.
+/// that only events after this point arrive. Returns the session as attached (its `last_seq`
+/// the last durable one) and whether this run created it.
 async fn open_session<O: Write, E: Write>(
     client: &Client,
     args: &RunArgs,
     workspace: Option<String>,
     prompt: &str,
     printer: &mut Printer<O, E>,
-) -> Result<(SessionId, u64), RunError> {
+) -> Result<(SessionInfo, bool), RunError> {
     let Some(id) = &args.session else {
         let title = Some(session_title(prompt));
         let source = match &args.upload {
@@ -363,7 +374,7 @@ async fn open_session<O: Write, E: Write>(
         };
         let attached =
             client.attach(session.id.clone(), Role::Driver, Some(session.last_seq)).await?;
-        return Ok((session.id, attached.session.last_seq));
+        return Ok((attached.session, true));
     };
     let id = SessionId(id.clone());
     // Attach after the session's last seq, so the snapshot carries nothing old. A session beyond
@@ -382,7 +393,7 @@ async fn open_session<O: Write, E: Write>(
             client.call::<outboard_shared::methods::SessionSetModel>(params).await?;
         }
     }
-    Ok((session.id, session.last_seq))
+    Ok((session, false))
 }
 
 /// Attaches to `id` as its driver, waiting while the node that runs it cannot be reached for
@@ -476,8 +487,8 @@ async fn upload(
 enum Ending {
     /// `turn_completed`; `interrupted` when its stop reason is an interrupt (exit 130).
     Completed { interrupted: bool },
-    /// `turn_failed`, with its error.
-    Failed(String),
+    /// `turn_failed`, with its error and its class (the exit status).
+    Failed(String, Option<outboard_shared::FailureClass>),
     /// A second Ctrl-C: leave without waiting.
     Abandoned,
     /// `--plan --approve deny`: the plan was proposed and printed; it waits in the session
@@ -965,8 +976,8 @@ fn on_event<O: Write, E: Write>(
         EventKind::TurnCompleted { turn_id: id, stop_reason, .. } if id == turn_id => {
             Some(Ending::Completed { interrupted: *stop_reason == StopReason::Interrupted })
         }
-        EventKind::TurnFailed { turn_id: id, error } if id == turn_id => {
-            Some(Ending::Failed(error.clone()))
+        EventKind::TurnFailed { turn_id: id, error, class } if id == turn_id => {
+            Some(Ending::Failed(error.clone(), *class))
         }
         _ => None,
     })

@@ -163,6 +163,8 @@ mod tests {
             ],
             usage: None,
             context_window: None,
+            context_window_source: None,
+            context_window_from: None,
             todos: Some(outboard_shared::TodoProgress { done: 3, total: 7 }),
         };
         assert_eq!(

@@ -57,6 +57,8 @@ pub(crate) fn session(id: &str, last_seq: u64) -> SessionInfo {
         attached: Vec::new(),
         usage: None,
         context_window: None,
+        context_window_source: None,
+        context_window_from: None,
         todos: None,
     }
 }

@@ -152,6 +152,10 @@ pub enum EventKind {
         turn_id: TurnId,
         /// One line for a person.
         error: String,
+        /// What kind of failure, when the server classified it (a model provider's errors are);
+        /// `outboard run` picks its exit status by it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<FailureClass>,
     },
     /// The sandbox changed state (durable).
     Sandbox {
@@ -586,6 +590,30 @@ pub enum OutputStream {
     Stdout,
     /// Standard error.
     Stderr,
+}
+
+/// Why a turn failed, as far as a script needs to know to decide what to do (each has its own
+/// exit status of `outboard run`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The model's server cannot be reached: nothing listens, its name does not resolve, TLS
+    /// fails, or the connection timed out (after the retries that could help).
+    ProviderUnreachable,
+    /// The provider refused the credentials (401, 403).
+    ProviderAuth,
+    /// The provider does not know the model, or the URL is not its API (404).
+    ModelNotFound,
+    /// The provider is rate-limiting or failing (429, 5xx, a stream cut midway) and still was
+    /// after the retries: trying later may succeed.
+    ProviderUnavailable,
+    /// The provider refused the request itself (another 4xx) or sent what cannot be read.
+    ProviderRejected,
+    /// Anything else (the event log, a closed session).
+    Other,
+    /// A class this client does not know (a newer server).
+    #[serde(other)]
+    Unknown,
 }
 
 /// Why the model stopped.

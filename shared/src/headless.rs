@@ -34,6 +34,17 @@ pub struct RunStarted {
     pub server: String,
     /// Whether the server runs inside the CLI process.
     pub embedded: bool,
+    /// The session's context window in tokens (additive in schema version 1, like the fields
+    /// below: absent from an older server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// Where it came from; `provider_default` is a guess (see `context_window_from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_source: Option<crate::WindowSource>,
+    /// Who said it or what sets it: for a guess, the flag and the config key that set the real
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_from: Option<String>,
 }
 
 /// The last line of a `--json` run.
@@ -44,7 +55,10 @@ pub struct RunFinished {
     pub kind: RunFinishedTag,
     /// The session.
     pub session_id: SessionId,
-    /// The process exit status: 0 completed, 1 failed, 2 usage, 3 connection/authorisation.
+    /// The process exit status: 0 completed, 1 the turn failed, 2 usage, 3 the Outboard server
+    /// cannot be reached or refused the token, 4 the model provider cannot be reached, 5 it
+    /// refused the credentials, 6 it does not know the model, 7 it was rate-limiting or failing
+    /// after the retries, 130 interrupted.
     pub exit_code: i32,
     /// The failure, when `exit_code` is not 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]

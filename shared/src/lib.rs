@@ -31,16 +31,17 @@ mod responses;
 mod rewind;
 mod session;
 mod websearch;
+mod window;
 
 pub use connection::{
     ConnectionError, ErrorBody, ErrorCode, CLIENT_PING_INTERVAL, MAX_FRAME_BYTES,
     MAX_PRE_HELLO_BYTES,
 };
 pub use events::{
-    ApprovalDecision, ApprovalKind, ApprovalScope, CompactionTrigger, EventKind, OrgContextFile,
-    OutputStream, PresenceEntry, Question, QuestionOption, Reasoning, Role, SandboxQueue,
-    SandboxState, SessionEvent, SessionMode, StopReason, TaskStatus, TodoItem, TodoStatus,
-    ToolCall, Usage,
+    ApprovalDecision, ApprovalKind, ApprovalScope, CompactionTrigger, EventKind, FailureClass,
+    OrgContextFile, OutputStream, PresenceEntry, Question, QuestionOption, Reasoning, Role,
+    SandboxQueue, SandboxState, SessionEvent, SessionMode, StopReason, TaskStatus, TodoItem,
+    TodoStatus, ToolCall, Usage,
 };
 pub use files::{
     AgentInfo, AgentsImportParams, AgentsImportResponse, AgentsListResponse, FileOp, FileVersion,
@@ -74,3 +75,4 @@ pub use rewind::{
 };
 pub use session::{SessionInfo, SessionNetwork, SessionSource, SessionStatus, TodoProgress};
 pub use websearch::{ProviderSearch, WebSource};
+pub use window::WindowSource;

@@ -197,6 +197,13 @@ pub struct ModelInfo {
     pub label: String,
     /// Its context window in tokens.
     pub context_window: u64,
+    /// Where [`ModelInfo::context_window`] came from (absent from an older server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_source: Option<crate::WindowSource>,
+    /// Who said it or what sets it, for a person (`llama.cpp /props at http://…`, or for a
+    /// guess the flag and the config key that set the real one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_from: Option<String>,
     /// The output tokens asked for per call.
     pub max_tokens: u32,
     /// The extended-thinking budget in tokens, when thinking is on (Anthropic).

@@ -54,6 +54,13 @@ pub struct SessionInfo {
     /// model's family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_window: Option<u64>,
+    /// Where [`SessionInfo::context_window`] came from (in `session/create` and `session/attach`
+    /// answers; absent elsewhere and from an older server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_source: Option<crate::WindowSource>,
+    /// Who said it or what sets it, for a person (see [`crate::ModelInfo`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window_from: Option<String>,
     /// The model's todo list in numbers (absent until its first `TodoWrite`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub todos: Option<TodoProgress>,

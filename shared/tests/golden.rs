@@ -56,7 +56,9 @@ fn info() -> SessionInfo {
         network: SessionNetwork::Org,
         attached: Vec::new(),
         usage: None,
-        context_window: None,
+        context_window: Some(128_000),
+        context_window_source: Some(WindowSource::ProviderDefault),
+        context_window_from: Some("a guess".into()),
         todos: Some(TodoProgress { done: 1, total: 3 }),
     }
 }
@@ -645,7 +647,10 @@ fn session_events() {
         },
         EventKind::TurnFailed {
             turn_id: TurnId("t_2".into()),
-            error: "the model provider answered 401".into(),
+            error:
+                "ANTHROPIC_API_KEY is rejected by https://api.anthropic.com (401): check the key"
+                    .into(),
+            class: Some(FailureClass::ProviderAuth),
         },
         EventKind::Sandbox { state: SandboxState::Running, ms: 6.5, queue: None },
         EventKind::Presence {
@@ -880,6 +885,9 @@ fn headless_lines() {
             session_id: sid(),
             server: "ws://127.0.0.1:7700".into(),
             embedded: true,
+            context_window: Some(200_000),
+            context_window_source: Some(WindowSource::ProviderDefault),
+            context_window_from: Some("a guess".into()),
         })
     );
     insta::assert_json_snapshot!(

@@ -207,7 +207,7 @@ impl TestServer {
             command.args(["--provider", api.provider(), "--base-url", base_url]);
             command.args(["--model", "mock-model"]);
         }
-        // `mock-model` is no known family (8,192 tokens): the suites stand for a Claude-size
+        // `mock-model` is no known family (its server is asked, else a guess): the suites stand for a Claude-size
         // window unless a test gives `--context-window` (which wins over the variable).
         if own_window {
             command.env_remove("OUTBOARD_CONTEXT_WINDOW");

@@ -1,7 +1,8 @@
-//! The mock LLM's answers about its context window, as llama.cpp (`GET /props`), vLLM
-//! (`GET /v1/models`) and Ollama (`POST /api/show`) give them, in their real shapes, so the
-//! server's probe ([`outboard_server::llm::window`]) is tested against each dialect over HTTP.
-//! By default the mock is none of them (404 on all three).
+//! The mock LLM's answers about its context window, as llama.cpp (`GET /props`), vLLM and
+//! routers (`GET /v1/models`), Ollama (`POST /api/show`), LM Studio (`GET /api/v0/models/{id}`)
+//! and LiteLLM's proxy (`GET /model/info`) give them, in their real shapes, so the server's probe
+//! ([`outboard_server::llm::window`]) is tested against each dialect over HTTP. By default the
+//! mock is none of them (404 on all five).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -27,6 +28,12 @@ pub enum MockWindow {
     Vllm(u64),
     /// Ollama: `/api/show` with `model_info` `llama.context_length`.
     Ollama(u64),
+    /// A router (OpenRouter): `/v1/models` with the model's `context_length`.
+    Router(u64),
+    /// LM Studio: `/api/v0/models/mock-model` with `loaded_context_length`.
+    LmStudio(u64),
+    /// LiteLLM's proxy: `/model/info` with the alias's `model_info.max_input_tokens`.
+    LiteLlm(u64),
     /// A server that never answers a probe (each waits ten seconds).
     Hang,
 }
@@ -61,6 +68,8 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/props", get(props))
         .route("/v1/models", get(models))
         .route("/api/show", post(show))
+        .route("/api/v0/models/{id}", get(lmstudio))
+        .route("/model/info", get(litellm))
         .with_state(state)
 }
 
@@ -109,6 +118,46 @@ async fn models(State(state): State<Shared>, uri: Uri) -> Response {
                 "id": "mock-model", "object": "model", "created": 1_715_000_000,
                 "owned_by": "vllm", "root": "mock-model", "parent": null, "max_model_len": n,
                 "permission": []
+            }]
+        }))
+        .into_response(),
+        MockWindow::Router(n) => Json(json!({
+            "data": [{
+                "id": "mock-model", "canonical_slug": "mock/mock-model", "name": "Mock: Model",
+                "created": 1_750_000_000, "context_length": n,
+                "pricing": { "prompt": "0.0000003", "completion": "0.0000012" },
+                "top_provider": { "context_length": n, "is_moderated": false }
+            }]
+        }))
+        .into_response(),
+        _ => not_found(),
+    }
+}
+
+async fn lmstudio(
+    State(state): State<Shared>,
+    uri: Uri,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    match seen(&state, format!("GET {}", uri.path())).await {
+        MockWindow::LmStudio(n) if id == "mock-model" => Json(json!({
+            "id": "mock-model", "object": "model", "type": "llm", "publisher": "lmstudio-community",
+            "arch": "llama", "compatibility_type": "gguf", "quantization": "Q4_K_M",
+            "state": "loaded", "max_context_length": 131_072, "loaded_context_length": n
+        }))
+        .into_response(),
+        _ => not_found(),
+    }
+}
+
+async fn litellm(State(state): State<Shared>, uri: Uri) -> Response {
+    match seen(&state, format!("GET {}", uri.path())).await {
+        MockWindow::LiteLlm(n) => Json(json!({
+            "data": [{
+                "model_name": "mock-model",
+                "litellm_params": { "model": "openai/upstream-model" },
+                "model_info": { "id": "abc123", "max_tokens": 8192, "max_input_tokens": n,
+                                "max_output_tokens": 8192, "mode": "chat" }
             }]
         }))
         .into_response(),

@@ -164,6 +164,9 @@ fn started() -> RunStarted {
         session_id: SessionId::from("s_1"),
         server: "ws://127.0.0.1:1".into(),
         embedded: true,
+        context_window: None,
+        context_window_source: None,
+        context_window_from: None,
     }
 }
 
@@ -455,8 +458,11 @@ fn json_lines_carry_the_parent_of_a_subagents_events() {
 fn a_failed_turn_prints_one_error_line_in_both_modes() {
     for mode in [Mode::Plain, Mode::Json] {
         let mut p = Printer::new(mode, Vec::new(), Vec::new());
-        let failed =
-            EventKind::TurnFailed { turn_id: TurnId::from("t_1"), error: "no API key".into() };
+        let failed = EventKind::TurnFailed {
+            turn_id: TurnId::from("t_1"),
+            error: "no API key".into(),
+            class: None,
+        };
         p.event(&ev(4, failed)).unwrap();
         let (_, err) = p.into_inner();
         assert_eq!(String::from_utf8(err).unwrap(), "error: no API key\n");

@@ -233,6 +233,7 @@ async fn a_failed_turn_exits_1_with_one_error_line() {
     let turn = vec![EventKind::TurnFailed {
         turn_id: TurnId::from("t_1"),
         error: "the model refused".into(),
+        class: Some(outboard_shared::FailureClass::ProviderRejected),
     }];
     let (url, _) = fake_server(Script { turn, ..Script::default() }).await;
     let ran = run_with(&args(&url, Some("tok"), true, None), &mut no_interrupts()).await;

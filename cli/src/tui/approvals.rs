@@ -486,7 +486,7 @@ mod tests {
         a.apply(&resolved("c1"), None);
         assert_eq!(a.first().unwrap().call.call_id, "c2");
         // A subagent's turn end is not the session's.
-        let end = EventKind::TurnFailed { turn_id: "t".into(), error: "x".into() };
+        let end = EventKind::TurnFailed { turn_id: "t".into(), error: "x".into(), class: None };
         a.apply(&end, Some("task_1"));
         assert_eq!(a.len(), 1);
         a.apply(&end, None);

@@ -37,6 +37,8 @@ pub(super) fn info(id: &str, owner: &str, title: &str) -> SessionInfo {
         attached: Vec::new(),
         usage: None,
         context_window: Some(200_000),
+        context_window_source: None,
+        context_window_from: None,
         todos: None,
     }
 }

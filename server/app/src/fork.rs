@@ -76,7 +76,7 @@ pub async fn fork(
     }
     let row = hub.store().session(&row.id).await.map_err(internal)?.unwrap_or(row);
     tracing::info!(session = %row.id, from = %from.id, checkpoint = ?params.checkpoint, "forked");
-    Ok(SessionForkResponse { session: row.info(outboard_llm::context::context_window), prompt })
+    Ok(SessionForkResponse { session: hub.session_info(&row), prompt })
 }
 
 /// Why `from` cannot be forked now, if it cannot.

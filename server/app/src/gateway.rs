@@ -1112,7 +1112,7 @@ impl Connection {
                     )
                             .await?;
                     tracing::info!(session = %row.id, user = %user.name, "session created from a source");
-                    Ok(Response::ok(id, &SessionCreateResponse { session: row.info(outboard_llm::context::context_window) }))
+                    Ok(Response::ok(id, &SessionCreateResponse { session: hub.session_info(&row) }))
                 })?;
                 Ok(None)
             }
@@ -1149,9 +1149,7 @@ impl Connection {
                 tracing::info!(session = %row.id, user = %user.name, "session created");
                 Ok(Some(Response::ok(
                     id,
-                    &SessionCreateResponse {
-                        session: row.info(outboard_llm::context::context_window),
-                    },
+                    &SessionCreateResponse { session: hub.session_info(&row) },
                 )))
             }
             Method::SessionList(p) => {
@@ -1222,7 +1220,7 @@ impl Connection {
                 // Everything up to the session's last seq is in the snapshot (or before `after_seq`).
                 let last_seq = attached.session.last_seq;
                 let mut snapshot = SessionAttachResponse {
-                    session: attached.session.info(outboard_llm::context::context_window),
+                    session: hub.session_info(&attached.session),
                     role,
                     events: Vec::new(),
                     in_flight: attached.in_flight,

@@ -931,9 +931,9 @@ impl Actor {
         let (entry, _) =
             self.models.pick(&name).map_err(|e| ErrorBody::new(ErrorCode::BadRequest, e))?;
         let label = entry.label();
-        let context_window = self.models.resolve_window(entry).await;
+        let context_window = self.models.resolve_window(entry).await.tokens;
         if self.row.model_name.as_deref() == Some(name.as_str()) && self.row.model == label {
-            return Ok(self.row.info(outboard_llm::context::context_window));
+            return Ok(crate::hub::session_info(&self.models, &self.row));
         }
         let kind = EventKind::ModelChanged {
             model: name.clone(),
@@ -949,7 +949,7 @@ impl Actor {
         self.row.model = label;
         self.row.context_window = Some(context_window);
         self.window.tokens = context_window;
-        Ok(self.row.info(outboard_llm::context::context_window))
+        Ok(crate::hub::session_info(&self.models, &self.row))
     }
 
     /// `session/set_mode`: records the switch durably, then the gate (which a running turn and
@@ -1590,6 +1590,7 @@ impl Actor {
                             EventKind::TurnFailed {
                                 turn_id: r.turn_id,
                                 error: "internal error in the harness; the turn stopped".into(),
+                                class: Some(outboard_shared::FailureClass::Other),
                             },
                             true,
                         )

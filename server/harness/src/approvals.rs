@@ -411,7 +411,11 @@ mod tests {
     #[test]
     fn open_questions_are_those_asked_not_answered_in_a_turn_not_ended() {
         let end = |seq, parent| {
-            event(seq, parent, EventKind::TurnFailed { turn_id: "t_1".into(), error: "x".into() })
+            event(
+                seq,
+                parent,
+                EventKind::TurnFailed { turn_id: "t_1".into(), error: "x".into(), class: None },
+            )
         };
         let log = vec![
             event(1, None, asked("old")),

@@ -24,7 +24,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use outboard_shared::{EventKind, SessionEvent, StopReason, ToolCall, Usage};
+use outboard_shared::{EventKind, FailureClass, SessionEvent, StopReason, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -480,7 +480,9 @@ async fn run_child(
     };
     let ending = match drive(&mut child, &mut usage).await {
         Ok(ending) => ending,
-        Err(EmitError::Store(e)) => Ending::Failed(format!("the event log failed: {e}")),
+        Err(EmitError::Store(e)) => {
+            Ending::Failed(format!("the event log failed: {e}"), FailureClass::Other)
+        }
         Err(e) => return Err(e),
     };
     let outcome = match ending {
@@ -494,7 +496,7 @@ async fn run_child(
             last_text(&child.conversation)
         )),
         Ending::Completed(StopReason::Interrupted) => ToolOutcome::error("Interrupted by the user"),
-        Ending::Failed(error) => ToolOutcome::error(format!("The agent failed: {error}")),
+        Ending::Failed(error, _) => ToolOutcome::error(format!("The agent failed: {error}")),
     };
     Ok(Some((outcome, usage)))
 }

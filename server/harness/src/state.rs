@@ -4,7 +4,9 @@
 use futures_util::future::BoxFuture;
 use outboard_llm::Provider;
 use outboard_sandbox::Sandbox;
-use outboard_shared::{EventKind, SessionEvent, SessionId, StopReason, ToolCall, TurnId, Usage};
+use outboard_shared::{
+    EventKind, FailureClass, SessionEvent, SessionId, StopReason, ToolCall, TurnId, Usage,
+};
 use outboard_tools::{self as tools, OrgCtx, ReadLedger, ToolOutcome};
 use outboard_vfs::Workspace;
 use std::sync::Arc;
@@ -165,7 +167,9 @@ pub struct TurnEnd {
 /// How a turn ended, before it is written to the log.
 pub enum Ending {
     Completed(StopReason),
-    Failed(String),
+    /// The turn failed: one line for a person, and its class (a provider's errors are
+    /// classified, see `outboard_llm::explain`).
+    Failed(String, FailureClass),
     /// Stopped at a checkpoint for a server shutdown: nothing is written, the turn stays open.
     Suspended,
 }

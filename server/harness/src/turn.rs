@@ -7,7 +7,8 @@ use outboard_llm::{
     context, ContentBlock, LlmError, ModelRequest, ModelStop, Provider, StreamDelta,
 };
 use outboard_shared::{
-    CompactionTrigger, EventKind, OutputStream, SessionEvent, StopReason, ToolCall, Usage,
+    CompactionTrigger, EventKind, FailureClass, OutputStream, SessionEvent, StopReason, ToolCall,
+    Usage,
 };
 use outboard_tools::{self as tools, ToolCtx, ToolOutcome};
 use outboard_vfs::Route;
@@ -39,12 +40,16 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
     let mut usage = turn.resume.usage;
     let ending = match drive(&mut turn, &mut usage).instrument(span.clone()).await {
         Ok(ending) => ending,
-        Err(EmitError::Closed) => Ending::Failed("the session closed during the turn".into()),
-        Err(EmitError::Store(e)) => Ending::Failed(format!("the event log failed: {e}")),
+        Err(EmitError::Closed) => {
+            Ending::Failed("the session closed during the turn".into(), FailureClass::Other)
+        }
+        Err(EmitError::Store(e)) => {
+            Ending::Failed(format!("the event log failed: {e}"), FailureClass::Other)
+        }
     };
     let traced = match &ending {
         Ending::Completed(stop) => spans::TurnOutcome::Completed(*stop),
-        Ending::Failed(_) => spans::TurnOutcome::Failed,
+        Ending::Failed(..) => spans::TurnOutcome::Failed,
         Ending::Suspended => spans::TurnOutcome::Suspended,
     };
     spans::record_turn(&span, traced, &usage);
@@ -52,8 +57,8 @@ pub async fn run_turn(mut turn: Turn) -> TurnEnd {
         Ending::Completed(stop_reason) => {
             Some(EventKind::TurnCompleted { turn_id: turn.turn_id.clone(), stop_reason, usage })
         }
-        Ending::Failed(error) => {
-            Some(EventKind::TurnFailed { turn_id: turn.turn_id.clone(), error })
+        Ending::Failed(error, class) => {
+            Some(EventKind::TurnFailed { turn_id: turn.turn_id.clone(), error, class: Some(class) })
         }
         Ending::Suspended => {
             tracing::info!(session = %turn.session_id, turn = %turn.turn_id, "turn suspended for shutdown");
@@ -190,12 +195,17 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
                     Err(CompactError::Emit(e)) => return Err(e),
                     Err(CompactError::Stopped) => return Ok(stopped(turn)),
                     Err(c) => {
-                        return Ok(Ending::Failed(format!("{e}; compacting did not help: {c}")))
+                        let e = turn.provider.explain(&e);
+                        let line = format!("{}; compacting did not help: {c}", e.line);
+                        return Ok(Ending::Failed(line, e.class));
                     }
                 }
                 continue;
             }
-            Err(e) => return Ok(Ending::Failed(e.to_string())),
+            Err(e) => {
+                let e = turn.provider.explain(&e);
+                return Ok(Ending::Failed(e.line, e.class));
+            }
         };
         step += 1;
         overflow_retried = false;

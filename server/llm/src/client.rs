@@ -155,6 +155,12 @@ impl Provider {
         self
     }
 
+    /// A failed call of this provider in one line for a person, and its class
+    /// ([`crate::explain`]).
+    pub fn explain(&self, error: &LlmError) -> crate::explain::Explained {
+        crate::explain::explain(&self.config, error)
+    }
+
     /// The configured `max_tokens` of a call.
     pub fn max_tokens(&self) -> u32 {
         self.config.max_tokens
@@ -248,7 +254,8 @@ impl Provider {
                 Ok(response) => return Ok(response),
                 Err(error) => self.scrub(error),
             };
-            if attempt >= policy.max_attempts || !retry::is_retryable(&error) {
+            if attempt >= policy.max_attempts || !retry::is_retryable(&error, &self.config.base_url)
+            {
                 return Err(error);
             }
             let delay = retry::delay_for(policy, attempt, &error);
@@ -259,7 +266,8 @@ impl Provider {
                 delay_ms = delay.as_millis() as u64,
                 "model call failed, retrying: {error}"
             );
-            on_delta(StreamDelta::Retry { attempt, delay, reason: error.to_string() });
+            let reason = crate::explain::retry_reason(&self.config, &error);
+            on_delta(StreamDelta::Retry { attempt, delay, reason });
             tokio::time::sleep(delay).await;
         }
     }
@@ -292,7 +300,10 @@ impl Provider {
         let idle = self.idle_timeout;
         let response = match tokio::time::timeout(idle, req.send()).await {
             Err(_) => return Err(LlmError::Cut(format!("no response in {} s", idle.as_secs()))),
-            Ok(Err(e)) => return Err(LlmError::Transport(error_chain(&e))),
+            Ok(Err(e)) => {
+                let kind = crate::error::Unreachable::of(&e, e.is_timeout());
+                return Err(LlmError::Transport { kind, detail: error_chain(&e) });
+            }
             Ok(Ok(response)) => response,
         };
         let status = response.status();
@@ -365,7 +376,9 @@ impl Provider {
                 LlmError::Status { status, message: clean(message), retry_after }
             }
             LlmError::Cut(s) => LlmError::Cut(clean(s)),
-            LlmError::Transport(s) => LlmError::Transport(clean(s)),
+            LlmError::Transport { kind, detail } => {
+                LlmError::Transport { kind, detail: clean(detail) }
+            }
             LlmError::Decode(s) => LlmError::Decode(clean(s)),
             LlmError::Config(s) => LlmError::Config(clean(s)),
         }

@@ -17,11 +17,27 @@ use crate::types::{ContentBlock, Message, ModelRequest, ToolSpec};
 /// Bytes per token of [`estimate_tokens`].
 pub const BYTES_PER_TOKEN: usize = 4;
 
-/// The window assumed for a model no row of [`WINDOWS`] matches and whose server does not say
-/// its own (llama.cpp, vLLM and Ollama are asked: the `window` module). 8,192 is the smallest
-/// window of the current open-weight families' defaults, so an unknown model is never
-/// overfilled; a bigger one is set with `--context-window` or per session.
-pub const DEFAULT_CONTEXT_WINDOW: u64 = 8_192;
+/// The window assumed for a model on Anthropic's Messages API that no row of [`WINDOWS`] matches
+/// and whose server does not say its own: every Claude model since Claude 2.1 has 200k, and the
+/// servers that speak the dialect for other models (llama.cpp, LM Studio, gateways) are asked
+/// first (the `window` module). A guess, stated to the person with how to set the real one.
+pub const ANTHROPIC_DEFAULT_WINDOW: u64 = 200_000;
+
+/// The window assumed for a model on the OpenAI APIs (Chat Completions, Responses) that no row
+/// of [`WINDOWS`] matches and whose server does not say its own: the GPT-4o generation's 128k,
+/// which today's open-weight families also reach. Too big for a small local server is cheaper
+/// than too small: the provider's "too long" refusal teaches the session the real window
+/// (`Window::learned_from`), while a too-small guess compacts a session that had room.
+pub const OPENAI_DEFAULT_WINDOW: u64 = 128_000;
+
+/// The guessed window of a model of the API `kind` (see [`ANTHROPIC_DEFAULT_WINDOW`],
+/// [`OPENAI_DEFAULT_WINDOW`]).
+pub fn provider_default_window(kind: crate::ProviderKind) -> u64 {
+    match kind {
+        crate::ProviderKind::Anthropic => ANTHROPIC_DEFAULT_WINDOW,
+        crate::ProviderKind::OpenAi | crate::ProviderKind::Responses => OPENAI_DEFAULT_WINDOW,
+    }
+}
 
 /// Known windows by model-name prefix (lowercase), most specific first; the first row whose
 /// prefix the model's name (without a `provider/` or vendor path) starts with wins. Sources:
@@ -41,18 +57,25 @@ pub const WINDOWS: &[(&str, u64)] = &[
     ("o4", 200_000),
     ("llama-3", 131_072),
     ("llama3", 131_072),
-    ("llama", DEFAULT_CONTEXT_WINDOW),
+    ("llama", 8_192),
     ("qwen", 32_768),
     ("mistral", 32_768),
     ("deepseek", 128_000),
     ("gemini", 1_048_576),
 ];
 
-/// The context window of `model` in tokens, from [`WINDOWS`] (or [`DEFAULT_CONTEXT_WINDOW`]).
-/// `model` may carry a `provider/` prefix (`anthropic/claude-sonnet-4-5`) or a vendor path
-/// (`meta-llama/Llama-3.1-8B`); case is ignored.
+/// The context window of `model` in tokens, from [`WINDOWS`], else its API's guess
+/// ([`provider_default_window`]). `model` is a label, `provider/model-id`
+/// (`anthropic/claude-sonnet-4-5`), whose provider picks the guess (an unlabelled id counts as
+/// OpenAI's), or carries a vendor path (`meta-llama/Llama-3.1-8B`); case is ignored.
 pub fn context_window(model: &str) -> u64 {
-    known_window(model).unwrap_or(DEFAULT_CONTEXT_WINDOW)
+    known_window(model).unwrap_or_else(|| {
+        let kind = model
+            .split_once('/')
+            .and_then(|(provider, _)| crate::ProviderKind::parse(provider))
+            .unwrap_or(crate::ProviderKind::OpenAi);
+        provider_default_window(kind)
+    })
 }
 
 /// The window of `model` when a row of [`WINDOWS`] knows its family; `None` for a model only
@@ -223,7 +246,10 @@ mod tests {
         assert_eq!(context_window("o1-mini"), 128_000);
         assert_eq!(context_window("o3-mini"), 200_000);
         assert_eq!(context_window("meta-llama/Llama-3.1-8B-Instruct"), 131_072);
-        assert_eq!(context_window("mock-model"), DEFAULT_CONTEXT_WINDOW);
+        assert_eq!(context_window("mock-model"), OPENAI_DEFAULT_WINDOW);
+        assert_eq!(context_window("openai/mock-model"), OPENAI_DEFAULT_WINDOW);
+        assert_eq!(context_window("responses/my-gateway-alias"), OPENAI_DEFAULT_WINDOW);
+        assert_eq!(context_window("anthropic/my-gateway-alias"), ANTHROPIC_DEFAULT_WINDOW);
     }
 
     #[test]

@@ -11,15 +11,69 @@ pub enum LlmError {
     /// The stream ended before the response was complete.
     #[error("the model stream was cut: {0}")]
     Cut(String),
-    /// The connection failed.
-    #[error("cannot reach the model provider: {0}")]
-    Transport(String),
+    /// The connection failed before an answer came.
+    #[error("cannot reach the model provider: {detail}")]
+    Transport {
+        /// How it failed, as far as the cause tells.
+        kind: Unreachable,
+        /// The cause's chain, on one line.
+        detail: String,
+    },
     /// The provider sent something this client cannot decode.
     #[error("the model provider sent an unreadable response: {0}")]
     Decode(String),
     /// The configuration is unusable (bad base URL, missing key for a hosted provider).
     #[error("model configuration: {0}")]
     Config(String),
+}
+
+/// How a connection to the provider failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreachable {
+    /// Nothing listens at the address (connection refused).
+    Refused,
+    /// The host name does not resolve.
+    Dns,
+    /// The TLS handshake failed (a certificate, or TLS spoken to a plain HTTP port).
+    Tls,
+    /// Connecting took too long.
+    Timeout,
+    /// Something else broke the connection.
+    Other,
+}
+
+impl Unreachable {
+    /// What a connection error's cause chain says happened: an `io::Error` of kind
+    /// `ConnectionRefused`, hyper's `dns error`, a rustls error, a timeout.
+    pub fn of(error: &(dyn std::error::Error + 'static), timed_out: bool) -> Unreachable {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        let mut text = String::new();
+        while let Some(e) = cause {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                    return Unreachable::Refused;
+                }
+            }
+            if e.downcast_ref::<rustls::Error>().is_some() {
+                return Unreachable::Tls;
+            }
+            text.push_str(&e.to_string().to_lowercase());
+            text.push(' ');
+            cause = e.source();
+        }
+        if text.contains("dns error") || text.contains("failed to lookup address") {
+            Unreachable::Dns
+        } else if ["certificate", "tls", "handshake", "corrupt message"]
+            .iter()
+            .any(|w| text.contains(w))
+        {
+            Unreachable::Tls
+        } else if timed_out || text.contains("timed out") {
+            Unreachable::Timeout
+        } else {
+            Unreachable::Other
+        }
+    }
 }
 
 impl LlmError {

@@ -16,6 +16,7 @@ pub mod client;
 pub mod config;
 pub mod context;
 pub mod error;
+pub mod explain;
 pub mod models;
 pub mod observe;
 pub mod openai;

@@ -31,7 +31,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use outboard_shared::{ModelInfo, ModelPrices};
+use outboard_shared::{ModelInfo, ModelPrices, WindowSource};
 use serde::Deserialize;
 
 use crate::anthropic::MIN_THINKING_BUDGET;
@@ -88,10 +88,11 @@ impl ModelEntry {
         format!("{}/{}", self.llm.kind.as_str(), self.llm.model)
     }
 
-    /// The window a session of this model gets: the entry's, else `server_default` (`serve
-    /// --context-window`), else the model family's.
+    /// The window a session of this model gets when its server is not asked: the entry's, else
+    /// `server_default` (`serve --context-window`), else the model family's, else its API's
+    /// usual window (a guess).
     pub fn window(&self, server_default: Option<u64>) -> u64 {
-        self.known_window(server_default).unwrap_or(crate::context::DEFAULT_CONTEXT_WINDOW)
+        self.window_info(server_default, None).tokens
     }
 
     /// [`ModelEntry::window`] when it is known without asking the model's server: the entry's,
@@ -102,20 +103,86 @@ impl ModelEntry {
             .or_else(|| crate::context::known_window(&self.label()))
     }
 
+    /// The window and where it came from: the entry's, `server_default`, the model table's,
+    /// what its server said (`probed`), else its API's usual window, stated as a guess with the
+    /// flag and the key that set the real one.
+    pub fn window_info(
+        &self,
+        server_default: Option<u64>,
+        probed: Option<(u64, window::Dialect)>,
+    ) -> WindowInfo {
+        let info = |tokens, source, from: String| WindowInfo { tokens, source, from };
+        if let Some(tokens) = self.context_window {
+            return info(tokens, WindowSource::Config, "context_window in the model file".into());
+        }
+        if let Some(tokens) = server_default {
+            return info(tokens, WindowSource::Flag, "the server's --context-window".into());
+        }
+        if let Some(tokens) = crate::context::known_window(&self.label()) {
+            return info(tokens, WindowSource::Table, "the model table".into());
+        }
+        if let Some((tokens, dialect)) = probed {
+            let from = format!("{} at {}", dialect.source(), self.llm.base_url);
+            return info(tokens, WindowSource::Probe, from);
+        }
+        let tokens = crate::context::provider_default_window(self.llm.kind);
+        let asked = if window::is_hosted(&self.llm.base_url) {
+            String::new()
+        } else {
+            format!(" nor its server at {}", self.llm.base_url)
+        };
+        let from = format!(
+            "a guess: neither the model table{asked} knows {}'s window, so the {} API's usual \
+             {} tokens; set the real one with --context-window or context_window in the model \
+             file",
+            self.llm.model,
+            self.llm.kind.as_str(),
+            group_digits(tokens)
+        );
+        info(tokens, WindowSource::ProviderDefault, from)
+    }
+
     /// Its `models/list` line.
     pub fn info(&self, server_default: Option<u64>, default: bool) -> ModelInfo {
+        let window = self.window_info(server_default, None);
         ModelInfo {
             name: self.name.clone(),
             provider: self.llm.kind.as_str().to_owned(),
             model: self.llm.model.clone(),
             label: self.label(),
-            context_window: self.window(server_default),
+            context_window: window.tokens,
+            context_window_source: Some(window.source),
+            context_window_from: Some(window.from),
             max_tokens: self.llm.max_tokens,
             thinking_budget: self.llm.thinking_budget,
             prices: self.prices,
             default,
         }
     }
+}
+
+/// A context window and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowInfo {
+    /// Its size in tokens.
+    pub tokens: u64,
+    /// Where it came from.
+    pub source: WindowSource,
+    /// Who said it or what sets it, for a person.
+    pub from: String,
+}
+
+/// `200000` as `200,000`.
+fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The models a server is configured with; the first is the default.
@@ -444,46 +511,63 @@ impl Models {
 
     /// The window a session of `entry` gets.
     pub fn window(&self, entry: &ModelEntry) -> u64 {
-        entry.known_window(self.server_window).unwrap_or_else(|| {
-            match self.probed.get(&entry.llm.base_url, &entry.llm.model) {
-                Cached::Window(window) => window,
-                Cached::Failed | Cached::Unknown => crate::context::DEFAULT_CONTEXT_WINDOW,
-            }
-        })
+        self.window_info(entry).tokens
     }
 
-    /// [`Models::window`], first asking the model's server when nothing else knows the window
-    /// and it was not asked yet (see [`crate::window`]): at most [`window::PROBE_TIMEOUT`],
-    /// once per base URL and model; a failed probe leaves the default, logged.
-    pub async fn resolve_window(&self, entry: &ModelEntry) -> u64 {
+    /// [`Models::window`] and where it came from, with what its server said if it was asked.
+    pub fn window_info(&self, entry: &ModelEntry) -> WindowInfo {
+        let probed = match self.probed.get(&entry.llm.base_url, &entry.llm.model) {
+            Cached::Window(tokens, dialect) => Some((tokens, dialect)),
+            Cached::Failed | Cached::Unknown => None,
+        };
+        entry.window_info(self.server_window, probed)
+    }
+
+    /// The window of a session of the model `name` (`label` for an older session) that runs with
+    /// `window` tokens, and where that came from: its model's, or the session's own when it
+    /// asked for another at creation (`--context-window`, `session/create`'s `context_window`).
+    pub fn session_window(&self, name: Option<&str>, label: &str, window: u64) -> WindowInfo {
+        let model = self.window_info(self.for_session(name, label).0);
+        if model.tokens == window {
+            return model;
+        }
+        WindowInfo {
+            tokens: window,
+            source: WindowSource::Flag,
+            from: "the session's own, asked for at its creation (--context-window)".into(),
+        }
+    }
+
+    /// [`Models::window_info`], first asking the model's server when nothing else knows the
+    /// window, it is not a vendor's hosted API, and it was not asked yet (see [`crate::window`]):
+    /// at most [`window::PROBE_TIMEOUT`], once per base URL and model; a failed probe leaves the
+    /// API's usual window, logged as the guess it is.
+    pub async fn resolve_window(&self, entry: &ModelEntry) -> WindowInfo {
         let (base, model) = (&entry.llm.base_url, &entry.llm.model);
-        let askable = entry.llm.kind != ProviderKind::Anthropic;
         if entry.known_window(self.server_window).is_none()
-            && askable
+            && !window::is_hosted(base)
             && self.probed.get(base, model) == Cached::Unknown
         {
-            match window::probe(&entry.llm).await {
-                Some((window, dialect)) => {
-                    tracing::info!(
-                        model = %model, url = %base, source = dialect.source(),
-                        "context window {window} tokens for model {model} from {} at {base}",
-                        dialect.source()
-                    );
-                    self.probed.put(base, model, Some(window));
-                }
-                None => {
-                    tracing::info!(
-                        model = %model, url = %base,
-                        "the server at {base} does not say model {model}'s context window \
-                         (llama.cpp /props, vLLM /v1/models, Ollama /api/show); assuming {} \
-                         tokens: set --context-window for another",
-                        crate::context::DEFAULT_CONTEXT_WINDOW
-                    );
-                    self.probed.put(base, model, None);
-                }
+            let said = window::probe(&entry.llm).await;
+            self.probed.put(base, model, said);
+            let info = self.window_info(entry);
+            match said {
+                Some((window, dialect)) => tracing::info!(
+                    model = %model, url = %base, source = dialect.source(),
+                    "context window {window} tokens for model {model} from {} at {base}",
+                    dialect.source()
+                ),
+                None => tracing::warn!(
+                    model = %model, url = %base,
+                    "the server at {base} does not say model {model}'s context window (llama.cpp \
+                     /props, /v1/models, Ollama /api/show, LM Studio /api/v0/models, LiteLLM \
+                     /model/info); assuming {} tokens, {}",
+                    info.tokens, info.from
+                ),
             }
+            return info;
         }
-        self.window(entry)
+        self.window_info(entry)
     }
 
     /// `models/list`: the models, the default first.
@@ -491,10 +575,15 @@ impl Models {
         self.entries
             .iter()
             .enumerate()
-            .map(|(i, (e, _))| ModelInfo {
+            .map(|(i, (e, _))| {
                 // What its server said, once asked ([`Models::resolve_window`]).
-                context_window: self.window(e),
-                ..e.info(self.server_window, i == 0)
+                let window = self.window_info(e);
+                ModelInfo {
+                    context_window: window.tokens,
+                    context_window_source: Some(window.source),
+                    context_window_from: Some(window.from),
+                    ..e.info(self.server_window, i == 0)
+                }
             })
             .collect()
     }

@@ -53,7 +53,7 @@ impl From<&LlmError> for CallOutcome {
             LlmError::Status { status, .. } if *status >= 500 => CallOutcome::ServerError,
             LlmError::Status { .. } => CallOutcome::ClientError,
             LlmError::Cut(_) => CallOutcome::Cut,
-            LlmError::Transport(_) => CallOutcome::Transport,
+            LlmError::Transport { .. } => CallOutcome::Transport,
             LlmError::Decode(_) => CallOutcome::Decode,
             LlmError::Config(_) => CallOutcome::Config,
         }

@@ -1,8 +1,11 @@
 //! When and how long to wait before retrying a model call.
 //!
 //! Retryable: 408, 409, 429, 5xx and 529 answers (and in-stream errors mapped to those codes,
-//! such as Anthropic's `overloaded_error`), cut streams and transport errors. Other 4xx answers
-//! mean the request itself is wrong, so repeating it cannot help. The delay is exponential backoff
+//! such as Anthropic's `overloaded_error`), cut streams, and connections that failed in a way
+//! time can mend (refused by a remote host that may be restarting, timed out, broken). Other 4xx
+//! answers mean the request itself is wrong, and a refused connection to this machine, a host
+//! name that does not resolve or a failed TLS handshake mean the configuration is, so repeating
+//! them cannot help: they are reported at once. The delay is exponential backoff
 //! with *full jitter* (uniform in `[0, min(max_delay, initial · 2^n)]`, which spreads a herd of
 //! sessions hitting the same rate limit), unless the provider said how long to wait with
 //! `retry-after-ms` or `retry-after` (seconds or an HTTP date); every delay is capped by
@@ -13,13 +16,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest::header::HeaderMap;
 
 use crate::config::RetryPolicy;
-use crate::error::LlmError;
+use crate::error::{LlmError, Unreachable};
 
-/// Whether `error` is worth another attempt.
-pub(crate) fn is_retryable(error: &LlmError) -> bool {
+/// Whether `error` of a call to `base_url` is worth another attempt.
+pub(crate) fn is_retryable(error: &LlmError, base_url: &str) -> bool {
     match error {
         LlmError::Status { status, .. } => is_retryable_status(*status),
-        LlmError::Cut(_) | LlmError::Transport(_) => true,
+        LlmError::Cut(_) => true,
+        LlmError::Transport { kind: Unreachable::Refused, .. } => {
+            !crate::explain::is_loopback(base_url)
+        }
+        LlmError::Transport { kind: Unreachable::Dns | Unreachable::Tls, .. } => false,
+        LlmError::Transport { kind: Unreachable::Timeout | Unreachable::Other, .. } => true,
         LlmError::Decode(_) | LlmError::Config(_) => false,
     }
 }
@@ -90,15 +98,23 @@ mod tests {
 
     #[test]
     fn retryable_classes() {
+        let remote = "https://models.example/v1";
         for code in [408, 409, 429, 500, 502, 503, 504, 529] {
-            assert!(is_retryable(&status(code)), "{code}");
+            assert!(is_retryable(&status(code), remote), "{code}");
         }
         for code in [400, 401, 403, 404, 413, 422] {
-            assert!(!is_retryable(&status(code)), "{code}");
+            assert!(!is_retryable(&status(code), remote), "{code}");
         }
-        assert!(is_retryable(&LlmError::Cut("x".into())));
-        assert!(is_retryable(&LlmError::Transport("x".into())));
-        assert!(!is_retryable(&LlmError::Decode("x".into())));
+        assert!(is_retryable(&LlmError::Cut("x".into()), remote));
+        let net = |kind| LlmError::Transport { kind, detail: "x".into() };
+        assert!(is_retryable(&net(Unreachable::Refused), remote), "a remote host may restart");
+        assert!(!is_retryable(&net(Unreachable::Refused), "http://127.0.0.1:8080"));
+        assert!(!is_retryable(&net(Unreachable::Refused), "http://localhost:11434/v1"));
+        assert!(!is_retryable(&net(Unreachable::Dns), remote));
+        assert!(!is_retryable(&net(Unreachable::Tls), remote));
+        assert!(is_retryable(&net(Unreachable::Timeout), remote));
+        assert!(is_retryable(&net(Unreachable::Other), remote));
+        assert!(!is_retryable(&LlmError::Decode("x".into()), remote));
     }
 
     #[test]

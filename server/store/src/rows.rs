@@ -116,6 +116,8 @@ impl SessionRow {
             context_window: Some(
                 self.context_window.unwrap_or_else(|| default_window(&self.model)),
             ),
+            context_window_source: None,
+            context_window_from: None,
             todos: self.todos,
         }
     }

@@ -116,6 +116,8 @@ fn frame_bench(stream: Stream) -> anyhow::Result<(usize, Duration, Duration, Dur
         attached: Vec::new(),
         usage: None,
         context_window: None,
+        context_window_source: None,
+        context_window_from: None,
         todos: None,
     };
     let snapshot = SessionAttachResponse {

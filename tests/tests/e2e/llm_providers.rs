@@ -617,7 +617,13 @@ async fn the_key_never_appears_in_errors_or_debug() {
     };
     let (result, _) = call(&Provider::new(dead).unwrap(), &simple_request()).await;
     let error = result.unwrap_err();
-    assert!(matches!(error, LlmError::Transport(_)), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            LlmError::Transport { kind: outboard_server::llm::error::Unreachable::Refused, .. }
+        ),
+        "{error:?}"
+    );
     assert!(!format!("{error} {error:?}").contains(KEY), "{error:?}");
 }
 

@@ -36,6 +36,7 @@ mod org_voice;
 mod otlp;
 mod plan;
 mod protocol_errors;
+mod provider_errors;
 mod read_media;
 mod recovery;
 mod remote_hosts;

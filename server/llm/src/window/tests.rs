@@ -87,13 +87,78 @@ fn roots_under_openai_base_urls() {
 fn the_cache_is_bounded_and_forgets_the_oldest() {
     let cache = WindowCache::default();
     for i in 0..WINDOW_CACHE_ENTRIES + 10 {
-        cache.put("http://h/v1", &format!("m{i}"), Some(1000 + i as u64));
+        cache.put("http://h/v1", &format!("m{i}"), Some((1000 + i as u64, Dialect::Vllm)));
     }
     assert_eq!(cache.len(), WINDOW_CACHE_ENTRIES);
     assert_eq!(cache.get("http://h/v1", "m0"), Cached::Unknown, "the oldest went first");
     let last = WINDOW_CACHE_ENTRIES + 9;
-    assert_eq!(cache.get("http://h/v1", &format!("m{last}")), Cached::Window(1000 + last as u64));
+    assert_eq!(
+        cache.get("http://h/v1", &format!("m{last}")),
+        Cached::Window(1000 + last as u64, Dialect::Vllm)
+    );
     cache.put("http://h/v1", "down", None);
     assert_eq!(cache.get("http://h/v1", "down"), Cached::Failed);
     assert_eq!(cache.get("http://other/v1", "down"), Cached::Unknown, "per base URL");
+}
+
+/// `GET /v1/models` of routers that list windows (OpenRouter's `context_length`, Groq's
+/// `context_window`), and a plain list that does not.
+#[test]
+fn model_lists_of_gateways() {
+    let openrouter = json!({ "data": [
+        { "id": "qwen/qwen3-coder", "name": "Qwen3 Coder", "context_length": 262144,
+          "pricing": { "prompt": "0.0000002" }, "top_provider": { "context_length": 262144 } },
+        { "id": "other/model", "context_length": 8192 }
+    ]});
+    assert_eq!(parse_model_list(&openrouter, "qwen/qwen3-coder"), Some(262_144));
+    let groq = json!({ "object": "list", "data": [
+        { "id": "llama-3.3-70b-versatile", "object": "model", "owned_by": "Meta",
+          "active": true, "context_window": 131072, "max_completion_tokens": 32768 }
+    ]});
+    assert_eq!(parse_model_list(&groq, "llama-3.3-70b-versatile"), Some(131_072));
+    let plain = json!({ "object": "list", "data": [{ "id": "m", "object": "model" }] });
+    assert_eq!(parse_model_list(&plain, "m"), None);
+    assert_eq!(parse_model_list(&openrouter, "absent"), None);
+}
+
+/// LM Studio's `GET /api/v0/models/{model}` (its REST API reference), loaded and not.
+#[test]
+fn lmstudio_loaded_then_max_length() {
+    let not_loaded = json!({
+        "id": "qwen2-vl-7b-instruct", "object": "model", "type": "vlm",
+        "publisher": "mlx-community", "arch": "qwen2_vl", "compatibility_type": "mlx",
+        "quantization": "4bit", "state": "not-loaded", "max_context_length": 32768
+    });
+    assert_eq!(parse_lmstudio_model(&not_loaded), Some(32_768));
+    let mut loaded = not_loaded.clone();
+    loaded["state"] = json!("loaded");
+    loaded["loaded_context_length"] = json!(8192);
+    assert_eq!(parse_lmstudio_model(&loaded), Some(8_192), "what it runs with wins");
+    assert_eq!(parse_lmstudio_model(&json!({ "error": "Model not found" })), None);
+}
+
+/// LiteLLM's `GET /model/info`: the alias's `max_input_tokens`.
+#[test]
+fn litellm_model_info_by_alias() {
+    let body = json!({ "data": [
+        { "model_name": "team-coder",
+          "litellm_params": { "model": "anthropic/claude-sonnet-4-5" },
+          "model_info": { "id": "abc", "max_tokens": 64000, "max_input_tokens": 200000,
+                          "max_output_tokens": 64000, "mode": "chat" } },
+        { "model_name": "local", "litellm_params": { "model": "ollama/qwen" },
+          "model_info": { "max_input_tokens": null } }
+    ]});
+    assert_eq!(parse_litellm_info(&body, "team-coder"), Some(200_000));
+    assert_eq!(parse_litellm_info(&body, "local"), None, "a gateway that does not know says so");
+    assert_eq!(parse_litellm_info(&body, "absent"), None);
+}
+
+#[test]
+fn hosted_apis_are_not_probed_and_ids_are_one_segment() {
+    assert!(is_hosted("https://api.anthropic.com"));
+    assert!(is_hosted("https://api.openai.com/v1"));
+    assert!(!is_hosted("http://127.0.0.1:8080"));
+    assert!(!is_hosted("https://openrouter.ai/api/v1"));
+    assert!(!is_hosted("https://api.anthropic.com.evil.example/v1"));
+    assert_eq!(path_segment("lmstudio-community/qwen 3"), "lmstudio-community%2Fqwen%203");
 }
