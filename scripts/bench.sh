@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|connections|tasks|mcp|hosts|nodes|uploads|media|startup|task|tui-memory|all]`,
-# `scripts/bench.sh compare REV [startup|task]`.
+# `scripts/bench.sh compare REV [startup|task]`, `scripts/bench.sh peer` (beside Codex CLI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +36,26 @@ case "${1:-all}" in
     esac
     build_dist
     exec target/release/bench_speed "$which" --build release=target/release --build dist=target/dist "$@"
+    ;;
+  peer)
+    # `outboard run` (dist) beside Codex CLI's `codex exec` on the same 21-call task against the
+    # mock model, each timed from spawn to exit with a cold and a warm data dir (issue #56).
+    # Codex comes from the npm registry into target/peer/codex (its version pinned here), unless
+    # `--codex PATH` names one. Extra arguments go to the bench (`--runs N`, `--rounds N`).
+    shift
+    cargo build --quiet --release -p outboard-tests --bin bench_peer
+    build_dist
+    codex=(--codex target/peer/codex/node_modules/.bin/codex)
+    case " $* " in
+      *" --codex "*) codex=() ;;
+      *)
+        if [ ! -x target/peer/codex/node_modules/.bin/codex ]; then
+          mkdir -p target/peer/codex
+          (cd target/peer/codex && npm install --no-audit --no-fund --silent @openai/codex@0.171.0 >&2)
+        fi
+        ;;
+    esac
+    exec target/release/bench_peer --build dist=target/dist "${codex[@]}" "$@"
     ;;
   compare)
     # `compare REV [startup|task|all] [bench args]`: REV's release binaries, built in a
