@@ -121,3 +121,43 @@ pub fn error_status_for_type(kind: &str) -> u16 {
         _ => 500,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error with a cause, as hyper and reqwest chain them.
+    #[derive(Debug)]
+    struct Wrapped(&'static str, Box<dyn std::error::Error + Send + Sync>);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(self.1.as_ref())
+        }
+    }
+
+    #[test]
+    fn the_cause_chain_tells_how_a_connection_failed() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let e = Wrapped("client error (Connect)", Box::new(refused));
+        assert_eq!(Unreachable::of(&e, false), Unreachable::Refused);
+        let dns = std::io::Error::other(
+            "failed to lookup address information: Name or service not known",
+        );
+        let e = Wrapped("client error (Connect)", Box::new(Wrapped("dns error", Box::new(dns))));
+        assert_eq!(Unreachable::of(&e, false), Unreachable::Dns);
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let e = Wrapped("client error (Connect)", Box::new(tls));
+        assert_eq!(Unreachable::of(&e, false), Unreachable::Tls);
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let e = Wrapped("client error (SendRequest)", Box::new(reset));
+        assert_eq!(Unreachable::of(&e, true), Unreachable::Timeout);
+        assert_eq!(Unreachable::of(&e, false), Unreachable::Other);
+    }
+}
