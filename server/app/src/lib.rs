@@ -38,6 +38,7 @@ pub mod netsession;
 pub use outboard_org::orgfs;
 pub mod paging;
 pub use outboard_org::quota;
+pub use outboard_org::hooks;
 pub use outboard_org::search;
 pub use outboard_org::secrets;
 pub use outboard_remote as remote;
