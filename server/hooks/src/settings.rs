@@ -230,11 +230,14 @@ mod tests {
             "Stop": [{"matcher": "(", "hooks": []}]}}"#;
         let parsed = parse(".claude/settings.json", text);
         assert_eq!(parsed.hooks.len(), 2, "{parsed:?}");
-        let guard = &parsed.hooks[0];
+        // Events come in name order (the JSON object is read sorted).
+        let guard = parsed.hooks.iter().find(|h| h.event == HookEvent::PreToolUse).unwrap();
         assert_eq!(guard.timeout, Duration::from_secs(5));
         assert!(guard.block_on_failure && guard.applies(HookEvent::PreToolUse, Some("Bash")));
         assert!(!guard.applies(HookEvent::PreToolUse, Some("Edit")));
-        assert_eq!(parsed.hooks[1].timeout, DEFAULT_TIMEOUT);
+        let format = parsed.hooks.iter().find(|h| h.event == HookEvent::PostToolUse).unwrap();
+        assert_eq!(format.timeout, DEFAULT_TIMEOUT);
+        assert!(format.applies(HookEvent::PostToolUse, Some("Write")));
         let problems = parsed.problems.join("\n");
         assert!(problems.contains("hooks.PreToolUse[0].hooks[1]: an http hook"), "{problems}");
         assert!(problems.contains("hooks.PreToolUse[0].hooks[2]: a command hook"), "{problems}");

@@ -123,6 +123,7 @@ async fn a_post_tool_use_formatter_rewrites_the_file_after_edit() {
         json!({"file_path": path, "content": "hello world"}),
     )
     .with_id("w")]));
+    s.mock.push(MockStep::tool_calls(vec![MockToolCall::new("Read", json!({"file_path": path}))]));
     s.mock.push(MockStep::tool_calls(vec![MockToolCall::new(
         "Edit",
         json!({"file_path": path, "old_string": "world", "new_string": "there"}),
@@ -304,4 +305,25 @@ async fn hostile_settings_run_only_in_the_sandbox_and_a_linked_settings_file_is_
     let log = reminders(&events);
     assert!(log.contains(".claude/settings.local.json: not read"), "{log}");
     assert_eq!(std::fs::read_to_string(&host_settings).unwrap(), linked.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_hook_that_blocks_sends_the_model_back_with_its_reason() {
+    let mut s = session().await;
+    let check = "if [ ! -f /workspace/checked ]; then touch /workspace/checked; \
+                 echo 'tests fail: run them again' >&2; exit 2; fi";
+    settings(&s.workspace, "settings.json", json!({"Stop": [{"hooks": [{"command": check}]}]}));
+    s.mock.push(MockStep::text("done"));
+    s.mock.push(MockStep::text("really done"));
+    let events = s.client.turn(&s.sid, "finish").await.unwrap();
+    assert!(matches!(events.last().unwrap().kind, EventKind::TurnCompleted { .. }));
+    let requests = s.mock.requests();
+    assert_eq!(requests.len(), 2, "the model was called again once");
+    let body = requests[1].body.to_string();
+    assert!(body.contains("Stop hook feedback: tests fail: run them again"), "{body}");
+    let stop_active: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::SystemReminder { text } if text.contains("Stop hook")))
+        .collect();
+    assert_eq!(stop_active.len(), 1);
 }

@@ -70,15 +70,15 @@ pub async fn fire(turn: &Turn, event: HookEvent, subject: Option<&str>, input: V
         return Answer::default();
     }
     let body = serde_json::to_string(&input).unwrap_or_else(|_| "{}".into());
+    let body: &str = &body;
     let runs = matching.into_iter().map(|spec| {
-        let body = &body;
         async move {
             let result = match &spec.handler {
                 Handler::Command(command) => repo::run(turn, spec, command, body).await,
                 Handler::Http(_) => match &turn.env.org {
                     Some(org) => {
                         let secrets = org.secrets.as_ref();
-                        let body = body.clone().into_bytes();
+                        let body = body.as_bytes().to_vec();
                         outboard_org::hooks::call(secrets, &org.org_id, spec, body).await
                     }
                     None => outboard_hooks::RunResult {

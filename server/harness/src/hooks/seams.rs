@@ -34,10 +34,9 @@ async fn remind(turn: &mut Turn, text: String) -> Result<(), EmitError> {
 
 /// Logs the notes kept since the last call (see the module header of `hooks`).
 pub async fn flush(turn: &mut Turn) -> Result<(), EmitError> {
-    match turn.hooks.take_notes() {
-        Some(text) => remind(turn, text).await,
-        None => Ok(()),
-    }
+    let Some(text) = turn.hooks.take_notes() else { return Ok(()) };
+    let text = turn.env.scrub.scrub_str(&text).into_owned();
+    remind(turn, text).await
 }
 
 async fn context(turn: &mut Turn, event: HookEvent, answer: &Answer) -> Result<(), EmitError> {
