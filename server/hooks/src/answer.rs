@@ -75,7 +75,12 @@ fn cut(text: &str) -> String {
 
 /// What `result` means for `event`; `block_on_failure`: a failure blocks; `name`: how the
 /// reason names the hook.
-pub fn interpret(event: HookEvent, block_on_failure: bool, name: &str, result: &RunResult) -> Answer {
+pub fn interpret(
+    event: HookEvent,
+    block_on_failure: bool,
+    name: &str,
+    result: &RunResult,
+) -> Answer {
     let fail = |what: String| {
         let mut answer = Answer::default();
         if block_on_failure {
@@ -136,7 +141,8 @@ fn json_answer(event: HookEvent, map: &serde_json::Map<String, Value>) -> Answer
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(cut).filter(|s| !s.is_empty());
     let mut answer = Answer::default();
     if map.get("continue") == Some(&Value::Bool(false)) {
-        answer.stop = Some(text(map.get("stopReason")).unwrap_or_else(|| "Stopped by a hook.".into()));
+        answer.stop =
+            Some(text(map.get("stopReason")).unwrap_or_else(|| "Stopped by a hook.".into()));
     }
     answer.system_message = text(map.get("systemMessage"));
     let reason = text(map.get("reason"));
@@ -252,18 +258,30 @@ mod tests {
         assert_eq!(a.decision, Decision::Allow);
         assert_eq!(a.updated_input, Some(serde_json::json!({"command": "ls"})));
         assert_eq!(a.stop.as_deref(), Some("done"));
-        let a = interpret(HookEvent::Stop, false, "h", &run(0, r#"{"decision": "block", "reason": "tests fail"}"#, ""));
+        let a = interpret(
+            HookEvent::Stop,
+            false,
+            "h",
+            &run(0, r#"{"decision": "block", "reason": "tests fail"}"#, ""),
+        );
         assert_eq!(a.decision, Decision::Block("tests fail".into()));
         let a = interpret(pre, false, "h", &run(0, "{not json", ""));
         assert!(a.failures[0].what.contains("not a JSON object"), "{a:?}");
         let merged = Answer::merge(vec![
-            interpret(pre, false, "a", &run(0, r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#, "")),
+            interpret(
+                pre,
+                false,
+                "a",
+                &run(0, r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#, ""),
+            ),
             interpret(pre, false, "b", &run(2, "", "first")),
             interpret(pre, false, "c", &run(2, "", "second")),
         ]);
         assert_eq!(merged.decision, Decision::Block("first\nsecond".into()));
         let long = "x".repeat(MAX_TEXT_CHARS + 5);
         let a = interpret(pre, false, "h", &run(2, "", &long));
-        assert!(matches!(a.decision, Decision::Block(r) if r.ends_with("[cut at 10000 characters]")));
+        assert!(
+            matches!(a.decision, Decision::Block(r) if r.ends_with("[cut at 10000 characters]"))
+        );
     }
 }

@@ -22,9 +22,8 @@ pub fn verify(key: &[u8], body: &[u8], header: &str) -> bool {
     if hex.len() != 64 || !hex.is_ascii() {
         return false;
     }
-    let tag: Option<Vec<u8>> = (0..32)
-        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
-        .collect();
+    let tag: Option<Vec<u8>> =
+        (0..32).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()).collect();
     let Some(tag) = tag else { return false };
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
     ring::hmac::verify(&key, body, &tag).is_ok()
@@ -37,10 +36,7 @@ mod tests {
     #[test]
     fn rfc4231_case_2() {
         let sig = signature(b"Jefe", b"what do ya want for nothing?");
-        assert_eq!(
-            sig,
-            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
+        assert_eq!(sig, "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
         assert!(verify(b"Jefe", b"what do ya want for nothing?", &sig));
         assert!(!verify(b"Jefe", b"what do ya want for nothing!", &sig));
     }

@@ -192,7 +192,9 @@ pub async fn list(store: &Store, org: &str) -> Result<String, HookError> {
     if hooks.is_empty() {
         return Ok(format!("org {org} has no hooks\n"));
     }
-    let mut out = String::from("ID\tEVENT\tMATCHER\tTIMEOUT\tURL (signing key: the org secret for its host)\n");
+    let mut out = String::from(
+        "ID\tEVENT\tMATCHER\tTIMEOUT\tURL (signing key: the org secret for its host)\n",
+    );
     for h in hooks {
         let matcher = if h.matcher.is_empty() { "*" } else { &h.matcher };
         out.push_str(&format!(
@@ -269,7 +271,9 @@ pub async fn call(
                  --host {host} NAME)"
             ))
         }
-        Err(_) => return failed(&format!("cannot be signed: the org secret for {host} does not open")),
+        Err(_) => {
+            return failed(&format!("cannot be signed: the org secret for {host} does not open"))
+        }
     };
     let signature = outboard_hooks::sign::signature(key.expose().as_bytes(), &body);
     drop(key);

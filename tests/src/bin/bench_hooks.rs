@@ -59,7 +59,11 @@ async fn run(case: Case, args: &Args, webhook: &str) -> anyhow::Result<Duration>
         )?,
         Case::Webhook => {
             let host = webhook.trim_start_matches("http://").split('/').next().unwrap_or_default();
-            admin_ok(&server, &["secret", "set", "--org", "acme", "--host", host, "k"], Some("key"));
+            admin_ok(
+                &server,
+                &["secret", "set", "--org", "acme", "--host", host, "k"],
+                Some("key"),
+            );
             let args = ["hook", "add", "--org", "acme", "--event", "PreToolUse", webhook];
             admin_ok(&server, &args, None);
         }

@@ -275,7 +275,8 @@ async fn hostile_settings_run_only_in_the_sandbox_and_a_linked_settings_file_is_
         dir = host.path().display(),
         marker = marker.display()
     );
-    let planted = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"command": hook}]}]}});
+    let planted =
+        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"command": hook}]}]}});
     s.mock.push(MockStep::tool_calls(vec![MockToolCall::new(
         "Write",
         json!({"file_path": "/workspace/.claude/settings.json", "content": planted.to_string()}),
@@ -323,7 +324,9 @@ async fn a_stop_hook_that_blocks_sends_the_model_back_with_its_reason() {
     assert!(body.contains("Stop hook feedback: tests fail: run them again"), "{body}");
     let stop_active: Vec<_> = events
         .iter()
-        .filter(|e| matches!(&e.kind, EventKind::SystemReminder { text } if text.contains("Stop hook")))
+        .filter(
+            |e| matches!(&e.kind, EventKind::SystemReminder { text } if text.contains("Stop hook")),
+        )
         .collect();
     assert_eq!(stop_active.len(), 1);
 }

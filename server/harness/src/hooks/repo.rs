@@ -96,7 +96,9 @@ pub async fn run(turn: &Turn, spec: &HookSpec, command: &str, input: &str) -> Ru
     };
     let result = match ran {
         Ok(result) => result,
-        Err(e) => return RunResult { failure: Some(format!("could not run: {e}")), ..Default::default() },
+        Err(e) => {
+            return RunResult { failure: Some(format!("could not run: {e}")), ..Default::default() }
+        }
     };
     let failure = if result.timed_out {
         Some(format!("did not finish within {}", seconds(timeout)))

@@ -65,39 +65,38 @@ fn unreadable_org_hooks() -> HookSpec {
 /// answer (the default when none matches).
 pub async fn fire(turn: &Turn, event: HookEvent, subject: Option<&str>, input: Value) -> Answer {
     let hooks = &turn.hooks;
-    let matching: Vec<&HookSpec> = hooks.specs.iter().filter(|s| s.applies(event, subject)).collect();
+    let matching: Vec<&HookSpec> =
+        hooks.specs.iter().filter(|s| s.applies(event, subject)).collect();
     if matching.is_empty() {
         return Answer::default();
     }
     let body = serde_json::to_string(&input).unwrap_or_else(|_| "{}".into());
     let body: &str = &body;
-    let runs = matching.into_iter().map(|spec| {
-        async move {
-            let result = match &spec.handler {
-                Handler::Command(command) => repo::run(turn, spec, command, body).await,
-                Handler::Http(_) => match &turn.env.org {
-                    Some(org) => {
-                        let secrets = org.secrets.as_ref();
-                        let body = body.as_bytes().to_vec();
-                        outboard_org::hooks::call(secrets, &org.org_id, spec, body).await
-                    }
-                    None => outboard_hooks::RunResult {
-                        failure: Some("has no org to be signed for".into()),
-                        ..Default::default()
-                    },
+    let runs = matching.into_iter().map(|spec| async move {
+        let result = match &spec.handler {
+            Handler::Command(command) => repo::run(turn, spec, command, body).await,
+            Handler::Http(_) => match &turn.env.org {
+                Some(org) => {
+                    let secrets = org.secrets.as_ref();
+                    let body = body.as_bytes().to_vec();
+                    outboard_org::hooks::call(secrets, &org.org_id, spec, body).await
+                }
+                None => outboard_hooks::RunResult {
+                    failure: Some("has no org to be signed for".into()),
+                    ..Default::default()
                 },
-            };
-            let name = format!("the {} `{}`", spec.source.label(), spec.short());
-            let answer = outboard_hooks::interpret(event, spec.block_on_failure, &name, &result);
-            for failure in &answer.failures {
-                let then = if failure.blocked { "blocked" } else { "let through" };
-                hooks.note(format!("{event} {name} {}; {then}", failure.what));
-            }
-            if let Some(message) = &answer.system_message {
-                hooks.note(format!("{event} {name} says: {message}"));
-            }
-            answer
+            },
+        };
+        let name = format!("the {} `{}`", spec.source.label(), spec.short());
+        let answer = outboard_hooks::interpret(event, spec.block_on_failure, &name, &result);
+        for failure in &answer.failures {
+            let then = if failure.blocked { "blocked" } else { "let through" };
+            hooks.note(format!("{event} {name} {}; {then}", failure.what));
         }
+        if let Some(message) = &answer.system_message {
+            hooks.note(format!("{event} {name} says: {message}"));
+        }
+        answer
     });
     let answers = futures_util::future::join_all(runs).await;
     let mut merged = Answer::merge(answers);

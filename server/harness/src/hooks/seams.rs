@@ -61,7 +61,9 @@ pub async fn turn_start(turn: &mut Turn) -> Result<Option<Ending>, EmitError> {
     if !fresh {
         return Ok(None);
     }
-    if turn.conversation.messages().len() == 1 && turn.hooks.any(HookEvent::SessionStart, Some("startup")) {
+    if turn.conversation.messages().len() == 1
+        && turn.hooks.any(HookEvent::SessionStart, Some("startup"))
+    {
         let body = input::with(base(turn, HookEvent::SessionStart), "source", json!("startup"));
         let answer = super::run::fire(turn, HookEvent::SessionStart, Some("startup"), body).await;
         context(turn, HookEvent::SessionStart, &answer).await?;
@@ -88,7 +90,9 @@ pub async fn turn_start(turn: &mut Turn) -> Result<Option<Ending>, EmitError> {
         }
         if let Some(reason) = &answer.stop {
             flush(turn).await?;
-            return Ok(Some(Ending::Failed(format!("A UserPromptSubmit hook stopped the turn: {reason}"))));
+            return Ok(Some(Ending::Failed(format!(
+                "A UserPromptSubmit hook stopped the turn: {reason}"
+            ))));
         }
         context(turn, HookEvent::UserPromptSubmit, &answer).await?;
     }
@@ -102,7 +106,13 @@ pub async fn pre_tool(turn: &Turn, mut call: ToolCall) -> (ToolCall, Option<Tool
     if !turn.hooks.any(HookEvent::PreToolUse, Some(&call.name)) {
         return (call, None);
     }
-    let body = input::tool(base(turn, HookEvent::PreToolUse), &call.name, &call.input, &call.call_id, None);
+    let body = input::tool(
+        base(turn, HookEvent::PreToolUse),
+        &call.name,
+        &call.input,
+        &call.call_id,
+        None,
+    );
     let answer = super::run::fire(turn, HookEvent::PreToolUse, Some(&call.name), body).await;
     if let Decision::Block(reason) = answer.decision {
         let mut text = format!("A PreToolUse hook refused this call: {reason}");
@@ -113,7 +123,10 @@ pub async fn pre_tool(turn: &Turn, mut call: ToolCall) -> (ToolCall, Option<Tool
         return (call, Some(ToolOutcome::error(text)));
     }
     if let Some(reason) = answer.stop {
-        return (call, Some(ToolOutcome::error(format!("A PreToolUse hook stopped this call: {reason}"))));
+        return (
+            call,
+            Some(ToolOutcome::error(format!("A PreToolUse hook stopped this call: {reason}"))),
+        );
     }
     if let Some(input) = answer.updated_input {
         call.input = input;
@@ -156,16 +169,20 @@ pub async fn stop(turn: &mut Turn, blocked_before: u32) -> Result<bool, EmitErro
     if !matches!(turn.role, Role::Main) || !turn.hooks.any(HookEvent::Stop, None) {
         return Ok(false);
     }
-    let body = input::with(base(turn, HookEvent::Stop), "stop_hook_active", json!(blocked_before > 0));
+    let body =
+        input::with(base(turn, HookEvent::Stop), "stop_hook_active", json!(blocked_before > 0));
     let answer = super::run::fire(turn, HookEvent::Stop, None, body).await;
     let go_on = match (&answer.decision, &answer.stop) {
         (Decision::Block(reason), None) if blocked_before < MAX_STOP_BLOCKS => {
-            let text = format!("<system-reminder>\nStop hook feedback: {reason}\n</system-reminder>");
+            let text =
+                format!("<system-reminder>\nStop hook feedback: {reason}\n</system-reminder>");
             remind(turn, text).await?;
             true
         }
         (Decision::Block(_), None) => {
-            turn.hooks.note(format!("Stop hooks blocked {MAX_STOP_BLOCKS} times this turn; the turn ends"));
+            turn.hooks.note(format!(
+                "Stop hooks blocked {MAX_STOP_BLOCKS} times this turn; the turn ends"
+            ));
             false
         }
         _ => false,
