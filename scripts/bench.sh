@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|connections|tasks|mcp|hosts|nodes|uploads|media|startup|task|tui-memory|all]`,
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|connections|tasks|mcp|hooks|hosts|nodes|uploads|media|startup|task|tui-memory|all]`,
 # `scripts/bench.sh compare REV [startup|task]`, `scripts/bench.sh peer` (beside Codex CLI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -163,6 +163,14 @@ case "${1:-all}" in
     shift
     exec cargo run --quiet --release -p outboard-tests --bin bench_tasks -- "$@"
     ;;
+  hooks)
+    # Hooks: what a repository PreToolUse hook (run in the awake sandbox) and an org webhook on
+    # loopback add to a `Bash true` call, through the real server binary. `hooks [--calls N]
+    # [--turns N]`.
+    cargo build --quiet --release -p outboard-server -p outboard-cli --bins
+    shift
+    exec cargo run --quiet --release -p outboard-tests --bin bench_hooks -- "$@"
+    ;;
   mcp)
     # MCP: a tool call through the server's McpHub against the same call made directly with the
     # same SDK client, to the test stdio server on the Python SDK (`pip install 'mcp>=1,<2'`), and
@@ -207,6 +215,7 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_connections
     cargo run --quiet --release -p outboard-tests --bin bench_tasks
     cargo run --quiet --release -p outboard-tests --bin bench_mcp
+    cargo run --quiet --release -p outboard-tests --bin bench_hooks
     cargo run --quiet --release -p outboard-tests --bin bench_hosts
     cargo run --quiet --release -p outboard-tests --bin bench_nodes
     cargo run --quiet --release -p outboard-tests --bin bench_speed -- startup
@@ -216,7 +225,7 @@ case "${1:-all}" in
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hosts|nodes|uploads|media|startup|task|tui-memory|all] | compare REV [startup|task|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hooks|hosts|nodes|uploads|media|startup|task|tui-memory|all] | compare REV [startup|task|all]" >&2
     exit 2
     ;;
 esac

@@ -37,6 +37,7 @@ pub use outboard_org::netpolicy;
 pub mod netsession;
 pub use outboard_org::orgfs;
 pub mod paging;
+pub use outboard_org::hooks;
 pub use outboard_org::quota;
 pub use outboard_org::search;
 pub use outboard_org::secrets;

@@ -220,6 +220,7 @@ async fn run(cli: Cli, file: Option<outboard_flagfile::FlagFile>) -> anyhow::Res
         Command::Admin { command: AdminCommand::Policy { command } } => admin_policy(command).await,
         Command::Admin { command: AdminCommand::Hosts { command } } => admin_hosts(command).await,
         Command::Admin { command: AdminCommand::Search { command } } => admin_search(command).await,
+        Command::Admin { command: AdminCommand::Hook { command } } => admin_hook(command).await,
         Command::Admin { command: AdminCommand::Nodes { json, within, data } } => {
             let (_, store) = open_data(data)?;
             let nodes = store.nodes(Duration::from_secs(within)).await?;

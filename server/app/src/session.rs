@@ -431,8 +431,7 @@ impl SessionHandle {
         rx.await.map_err(|_| gone())?
     }
 
-    /// Kills one of the session's running background commands; `not_found` when none of that
-    /// id runs.
+    /// Kills one of the session's running background commands; `not_found` when none of that id runs.
     pub async fn kill_task(&self, shell_id: String) -> Result<(), ErrorBody> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Command::KillTask { shell_id, reply }).await.map_err(|_| gone())?;
@@ -1560,6 +1559,7 @@ impl Actor {
                 source: Some((self.store.clone(), self.row.org_id.clone())),
             },
             offered: Vec::new(),
+            hooks: Default::default(),
         };
         Ok((turn, tx, cancel))
     }

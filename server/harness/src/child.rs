@@ -477,6 +477,7 @@ async fn run_child(
         }),
         approvals: parent.approvals.clone(),
         offered: Vec::new(),
+        hooks: parent.hooks.clone(),
     };
     let ending = match drive(&mut child, &mut usage).await {
         Ok(ending) => ending,

@@ -11,7 +11,7 @@
 //!
 //! Modules, lowest first: [`sink`] (events out), [`conversation`] and [`compact`] (what the
 //! model sees, and its compaction), [`rewind`] (checkpoints, and the history a rewind makes current), [`progress`] (deltas to the session, bounded), [`fence`],
-//! [`project`] and [`prompt`] (the system prompt), [`approvals`] and [`approve`] (the tool
+//! [`project`] and [`prompt`] (the system prompt), [`hooks`] (Claude Code's hooks, each run where it is safe), [`approvals`] and [`approve`] (the tool
 //! policy's gate), [`plan`] (plan mode, `ExitPlanMode`, `AskUserQuestion`), `spans` (what a turn's trace
 //! records, below all of these), [`state`] (a turn's state, recovery), [`child`] (subagents, which get the
 //! loop as a callback), [`turn`] (the loop), [`agent_types`] (org-defined subagents).
@@ -26,6 +26,7 @@ pub mod child;
 pub mod compact;
 pub mod conversation;
 pub mod fence;
+pub mod hooks;
 pub mod plan;
 pub mod progress;
 pub mod project;

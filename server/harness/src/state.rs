@@ -112,6 +112,9 @@ pub struct Turn {
     /// The names of the tools this loop's model is offered, set when the loop starts (empty
     /// before): an exported span names a called tool only when it is one of them (`spans`).
     pub offered: Vec<String>,
+    /// The hooks this turn runs (read when the session's loop starts; a subagent's are its
+    /// parent's).
+    pub hooks: crate::hooks::set::Hooks,
 }
 
 /// Which loop a [`Turn`] drives.

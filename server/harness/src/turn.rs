@@ -104,6 +104,9 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
             (role.system.clone(), specs, Vec::new())
         }
     };
+    if let Some(ending) = crate::hooks::seams::turn_start(turn).await? {
+        return Ok(ending);
+    }
     let fixed_bytes = context::fixed_bytes(&system, &specs);
     turn.offered = specs.iter().map(|s| s.name.clone()).collect();
     let pending = std::mem::take(&mut turn.resume.pending);
@@ -114,10 +117,12 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
     let mut step = turn.resume.steps_used;
     // A provider's "too long" is answered by compacting and retrying the step once.
     let mut overflow_retried = false;
+    let mut stop_blocks = 0;
     while step < turn.limits.max_steps {
         if turn.shutdown.is_cancelled() {
             return Ok(Ending::Suspended);
         }
+        crate::hooks::seams::flush(turn).await?;
         // Background commands that ended since the last step: told at the end of the newest
         // message, so the cached prefix stays as it was; durable, so a rebuilt conversation has it.
         // Only the session's own loop is told (each job is told once); a subagent polls its jobs
@@ -256,6 +261,10 @@ pub(crate) async fn drive(turn: &mut Turn, usage: &mut Usage) -> Result<Ending, 
         // The provider paused a long turn of its own tools (its web search): sending the
         // conversation again, which ends with what it said so far, lets it go on.
         if calls.is_empty() && response.stop == ModelStop::Other("pause_turn".into()) {
+            continue;
+        }
+        if calls.is_empty() && crate::hooks::seams::stop(turn, stop_blocks).await? {
+            stop_blocks += 1;
             continue;
         }
         if calls.is_empty() {
@@ -409,6 +418,7 @@ pub(crate) fn announce_with_message(turn: &Turn, call: &ToolCall) -> bool {
     !turn.cancel.is_cancelled()
         && !turn.shutdown.is_cancelled()
         && !plan::runs_here(turn, call)
+        && !turn.hooks.any(outboard_hooks::HookEvent::PreToolUse, Some(&call.name))
         && matches!(approve::settled(turn, call), Some(approve::Verdict::Run))
 }
 
@@ -565,6 +575,10 @@ pub(crate) async fn start(
         return Ok(Some((call, Action::Answer(not_run()))));
     }
     let Some(before) = started else {
+        let (call, refused) = crate::hooks::seams::pre_tool(turn, call).await;
+        if let Some(outcome) = refused {
+            return Ok(Some((call, Action::Answer(outcome))));
+        }
         if plan::runs_here(turn, &call) {
             return Ok(plan::settle(turn, &call, approval)
                 .await?
@@ -679,7 +693,9 @@ async fn execute_untraced(
             None => Ran::Suspended,
         });
     }
-    Ok(done(run_tool(turn, call, reads).await?, Usage::default()))
+    let mut outcome = run_tool(turn, call, reads).await?;
+    crate::hooks::seams::post_tool(turn, call, &mut outcome).await;
+    Ok(done(outcome, Usage::default()))
 }
 
 /// For `Write`, `Edit` and `NotebookEdit`: the SHA-256 of the target's current content, or

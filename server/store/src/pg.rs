@@ -288,6 +288,21 @@ CREATE TABLE org_search (
 );
 "#,
     ),
+    (
+        23,
+        r#"
+CREATE TABLE org_hooks (
+    id          TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    event       TEXT NOT NULL,
+    matcher     TEXT NOT NULL,
+    url         TEXT NOT NULL,
+    timeout_ms  BIGINT NOT NULL,
+    added_at    TEXT NOT NULL
+);
+CREATE INDEX org_hooks_by_org ON org_hooks(org_id, added_at);
+"#,
+    ),
 ];
 
 /// Runs `f` on a thread of its own and waits for it: the blocking driver starts a small runtime

@@ -361,6 +361,20 @@ CREATE TABLE org_search (
     set_at   TEXT NOT NULL
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- Schema 23: the org's hooks (`admin hook add`, `hooks` of the org crate): webhooks the server
+-- calls, signed with the org secret for the URL's host, on an event of Claude Code's contract.
+CREATE TABLE org_hooks (
+    id          TEXT PRIMARY KEY,
+    org_id      TEXT NOT NULL REFERENCES orgs(id),
+    event       TEXT NOT NULL,
+    matcher     TEXT NOT NULL,
+    url         TEXT NOT NULL,
+    timeout_ms  INTEGER NOT NULL,
+    added_at    TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX org_hooks_by_org ON org_hooks(org_id, added_at);
+"#,
 ];
 
 pub fn open_connection(

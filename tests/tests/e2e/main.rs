@@ -18,6 +18,7 @@ mod context_probe;
 mod crash;
 mod e2e_run;
 mod git_http_fixture;
+mod hooks;
 mod hostile_host;
 mod launch_errors;
 mod llm_providers;

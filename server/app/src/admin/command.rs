@@ -47,6 +47,13 @@ pub(crate) enum AdminCommand {
         #[command(subcommand)]
         command: SearchCommand,
     },
+    /// The org's hooks: webhooks the server calls on an event of every session of the org
+    /// (Claude Code's hooks contract), signed with the org secret for the URL's host; they fail
+    /// closed and a repository cannot turn them off.
+    Hook {
+        #[command(subcommand)]
+        command: HookCommand,
+    },
     /// The sandbox hosts this server places sessions on (`serve --sandbox remote`).
     Hosts {
         #[command(subcommand)]
@@ -431,6 +438,50 @@ pub(crate) enum SearchCommand {
         /// Organisation name.
         #[arg(long)]
         org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum HookCommand {
+    /// Add a webhook: the server POSTs the hook's JSON input to URL, signed in
+    /// `X-Outboard-Signature: sha256=<HMAC-SHA256 of the body>` under the org secret for URL's
+    /// host (`admin secret set --org ORG --host HOST NAME`); the answer is read as a command
+    /// hook's stdout. No answer within the timeout, an error or no secret: the hook blocks.
+    Add {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// PreToolUse, PostToolUse, PostToolUseFailure, UserPromptSubmit, Stop or SessionStart.
+        #[arg(long)]
+        event: String,
+        /// The tool names it is called for: `Bash`, `Edit|Write`, `mcp__*`; empty or `*`: all.
+        #[arg(long, default_value = "")]
+        matcher: String,
+        /// Seconds to wait for the answer (1 to 60; default 10).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// http:// or https:// URL (no credentials in it).
+        url: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// List an org's hooks.
+    List {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        #[command(flatten)]
+        data: DataArg,
+    },
+    /// Remove a hook by its id.
+    Remove {
+        /// Organisation name.
+        #[arg(long)]
+        org: String,
+        /// The hook's id (`admin hook list`).
+        id: String,
         #[command(flatten)]
         data: DataArg,
     },

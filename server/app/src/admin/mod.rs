@@ -1,6 +1,7 @@
 //! `outboard-server admin …`: one module a command group.
 
 pub(crate) mod command;
+pub(crate) mod hook;
 pub(crate) mod hosts;
 pub(crate) mod input;
 pub(crate) mod mcp;
@@ -12,6 +13,7 @@ pub(crate) mod secret;
 pub(crate) mod token;
 
 pub(crate) use command::{AdminCommand, UserCommand};
+pub(crate) use hook::admin_hook;
 pub(crate) use hosts::admin_hosts;
 pub(crate) use mcp::admin_mcp;
 pub(crate) use network::admin_network;
