@@ -84,15 +84,17 @@ pub async fn turn_start(turn: &mut Turn) -> Result<Option<Ending>, EmitError> {
         let answer = super::run::fire(turn, HookEvent::UserPromptSubmit, None, body).await;
         if let Decision::Block(reason) = &answer.decision {
             flush(turn).await?;
-            return Ok(Some(Ending::Failed(format!(
-                "A UserPromptSubmit hook blocked this prompt: {reason}"
-            ))));
+            return Ok(Some(Ending::Failed(
+                format!("A UserPromptSubmit hook blocked this prompt: {reason}"),
+                outboard_shared::FailureClass::Other,
+            )));
         }
         if let Some(reason) = &answer.stop {
             flush(turn).await?;
-            return Ok(Some(Ending::Failed(format!(
-                "A UserPromptSubmit hook stopped the turn: {reason}"
-            ))));
+            return Ok(Some(Ending::Failed(
+                format!("A UserPromptSubmit hook stopped the turn: {reason}"),
+                outboard_shared::FailureClass::Other,
+            )));
         }
         context(turn, HookEvent::UserPromptSubmit, &answer).await?;
     }
