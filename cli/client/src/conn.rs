@@ -177,7 +177,7 @@ impl Client {
 
     /// A client that is not connected to anything: every request fails with
     /// [`ClientError::Closed`] and [`Client::next_event`] returns `ended`. A
-    /// [`crate::follow::Follow`] holds one while it reconnects.
+    /// `Follow` (the `follow` module) holds one while it reconnects.
     pub fn disconnected(url: &str, ended: ClientError) -> Client {
         let (requests, _) = mpsc::channel(1);
         let (_, events) = mpsc::channel(1);

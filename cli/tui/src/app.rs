@@ -19,6 +19,7 @@ use outboard_shared::{
 use ratatui::text::Line;
 
 use crate::cells::render_cell;
+pub use crate::cells::{CellKind, TOOL_OUTPUT_LINES};
 use crate::composer::Composer;
 use crate::markdown;
 use crate::theme::Theme;
@@ -26,9 +27,6 @@ use crate::theme::Theme;
 // Plain state types other modules read too; re-exported so their `tui::app::` paths stay valid.
 use crate::rewind::Picked;
 pub use crate::state::{ConnState, Picker, ToolCell};
-
-/// Tool output lines shown in a cell (the tail); the full output is in the log.
-pub const TOOL_OUTPUT_LINES: usize = 8;
 
 /// The tool whose calls run a subagent: its call is a group in the transcript.
 pub const TASK_TOOL: &str = "Task";
@@ -164,34 +162,6 @@ pub enum Effect {
     Fork(Option<u32>),
     /// Leave.
     Quit,
-}
-
-/// What a transcript cell holds.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CellKind {
-    /// A user's message.
-    User {
-        /// Who sent it.
-        by: String,
-        /// The text.
-        text: String,
-    },
-    /// A complete assistant message.
-    Assistant(String),
-    /// The model's reasoning before a message (Anthropic thinking, OpenAI reasoning summaries):
-    /// one folded line, shown whole with Ctrl-O.
-    Thinking(String),
-    /// A tool call.
-    Tool(ToolCell),
-    /// A `Task` call: its subagent's events as one collapsible group.
-    Task(crate::subagents::TaskCell),
-    /// A line from the harness or the client (turn ended, failed, retry, drive request).
-    Notice {
-        /// The text.
-        text: String,
-        /// Drawn as an error.
-        error: bool,
-    },
 }
 
 /// One transcript cell and its rendered lines at the current width.

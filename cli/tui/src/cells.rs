@@ -1,12 +1,42 @@
-//! A transcript cell as lines of the screen: the view of [`crate::app::CellKind`] at a width.
+//! A transcript cell: what it holds ([`CellKind`]) and its lines on the screen at a width.
 
 use ratatui::text::{Line, Span};
 
-use crate::app::{CellKind, TOOL_OUTPUT_LINES};
 use crate::format::{format_ms, tool_summary};
 use crate::state::ToolCell;
 use crate::theme::Theme;
 use crate::{diff, markdown, wrap};
+
+/// Tool output lines shown in a cell (the tail); the full output is in the log.
+pub const TOOL_OUTPUT_LINES: usize = 8;
+
+/// What a transcript cell holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellKind {
+    /// A user's message.
+    User {
+        /// Who sent it.
+        by: String,
+        /// The text.
+        text: String,
+    },
+    /// A complete assistant message.
+    Assistant(String),
+    /// The model's reasoning before a message (Anthropic thinking, OpenAI reasoning summaries):
+    /// one folded line, shown whole with Ctrl-O.
+    Thinking(String),
+    /// A tool call.
+    Tool(ToolCell),
+    /// A `Task` call: its subagent's events as one collapsible group.
+    Task(crate::subagents::TaskCell),
+    /// A line from the harness or the client (turn ended, failed, retry, drive request).
+    Notice {
+        /// The text.
+        text: String,
+        /// Drawn as an error.
+        error: bool,
+    },
+}
 
 pub(crate) fn render_cell(
     kind: &CellKind,
