@@ -10,8 +10,6 @@ use crate::args::{CheckpointsArgs, ForkArgs, RewindArgs};
 use crate::run::{Connection, RunError};
 pub use outboard_client::describe::checkpoint_line as line;
 
-/// How much of a prompt a listing line shows.
-
 /// Runs `outboard checkpoints`; returns the exit code.
 pub async fn checkpoints(args: &CheckpointsArgs, out: &mut impl Write) -> i32 {
     exit(list(args, out).await)

@@ -349,9 +349,11 @@ impl Follow {
 
     /// One step on the live connection: an event, an attach's answer or its takeover notice.
     async fn live(&mut self) -> Result<Option<Update>, FollowError> {
+        // A step lives for one match, on the stack: not worth a box per event.
+        #[allow(clippy::large_enum_variant)]
         enum Step {
             Event(Result<SessionEvent, ClientError>),
-            Attach(Result<SessionAttachResponse, ClientError>),
+            Attach(Box<Result<SessionAttachResponse, ClientError>>),
             Waiting,
         }
         let client = &mut self.client;
@@ -364,10 +366,10 @@ impl Follow {
                 let Some(a) = attaching.as_mut() else { return std::future::pending().await };
                 match a.waiting.as_mut() {
                     Some(waiting) => tokio::select! {
-                        answer = a.call.as_mut() => Step::Attach(answer),
+                        answer = a.call.as_mut() => Step::Attach(Box::new(answer)),
                         Ok(()) = waiting => Step::Waiting,
                     },
-                    None => Step::Attach(a.call.as_mut().await),
+                    None => Step::Attach(Box::new(a.call.as_mut().await)),
                 }
             } => step,
             event = client.next_event() => Step::Event(event),
@@ -385,7 +387,7 @@ impl Follow {
             }
             Step::Event(Err(err)) if !err.is_fatal() => Ok(Some(Update::Warning(err))),
             Step::Event(Err(err)) => self.lost(err).map(|()| None),
-            Step::Attach(answer) => Ok(self.answered(answer)),
+            Step::Attach(answer) => Ok(self.answered(*answer)),
             Step::Waiting => {
                 if let Some(a) = &mut self.attaching {
                     a.waiting = None;

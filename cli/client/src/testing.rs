@@ -2,6 +2,9 @@
 //! over a real WebSocket on `127.0.0.1:0`. The real server is tested against the real CLI in the
 //! `tests` crate; this fake lets the CLI's own unit tests pin the client side of every exchange.
 
+// Test support, built only for tests and the `test-support` feature: a broken fixture panics.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use futures_util::{SinkExt, StreamExt};
 use outboard_shared::{
     ClientFrame, ConnectionError, ErrorBody, ErrorCode, EventFrame, EventKind, FileOp, FileVersion,
