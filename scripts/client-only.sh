@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 echo "== client-only: cargo tree (no server crate)"
 # Our own crates the client may link; any other outboard-* is part of the server.
-allowed='^outboard-(cli|shared|cmdline|flagfile|media) '
+allowed='^outboard-(cli|client|tui|shared|cmdline|flagfile|media) '
 linked=$(cargo tree -p outboard-cli --no-default-features -e normal,build --prefix none |
   grep '^outboard-' | grep -Ev "$allowed" | sort -u || true)
 if [ -n "$linked" ]; then
@@ -20,8 +20,24 @@ if [ -n "$linked" ]; then
   exit 1
 fi
 
+echo "== client-only: the client library and the TUI link no server crate either"
+for lib in outboard-client outboard-tui; do
+  linked=$(cargo tree -p "$lib" -e normal,build --prefix none |
+    grep '^outboard-' | grep -Ev "$allowed" | sort -u || true)
+  if [ -n "$linked" ]; then
+    echo "client-only.sh: $lib links server crates:" >&2
+    echo "$linked" >&2
+    exit 1
+  fi
+done
+# The library knows no command line and no terminal (docs/ARCHITECTURE.md, "CLI").
+if cargo tree -p outboard-client -e normal --prefix none | grep -Eq '^(clap|ratatui|crossterm) '; then
+  echo "client-only.sh: outboard-client links clap, ratatui or crossterm" >&2
+  exit 1
+fi
+
 echo "== client-only: cargo clippy"
-cargo clippy -p outboard-cli --no-default-features --all-targets -- -D warnings
+cargo clippy -p outboard-cli -p outboard-client -p outboard-tui --no-default-features --all-targets -- -D warnings
 
 echo "== client-only: the binary says it needs --server"
 cargo build -p outboard-cli --no-default-features --bin outboard

@@ -14,6 +14,7 @@ use futures_util::StreamExt as _;
 use outboard_shared::{methods, SessionId, SessionPushParams, SessionRef};
 
 use crate::args::{ApplyArgs, DiffArgs, PushArgs, SessionsRmArgs};
+use crate::connect::ExitCode as _;
 use crate::run::{Connection, RunError};
 
 /// What can go wrong getting changes out.
@@ -23,7 +24,7 @@ pub enum ChangesError {
     #[error(transparent)]
     Run(#[from] RunError),
     /// The server's answer, or the HTTP transfer.
-    #[error(transparent)]
+    #[error("{}", crate::connect::Hinted(.0))]
     Client(#[from] crate::client::ClientError),
     /// Writing the output or the temporary file.
     #[error("{0}")]

@@ -21,6 +21,7 @@ use crate::args::{
     SkillsLsArgs,
 };
 use crate::client::{Client, ClientError};
+use crate::connect::ExitCode as _;
 use crate::exit;
 use crate::run::{Connection, RunError};
 
@@ -49,7 +50,7 @@ pub enum FilesError {
     #[error(transparent)]
     Connect(#[from] RunError),
     /// The server refused the request, or the connection broke during it.
-    #[error(transparent)]
+    #[error("{}", crate::connect::Hinted(.0))]
     Client(#[from] ClientError),
     /// A bad argument or local file.
     #[error("{0}")]

@@ -1,35 +1,37 @@
 //! The `outboard` command as a library: `main.rs` only parses the command line, reads the prompt
 //! and calls in here, so tests drive the same code the binary runs.
 //!
-//! Module map: [`args`] (the command line), [`client`] (the WebSocket client of the protocol,
-//! reused by the TUI), [`run`] (headless `outboard run`), [`sessions`] (`outboard sessions`),
+//! Module map: [`args`] (the command line), [`connect`] (the connection flags and the exit
+//! statuses of the client library's errors; the client itself is the `outboard-client` crate,
+//! re-exported as [`client`]), [`run`] (headless `outboard run`), [`sessions`] (`outboard sessions`),
 //! [`files`] (`outboard memory` and `outboard skills`: the org's shared files), [`output`] (plain
-//! and `--json` rendering), [`tui`] (the terminal client), [`embedded`] (the in-process server;
+//! and `--json` rendering), [`tui_main`] (the terminal client: the flags and the server, around the `outboard-tui` crate), [`embedded`] (the in-process server;
 //! the only module that depends on `outboard-server`, and only with the `embedded` feature),
-//! [`upload`] (`--upload`: the packer and the HTTP upload of a working tree).
+//! [`upload`] (`--upload`: the progress line around the client library's upload).
 
 pub mod approve;
 pub mod args;
 pub mod changes;
-pub mod client;
 pub mod compact;
 pub mod config;
+pub mod connect;
 pub mod embedded;
 pub mod files;
-pub mod http;
 pub mod images;
 pub mod models;
 pub mod output;
 pub mod rewind;
 pub mod run;
 pub mod sessions;
-#[cfg(test)]
-mod testing;
-pub mod tui;
+pub mod tui_main;
 pub mod upload;
 pub mod usage;
 
-pub use client::{Client, ClientError};
+pub use outboard_client as client;
+pub use outboard_client::http;
+#[cfg(test)]
+use outboard_client::testing;
+pub use outboard_client::{Client, ClientError};
 
 /// The process exit statuses of `outboard`; scripts depend on them.
 pub mod exit {

@@ -8,7 +8,7 @@ use outboard_cli::args::{Cli, Command, ConfigCommand, SessionsCommand};
 use outboard_cli::config::{Config, ConfigError};
 use outboard_cli::output::{Mode, Printer};
 use outboard_cli::run::{read_prompt, INTERRUPT_CHANNEL_CAPACITY};
-use outboard_cli::tui::{self, TuiArgs};
+use outboard_cli::tui_main::{self as tui, TuiArgs};
 use outboard_cli::{changes, exit, files, run, sessions};
 use outboard_shared::SessionId;
 use tokio::sync::mpsc;

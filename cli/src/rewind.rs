@@ -4,15 +4,11 @@
 
 use std::io::Write;
 
-use outboard_shared::{
-    methods, CheckpointInfo, SessionForkParams, SessionId, SessionRef, SessionRewindParams,
-};
+use outboard_shared::{methods, SessionForkParams, SessionId, SessionRef, SessionRewindParams};
 
 use crate::args::{CheckpointsArgs, ForkArgs, RewindArgs};
 use crate::run::{Connection, RunError};
-
-/// How much of a prompt a listing line shows.
-const PROMPT_CHARS: usize = 72;
+pub use outboard_client::describe::checkpoint_line as line;
 
 /// Runs `outboard checkpoints`; returns the exit code.
 pub async fn checkpoints(args: &CheckpointsArgs, out: &mut impl Write) -> i32 {
@@ -57,27 +53,6 @@ async fn list(args: &CheckpointsArgs, out: &mut impl Write) -> Result<(), RunErr
     }
     out.flush()?;
     Ok(())
-}
-
-/// One checkpoint as a line: number, time, who, marks, the prompt's first line.
-pub fn line(c: &CheckpointInfo) -> String {
-    let first = c.prompt.lines().next().unwrap_or_default();
-    let mut prompt: String = first.chars().take(PROMPT_CHARS).collect();
-    if prompt.len() < c.prompt.trim_end().len() {
-        prompt.push('…');
-    }
-    let time = c.ts.get(..19).unwrap_or(&c.ts).replace('T', " ");
-    let mut marks = Vec::new();
-    if c.dropped {
-        marks.push("files dropped: checkpoint storage full");
-    } else if !c.code {
-        marks.push("conversation only");
-    }
-    if !c.current {
-        marks.push("rewound");
-    }
-    let marks = if marks.is_empty() { String::new() } else { format!(" ({})", marks.join(", ")) };
-    format!("{:>3}  {time}  {}{marks}  {prompt}", c.n, c.by)
 }
 
 async fn go_back(args: &RewindArgs, out: &mut impl Write) -> Result<(), RunError> {
@@ -138,6 +113,7 @@ async fn fork_session(args: &ForkArgs, out: &mut impl Write) -> Result<(), RunEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use outboard_shared::CheckpointInfo;
 
     #[test]
     fn a_line_shows_the_number_the_author_the_marks_and_the_prompts_first_line() {

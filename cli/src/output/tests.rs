@@ -1,5 +1,6 @@
 use super::*;
 use outboard_shared::headless::{RunFinishedTag, RunStartedTag, SCHEMA_VERSION};
+use outboard_shared::{ApprovalDecision, ApprovalScope, ToolCall};
 use outboard_shared::{SessionId, TurnId, Usage};
 use pretty_assertions::assert_eq;
 use serde_json::json;

@@ -2,6 +2,7 @@ use super::*;
 use crate::output::Mode;
 use crate::testing::{ev, fake_server, Script};
 use outboard_shared::{ErrorBody, Method, Usage};
+use outboard_shared::{ErrorCode, EventKind, StopReason, TurnId};
 use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
@@ -411,7 +412,11 @@ fn exit_codes() {
         (RunError::MissingToken("ws://x".into()), exit::USAGE),
         (RunError::Stdin("closed".into()), exit::USAGE),
         (
-            RunError::Client(ClientError::Connect { url: "ws://x".into(), reason: "r".into() }),
+            RunError::Client(ClientError::Connect {
+                url: "ws://x".into(),
+                reason: "r".into(),
+                source: None,
+            }),
             exit::CONNECT,
         ),
         (RunError::Client(ClientError::Unauthorized { message: "m".into() }), exit::CONNECT),

@@ -310,9 +310,9 @@ impl Hub {
     }
 
     /// `row` as `session/create` and `session/attach` answer it: with where its context window
-    /// came from ([`session_info`]).
+    /// came from ([`crate::session::window::session_info`]).
     pub fn session_info(&self, row: &SessionRow) -> outboard_shared::SessionInfo {
-        session_info(&self.models, row)
+        crate::session::window::session_info(&self.models, row)
     }
 
     /// A new session row of `user` (not stored yet) with its model (`model` by name, else the
@@ -844,19 +844,5 @@ impl Hub {
         };
         room.driver = Some(conn);
         Ok(room.presence())
-    }
-}
-
-/// `row`'s [`outboard_shared::SessionInfo`] with its context window's source: the model's (the
-/// model file, `serve --context-window`, the table, its server, or its API's usual window — a
-/// guess the clients state once), or the session's own.
-pub fn session_info(models: &Models, row: &SessionRow) -> outboard_shared::SessionInfo {
-    let info = row.info(outboard_llm::context::context_window);
-    let tokens = info.context_window.unwrap_or_default();
-    let window = models.session_window(row.model_name.as_deref(), &row.model, tokens);
-    outboard_shared::SessionInfo {
-        context_window_source: Some(window.source),
-        context_window_from: Some(window.from),
-        ..info
     }
 }

@@ -67,6 +67,7 @@ const SANDBOX_JOB_REPORTS: usize = 16;
 mod load;
 mod prompt;
 mod rewind;
+pub(crate) mod window;
 
 pub use prompt::Prompt;
 
@@ -932,7 +933,7 @@ impl Actor {
         let label = entry.label();
         let context_window = self.models.resolve_window(entry).await.tokens;
         if self.row.model_name.as_deref() == Some(name.as_str()) && self.row.model == label {
-            return Ok(crate::hub::session_info(&self.models, &self.row));
+            return Ok(window::session_info(&self.models, &self.row));
         }
         let kind = EventKind::ModelChanged {
             model: name.clone(),
@@ -948,7 +949,7 @@ impl Actor {
         self.row.model = label;
         self.row.context_window = Some(context_window);
         self.window.tokens = context_window;
-        Ok(crate::hub::session_info(&self.models, &self.row))
+        Ok(window::session_info(&self.models, &self.row))
     }
 
     /// `session/set_mode`: records the switch durably, then the gate (which a running turn and
@@ -1585,16 +1586,7 @@ impl Actor {
                 // failure and rebuild from the log, which is the source of truth.
                 tracing::error!(session = %self.row.id, "the turn task panicked");
                 if let Some(r) = running.filter(|r| r.compaction.is_none()) {
-                    let _ = self
-                        .emit(
-                            EventKind::TurnFailed {
-                                turn_id: r.turn_id,
-                                error: "internal error in the harness; the turn stopped".into(),
-                                class: Some(outboard_shared::FailureClass::Other),
-                            },
-                            true,
-                        )
-                        .await;
+                    let _ = self.emit(window::panicked(r.turn_id), true).await;
                 }
                 match self.read_loaded(None).await {
                     Ok(loaded) => self.conversation = Some(loaded.conversation),

@@ -108,6 +108,19 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Whether `base_url`'s host is this machine (`localhost`, `127.x`, `::1`): a refused connection
+/// there means no server runs, which waiting does not change.
+pub fn is_loopback(base_url: &str) -> bool {
+    let rest = base_url.split("://").nth(1).unwrap_or(base_url);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A provider name none of the dialects answers to.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown provider {0:?}: use --provider anthropic, openai or responses")]

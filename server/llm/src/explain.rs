@@ -41,19 +41,6 @@ pub fn class_of(error: &LlmError) -> FailureClass {
     }
 }
 
-/// Whether `base_url`'s host is this machine (`localhost`, `127.x`, `::1`): a refused connection
-/// there means no server runs, which waiting does not change.
-pub fn is_loopback(base_url: &str) -> bool {
-    let rest = base_url.split("://").nth(1).unwrap_or(base_url);
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(v6),
-        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
-    };
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
 /// The provider's message as shown: its first non-empty line, at most [`MESSAGE_CHARS`]
 /// characters; nothing for an HTML page.
 pub fn short_message(message: &str) -> Option<String> {

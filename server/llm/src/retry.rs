@@ -24,7 +24,7 @@ pub(crate) fn is_retryable(error: &LlmError, base_url: &str) -> bool {
         LlmError::Status { status, .. } => is_retryable_status(*status),
         LlmError::Cut(_) => true,
         LlmError::Transport { kind: Unreachable::Refused, .. } => {
-            !crate::explain::is_loopback(base_url)
+            !crate::config::is_loopback(base_url)
         }
         LlmError::Transport { kind: Unreachable::Dns | Unreachable::Tls, .. } => false,
         LlmError::Transport { kind: Unreachable::Timeout | Unreachable::Other, .. } => true,

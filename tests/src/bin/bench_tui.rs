@@ -17,9 +17,6 @@ use outboard_tests::bench::{percentile, tmux};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use outboard_cli::tui::app::{App, AppEvent, ConnState, Me};
-use outboard_cli::tui::render;
-use outboard_cli::tui::theme::Theme;
 use outboard_server::{Limits, ServerConfig};
 use outboard_shared::{
     EventKind, Role, SessionAttachResponse, SessionEvent, SessionId, SessionInfo, SessionStatus,
@@ -27,6 +24,9 @@ use outboard_shared::{
 };
 use outboard_tests::harness::Api;
 use outboard_tests::mock_llm::{MockLlm, MockStep};
+use outboard_tui::app::{App, AppEvent, ConnState, Me};
+use outboard_tui::render;
+use outboard_tui::theme::Theme;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use serde_json::json;
@@ -652,7 +652,7 @@ async fn main() -> anyhow::Result<()> {
     println!("{:<58} {:>10} {:>10}", "", "p50", "p99");
     // Before any frame: the first coloured block pays for loading the grammars.
     let t = Instant::now();
-    let first = outboard_cli::tui::highlight::highlight_block(
+    let first = outboard_tui::highlight::highlight_block(
         "fn main() { let s = \"x\"; }",
         "rust",
         &Theme { color: true },

@@ -8,12 +8,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outboard_cli::tui::app::{AppEvent, ConnState, Effect};
-use outboard_cli::tui::net::{self, Initial};
 use outboard_shared::{EventKind, Role, SessionId};
 use outboard_tests::fixture::serve;
 use outboard_tests::harness::{Api, TestServer};
 use outboard_tests::mock_llm::{MockLlm, MockStep};
+use outboard_tui::app::{AppEvent, ConnState, Effect};
+use outboard_tui::net::{self, Initial};
 use pretty_assertions::assert_eq;
 use tokio::sync::mpsc;
 

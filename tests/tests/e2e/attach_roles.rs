@@ -394,10 +394,10 @@ async fn two_connections_of_one_user_are_told_apart_by_connection_id() {
 
 /// Feeds a TUI connection task's events into `app` until `done` holds.
 async fn pump(
-    app: &mut outboard_cli::tui::app::App,
-    rx: &mut tokio::sync::mpsc::Receiver<outboard_cli::tui::app::AppEvent>,
+    app: &mut outboard_tui::app::App,
+    rx: &mut tokio::sync::mpsc::Receiver<outboard_tui::app::AppEvent>,
     what: &str,
-    done: impl Fn(&outboard_cli::tui::app::App) -> bool,
+    done: impl Fn(&outboard_tui::app::App) -> bool,
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !done(app) {
@@ -411,9 +411,9 @@ async fn pump(
 
 #[tokio::test]
 async fn two_tuis_of_one_user_each_show_their_own_role() {
-    use outboard_cli::tui::app::App;
-    use outboard_cli::tui::net::{self, Initial};
-    use outboard_cli::tui::theme::Theme;
+    use outboard_tui::app::App;
+    use outboard_tui::net::{self, Initial};
+    use outboard_tui::theme::Theme;
     use tokio::sync::mpsc;
     let w = world(vec![]).await;
     let tui = |initial| {

@@ -54,7 +54,8 @@ impl World {
         let mut args = vec!["run", "--server", &self.url, "--json"];
         args.extend_from_slice(extra);
         args.push(prompt);
-        let env = [("OUTBOARD_TOKEN", token), ("RUST_LOG", "outboard_cli=debug")];
+        let env =
+            [("OUTBOARD_TOKEN", token), ("RUST_LOG", "outboard_cli=debug,outboard_client=debug")];
         spawn_outboard(&args, &env, self.out.path()).unwrap()
     }
 

@@ -11,6 +11,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use outboard_cli::client::ConnectOptions;
+use outboard_cli::connect::ExitCode as _;
 use outboard_cli::upload::{self, ProgressMode, UploadError as ClientUploadError};
 use outboard_server::store::{Store, UserRow};
 use outboard_server::uploads::{materialize, UploadError};

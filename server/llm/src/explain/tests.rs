@@ -2,7 +2,7 @@ use outboard_base::Secret;
 use outboard_shared::FailureClass;
 
 use super::*;
-use crate::config::{ProviderKind, RetryPolicy};
+use crate::config::{is_loopback, ProviderKind, RetryPolicy};
 
 fn config(kind: ProviderKind, base: &str, key: Option<&str>) -> LlmConfig {
     LlmConfig {
