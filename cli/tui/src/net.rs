@@ -735,8 +735,9 @@ pub(crate) fn models_text(models: &[outboard_shared::ModelInfo], current: Option
         let mark = if Some(m.name.as_str()) == current { "▸" } else { " " };
         let default = if m.default { " *default" } else { "" };
         let thinking = m.thinking_budget.map(|b| format!(", thinking {b}")).unwrap_or_default();
+        let from = m.context_window_source.map(|w| format!(", {}", w.label())).unwrap_or_default();
         lines.push(format!(
-            "{mark} {}: {} ({} tokens{thinking}){default}",
+            "{mark} {}: {} ({} tokens{from}{thinking}){default}",
             m.name, m.label, m.context_window
         ));
     }

@@ -232,11 +232,18 @@ fn status_line(app: &App) -> Paragraph<'static> {
     if let (Some(used), Some(window)) =
         (app.context_used, app.session.as_ref().and_then(|s| s.context_window))
     {
-        // The latest call's prompt and answer are the next call's prompt: how full it is.
+        // The latest call's prompt and answer are the next call's prompt: how full it is. A
+        // guessed window (no table, flag, file or server knows it) is marked `?`.
         let percent = used.saturating_mul(100) / window.max(1);
         let style = if percent >= 80 { theme.warn() } else { Style::default() };
+        let guess = app
+            .session
+            .as_ref()
+            .and_then(|s| s.context_window_source)
+            .is_some_and(|w| w.is_guess());
+        let mark = if guess { "?" } else { "" };
         spans.push(Span::styled(
-            format!("│ ctx {}/{} ({percent}%) ", compact(used), compact(window)),
+            format!("│ ctx {}/{}{mark} ({percent}%) ", compact(used), compact(window)),
             style,
         ));
     }

@@ -257,6 +257,55 @@ fn status_line_shows_how_full_the_context_window_is() {
 }
 
 #[test]
+fn a_guessed_window_is_stated_once_and_marked_in_the_status_line() {
+    let guessed = |last_seq| {
+        let mut session = info("s_g", "alice", "New");
+        session.last_seq = last_seq;
+        session.context_window = Some(128_000);
+        session.context_window_source = Some(outboard_shared::WindowSource::ProviderDefault);
+        session.context_window_from = Some("a guess: set --context-window".into());
+        SessionAttachResponse {
+            session,
+            role: Role::Driver,
+            events: Vec::new(),
+            in_flight: None,
+            has_more: false,
+            cursor: None,
+            standing: Vec::new(),
+        }
+    };
+    let mut app = App::new(Theme { color: false }, 100, 24);
+    connected(&mut app, "alice", MY_CONN);
+    app.handle(AppEvent::Attached(Box::new(guessed(0)), false));
+    let notice = "context window 128000 tokens — a guess: set --context-window";
+    assert_eq!(screen(&app, 100, 24).matches(notice).count(), 1, "{}", screen(&app, 100, 24));
+    // Re-attached after a reconnect: not said again.
+    app.handle(AppEvent::Attached(Box::new(guessed(0)), true));
+    assert_eq!(screen(&app, 100, 24).matches(notice).count(), 1);
+    let usage = Usage { input_tokens: 10_000, output_tokens: 0, ..Usage::default() };
+    app.handle(AppEvent::Server(Box::new(SessionEvent {
+        session_id: SessionId("s_g".into()),
+        ..ev(
+            1,
+            EventKind::AssistantMessage {
+                text: "Hi.".into(),
+                tool_calls: vec![],
+                usage: Some(usage),
+                reasoning: Vec::new(),
+                model: None,
+                searches: Vec::new(),
+            },
+        )
+    })));
+    assert!(screen(&app, 120, 6).contains("ctx 10.0k/128.0k? (7%)"), "{}", screen(&app, 120, 6));
+    // An existing session (something in its log) is not told again.
+    let mut app = App::new(Theme { color: false }, 100, 24);
+    connected(&mut app, "alice", MY_CONN);
+    app.handle(AppEvent::Attached(Box::new(guessed(5)), false));
+    assert!(!screen(&app, 100, 24).contains(notice));
+}
+
+#[test]
 fn edit_as_a_diff() {
     let mut events = turn_start();
     events.push(ev(

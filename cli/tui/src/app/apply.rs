@@ -137,6 +137,15 @@ impl App {
         }
         self.rerender_streaming();
         self.queued = queued;
+        // A guessed window is stated once: when the session is new (nothing in its log yet).
+        let guessed = self.session.as_ref().filter(|s| {
+            !same && s.last_seq == 0 && s.context_window_source.is_some_and(|w| w.is_guess())
+        });
+        if let Some(s) = guessed {
+            let from = s.context_window_from.as_deref().unwrap_or("a guess");
+            let text = format!("context window {} tokens — {from}", s.context_window.unwrap_or(0));
+            self.push_notice(text, false);
+        }
     }
 
     /// Applies one session event to the transcript.
