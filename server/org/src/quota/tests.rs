@@ -247,7 +247,7 @@ fn the_migration_counts_versions_written_before_it() {
          ALTER TABLE events DROP COLUMN parent; DROP TABLE org_mcp_servers; DROP TABLE org_tool_policies;
          ALTER TABLE sessions DROP COLUMN model_name;
          DROP TABLE sandbox_hosts; DROP INDEX sessions_by_host; ALTER TABLE sessions DROP COLUMN host;
-         DROP TABLE nodes; DROP TABLE session_leases; DROP TABLE org_search;
+         DROP TABLE nodes; DROP TABLE session_leases; DROP TABLE org_search; DROP TABLE org_hooks;
          DELETE FROM schema_migrations WHERE version >= 4;",
     )
     .unwrap();
