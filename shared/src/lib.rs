@@ -75,4 +75,4 @@ pub use rewind::{
 };
 pub use session::{SessionInfo, SessionNetwork, SessionSource, SessionStatus, TodoProgress};
 pub use websearch::{ProviderSearch, WebSource};
-pub use window::WindowSource;
+pub use window::{thousands, WindowSource};

@@ -44,6 +44,19 @@ impl WindowSource {
     }
 }
 
+/// `200000` as `200,000`: token counts for a person.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +68,8 @@ mod tests {
         let later: WindowSource = serde_json::from_str("\"oracle\"").unwrap();
         assert_eq!(later, WindowSource::Unknown);
         assert!(WindowSource::ProviderDefault.is_guess() && !WindowSource::Probe.is_guess());
+        assert_eq!(thousands(200_000), "200,000");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_048_576), "1,048,576");
     }
 }

@@ -134,22 +134,9 @@ pub fn compaction_line(trigger: CompactionTrigger, before: u64, after: u64) -> S
     };
     format!(
         "⟳ compacted the conversation ({why}): ~{} → ~{} tokens; the log keeps every message",
-        thousands(before),
-        thousands(after)
+        outboard_shared::thousands(before),
+        outboard_shared::thousands(after)
     )
-}
-
-/// `12,345`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The model's todo list, one line per item: `☒` done, `◐` in progress (its active form), `☐`

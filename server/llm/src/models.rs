@@ -137,7 +137,7 @@ impl ModelEntry {
              file",
             self.llm.model,
             self.llm.kind.as_str(),
-            group_digits(tokens)
+            outboard_shared::thousands(tokens)
         );
         info(tokens, WindowSource::ProviderDefault, from)
     }
@@ -170,19 +170,6 @@ pub struct WindowInfo {
     pub source: WindowSource,
     /// Who said it or what sets it, for a person.
     pub from: String,
-}
-
-/// `200000` as `200,000`.
-fn group_digits(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The models a server is configured with; the first is the default.

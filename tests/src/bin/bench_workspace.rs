@@ -80,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
         "Fixture: {} files ({} binary), {:.1} MiB in {DIRS} directories, one commit; \
          pack {:.1} MiB; made in {:.1} s; served by `git http-backend` ({}) behind Basic auth \
          on {}.",
-        thousands(FILES),
+        outboard_shared::thousands(FILES as u64),
         tree.binary_files(),
         mib(tree.total_bytes()),
         mib(pack_bytes(&repo.path)?),
@@ -126,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
     }
     row("upload of the same tree (`--upload`)", &upload, "clone's work tree, with .git");
     row(
-        &format!("`diff` of {} changed files", thousands(DIFF_FILES)),
+        &format!("`diff` of {} changed files", outboard_shared::thousands(DIFF_FILES as u64)),
         &diff,
         "workspace vs base commit",
     );
@@ -385,19 +385,6 @@ fn row(measure: &str, samples: &Samples, note: &str) {
         ),
         _ => println!("| {measure} | – | not measured yet | | | {note} |"),
     }
-}
-
-/// `10000` as `10,000`.
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn mib(bytes: u64) -> f64 {
