@@ -638,10 +638,6 @@ fn close_frame(frame: &ServerFrame) -> Option<CloseFrame> {
     Some(CloseFrame { code, reason: Utf8Bytes::from(reason) })
 }
 
-/// How long a connection cut for sending too much before `hello` is kept open after our close
-/// frame, discarding what it still sends, so the close is not lost to a TCP reset.
-const CUT_LINGER: Duration = crate::net::REFUSAL_LINGER;
-
 async fn connection(
     socket: WebSocket,
     state: Arc<AppState>,
@@ -716,13 +712,6 @@ async fn connection(
     drop(conn);
     drop(out);
     let _ = writer.await;
-    if info.pre_hello.is_exceeded() {
-        // Lingering close: the peer may still be sending its oversize frame; discard it (no
-        // buffering) for a moment so our close frame reaches it before the socket closes.
-        info.pre_hello.discard();
-        let _ = tokio::time::timeout(CUT_LINGER, async { while stream.next().await.is_some() {} })
-            .await;
-    }
 }
 
 struct Attachment {
@@ -778,9 +767,12 @@ impl Connection {
         self.state.hub.metrics().handshake_failed(why);
     }
 
+    /// Ends the connection with `code`: the error frame, the close frame, then a lingering
+    /// close (what the peer still sends is thrown away, see `net::Guarded`).
     async fn fatal(&self, code: ErrorCode, message: &str) {
         let frame = connection_error(code, message, true);
         let close = close_frame(&frame);
+        self.info.pre_hello.discard();
         self.out.send(frame, Some(close)).await;
     }
 

@@ -235,28 +235,70 @@ impl PreHello {
         self.exceeded.clone().cancelled_owned()
     }
 
-    /// Whether the budget was spent.
-    pub(crate) fn is_exceeded(&self) -> bool {
-        self.exceeded.is_cancelled()
-    }
-
-    /// From now on every byte read is thrown away and reads only report the end of the stream:
-    /// used while lingering after the connection was cut.
+    /// From now on every byte read is thrown away and reads only report the end of the stream,
+    /// and closing the connection lingers ([`Guarded`]'s drop): for a connection that was sent
+    /// its fatal error and close frame, so that the peer, perhaps still sending, reads them
+    /// before a TCP reset could destroy them in its receive queue.
     pub(crate) fn discard(&self) {
         self.discard.store(true, Ordering::Release);
     }
 }
 
-/// A stream that enforces a [`PreHello`] budget on its reads. Writes pass through.
-pub(crate) struct Guarded<S> {
-    inner: S,
+/// A stream that enforces a [`PreHello`] budget on its reads. Writes pass through. Dropped after
+/// [`PreHello::discard`], it closes with a linger ([`linger`]).
+pub(crate) struct Guarded {
+    inner: TcpStream,
     budget: Arc<PreHello>,
+}
+
+/// Connections closing with a linger at the same time. Each holds a descriptor for at most
+/// [`REFUSAL_LINGER`]; beyond this many, a cut connection is closed at once.
+const LINGER_SLOTS: usize = 256;
+
+/// The most a lingering connection reads and throws away before it is closed anyway.
+const LINGER_MAX_BYTES: u64 = 16 << 20;
+
+static LINGERING: Semaphore = Semaphore::const_new(LINGER_SLOTS);
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if !self.budget.discard.load(Ordering::Acquire) {
+            return;
+        }
+        // A descriptor of our own keeps the socket open once hyper closes its one.
+        let Ok(permit) = LINGERING.try_acquire() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let Ok(fd) = std::os::fd::AsFd::as_fd(&self.inner).try_clone_to_owned() else { return };
+        let Ok(tcp) = TcpStream::from_std(std::net::TcpStream::from(fd)) else { return };
+        runtime.spawn(linger(tcp, permit));
+    }
+}
+
+/// A lingering close: our end is shut (the peer reads what we sent, then the end of the stream),
+/// and what the peer still sends is read and thrown away for at most [`REFUSAL_LINGER`] and
+/// [`LINGER_MAX_BYTES`]. Closing a socket with unread data sends a reset, and a reset makes the
+/// peer's kernel throw away what it received but its program has not read yet: the close frame
+/// that says why.
+async fn linger(mut tcp: TcpStream, _permit: tokio::sync::SemaphorePermit<'static>) {
+    let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+        tcp.shutdown().await?;
+        let mut scratch = [0u8; 16 * 1024];
+        let mut read = 0u64;
+        while read < LINGER_MAX_BYTES {
+            match tcp.read(&mut scratch).await? {
+                0 => break,
+                n => read += n as u64,
+            }
+        }
+        Ok::<(), io::Error>(())
+    })
+    .await;
 }
 
 /// Reads of discarded data per poll before yielding, so a fast sender cannot hold the thread.
 const DISCARD_READS_PER_POLL: usize = 16;
 
-impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+impl AsyncRead for Guarded {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -303,7 +345,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+impl AsyncWrite for Guarded {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -611,5 +653,43 @@ mod tests {
         drop((again, other));
         assert_eq!(caps.counts.lock().unwrap().0, 0);
         assert!(caps.counts.lock().unwrap().1.is_empty());
+    }
+
+    /// A cut connection lingers while a slot is free; past [`LINGER_SLOTS`] it closes at once,
+    /// and each slot comes back when its linger ends.
+    #[tokio::test]
+    async fn lingering_closes_stop_at_their_bound_and_give_their_slots_back() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut peers = Vec::new();
+        for _ in 0..LINGER_SLOTS + 8 {
+            let client = TcpStream::connect(addr).await.unwrap();
+            let (server, _) = listener.accept().await.unwrap();
+            let budget = PreHello::new();
+            budget.discard();
+            drop(Guarded { inner: server, budget });
+            peers.push(client);
+        }
+        assert_eq!(LINGERING.available_permits(), 0, "every slot is taken");
+        // A lingering socket shut its end only: the peer reads the end of the stream and may
+        // still write. The ones past the bound were closed: a write there is answered by a reset.
+        for peer in &mut peers {
+            let mut byte = [0u8; 1];
+            assert_eq!(peer.read(&mut byte).await.unwrap(), 0);
+            peer.write_all(b"x").await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut open = 0;
+        for peer in &mut peers {
+            if peer.write_all(b"x").await.is_ok() {
+                open += 1;
+            }
+        }
+        assert_eq!(open, LINGER_SLOTS);
+        let deadline = Instant::now() + REFUSAL_LINGER * 10;
+        while LINGERING.available_permits() < LINGER_SLOTS {
+            assert!(Instant::now() < deadline, "lingering sockets were never closed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }

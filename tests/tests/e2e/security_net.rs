@@ -482,18 +482,38 @@ async fn forty_oversize_frames_do_not_grow_the_server() {
         .map(|_| {
             let addr = server.addr.clone();
             tokio::spawn(async move {
-                let mut s = raw_upgrade(&addr).await;
-                s.write_all(&frame_header(15 << 20)).await.unwrap();
+                let s = raw_upgrade(&addr).await;
+                let (mut rx, mut tx) = s.into_split();
+                tx.write_all(&frame_header(15 << 20)).await.unwrap();
+                // The answer is read while the frame is still being sent, as a client's reader
+                // task does: a reader that waited for its writes to end would lose the close
+                // frame to the TCP reset that ends the server's linger, whenever the machine is
+                // too busy to send 15 MiB within it.
+                let reader = tokio::spawn(async move {
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    loop {
+                        let (frames, _) = parse_frames(&buf);
+                        if frames.iter().any(|f| f.opcode == 8) {
+                            return frames;
+                        }
+                        match tokio::time::timeout_at(deadline, rx.read(&mut chunk)).await {
+                            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return frames,
+                            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
                 let chunk = vec![b'x'; 64 * 1024];
                 let mut sent = 0usize;
-                while sent < 15 << 20 {
-                    match tokio::time::timeout(Duration::from_secs(3), s.write_all(&chunk)).await {
+                while sent < 15 << 20 && !reader.is_finished() {
+                    match tokio::time::timeout(Duration::from_secs(3), tx.write_all(&chunk)).await {
                         Ok(Ok(())) => sent += chunk.len(),
                         // Blocked (the server stopped reading) or closed.
                         _ => break,
                     }
                 }
-                let frames = read_frames(&mut s, Duration::from_secs(10)).await;
+                let frames = reader.await.unwrap();
                 (sent, frames)
             })
         })
@@ -515,7 +535,10 @@ async fn forty_oversize_frames_do_not_grow_the_server() {
         "server RSS: baseline {baseline} kB, peak {peak} kB (peak before {hwm_before} kB), \
          after {after} kB; {cut}/40 connections saw the close frame"
     );
-    assert!(cut >= 1, "no attacking connection saw the too_large close");
+    // The server lingers after its close frame and each reader runs beside its writer, so every
+    // connection sees the close frame (before the lingering close, 1 to 11 of 40 did: a reset
+    // destroyed it unread); a busy machine may still starve a reader past the linger now and then.
+    assert!(cut >= 36, "only {cut} of 40 attacking connections saw the too_large close");
     assert!(growth < 64 * 1024, "the server grew by {growth} kB at its peak under the attack");
     assert!(after < baseline + 32 * 1024, "RSS after the attack: {after} kB (baseline {baseline})");
 }
