@@ -3,6 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's heading says when it began, so a slow run shows where its time went.
+ci_start=$SECONDS
+step() {
+  echo "== [$((SECONDS - ci_start)) s] $*"
+}
+trap 'echo "== [$((SECONDS - ci_start)) s] ci.sh ends (exit $?)"' EXIT
+
 if ! command -v bwrap >/dev/null 2>&1; then
   echo "ci.sh: bubblewrap (bwrap) is missing: install it (apt-get install bubblewrap); the sandbox tests need it" >&2
   exit 1
@@ -34,20 +41,24 @@ fi
 # A fresh clone builds everything once: incremental state would only cost disk (~1.7 GB).
 export CARGO_INCREMENTAL=0
 
-echo "== cargo fmt --check"
+
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== tests (the README's test command)"
+step "tests (the README's test command)"
 # The end-to-end suites are one binary (tests/tests/e2e/) at libtest's default of a thread per
 # core, as each suite's own binary ran before: on 2 cores, 4 threads overload the machine enough
 # for a test that kills a node inside a 3 s command to miss it.
+step "tests: build"
+cargo test --workspace --no-run
+step "tests: run"
 cargo test --workspace
 # The same store tests and the end-to-end suites that exercise the log, recovery, org files and
 # attach, on PostgreSQL (a schema of a throwaway cluster per test; see server/store/src/pgtest.rs).
 # The test binaries the pass above built, run again from their package's directory as cargo
 # does: `cargo test -p A -p B` would unify other features and build them all again (~2 min).
-echo "== tests on PostgreSQL"
+step "tests on PostgreSQL"
 pg_bins="$(cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, os, sys
 libs = {"outboard_store", "outboard_org", "outboard_server"}
@@ -65,7 +76,7 @@ if [ "$(printf '%s\n' "$pg_bins" | grep -c .)" != 4 ]; then
 fi
 pg_failed=0
 while read -r name dir exe; do
-  echo "== on PostgreSQL: $name"
+  step "on PostgreSQL: $name"
   # The end-to-end suites are the modules of one binary (tests/tests/e2e/): every suite that
   # stores something, but `nodes`, which runs its nodes on PostgreSQL in both passes. The suites
   # of the sandbox, the model providers, the tools' media and the TUI read and write nothing the
@@ -90,9 +101,9 @@ if [ "$pg_failed" != 0 ]; then
 fi
 # The Debian package, from the binaries the tests built (no release build): installed, checked,
 # purged. Before the client-only build, which replaces target/debug/outboard.
-echo "== the Debian package"
+step "the Debian package"
 scripts/package-check.sh
 # Last: it leaves target/debug/outboard built without the embedded server (the next default
 # build links the full one again).
-echo "== the client-only build"
+step "the client-only build"
 scripts/client-only.sh
