@@ -516,7 +516,7 @@ impl Pump {
                  after_seq {}",
                 self.session, self.last_durable
             );
-            self.deliver(super::connection_error(ErrorCode::Lagged, &message, false)).await;
+            self.deliver(super::frames::connection_error(ErrorCode::Lagged, &message, false)).await;
         }
     }
 }
