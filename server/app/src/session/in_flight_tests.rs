@@ -1,4 +1,5 @@
 //! What an attaching client gets of the output of a tool in flight.
+use super::in_flight::track_in_flight;
 use super::*;
 use outboard_shared::OutputStream;
 use pretty_assertions::assert_eq;
