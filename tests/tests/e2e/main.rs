@@ -67,3 +67,4 @@ mod usage;
 mod web_search;
 mod webfetch;
 mod workspace_in_place;
+mod stream_json;
