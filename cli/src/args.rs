@@ -45,7 +45,7 @@ pub struct Cli {
     /// stream-json`, `outboard` speaks Claude Code's stream-json protocol on stdin and stdout
     /// instead of opening the TUI (what the Claude Agent SDKs run).
     #[command(flatten)]
-    pub stream: StreamJsonArgs,
+    pub stream: Box<StreamJsonArgs>,
 }
 
 /// `--theme`: whether the TUI colours its screen.
@@ -574,7 +574,7 @@ pub struct RunArgs {
     /// Claude Code's headless flags (`--input-format stream-json --output-format stream-json`:
     /// docs/STREAM_JSON.md).
     #[command(flatten)]
-    pub stream: StreamJsonArgs,
+    pub stream: Box<StreamJsonArgs>,
     /// The message to send; `-` reads it from stdin. None with `--input-format stream-json`.
     #[arg(value_name = "PROMPT", required_unless_present = "input_format")]
     pub prompt: Option<String>,

@@ -89,13 +89,14 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
     match command {
         Command::Run(args) if args.stream.any() => Ok(stream_json(runtime, &args)),
         Command::Run(args) => {
-            let prompt = match read_prompt(args.prompt.as_deref().unwrap_or(""), std::io::stdin().lock()) {
-                Ok(prompt) => prompt,
-                Err(err) => {
-                    eprintln!("outboard: {err}");
-                    return Ok(err.exit_code());
-                }
-            };
+            let prompt =
+                match read_prompt(args.prompt.as_deref().unwrap_or(""), std::io::stdin().lock()) {
+                    Ok(prompt) => prompt,
+                    Err(err) => {
+                        eprintln!("outboard: {err}");
+                        return Ok(err.exit_code());
+                    }
+                };
             let mode = if args.json { Mode::Json } else { Mode::Plain };
             let mut printer = Printer::new(mode, std::io::stdout(), std::io::stderr());
             Ok(runtime.block_on(async {

@@ -40,11 +40,21 @@ pub struct StreamJsonArgs {
     /// Claude Code's input: `stream-json` reads user messages (and the SDK's control requests)
     /// as JSON lines on stdin, for as many turns as come, until stdin closes
     /// (docs/STREAM_JSON.md).
-    #[arg(long, value_enum, value_name = "text|stream-json", help_heading = "Claude Code compatibility")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "text|stream-json",
+        help_heading = "Claude Code compatibility"
+    )]
     pub input_format: Option<InputFormat>,
     /// Claude Code's output: `stream-json` writes its messages (`system`, `assistant`, `user`,
     /// `result`) as JSON lines; `json` only each prompt's `result`.
-    #[arg(long, value_enum, value_name = "text|json|stream-json", help_heading = "Claude Code compatibility")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "text|json|stream-json",
+        help_heading = "Claude Code compatibility"
+    )]
     pub output_format: Option<OutputFormat>,
     /// Accepted for Claude Code's sake: stream-json output is always complete.
     #[arg(long, help_heading = "Claude Code compatibility")]
@@ -69,7 +79,12 @@ pub struct StreamJsonArgs {
     pub max_turns: Option<u32>,
     /// Tools whose calls are allowed without asking, when the org's policy asks about them
     /// (comma- or space-separated names; `Name(pattern)` rules allow nothing here).
-    #[arg(long = "allowedTools", alias = "allowed-tools", value_name = "TOOLS", help_heading = "Claude Code compatibility")]
+    #[arg(
+        long = "allowedTools",
+        alias = "allowed-tools",
+        value_name = "TOOLS",
+        help_heading = "Claude Code compatibility"
+    )]
     pub allowed_tools: Vec<String>,
     /// Refused: the org's policy decides which tools a session has.
     #[arg(long = "disallowedTools", alias = "disallowed-tools", value_name = "TOOLS", hide = true)]

@@ -82,7 +82,8 @@ pub async fn pump<R: AsyncBufRead + Unpin>(mut stdin: R, to: mpsc::Sender<(u64, 
             Ok(Some(line)) => line,
             Ok(None) => return,
             Err(e) => {
-                let _ = to.send((number + 1, Inbound::Bad(format!("cannot read stdin: {e}")))).await;
+                let _ =
+                    to.send((number + 1, Inbound::Bad(format!("cannot read stdin: {e}")))).await;
                 return;
             }
         };

@@ -123,7 +123,9 @@ pub fn check(args: &RunArgs) -> Result<Options, OptionsError> {
     let prompts = match (s.input_format, &args.prompt) {
         (Some(InputFormat::StreamJson), None) => Prompts::Stdin,
         (Some(InputFormat::StreamJson), Some(_)) => {
-            return refuse("--input-format stream-json reads the prompts from stdin: give no PROMPT")
+            return refuse(
+                "--input-format stream-json reads the prompts from stdin: give no PROMPT",
+            )
         }
         (_, Some(prompt)) => Prompts::Once(prompt.clone()),
         (_, None) => return refuse("give a PROMPT, or --input-format stream-json"),
@@ -282,9 +284,18 @@ mod tests {
     #[test]
     fn what_the_sdk_passes_is_taken() {
         let options = check_argv(&[
-            "outboard", "run", "--output-format", "stream-json", "--verbose", "--system-prompt=",
-            "--permission-prompt-tool=stdio", "--allowedTools=Read,Bash(git:*) Grep",
-            "--max-turns=3", "--resume=s_1", "--setting-sources=", "--input-format",
+            "outboard",
+            "run",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--system-prompt=",
+            "--permission-prompt-tool=stdio",
+            "--allowedTools=Read,Bash(git:*) Grep",
+            "--max-turns=3",
+            "--resume=s_1",
+            "--setting-sources=",
+            "--input-format",
             "stream-json",
         ])
         .unwrap();
@@ -334,10 +345,18 @@ mod tests {
     #[test]
     fn an_empty_mcp_config_and_default_tools_are_fine() {
         let options = check_argv(&[
-            "outboard", "run", "--output-format=json", "--mcp-config", "{\"mcpServers\": {}}",
-            "--tools=default", "hello",
+            "outboard",
+            "run",
+            "--output-format=json",
+            "--mcp-config",
+            "{\"mcpServers\": {}}",
+            "--tools=default",
+            "hello",
         ])
         .unwrap();
-        assert_eq!((options.output, options.prompts), (Output::Json, Prompts::Once("hello".into())));
+        assert_eq!(
+            (options.output, options.prompts),
+            (Output::Json, Prompts::Once("hello".into()))
+        );
     }
 }

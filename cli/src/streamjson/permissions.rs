@@ -175,7 +175,13 @@ pub fn answer(
         );
         return answer;
     }
-    Answer { decision: ApprovalDecision::Allow, reason: None, answers: None, interrupt: false, note: None }
+    Answer {
+        decision: ApprovalDecision::Allow,
+        reason: None,
+        answers: None,
+        interrupt: false,
+        note: None,
+    }
 }
 
 #[cfg(test)]
@@ -191,22 +197,45 @@ mod tests {
     fn the_flags_decide_first_then_the_program() {
         let read = vec!["Read".to_owned()];
         let t = ApprovalKind::Tool;
-        assert_eq!(judge(rules(PermissionMode::Default, true, &read), "Read", t, false), Verdict::Allow);
-        assert_eq!(judge(rules(PermissionMode::Default, true, &read), "Bash", t, false), Verdict::Ask);
-        assert_eq!(judge(rules(PermissionMode::Default, true, &read), "Read", t, true), Verdict::Ask);
+        assert_eq!(
+            judge(rules(PermissionMode::Default, true, &read), "Read", t, false),
+            Verdict::Allow
+        );
+        assert_eq!(
+            judge(rules(PermissionMode::Default, true, &read), "Bash", t, false),
+            Verdict::Ask
+        );
+        assert_eq!(
+            judge(rules(PermissionMode::Default, true, &read), "Read", t, true),
+            Verdict::Ask
+        );
         assert_eq!(
             judge(rules(PermissionMode::Default, false, &read), "Bash", t, false),
             Verdict::Deny(NOBODY_TO_ASK.into())
         );
-        assert_eq!(judge(rules(PermissionMode::AcceptEdits, true, &[]), "Edit", t, false), Verdict::Allow);
-        assert_eq!(judge(rules(PermissionMode::AcceptEdits, true, &[]), "Bash", t, false), Verdict::Ask);
-        assert_eq!(judge(rules(PermissionMode::BypassPermissions, false, &[]), "Bash", t, false), Verdict::Allow);
+        assert_eq!(
+            judge(rules(PermissionMode::AcceptEdits, true, &[]), "Edit", t, false),
+            Verdict::Allow
+        );
+        assert_eq!(
+            judge(rules(PermissionMode::AcceptEdits, true, &[]), "Bash", t, false),
+            Verdict::Ask
+        );
+        assert_eq!(
+            judge(rules(PermissionMode::BypassPermissions, false, &[]), "Bash", t, false),
+            Verdict::Allow
+        );
         assert_eq!(
             judge(rules(PermissionMode::DontAsk, true, &read), "Read", t, false),
             Verdict::Deny(DONT_ASK.into())
         );
         assert_eq!(
-            judge(rules(PermissionMode::BypassPermissions, true, &[]), "x", ApprovalKind::Plan, false),
+            judge(
+                rules(PermissionMode::BypassPermissions, true, &[]),
+                "x",
+                ApprovalKind::Plan,
+                false
+            ),
             Verdict::Ask
         );
     }
@@ -215,7 +244,10 @@ mod tests {
     fn the_programs_answers() {
         let input = json!({"command": "ls"});
         let allow = json!({"behavior": "allow", "updatedInput": {"command": "ls"}});
-        assert_eq!(answer(Ok(allow), ApprovalKind::Tool, &input, None).decision, ApprovalDecision::Allow);
+        assert_eq!(
+            answer(Ok(allow), ApprovalKind::Tool, &input, None).decision,
+            ApprovalDecision::Allow
+        );
         let changed = json!({"behavior": "allow", "updatedInput": {"command": "rm -rf /"}});
         let got = answer(Ok(changed), ApprovalKind::Tool, &input, None);
         assert_eq!(got.decision, ApprovalDecision::Deny);
@@ -224,7 +256,10 @@ mod tests {
         let got = answer(Ok(no), ApprovalKind::Tool, &input, None);
         assert_eq!((got.reason.as_deref(), got.interrupt), (Some("not today"), true));
         let failed = answer(Err("boom".into()), ApprovalKind::Tool, &input, None);
-        assert_eq!(failed.reason.as_deref(), Some("the program's permission callback failed: boom"));
+        assert_eq!(
+            failed.reason.as_deref(),
+            Some("the program's permission callback failed: boom")
+        );
     }
 
     #[test]
@@ -235,8 +270,10 @@ mod tests {
             options: vec![],
             multi_select: false,
         };
-        let allow = json!({"behavior": "allow", "updatedInput": {"answers": {"Which?": "the red one"}}});
-        let got = answer(Ok(allow), ApprovalKind::Question, &json!({}), Some(&[q.clone()]));
+        let allow =
+            json!({"behavior": "allow", "updatedInput": {"answers": {"Which?": "the red one"}}});
+        let got =
+            answer(Ok(allow), ApprovalKind::Question, &json!({}), Some(std::slice::from_ref(&q)));
         assert_eq!(got.answers, Some(vec!["the red one".to_owned()]));
         let bare = json!({"behavior": "allow", "updatedInput": {}});
         let got = answer(Ok(bare), ApprovalKind::Question, &json!({}), Some(&[q]));

@@ -21,9 +21,8 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt as _;
 use outboard_client::{Dial, Follow, FollowError, Retry, Update};
 use outboard_shared::{
-    methods, ApprovalAnswerParams, ApprovalKind, ApprovalScope, EventKind, ImageUpload,
-    Question, Role, SessionEvent, SessionId, SessionMode, SessionSetModeParams,
-    SessionSetModelParams,
+    methods, ApprovalAnswerParams, ApprovalKind, ApprovalScope, EventKind, ImageUpload, Question,
+    Role, SessionEvent, SessionId, SessionMode, SessionSetModeParams, SessionSetModelParams,
 };
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -279,17 +278,18 @@ impl<W: Write> Loop<W> {
         let Some(mut conn) = self.conn.take() else { return Ok(()) };
         let mut args = self.args.clone();
         args.session = self.opts.resume.clone();
-        let workspace = if args.session.is_some() || args.upload.is_some() || args.source.repo.is_some() {
-            None
-        } else {
-            match crate::embedded::session_workspace(&args.connect) {
-                Ok(w) => w,
-                Err(e) => {
-                    self.conn = Some(conn);
-                    return Err(Stop::Run(e.into()));
+        let workspace =
+            if args.session.is_some() || args.upload.is_some() || args.source.repo.is_some() {
+                None
+            } else {
+                match crate::embedded::session_workspace(&args.connect) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        self.conn = Some(conn);
+                        return Err(Stop::Run(e.into()));
+                    }
                 }
-            }
-        };
+            };
         let mut notes = Printer::new(Mode::Plain, std::io::sink(), std::io::stderr());
         let opened =
             crate::run::open_session(&conn.client, &args, workspace, title_from, &mut notes).await;
@@ -322,7 +322,10 @@ impl<W: Write> Loop<W> {
             Some(r) => (r.dial(), Retry::Within(args.reconnect_for)),
             None => {
                 let url = conn.client.url().to_owned();
-                (Dial { url, token: String::new(), options: Default::default(), room: false }, Retry::Never)
+                (
+                    Dial { url, token: String::new(), options: Default::default(), room: false },
+                    Retry::Never,
+                )
             }
         };
         let placeholder = Client::disconnected(&dial.url, ClientError::Closed { reason: None });
@@ -333,7 +336,10 @@ impl<W: Write> Loop<W> {
     }
 
     /// Sends the next prompt; false when it could not be sent (its `result` says why).
-    async fn start_turn(&mut self, (text, images): (String, Vec<ImageUpload>)) -> Result<bool, Stop> {
+    async fn start_turn(
+        &mut self,
+        (text, images): (String, Vec<ImageUpload>),
+    ) -> Result<bool, Stop> {
         if self.ctx.is_none() {
             if let Err(err) = self.open(&text).await {
                 if matches!(err, Stop::Output(_)) {
@@ -347,7 +353,9 @@ impl<W: Write> Loop<W> {
                     "session_id": "", "total_cost_usd": 0.0, "usage": wire::usage(&Default::default()),
                     "errors": [error], "uuid": wire::uuid(),
                 }))?;
-                if self.opts.prompts != Prompts::Stdin || matches!(err, Stop::Run(RunError::Client(ref e)) if e.is_fatal()) {
+                if self.opts.prompts != Prompts::Stdin
+                    || matches!(err, Stop::Run(RunError::Client(ref e)) if e.is_fatal())
+                {
                     return Err(err);
                 }
                 return Ok(false);
@@ -419,15 +427,19 @@ impl<W: Write> Loop<W> {
                     Ok(mode) => mode,
                     Err(why) => return self.emit(&wire::control_error(&request_id, &why)),
                 };
-                let plan_changes = (mode == PermissionMode::Plan) != (self.mode == PermissionMode::Plan);
+                let plan_changes =
+                    (mode == PermissionMode::Plan) != (self.mode == PermissionMode::Plan);
                 self.mode = mode;
                 if let Some(ctx) = &mut self.ctx {
                     ctx.permission_mode = mode.as_str();
                 }
                 match (sid, self.client()) {
                     (Some(session_id), Some(client)) if plan_changes => {
-                        let outboard_mode =
-                            if mode == PermissionMode::Plan { SessionMode::Plan } else { SessionMode::Default };
+                        let outboard_mode = if mode == PermissionMode::Plan {
+                            SessionMode::Plan
+                        } else {
+                            SessionMode::Default
+                        };
                         let params = SessionSetModeParams { session_id, mode: outboard_mode };
                         let call = client.call::<methods::SessionSetMode>(params);
                         self.calls.push(Box::pin(async move {
@@ -485,7 +497,10 @@ impl<W: Write> Loop<W> {
             }
             Ok(_) => Ok(()),
             Err(FollowError::Lost(e) | FollowError::Refused(e)) => Err(Stop::Follow(
-                format!("{} — the session may still be running; see `outboard sessions`", crate::connect::Hinted(&e)),
+                format!(
+                    "{} — the session may still be running; see `outboard sessions`",
+                    crate::connect::Hinted(&e)
+                ),
                 exit::CONNECT,
             )),
             Err(FollowError::GaveUp { attempts, last, .. }) => Err(Stop::Follow(
@@ -505,15 +520,29 @@ impl<W: Write> Loop<W> {
                 c.model = label.clone();
             }
         }
-        if let EventKind::ApprovalRequested { call_id, name, input, unjudged, kind, plan, questions, .. } =
-            &event.kind
+        if let EventKind::ApprovalRequested {
+            call_id,
+            name,
+            input,
+            unjudged,
+            kind,
+            plan,
+            questions,
+            ..
+        } = &event.kind
         {
             let input = match kind {
                 ApprovalKind::Plan => json!({"plan": plan}),
                 ApprovalKind::Question => json!({"questions": questions}),
                 ApprovalKind::Tool => input.clone(),
             };
-            let ask = Ask { call_id: call_id.clone(), name: name.clone(), input, kind: *kind, questions: questions.clone() };
+            let ask = Ask {
+                call_id: call_id.clone(),
+                name: name.clone(),
+                input,
+                kind: *kind,
+                questions: questions.clone(),
+            };
             self.on_approval(ask, unjudged.is_some())?;
         }
         let Some(turn) = self.turn.as_mut() else { return Ok(()) };
@@ -521,7 +550,10 @@ impl<W: Write> Loop<W> {
         let ended = turn.on_event(&ctx, event, self.opts.partial, &mut out);
         let cut = match (&event.kind, self.opts.max_turns) {
             (EventKind::AssistantMessage { tool_calls, .. }, Some(max))
-                if event.parent.is_none() && !tool_calls.is_empty() && turn.answers >= max && turn.cut == Cut::No =>
+                if event.parent.is_none()
+                    && !tool_calls.is_empty()
+                    && turn.answers >= max
+                    && turn.cut == Cut::No =>
             {
                 turn.cut = Cut::MaxTurns;
                 true
@@ -582,7 +614,8 @@ impl<W: Write> Loop<W> {
                     ApprovalKind::Question => "AskUserQuestion",
                     ApprovalKind::Tool => ask.name.as_str(),
                 };
-                let request = permissions::can_use_tool(&request_id, tool, &ask.input, &ask.call_id);
+                let request =
+                    permissions::can_use_tool(&request_id, tool, &ask.input, &ask.call_id);
                 self.emit(&request)?;
                 let expired = request_id.clone();
                 self.calls.push(Box::pin(async move {
@@ -640,7 +673,8 @@ impl<W: Write> Loop<W> {
                 let error = format!("cannot send the prompt: {}", crate::connect::Hinted(&err));
                 eprintln!("outboard: {error}");
                 if let (Some(turn), Some(ctx)) = (self.turn.take(), self.ctx.clone()) {
-                    let result = turn.result(&ctx, "error_during_execution", true, &error, Some(&error));
+                    let result =
+                        turn.result(&ctx, "error_during_execution", true, &error, Some(&error));
                     self.emit(&result)?;
                 }
             }
@@ -658,7 +692,9 @@ impl<W: Write> Loop<W> {
             Done::Interrupted(Err(err)) => eprintln!("outboard: cannot interrupt: {err}"),
             Done::Expired(request_id) => {
                 if self.asks.contains_key(&request_id) {
-                    self.emit(&json!({"type": "control_cancel_request", "request_id": request_id}))?;
+                    self.emit(
+                        &json!({"type": "control_cancel_request", "request_id": request_id}),
+                    )?;
                     let why = format!(
                         "the program did not answer can_use_tool within {} s",
                         ASK_DEADLINE.as_secs()

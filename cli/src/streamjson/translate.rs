@@ -156,7 +156,10 @@ impl Turn {
                 if parent.is_none() {
                     if self.streaming {
                         self.streaming = false;
-                        out.push(stream_event(sid, json!({"type": "content_block_stop", "index": 0})));
+                        out.push(stream_event(
+                            sid,
+                            json!({"type": "content_block_stop", "index": 0}),
+                        ));
                         out.push(stream_event(sid, json!({"type": "message_stop"})));
                     }
                     self.answers += 1;

@@ -171,7 +171,11 @@ fn control_response(object: &Map<String, Value>) -> Inbound {
         Some("error") => {
             Err(field("error").and_then(Value::as_str).unwrap_or("no reason given").to_owned())
         }
-        _ => return Inbound::Bad("a `control_response` whose subtype is not success or error".into()),
+        _ => {
+            return Inbound::Bad(
+                "a `control_response` whose subtype is not success or error".into(),
+            )
+        }
     };
     Inbound::Answer { request_id: request_id.to_owned(), outcome }
 }
@@ -268,10 +272,16 @@ mod tests {
         let line = br#"{"type":"control_request","request_id":"r1","request":{"subtype":"set_model","model":"m2"}}"#;
         assert_eq!(
             parse(line),
-            Inbound::Control { request_id: "r1".into(), request: Control::SetModel(Some("m2".into())) }
+            Inbound::Control {
+                request_id: "r1".into(),
+                request: Control::SetModel(Some("m2".into()))
+            }
         );
         let line = br#"{"type":"control_response","response":{"subtype":"error","request_id":"q","error":"boom"}}"#;
-        assert_eq!(parse(line), Inbound::Answer { request_id: "q".into(), outcome: Err("boom".into()) });
+        assert_eq!(
+            parse(line),
+            Inbound::Answer { request_id: "q".into(), outcome: Err("boom".into()) }
+        );
     }
 
     #[test]
@@ -281,7 +291,10 @@ mod tests {
             (b"[1]", "not a JSON object"),
             (b"{\"type\":\"assistant\"}", "unknown message type \"assistant\""),
             (b"{\"type\":\"user\",\"message\":{\"content\":\"  \"}}", "an empty user message"),
-            (b"{\"type\":\"user\",\"message\":{\"content\":[{\"type\":\"tool_result\"}]}}", "tool_result"),
+            (
+                b"{\"type\":\"user\",\"message\":{\"content\":[{\"type\":\"tool_result\"}]}}",
+                "tool_result",
+            ),
             (b"{\"type\":\"control_request\",\"request\":{}}", "request_id"),
         ] {
             let Inbound::Bad(why) = parse(line) else { panic!("{line:?} was taken") };

@@ -124,7 +124,8 @@ async fn main() -> anyhow::Result<()> {
     let url = server.url.clone();
     let json = one_shot(&mock, &url, &token, &sid, &["--json"], args.turns).await?;
     let stream =
-        one_shot(&mock, &url, &token, &sid, &["--output-format", "stream-json"], args.turns).await?;
+        one_shot(&mock, &url, &token, &sid, &["--output-format", "stream-json"], args.turns)
+            .await?;
     let held = session(&mock, &url, &token, &sid, args.turns).await?;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("stream-json: a one-answer turn, median of {} turns", args.turns);
@@ -136,6 +137,11 @@ async fn main() -> anyhow::Result<()> {
         ms(stream),
         ms(stream) - ms(json)
     );
-    println!("{:<36} {:>10.2} {:>18.2}", "stream-json session (held open)", ms(held), ms(held) - ms(json));
+    println!(
+        "{:<36} {:>10.2} {:>18.2}",
+        "stream-json session (held open)",
+        ms(held),
+        ms(held) - ms(json)
+    );
     Ok(())
 }

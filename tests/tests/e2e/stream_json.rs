@@ -23,8 +23,14 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 /// Generous: the machine is shared and loaded; every wait is on a condition.
 const WAIT: Duration = Duration::from_secs(120);
 
-const FLAGS: &[&str] =
-    &["--output-format", "stream-json", "--verbose", "--system-prompt=", "--input-format", "stream-json"];
+const FLAGS: &[&str] = &[
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--system-prompt=",
+    "--input-format",
+    "stream-json",
+];
 
 async fn start(steps: Vec<MockStep>, rules: &[(&str, &str)]) -> (MockLlm, TestServer, String) {
     let mock = MockLlm::start(steps).await.unwrap();
@@ -138,8 +144,8 @@ fn blocks(messages: &[Value], kind: &str) -> Vec<Value> {
 }
 
 fn sessions_json(server: &TestServer, token: &str) -> Vec<Value> {
-    let out = outboard(&["sessions", "--json", "--server", &server.url, "--token", token], None)
-        .unwrap();
+    let out =
+        outboard(&["sessions", "--json", "--server", &server.url, "--token", token], None).unwrap();
     assert_eq!(out.code, 0, "{}", out.stderr);
     serde_json::from_str::<Value>(&out.stdout).unwrap().as_array().cloned().unwrap()
 }
@@ -179,7 +185,10 @@ async fn two_turns_over_raw_lines_in_one_outboard_session() {
     assert_eq!(assistant[2], json!({"type": "text", "text": "It printed the greeting."}));
     assert!(of_type(&first, "assistant").iter().all(|m| m["message"]["model"].is_string()));
     let results = blocks(&first, "user");
-    assert_eq!((&results[0]["type"], &results[0]["tool_use_id"]), (&json!("tool_result"), &json!("b1")));
+    assert_eq!(
+        (&results[0]["type"], &results[0]["tool_use_id"]),
+        (&json!("tool_result"), &json!("b1"))
+    );
     assert!(results[0]["content"].as_str().unwrap().contains("stream-json-said-hi"), "{results:?}");
     let result = first.last().unwrap();
     assert_eq!(
@@ -255,15 +264,14 @@ async fn can_use_tool_is_asked_for_what_the_policy_asks_and_its_answers_apply() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_ends_the_turn_and_the_next_prompt_is_a_turn_of_its_own() {
-    let (mock, server, token) = start(
-        vec![bash("s1", "sleep 60; echo never"), MockStep::text("Fresh answer.")],
-        &[],
-    )
-    .await;
+    let (mock, server, token) =
+        start(vec![bash("s1", "sleep 60; echo never"), MockStep::text("Fresh answer.")], &[]).await;
     let mut peer = Peer::spawn(&server, &token, &[]);
     peer.prompt("take your time").await;
-    peer.until(|m| blocks(std::slice::from_ref(m), "assistant").iter().any(|b| b["type"] == "tool_use"))
-        .await;
+    peer.until(|m| {
+        blocks(std::slice::from_ref(m), "assistant").iter().any(|b| b["type"] == "tool_use")
+    })
+    .await;
     peer.send(json!({"type": "control_request", "request_id": "int_1",
         "request": {"subtype": "interrupt"}}))
         .await;
@@ -277,14 +285,17 @@ async fn an_interrupt_ends_the_turn_and_the_next_prompt_is_a_turn_of_its_own() {
         "{user_texts:?}"
     );
     let result = cut.last().unwrap();
-    assert_eq!((&result["subtype"], &result["is_error"]), (&json!("error_during_execution"), &json!(true)));
+    assert_eq!(
+        (&result["subtype"], &result["is_error"]),
+        (&json!("error_during_execution"), &json!(true))
+    );
 
     peer.prompt("a new question").await;
     let next = peer.until_result().await;
     assert_eq!(next.last().unwrap()["result"], "Fresh answer.");
     assert_eq!(next.last().unwrap()["subtype"], "success");
     // The new prompt went to the model as a message of its own, after the interrupted turn.
-    let body = &mock.requests().last().unwrap().body;
+    let body = mock.requests().last().unwrap().body.clone();
     let messages = body["messages"].as_array().unwrap();
     let last = messages.last().unwrap().to_string();
     assert!(last.contains("a new question") && !last.contains("take your time"), "{last}");
@@ -297,7 +308,10 @@ async fn bad_lines_get_errors_and_the_session_goes_on() {
     let mut peer = Peer::spawn(&server, &token, &[]);
     peer.send_raw(b"{not json\n").await;
     let e = peer.next().await;
-    assert_eq!((&e["type"], &e["subtype"], &e["line"]), (&json!("system"), &json!("input_error"), &json!(1)));
+    assert_eq!(
+        (&e["type"], &e["subtype"], &e["line"]),
+        (&json!("system"), &json!("input_error"), &json!(1))
+    );
     assert!(e["error"].as_str().unwrap().contains("not JSON"), "{e}");
     peer.send(json!({"type": "assistant", "message": {}})).await;
     let e = peer.next().await;
@@ -314,7 +328,10 @@ async fn bad_lines_get_errors_and_the_session_goes_on() {
         "request": {"subtype": "rewind_files", "user_message_id": "x"}}))
         .await;
     let e = peer.next().await;
-    assert_eq!((&e["response"]["subtype"], &e["response"]["request_id"]), (&json!("error"), &json!("r9")));
+    assert_eq!(
+        (&e["response"]["subtype"], &e["response"]["request_id"]),
+        (&json!("error"), &json!("r9"))
+    );
     assert!(e["response"]["error"].as_str().unwrap().contains("rewind_files"), "{e}");
     peer.send(json!({"type": "control_response", "response": {"subtype": "success",
         "request_id": "never-asked", "response": {}}}))
@@ -337,10 +354,8 @@ async fn flags_that_would_change_behaviour_are_refused_with_one_line() {
     ] {
         let mut args = FLAGS.to_vec();
         args.extend(["--server", "ws://127.0.0.1:9", "--token", "t", flag]);
-        let out = tokio::task::spawn_blocking(move || outboard(&args, Some("")))
-            .await
-            .unwrap()
-            .unwrap();
+        let out =
+            tokio::task::spawn_blocking(move || outboard(&args, Some(""))).await.unwrap().unwrap();
         assert_eq!(out.code, 2, "{flag}: {}", out.stderr);
         let lines: Vec<&str> =
             out.stderr.lines().filter(|l| !l.contains("--token on the command line")).collect();
@@ -387,11 +402,8 @@ async fn sdk(server: &TestServer, token: &str, scenario: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_query_runs_a_tool_call() {
-    let (_mock, server, token) = start(
-        vec![bash("q1", "echo from-the-sdk"), MockStep::text("The SDK saw it.")],
-        &[],
-    )
-    .await;
+    let (_mock, server, token) =
+        start(vec![bash("q1", "echo from-the-sdk"), MockStep::text("The SDK saw it.")], &[]).await;
     let summary = sdk(&server, &token, "query").await;
     let messages = summary["messages"].as_array().unwrap();
     let types: Vec<&str> = messages.iter().map(|m| m["type"].as_str().unwrap()).collect();
@@ -411,11 +423,8 @@ async fn the_python_sdk_query_runs_a_tool_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_client_holds_a_two_turn_conversation() {
-    let (mock, server, token) = start(
-        vec![MockStep::text("First answer."), MockStep::text("Second answer.")],
-        &[],
-    )
-    .await;
+    let (mock, server, token) =
+        start(vec![MockStep::text("First answer."), MockStep::text("Second answer.")], &[]).await;
     let summary = sdk(&server, &token, "client").await;
     let turns = summary["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 2);
@@ -432,7 +441,11 @@ async fn the_python_sdk_client_holds_a_two_turn_conversation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_can_use_tool_allows_once_and_denies_once() {
     let (_mock, server, token) = start(
-        vec![bash("p1", "echo first-allowed"), bash("p2", "echo second-denied"), MockStep::text("Ok.")],
+        vec![
+            bash("p1", "echo first-allowed"),
+            bash("p2", "echo second-denied"),
+            MockStep::text("Ok."),
+        ],
         &[("Bash(echo *)", "ask")],
     )
     .await;

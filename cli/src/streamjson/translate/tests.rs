@@ -40,24 +40,38 @@ fn a_turn_with_a_tool_call_in_claude_codes_shapes() {
     let events = [
         event(1, json!({"type": "turn_started", "turn_id": "t_1", "by": "alice"})),
         event(2, json!({"type": "assistant_delta", "text": "Let"})),
-        event(2, json!({"type": "assistant_message", "text": "Let me look.", "usage": usage,
+        event(
+            2,
+            json!({"type": "assistant_message", "text": "Let me look.", "usage": usage,
             "model": "anthropic/claude-opus-4-5",
-            "tool_calls": [{"call_id": "c1", "name": "Read", "input": {"file_path": "a"}}]})),
+            "tool_calls": [{"call_id": "c1", "name": "Read", "input": {"file_path": "a"}}]}),
+        ),
         event(3, json!({"type": "tool_result", "call_id": "c1", "name": "Read", "output": "x"})),
         event(4, json!({"type": "assistant_message", "text": "Done.", "tool_calls": []})),
     ];
     for e in &events {
         assert!(!turn.on_event(&ctx, e, true, &mut out));
     }
-    let done = event(5, json!({"type": "turn_completed", "turn_id": "t_1",
-        "stop_reason": "end_turn", "usage": usage}));
+    let done = event(
+        5,
+        json!({"type": "turn_completed", "turn_id": "t_1",
+        "stop_reason": "end_turn", "usage": usage}),
+    );
     assert!(turn.on_event(&ctx, &done, true, &mut out));
     let types: Vec<&str> = out.iter().map(|m| m["type"].as_str().unwrap()).collect();
     assert_eq!(
         types,
         [
-            "system", "stream_event", "stream_event", "stream_event", "stream_event",
-            "stream_event", "assistant", "user", "assistant", "result"
+            "system",
+            "stream_event",
+            "stream_event",
+            "stream_event",
+            "stream_event",
+            "stream_event",
+            "assistant",
+            "user",
+            "assistant",
+            "result"
         ]
     );
     assert_eq!(out[0]["session_id"], "s_1");
@@ -89,7 +103,8 @@ fn a_turn_with_a_tool_call_in_claude_codes_shapes() {
             "parent_tool_use_id": null, "session_id": "s_1"})
     );
     // 600 uncached at $5, 100 out at $25, 400 cached at $0.5 per million.
-    let cost = (600.0 * 5.0 + 100.0 * 25.0 + 400.0 * 0.5) / 1e6;
+    let per = |tokens: f64, price: f64| tokens * price / 1_000_000.0;
+    let cost = per(600.0, 5.0) + per(100.0, 25.0) + per(400.0, 0.5);
     assert_eq!(
         stable(out[9].clone()),
         json!({
@@ -105,12 +120,18 @@ fn a_turn_with_a_tool_call_in_claude_codes_shapes() {
 #[test]
 fn interrupted_failed_and_cut_turns() {
     let ctx = ctx();
-    let stopped = event(2, json!({"type": "turn_completed", "turn_id": "t_1",
-        "stop_reason": "interrupted", "usage": {}}));
+    let stopped = event(
+        2,
+        json!({"type": "turn_completed", "turn_id": "t_1",
+        "stop_reason": "interrupted", "usage": {}}),
+    );
     let mut out = Vec::new();
     assert!(Turn::new(&ctx).on_event(&ctx, &stopped, false, &mut out));
     assert_eq!(out[1]["message"]["content"][0]["text"], INTERRUPTED);
-    assert_eq!((&out[2]["subtype"], &out[2]["is_error"]), (&json!("error_during_execution"), &json!(true)));
+    assert_eq!(
+        (&out[2]["subtype"], &out[2]["is_error"]),
+        (&json!("error_during_execution"), &json!(true))
+    );
 
     let mut cut = Turn::new(&ctx);
     cut.cut = Cut::MaxTurns;
@@ -120,7 +141,8 @@ fn interrupted_failed_and_cut_turns() {
     assert_eq!(kinds, ["system", "result"]);
     assert_eq!(out[1]["subtype"], "error_max_turns");
 
-    let failed = event(2, json!({"type": "turn_failed", "turn_id": "t_1", "error": "the model is gone"}));
+    let failed =
+        event(2, json!({"type": "turn_failed", "turn_id": "t_1", "error": "the model is gone"}));
     let mut out = Vec::new();
     assert!(Turn::new(&ctx).on_event(&ctx, &failed, false, &mut out));
     assert_eq!(out[1]["errors"], json!(["the model is gone"]));
