@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|connections|tasks|mcp|hooks|hosts|nodes|uploads|media|startup|task|tui-memory|all]`,
+# Benchmarks: prints tables, asserts nothing. `scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|connections|tasks|mcp|hooks|hosts|nodes|uploads|streamjson|media|startup|task|tui-memory|all]`,
 # `scripts/bench.sh compare REV [startup|task]`, `scripts/bench.sh peer` (beside Codex CLI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -198,6 +198,11 @@ case "${1:-all}" in
     # Read of a screenshot or a PDF (issue 55): decode, scale, encode; request bytes and tokens.
     exec cargo run --quiet --release -p outboard-media --example bench_media
     ;;
+  streamjson)
+    # Claude Code's stream-json front end against `outboard run --json` (issue 53).
+    cargo build --quiet --release -p outboard-cli -p outboard-server
+    exec cargo run --quiet --release -p outboard-tests --bin bench_streamjson -- "${@:2}"
+    ;;
   uploads)
     # Unpacking an upload by directory depth (issue 50): time and CPU per MiB, lookups.
     exec cargo run --quiet --release -p outboard-tests --bin bench_uploads -- "${@:2}"
@@ -221,11 +226,12 @@ case "${1:-all}" in
     cargo run --quiet --release -p outboard-tests --bin bench_speed -- startup
     cargo run --quiet --release -p outboard-tests --bin bench_speed -- task
     cargo run --quiet --release -p outboard-tests --bin bench_uploads
+    cargo run --quiet --release -p outboard-tests --bin bench_streamjson
     cargo run --quiet --release -p outboard-media --example bench_media
     exec cargo run --quiet --release -p outboard-tests --bin bench_tui
     ;;
   *)
-    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hooks|hosts|nodes|uploads|media|startup|task|tui-memory|all] | compare REV [startup|task|all]" >&2
+    echo "usage: scripts/bench.sh [harness|durable|sandbox|network|tui|vfs|workspace|rewind|long|tasks|mcp|hooks|hosts|nodes|uploads|streamjson|media|startup|task|tui-memory|all] | compare REV [startup|task|all]" >&2
     exit 2
     ;;
 esac

@@ -38,6 +38,10 @@ if ! python3 -c 'import nbformat' >/dev/null 2>&1; then
   python3 -m pip install --quiet 'nbformat>=5,<6'
 fi
 
+# The clients the end-to-end tests drive Outboard with (the Python Claude Agent SDK), each in
+# its own folder under target/.
+scripts/install-test-clients.sh
+
 # A fresh clone builds everything once: incremental state would only cost disk (~1.7 GB).
 export CARGO_INCREMENTAL=0
 

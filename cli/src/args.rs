@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+mod stream_json;
+pub use stream_json::{InputFormat, OutputFormat, RefusedFlags, StreamJsonArgs};
+
 /// `outboard`: talk to an Outboard agent from a terminal or a script.
 #[derive(Debug, Clone, PartialEq, Parser)]
 #[command(name = "outboard", version, about, propagate_version = true)]
@@ -38,6 +41,11 @@ pub struct Cli {
     /// dim and reverse only).
     #[arg(long, global = true, env = "OUTBOARD_THEME", value_enum, default_value = "auto")]
     pub theme: ThemeChoice,
+    /// Claude Code's headless flags: with `--input-format stream-json --output-format
+    /// stream-json`, `outboard` speaks Claude Code's stream-json protocol on stdin and stdout
+    /// instead of opening the TUI (what the Claude Agent SDKs run).
+    #[command(flatten)]
+    pub stream: Box<StreamJsonArgs>,
 }
 
 /// `--theme`: whether the TUI colours its screen.
@@ -563,9 +571,13 @@ pub struct RunArgs {
     /// the run ends there, printing it (exit 0); `allow` carries it out; `wait` waits for you.
     #[arg(long)]
     pub plan: bool,
-    /// The message to send; `-` reads it from stdin.
-    #[arg(value_name = "PROMPT")]
-    pub prompt: String,
+    /// Claude Code's headless flags (`--input-format stream-json --output-format stream-json`:
+    /// docs/STREAM_JSON.md).
+    #[command(flatten)]
+    pub stream: Box<StreamJsonArgs>,
+    /// The message to send; `-` reads it from stdin. None with `--input-format stream-json`.
+    #[arg(value_name = "PROMPT", required_unless_present = "input_format")]
+    pub prompt: Option<String>,
 }
 
 /// How `outboard run` answers approval requests.

@@ -23,6 +23,7 @@ pub mod output;
 pub mod rewind;
 pub mod run;
 pub mod sessions;
+pub mod streamjson;
 pub mod tui_main;
 pub mod upload;
 pub mod usage;

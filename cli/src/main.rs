@@ -54,6 +54,24 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
         .enable_all()
         .build()
         .context("while starting the async runtime")?;
+    // Claude Code's headless flags: the stream-json front end instead of the TUI (what the
+    // Claude Agent SDKs run as `cli_path`).
+    if cli.command.is_none() && cli.stream.any() {
+        let args = outboard_cli::args::RunArgs {
+            connect: cli.connect,
+            json: false,
+            session: None,
+            images: Vec::new(),
+            reconnect_for: std::time::Duration::from_secs(120),
+            source: cli.source,
+            upload: cli.upload,
+            approve: outboard_cli::args::ApproveMode::Deny,
+            plan: cli.plan,
+            stream: cli.stream,
+            prompt: None,
+        };
+        return Ok(stream_json(runtime, &args));
+    }
     let Some(command) = cli.command else {
         let args = TuiArgs {
             connect: cli.connect,
@@ -69,14 +87,16 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
         return Ok(runtime.block_on(tui::run(args)));
     };
     match command {
+        Command::Run(args) if args.stream.any() => Ok(stream_json(runtime, &args)),
         Command::Run(args) => {
-            let prompt = match read_prompt(&args.prompt, std::io::stdin().lock()) {
-                Ok(prompt) => prompt,
-                Err(err) => {
-                    eprintln!("outboard: {err}");
-                    return Ok(err.exit_code());
-                }
-            };
+            let prompt =
+                match read_prompt(args.prompt.as_deref().unwrap_or(""), std::io::stdin().lock()) {
+                    Ok(prompt) => prompt,
+                    Err(err) => {
+                        eprintln!("outboard: {err}");
+                        return Ok(err.exit_code());
+                    }
+                };
             let mode = if args.json { Mode::Json } else { Mode::Plain };
             let mut printer = Printer::new(mode, std::io::stdout(), std::io::stderr());
             Ok(runtime.block_on(async {
@@ -172,6 +192,17 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
             Ok(runtime.block_on(tui::run(args)))
         }
     }
+}
+
+/// The stream-json front end on this process's stdin and stdout. The runtime is shut down
+/// without waiting: a stdin read still blocked in its thread must not keep the process alive.
+fn stream_json(runtime: tokio::runtime::Runtime, args: &outboard_cli::args::RunArgs) -> i32 {
+    let code = runtime.block_on(async {
+        let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        outboard_cli::streamjson::run(args, stdin, std::io::stdout().lock()).await
+    });
+    runtime.shutdown_background();
+    code
 }
 
 /// Whether `--token` was given on the command line (not through `OUTBOARD_TOKEN`), at any level

@@ -148,6 +148,18 @@ pub struct Redial {
     options: ConnectOptions,
 }
 
+impl Redial {
+    /// How the session's follow dials again.
+    pub(crate) fn dial(&self) -> outboard_client::Dial {
+        outboard_client::Dial {
+            url: self.url.clone(),
+            token: self.token.clone(),
+            options: self.options.clone(),
+            room: false,
+        }
+    }
+}
+
 impl std::fmt::Debug for Redial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The token is a secret: never in a log line.
@@ -329,7 +341,7 @@ async fn drive<O: Write, E: Write>(
 /// Creates the session, or finds the one given with `--session`, and attaches as its driver so
 /// that only events after this point arrive. Returns the session as attached (its `last_seq`
 /// the last durable one) and whether this run created it.
-async fn open_session<O: Write, E: Write>(
+pub(crate) async fn open_session<O: Write, E: Write>(
     client: &Client,
     args: &RunArgs,
     workspace: Option<String>,

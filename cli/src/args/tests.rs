@@ -55,7 +55,8 @@ fn run_with_every_flag() {
             upload: None,
             approve: ApproveMode::Allow,
             plan: false,
-            prompt: "list the files".into(),
+            stream: Default::default(),
+            prompt: Some("list the files".into()),
         }
     );
 }
@@ -76,7 +77,8 @@ fn run_defaults_and_stdin_prompt() {
             upload: None,
             approve: ApproveMode::Deny,
             plan: false,
-            prompt: "-".into()
+            stream: Default::default(),
+            prompt: Some("-".into())
         }
     );
 }
@@ -92,7 +94,8 @@ fn no_subcommand_is_allowed() {
             upload: None,
             plan: false,
             config: None,
-            theme: ThemeChoice::Auto
+            theme: ThemeChoice::Auto,
+            stream: Default::default(),
         }
     );
 }
@@ -302,9 +305,15 @@ fn memory_and_skills_commands() {
 #[test]
 fn upload_takes_an_optional_dir() {
     let args = run_args(&["outboard", "run", "fix it", "--upload"]);
-    assert_eq!((args.prompt.as_str(), args.upload), ("fix it", Some(PathBuf::from("."))));
+    assert_eq!(
+        (args.prompt.as_deref().unwrap_or_default(), args.upload),
+        ("fix it", Some(PathBuf::from(".")))
+    );
     let args = run_args(&["outboard", "run", "--upload", "../repo", "fix it"]);
-    assert_eq!((args.prompt.as_str(), args.upload), ("fix it", Some(PathBuf::from("../repo"))));
+    assert_eq!(
+        (args.prompt.as_deref().unwrap_or_default(), args.upload),
+        ("fix it", Some(PathBuf::from("../repo")))
+    );
     assert_eq!(run_args(&["outboard", "run", "fix it"]).upload, None);
     let clash = Cli::try_parse_from(["outboard", "run", "--session", "s_1", "--upload", ".", "x"]);
     assert_eq!(clash.unwrap_err().kind(), ErrorKind::ArgumentConflict);

@@ -22,7 +22,8 @@ fn args(url: &str, token: Option<&str>, json: bool, session: Option<&str>) -> Ru
         upload: None,
         approve: crate::args::ApproveMode::Deny,
         plan: false,
-        prompt: "list the files\nand more".into(),
+        stream: Default::default(),
+        prompt: Some("list the files\nand more".into()),
     }
 }
 
@@ -36,7 +37,7 @@ async fn run_with(args: &RunArgs, interrupts: &mut mpsc::Receiver<()>) -> Ran {
     let mode = if args.json { Mode::Json } else { Mode::Plain };
     let mut printer = Printer::new(mode, Vec::new(), Vec::new());
     // A deadline, so a run that never sees its turn end fails the test instead of hanging it.
-    let running = run(args, args.prompt.clone(), interrupts, &mut printer);
+    let running = run(args, args.prompt.clone().unwrap_or_default(), interrupts, &mut printer);
     let code = tokio::time::timeout(std::time::Duration::from_secs(10), running)
         .await
         .expect("the run did not end within 10 s (is the turn's end event missing?)");

@@ -58,6 +58,7 @@ mod security_quota;
 mod security_sandbox;
 mod session_lifecycle;
 mod store_outage;
+mod stream_json;
 mod subagents;
 mod tui_tmux;
 mod turn_control;
