@@ -1573,11 +1573,15 @@ impl Actor {
                 self.conversation = Some(end.conversation);
                 self.env = Some(end.env);
                 self.window = end.window;
-                // Committed here, in the command that makes the session idle: a client that
-                // answers `turn_completed` at once finds no turn running.
+                // Committed as it goes idle (a client answering at once finds no turn running).
                 if let Some(last) = end.last {
-                    if let Err(e) = self.emit(last, true).await {
-                        tracing::error!(session = %self.row.id, "cannot record the end of the turn: {e}");
+                    match self.emit(last.clone(), true).await {
+                        Ok(seq) => {
+                            agent::interrupted::noted(self.conversation.as_mut(), seq, &last)
+                        }
+                        Err(e) => {
+                            tracing::error!(session = %self.row.id, "cannot record the end of the turn: {e}")
+                        }
                     }
                 }
             }
