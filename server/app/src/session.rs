@@ -1575,19 +1575,15 @@ impl Actor {
                 self.window = end.window;
                 // Committed as it goes idle (a client answering at once finds no turn running).
                 if let Some(last) = end.last {
-                    match self.emit(last.clone(), true).await {
-                        Ok(seq) => {
-                            agent::interrupted::noted(self.conversation.as_mut(), seq, &last)
-                        }
-                        Err(e) => {
-                            tracing::error!(session = %self.row.id, "cannot record the end of the turn: {e}")
-                        }
+                    let committed = self.emit(last.clone(), true).await;
+                    let r = agent::interrupted::noted(self.conversation.as_mut(), committed, &last);
+                    if let Err(e) = r {
+                        tracing::error!(session = %self.row.id, "cannot record the end of the turn: {e}");
                     }
                 }
             }
             None => {
-                // The turn task panicked: its conversation and tools are lost with it. Record the
-                // failure and rebuild from the log, which is the source of truth.
+                // The turn task panicked (its conversation and tools are lost): record it, rebuild.
                 tracing::error!(session = %self.row.id, "the turn task panicked");
                 if let Some(r) = running.filter(|r| r.compaction.is_none()) {
                     let _ = self.emit(window::panicked(r.turn_id), true).await;

@@ -28,11 +28,18 @@ impl Conversation {
     }
 }
 
-/// [`Conversation::turn_ended`] on the session's conversation, when it has one loaded.
-pub fn noted(conversation: Option<&mut Conversation>, seq: u64, kind: &EventKind) {
+/// [`Conversation::turn_ended`] on the session's conversation (when it has one loaded), once the
+/// end of the turn is `committed` (its `seq`); the commit's error is handed back.
+pub fn noted<E>(
+    conversation: Option<&mut Conversation>,
+    committed: Result<u64, E>,
+    kind: &EventKind,
+) -> Result<(), E> {
+    let seq = committed?;
     if let Some(conversation) = conversation {
         conversation.turn_ended(seq, kind);
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -83,7 +90,7 @@ mod tests {
         assert_eq!(c.messages()[0].role, Role::User);
         // The live session adds the same block at the same place.
         let mut live = Conversation::from_log(&log[..1], 1000);
-        noted(Some(&mut live), 2, &log[1].kind);
+        noted::<()>(Some(&mut live), Ok(2), &log[1].kind).unwrap();
         live.push_prompt(3, "no, only the tests".into(), Vec::new());
         assert_eq!(live.messages(), c.messages());
     }

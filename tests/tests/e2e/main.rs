@@ -59,6 +59,7 @@ mod security_sandbox;
 mod session_lifecycle;
 mod store_outage;
 mod subagents;
+mod tui_keys;
 mod tui_tmux;
 mod turn_control;
 mod upload;
