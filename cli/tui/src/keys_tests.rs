@@ -493,3 +493,45 @@ fn retries_update_one_line_and_a_failure_is_one_line() {
         "upstream"
     );
 }
+
+/// Two questions: a digit answers the first; the second waits to be seen before a digit picks.
+#[test]
+fn each_question_of_a_request_waits_to_be_seen() {
+    let mut app = driving();
+    let question = |q: &str| outboard_shared::Question {
+        question: q.into(),
+        header: String::new(),
+        options: vec![
+            outboard_shared::QuestionOption { label: "one".into(), description: String::new() },
+            outboard_shared::QuestionOption { label: "two".into(), description: String::new() },
+        ],
+        multi_select: false,
+    };
+    app.handle_at(
+        0,
+        AppEvent::Server(Box::new(ev(
+            3,
+            EventKind::ApprovalRequested {
+                call_id: "q1".into(),
+                name: "AskUserQuestion".into(),
+                input: json!({}),
+                rule: "AskUserQuestion".into(),
+                covers: None,
+                unjudged: None,
+                kind: ApprovalKind::Question,
+                path: None,
+                plan: None,
+                questions: Some(vec![question("first?"), question("second?")]),
+            },
+        ))),
+    );
+    app.drawn(0);
+    // `12` in one go: `1` answers the first; `2` lands before the second was seen.
+    assert_eq!(keys(&mut app, QUIET_MS, "12"), vec![]);
+    assert_eq!(app.approvals.picked, vec!["one".to_owned()]);
+    assert_eq!(app.composer.text(), "2");
+    app.drawn(QUIET_MS + 1);
+    let effects = keys(&mut app, 2 * QUIET_MS + 1 + QUIET_MS, "2");
+    let Some(Effect::Answer(a)) = effects.first() else { panic!("{effects:?}") };
+    assert_eq!(a.answers, Some(vec!["one".to_owned(), "two".to_owned()]));
+}

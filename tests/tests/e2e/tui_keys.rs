@@ -103,7 +103,22 @@ async fn ctrl_c_stops_a_turn_the_model_reads_it_and_the_exit_says_how_to_come_ba
     tmux.wait_for("a", "press Ctrl-C again", &server);
     tmux.keys("a", &["C-c"]);
     tmux.wait_for("a", "EXITED", &server);
-    let screen = tmux.screen("a");
-    let hint = format!("outboard --server {} --session {sid}", server.url);
+    // The line is longer than the window: tmux wraps it.
+    let screen = tmux.screen("a").replace('\n', "");
+    let hint =
+        format!("to come back to this session: outboard --server {} --session {sid}", server.url);
     assert!(screen.contains(&hint), "{screen}");
+}
+
+/// `outboard </dev/null`: the TUI says it needs a terminal and points to `outboard run`, instead
+/// of `No such device or address (os error 6)` (issue 51, item 6).
+#[test]
+fn the_tui_without_a_terminal_points_to_outboard_run() {
+    let run =
+        outboard_tests::harness::outboard(&["--server", "ws://127.0.0.1:9", "--token", "t"], None)
+            .unwrap();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("the TUI needs a terminal"), "{}", run.stderr);
+    assert!(run.stderr.contains("outboard run"), "{}", run.stderr);
+    assert!(!run.stderr.contains("os error"), "{}", run.stderr);
 }

@@ -8,7 +8,8 @@
 //!   for [`QUIET_MS`] with no typing in between ([`App::prompt_armed`]). Before that, every key
 //!   goes to the composer, as if the prompt were not there: nothing typed is lost, and the `y`
 //!   of "yes" typed as the prompt opens is a letter of the message, not an answer. A new request
-//!   taking the prompt's place (the next one of a batch) starts the wait again.
+//!   taking the prompt's place (the next one of a batch), or a question's next question, starts
+//!   the wait again; so does an answer, until its resolution closes the request.
 //! - A picker (`/rewind`, `/sessions`) takes keys read after its first frame only
 //!   ([`App::picker_takes`]); keys typed before it was drawn (the Enter of a message being
 //!   typed when the listing came back) go to the composer. Esc closes it at any time.
@@ -118,12 +119,7 @@ impl App {
         match (&key, &self.guards.prompt) {
             (None, _) => self.guards.prompt = None,
             (Some(k), Some((open, _))) if k == open => {}
-            // A question's next one follows an answer key: it is the same prompt, still armed.
-            (Some(k), Some((open, drawn)))
-                if k.split('#').next() == open.split('#').next() && drawn.is_some() =>
-            {
-                self.guards.prompt = Some((k.clone(), *drawn));
-            }
+            // A new request, or the next question of one: it waits to be seen in turn.
             (Some(k), _) => self.guards.prompt = Some((k.clone(), None)),
         }
         let open = self.picker.is_some() || self.rewind_picker.is_some();
