@@ -203,7 +203,7 @@ impl App {
             return None;
         }
         if key.code == KeyCode::Esc
-            && !self.rewind_picker.as_ref().is_some_and(|p| p.restore.is_some())
+            && self.rewind_picker.as_ref().is_none_or(|p| p.restore.is_none())
         {
             self.picker = None;
             self.rewind_picker = None;
