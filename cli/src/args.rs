@@ -46,6 +46,28 @@ pub struct Cli {
     /// instead of opening the TUI (what the Claude Agent SDKs run).
     #[command(flatten)]
     pub stream: Box<StreamJsonArgs>,
+    /// Open the TUI on this session (the one `outboard` names on exit), driving it when it is
+    /// yours; the same as `outboard attach ID --drive`.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["upload", "plan", "repo"])]
+    pub session: Option<String>,
+    /// How the TUI announces a turn of 10 s or more that ends while its terminal is not focused
+    /// (terminals that report focus): `bell`, the terminal's bell; `osc9`, a desktop
+    /// notification (OSC 9: iTerm2, WezTerm, kitty, ghostty, Windows Terminal) and the bell;
+    /// `off`.
+    #[arg(long, global = true, env = "OUTBOARD_NOTIFY", value_enum, default_value = "bell")]
+    pub notify: NotifyChoice,
+}
+
+/// `--notify`: how the TUI announces a long turn's end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum NotifyChoice {
+    /// The terminal's bell.
+    #[default]
+    Bell,
+    /// OSC 9 and the bell.
+    Osc9,
+    /// Nothing.
+    Off,
 }
 
 /// `--theme`: whether the TUI colours its screen.

@@ -75,14 +75,15 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
     let Some(command) = cli.command else {
         let args = TuiArgs {
             connect: cli.connect,
-            attach: None,
-            drive: false,
+            drive: cli.session.is_some(),
+            attach: cli.session.map(SessionId),
             source: cli.source.repo_spec(),
             network: cli.source.network,
             context_window: cli.source.context_window,
             upload: cli.upload,
             plan: cli.plan,
             theme: cli.theme,
+            notify: cli.notify,
         };
         return Ok(runtime.block_on(tui::run(args)));
     };
@@ -188,6 +189,7 @@ fn dispatch(cli: Cli, config: &Config) -> anyhow::Result<i32> {
                 upload: None,
                 plan: false,
                 theme: cli.theme,
+                notify: cli.notify,
             };
             Ok(runtime.block_on(tui::run(args)))
         }

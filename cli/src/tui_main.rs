@@ -5,7 +5,9 @@
 use outboard_shared::SessionId;
 use outboard_tui::{net, theme, Config};
 
-use crate::args::{ConnectArgs, ThemeChoice};
+use std::io::IsTerminal as _;
+
+use crate::args::{ConnectArgs, NotifyChoice, ThemeChoice};
 use crate::connect::ExitCode as _;
 use crate::embedded::EmbeddedServer;
 use crate::exit;
@@ -32,10 +34,41 @@ pub struct TuiArgs {
     pub plan: bool,
     /// Colours or none (`--theme`).
     pub theme: ThemeChoice,
+    /// How a long turn's end is announced (`--notify`).
+    pub notify: NotifyChoice,
+}
+
+/// Why the TUI cannot start on this process's standard streams, if it cannot: it reads keys
+/// from a terminal and draws on one.
+pub fn no_terminal(stdin: bool, stdout: bool) -> Option<String> {
+    let which = match (stdin, stdout) {
+        (true, true) => return None,
+        (false, true) => "its input is not a terminal",
+        (true, false) => "its output is not a terminal",
+        (false, false) => "neither its input nor its output is a terminal",
+    };
+    Some(format!(
+        "the TUI needs a terminal, and {which}. From a script or a pipe, use          `outboard run \"PROMPT\"` (or `outboard run -` to read the prompt from stdin)"
+    ))
+}
+
+/// The line printed after the TUI gives the terminal back: how to come back to the session.
+pub fn resume_hint(session: &SessionId, server: Option<&str>) -> String {
+    match server {
+        Some(url) => {
+            format!("to come back to this session: outboard --server {url} --session {session}")
+        }
+        None => format!("to come back to this session: outboard --session {session}"),
+    }
 }
 
 /// Runs the TUI until the user quits; returns the exit status.
 pub async fn run(args: TuiArgs) -> i32 {
+    if let Some(why) = no_terminal(std::io::stdin().is_terminal(), std::io::stdout().is_terminal())
+    {
+        eprintln!("outboard: {why}");
+        return exit::USAGE;
+    }
     // Checked before anything starts: a refused directory is a usage error.
     if args.upload.is_some() && args.connect.server.is_none() {
         eprintln!(
@@ -120,9 +153,19 @@ pub async fn run(args: TuiArgs) -> i32 {
         ThemeChoice::Mono => theme::ThemeChoice::Mono,
     };
     let hint = crate::connect::hint;
-    let config = Config { url, token, options, initial, new_sessions, theme, hint };
+    let notify = match args.notify {
+        NotifyChoice::Bell => outboard_tui::Notify::Bell,
+        NotifyChoice::Osc9 => outboard_tui::Notify::Osc9,
+        NotifyChoice::Off => outboard_tui::Notify::Off,
+    };
+    let config = Config { url, token, options, initial, new_sessions, theme, hint, notify };
     let code = match outboard_tui::run(config).await {
-        Ok(()) => exit::OK,
+        Ok(ended) => {
+            if let Some(id) = &ended.session {
+                println!("{}", resume_hint(id, args.connect.server.as_deref()));
+            }
+            exit::OK
+        }
         Err(e) => {
             eprintln!("outboard: {e:#}");
             exit::FAILED

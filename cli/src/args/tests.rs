@@ -96,8 +96,19 @@ fn no_subcommand_is_allowed() {
             config: None,
             theme: ThemeChoice::Auto,
             stream: Default::default(),
+            session: None,
+            notify: crate::args::NotifyChoice::Bell,
         }
     );
+}
+
+#[test]
+fn session_opens_the_tui_on_a_session_and_notify_takes_its_three_values() {
+    let cli = Cli::try_parse_from(["outboard", "--session", "s_1", "--notify", "osc9"]).unwrap();
+    assert_eq!(cli.session.as_deref(), Some("s_1"));
+    assert_eq!(cli.notify, crate::args::NotifyChoice::Osc9);
+    assert!(Cli::try_parse_from(["outboard", "--session", "s_1", "--plan"]).is_err());
+    assert!(Cli::try_parse_from(["outboard", "--notify", "loud"]).is_err());
 }
 
 #[test]

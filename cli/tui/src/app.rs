@@ -101,6 +101,11 @@ pub enum AppEvent {
     Rewound(String),
     /// A fork was made: attach to it, its checkpoint's prompt (if any) in the composer.
     Forked(SessionId, Option<String>),
+    /// Time passed (the runtime wakes the app at [`App::wake_at`]): a prompt arms, the spinner
+    /// turns, a notice expires.
+    Tick,
+    /// The terminal gained (`true`) or lost the focus (focus reporting).
+    Focus(bool),
 }
 
 /// What the runtime must do.
@@ -160,6 +165,9 @@ pub enum Effect {
     },
     /// A new session from checkpoint N (`None`: now).
     Fork(Option<u32>),
+    /// Tell the person, away from the terminal, that a long turn ended (the runtime rings the
+    /// bell or sends an OSC 9 notification, as configured).
+    Notify(String),
     /// Leave.
     Quit,
 }
@@ -222,10 +230,23 @@ pub struct App {
     pub picker: Option<Picker>,
     /// The rewind picker, when open.
     pub rewind_picker: Option<crate::rewind::RewindPicker>,
-    /// A one-line message in the status area (cleared by the next key).
+    /// A one-line message in the status area (cleared by the next key, or after
+    /// [`guard::NOTICE_MS`]).
     pub notice: Option<String>,
-    /// Ctrl-C was pressed once; the next one quits.
-    pub quit_armed: bool,
+    /// The time of the latest event (ms on the runtime's clock; see [`guard`]).
+    pub now: u64,
+    /// The time of the event being handled (a key's: when it was read).
+    pub event_at: u64,
+    /// What the key guards, the notice and Ctrl-C need to know of time.
+    pub guards: guard::Guards,
+    /// The terminal has the focus (until it reports otherwise).
+    pub focused: bool,
+    /// The running turn's clock and counters, the last turn's figures.
+    pub turn: crate::state::TurnStats,
+    /// A long turn that ends while the terminal is unfocused is announced ([`Effect::Notify`]).
+    pub notify: bool,
+    /// The running turn's retry line (a cell index), updated by its next retry.
+    pub retry_cell: Option<usize>,
     /// Esc was pressed once on an empty composer; the next one lists the checkpoints.
     pub rewind_armed: bool,
     /// The last durable `seq` applied (duplicates at or below it are skipped).
@@ -287,7 +308,13 @@ impl App {
             picker: None,
             rewind_picker: None,
             notice: None,
-            quit_armed: false,
+            now: 0,
+            event_at: 0,
+            guards: guard::Guards::default(),
+            focused: true,
+            turn: crate::state::TurnStats::default(),
+            notify: true,
+            retry_cell: None,
             rewind_armed: false,
             last_seq: 0,
             history: History::default(),
@@ -346,13 +373,30 @@ impl App {
         COMMANDS.iter().map(|(c, _)| *c).filter(|c| c.starts_with(text)).collect()
     }
 
-    /// Applies one event; returns what the runtime must do.
+    /// Applies one event at the time of the last one ([`App::handle_at`] gives it its own);
+    /// returns what the runtime must do.
     pub fn handle(&mut self, event: AppEvent) -> Vec<Effect> {
+        let was_running = self.running;
+        let mut effects = self.update(event);
+        if was_running && !self.running {
+            effects.extend(self.turn_ended());
+        }
+        self.sync_guards();
+        effects
+    }
+
+    fn update(&mut self, event: AppEvent) -> Vec<Effect> {
         let before = self.content_len();
         let effects = match event {
             AppEvent::Key(key) => self.key(key),
             AppEvent::Paste(text) => {
                 self.composer.insert(&text);
+                self.guards.typed_at = Some(self.event_at);
+                Vec::new()
+            }
+            AppEvent::Tick => Vec::new(),
+            AppEvent::Focus(focused) => {
+                self.focused = focused;
                 Vec::new()
             }
             AppEvent::Scroll(lines) => self.scroll_by(lines),
@@ -447,4 +491,7 @@ impl App {
 
 mod apply;
 mod commands;
+pub mod guard;
 mod keys;
+pub(crate) mod turn;
+pub use turn::error_line as turn_error_line;

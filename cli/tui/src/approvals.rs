@@ -3,17 +3,19 @@
 //! or the end of their turn, and the prompt the driver answers them with. Watchers see the
 //! panel without the keys: the server refuses their answers.
 //!
-//! A plan (`ExitPlanMode`) is shown whole in the transcript and its beginning in the prompt,
+//! A plan (`ExitPlanMode`) is shown once, whole, in the transcript (the prompt points to it),
 //! with `y` to approve it (the session leaves plan mode)
 //! and `n` to keep planning with a reason. The model's questions (`AskUserQuestion`) are shown
 //! one at a time with their options: a digit picks one (toggles one, for a multiple choice,
 //! which Enter confirms), `o` types another answer in the composer, `n` declines to answer.
 //!
-//! Keys while the driver has a request open: `y` allows it once, `a` allows it and the later
-//! calls of the same tool that only the rules it names (`covers`, shown above the keys) ask
-//! about, `n` starts a denial whose reason is typed in the
-//! composer (Enter sends it, possibly empty; Esc goes back). The prompt is modal for other
-//! printable keys, so a key meant for the prompt never lands in a message.
+//! Keys while the driver has a request open: `y` allows it once, Shift-Tab (a key of its own,
+//! never a letter of a word nor Enter) allows it and the later calls of the same tool that only
+//! the rules it names (`covers`, shown above the keys) ask about, `n` starts a denial whose
+//! reason is typed in the composer (the composer's own text is set aside meanwhile; Enter sends
+//! the reason, possibly empty; Esc goes back). The keys answer only once the prompt has been on
+//! screen a moment with no typing (`app::guard`): until then they are the composer's, and the
+//! panel says so instead of listing them. Other keys always go to the composer.
 
 use outboard_shared::{
     ApprovalDecision, ApprovalKind, ApprovalScope, EventKind, Question, ToolCall,
@@ -23,12 +25,11 @@ use serde_json::Value;
 
 use super::theme::Theme;
 
+/// The keys' line while the prompt waits to be seen (see `app::guard`).
+const WAITING: &str = " answer keys in a moment · until then, typing goes to your message";
+
 /// Lines of a request's input shown in the prompt.
 const INPUT_LINES: usize = 4;
-
-/// Lines of a plan shown in the prompt, so its keys stay on a small screen; the transcript
-/// holds the plan whole.
-const PLAN_LINES: usize = 12;
 
 /// One open request.
 #[derive(Debug, Clone, PartialEq)]
@@ -243,13 +244,36 @@ impl Approvals {
 
     /// The panel above the composer: the request, its input, and the keys (for the driver) or
     /// who answers (for a watcher). Empty when nothing is open.
-    pub fn panel(&self, theme: &Theme, driving: bool, width: u16) -> Vec<Line<'static>> {
+    /// `armed`: the keys answer now (else they are listed as coming).
+    pub fn panel(
+        &self,
+        theme: &Theme,
+        driving: bool,
+        armed: bool,
+        width: u16,
+    ) -> Vec<Line<'static>> {
         let Some(first) = self.first() else { return Vec::new() };
-        match first.kind {
-            ApprovalKind::Plan => return self.plan_panel(first, theme, driving, width),
-            ApprovalKind::Question => return self.question_panel(first, theme, driving, width),
-            ApprovalKind::Tool => {}
+        let mut lines = match first.kind {
+            ApprovalKind::Plan => self.plan_panel(first, theme, driving, width),
+            ApprovalKind::Question => self.question_panel(first, theme, driving, width),
+            ApprovalKind::Tool => self.tool_panel(first, theme, driving, width),
+        };
+        let answering = self.denying || self.other;
+        if driving && !armed && !answering {
+            if let Some(keys) = lines.last_mut() {
+                *keys = Line::from(Span::styled(WAITING.to_owned(), theme.dim()));
+            }
         }
+        lines
+    }
+
+    fn tool_panel(
+        &self,
+        first: &Request,
+        theme: &Theme,
+        driving: bool,
+        width: u16,
+    ) -> Vec<Line<'static>> {
         let width = usize::from(width.max(20));
         let mut lines = Vec::new();
         let more = match self.open.len() {
@@ -294,13 +318,12 @@ impl Approvals {
         let covers =
             outboard_client::describe::session_covers(&first.call.name, first.covers.as_deref());
         lines.push(Line::from(Span::raw(outboard_client::describe::truncate(
-            &format!(" [a] also allows {covers}"),
+            &format!(" [Shift-Tab] also allows {covers}"),
             width.saturating_sub(1),
         ))));
         let keys = match (driving, self.denying) {
             (true, false) => {
-                " [y] allow once   [a] allow for this session   [n] deny with a reason   \
-                 [Esc] interrupt the turn"
+                " [y] allow once  [Shift-Tab] allow for this session  [n] deny  [Esc] interrupt"
             }
             (true, true) => " type the reason in the composer · Enter denies · Esc goes back",
             (false, _) => " waiting for the driver (or `outboard approve`) to answer",
@@ -311,34 +334,27 @@ impl Approvals {
 }
 
 impl Approvals {
-    /// A plan, whole (each line cut to the width), and its keys.
+    /// A plan's prompt: where it is (the transcript has it) and its keys.
     fn plan_panel(
         &self,
         first: &Request,
         theme: &Theme,
         driving: bool,
-        width: u16,
+        _width: u16,
     ) -> Vec<Line<'static>> {
-        let width = usize::from(width.max(20));
         let saved = first.path.as_deref().map(|p| format!(" ({p})")).unwrap_or_default();
         let mut lines = vec![Line::from(vec![
             Span::styled(" ? plan to approve".to_owned(), theme.warn()),
             Span::raw(saved),
         ])];
-        let plan: Vec<&str> = first.plan.as_deref().unwrap_or_default().lines().collect();
-        for line in plan.iter().take(PLAN_LINES) {
-            lines.push(Line::from(Span::raw(format!(
-                "   {}",
-                outboard_client::describe::truncate(line, width.saturating_sub(4))
-            ))));
-        }
-        if plan.len() > PLAN_LINES {
-            let rest = plan.len() - PLAN_LINES;
-            lines.push(Line::from(Span::styled(
-                format!("   … {rest} more lines: the whole plan is in the transcript (PgUp)"),
-                theme.dim(),
-            )));
-        }
+        // The plan is in the transcript just above, whole, once; the prompt only asks.
+        let lines_of_plan = first.plan.as_deref().unwrap_or_default().lines().count();
+        lines.push(Line::from(Span::styled(
+            format!(
+                "   the plan ({lines_of_plan} lines) is above in the transcript (PgUp scrolls)"
+            ),
+            theme.dim(),
+        )));
         let keys = match (driving, self.denying) {
             (true, false) => {
                 " [y] approve: leave plan mode and carry it out   [n] keep planning (with a \
@@ -408,12 +424,11 @@ impl Approvals {
 /// The transcript's line for an approval event of the session's own loop.
 pub fn transcript_line(kind: &EventKind) -> Option<(String, bool)> {
     match kind {
-        // The plan whole, where the transcript keeps it: the prompt shows its beginning.
-        EventKind::ApprovalRequested { kind: ApprovalKind::Plan, path, plan, .. } => Some((
+        // The plan itself is in the transcript once, as the `ExitPlanMode` call's body.
+        EventKind::ApprovalRequested { kind: ApprovalKind::Plan, path, .. } => Some((
             format!(
-                "? plan proposed{}:\n{}",
+                "? plan proposed{}: waiting for approval",
                 path.as_deref().map(|p| format!(", saved as {p}")).unwrap_or_default(),
-                plan.as_deref().unwrap_or_default().trim_end()
             ),
             false,
         )),
@@ -531,21 +546,21 @@ mod tests {
         let mut a = Approvals::default();
         a.apply(&asked, None);
         let lines: Vec<String> = a
-            .panel(&Theme { color: false }, true, 80)
+            .panel(&Theme { color: false }, true, true, 80)
             .iter()
             .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
             .collect();
-        assert_eq!(lines.len(), 1 + PLAN_LINES + 2, "{lines:#?}");
-        assert!(lines[PLAN_LINES + 1].contains("28 more lines"), "{lines:#?}");
+        assert_eq!(lines.len(), 3, "the plan is not repeated in the prompt: {lines:#?}");
+        assert!(lines[1].contains("the plan (40 lines) is above"), "{lines:#?}");
         assert!(lines.last().unwrap().contains("[y] approve"));
         let (line, _) = transcript_line(&asked).unwrap();
-        assert!(line.ends_with("40. step 40"), "the transcript has it whole");
+        assert!(!line.contains("step"), "the call's cell has the plan, once: {line}");
     }
 
     #[test]
     fn the_panel_says_what_allow_for_the_session_covers_and_what_was_not_judged() {
         let text = |a: &Approvals| -> Vec<String> {
-            a.panel(&Theme { color: false }, true, 200)
+            a.panel(&Theme { color: false }, true, true, 200)
                 .iter()
                 .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
                 .collect()
@@ -553,7 +568,7 @@ mod tests {
         let mut a = Approvals::default();
         a.apply(&requested("c1"), None);
         assert!(text(&a).contains(
-            &" [a] also allows later mcp__github__create_issue calls of this session that no \
+            &" [Shift-Tab] also allows later mcp__github__create_issue calls of this session that no \
               rule but `mcp__github__*` asks about"
                 .to_owned()
         ));
@@ -577,6 +592,8 @@ mod tests {
         assert!(lines.contains(
             &" not judged before it runs: a command is only known when it runs".to_owned()
         ));
-        assert!(lines.iter().any(|l| l.contains("[a] also allows nothing beyond this call")));
+        assert!(lines
+            .iter()
+            .any(|l| l.contains("[Shift-Tab] also allows nothing beyond this call")));
     }
 }

@@ -2,10 +2,10 @@
 
 use ratatui::text::{Line, Span};
 
-use crate::format::{format_ms, tool_summary};
+use crate::format::format_ms;
 use crate::state::ToolCell;
 use crate::theme::Theme;
-use crate::{diff, markdown, wrap};
+use crate::{diff, markdown, tool_view, wrap};
 
 /// Tool output lines shown in a cell (the tail); the full output is in the log.
 pub const TOOL_OUTPUT_LINES: usize = 8;
@@ -29,6 +29,14 @@ pub enum CellKind {
     Tool(ToolCell),
     /// A `Task` call: its subagent's events as one collapsible group.
     Task(crate::subagents::TaskCell),
+    /// A plan proposed for approval (`ExitPlanMode`): its file and its text, rendered as
+    /// markdown, once.
+    Plan {
+        /// The org file it is saved as.
+        path: Option<String>,
+        /// The plan.
+        plan: String,
+    },
     /// A line from the harness or the client (turn ended, failed, retry, drive request).
     Notice {
         /// The text.
@@ -93,12 +101,25 @@ pub(crate) fn render_cell(
                 })
                 .collect()
         }
-        CellKind::Tool(t) => tool_lines(t, width, theme),
+        CellKind::Tool(t) => tool_lines(t, expand, width, theme),
+        CellKind::Plan { path, plan } => {
+            let saved = path.as_deref().map(|p| format!(" · saved as {p}")).unwrap_or_default();
+            let mut out = vec![Line::from(vec![
+                Span::styled("◆ Plan".to_owned(), theme.bold()),
+                Span::styled(saved, theme.dim()),
+            ])];
+            for l in markdown::render(plan.trim(), width.saturating_sub(2).max(10), theme) {
+                let mut spans = indent.to_vec();
+                spans.extend(l.spans);
+                out.push(Line::from(spans));
+            }
+            out
+        }
         CellKind::Task(t) => super::subagents::lines(t, expand, width, theme),
     }
 }
 
-fn tool_lines(t: &ToolCell, width: usize, theme: &Theme) -> Vec<Line<'static>> {
+fn tool_lines(t: &ToolCell, expand: bool, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     let (mark, mark_style) = match &t.result {
         None => ("⋯", theme.warn()),
         Some((false, _, _)) => ("✓", theme.ok()),
@@ -106,12 +127,47 @@ fn tool_lines(t: &ToolCell, width: usize, theme: &Theme) -> Vec<Line<'static>> {
     };
     let header = Line::from(vec![
         Span::styled(format!("{mark} "), mark_style),
-        Span::styled(t.name.clone(), theme.bold()),
-        Span::raw(" "),
-        Span::styled(tool_summary(&t.name, &t.input), theme.code()),
+        Span::styled(tool_view::header(t, expand), theme.bold()),
     ]);
     let gutter = [Span::styled("  │ ", theme.dim())];
     let mut out = wrap::wrap_line(&header, width, &gutter);
+    let own = tool_view::own_body(t, width, theme)
+        .or_else(|| tool_view::result_is_the_models(&t.name).then(Vec::new));
+    if expand && own.is_none() {
+        for l in tool_view::whole_input(t) {
+            let line = Line::from(vec![gutter[0].clone(), Span::styled(l, theme.dim())]);
+            out.extend(wrap::wrap_line(&line, width, &gutter));
+        }
+    }
+    if let Some(own) = own {
+        for l in own {
+            let mut spans = gutter.to_vec();
+            spans.extend(l.spans);
+            out.extend(wrap::wrap_line(&Line::from(spans), width, &gutter));
+        }
+        let failed = match &t.result {
+            Some((true, output, _)) if tool_view::own_status(&t.name, true).is_none() => {
+                Some(output.as_str())
+            }
+            _ => None,
+        };
+        let status = match &t.result {
+            None if t.name == "ExitPlanMode" => "waiting for approval".to_owned(),
+            None => "running…".to_owned(),
+            Some((is_error, _, ms)) => format!(
+                "{} · {}",
+                tool_view::own_status(&t.name, *is_error).unwrap_or("error"),
+                format_ms(*ms)
+            ),
+        };
+        if let Some(why) = failed {
+            let line =
+                Line::from(vec![gutter[0].clone(), Span::styled(why.to_owned(), theme.error())]);
+            out.extend(wrap::wrap_line(&line, width, &gutter));
+        }
+        out.push(Line::from(Span::styled(format!("  └ {status}"), theme.dim())));
+        return out;
+    }
     let diff = match &t.result {
         None => diff::diff_lines(&t.name, &t.input, None, theme),
         Some((false, output, _)) => diff::diff_lines(&t.name, &t.input, Some(output), theme),

@@ -28,8 +28,11 @@ pub mod subagents;
 pub mod table;
 pub mod tasks;
 pub mod theme;
+pub mod tool_view;
 pub mod wrap;
 
+#[cfg(test)]
+mod keys_tests;
 #[cfg(test)]
 mod subagents_tests;
 #[cfg(test)]
@@ -37,4 +40,4 @@ mod tasks_tests;
 #[cfg(test)]
 mod tests;
 
-pub use runtime::{run, Config, APP_QUEUE, EFFECT_QUEUE, FRAME};
+pub use runtime::{run, Config, Ended, Notify, APP_QUEUE, EFFECT_QUEUE, FRAME};

@@ -360,7 +360,8 @@ fn on_effect(
     let current = follow.session().map(|(id, _)| id.clone());
     let client = follow.client();
     match effect {
-        Effect::Quit => None,
+        // The runtime's own: it quits, or rings the terminal.
+        Effect::Quit | Effect::Notify(_) => None,
         Effect::NewSession => {
             if let Some(id) = current {
                 spawn_request(client.detach(id), app, "");

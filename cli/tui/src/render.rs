@@ -26,7 +26,8 @@ pub fn draw(app: &App, frame: &mut Frame<'_>) {
     let completions = u16::from(!app.completions().is_empty());
     let todo_panel = app.work.todo_panel(&app.theme);
     let todo_rows = todo_panel.len() as u16;
-    let approval_panel = app.approvals.panel(&app.theme, app.driving(), area.width);
+    let approval_panel =
+        app.approvals.panel(&app.theme, app.driving(), app.prompt_armed(), area.width);
     let approval_rows = approval_panel.len() as u16;
     let [top, body, todos, approvals, hints, composer, status] = Layout::vertical([
         Constraint::Length(1),
@@ -185,23 +186,34 @@ fn draw_composer(app: &App, frame: &mut Frame<'_>, area: Rect) {
     }
 }
 
-/// The status line's text, left to right by importance (a narrow screen cuts the end).
+/// The spinner's frames, one per [`crate::app::guard::SPIN_MS`].
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// The status line: its parts in a fixed order, and when they do not fit, the least important
+/// left out first (see [`fit`]): the mode and the model go last, and a notice is cut to the room
+/// the rest leaves it.
 fn status_line(app: &App) -> Paragraph<'static> {
     let theme = &app.theme;
-    let mut spans: Vec<Span<'static>> = Vec::new();
-    let (conn, conn_style) = match &app.conn {
-        ConnState::Connecting => ("◌ connecting".to_owned(), theme.warn()),
-        ConnState::Connected => ("● connected".to_owned(), theme.ok()),
+    // (importance: 0 kept longest, the part)
+    let mut parts: Vec<(u8, Span<'static>)> = Vec::new();
+    let (conn, conn_style, conn_rank) = match &app.conn {
+        ConnState::Connecting => ("◌ connecting".to_owned(), theme.warn(), 1),
+        ConnState::Connected => ("● connected".to_owned(), theme.ok(), 6),
         ConnState::Reconnecting { attempt, reason } => {
-            (format!("⟳ reconnecting (attempt {attempt}: {reason})"), theme.warn())
+            (format!("⟳ reconnecting (attempt {attempt}: {reason})"), theme.warn(), 1)
         }
-        ConnState::Gone(reason) => (format!("✗ disconnected: {reason}"), theme.error()),
+        ConnState::Gone(reason) => (format!("✗ disconnected: {reason}"), theme.error(), 1),
     };
-    if let Some(notice) = &app.notice {
-        spans.push(Span::styled(format!(" {notice} "), theme.warn()));
-        spans.push(Span::raw("│"));
+    if let Some((ms, tokens)) = app.turn_progress().filter(|_| app.running) {
+        let frame = SPINNER[(app.now / crate::app::guard::SPIN_MS) as usize % SPINNER.len()];
+        let what = if app.turn.interrupting { " interrupting" } else { "" };
+        let text = format!(" {frame}{what} {} · ↓ {} tok ", seconds(ms), compact(tokens));
+        parts.push((2, Span::styled(text, theme.warn())));
+        if app.driving() && !app.turn.interrupting {
+            parts.push((6, Span::styled(" Esc stops ", theme.dim())));
+        }
     }
-    spans.push(Span::styled(format!(" {conn} "), conn_style));
+    parts.push((conn_rank, Span::styled(format!(" {conn} "), conn_style)));
     let role = if app.session.is_none() {
         "detached"
     } else if app.driving() {
@@ -209,25 +221,27 @@ fn status_line(app: &App) -> Paragraph<'static> {
     } else {
         "watching"
     };
-    spans.push(Span::raw(format!("│ {role} ")));
+    parts.push((4, Span::raw(format!(" {role} "))));
     if app.mode == outboard_shared::SessionMode::Plan {
-        spans.push(Span::styled("│ ⏸ plan mode (Shift-Tab) ", theme.warn()));
-    }
-    if app.running {
-        spans.push(Span::styled("│ working (Esc stops) ", theme.warn()));
+        parts.push((0, Span::styled(" ⏸ plan mode (Shift-Tab) ", theme.warn())));
     }
     if let Some(s) = &app.session {
         // `provider/model`: the model says enough on a narrow line. The cost is estimated with
-        // the built-in list prices (`outboard usage` takes a price file too).
+        // the built-in list prices (`outboard usage` takes a price file too); `?`: no price.
         let model = s.model.rsplit('/').next().unwrap_or(&s.model);
         let cost = outboard_client::prices::PriceTable::default()
             .price(&s.model)
-            .map(|price| format!(" ~${:.2}", price.cost(&app.usage)))
-            .unwrap_or_default();
-        spans.push(Span::raw(format!("│ {model}{cost} ")));
+            .map_or_else(|| " $?".to_owned(), |price| format!(" ~${:.2}", price.cost(&app.usage)));
+        parts.push((0, Span::raw(format!(" {model}{cost} "))));
         if let Some(source) = &s.source {
-            spans.push(Span::raw(format!("│ {} ", source.label())));
+            parts.push((7, Span::raw(format!(" {} ", source.label()))));
         }
+    }
+    if let Some(last) = app.turn.last.filter(|_| !app.running) {
+        let cost = last.cost.map_or_else(|| "$?".to_owned(), |c| format!("${c:.2}"));
+        let text =
+            format!(" last turn {} · {} tok · {cost} ", seconds(last.ms), compact(last.tokens));
+        parts.push((3, Span::raw(text)));
     }
     if let (Some(used), Some(window)) =
         (app.context_used, app.session.as_ref().and_then(|s| s.context_window))
@@ -242,16 +256,17 @@ fn status_line(app: &App) -> Paragraph<'static> {
             .and_then(|s| s.context_window_source)
             .is_some_and(|w| w.is_guess());
         let mark = if guess { "?" } else { "" };
-        spans.push(Span::styled(
-            format!("│ ctx {}/{}{mark} ({percent}%) ", compact(used), compact(window)),
-            style,
-        ));
+        let text = format!(" ctx {}/{}{mark} ({percent}%) ", compact(used), compact(window));
+        parts.push((if percent >= 80 { 2 } else { 3 }, Span::styled(text, style)));
     }
-    spans.push(Span::raw(format!(
-        "│ {} in {} out tok ",
-        compact(app.usage.input_tokens),
-        compact(app.usage.output_tokens)
-    )));
+    parts.push((
+        5,
+        Span::raw(format!(
+            " {} in {} out tok ",
+            compact(app.usage.input_tokens),
+            compact(app.usage.output_tokens)
+        )),
+    ));
     let sandbox = match app.sandbox {
         None | Some((SandboxState::None, _)) => "cold".to_owned(),
         Some((SandboxState::Running, ms)) if ms > 0.0 => format!("running (resumed in {ms:.0} ms)"),
@@ -268,8 +283,71 @@ fn status_line(app: &App) -> Paragraph<'static> {
         Some((SandboxState::Stopped, _)) => "stopped".to_owned(),
         Some((SandboxState::Unknown, _)) => "?".to_owned(),
     };
-    spans.push(Span::raw(format!("│ sandbox {sandbox}")));
-    Paragraph::new(Line::from(spans)).style(theme.bar())
+    parts.push((6, Span::raw(format!(" sandbox {sandbox} "))));
+    let notice = app.notice.as_ref().map(|n| Span::styled(format!(" {n} "), theme.warn()));
+    Paragraph::new(fit(parts, notice, usize::from(app.width))).style(theme.bar())
+}
+
+/// `12s`, `2m05s`: the spinner's and the last turn's time.
+fn seconds(ms: u64) -> String {
+    match ms / 1000 {
+        s @ 0..=59 => format!("{s}s"),
+        s => format!("{}m{:02}s", s / 60, s % 60),
+    }
+}
+
+/// The parts that fit in `width` columns, separated by `│`, in their order: the least
+/// important (highest rank; the later of equals) are left out first; the notice, first on the
+/// line, is cut to the room left once every part of rank 2 or less is in.
+pub(crate) fn fit(
+    parts: Vec<(u8, Span<'static>)>,
+    notice: Option<Span<'static>>,
+    width: usize,
+) -> Line<'static> {
+    let cols = |s: &Span<'_>| s.content.chars().count() + 1;
+    let mut keep: Vec<bool> = vec![true; parts.len()];
+    let used = |keep: &[bool]| -> usize {
+        parts.iter().zip(keep).filter(|(_, k)| **k).map(|((_, s), _)| cols(s)).sum()
+    };
+    let notice_cols = notice.as_ref().map_or(0, cols);
+    // Leave out parts, least important first, until the notice fits too, but never those of
+    // rank 2 or less for a notice's sake.
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(parts[i].0), std::cmp::Reverse(i)));
+    for &i in &order {
+        let over = used(&keep) + notice_cols > width;
+        if !over || (parts[i].0 <= 2 && used(&keep) <= width) {
+            break;
+        }
+        keep[i] = false;
+    }
+    // Then back in, most important first, whatever fits in the room that leaves.
+    for &i in order.iter().rev() {
+        if !keep[i] && used(&keep) + cols(&parts[i].1) + notice_cols <= width {
+            keep[i] = true;
+        }
+    }
+    let room = width.saturating_sub(used(&keep));
+    let mut spans = Vec::new();
+    if let Some(n) = notice {
+        if room > 6 {
+            let text = outboard_client::describe::truncate(&n.content, room - 1);
+            spans.push(Span::styled(text, n.style));
+            spans.push(Span::raw("│"));
+        }
+    }
+    let mut first = true;
+    for ((_, span), k) in parts.into_iter().zip(keep) {
+        if !k {
+            continue;
+        }
+        if !first {
+            spans.push(Span::raw("│"));
+        }
+        first = false;
+        spans.push(span);
+    }
+    Line::from(spans)
 }
 
 fn draw_picker(app: &App, picker: &Picker, frame: &mut Frame<'_>, area: Rect) {

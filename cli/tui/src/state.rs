@@ -65,3 +65,31 @@ pub struct Picker {
     /// The highlighted row.
     pub selected: usize,
 }
+
+/// The running turn's clock and counters (the spinner) and the last turn's figures (the status
+/// line), as times on the runtime's clock (ms).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TurnStats {
+    /// When the running turn started (or was found running at an attach).
+    pub started: Option<u64>,
+    /// The session's usage when it started: the turn's own is the difference.
+    pub usage_before: outboard_shared::Usage,
+    /// Characters of the answer streamed by the model call in flight (its tokens are known
+    /// when it ends; about four characters make a token until then).
+    pub streamed_chars: u64,
+    /// The last turn that ended: how long it took, its tokens and its cost (`None`: no price).
+    pub last: Option<LastTurn>,
+    /// An interrupt was asked for and the turn has not ended yet.
+    pub interrupting: bool,
+}
+
+/// A finished turn's figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LastTurn {
+    /// Wall time (ms).
+    pub ms: u64,
+    /// Input and output tokens of its model calls.
+    pub tokens: u64,
+    /// Estimated cost in dollars, `None` when the model's price is unknown.
+    pub cost: Option<f64>,
+}

@@ -413,6 +413,8 @@ fn session_picker() {
         info("s_1", "alice", "Fix the flaky test"),
         info("s_2", "bob", "Upgrade tokio"),
     ]));
+    // A picker takes keys read after it was first drawn (`keys_tests` has the keys before).
+    app.drawn(0);
     app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE)));
     insta::assert_snapshot!(screen(&app, 80, 24));
     let chosen = app.handle(AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)));
@@ -890,8 +892,12 @@ fn thinking_is_one_folded_line_that_ctrl_o_opens() {
     assert!(open.contains("thinking shown whole (Ctrl-O)"), "{open}");
 }
 
+/// A key pressed by someone who has seen the screen: a frame was drawn, and the key comes a
+/// prompt's quiet time after it (see `app::guard`; `keys_tests` times keys by hand).
 fn press(app: &mut App, code: KeyCode) -> Vec<Effect> {
-    app.handle(AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+    app.drawn(app.now);
+    let at = app.now + super::app::guard::QUIET_MS;
+    app.handle_at(at, AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)))
 }
 
 fn type_text(app: &mut App, text: &str) {
@@ -1072,6 +1078,7 @@ fn the_rewind_picker_picks_a_checkpoint_and_what_to_restore() {
     let shown = screen(&app, 100, 24);
     assert!(shown.contains("rewind to the state before which prompt?"), "{shown}");
     assert!(shown.contains("make hello.py") && shown.contains("› "), "{shown}");
+    app.drawn(0);
     // The newest is highlighted; up to the first, Enter, then down to "conversation only".
     assert_eq!(app.handle(key(KeyCode::Up)), vec![]);
     assert_eq!(app.handle(key(KeyCode::Enter)), vec![]);
@@ -1086,6 +1093,7 @@ fn the_rewind_picker_picks_a_checkpoint_and_what_to_restore() {
     assert!(app.rewind_picker.is_none());
     // Keys while it is open never reach the composer; Esc closes it.
     app.handle(AppEvent::Checkpoints(listed()));
+    app.drawn(0);
     app.handle(key(KeyCode::Char('x')));
     assert_eq!(app.composer.text(), "");
     app.handle(key(KeyCode::Esc));

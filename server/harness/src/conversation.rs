@@ -88,6 +88,7 @@ impl Conversation {
                 EventKind::Compaction { summary, kept_from_seq, .. } => {
                     out.apply_compaction(event.seq, summary, *kept_from_seq);
                 }
+                EventKind::TurnCompleted { .. } => out.turn_ended(event.seq, &event.kind),
                 _ => {}
             }
         }

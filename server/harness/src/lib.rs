@@ -10,7 +10,7 @@
 //! starts (docs/ARCHITECTURE.md, "Durability").
 //!
 //! Modules, lowest first: [`sink`] (events out), [`conversation`] and [`compact`] (what the
-//! model sees, and its compaction), [`rewind`] (checkpoints, and the history a rewind makes current), [`progress`] (deltas to the session, bounded), [`fence`],
+//! model sees, and its compaction; [`interrupted`], the mark an interrupted turn leaves), [`rewind`] (checkpoints, and the history a rewind makes current), [`progress`] (deltas to the session, bounded), [`fence`],
 //! [`project`] and [`prompt`] (the system prompt), [`hooks`] (Claude Code's hooks, each run where it is safe), [`approvals`] and [`approve`] (the tool
 //! policy's gate), [`plan`] (plan mode, `ExitPlanMode`, `AskUserQuestion`), `spans` (what a turn's trace
 //! records, below all of these), [`state`] (a turn's state, recovery), [`child`] (subagents, which get the
@@ -27,6 +27,7 @@ pub mod compact;
 pub mod conversation;
 pub mod fence;
 pub mod hooks;
+pub mod interrupted;
 pub mod plan;
 pub mod progress;
 pub mod project;

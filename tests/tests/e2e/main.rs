@@ -60,6 +60,7 @@ mod session_lifecycle;
 mod store_outage;
 mod stream_json;
 mod subagents;
+mod tui_keys;
 mod tui_tmux;
 mod turn_control;
 mod upload;

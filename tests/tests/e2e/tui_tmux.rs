@@ -161,6 +161,8 @@ async fn the_driver_answers_approvals_in_the_tui_and_a_watcher_only_sees_them() 
     assert!(ran.is_ok(), "{}", tmux.screen("a"));
     // The next call asks again; this one is denied with a reason typed in the composer.
     tmux.wait_for("a", "refused.txt", &server);
+    // A new request's keys answer once it has been on screen a moment (issue 51, item 2).
+    tmux.wait_for("a", "[y] allow once", &server);
     tmux.keys("a", &["n"]);
     tmux.wait_for("a", "reason for denying", &server);
     tmux.keys("a", &["-l", "not that file"]);

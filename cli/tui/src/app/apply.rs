@@ -66,6 +66,8 @@ impl App {
             }
         }
         past.cells.append(&mut self.cells);
+        // Cells moved: the next retry opens a line of its own.
+        self.retry_cell = None;
         self.cells = past.cells;
         for i in merged {
             self.rerender(i);
@@ -120,6 +122,9 @@ impl App {
             self.usage = total;
         }
         if let Some(in_flight) = snapshot.in_flight {
+            if !self.running || self.turn.started.is_none() {
+                self.turn_started();
+            }
             self.running = true;
             self.streaming = in_flight.assistant_text;
             for partial in in_flight.tool_output {
@@ -176,6 +181,7 @@ impl App {
         }
         match event.kind {
             EventKind::TurnStarted { by, .. } => {
+                self.turn_started();
                 self.running = true;
                 self.turn_by = Some(by);
             }
@@ -184,6 +190,7 @@ impl App {
                 self.push(CellKind::User { by, text });
             }
             EventKind::AssistantDelta { text } => {
+                self.turn.streamed_chars += text.len() as u64;
                 self.streaming.push_str(&text);
                 self.rerender_streaming();
             }
@@ -192,6 +199,7 @@ impl App {
                     self.context_used = Some(usage.input_tokens + usage.output_tokens);
                 }
                 self.streaming.clear();
+                self.turn.streamed_chars = 0;
                 self.rerender_streaming();
                 let thought: Vec<String> =
                     reasoning.iter().map(|r| r.text()).filter(|t| !t.trim().is_empty()).collect();
@@ -282,12 +290,7 @@ impl App {
                 self.push_notice(line, false);
             }
             EventKind::ModelRetry { attempt, delay_ms, reason } => {
-                self.streaming.clear();
-                self.rerender_streaming();
-                self.push_notice(
-                    format!("model call failed ({reason}); attempt {attempt} in {delay_ms} ms"),
-                    true,
-                );
+                self.model_retry(attempt, delay_ms, &reason);
             }
             EventKind::TurnCompleted { stop_reason, .. } => {
                 self.running = false;
@@ -297,7 +300,11 @@ impl App {
                     self.unqueue("interrupted: the queued message is back in the composer");
                 }
                 match stop_reason {
-                    StopReason::Interrupted => self.push_notice("interrupted".into(), true),
+                    StopReason::Interrupted => self.push_notice(
+                        "[Request interrupted by user] · what you type next is a new message"
+                            .into(),
+                        true,
+                    ),
                     StopReason::StepLimit => {
                         self.push_notice("stopped at the step limit".into(), true)
                     }
@@ -312,7 +319,8 @@ impl App {
                 self.flush_streaming();
                 self.cut_open_tasks();
                 self.unqueue("the turn failed: the queued message is back in the composer");
-                self.push_notice(format!("turn failed: {error}"), true);
+                let line = super::turn::error_line(&error, 240);
+                self.push_notice(format!("turn failed: {line}"), true);
             }
             EventKind::Sandbox { state, ms, queue } => {
                 self.sandbox = Some((state, ms));
@@ -359,6 +367,15 @@ impl App {
                     self.push_notice(line, false);
                 }
                 self.work.apply(&event.kind);
+            }
+            // A plan is shown once, whole and as markdown, where the transcript keeps it.
+            EventKind::ApprovalRequested {
+                kind: outboard_shared::ApprovalKind::Plan,
+                path,
+                plan,
+                ..
+            } => {
+                self.push(CellKind::Plan { path, plan: plan.unwrap_or_default() });
             }
             EventKind::ApprovalRequested { .. } | EventKind::ApprovalResolved { .. } => {
                 if let Some((line, error)) = crate::approvals::transcript_line(&event.kind) {
@@ -460,16 +477,19 @@ impl App {
             match self.cells[i].kind {
                 CellKind::Task(_) => tasks = true,
                 CellKind::Thinking(_) => thinking = true,
+                CellKind::Tool(_) => {}
                 _ => continue,
             }
             self.rerender(i);
         }
         let what = if self.expand_tasks { "shown whole" } else { "folded" };
-        if tasks {
-            self.notice = Some(format!("subagents' work {what} (Ctrl-O)"));
-        } else if thinking {
-            self.notice = Some(format!("thinking {what} (Ctrl-O)"));
-        }
+        // Tool inputs always follow Ctrl-O; the notice names the biggest change.
+        let which = match (tasks, thinking) {
+            (true, _) => "subagents' work",
+            (false, true) => "thinking",
+            (false, false) => "tool inputs",
+        };
+        self.notice = Some(format!("{which} {what} (Ctrl-O)"));
     }
 
     pub(super) fn task_index(&self, call_id: &str) -> Option<usize> {

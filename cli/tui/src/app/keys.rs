@@ -3,15 +3,25 @@
 use super::*;
 
 impl App {
-    /// The approval prompt's keys (see [`super::approvals`]); `None` lets the key through.
+    /// The approval prompt's keys (see [`super::approvals`] and [`super::guard`]); `None` lets
+    /// the key through to the composer.
     pub(super) fn approval_key(&mut self, key: KeyEvent) -> Option<Vec<Effect>> {
         if self.approvals.is_empty() || !self.driving() {
             return None;
         }
-        let plain = !key.modifiers.intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
-        if self.approvals.question().is_some() && !self.approvals.denying {
-            return self.question_key(key, plain);
+        let effects = self.prompt_key(key)?;
+        // Answered: until its resolution comes back the prompt takes no more keys (a second
+        // `y` must not fall on the next request, unseen, nor answer this one twice).
+        if effects.iter().any(|e| matches!(e, Effect::Answer(_))) {
+            if let Some((_, drawn)) = &mut self.guards.prompt {
+                *drawn = None;
+            }
         }
+        Some(effects)
+    }
+
+    fn prompt_key(&mut self, key: KeyEvent) -> Option<Vec<Effect>> {
+        let plain = !key.modifiers.intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
         if self.approvals.denying {
             return match key.code {
                 KeyCode::Enter if plain => {
@@ -28,29 +38,33 @@ impl App {
                 _ => None,
             };
         }
-        let KeyCode::Char(c) = key.code else { return None };
-        if !plain {
+        if self.approvals.question().is_some() && (self.approvals.other || self.prompt_armed()) {
+            return self.question_key(key, plain);
+        }
+        // Typed while the prompt opened, or before it was seen: the composer's.
+        if !self.prompt_armed() {
             return None;
         }
         let plan = self.approvals.first().is_some_and(|r| r.kind == ApprovalKind::Plan);
-        match c {
-            'y' | 'Y' => Some(
-                self.approvals.allow(ApprovalScope::Once).map(Effect::Answer).into_iter().collect(),
-            ),
-            'a' | 'A' if !plan => Some(
+        match key.code {
+            // Allow for the session: a key of its own, never a letter of a word or Enter.
+            KeyCode::BackTab if !plan => Some(
                 self.approvals
                     .allow(ApprovalScope::Session)
                     .map(Effect::Answer)
                     .into_iter()
                     .collect(),
             ),
-            'n' | 'N' => {
+            KeyCode::Char('y' | 'Y') if plain => Some(
+                self.approvals.allow(ApprovalScope::Once).map(Effect::Answer).into_iter().collect(),
+            ),
+            KeyCode::Char('n' | 'N') if plain => {
                 self.approvals.denying = true;
-                self.composer.clear();
+                self.stash_composer();
                 Some(Vec::new())
             }
-            // Modal: a key meant for the prompt never lands in a message.
-            _ => Some(Vec::new()),
+            // Any other key is the composer's (and is typing: the prompt waits again).
+            _ => None,
         }
     }
 
@@ -81,15 +95,15 @@ impl App {
                 '1'..='9' => answered(self.approvals.pick(c as usize - '0' as usize)),
                 'o' | 'O' => {
                     self.approvals.other = true;
-                    self.composer.clear();
+                    self.stash_composer();
                     Some(Vec::new())
                 }
                 'n' | 'N' => {
                     self.approvals.denying = true;
-                    self.composer.clear();
+                    self.stash_composer();
                     Some(Vec::new())
                 }
-                _ => Some(Vec::new()),
+                _ => None,
             },
             _ => None,
         }
@@ -123,57 +137,19 @@ impl App {
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && key.code == KeyCode::Char('c') {
-            if self.quit_armed {
-                return vec![Effect::Quit];
-            }
-            self.quit_armed = true;
-            self.composer.clear();
-            self.notice = Some("press Ctrl-C again to quit".into());
-            return Vec::new();
+            return self.ctrl_c();
         }
-        self.quit_armed = false;
+        self.guards.quit_at = None;
         let rewind_armed = std::mem::take(&mut self.rewind_armed);
         self.notice = None;
-        if let Some(picker) = &mut self.rewind_picker {
-            return match picker.key(key.code) {
-                Picked::Open => Vec::new(),
-                Picked::Closed => {
-                    self.rewind_picker = None;
-                    Vec::new()
-                }
-                Picked::Rewind { n, code, conversation } => {
-                    self.rewind_picker = None;
-                    self.rewind_to(n, code, conversation)
-                }
-            };
-        }
-        if let Some(picker) = &mut self.picker {
-            match key.code {
-                KeyCode::Esc => self.picker = None,
-                KeyCode::Up => picker.selected = picker.selected.saturating_sub(1),
-                KeyCode::Down => {
-                    picker.selected =
-                        (picker.selected + 1).min(picker.sessions.len().saturating_sub(1))
-                }
-                KeyCode::Enter => {
-                    let chosen = picker.sessions.get(picker.selected).map(|s| s.id.clone());
-                    self.picker = None;
-                    if let Some(id) = chosen {
-                        return vec![Effect::Attach(id)];
-                    }
-                }
-                _ => {}
-            }
-            return Vec::new();
+        if let Some(effects) = self.picker_key(key) {
+            return effects;
         }
         if let Some(effects) = self.approval_key(key) {
             return effects;
         }
         match key.code {
-            KeyCode::Esc if self.running && self.driving() => {
-                self.notice = Some("interrupting…".into());
-                return vec![Effect::Interrupt];
-            }
+            KeyCode::Esc if self.running && self.driving() => return self.interrupt(),
             KeyCode::Esc if self.composer.text().is_empty() && !self.running => {
                 if rewind_armed {
                     return self.command("/rewind");
@@ -182,9 +158,19 @@ impl App {
                 self.notice = Some("Esc again: rewind to a checkpoint".into());
                 return Vec::new();
             }
+            KeyCode::Esc => return Vec::new(),
             KeyCode::BackTab => return self.toggle_mode(),
             KeyCode::PageUp => return self.scroll_by(self.page()),
             KeyCode::PageDown => return self.scroll_by(-self.page()),
+            KeyCode::Char('o') if ctrl => {
+                self.toggle_tasks();
+                return Vec::new();
+            }
+            _ => {}
+        }
+        // Everything below edits the composer: typing, which a prompt waits out.
+        self.guards.typed_at = Some(self.event_at);
+        match key.code {
             KeyCode::Enter if key.modifiers.intersects(KeyModifiers::ALT | KeyModifiers::SHIFT) => {
                 self.composer.insert("\n")
             }
@@ -204,10 +190,88 @@ impl App {
             KeyCode::Up => self.composer.up(),
             KeyCode::Down => self.composer.down(),
             KeyCode::Char('u') if ctrl => self.composer.clear(),
-            KeyCode::Char('o') if ctrl => self.toggle_tasks(),
             KeyCode::Char(c) if !ctrl => self.composer.insert(c.encode_utf8(&mut [0; 4])),
             _ => {}
         }
+        Vec::new()
+    }
+
+    /// The open picker's keys: Esc always closes it; other keys only once it has been drawn
+    /// (see [`super::guard`]): a key typed before is the composer's (`None`).
+    fn picker_key(&mut self, key: KeyEvent) -> Option<Vec<Effect>> {
+        if self.picker.is_none() && self.rewind_picker.is_none() {
+            return None;
+        }
+        if key.code == KeyCode::Esc
+            && self.rewind_picker.as_ref().is_none_or(|p| p.restore.is_none())
+        {
+            self.picker = None;
+            self.rewind_picker = None;
+            return Some(Vec::new());
+        }
+        if !self.picker_takes() {
+            return None;
+        }
+        if let Some(picker) = &mut self.rewind_picker {
+            return Some(match picker.key(key.code) {
+                Picked::Open => Vec::new(),
+                Picked::Closed => {
+                    self.rewind_picker = None;
+                    Vec::new()
+                }
+                Picked::Rewind { n, code, conversation } => {
+                    self.rewind_picker = None;
+                    self.rewind_to(n, code, conversation)
+                }
+            });
+        }
+        let picker = self.picker.as_mut()?;
+        match key.code {
+            KeyCode::Up => picker.selected = picker.selected.saturating_sub(1),
+            KeyCode::Down => {
+                picker.selected = (picker.selected + 1).min(picker.sessions.len().saturating_sub(1))
+            }
+            KeyCode::Enter => {
+                let chosen = picker.sessions.get(picker.selected).map(|s| s.id.clone());
+                self.picker = None;
+                if let Some(id) = chosen {
+                    return Some(vec![Effect::Attach(id)]);
+                }
+            }
+            _ => {}
+        }
+        Some(Vec::new())
+    }
+
+    /// Esc or Ctrl-C while a turn runs: interrupt it (once; the next Ctrl-C goes on to quit).
+    fn interrupt(&mut self) -> Vec<Effect> {
+        self.turn.interrupting = true;
+        self.notice = Some("interrupting…".into());
+        vec![Effect::Interrupt]
+    }
+
+    /// Ctrl-C: interrupts a running turn; else clears the composer; on an empty one, twice
+    /// (within [`super::guard::QUIT_MS`]) quits.
+    fn ctrl_c(&mut self) -> Vec<Effect> {
+        if self.running && self.driving() && !self.turn.interrupting {
+            return self.interrupt();
+        }
+        if self.approvals.denying || self.approvals.other {
+            self.approvals.denying = false;
+            self.approvals.other = false;
+            self.composer.clear();
+            return Vec::new();
+        }
+        if !self.composer.text().is_empty() {
+            self.composer.clear();
+            self.notice = Some("cleared (Ctrl-C on an empty composer, twice, quits)".into());
+            return Vec::new();
+        }
+        if self.guards.quit_at.is_some() {
+            return vec![Effect::Quit];
+        }
+        self.guards.quit_at = Some(self.event_at);
+        self.notice = Some("press Ctrl-C again to quit".into());
         Vec::new()
     }
 

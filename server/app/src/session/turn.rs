@@ -247,7 +247,9 @@ impl Actor {
                 // Committed here, in the command that makes the session idle: a client that
                 // answers `turn_completed` at once finds no turn running.
                 if let Some(last) = end.last {
-                    if let Err(e) = self.emit(last, true).await {
+                    let committed = self.emit(last.clone(), true).await;
+                    let r = agent::interrupted::noted(self.conversation.as_mut(), committed, &last);
+                    if let Err(e) = r {
                         tracing::error!(session = %self.row.id, "cannot record the end of the turn: {e}");
                     }
                 }
