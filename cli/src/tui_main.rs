@@ -48,7 +48,8 @@ pub fn no_terminal(stdin: bool, stdout: bool) -> Option<String> {
         (false, false) => "neither its input nor its output is a terminal",
     };
     Some(format!(
-        "the TUI needs a terminal, and {which}. From a script or a pipe, use          `outboard run \"PROMPT\"` (or `outboard run -` to read the prompt from stdin)"
+        "the TUI needs a terminal, and {which}. From a script or a pipe, use \
+         `outboard run \"PROMPT\"` (or `outboard run -` to read the prompt from stdin)"
     ))
 }
 
@@ -64,11 +65,6 @@ pub fn resume_hint(session: &SessionId, server: Option<&str>) -> String {
 
 /// Runs the TUI until the user quits; returns the exit status.
 pub async fn run(args: TuiArgs) -> i32 {
-    if let Some(why) = no_terminal(std::io::stdin().is_terminal(), std::io::stdout().is_terminal())
-    {
-        eprintln!("outboard: {why}");
-        return exit::USAGE;
-    }
     // Checked before anything starts: a refused directory is a usage error.
     if args.upload.is_some() && args.connect.server.is_none() {
         eprintln!(
@@ -92,6 +88,12 @@ pub async fn run(args: TuiArgs) -> i32 {
             }
         },
     };
+    // After the flags' own usage errors (the user fixes those first), before anything starts.
+    if let Some(why) = no_terminal(std::io::stdin().is_terminal(), std::io::stdout().is_terminal())
+    {
+        eprintln!("outboard: {why}");
+        return exit::USAGE;
+    }
     let options = crate::connect::options(&args.connect);
     let (url, token, embedded) = match &args.connect.server {
         Some(url) => match crate::connect::token_from_args(&args.connect) {
