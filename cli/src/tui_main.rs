@@ -88,7 +88,12 @@ pub async fn run(args: TuiArgs) -> i32 {
             }
         },
     };
-    // After the flags' own usage errors (the user fixes those first), before anything starts.
+    // After the flags' own usage errors (the user fixes those first), before anything starts:
+    // a client-only build with no server named says so first, as every command of it does.
+    if let (None, Some(e)) = (&args.connect.server, crate::embedded::unavailable()) {
+        eprintln!("outboard: {e}");
+        return e.exit_code();
+    }
     if let Some(why) = no_terminal(std::io::stdin().is_terminal(), std::io::stdout().is_terminal())
     {
         eprintln!("outboard: {why}");

@@ -26,6 +26,11 @@ impl EmbeddedError {
     }
 }
 
+/// Why this build cannot run an embedded server: [`EmbeddedError::NotBuilt`].
+pub fn unavailable() -> Option<EmbeddedError> {
+    Some(EmbeddedError::NotBuilt)
+}
+
 impl EmbeddedServer {
     /// Always [`EmbeddedError::NotBuilt`].
     pub async fn start(

@@ -10,7 +10,13 @@ mod server;
 mod workspace;
 
 #[cfg(not(feature = "embedded"))]
-pub use absent::{EmbeddedError, EmbeddedServer};
+pub use absent::{unavailable, EmbeddedError, EmbeddedServer};
 #[cfg(feature = "embedded")]
 pub use server::{EmbeddedError, EmbeddedServer};
+
+/// Why this build cannot run an embedded server: never, as it has one inside.
+#[cfg(feature = "embedded")]
+pub fn unavailable() -> Option<EmbeddedError> {
+    None
+}
 pub use workspace::{session_workspace, WorkspaceError};
